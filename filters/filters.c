@@ -1,0 +1,19 @@
+/*
+ * The filter registry: every filter lookout knows.  A cluster's chain is the
+ * order of its `filters =` key; without one it is lk_flt_default_chain.
+ */
+#include <stddef.h>
+
+#include "lk_filter.h"
+
+extern const struct lk_flt_ops lk_flt_location;
+
+const struct lk_flt_ops *const lk_flt_registry[] = {
+    &lk_flt_location,
+    NULL,
+};
+
+const char *const lk_flt_default_chain[] = {
+    "location",
+    NULL,
+};

@@ -1,0 +1,1461 @@
+/*
+ * The config loader: reads conf/lookout.conf (our own INI dialect, see
+ * CONTRACT.md section 2) into an immutable struct lk_conf.  It runs in four
+ * passes: the reader turns text into sections of key = value entries; the
+ * builder turns [lookout], [pulsar NAME] and [broker CLUSTER/ID] sections
+ * into settings, clusters and brokers with their listeners; each cluster's
+ * filter chain is built, and its filters take their own keys; and last the
+ * binding rule turns every lookup-listener and service address into a
+ * virtual host on a socket to bind.  Any entry nobody took is an unknown key.
+ * Every error names its file and line and stops the load; nothing here
+ * prints, except lk_conf_dump.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lk_conf.h"
+#include "lk_filter.h"
+#include "lk_log.h"
+#include "lk_pool.h"
+
+#define DEFAULT_TIMEOUT_CONNECT_MS 5000u
+#define DEFAULT_TIMEOUT_RESPONSE_MS 60000u
+#define DEFAULT_TIMEOUT_CLIENT_HEADER_MS 10000u
+#define DEFAULT_TIMEOUT_IDLE_MS 60000u
+#define DEFAULT_MAX_HEADER_BYTES (32u * 1024)
+#define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
+#define DEFAULT_UPSTREAM_IDLE_MAX 16u
+#define DEFAULT_FOLLOW_MAX_HOPS 5u
+#define DEFAULT_FOLLOW_REPLAY_BYTES (5u * 1024 * 1024)
+/* Pulsar's maxMessageSize is 5 MiB; a frame also carries its command and
+ * metadata, hence the headroom. */
+#define DEFAULT_PULSAR_MAX_FRAME_BYTES (5u * 1024 * 1024 + 64 * 1024)
+
+/* The keys each section kind knows, for "unknown key" hints. */
+static const char *const lookout_keys[] = {
+    "admin",           "workers",          "log_level",        "tls.certificate",
+    "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
+    "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
+    "max_buffer_bytes", "upstream.idle_pool", NULL};
+static const char *const pulsar_keys[] = {
+    "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
+    "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
+    "follow.replay_bytes",  "max_frame_bytes",    "filters",       NULL};
+static const char *const broker_keys[] = {"advertisedListeners", NULL};
+
+static const char *const redirects_names[] = {"rewrite", "follow", NULL};
+static const char *const leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
+
+struct loader {
+    struct lk_conf *conf;
+    char *err;
+    size_t errlen;
+};
+
+#define SECT_FMT "[%s%s%s]"
+#define SECT_ARGS(s) (s)->kind, (s)->name != NULL ? " " : "", (s)->name != NULL ? (s)->name : ""
+
+/* Errors ------------------------------------------------------------------ */
+
+/* Appends to err at *off, never past errlen. */
+static void
+append(struct loader *ld, size_t *off, const char *fmt, va_list ap)
+{
+    int n;
+
+    if (*off >= ld->errlen)
+        return;
+    n = vsnprintf(ld->err + *off, ld->errlen - *off, fmt, ap);
+    if (n > 0)
+        *off += (size_t)n;
+}
+
+static void
+appendf(struct loader *ld, size_t *off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+appendf(struct loader *ld, size_t *off, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    append(ld, off, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * Writes "file:line: [kind name] key: message" into the loader's err; s and
+ * key may be NULL, line 0 means "no line".  Returns -1 for `return report()`.
+ */
+static int
+report(struct loader *ld, int line, const struct lk_conf_section *s, const char *key,
+       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int
+report(struct loader *ld, int line, const struct lk_conf_section *s, const char *key,
+       const char *fmt, ...)
+{
+    size_t off = 0;
+    va_list ap;
+
+    if (ld->err == NULL || ld->errlen == 0)
+        return -1;
+    ld->err[0] = '\0';
+    if (line > 0)
+        appendf(ld, &off, "%s:%d: ", ld->conf->file, line);
+    else
+        appendf(ld, &off, "%s: ", ld->conf->file);
+    if (s != NULL)
+        appendf(ld, &off, SECT_FMT " ", SECT_ARGS(s));
+    if (key != NULL)
+        appendf(ld, &off, "%s: ", key);
+    va_start(ap, fmt);
+    append(ld, &off, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The same, for an entry of section s. */
+#define entry_err(ld, s, e, ...) report((ld), (e)->line, (s), (e)->key, __VA_ARGS__)
+
+/* The reader ---------------------------------------------------------------- */
+
+static int
+is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static struct lk_str
+trim(struct lk_str s)
+{
+    while (s.len > 0 && is_ws(s.p[0]))
+        s.p++, s.len--;
+    while (s.len > 0 && is_ws(s.p[s.len - 1]))
+        s.len--;
+    return s;
+}
+
+/* `#` and `;` open a comment at the start of a line or after whitespace, so
+ * that a value may contain them ("a=b#c" keeps "#c"). */
+static struct lk_str
+strip_comment(struct lk_str l)
+{
+    for (size_t i = 0; i < l.len; i++)
+        if ((l.p[i] == '#' || l.p[i] == ';') && (i == 0 || is_ws(l.p[i - 1])))
+            return lk_str_make(l.p, i);
+    return l;
+}
+
+static int
+is_key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+}
+
+static struct lk_conf_section *
+find_section(const struct lk_conf *c, const char *kind, const char *name)
+{
+    for (size_t i = 0; i < c->nsections; i++) {
+        struct lk_conf_section *s = &c->sections[i];
+        if (strcmp(s->kind, kind) == 0 &&
+            (name == NULL ? s->name == NULL : s->name != NULL && strcmp(s->name, name) == 0))
+            return s;
+    }
+    return NULL;
+}
+
+static struct lk_conf_entry *
+find_entry(const struct lk_conf_section *s, const char *key)
+{
+    for (size_t i = 0; i < s->nentries; i++)
+        if (strcmp(s->entries[i].key, key) == 0)
+            return &s->entries[i];
+    return NULL;
+}
+
+/* Returns the entry for key and marks it used, or NULL. */
+static struct lk_conf_entry *
+take(struct lk_conf_section *s, const char *key)
+{
+    struct lk_conf_entry *e = find_entry(s, key);
+
+    if (e != NULL)
+        e->used = 1;
+    return e;
+}
+
+static int
+read_header(struct loader *ld, struct lk_str l, int line)
+{
+    struct lk_conf *c = ld->conf;
+    struct lk_str in, kind, name, rest;
+    const char *close = memchr(l.p, ']', l.len);
+    struct lk_conf_section *s, *dup;
+    size_t i;
+
+    if (close == NULL)
+        return report(ld, line, NULL, NULL, "section header without ']'");
+    if (close != l.p + l.len - 1)
+        return report(ld, line, NULL, NULL, "unexpected text after ']'");
+    in = trim(lk_str_make(l.p + 1, l.len - 2));
+    for (i = 0; i < in.len && !is_ws(in.p[i]); i++)
+        ;
+    kind = lk_str_make(in.p, i);
+    rest = trim(lk_str_skip(in, i));
+    for (i = 0; i < rest.len && !is_ws(rest.p[i]); i++)
+        ;
+    name = lk_str_make(rest.p, i);
+    rest = trim(lk_str_skip(rest, i));
+
+    if (kind.len == 0)
+        return report(ld, line, NULL, NULL, "empty section header (expected [kind name])");
+    if (rest.len != 0)
+        return report(ld, line, NULL, NULL,
+                      "section header has more than two words (expected [kind name])");
+    if (lk_str_eq(kind, LK_STRLIT("kafka")))
+        return report(ld, line, NULL, NULL, "[kafka%s%.*s] kafka clusters are not supported yet",
+                      name.len != 0 ? " " : "", (int)name.len, name.p);
+    if (lk_str_eq(kind, LK_STRLIT("lookout"))) {
+        if (name.len != 0)
+            return report(ld, line, NULL, NULL, "[lookout] takes no name");
+    } else if (lk_str_eq(kind, LK_STRLIT("pulsar")) || lk_str_eq(kind, LK_STRLIT("broker"))) {
+        if (name.len == 0)
+            return report(ld, line, NULL, NULL, "[%.*s] needs a name: [%.*s %s]", (int)kind.len,
+                          kind.p, (int)kind.len, kind.p,
+                          lk_str_eq(kind, LK_STRLIT("pulsar")) ? "NAME" : "CLUSTER/ID");
+    } else {
+        return report(ld, line, NULL, NULL,
+                      "unknown section kind '%.*s' (expected lookout, pulsar or broker)",
+                      (int)kind.len, kind.p);
+    }
+
+    c->sections = lk_xrealloc(c->sections, (c->nsections + 1) * sizeof(*c->sections));
+    s = &c->sections[c->nsections];
+    memset(s, 0, sizeof(*s));
+    s->kind = lk_xstrndup(kind.p, kind.len);
+    s->name = name.len != 0 ? lk_xstrndup(name.p, name.len) : NULL;
+    s->file = c->file;
+    s->line = line;
+    /* Count it before the duplicate check so that it is freed either way. */
+    c->nsections++;
+    dup = find_section(c, s->kind, s->name);
+    if (dup != s)
+        return report(ld, line, NULL, NULL, "duplicate section " SECT_FMT " (first at line %d)",
+                      SECT_ARGS(s), dup->line);
+    return 0;
+}
+
+static int
+is_repeatable(const struct lk_conf_section *s, const char *key)
+{
+    /* tls.certificate and tls.key come in ordered pairs, one per cert. */
+    return s->name == NULL && (strcmp(key, "tls.certificate") == 0 || strcmp(key, "tls.key") == 0);
+}
+
+static int
+read_entry(struct loader *ld, struct lk_str l, int line)
+{
+    struct lk_conf *c = ld->conf;
+    const char *eq = memchr(l.p, '=', l.len);
+    struct lk_conf_section *s;
+    struct lk_conf_entry *e, *dup;
+    struct lk_str key, value;
+
+    if (eq == NULL)
+        return report(ld, line, NULL, NULL, "expected 'key = value' or '[kind name]'");
+    key = trim(lk_str_make(l.p, (size_t)(eq - l.p)));
+    value = trim(lk_str_make(eq + 1, l.len - (size_t)(eq + 1 - l.p)));
+    if (key.len == 0)
+        return report(ld, line, NULL, NULL, "missing key before '='");
+    for (size_t i = 0; i < key.len; i++)
+        if (!is_key_char(key.p[i]))
+            return report(ld, line, NULL, NULL,
+                          "bad key '%.*s' (letters, digits, '.', '_' and '-' only)",
+                          (int)(key.len > 64 ? 64 : key.len), key.p);
+    if (c->nsections == 0)
+        return report(ld, line, NULL, NULL, "'%.*s' is outside any section",
+                      (int)(key.len > 64 ? 64 : key.len), key.p);
+
+    s = &c->sections[c->nsections - 1];
+    s->entries = lk_xrealloc(s->entries, (s->nentries + 1) * sizeof(*s->entries));
+    e = &s->entries[s->nentries];
+    e->key = lk_xstrndup(key.p, key.len);
+    e->value = lk_xstrndup(value.p, value.len);
+    e->line = line;
+    e->used = 0;
+    dup = is_repeatable(s, e->key) ? NULL : find_entry(s, e->key);
+    s->nentries++;
+    if (dup != NULL)
+        return entry_err(ld, s, e, "duplicate key (first at line %d)", dup->line);
+    return 0;
+}
+
+/* Splits text into sections and entries.  Lines have no length limit: the
+ * text is in memory whole and lines are (pointer, length) views into it. */
+static int
+read_ini(struct loader *ld, const char *text, size_t len)
+{
+    const char *p = text, *end = text + len;
+    int line = 0;
+
+    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+        p += 3; /* a UTF-8 byte order mark from a Windows editor */
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        struct lk_str l = lk_str_make(p, (size_t)((nl != NULL ? nl : end) - p));
+
+        p = nl != NULL ? nl + 1 : end;
+        line++;
+        if (memchr(l.p, '\0', l.len) != NULL)
+            return report(ld, line, NULL, NULL, "NUL byte in the line");
+        l = trim(strip_comment(l));
+        if (l.len == 0)
+            continue;
+        if ((l.p[0] == '[' ? read_header(ld, l, line) : read_entry(ld, l, line)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Values ---------------------------------------------------------------------- */
+
+/* Plain decimal digits, nothing else, at most max. */
+static int
+parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    unsigned long v = 0;
+
+    if (*s == '\0')
+        return -1;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        if (v > (max - (unsigned long)(*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (unsigned long)(*s - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int
+lk_parse_duration(const char *s, unsigned *ms)
+{
+    unsigned long long v = 0;
+    unsigned long mult;
+    const char *p = s;
+
+    if (s == NULL || *p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        if (v > UINT_MAX)
+            return -1;
+    }
+    /* A bare number is refused: "5" could mean seconds or milliseconds. */
+    if (strcmp(p, "ms") == 0)
+        mult = 1;
+    else if (strcmp(p, "s") == 0)
+        mult = 1000;
+    else if (strcmp(p, "m") == 0)
+        mult = 60 * 1000;
+    else
+        return -1;
+    if (v > UINT_MAX / mult)
+        return -1;
+    *ms = (unsigned)(v * mult);
+    return 0;
+}
+
+int
+lk_parse_size(const char *s, size_t *bytes)
+{
+    size_t v = 0, mult = 1;
+    const char *p = s;
+
+    if (s == NULL || *p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (SIZE_MAX - (size_t)(*p - '0')) / 10)
+            return -1;
+        v = v * 10 + (size_t)(*p - '0');
+    }
+    if (*p == 'k' || *p == 'K')
+        mult = 1024, p++;
+    else if (*p == 'm' || *p == 'M')
+        mult = 1024 * 1024, p++;
+    if (*p != '\0' || v > SIZE_MAX / mult)
+        return -1;
+    *bytes = v * mult;
+    return 0;
+}
+
+static int
+parse_enum(const char *s, const char *const *names)
+{
+    for (int i = 0; names[i] != NULL; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* "127.0.0.1", "::1" or "[::1]" -> canonical text and family. */
+static int
+parse_ip(const char *s, char *out, size_t outlen, int *family)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    char buf[INET6_ADDRSTRLEN + 2];
+    size_t len = strlen(s);
+
+    if (len >= sizeof(buf))
+        return -1;
+    if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+        memcpy(buf, s + 1, len - 2);
+        buf[len - 2] = '\0';
+    } else {
+        memcpy(buf, s, len + 1);
+    }
+    if (inet_pton(AF_INET, buf, a) == 1)
+        *family = AF_INET;
+    else if (inet_pton(AF_INET6, buf, a) == 1)
+        *family = AF_INET6;
+    else
+        return -1;
+    return inet_ntop(*family, a, out, (socklen_t)outlen) != NULL ? 0 : -1;
+}
+
+/* "IP:port" or "[IPv6]:port". */
+static int
+parse_ip_port(const char *s, char *ip, size_t iplen, int *family, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    char host[INET6_ADDRSTRLEN + 2];
+    unsigned long p;
+
+    if (colon == NULL || (size_t)(colon - s) >= sizeof(host) ||
+        parse_uint(colon + 1, 65535, &p) != 0 || p == 0)
+        return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    /* An IPv6 address needs its brackets here, or its last group would be
+     * taken for the port. */
+    if (strchr(host, ':') != NULL && host[0] != '[')
+        return -1;
+    if (parse_ip(host, ip, iplen, family) != 0)
+        return -1;
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* Resolves a path from the config against the config's directory. */
+static char *
+resolve_path(const struct lk_conf *c, const char *path)
+{
+    char *r;
+
+    if (path[0] == '/')
+        return lk_xstrdup(path);
+    while (path[0] == '.' && path[1] == '/')
+        path += 2;
+    r = lk_xmalloc(strlen(c->dir) + 1 + strlen(path) + 1);
+    sprintf(r, "%s%s%s", c->dir, strcmp(c->dir, "/") == 0 ? "" : "/", path);
+    return r;
+}
+
+/* The absolute directory of the config file, without resolving symlinks
+ * and without requiring the file to exist (lk_conf_load_buf). */
+static char *
+config_dir(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    char cwd[PATH_MAX], *d, *r;
+
+    if (slash == NULL)
+        d = lk_xstrdup(".");
+    else if (slash == file)
+        d = lk_xstrdup("/");
+    else
+        d = lk_xstrndup(file, (size_t)(slash - file));
+    if (d[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+        return d;
+    if (strcmp(d, ".") == 0) {
+        free(d);
+        return lk_xstrdup(cwd);
+    }
+    r = lk_xmalloc(strlen(cwd) + 1 + strlen(d) + 1);
+    sprintf(r, "%s/%s", cwd, strncmp(d, "./", 2) == 0 ? d + 2 : d);
+    free(d);
+    return r;
+}
+
+/* [lookout] ------------------------------------------------------------------- */
+
+static int
+duration_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, unsigned *ms)
+{
+    if (lk_parse_duration(e->value, ms) != 0 || *ms == 0)
+        return entry_err(ld, s, e, "'%s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)",
+                         e->value);
+    return 0;
+}
+
+static int
+size_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, size_t min,
+         size_t *bytes)
+{
+    if (lk_parse_size(e->value, bytes) != 0)
+        return entry_err(ld, s, e, "'%s' is not a size (expected e.g. 512, 32k or 5m)", e->value);
+    if (*bytes < min)
+        return entry_err(ld, s, e, "%s is below the minimum of %zu bytes", e->value, min);
+    return 0;
+}
+
+static int
+load_lookout(struct loader *ld, struct lk_conf_section *s)
+{
+    struct lk_conf *c = ld->conf;
+    struct lk_cert *pending = NULL; /* a tls.certificate still waiting for its key */
+    unsigned long n;
+
+    /* In file order, because tls.certificate and tls.key pair up by order. */
+    for (size_t i = 0; i < s->nentries; i++) {
+        struct lk_conf_entry *e = &s->entries[i];
+        const char *k = e->key, *v = e->value;
+
+        if (strcmp(k, "admin") == 0) {
+            char ip[INET6_ADDRSTRLEN];
+            int family;
+            uint16_t port;
+
+            if (parse_ip_port(v, ip, sizeof(ip), &family, &port) != 0)
+                return entry_err(ld, s, e,
+                                 "'%s' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)", v);
+            c->admin = lk_xstrdup(v);
+        } else if (strcmp(k, "workers") == 0) {
+            if (strcmp(v, "auto") == 0) {
+                long cores = sysconf(_SC_NPROCESSORS_ONLN);
+                c->workers = cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
+            } else if (parse_uint(v, 1024, &n) == 0 && n >= 1) {
+                c->workers = (int)n;
+            } else {
+                return entry_err(ld, s, e, "'%s' is not 'auto' or a number from 1 to 1024", v);
+            }
+        } else if (strcmp(k, "log_level") == 0) {
+            if ((c->log_level = lk_log_level_parse(v)) < 0)
+                return entry_err(ld, s, e, "'%s' is not error, warn, info or debug", v);
+        } else if (strcmp(k, "tls.certificate") == 0) {
+            if (pending != NULL)
+                return report(ld, pending->line, s, "tls.certificate",
+                              "no tls.key follows this certificate (the next one is at line %d)",
+                              e->line);
+            if (v[0] == '\0')
+                return entry_err(ld, s, e, "empty path");
+            c->certs = lk_xrealloc(c->certs, (c->ncerts + 1) * sizeof(*c->certs));
+            pending = &c->certs[c->ncerts++];
+            pending->cert_file = resolve_path(c, v);
+            pending->key_file = NULL;
+            pending->line = e->line;
+        } else if (strcmp(k, "tls.key") == 0) {
+            if (pending == NULL && c->ncerts == 0)
+                return entry_err(ld, s, e, "no tls.certificate before this key");
+            if (pending == NULL)
+                return entry_err(ld, s, e,
+                                 "the tls.certificate before this key (line %d) already has one",
+                                 c->certs[c->ncerts - 1].line);
+            if (v[0] == '\0')
+                return entry_err(ld, s, e, "empty path");
+            pending->key_file = resolve_path(c, v);
+            pending = NULL;
+        } else if (strcmp(k, "tls.upstream_ca") == 0) {
+            if (v[0] == '\0')
+                return entry_err(ld, s, e, "empty path");
+            c->upstream_ca = resolve_path(c, v);
+        } else if (strcmp(k, "tls.upstream_verify") == 0) {
+            if (strcmp(v, "on") == 0)
+                c->upstream_verify = 1;
+            else if (strcmp(v, "off") == 0)
+                c->upstream_verify = 0;
+            else
+                return entry_err(ld, s, e, "'%s' is not on or off", v);
+        } else if (strcmp(k, "timeout.connect") == 0) {
+            if (duration_key(ld, s, e, &c->timeout_connect_ms) != 0)
+                return -1;
+        } else if (strcmp(k, "timeout.response") == 0) {
+            if (duration_key(ld, s, e, &c->timeout_response_ms) != 0)
+                return -1;
+        } else if (strcmp(k, "timeout.client_header") == 0) {
+            if (duration_key(ld, s, e, &c->timeout_client_header_ms) != 0)
+                return -1;
+        } else if (strcmp(k, "timeout.idle") == 0) {
+            if (duration_key(ld, s, e, &c->timeout_idle_ms) != 0)
+                return -1;
+        } else if (strcmp(k, "max_header_bytes") == 0) {
+            if (size_key(ld, s, e, 1, &c->max_header_bytes) != 0)
+                return -1;
+        } else if (strcmp(k, "max_buffer_bytes") == 0) {
+            if (size_key(ld, s, e, 1, &c->max_buffer_bytes) != 0)
+                return -1;
+        } else if (strcmp(k, "upstream.idle_pool") == 0) {
+            if (parse_uint(v, 65535, &n) != 0)
+                return entry_err(ld, s, e, "'%s' is not a number from 0 to 65535", v);
+            c->upstream_idle_max = (unsigned)n;
+        } else {
+            continue; /* unknown: reported once the filters took theirs */
+        }
+        e->used = 1;
+    }
+    if (pending != NULL)
+        return report(ld, pending->line, s, "tls.certificate",
+                      "no tls.key follows this certificate");
+    return 0;
+}
+
+/* [pulsar NAME] ----------------------------------------------------------------- */
+
+/* Parses a URL entry into a new lk_url whose scheme is a or b. */
+static int
+url_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, enum lk_scheme a,
+        enum lk_scheme b, struct lk_url **out)
+{
+    char msg[512];
+    struct lk_url *u = lk_xmalloc(sizeof(*u));
+
+    if (lk_url_parse(e->value, strlen(e->value), u, msg, sizeof(msg)) != 0) {
+        free(u);
+        return entry_err(ld, s, e, "%s", msg);
+    }
+    if (u->scheme != a && u->scheme != b) {
+        report(ld, e->line, s, e->key, "%s: the scheme must be %s or %s", u->text,
+               lk_scheme_name(a), lk_scheme_name(b));
+        lk_url_free(u);
+        free(u);
+        return -1;
+    }
+    *out = u;
+    return 0;
+}
+
+static int
+load_cluster(struct loader *ld, struct lk_conf_section *s)
+{
+    struct lk_conf *c = ld->conf;
+    struct lk_cluster *cl = lk_xcalloc(1, sizeof(*cl));
+    struct lk_conf_entry *e, *ie;
+    unsigned long n;
+    int v;
+
+    c->clusters = lk_xrealloc(c->clusters, (c->nclusters + 1) * sizeof(*c->clusters));
+    c->clusters[c->nclusters++] = cl;
+    cl->name = lk_xstrdup(s->name);
+    cl->proto = LK_PROTO_HTTP | LK_PROTO_PULSAR; /* Pulsar clients speak both */
+    cl->bind = lk_xstrdup("0.0.0.0");
+    cl->redirects = LK_REDIRECTS_REWRITE;
+    cl->leak_guard = LK_LEAK_LOG;
+    cl->follow_max_hops = DEFAULT_FOLLOW_MAX_HOPS;
+    cl->follow_replay_bytes = DEFAULT_FOLLOW_REPLAY_BYTES;
+    cl->max_frame_bytes = DEFAULT_PULSAR_MAX_FRAME_BYTES;
+    cl->section = s;
+    cl->line = s->line;
+
+    if (strchr(s->name, '/') != NULL)
+        return report(ld, s->line, s, NULL,
+                      "a cluster name cannot contain '/' (brokers are named CLUSTER/ID)");
+
+    if ((ie = take(s, "internalListenerName")) != NULL) {
+        if (ie->value[0] == '\0')
+            return entry_err(ld, s, ie, "empty listener name");
+        cl->internal_listener = lk_xstrdup(ie->value);
+    }
+    if ((e = take(s, "lookupListenerName")) != NULL) {
+        if (e->value[0] == '\0')
+            return entry_err(ld, s, e, "empty listener name");
+        if (ie != NULL && strcmp(e->value, ie->value) == 0)
+            return entry_err(ld, s, e,
+                             "'%s' is the internal listener (line %d): lookout would listen on "
+                             "the addresses it connects to",
+                             e->value, ie->line);
+        cl->lookup_listener = lk_xstrdup(e->value);
+    }
+    if ((e = take(s, "webServiceUrl")) != NULL &&
+        url_key(ld, s, e, LK_SCHEME_HTTP, LK_SCHEME_HTTPS, &cl->web_service) != 0)
+        return -1;
+    if ((e = take(s, "serviceUrl")) != NULL &&
+        url_key(ld, s, e, LK_SCHEME_PULSAR, LK_SCHEME_PULSAR_SSL, &cl->service) != 0)
+        return -1;
+    if ((e = take(s, "bind")) != NULL) {
+        char ip[INET6_ADDRSTRLEN];
+        int family;
+
+        if (parse_ip(e->value, ip, sizeof(ip), &family) != 0)
+            return entry_err(ld, s, e, "'%s' is not an IP address (e.g. 0.0.0.0, 127.0.0.2, ::)",
+                             e->value);
+        free(cl->bind);
+        cl->bind = lk_xstrdup(ip);
+    }
+    if ((e = take(s, "redirects")) != NULL) {
+        if ((v = parse_enum(e->value, redirects_names)) < 0)
+            return entry_err(ld, s, e, "'%s' is not rewrite or follow", e->value);
+        cl->redirects = (enum lk_redirects)v;
+    }
+    if ((e = take(s, "leak_guard")) != NULL) {
+        if ((v = parse_enum(e->value, leak_guard_names)) < 0)
+            return entry_err(ld, s, e, "'%s' is not off, log, rewrite or block", e->value);
+        cl->leak_guard = (enum lk_leak_guard)v;
+    }
+    if ((e = take(s, "follow.max_hops")) != NULL) {
+        if (parse_uint(e->value, 100, &n) != 0 || n == 0)
+            return entry_err(ld, s, e, "'%s' is not a number from 1 to 100", e->value);
+        cl->follow_max_hops = (unsigned)n;
+    }
+    if ((e = take(s, "follow.replay_bytes")) != NULL &&
+        size_key(ld, s, e, 0, &cl->follow_replay_bytes) != 0)
+        return -1;
+    if ((e = take(s, "max_frame_bytes")) != NULL && size_key(ld, s, e, 1, &cl->max_frame_bytes) != 0)
+        return -1;
+    /* `filters` is taken when the chain is built, after the brokers. */
+    return 0;
+}
+
+static struct lk_cluster *
+find_cluster(const struct lk_conf *c, const char *name, size_t len)
+{
+    for (size_t i = 0; i < c->nclusters; i++)
+        if (lk_str_eq(lk_str_c(c->clusters[i]->name), lk_str_make(name, len)))
+            return c->clusters[i];
+    return NULL;
+}
+
+/* [broker CLUSTER/ID] ------------------------------------------------------------ */
+
+static int
+has_family(const struct lk_listener *l, enum lk_scheme scheme)
+{
+    return l->addr[scheme] != NULL || l->addr[lk_scheme_sibling(scheme)] != NULL;
+}
+
+/* The line of a loaded broker's advertisedListeners. */
+static int
+listeners_line(const struct lk_conf *c, const struct lk_broker *b)
+{
+    return find_entry(find_section(c, "broker", b->name), "advertisedListeners")->line;
+}
+
+static int
+load_broker(struct loader *ld, struct lk_conf_section *s)
+{
+    struct lk_conf *c = ld->conf;
+    const char *slash = strchr(s->name, '/');
+    struct lk_cluster *cl;
+    struct lk_broker *b;
+    struct lk_conf_entry *e;
+    char msg[512];
+    int n;
+
+    if (slash == NULL || slash == s->name || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
+        return report(ld, s->line, s, NULL, "the name must be CLUSTER/ID, e.g. [broker prod/b1]");
+    cl = find_cluster(c, s->name, (size_t)(slash - s->name));
+    if (cl == NULL)
+        return report(ld, s->line, s, NULL, "cluster '%.*s' is not defined (no [pulsar %.*s])",
+                      (int)(slash - s->name), s->name, (int)(slash - s->name), s->name);
+
+    b = lk_xcalloc(1, sizeof(*b));
+    b->name = lk_xstrdup(s->name);
+    b->id = lk_xstrdup(slash + 1);
+    b->cluster = cl;
+    b->line = s->line;
+    b->index = c->nbrokers;
+    c->brokers = lk_xrealloc(c->brokers, (c->nbrokers + 1) * sizeof(*c->brokers));
+    c->brokers[c->nbrokers++] = b;
+    cl->brokers = lk_xrealloc(cl->brokers, (cl->nbrokers + 1) * sizeof(*cl->brokers));
+    cl->brokers[cl->nbrokers++] = b;
+
+    if ((e = take(s, "advertisedListeners")) == NULL)
+        return report(ld, s->line, s, NULL, "advertisedListeners is missing");
+    if ((n = lk_listeners_parse(e->value, &b->listeners, msg, sizeof(msg))) < 0)
+        return entry_err(ld, s, e, "%s", msg);
+    b->nlisteners = (size_t)n;
+
+    /* Pulsar's own rule: no internalListenerName means the first listener. */
+    if (cl->internal_listener == NULL)
+        b->internal = &b->listeners[0];
+    else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
+        return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
+    if (!has_family(b->internal, LK_SCHEME_HTTP))
+        return entry_err(ld, s, e,
+                         "the internal listener '%s' has no http or https address (lookout "
+                         "connects there for HTTP)",
+                         b->internal->name);
+    if (cl->lookup_listener != NULL) {
+        if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
+            return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
+        if (b->lookup == b->internal)
+            return entry_err(ld, s, e,
+                             "the lookup listener '%s' is the internal listener (the first one): "
+                             "lookout would listen on the addresses it connects to",
+                             b->lookup->name);
+        /* Whatever lookout accepts on the lookup listener it forwards to
+         * the internal listener, in the same protocol. */
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+            if (b->lookup->addr[sc] != NULL && !has_family(b->internal, sc))
+                return entry_err(ld, s, e,
+                                 "the lookup listener '%s' has %s, but the internal listener "
+                                 "'%s' has no %s or %s address to forward it to",
+                                 b->lookup->name, b->lookup->addr[sc]->text, b->internal->name,
+                                 lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
+    }
+
+    /* Addresses are how lookout tells brokers apart (lk_cluster_find_addr),
+     * so two brokers of one cluster cannot share one.  b is the cluster's
+     * last broker, so any other match comes first. */
+    for (size_t l = 0; l < b->nlisteners; l++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->listeners[l].addr[sc];
+            const struct lk_broker *o;
+            if (u == NULL)
+                continue;
+            o = lk_cluster_find_addr(cl, lk_str_c(u->host), u->port, NULL);
+            if (o != b)
+                return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)",
+                                 u->hostport, o->name, listeners_line(c, o));
+        }
+    return 0;
+}
+
+/* Binds ---------------------------------------------------------------------------- */
+
+static unsigned
+scheme_proto(enum lk_scheme scheme)
+{
+    return scheme == LK_SCHEME_HTTP || scheme == LK_SCHEME_HTTPS ? LK_PROTO_HTTP : LK_PROTO_PULSAR;
+}
+
+static const char *
+proto_name(unsigned proto)
+{
+    switch (proto) {
+    case LK_PROTO_HTTP:
+        return "http";
+    case LK_PROTO_PULSAR:
+        return "pulsar";
+    case LK_PROTO_KAFKA:
+        return "kafka";
+    default:
+        return "?";
+    }
+}
+
+/* "scheme://host:port" of a vhost, for messages. */
+static void
+vhost_url(const struct lk_vhost *v, char *buf, size_t len)
+{
+    snprintf(buf, len, strchr(v->host, ':') != NULL ? "%s://[%s]:%u" : "%s://%s:%u",
+             lk_scheme_name(v->scheme), v->host, (unsigned)v->port);
+}
+
+/* "[broker prod/b1] advertisedListeners": where a vhost comes from. */
+static void
+vhost_origin(const struct lk_vhost *v, char *buf, size_t len)
+{
+    if (v->broker != NULL)
+        snprintf(buf, len, "[broker %s] advertisedListeners", v->broker->name);
+    else
+        snprintf(buf, len, "[pulsar %s] %s", v->cluster->name,
+                 scheme_proto(v->scheme) == LK_PROTO_HTTP ? "webServiceUrl" : "serviceUrl");
+}
+
+/* Reports "new conflicts with old: why" at the new vhost's line. */
+static int
+conflict(struct loader *ld, const struct lk_vhost *nv, const struct lk_vhost *ov, const char *fmt,
+         ...) __attribute__((format(printf, 4, 5)));
+
+static int
+conflict(struct loader *ld, const struct lk_vhost *nv, const struct lk_vhost *ov, const char *fmt,
+         ...)
+{
+    char nu[300], ou[300], no[300], oo[300], why[512];
+    va_list ap;
+
+    vhost_url(nv, nu, sizeof(nu));
+    vhost_url(ov, ou, sizeof(ou));
+    vhost_origin(nv, no, sizeof(no));
+    vhost_origin(ov, oo, sizeof(oo));
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    return report(ld, nv->line, NULL, NULL, "%s: %s conflicts with %s at line %d (%s): %s", no,
+                  nu, ou, ov->line, oo, why);
+}
+
+static int
+is_wildcard(const struct lk_bind *b)
+{
+    if (b->addr.ss_family == AF_INET)
+        return ((const struct sockaddr_in *)&b->addr)->sin_addr.s_addr == htonl(INADDR_ANY);
+    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&b->addr)->sin6_addr);
+}
+
+/* The bound IP as text, canonical as parse_ip makes it. */
+static void
+bind_ip(const struct lk_bind *b, char *buf, size_t len)
+{
+    const void *a = b->addr.ss_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)&b->addr)->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)&b->addr)->sin6_addr;
+    inet_ntop(b->addr.ss_family, a, buf, (socklen_t)len);
+}
+
+static uint16_t
+bind_port(const struct lk_bind *b)
+{
+    return ntohs(b->addr.ss_family == AF_INET ? ((const struct sockaddr_in *)&b->addr)->sin_port
+                                              : ((const struct sockaddr_in6 *)&b->addr)->sin6_port);
+}
+
+/*
+ * The binding rule (CONTRACT section 2): a host that is an IP literal binds
+ * exactly that IP:port, a name binds the cluster's `bind` address on that
+ * port.  Vhosts sharing (address, port) share one bind, which must agree on
+ * TLS and protocol and must be able to tell its vhosts apart.
+ */
+static int
+add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
+          const struct lk_url *u, int line)
+{
+    struct lk_conf *c = ld->conf;
+    struct lk_vhost nv = {.host = u->host, .port = u->port, .scheme = u->scheme, .cluster = cl,
+                          .broker = br, .line = line};
+    char ip[INET6_ADDRSTRLEN], text[INET6_ADDRSTRLEN + 8], port[8];
+    unsigned proto = scheme_proto(u->scheme);
+    int tls = lk_scheme_is_tls(u->scheme), family;
+    struct lk_bind *b = NULL;
+    size_t i;
+
+    if (parse_ip(u->host, ip, sizeof(ip), &family) != 0 &&
+        parse_ip(cl->bind, ip, sizeof(ip), &family) != 0)
+        return report(ld, line, NULL, NULL, "bad bind address '%s'", cl->bind); /* checked before */
+    snprintf(text, sizeof(text), family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, (unsigned)u->port);
+
+    for (i = 0; i < c->nbinds; i++)
+        if (strcmp(c->binds[i]->text, text) == 0)
+            b = c->binds[i];
+
+    if (b != NULL) {
+        const struct lk_vhost *first = &b->vhosts[0];
+
+        if (b->tls != tls)
+            return conflict(ld, &nv, first, "bind %s cannot mix TLS and plaintext", text);
+        if (b->proto != proto)
+            return conflict(ld, &nv, first, "bind %s cannot serve both %s and %s", text,
+                            proto_name(b->proto), proto_name(proto));
+        for (i = 0; i < b->nvhosts; i++)
+            if (strcmp(b->vhosts[i].host, u->host) == 0)
+                return conflict(ld, &nv, &b->vhosts[i],
+                                "both are %s on bind %s, so lookout cannot tell them apart",
+                                u->host, text);
+        if (!tls && proto != LK_PROTO_HTTP)
+            return conflict(ld, &nv, first,
+                            "they share plaintext bind %s, and the Pulsar binary protocol has "
+                            "neither TLS SNI nor a Host header to tell them apart (use pulsar+ssl, "
+                            "or a distinct port or IP literal for each)",
+                            text);
+    } else {
+        struct addrinfo hints = {0}, *ai;
+
+        snprintf(port, sizeof(port), "%u", (unsigned)u->port);
+        hints.ai_family = family;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+        if (getaddrinfo(ip, port, &hints, &ai) != 0 || ai == NULL)
+            return report(ld, line, NULL, NULL, "cannot make a socket address of %s", text);
+        b = lk_xcalloc(1, sizeof(*b));
+        memcpy(&b->addr, ai->ai_addr, ai->ai_addrlen);
+        b->addrlen = ai->ai_addrlen;
+        freeaddrinfo(ai);
+        b->text = lk_xstrdup(text);
+        b->proto = proto;
+        b->tls = tls;
+        c->binds = lk_xrealloc(c->binds, (c->nbinds + 1) * sizeof(*c->binds));
+        c->binds[c->nbinds++] = b;
+
+        /* Linux refuses 0.0.0.0:p next to 127.0.0.1:p (EADDRINUSE), and a
+         * wildcard would take the other's clients anyway. */
+        for (i = 0; i + 1 < c->nbinds; i++) {
+            const struct lk_bind *o = c->binds[i];
+            if (o->addr.ss_family == family && bind_port(o) == u->port &&
+                is_wildcard(o) != is_wildcard(b))
+                return conflict(ld, &nv, &o->vhosts[0],
+                                "binds %s and %s overlap (a wildcard and a specific address on "
+                                "one port)",
+                                text, o->text);
+        }
+    }
+    b->vhosts = lk_xrealloc(b->vhosts, (b->nvhosts + 1) * sizeof(*b->vhosts));
+    nv.host = lk_xstrdup(u->host);
+    b->vhosts[b->nvhosts++] = nv;
+    return 0;
+}
+
+static int
+build_binds(struct loader *ld)
+{
+    struct lk_conf *c = ld->conf;
+
+    for (size_t i = 0; i < c->nclusters; i++) {
+        struct lk_cluster *cl = c->clusters[i];
+        struct lk_conf_entry *e;
+
+        /* No lookupListenerName: the brokers stay hidden, and only the
+         * service addresses are exposed. */
+        for (size_t j = 0; cl->lookup_listener != NULL && j < cl->nbrokers; j++) {
+            const struct lk_broker *b = cl->brokers[j];
+            int line = listeners_line(c, b);
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+                if (b->lookup->addr[sc] != NULL &&
+                    add_vhost(ld, cl, b, b->lookup->addr[sc], line) != 0)
+                    return -1;
+        }
+        if (cl->web_service != NULL &&
+            (e = find_entry(cl->section, "webServiceUrl")) != NULL &&
+            add_vhost(ld, cl, NULL, cl->web_service, e->line) != 0)
+            return -1;
+        if (cl->service != NULL && (e = find_entry(cl->section, "serviceUrl")) != NULL &&
+            add_vhost(ld, cl, NULL, cl->service, e->line) != 0)
+            return -1;
+    }
+
+    /* lk_tls loads and checks the files; here it is enough that a TLS bind
+     * has a certificate at all. */
+    for (size_t i = 0; i < c->nbinds; i++)
+        if (c->binds[i]->tls && c->ncerts == 0) {
+            char u[300], o[300];
+            vhost_url(&c->binds[i]->vhosts[0], u, sizeof(u));
+            vhost_origin(&c->binds[i]->vhosts[0], o, sizeof(o));
+            return report(ld, c->binds[i]->vhosts[0].line, NULL, NULL,
+                          "%s: %s terminates TLS, but [lookout] has no tls.certificate", o, u);
+        }
+
+    /* The admin listener is one more socket that must not collide. */
+    if (c->admin != NULL) {
+        char ip[INET6_ADDRSTRLEN];
+        int family;
+        uint16_t port;
+        struct lk_conf_section *s = find_section(c, "lookout", NULL);
+        struct lk_conf_entry *e = find_entry(s, "admin");
+
+        parse_ip_port(c->admin, ip, sizeof(ip), &family, &port); /* checked at load */
+        for (size_t i = 0; i < c->nbinds; i++) {
+            const struct lk_bind *b = c->binds[i];
+            char bip[INET6_ADDRSTRLEN];
+
+            bind_ip(b, bip, sizeof(bip));
+            if (bind_port(b) == port && b->addr.ss_family == family &&
+                (is_wildcard(b) || strcmp(bip, ip) == 0 || strcmp(ip, "0.0.0.0") == 0 ||
+                 strcmp(ip, "::") == 0)) {
+                char u[300];
+                vhost_url(&b->vhosts[0], u, sizeof(u));
+                return entry_err(ld, s, e, "%s conflicts with bind %s of %s (line %d)",
+                                 c->admin, b->text, u, b->vhosts[0].line);
+            }
+        }
+    }
+    return 0;
+}
+
+/* Unknown keys ------------------------------------------------------------------- */
+
+static int
+in_list(const char *const *list, const char *key, int nocase)
+{
+    for (int i = 0; list[i] != NULL; i++)
+        if ((nocase ? strcasecmp(list[i], key) : strcmp(list[i], key)) == 0)
+            return i;
+    return -1;
+}
+
+static int
+check_unknown(struct loader *ld)
+{
+    struct lk_conf *c = ld->conf;
+    static const struct {
+        const char *kind;
+        const char *const *keys;
+    } kinds[] = {{"lookout", lookout_keys}, {"pulsar", pulsar_keys}, {"broker", broker_keys}};
+
+    for (size_t i = 0; i < c->nsections; i++) {
+        struct lk_conf_section *s = &c->sections[i];
+        for (size_t j = 0; j < s->nentries; j++) {
+            struct lk_conf_entry *e = &s->entries[j];
+            int k;
+
+            if (e->used)
+                continue;
+            for (k = 0; k < 3; k++) {
+                int at = in_list(kinds[k].keys, e->key, 1);
+                if (at < 0)
+                    continue;
+                if (strcmp(kinds[k].kind, s->kind) == 0)
+                    return entry_err(ld, s, e, "unknown key (did you mean %s?)",
+                                     kinds[k].keys[at]);
+                return entry_err(ld, s, e, "unknown key (%s belongs in a [%s] section)",
+                                 kinds[k].keys[at], kinds[k].kind);
+            }
+            return entry_err(ld, s, e, "unknown key");
+        }
+    }
+    return 0;
+}
+
+/* Loading -------------------------------------------------------------------------- */
+
+static void
+conf_free(struct lk_conf *c)
+{
+    size_t i, j;
+
+    for (i = 0; i < c->nclusters; i++) {
+        struct lk_cluster *cl = c->clusters[i];
+        /* lk_flt_chain_new leaves filters NULL unless it built a chain. */
+        if (cl->filters != NULL)
+            lk_flt_chain_free(cl);
+        free(cl->name);
+        free(cl->internal_listener);
+        free(cl->lookup_listener);
+        lk_url_free(cl->web_service);
+        free(cl->web_service);
+        lk_url_free(cl->service);
+        free(cl->service);
+        free(cl->bind);
+        free(cl->brokers);
+        free(cl);
+    }
+    free(c->clusters);
+    for (i = 0; i < c->nbrokers; i++) {
+        free(c->brokers[i]->name);
+        free(c->brokers[i]->id);
+        lk_listeners_free(c->brokers[i]->listeners, c->brokers[i]->nlisteners);
+        free(c->brokers[i]);
+    }
+    free(c->brokers);
+    for (i = 0; i < c->nbinds; i++) {
+        for (j = 0; j < c->binds[i]->nvhosts; j++)
+            free(c->binds[i]->vhosts[j].host);
+        free(c->binds[i]->vhosts);
+        free(c->binds[i]->text);
+        free(c->binds[i]);
+    }
+    free(c->binds);
+    for (i = 0; i < c->ncerts; i++) {
+        free(c->certs[i].cert_file);
+        free(c->certs[i].key_file);
+    }
+    free(c->certs);
+    for (i = 0; i < c->nsections; i++) {
+        struct lk_conf_section *s = &c->sections[i];
+        for (j = 0; j < s->nentries; j++) {
+            free(s->entries[j].key);
+            free(s->entries[j].value);
+        }
+        free(s->entries);
+        free(s->kind);
+        free(s->name);
+    }
+    free(c->sections);
+    free(c->admin);
+    free(c->upstream_ca);
+    free(c->file);
+    free(c->dir);
+    free(c);
+}
+
+static int
+build(struct loader *ld, const char *text, size_t len)
+{
+    struct lk_conf *c = ld->conf;
+    struct lk_conf_section *s;
+    size_t i;
+
+    if (read_ini(ld, text, len) != 0)
+        return -1;
+
+    if ((s = find_section(c, "lookout", NULL)) != NULL && load_lookout(ld, s) != 0)
+        return -1;
+    /* Clusters first: a broker may come before its cluster in the file. */
+    for (i = 0; i < c->nsections; i++)
+        if (strcmp(c->sections[i].kind, "pulsar") == 0 && load_cluster(ld, &c->sections[i]) != 0)
+            return -1;
+    for (i = 0; i < c->nsections; i++)
+        if (strcmp(c->sections[i].kind, "broker") == 0 && load_broker(ld, &c->sections[i]) != 0)
+            return -1;
+    for (i = 0; i < c->nclusters; i++)
+        if (c->clusters[i]->nbrokers == 0)
+            return report(ld, c->clusters[i]->line, c->clusters[i]->section, NULL,
+                          "the cluster has no brokers (add [broker %s/ID] sections)",
+                          c->clusters[i]->name);
+
+    /* Filters read their own keys from the cluster's section, so unknown
+     * keys can only be told once every chain is built. */
+    for (i = 0; i < c->nclusters; i++) {
+        struct lk_cluster *cl = c->clusters[i];
+        struct lk_conf_entry *e = take(cl->section, "filters");
+        char msg[512] = "";
+
+        if (lk_flt_chain_new(cl, e != NULL ? e->value : NULL, msg, sizeof(msg)) != 0)
+            return report(ld, e != NULL ? e->line : cl->line, cl->section, "filters", "%s",
+                          msg[0] != '\0' ? msg : "cannot build the filter chain");
+    }
+    if (check_unknown(ld) != 0)
+        return -1;
+    return build_binds(ld);
+}
+
+struct lk_conf *
+lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+    struct lk_conf *c = lk_xcalloc(1, sizeof(*c));
+    struct loader ld = {c, err, errlen};
+    long cores;
+
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    c->file = lk_xstrdup(name);
+    c->dir = config_dir(name);
+    cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->workers = cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
+    c->upstream_verify = 1;
+    c->timeout_connect_ms = DEFAULT_TIMEOUT_CONNECT_MS;
+    c->timeout_response_ms = DEFAULT_TIMEOUT_RESPONSE_MS;
+    c->timeout_client_header_ms = DEFAULT_TIMEOUT_CLIENT_HEADER_MS;
+    c->timeout_idle_ms = DEFAULT_TIMEOUT_IDLE_MS;
+    c->max_header_bytes = DEFAULT_MAX_HEADER_BYTES;
+    c->max_buffer_bytes = DEFAULT_MAX_BUFFER_BYTES;
+    c->upstream_idle_max = DEFAULT_UPSTREAM_IDLE_MAX;
+    c->log_level = LK_INFO;
+    c->refs = 1;
+
+    if (build(&ld, text, len) != 0) {
+        conf_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+struct lk_conf *
+lk_conf_load(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    struct lk_conf *c = NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+
+    if (f == NULL)
+        goto fail;
+    /* Read whole, whatever the file is (a pipe from <(...) has no size). */
+    do {
+        if (cap - len < 65536) {
+            cap = cap != 0 ? cap * 2 : 65536;
+            buf = lk_xrealloc(buf, cap);
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+    } while (n != 0);
+    if (ferror(f))
+        goto fail;
+    fclose(f);
+    c = lk_conf_load_buf(path, buf, len, err, errlen);
+    free(buf);
+    return c;
+
+fail:
+    if (err != NULL && errlen > 0)
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    if (f != NULL)
+        fclose(f);
+    free(buf);
+    return NULL;
+}
+
+struct lk_conf *
+lk_conf_ref(struct lk_conf *conf)
+{
+    __atomic_add_fetch(&conf->refs, 1, __ATOMIC_RELAXED);
+    return conf;
+}
+
+void
+lk_conf_unref(struct lk_conf *conf)
+{
+    /* acq_rel: the last owner must see every other owner's reads finished
+     * before it frees (the shared_ptr / kref pattern). */
+    if (conf != NULL && __atomic_sub_fetch(&conf->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        conf_free(conf);
+}
+
+const char *
+lk_conf_section_get(struct lk_conf_section *s, const char *key, int *line)
+{
+    struct lk_conf_entry *e = s != NULL ? take(s, key) : NULL;
+
+    if (line != NULL)
+        *line = e != NULL ? e->line : s != NULL ? s->line : 0;
+    return e != NULL ? e->value : NULL;
+}
+
+const struct lk_listener *
+lk_broker_listener(const struct lk_broker *b, const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < b->nlisteners; i++)
+        if (strcmp(b->listeners[i].name, name) == 0)
+            return &b->listeners[i];
+    return NULL;
+}
+
+const struct lk_broker *
+lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host, uint16_t port,
+                     enum lk_scheme *scheme)
+{
+    /* Accept the host as it appears in a URL too: "[::1]" and the absolute
+     * form "b1.example.com." name the same host as the config's. */
+    if (host.len >= 2 && host.p[0] == '[' && host.p[host.len - 1] == ']')
+        host = lk_str_make(host.p + 1, host.len - 2);
+    if (host.len > 1 && host.p[host.len - 1] == '.')
+        host.len--;
+    if (host.len == 0)
+        return NULL;
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        for (size_t l = 0; l < b->nlisteners; l++)
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+                const struct lk_url *u = b->listeners[l].addr[sc];
+                struct lk_str h;
+                if (u == NULL || u->port != port)
+                    continue;
+                h = lk_str_c(u->host);
+                if (h.len > 1 && h.p[h.len - 1] == '.')
+                    h.len--;
+                if (lk_str_eqi(h, host)) {
+                    if (scheme != NULL)
+                        *scheme = (enum lk_scheme)sc;
+                    return b;
+                }
+            }
+    }
+    return NULL;
+}
+
+/* Dump ------------------------------------------------------------------------------ */
+
+static void
+print_addrs(FILE *out, const struct lk_listener *l)
+{
+    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+        if (l->addr[sc] != NULL)
+            fprintf(out, " %s", l->addr[sc]->text);
+}
+
+/* The address of l in scheme's family, preferring scheme's own TLS-ness. */
+static const struct lk_url *
+same_family(const struct lk_listener *l, enum lk_scheme scheme)
+{
+    return l->addr[scheme] != NULL ? l->addr[scheme] : l->addr[lk_scheme_sibling(scheme)];
+}
+
+static void
+dump_cluster(const struct lk_cluster *cl, FILE *out)
+{
+    fprintf(out, "cluster %s (pulsar): ", cl->name);
+    if (cl->internal_listener != NULL)
+        fprintf(out, "internal listener '%s', ", cl->internal_listener);
+    else
+        fprintf(out, "internal listener (each broker's first), ");
+    if (cl->lookup_listener != NULL)
+        fprintf(out, "lookup listener '%s', ", cl->lookup_listener);
+    else
+        fprintf(out, "no lookup listener (brokers are not exposed, nothing is rewritten), ");
+    fprintf(out, "redirects %s", redirects_names[cl->redirects]);
+    if (cl->redirects == LK_REDIRECTS_FOLLOW)
+        fprintf(out, " (at most %u hops, replay %zu bytes)", cl->follow_max_hops,
+                cl->follow_replay_bytes);
+    fprintf(out, ", leak_guard %s, filters ", leak_guard_names[cl->leak_guard]);
+    for (size_t i = 0; i < cl->nfilters; i++)
+        fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);
+    fprintf(out, "%s\n", cl->nfilters == 0 ? "(none)" : "");
+    if (cl->web_service != NULL || cl->service != NULL)
+        fprintf(out, "  service  %s%s%s\n", cl->web_service != NULL ? cl->web_service->text : "",
+                cl->web_service != NULL && cl->service != NULL ? " " : "",
+                cl->service != NULL ? cl->service->text : "");
+
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        int first = 1;
+
+        fprintf(out, "  broker %s\n    internal", b->name);
+        print_addrs(out, b->internal);
+        fputc('\n', out);
+        if (b->lookup != NULL) {
+            fprintf(out, "    lookup  ");
+            print_addrs(out, b->lookup);
+            fputc('\n', out);
+        }
+        for (size_t l = 0; l < b->nlisteners; l++) {
+            if (&b->listeners[l] == b->internal || &b->listeners[l] == b->lookup)
+                continue;
+            fprintf(out, "    listener '%s'", b->listeners[l].name);
+            print_addrs(out, &b->listeners[l]);
+            fputc('\n', out);
+        }
+        for (int sc = 0; b->lookup != NULL && sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *from = b->internal->addr[sc], *to;
+            if (from == NULL)
+                continue;
+            fprintf(out, "%s%s -> ", first ? "    map      " : "             ", from->text);
+            if ((to = same_family(b->lookup, sc)) != NULL)
+                fprintf(out, "%s\n", to->text);
+            else
+                fprintf(out, "not rewritten (listener '%s' has no %s or %s address)\n",
+                        b->lookup->name, lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
+            first = 0;
+        }
+    }
+}
+
+void
+lk_conf_dump(const struct lk_conf *conf, FILE *out)
+{
+    for (size_t i = 0; i < conf->nclusters; i++)
+        dump_cluster(conf->clusters[i], out);
+    if (conf->nbinds == 0)
+        fprintf(out, "no binds: nothing is exposed\n");
+    for (size_t i = 0; i < conf->nbinds; i++) {
+        const struct lk_bind *b = conf->binds[i];
+
+        fprintf(out, "bind %s %s (%s)\n", b->text, lk_scheme_name(b->vhosts[0].scheme),
+                proto_name(b->proto));
+        for (size_t j = 0; j < b->nvhosts; j++) {
+            const struct lk_vhost *v = &b->vhosts[j];
+            const struct lk_url *up;
+
+            if (v->broker == NULL) {
+                fprintf(out, "  %s -> cluster %s service address (any broker)\n", v->host,
+                        v->cluster->name);
+                continue;
+            }
+            fprintf(out, "  %s -> broker %s at ", v->host, v->broker->name);
+            /* Checked at load: the internal listener has this family. */
+            up = same_family(v->broker->internal, v->scheme);
+            fprintf(out, "%s\n", up != NULL ? up->text : "?");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+/*
+ * The loaded configuration: an immutable object built once by lk_conf_load()
+ * and shared read-only by every worker thread.  Connections hold a reference
+ * (lk_conf_ref/lk_conf_unref) so that a later reload can swap in a new
+ * generation while old exchanges finish on the old one; nothing may keep a
+ * pointer into a config past the exchange that took it.
+ *
+ * The listener map is the heart of it: every broker's listeners (name plus
+ * one address per scheme, the brokers' own `advertisedListeners` syntax) and
+ * the sockets lookout binds, each with the virtual hosts that route to a
+ * broker or to a cluster's service address.
+ */
+#ifndef LK_CONF_H
+#define LK_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "lk_str.h"
+
+struct lk_flt;
+
+/* Address schemes a listener can carry.  Kafka listeners (one address whose
+ * security protocol comes from listener.security.protocol.map) will add
+ * their own entries here; everything indexes by scheme. */
+enum lk_scheme {
+    LK_SCHEME_HTTP = 0,
+    LK_SCHEME_HTTPS,
+    LK_SCHEME_PULSAR,
+    LK_SCHEME_PULSAR_SSL,
+    LK_SCHEME__COUNT
+};
+
+/* Which protocol module serves a bound socket. */
+enum lk_proto {
+    LK_PROTO_HTTP = 1u << 0,
+    LK_PROTO_PULSAR = 1u << 1,
+    LK_PROTO_KAFKA = 1u << 2,
+};
+
+/* scheme://host:port as written in the config. */
+struct lk_url {
+    enum lk_scheme scheme;
+    char *host;     /* lower-cased; IPv6 literal without brackets */
+    uint16_t port;  /* explicit, or the scheme's default (80, 443, 6650, 6651) */
+    char *hostport; /* "host:port" as it appears in a URL ("[::1]:8080") */
+    char *text;     /* "scheme://host:port" */
+};
+
+struct lk_listener {
+    char *name;
+    struct lk_url *addr[LK_SCHEME__COUNT]; /* NULL: no address of that scheme */
+};
+
+struct lk_cluster;
+
+struct lk_broker {
+    char *name;   /* "prod/b1" */
+    char *id;     /* "b1" (Kafka: the node id) */
+    size_t index; /* position in lk_conf.brokers */
+    struct lk_cluster *cluster;
+    struct lk_listener *listeners;
+    size_t nlisteners;
+    const struct lk_listener *internal; /* where lookout connects */
+    const struct lk_listener *lookup;   /* lookupListenerName; NULL if unset */
+    int line;
+};
+
+enum lk_redirects { LK_REDIRECTS_REWRITE = 0, LK_REDIRECTS_FOLLOW };
+enum lk_leak_guard { LK_LEAK_OFF = 0, LK_LEAK_LOG, LK_LEAK_REWRITE, LK_LEAK_BLOCK };
+
+/* One [section] of the file, kept so that filters can read their own keys
+ * (lk_conf_section_get) and so that unknown keys are found once everyone has
+ * taken theirs. */
+struct lk_conf_entry {
+    char *key, *value;
+    int line;
+    int used;
+};
+
+struct lk_conf_section {
+    char *kind; /* "lookout", "pulsar", "broker" */
+    char *name; /* "prod", "prod/b1"; NULL for [lookout] */
+    const char *file;
+    int line;
+    struct lk_conf_entry *entries;
+    size_t nentries;
+};
+
+struct lk_cluster {
+    char *name;
+    unsigned proto; /* wire protocols its clients speak: HTTP|PULSAR (Kafka later) */
+    char *internal_listener; /* internalListenerName; NULL: each broker's first */
+    char *lookup_listener;   /* lookupListenerName; NULL: rewrite nothing */
+    struct lk_url *web_service; /* webServiceUrl on lookout; may be NULL */
+    struct lk_url *service;     /* serviceUrl on lookout; may be NULL */
+    char *bind;                 /* address for name-hosted listeners, default 0.0.0.0 */
+    enum lk_redirects redirects;
+    enum lk_leak_guard leak_guard;
+    unsigned follow_max_hops;      /* follow.max_hops, default 5 */
+    size_t follow_replay_bytes;    /* follow.replay_bytes, default 5m */
+    size_t max_frame_bytes;        /* binary protocols */
+    struct lk_broker **brokers;
+    size_t nbrokers;
+    struct lk_flt *filters; /* the chain, in `filters =` order */
+    size_t nfilters;
+    struct lk_conf_section *section;
+    int line;
+};
+
+/* A name clients use to reach one broker (or a cluster's service address)
+ * on a bound socket. */
+struct lk_vhost {
+    char *host;     /* lower-cased, as in the listener address */
+    uint16_t port;
+    enum lk_scheme scheme;
+    const struct lk_cluster *cluster;
+    const struct lk_broker *broker; /* NULL: the service address, any broker */
+    int line;
+};
+
+/* One socket lookout listens on. */
+struct lk_bind {
+    char *text; /* "127.0.0.1:8443", "[::1]:8443" */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    unsigned proto; /* one LK_PROTO_* */
+    int tls;        /* terminate TLS here */
+    struct lk_vhost *vhosts;
+    size_t nvhosts;
+};
+
+struct lk_cert {
+    char *cert_file, *key_file; /* absolute or relative to the config's directory, resolved */
+    int line;
+};
+
+struct lk_conf {
+    char *file; /* path as given */
+    char *dir;  /* directory of the file, for relative paths */
+    int workers; /* resolved: "auto" = number of cores */
+    char *admin; /* admin listener address text; NULL if absent */
+    struct lk_cert *certs;
+    size_t ncerts;
+    char *upstream_ca;  /* resolved path; NULL: system default store */
+    int upstream_verify; /* 1 unless `tls.upstream_verify = off` */
+    unsigned timeout_connect_ms;       /* default 5s */
+    unsigned timeout_response_ms;      /* default 60s */
+    unsigned timeout_client_header_ms; /* default 10s */
+    unsigned timeout_idle_ms;          /* default 60s */
+    size_t max_header_bytes;           /* default 32k */
+    size_t max_buffer_bytes;           /* default 1m */
+    unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 16 */
+    int log_level;                     /* `log_level = error|warn|info|debug`, default info */
+
+    struct lk_cluster **clusters;
+    size_t nclusters;
+    struct lk_broker **brokers;
+    size_t nbrokers;
+    struct lk_bind **binds;
+    size_t nbinds;
+
+    struct lk_conf_section *sections;
+    size_t nsections;
+    int refs; /* atomic */
+};
+
+/*
+ * Loads and validates a config file.  Returns NULL and writes
+ * "file:line: message" into err on any error: unknown or duplicate key, bad
+ * URL, unknown listener name, conflicting binds, bad filter list.
+ * The result has one reference.
+ */
+struct lk_conf *lk_conf_load(const char *path, char *err, size_t errlen);
+/* The same over text in memory; `name` stands for the file in messages and
+ * its directory anchors relative paths. */
+struct lk_conf *lk_conf_load_buf(const char *name, const char *text, size_t len, char *err,
+                                 size_t errlen);
+struct lk_conf *lk_conf_ref(struct lk_conf *conf);
+void lk_conf_unref(struct lk_conf *conf);
+
+/* Prints the resolved listener map, as `lookout --check` shows it. */
+void lk_conf_dump(const struct lk_conf *conf, FILE *out);
+
+/* Returns the value of key in s and marks it used, or NULL; *line gets its line. */
+const char *lk_conf_section_get(struct lk_conf_section *s, const char *key, int *line);
+
+/* "10s", "250ms", "2m" -> milliseconds; "32k", "1m", "512" -> bytes.  0/-1. */
+int lk_parse_duration(const char *s, unsigned *ms);
+int lk_parse_size(const char *s, size_t *bytes);
+
+/* URLs and listeners ------------------------------------------------------ */
+
+/* Parses "scheme://host[:port][/]" for the schemes above.  0, or -1 with a
+ * message.  The strings in out are malloc'd; lk_url_free releases them. */
+int lk_url_parse(const char *s, size_t len, struct lk_url *out, char *err, size_t errlen);
+void lk_url_free(struct lk_url *u);
+const char *lk_scheme_name(enum lk_scheme scheme);
+int lk_scheme_is_tls(enum lk_scheme scheme);
+uint16_t lk_scheme_default_port(enum lk_scheme scheme);
+/* The other scheme of the same family (http <-> https, pulsar <-> pulsar+ssl). */
+enum lk_scheme lk_scheme_sibling(enum lk_scheme scheme);
+/* Parses a scheme name ("http", "pulsar+ssl"), -1 if unknown. */
+int lk_scheme_parse(struct lk_str name);
+
+/*
+ * Parses the brokers' advertisedListeners value:
+ * "name:scheme://host:port,name:scheme://host:port,...".  Returns the number
+ * of listeners (malloc'd array in *out) or -1 with a message: bad URL, a
+ * scheme twice in one listener, the same host:port in two listeners.
+ */
+int lk_listeners_parse(const char *s, struct lk_listener **out, char *err, size_t errlen);
+void lk_listeners_free(struct lk_listener *l, size_t n);
+
+const struct lk_listener *lk_broker_listener(const struct lk_broker *b, const char *name);
+
+/*
+ * Finds the broker of cluster cl that has host:port as the address of any of
+ * its listeners (host compared case-insensitively).  Sets *scheme to the
+ * scheme of the matching address.  NULL if none.
+ */
+const struct lk_broker *lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host,
+                                             uint16_t port, enum lk_scheme *scheme);
+
+#endif

@@ -1,0 +1,665 @@
+/*
+ * Workers, listeners, client connections and upstream connections.  This
+ * layer moves bytes and knows TLS, routing and broker health; protocol
+ * modules (lk_http.c) sit on top of it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/thread.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "lk_conn.h"
+#include "lk_log.h"
+
+const char lk_err_connect[] = "connect failed";
+const char lk_err_connect_timeout[] = "connect timed out";
+const char lk_err_tls[] = "TLS handshake with the broker failed";
+const char lk_err_reset[] = "connection reset by the broker";
+
+static struct lk_worker *workers;
+static int nworkers;
+static atomic_ullong next_conn_id;
+
+long long
+lk_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const struct lk_proto_ops *
+proto_for(unsigned proto)
+{
+    if (proto == LK_PROTO_HTTP)
+        return &lk_proto_http;
+    return NULL;
+}
+
+/* Client connections ------------------------------------------------------ */
+
+void
+lk_conn_describe(const struct lk_conn *c, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, ", client: %s, server: %s", c->peer, c->bind->text);
+    if (n > 0 && (size_t)n < len && c->sni != NULL)
+        n += snprintf(buf + n, len - (size_t)n, ", sni: %s", c->sni);
+    if (n > 0 && (size_t)n < len && c->action != NULL)
+        snprintf(buf + n, len - (size_t)n, ", while %s", c->action);
+}
+
+void
+lk_conn_close(struct lk_conn *c)
+{
+    struct bufferevent *bev = c->bev;
+
+    c->bev = NULL;
+    c->w->nconns--;
+    /* The protocol module's state lives in the pool; its cleanups release
+     * upstreams and timers before the client bufferevent goes. */
+    lk_pool_free(&c->pool);
+    if (bev != NULL)
+        bufferevent_free(bev);
+    free(c);
+}
+
+static void
+close_when_drained(struct bufferevent *bev, void *arg)
+{
+    struct lk_conn *c = arg;
+    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        lk_conn_close(c);
+}
+
+static void
+close_on_event(struct bufferevent *bev, short what, void *arg)
+{
+    lk_conn_close(arg);
+}
+
+static void
+discard_input(struct bufferevent *bev, void *arg)
+{
+    evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+static void
+close_later_cb(evutil_socket_t fd, short what, void *arg)
+{
+    lk_conn_close(arg);
+}
+
+void
+lk_conn_close_later(struct lk_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    event_base_once(c->w->base, -1, EV_TIMEOUT, close_later_cb, c, NULL);
+}
+
+void
+lk_conn_close_after_flush(struct lk_conn *c)
+{
+    struct timeval grace = {5, 0};
+
+    if (c->closing)
+        return;
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+        lk_conn_close_later(c);
+        return;
+    }
+    c->closing = 1;
+    /* Keep reading (and discarding) so that a client still sending does not
+     * get a reset that would destroy the response in flight. */
+    bufferevent_setcb(c->bev, discard_input, close_when_drained, close_on_event, c);
+    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+    bufferevent_set_timeouts(c->bev, &grace, &grace);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+static void
+tls_handshake_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct lk_conn *c = arg;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        SSL *ssl = bufferevent_openssl_get_ssl(bev);
+        const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+        if (sni != NULL)
+            c->sni = lk_pstrndup(&c->pool, sni, strlen(sni));
+        c->action = NULL;
+        const struct lk_proto_ops *ops = proto_for(c->bind->proto);
+        ops->start(c);
+        return;
+    }
+    if (what & BEV_EVENT_ERROR)
+        lk_log_ssl(LK_INFO, c, "TLS handshake failed");
+    else if (what & BEV_EVENT_TIMEOUT)
+        lk_log(LK_INFO, c, "TLS handshake timed out");
+    else
+        ERR_clear_error();
+    lk_conn_close(c);
+}
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+          void *arg)
+{
+    const struct lk_bind *b = arg;
+    struct lk_worker *w = NULL;
+    struct event_base *base = evconnlistener_get_base(l);
+    uint16_t port = 0;
+
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i].base == base)
+            w = &workers[i];
+    struct lk_conn *c = lk_xcalloc(1, sizeof(*c));
+    lk_pool_init(&c->pool);
+    c->w = w;
+    c->rt = w->rt;
+    c->conf = w->rt->conf;
+    c->bind = b;
+    c->tls = b->tls;
+    c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &sin->sin_addr, c->peer_ip, sizeof(c->peer_ip));
+        port = ntohs(sin->sin_port);
+        snprintf(c->peer, sizeof(c->peer), "%s:%u", c->peer_ip, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, c->peer_ip, sizeof(c->peer_ip));
+        port = ntohs(sin6->sin6_port);
+        snprintf(c->peer, sizeof(c->peer), "[%s]:%u", c->peer_ip, port);
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    w->nconns++;
+
+    const struct lk_proto_ops *ops = proto_for(b->proto);
+    if (ops == NULL) {
+        c->bev = NULL;
+        evutil_closesocket(fd);
+        lk_conn_close(c);
+        return;
+    }
+    if (b->tls) {
+        SSL *ssl = SSL_new(w->rt->server_ctx[0]);
+        if (ssl == NULL) {
+            lk_log_ssl(LK_ERR, c, "SSL_new failed");
+            evutil_closesocket(fd);
+            lk_conn_close(c);
+            return;
+        }
+        c->bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        if (c->bev == NULL) {
+            SSL_free(ssl);
+            evutil_closesocket(fd);
+            lk_conn_close(c);
+            return;
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+        struct timeval tv = {c->conf->timeout_client_header_ms / 1000,
+                             (c->conf->timeout_client_header_ms % 1000) * 1000};
+        c->action = "TLS handshaking";
+        bufferevent_setcb(c->bev, NULL, NULL, tls_handshake_event, c);
+        bufferevent_set_timeouts(c->bev, &tv, &tv);
+        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+        return;
+    }
+    c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (c->bev == NULL) {
+        evutil_closesocket(fd);
+        lk_conn_close(c);
+        return;
+    }
+    ops->start(c);
+}
+
+static void
+resume_accept(evutil_socket_t fd, short what, void *arg)
+{
+    evconnlistener_enable(arg);
+}
+
+static void
+accept_error_cb(struct evconnlistener *l, void *arg)
+{
+    const struct lk_bind *b = arg;
+    int err = EVUTIL_SOCKET_ERROR();
+
+    /* EMFILE/ENFILE: stay up; the listener retries on the next event.  Pause
+     * it briefly so that a full fd table does not spin the loop. */
+    lk_log(LK_ERR, NULL, "accept on %s: %s", b->text, evutil_socket_error_to_string(err));
+    evconnlistener_disable(l);
+    struct timeval tv = {0, 100000};
+    event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, resume_accept, l, &tv);
+}
+
+/* Routing ----------------------------------------------------------------- */
+
+/* The host part of a Host header value or SNI: strips a port and brackets. */
+static struct lk_str
+host_only(struct lk_str h)
+{
+    if (h.len > 0 && h.p[0] == '[') {
+        const char *e = memchr(h.p, ']', h.len);
+        return e != NULL ? lk_str_make(h.p + 1, (size_t)(e - h.p - 1)) : LK_STR_NULL;
+    }
+    const char *colon = memchr(h.p, ':', h.len);
+    if (colon != NULL)
+        h.len = (size_t)(colon - h.p);
+    if (h.len > 0 && h.p[h.len - 1] == '.')
+        h.len--; /* absolute FQDN */
+    return h;
+}
+
+static const struct lk_vhost *
+find_vhost(const struct lk_bind *b, struct lk_str host)
+{
+    for (size_t i = 0; i < b->nvhosts; i++)
+        if (lk_str_eqi(lk_str_c(b->vhosts[i].host), host))
+            return &b->vhosts[i];
+    return NULL;
+}
+
+const struct lk_vhost *
+lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host)
+{
+    const struct lk_vhost *by_sni = NULL, *by_host = NULL;
+
+    if (sni.len != 0)
+        by_sni = find_vhost(b, host_only(sni));
+    if (host.len != 0)
+        by_host = find_vhost(b, host_only(host));
+    if (b->nvhosts == 1)
+        return &b->vhosts[0]; /* an unshared socket: the bound address decides */
+    if (by_sni != NULL && by_host != NULL && by_sni != by_host)
+        return NULL; /* SNI and Host disagree: misdirected */
+    if (by_sni != NULL)
+        return by_sni;
+    return by_host;
+}
+
+/* Broker health ----------------------------------------------------------- */
+
+const struct lk_broker *
+lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl)
+{
+    size_t ci = 0;
+    long long now = lk_now_ms();
+
+    if (cl->nbrokers == 0)
+        return NULL;
+    for (size_t i = 0; i < rt->conf->nclusters; i++)
+        if (rt->conf->clusters[i] == cl)
+            ci = i;
+    unsigned start = __atomic_fetch_add(&rt->rr[ci], 1, __ATOMIC_RELAXED);
+    for (size_t k = 0; k < cl->nbrokers; k++) {
+        const struct lk_broker *b = cl->brokers[(start + k) % cl->nbrokers];
+        if (__atomic_load_n(&rt->health[b->index].retry_after_ms, __ATOMIC_RELAXED) <= now)
+            return b;
+    }
+    /* All are failing: try anyway rather than refuse outright. */
+    return cl->brokers[start % cl->nbrokers];
+}
+
+void
+lk_broker_connect_result(struct lk_runtime *rt, const struct lk_broker *b, int ok)
+{
+    struct lk_broker_health *h = &rt->health[b->index];
+
+    if (ok) {
+        __atomic_store_n(&h->fails, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->retry_after_ms, 0, __ATOMIC_RELAXED);
+        return;
+    }
+    unsigned fails = __atomic_add_fetch(&h->fails, 1, __ATOMIC_RELAXED);
+    /* back off 1s, 2s, 4s ... up to 30s */
+    long long backoff = 1000LL << (fails < 5 ? fails - 1 : 5);
+    if (backoff > 30000)
+        backoff = 30000;
+    __atomic_store_n(&h->retry_after_ms, lk_now_ms() + backoff, __ATOMIC_RELAXED);
+}
+
+/* Upstreams --------------------------------------------------------------- */
+
+static const struct lk_url *
+internal_http_addr(const struct lk_broker *b)
+{
+    const struct lk_listener *l = b->internal;
+    return l->addr[LK_SCHEME_HTTP] != NULL ? l->addr[LK_SCHEME_HTTP] : l->addr[LK_SCHEME_HTTPS];
+}
+
+void
+lk_upstream_free(struct lk_upstream *u)
+{
+    if (u == NULL)
+        return;
+    if (u->bev != NULL)
+        bufferevent_free(u->bev);
+    free(u);
+}
+
+static void
+idle_remove(struct lk_upstream *u)
+{
+    struct lk_idle_list *il = &u->w->idle[u->broker->index];
+    for (struct lk_upstream **pp = &il->head; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == u) {
+            *pp = u->next;
+            il->count--;
+            break;
+        }
+    }
+    u->next = NULL;
+    u->idle = 0;
+}
+
+/* An idle pooled connection saw data, EOF, an error or its idle timeout:
+ * whatever it is, the connection is no longer reusable. */
+static void
+idle_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct lk_upstream *u = arg;
+    idle_remove(u);
+    lk_upstream_free(u);
+}
+
+static void
+idle_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    idle_read_cb(bev, arg);
+}
+
+void
+lk_upstream_release(struct lk_upstream *u)
+{
+    struct lk_idle_list *il = &u->w->idle[u->broker->index];
+    const struct lk_conf *conf = u->w->rt->conf;
+
+    if (il->count >= conf->upstream_idle_max ||
+        evbuffer_get_length(bufferevent_get_input(u->bev)) != 0) {
+        lk_upstream_free(u);
+        return;
+    }
+    struct timeval tv = {conf->timeout_idle_ms / 1000, (conf->timeout_idle_ms % 1000) * 1000};
+    u->ready_cb = NULL;
+    u->arg = NULL;
+    u->idle = 1;
+    bufferevent_setcb(u->bev, idle_read_cb, NULL, idle_event_cb, u);
+    bufferevent_setwatermark(u->bev, EV_READ, 0, 0);
+    bufferevent_setwatermark(u->bev, EV_WRITE, 0, 0);
+    bufferevent_set_timeouts(u->bev, &tv, NULL);
+    bufferevent_enable(u->bev, EV_READ);
+    u->next = il->head;
+    il->head = u;
+    il->count++;
+}
+
+static void
+connect_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct lk_upstream *u = arg;
+    struct lk_runtime *rt = u->w->rt;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        lk_broker_connect_result(rt, u->broker, 1);
+        bufferevent_set_timeouts(bev, NULL, NULL);
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        u->ready_cb(u, LK_UP_CONNECTED, u->arg);
+        return;
+    }
+    if (what & BEV_EVENT_TIMEOUT) {
+        u->error = lk_err_connect_timeout;
+    } else if (bufferevent_openssl_get_ssl(bev) != NULL && ERR_peek_error() != 0) {
+        u->error = lk_err_tls;
+        lk_log_ssl(LK_WARN, NULL, "TLS to broker failed");
+    } else {
+        u->error = lk_err_connect;
+    }
+    int err = EVUTIL_SOCKET_ERROR();
+    int dns = bufferevent_socket_get_dns_error(bev);
+    lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
+           dns ? ": " : (err ? ": " : ""),
+           dns ? evutil_gai_strerror(dns) : (err ? evutil_socket_error_to_string(err) : ""));
+    lk_broker_connect_result(rt, u->broker, 0);
+    u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
+}
+
+static void
+reuse_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_upstream *u = arg;
+    u->ready_cb(u, LK_UP_CONNECTED, u->arg);
+}
+
+struct lk_upstream *
+lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, lk_upstream_ready_cb cb, void *arg)
+{
+    struct lk_idle_list *il = &w->idle[b->index];
+    struct lk_upstream *u = il->head;
+    const struct lk_conf *conf = w->rt->conf;
+
+    if (u != NULL) {
+        idle_remove(u);
+        u->reused = 1;
+        u->ready_cb = cb;
+        u->arg = arg;
+        bufferevent_setcb(u->bev, NULL, NULL, NULL, NULL);
+        bufferevent_set_timeouts(u->bev, NULL, NULL);
+        bufferevent_disable(u->bev, EV_READ);
+        /* Report from the loop, never re-entrantly from the caller's stack. */
+        event_base_once(w->base, -1, EV_TIMEOUT, reuse_cb, u, NULL);
+        return u;
+    }
+
+    u = lk_xcalloc(1, sizeof(*u));
+    u->w = w;
+    u->broker = b;
+    u->addr = internal_http_addr(b);
+    u->ready_cb = cb;
+    u->arg = arg;
+    int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+    if (lk_scheme_is_tls(u->addr->scheme)) {
+        SSL *ssl = SSL_new(w->rt->client_ctx);
+        if (ssl == NULL) {
+            free(u);
+            return NULL;
+        }
+        struct in6_addr a6;
+        struct in_addr a4;
+        int is_ip = inet_pton(AF_INET, u->addr->host, &a4) == 1 ||
+                    inet_pton(AF_INET6, u->addr->host, &a6) == 1;
+        if (!is_ip)
+            SSL_set_tlsext_host_name(ssl, u->addr->host);
+        if (conf->upstream_verify) {
+            X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+            if (is_ip)
+                X509_VERIFY_PARAM_set1_ip_asc(vp, u->addr->host);
+            else
+                X509_VERIFY_PARAM_set1_host(vp, u->addr->host, 0);
+        }
+        u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
+        if (u->bev == NULL) {
+            SSL_free(ssl);
+            free(u);
+            return NULL;
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
+    } else {
+        u->bev = bufferevent_socket_new(w->base, -1, opts);
+        if (u->bev == NULL) {
+            free(u);
+            return NULL;
+        }
+    }
+    struct timeval tv = {conf->timeout_connect_ms / 1000, (conf->timeout_connect_ms % 1000) * 1000};
+    bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
+    bufferevent_set_timeouts(u->bev, &tv, &tv);
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    if (bufferevent_socket_connect_hostname(u->bev, w->dns, AF_UNSPEC, u->addr->host,
+                                            u->addr->port) != 0) {
+        /* The failure is reported through connect_event_cb from the loop. */
+    }
+    return u;
+}
+
+/* Workers ------------------------------------------------------------------ */
+
+static evutil_socket_t
+bind_socket(const struct lk_bind *b, char *err, size_t errlen)
+{
+    evutil_socket_t fd = socket(b->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+
+    if (fd < 0)
+        goto fail;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (b->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&b->addr, b->addrlen) != 0)
+        goto fail;
+    if (listen(fd, 1024) != 0)
+        goto fail;
+    return fd;
+fail:
+    snprintf(err, errlen, "cannot listen on %s: %s", b->text, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static void
+stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    event_base_loopbreak(arg);
+}
+
+int
+lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
+{
+    const struct lk_conf *conf = rt->conf;
+
+    evthread_use_pthreads();
+    nworkers = n;
+    workers = lk_xcalloc((size_t)n, sizeof(*workers));
+    for (int i = 0; i < n; i++) {
+        struct lk_worker *w = &workers[i];
+        w->id = i;
+        w->rt = rt;
+        w->base = event_base_new();
+        if (w->base == NULL) {
+            snprintf(err, errlen, "cannot create an event loop");
+            return -1;
+        }
+        w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                             EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        if (w->dns == NULL) /* no resolv.conf: IP literals still work */
+            w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        w->idle = lk_xcalloc(conf->nbrokers + 1, sizeof(*w->idle));
+        w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
+        w->stop_ev = event_new(w->base, -1, EV_PERSIST, stop_cb, w->base);
+        event_add(w->stop_ev, NULL);
+        for (size_t k = 0; k < conf->nbinds; k++) {
+            const struct lk_bind *b = conf->binds[k];
+            if (proto_for(b->proto) == NULL) {
+                if (i == 0)
+                    lk_log(LK_WARN, NULL, "%s: the %s protocol is not served yet; not listening",
+                           b->text, b->proto == LK_PROTO_PULSAR ? "Pulsar binary" : "Kafka");
+                continue;
+            }
+            evutil_socket_t fd = bind_socket(b, err, errlen);
+            if (fd < 0)
+                return -1;
+            struct evconnlistener *l = evconnlistener_new(
+                w->base, accept_cb, (void *)b, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+            if (l == NULL) {
+                close(fd);
+                snprintf(err, errlen, "cannot listen on %s", b->text);
+                return -1;
+            }
+            evconnlistener_set_error_cb(l, accept_error_cb);
+            w->listeners[w->nlisteners++] = l;
+            if (i == 0)
+                lk_log(LK_INFO, NULL, "listening on %s (%s%s)", b->text, b->tls ? "TLS, " : "",
+                       proto_for(b->proto)->name);
+        }
+    }
+    return 0;
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct lk_worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+void
+lk_workers_run(void)
+{
+    for (int i = 1; i < nworkers; i++)
+        pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
+    worker_main(&workers[0]);
+    for (int i = 1; i < nworkers; i++)
+        pthread_join(workers[i].thread, NULL);
+}
+
+struct event_base *
+lk_workers_main_base(void)
+{
+    return workers[0].base;
+}
+
+void
+lk_workers_stop(void)
+{
+    /* event_active is safe across threads once evthread_use_pthreads ran;
+     * signal handlers call this through the main loop's evsignal. */
+    for (int i = 0; i < nworkers; i++)
+        event_active(workers[i].stop_ev, EV_TIMEOUT, 0);
+}
+
+void
+lk_workers_free(void)
+{
+    for (int i = 0; i < nworkers; i++) {
+        struct lk_worker *w = &workers[i];
+        for (size_t k = 0; k < w->nlisteners; k++)
+            evconnlistener_free(w->listeners[k]);
+        for (size_t b = 0; b < w->rt->conf->nbrokers; b++)
+            while (w->idle[b].head != NULL) {
+                struct lk_upstream *u = w->idle[b].head;
+                idle_remove(u);
+                lk_upstream_free(u);
+            }
+        free(w->listeners);
+        free(w->idle);
+        event_free(w->stop_ev);
+        if (w->dns != NULL)
+            evdns_base_free(w->dns, 0);
+        event_base_free(w->base);
+    }
+    free(workers);
+    workers = NULL;
+    nworkers = 0;
+}

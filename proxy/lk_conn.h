@@ -1,0 +1,175 @@
+/*
+ * Connections, workers and upstreams: the protocol-agnostic layer.  A worker
+ * is one thread with its own event_base, listening sockets (SO_REUSEPORT)
+ * and idle upstream pools.  A client connection (lk_conn) is a bufferevent,
+ * TLS or not, handed to the protocol module of its bind (HTTP today; Kafka
+ * and the Pulsar binary protocol are further modules over the same layer).
+ * An upstream (lk_upstream) is a bufferevent to one broker's internal
+ * address, TLS-verified when that address is TLS, and is pooled when idle.
+ * Nothing here knows HTTP.
+ */
+#ifndef LK_CONN_H
+#define LK_CONN_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/listener.h>
+#include <openssl/ssl.h>
+
+#include "lk_conf.h"
+#include "lk_pool.h"
+
+struct lk_conn;
+struct lk_upstream;
+
+/*
+ * State shared by the workers for one config generation: the config, the
+ * TLS contexts built from it, and broker health.  Only atomics change.
+ */
+struct lk_broker_health {
+    unsigned fails;           /* consecutive connect failures (atomic) */
+    long long retry_after_ms; /* skip for round-robin until then (atomic) */
+};
+
+struct lk_runtime {
+    struct lk_conf *conf;
+    SSL_CTX **server_ctx; /* one per certificate, chosen by SNI; [0] is default */
+    size_t nserver_ctx;
+    SSL_CTX *client_ctx;  /* for TLS to brokers */
+    struct lk_broker_health *health; /* by broker index */
+    unsigned *rr;                    /* round-robin cursor by cluster index (atomic) */
+};
+
+/* Builds the runtime (TLS contexts) for conf.  NULL with err on failure. */
+struct lk_runtime *lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen);
+void lk_runtime_free(struct lk_runtime *rt);
+
+struct lk_idle_list {
+    struct lk_upstream *head;
+    unsigned count;
+};
+
+struct lk_worker {
+    int id;
+    struct event_base *base;
+    struct evdns_base *dns;
+    struct lk_runtime *rt;
+    struct evconnlistener **listeners;
+    size_t nlisteners;
+    struct lk_idle_list *idle; /* by broker index */
+    struct event *stop_ev;
+    pthread_t thread;
+    unsigned nconns;
+};
+
+/* Protocol modules: one per lk_proto, started on each accepted connection. */
+struct lk_proto_ops {
+    unsigned proto;
+    const char *name;
+    /* Takes over c: sets the bufferevent callbacks.  Called once. */
+    void (*start)(struct lk_conn *c);
+};
+
+extern const struct lk_proto_ops lk_proto_http;
+
+struct lk_conn {
+    struct lk_worker *w;
+    const struct lk_conf *conf;
+    struct lk_runtime *rt;
+    const struct lk_bind *bind;
+    struct bufferevent *bev;
+    struct lk_pool pool; /* connection lifetime */
+    char peer_ip[INET6_ADDRSTRLEN];
+    char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" */
+    const char *sni;    /* from the TLS handshake, or NULL */
+    const char *action; /* what we were doing, for logs */
+    void *proto;        /* the protocol module's state */
+    int tls;
+    int closing; /* a close is scheduled */
+    uint64_t id;
+};
+
+/* Workers --------------------------------------------------------------- */
+
+/* Creates n workers with listeners on every bind of rt->conf; 0/-1 + err. */
+int lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen);
+/* Runs them (worker 0 on the calling thread) until lk_workers_stop. */
+void lk_workers_run(void);
+/* The event base of worker 0, which runs on the main thread (signals). */
+struct event_base *lk_workers_main_base(void);
+/* Asks every worker to stop (from any thread). */
+void lk_workers_stop(void);
+void lk_workers_free(void);
+
+/* Client connections ------------------------------------------------------ */
+
+/* Closes the connection now: frees the bufferevent (and SSL), the pool and
+ * with it the protocol state.  Not from inside a callback on c->bev that
+ * still touches c afterwards; use lk_conn_close_later then. */
+void lk_conn_close(struct lk_conn *c);
+/* Closes from the event loop, after the current callback returns; no
+ * callback on c runs in between. */
+void lk_conn_close_later(struct lk_conn *c);
+/* Closes once the output buffer has drained (or after a short grace); never
+ * closes synchronously. */
+void lk_conn_close_after_flush(struct lk_conn *c);
+/* ", client: ip:port, sni: name, while <action>" for log lines. */
+void lk_conn_describe(const struct lk_conn *c, char *buf, size_t len);
+
+/* Upstreams --------------------------------------------------------------- */
+
+enum lk_upstream_event { LK_UP_CONNECTED, LK_UP_ERROR, LK_UP_TIMEOUT };
+typedef void (*lk_upstream_ready_cb)(struct lk_upstream *u, enum lk_upstream_event ev, void *arg);
+
+struct lk_upstream {
+    struct lk_worker *w;
+    const struct lk_broker *broker;
+    const struct lk_url *addr; /* the internal address used */
+    struct bufferevent *bev;
+    struct lk_upstream *next;  /* in the idle list */
+    lk_upstream_ready_cb ready_cb;
+    void *arg;
+    int reused;   /* came from the idle pool */
+    int idle;     /* sitting in the idle pool */
+    const char *error; /* why it failed: lk_err_* */
+};
+
+extern const char lk_err_connect[];
+extern const char lk_err_connect_timeout[];
+extern const char lk_err_tls[];
+extern const char lk_err_reset[];
+
+/*
+ * Gets a connection to broker b's internal address for scheme family
+ * `http`: an idle pooled one (ready_cb is called with LK_UP_CONNECTED
+ * before this returns... no: from the event loop, never re-entrantly) or a
+ * new one.  The caller owns the result until lk_upstream_release or
+ * lk_upstream_free; it sets the bufferevent callbacks after LK_UP_CONNECTED.
+ */
+struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b,
+                                    lk_upstream_ready_cb cb, void *arg);
+/* Returns a healthy, idle connection to the pool (or frees it if full). */
+void lk_upstream_release(struct lk_upstream *u);
+void lk_upstream_free(struct lk_upstream *u);
+
+/* Picks a broker of cl round-robin, skipping brokers whose connects are
+ * failing (unless all are). */
+const struct lk_broker *lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl);
+/* Health bookkeeping from connect results. */
+void lk_broker_connect_result(struct lk_runtime *rt, const struct lk_broker *b, int ok);
+
+/*
+ * Routing on a bound socket: the vhost named by sni (if any), else by the
+ * Host header's host, else the bind's only vhost.  Returns NULL when the
+ * bind is shared and nothing matches, or when SNI and Host name different
+ * vhosts (421 for HTTP).
+ */
+const struct lk_vhost *lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host);
+
+long long lk_now_ms(void);
+
+#endif

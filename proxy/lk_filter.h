@@ -1,0 +1,95 @@
+/*
+ * The filter chain.  A filter is an ops table in filters/flt_<name>.c,
+ * listed in the registry (filters/filters.c).  Each cluster instantiates its
+ * chain from the `filters =` key, in that order (never link or registration
+ * order), and each instance parses its settings once into an immutable conf
+ * shared by every connection.  Per-exchange state lives in the exchange's
+ * pool (lk_flt_ctx).
+ *
+ * Interest is declared at three levels: statically (only the hooks a filter
+ * sets are ever called, and only for the protocols in `protos`), per
+ * exchange (`attach` returns 0 to sit an exchange out), and per body (a
+ * header hook calls lk_flt_want_body; if nobody does, the body moves between
+ * buffers without a filter seeing it).
+ *
+ * Hook return values (enum lk_flt_verdict):
+ *   LK_FLT_CONTINUE  carry on with the next filter;
+ *   LK_FLT_REPLY     stop: answer the client with the status and reason set
+ *                    by lk_xchg_reply() (only before the response has begun);
+ *   LK_FLT_ERROR     stop: an internal failure; the exchange ends with 502 if
+ *                    nothing was sent yet, else the client connection closes.
+ */
+#ifndef LK_FILTER_H
+#define LK_FILTER_H
+
+#include <stddef.h>
+#include <event2/buffer.h>
+
+#include "lk_conf.h"
+#include "lk_pool.h"
+
+struct lk_xchg;
+struct lk_http_msg;
+struct lk_flt;
+
+enum lk_flt_verdict { LK_FLT_CONTINUE = 0, LK_FLT_REPLY, LK_FLT_ERROR };
+enum lk_body_mode { LK_BODY_NONE = 0, LK_BODY_STREAM, LK_BODY_BUFFER };
+
+struct lk_flt_ops {
+    const char *name; /* the name in `filters =` */
+    unsigned protos;  /* LK_PROTO_* this filter can run on */
+
+    /* Parses the filter's settings for cluster cl; may read its own keys
+     * from s with lk_conf_section_get.  Returns the conf (may be NULL when
+     * the filter has no settings and *err stays empty), or NULL with err set. */
+    void *(*conf_new)(const struct lk_cluster *cl, struct lk_conf_section *s, char *err,
+                      size_t errlen);
+    void (*conf_free)(void *conf);
+
+    /* Per exchange: return 0 to sit this exchange out.  NULL: always attach. */
+    int (*attach)(struct lk_flt *f, struct lk_xchg *x);
+    /* Called when the exchange ends, for every attached filter. */
+    void (*detach)(struct lk_flt *f, struct lk_xchg *x);
+
+    /* HTTP request head, before it goes upstream. */
+    enum lk_flt_verdict (*http_req_headers)(struct lk_flt *f, struct lk_xchg *x,
+                                            struct lk_http_msg *req);
+    /* HTTP response head, before it goes to the client.  May change headers
+     * and opt in to the body with lk_flt_want_body. */
+    enum lk_flt_verdict (*http_res_headers)(struct lk_flt *f, struct lk_xchg *x,
+                                            struct lk_http_msg *res);
+    /* HTTP response body, decoded (no chunk framing).  Move what you are done
+     * with from in to out.  LK_BODY_STREAM: called as data arrives; bytes left
+     * in `in` are offered again with the next data, and at last = 1
+     * everything must be moved.
+     * LK_BODY_BUFFER: called once with the whole body and last = 1; a body
+     * over max_buffer_bytes is passed through unchanged instead and counted
+     * in x->body_overflows.  The engine fixes the framing. */
+    enum lk_flt_verdict (*http_res_body)(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in,
+                                         struct evbuffer *out, int last);
+};
+
+/* A filter instance in a cluster's chain. */
+struct lk_flt {
+    const struct lk_flt_ops *ops;
+    void *conf;
+    char *id;     /* "prod:filters[1]=location", for logs */
+    size_t index; /* position in the chain */
+};
+
+/* The registry: every filter lookout knows, NULL-terminated (filters/filters.c). */
+extern const struct lk_flt_ops *const lk_flt_registry[];
+/* The chain a cluster gets without a `filters =` key, by name. */
+extern const char *const lk_flt_default_chain[];
+
+const struct lk_flt_ops *lk_flt_find(const char *name, size_t len);
+
+/*
+ * Builds a cluster's chain from a comma-separated list of names (NULL: the
+ * default chain), calling each conf_new.  0, or -1 with a message naming the
+ * offending filter.  lk_flt_chain_free undoes it.
+ */
+int lk_flt_chain_new(struct lk_cluster *cl, const char *list, char *err, size_t errlen);
+void lk_flt_chain_free(struct lk_cluster *cl);
+
+#endif

@@ -1,0 +1,1004 @@
+/*
+ * The HTTP/1.1 protocol module: a reverse proxy over the connection layer.
+ * Requests are parsed with llhttp (lk_http_msg.c), routed by SNI, Host and
+ * bound address to a broker, passed through the cluster's filter chain and
+ * forwarded over a pooled upstream connection; responses come back the
+ * same way.  Bodies stream in both directions under watermarks; only a
+ * filter that opts in ever holds one.  Exchanges on a connection run one at
+ * a time, so pipelined requests are answered in order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "lk_conn.h"
+#include "lk_http_msg.h"
+#include "lk_log.h"
+#include "lk_xchg.h"
+
+/* Buffer high and low watermarks: past HWM bytes waiting on the slow side,
+ * the fast side stops reading until the queue drains to LWM. */
+#define LK_HWM (256 * 1024)
+#define LK_LWM (64 * 1024)
+/* Read-ahead of a client's input (pipelined requests, body not yet sent). */
+#define LK_CLIENT_READ_MAX (64 * 1024)
+
+enum framing { OUT_NONE = 0, OUT_CL, OUT_CHUNKED, OUT_CLOSE };
+
+struct hconn;
+
+struct hx {
+    struct lk_xchg x; /* first: what filters see */
+    struct hconn *hc;
+    struct lk_upstream *up;
+    struct lk_http_parser sp; /* response parser */
+    int sp_ready;
+
+    /* request side */
+    int req_head_done, req_done;
+    int req_has_body, req_chunked;
+    int expect_continue, upgrade_req, head_method;
+    int waiting_upstream; /* connecting: the request parser stays paused */
+    int upload_paused;
+    uint64_t req_body_bytes, upload_mark;
+
+    /* response side */
+    int res_head_seen, res_head_sent, res_no_body;
+    enum framing framing;
+    struct evbuffer *res_body; /* decoded body from the parser */
+    struct evbuffer *res_out;  /* filter output, not yet framed */
+    uint64_t res_bytes;
+    int status;
+    int retried;
+    long long start_ms;
+    const char *upstream_error;
+    unsigned seq; /* hconn.seq when this exchange began */
+};
+
+struct hconn {
+    struct lk_conn *c;
+    struct lk_http_parser rp; /* request parser, for the life of the connection */
+    struct hx *x;
+    struct event *timer; /* idle or header-read timeout */
+    int closing;         /* close when the current response is out */
+    int client_eof;
+    int tunnel;
+    int dead;       /* a close is scheduled: do nothing more */
+    int in_process; /* inside process(): it picks up the next request itself */
+    unsigned seq;   /* exchanges begun */
+    struct lk_upstream *tunnel_up;
+};
+
+/* Whether the exchange that began as number seq is over (freed). */
+#define ENDED(hc, seq) ((hc)->x == NULL || (hc)->seq != (seq))
+
+static void process(struct hconn *hc);
+static void up_read(struct bufferevent *bev, void *arg);
+static void up_write(struct bufferevent *bev, void *arg);
+static void up_event(struct bufferevent *bev, short what, void *arg);
+static void client_read(struct bufferevent *bev, void *arg);
+static void client_write(struct bufferevent *bev, void *arg);
+static void client_event(struct bufferevent *bev, short what, void *arg);
+
+static struct timeval
+ms_tv(unsigned ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+/* Runs the parser over buf until an event; drains what it used.  With the
+ * input used up it still steps a parser that stopped at a completed head, so
+ * that a bodyless message completes. */
+static enum lk_http_event
+feed(struct lk_http_parser *p, struct evbuffer *buf)
+{
+    for (;;) {
+        struct evbuffer_iovec vec = {NULL, 0};
+        size_t used;
+
+        if (evbuffer_peek(buf, -1, NULL, &vec, 1) < 1)
+            vec.iov_len = 0;
+        if (vec.iov_len == 0 && !(p->head_done && !p->msg_done))
+            return LK_HTTP_NEED_MORE;
+        enum lk_http_event ev = lk_http_parse(p, vec.iov_base, vec.iov_len, &used);
+        evbuffer_drain(buf, used);
+        if (ev != LK_HTTP_NEED_MORE || vec.iov_len == 0)
+            return ev;
+    }
+}
+
+/* Exchanges ------------------------------------------------------------------ */
+
+static void
+req_body_cb(void *arg, const char *at, size_t len)
+{
+    struct hx *hx = arg;
+    struct evbuffer *out = bufferevent_get_output(hx->up->bev);
+
+    if (hx->req_chunked)
+        evbuffer_add_printf(out, "%zx\r\n", len);
+    evbuffer_add(out, at, len);
+    if (hx->req_chunked)
+        evbuffer_add(out, "\r\n", 2);
+    hx->req_body_bytes += len;
+}
+
+static void
+res_body_cb(void *arg, const char *at, size_t len)
+{
+    struct hx *hx = arg;
+    evbuffer_add(hx->res_body, at, len);
+    hx->res_bytes += len;
+}
+
+static struct hx *
+hx_new(struct hconn *hc)
+{
+    struct lk_pool pool;
+    struct lk_conn *c = hc->c;
+
+    lk_pool_init(&pool);
+    struct hx *hx = lk_palloc(&pool, sizeof(*hx));
+    hx->x.pool = pool;
+    hx->hc = hc;
+    hx->x.conn = c;
+    hx->x.conf = c->conf;
+    hx->x.client_tls = c->tls;
+    hx->start_ms = lk_now_ms();
+    lk_http_msg_init(&hx->x.req, &hx->x.pool, 1);
+    lk_http_msg_init(&hx->x.res, &hx->x.pool, 0);
+    hx->res_body = evbuffer_new();
+    hx->res_out = evbuffer_new();
+    hx->seq = ++hc->seq;
+    lk_http_parser_next(&hc->rp, &hx->x.req);
+    hc->rp.on_body = req_body_cb;
+    hc->rp.body_arg = hx;
+    return hx;
+}
+
+static void
+hx_free(struct hx *hx)
+{
+    struct lk_pool pool;
+
+    if (hx->x.cluster != NULL)
+        lk_flt_detach_all(&hx->x);
+    lk_upstream_free(hx->up);
+    hx->up = NULL;
+    if (hx->sp_ready)
+        lk_http_parser_free(&hx->sp);
+    evbuffer_free(hx->res_body);
+    evbuffer_free(hx->res_out);
+    if (hx->hc->rp.body_arg == hx) {
+        hx->hc->rp.on_body = NULL;
+        hx->hc->rp.body_arg = NULL;
+    }
+    pool = hx->x.pool; /* hx itself lives in the pool */
+    lk_pool_free(&pool);
+}
+
+static void
+access_log(struct hx *hx)
+{
+    struct lk_xchg *x = &hx->x;
+    char target[200];
+
+    lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160);
+    lk_log(LK_INFO, NULL, "%s \"%.*s %s\" %s %d %llu bytes, %u rewrites, %lld ms%s%s",
+           hx->hc->c->peer, (int)x->req.method.len, x->req.method.p, target,
+           x->broker != NULL ? x->broker->name : "-", hx->status,
+           (unsigned long long)hx->res_bytes, x->rewrites, lk_now_ms() - hx->start_ms,
+           hx->upstream_error ? ", upstream: " : "",
+           hx->upstream_error ? hx->upstream_error : "");
+}
+
+/* Ends the current exchange and carries on with the connection: the next
+ * pipelined request, an idle wait, or a close once the output drains. */
+static void
+hx_end(struct hx *hx, int reuse_upstream)
+{
+    struct hconn *hc = hx->hc;
+
+    access_log(hx);
+    if (reuse_upstream && hx->up != NULL && !hc->dead) {
+        lk_upstream_release(hx->up);
+        hx->up = NULL;
+    }
+    /* Unless the request was read to its end, the rest of it cannot be told
+     * from the next one. */
+    if (!hx->req_done || !hc->rp.msg_done)
+        hc->closing = 1;
+    if (hx->upgrade_req && !hc->tunnel && llhttp_get_errno(&hc->rp.ll) == HPE_PAUSED_UPGRADE)
+        llhttp_resume_after_upgrade(&hc->rp.ll); /* the broker said no: still HTTP */
+    hc->x = NULL;
+    hx_free(hx);
+    if (hc->closing || hc->client_eof) {
+        hc->dead = 1;
+        lk_conn_close_after_flush(hc->c);
+        return;
+    }
+    bufferevent_enable(hc->c->bev, EV_READ);
+    if (!hc->in_process)
+        process(hc);
+}
+
+/* Answers with an error of our own: {"reason": ...}.  Once part of the
+ * response has gone out there is nothing left to say, and the connection
+ * just closes. */
+static void
+reply_error(struct hx *hx, int status, const char *reason, int close)
+{
+    struct hconn *hc = hx->hc;
+    struct evbuffer *out = bufferevent_get_output(hc->c->bev);
+
+    if (hx->res_head_sent) {
+        lk_log(LK_WARN, hc->c, "%s after the response began; closing", reason);
+        hc->x = NULL;
+        access_log(hx);
+        hx_free(hx);
+        hc->dead = 1;
+        lk_conn_close_later(hc->c);
+        return;
+    }
+    json_t *j = json_pack("{s:s}", "reason", reason);
+    char *body = json_dumps(j, JSON_COMPACT);
+    if (close || (hx->req_has_body && !hx->req_done))
+        hc->closing = 1;
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                        "Content-Length: %zu\r\n%s\r\n%s",
+                        status, lk_http_reason(status), strlen(body),
+                        hc->closing ? "Connection: close\r\n" : "", body);
+    hx->status = status;
+    hx->res_head_sent = 1;
+    hx->res_bytes = strlen(body);
+    free(body);
+    json_decref(j);
+    hx->req_done = hx->req_done || !hx->req_has_body;
+    hx_end(hx, 0);
+}
+
+/* Upstream side -------------------------------------------------------------- */
+
+static void up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg);
+
+static void
+get_upstream(struct hx *hx)
+{
+    struct lk_conn *c = hx->hc->c;
+
+    hx->waiting_upstream = 1;
+    c->action = "connecting to the broker";
+    hx->up = lk_upstream_get(c->w, hx->x.broker, up_ready, hx);
+    if (hx->up == NULL) {
+        hx->waiting_upstream = 0;
+        reply_error(hx, 502, "cannot create a connection to the broker", 0);
+    }
+}
+
+static void
+send_request_head(struct hx *hx)
+{
+    struct evbuffer *out = bufferevent_get_output(hx->up->bev);
+    lk_http_write_head(&hx->x.req, out);
+}
+
+/* A reused keep-alive connection may have been closed by the broker just as
+ * we picked it: retry once on a fresh one when nothing is lost by it. */
+static int
+retry_stale(struct hx *hx)
+{
+    if (hx->up == NULL || !hx->up->reused || hx->retried || hx->res_head_seen ||
+        hx->req_body_bytes != 0 || hx->sp.head_bytes != 0)
+        return 0;
+    hx->retried = 1;
+    lk_upstream_free(hx->up);
+    hx->up = NULL;
+    if (hx->sp_ready) {
+        lk_http_parser_free(&hx->sp);
+        hx->sp_ready = 0;
+    }
+    get_upstream(hx);
+    return 1;
+}
+
+static void
+up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
+{
+    struct hx *hx = arg;
+    struct hconn *hc = hx->hc;
+    const struct lk_conf *conf = hc->c->conf;
+
+    hx->waiting_upstream = 0;
+    if (ev != LK_UP_CONNECTED) {
+        char reason[256];
+        hx->upstream_error = u->error;
+        snprintf(reason, sizeof(reason), "broker %s unreachable: %s", hx->x.broker->name,
+                 u->error != NULL ? u->error : "connect failed");
+        lk_upstream_free(hx->up);
+        hx->up = NULL;
+        reply_error(hx, 502, reason, 0);
+        return;
+    }
+    lk_http_parser_init(&hx->sp, 0, conf->max_header_bytes);
+    hx->sp_ready = 1;
+    lk_http_parser_next(&hx->sp, &hx->x.res);
+    hx->sp.no_body = hx->head_method;
+    hx->sp.on_body = res_body_cb;
+    hx->sp.body_arg = hx;
+
+    struct timeval rt = ms_tv(conf->timeout_response_ms);
+    bufferevent_setcb(u->bev, up_read, up_write, up_event, hx);
+    bufferevent_set_timeouts(u->bev, &rt, &rt);
+    bufferevent_setwatermark(u->bev, EV_READ, 0, LK_HWM);
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    send_request_head(hx);
+    hc->c->action = hx->req_done ? "waiting for the broker's response" : "sending the request body";
+    /* the body (if any) flows now */
+    process(hc);
+}
+
+/* Response framing towards the client ------------------------------------- */
+
+static void
+weaken_etag(struct lk_http_msg *m)
+{
+    struct lk_str *etag = lk_http_find(m, LK_STRLIT("ETag"));
+    if (etag != NULL && !(etag->len >= 2 && etag->p[0] == 'W' && etag->p[1] == '/'))
+        *etag = lk_pstr_concat(m->pool, LK_STRLIT("W/"), *etag);
+}
+
+static void
+send_response_head(struct hx *hx, enum framing framing, size_t length)
+{
+    struct hconn *hc = hx->hc;
+    struct lk_http_msg *res = &hx->x.res;
+    char num[32];
+
+    hx->framing = framing;
+    if (framing == OUT_CL) {
+        snprintf(num, sizeof(num), "%zu", length);
+        lk_http_set(res, LK_STRLIT("Content-Length"), lk_str_c(num));
+    } else if (framing == OUT_CHUNKED) {
+        lk_http_del(res, LK_STRLIT("Content-Length"));
+        lk_http_add(res, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
+    } else if (framing == OUT_CLOSE) {
+        lk_http_del(res, LK_STRLIT("Content-Length"));
+        hc->closing = 1;
+    }
+    if (hc->closing)
+        lk_http_add(res, LK_STRLIT("Connection"), LK_STRLIT("close"));
+    else if (hx->x.req.http_minor == 0)
+        lk_http_add(res, LK_STRLIT("Connection"), LK_STRLIT("keep-alive"));
+    res->http_minor = 1;
+    lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
+    hx->res_head_sent = 1;
+}
+
+/* The framing of a response whose length is not known up front. */
+static enum framing
+open_framing(struct hx *hx)
+{
+    return hx->x.req.http_minor >= 1 ? OUT_CHUNKED : OUT_CLOSE;
+}
+
+static void
+write_body(struct hx *hx, struct evbuffer *data)
+{
+    struct evbuffer *out = bufferevent_get_output(hx->hc->c->bev);
+    size_t len = evbuffer_get_length(data);
+
+    if (len == 0)
+        return;
+    if (hx->framing == OUT_CHUNKED)
+        evbuffer_add_printf(out, "%zx\r\n", len);
+    evbuffer_add_buffer(out, data);
+    if (hx->framing == OUT_CHUNKED)
+        evbuffer_add(out, "\r\n", 2);
+}
+
+/* Moves decoded body bytes through the filters to the client.  -1 if a
+ * filter failed (the exchange is over). */
+static int
+pump_body(struct hx *hx, int last)
+{
+    if (hx->x.body_filters != 0) {
+        enum lk_flt_verdict v = lk_flt_run_res_body(&hx->x, hx->res_body, hx->res_out, last);
+        if (v != LK_FLT_CONTINUE) {
+            if (v == LK_FLT_REPLY && !hx->res_head_sent)
+                reply_error(hx, hx->x.reply_status, hx->x.reply_reason, 1);
+            else
+                reply_error(hx, 502, "a filter failed on the response body", 1);
+            return -1;
+        }
+        if (!hx->res_head_sent) {
+            if (last)
+                send_response_head(hx, OUT_CL, evbuffer_get_length(hx->res_out));
+            else if (evbuffer_get_length(hx->res_out) != 0)
+                send_response_head(hx, open_framing(hx), 0);
+        }
+    } else {
+        evbuffer_add_buffer(hx->res_out, hx->res_body);
+    }
+    if (hx->res_head_sent)
+        write_body(hx, hx->res_out);
+    return 0;
+}
+
+static void
+on_response_head(struct hx *hx)
+{
+    struct hconn *hc = hx->hc;
+    struct lk_http_msg *res = &hx->x.res;
+    struct lk_http_parser *sp = &hx->sp;
+
+    hx->status = res->status;
+    hx->res_head_seen = 1;
+    hc->c->action = "reading the broker's response";
+    if (res->status == 101) {
+        if (!hx->upgrade_req) {
+            reply_error(hx, 502, "the broker switched protocols unasked", 1);
+            return;
+        }
+        return; /* the UPGRADE event follows and starts the tunnel */
+    }
+    if (res->status >= 100 && res->status < 200) {
+        /* Interim responses go to HTTP/1.1 clients as they are; 100
+         * Continue releases a client that waits on Expect. */
+        if (hx->x.req.http_minor >= 1) {
+            lk_http_strip_hop_by_hop(res);
+            lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
+        }
+        return;
+    }
+
+    lk_http_strip_hop_by_hop(res);
+    hx->res_no_body = hx->head_method || res->status == 204 || res->status == 304;
+
+    enum lk_flt_verdict v = lk_flt_run_res_headers(&hx->x);
+    if (v == LK_FLT_REPLY) {
+        reply_error(hx, hx->x.reply_status, hx->x.reply_reason, 0);
+        return;
+    }
+    if (v == LK_FLT_ERROR) {
+        reply_error(hx, 502, "a filter failed on the response head", 0);
+        return;
+    }
+    if (hx->res_no_body) {
+        hx->framing = OUT_NONE;
+        send_response_head(hx, OUT_NONE, 0);
+        return;
+    }
+    if (hx->x.body_filters != 0) {
+        /* The body may change size: the head waits for the first output
+         * (then chunked) or the end (then an exact Content-Length). */
+        lk_http_del(res, LK_STRLIT("Content-Length"));
+        weaken_etag(res);
+        return;
+    }
+    if (sp->has_cl && !sp->chunked)
+        send_response_head(hx, OUT_CL, (size_t)sp->content_length);
+    else
+        send_response_head(hx, open_framing(hx), 0);
+}
+
+static void
+on_response_done(struct hx *hx)
+{
+    struct hconn *hc = hx->hc;
+
+    if (!hx->res_no_body && pump_body(hx, 1) != 0)
+        return;
+    if (!hx->res_head_sent)
+        send_response_head(hx, OUT_CL, 0);
+    if (hx->framing == OUT_CHUNKED)
+        evbuffer_add(bufferevent_get_output(hc->c->bev), "0\r\n\r\n", 5);
+    int reuse = hx->sp.keep_alive && hx->req_done && !hx->upgrade_req;
+    hc->c->action = NULL;
+    hx_end(hx, reuse);
+}
+
+/* Moves bytes both ways once a 101 has switched the connection over. */
+static void
+tunnel_move(struct bufferevent *from, struct bufferevent *to)
+{
+    evbuffer_add_buffer(bufferevent_get_output(to), bufferevent_get_input(from));
+    if (evbuffer_get_length(bufferevent_get_output(to)) > LK_HWM) {
+        bufferevent_disable(from, EV_READ);
+        bufferevent_setwatermark(to, EV_WRITE, LK_LWM, 0);
+    }
+}
+
+static void
+tunnel_client_read(struct bufferevent *bev, void *arg)
+{
+    struct hconn *hc = arg;
+    tunnel_move(bev, hc->tunnel_up->bev);
+}
+
+static void
+tunnel_up_read(struct bufferevent *bev, void *arg)
+{
+    struct hconn *hc = arg;
+    tunnel_move(bev, hc->c->bev);
+}
+
+static void
+tunnel_client_write(struct bufferevent *bev, void *arg)
+{
+    struct hconn *hc = arg;
+    bufferevent_enable(hc->tunnel_up->bev, EV_READ);
+}
+
+static void
+tunnel_up_write(struct bufferevent *bev, void *arg)
+{
+    struct hconn *hc = arg;
+    bufferevent_enable(hc->c->bev, EV_READ);
+}
+
+static void
+tunnel_client_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct hconn *hc = arg;
+    lk_conn_close(hc->c); /* the pool cleanup frees the upstream side */
+}
+
+static void
+tunnel_up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct hconn *hc = arg;
+    tunnel_move(bev, hc->c->bev);
+    lk_upstream_free(hc->tunnel_up);
+    hc->tunnel_up = NULL;
+    lk_conn_close_after_flush(hc->c);
+}
+
+static void
+start_tunnel(struct hx *hx)
+{
+    struct hconn *hc = hx->hc;
+    struct lk_conn *c = hc->c;
+    struct lk_http_msg *res = &hx->x.res;
+
+    /* Forward the 101 with its Upgrade and Connection fields intact. */
+    res->http_minor = 1;
+    lk_http_write_head(res, bufferevent_get_output(c->bev));
+    hx->res_head_sent = 1;
+    hc->tunnel = 1;
+    hc->tunnel_up = hx->up;
+    hx->up = NULL;
+    hx->req_done = 1;
+    hc->x = NULL;
+    access_log(hx);
+    hx_free(hx);
+    if (hc->timer != NULL)
+        event_del(hc->timer);
+    c->action = "tunnelling";
+    struct timeval idle = ms_tv(c->conf->timeout_idle_ms);
+    bufferevent_setcb(c->bev, tunnel_client_read, tunnel_client_write, tunnel_client_event, hc);
+    bufferevent_setcb(hc->tunnel_up->bev, tunnel_up_read, tunnel_up_write, tunnel_up_event, hc);
+    bufferevent_set_timeouts(c->bev, &idle, NULL);
+    bufferevent_set_timeouts(hc->tunnel_up->bev, &idle, NULL);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+    bufferevent_setwatermark(hc->tunnel_up->bev, EV_READ, 0, 0);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    bufferevent_enable(hc->tunnel_up->bev, EV_READ | EV_WRITE);
+    /* bytes that arrived behind either head already belong to the tunnel */
+    tunnel_move(hc->tunnel_up->bev, c->bev);
+    tunnel_move(c->bev, hc->tunnel_up->bev);
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+    struct hx *hx = arg;
+    struct hconn *hc = hx->hc;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    unsigned seq = hx->seq;
+
+    if (hc->dead)
+        return;
+    for (int more = 1; more;) {
+        enum lk_http_event ev = feed(&hx->sp, in);
+        switch (ev) {
+        case LK_HTTP_NEED_MORE:
+            more = 0;
+            break;
+        case LK_HTTP_HEAD:
+            on_response_head(hx);
+            if (ENDED(hc, seq))
+                return; /* the exchange ended (an error) */
+            continue;
+        case LK_HTTP_DONE:
+            if (hx->x.res.status >= 100 && hx->x.res.status < 200) {
+                /* an interim response: the final one follows on */
+                lk_http_msg_init(&hx->x.res, &hx->x.pool, 0);
+                lk_http_parser_next(&hx->sp, &hx->x.res);
+                hx->sp.no_body = hx->head_method;
+                hx->res_head_seen = 0;
+                continue;
+            }
+            on_response_done(hx);
+            return;
+        case LK_HTTP_UPGRADE:
+            start_tunnel(hx);
+            return;
+        case LK_HTTP_TOO_LARGE:
+            hx->upstream_error = "response head over max_header_bytes";
+            reply_error(hx, 502, "the broker's response head is too large", 1);
+            return;
+        case LK_HTTP_ERROR: {
+            char reason[256];
+            hx->upstream_error = hx->sp.error;
+            snprintf(reason, sizeof(reason), "malformed response from broker %s: %s",
+                     hx->x.broker->name, hx->sp.error);
+            lk_log(LK_WARN, hc->c, "%s", reason);
+            reply_error(hx, 502, reason, 1);
+            return;
+        }
+        }
+    }
+    if (hx->res_head_seen && !hx->res_no_body && pump_body(hx, 0) != 0)
+        return;
+    /* A slow client: stop reading the broker until its output drains. */
+    if (evbuffer_get_length(bufferevent_get_output(hc->c->bev)) > LK_HWM) {
+        bufferevent_disable(bev, EV_READ);
+        bufferevent_setwatermark(hc->c->bev, EV_WRITE, LK_LWM, 0);
+    }
+}
+
+static void
+up_write(struct bufferevent *bev, void *arg)
+{
+    struct hx *hx = arg;
+
+    if (hx->upload_paused && evbuffer_get_length(bufferevent_get_output(bev)) <= LK_LWM) {
+        hx->upload_paused = 0;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        bufferevent_enable(hx->hc->c->bev, EV_READ);
+        process(hx->hc);
+    }
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct hx *hx = arg;
+    struct hconn *hc = hx->hc;
+    char reason[256];
+
+    if (what & BEV_EVENT_TIMEOUT) {
+        /* The read timeout also runs while the body uploads; that is not
+         * the broker being slow as long as the upload moves. */
+        if ((what & BEV_EVENT_READING) && !hx->req_done &&
+            hx->req_body_bytes != hx->upload_mark) {
+            hx->upload_mark = hx->req_body_bytes;
+            bufferevent_enable(bev, EV_READ);
+            return;
+        }
+        hx->upstream_error = "timed out";
+        snprintf(reason, sizeof(reason), "broker %s did not answer within %u ms",
+                 hx->x.broker->name, hc->c->conf->timeout_response_ms);
+        lk_log(LK_WARN, hc->c, "%s", reason);
+        reply_error(hx, 504, reason, 1);
+        return;
+    }
+    if (what & BEV_EVENT_EOF) {
+        /* Anything still buffered is parsed first. */
+        unsigned seq = hx->seq;
+        up_read(bev, hx);
+        if (ENDED(hc, seq) || hc->dead)
+            return;
+        if (hx->res_head_seen) {
+            enum lk_http_event ev = lk_http_parse_eof(&hx->sp);
+            if (ev == LK_HTTP_DONE) {
+                hx->sp.keep_alive = 0;
+                on_response_done(hx);
+                return;
+            }
+        }
+    }
+    if (retry_stale(hx))
+        return;
+    hx->upstream_error = (what & BEV_EVENT_EOF) ? "closed the connection" : lk_err_reset;
+    snprintf(reason, sizeof(reason), "broker %s %s %s", hx->x.broker->name,
+             hx->upstream_error, hx->res_head_seen ? "mid-response" : "before responding");
+    lk_log(LK_WARN, hc->c, "%s", reason);
+    reply_error(hx, 502, reason, 1);
+}
+
+/* Request side ----------------------------------------------------------------- */
+
+static int
+add_forwarded(struct hx *hx)
+{
+    struct lk_http_msg *req = &hx->x.req;
+    struct lk_conn *c = hx->hc->c;
+    struct lk_str *xff = lk_http_find(req, LK_STRLIT("X-Forwarded-For"));
+    struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
+    struct lk_str ip = lk_str_c(c->peer_ip);
+
+    if (xff != NULL) {
+        struct lk_str joined = lk_pstr_concat(req->pool, *xff, LK_STRLIT(", "));
+        lk_http_set(req, LK_STRLIT("X-Forwarded-For"), lk_pstr_concat(req->pool, joined, ip));
+    } else {
+        lk_http_add(req, LK_STRLIT("X-Forwarded-For"), ip);
+    }
+    lk_http_set(req, LK_STRLIT("X-Forwarded-Proto"), c->tls ? LK_STRLIT("https") : LK_STRLIT("http"));
+    if (host != NULL)
+        lk_http_set(req, LK_STRLIT("X-Forwarded-Host"), *host);
+    return 0;
+}
+
+static void
+on_request_head(struct hx *hx)
+{
+    struct hconn *hc = hx->hc;
+    struct lk_conn *c = hc->c;
+    struct lk_http_msg *req = &hx->x.req;
+    struct lk_http_parser *rp = &hc->rp;
+
+    if (hc->timer != NULL)
+        event_del(hc->timer);
+    hx->req_head_done = 1;
+    hx->req_chunked = rp->chunked;
+    hx->req_has_body = rp->chunked || (rp->has_cl && rp->content_length > 0);
+    hx->head_method = lk_str_eq(req->method, LK_STRLIT("HEAD"));
+    if (!rp->keep_alive)
+        hc->closing = 1;
+
+    if (lk_str_eq(req->method, LK_STRLIT("CONNECT"))) {
+        reply_error(hx, 405, "CONNECT is not supported", 1);
+        return;
+    }
+    struct lk_str *upgrade = lk_http_find(req, LK_STRLIT("Upgrade"));
+    if (upgrade != NULL && lk_http_has_token(req, LK_STRLIT("Upgrade"), LK_STRLIT("h2c"))) {
+        reply_error(hx, 400, "Upgrade: h2c is not supported", 1);
+        return;
+    }
+    struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
+    if (host == NULL && req->http_minor >= 1) {
+        reply_error(hx, 400, "missing Host header", 1);
+        return;
+    }
+    const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), host ? *host : LK_STR_NULL);
+    if (vh == NULL) {
+        reply_error(hx, 421, "no broker is mapped to this host", 0);
+        return;
+    }
+    hx->x.cluster = vh->cluster;
+    hx->x.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    hx->x.listener_name = vh->cluster->lookup_listener;
+    if (hx->x.broker == NULL) {
+        reply_error(hx, 502, "the cluster has no brokers", 0);
+        return;
+    }
+
+    hx->upgrade_req = upgrade != NULL && rp->upgrade;
+    struct lk_str upgrade_val = upgrade != NULL ? *upgrade : LK_STR_NULL;
+    struct lk_str *expect = lk_http_find(req, LK_STRLIT("Expect"));
+    hx->expect_continue = expect != NULL && lk_str_eqi(*expect, LK_STRLIT("100-continue"));
+
+    lk_http_strip_hop_by_hop(req);
+    if (hx->upgrade_req) {
+        lk_http_add(req, LK_STRLIT("Connection"), LK_STRLIT("upgrade"));
+        lk_http_add(req, LK_STRLIT("Upgrade"), upgrade_val);
+    }
+    if (hx->req_chunked) {
+        lk_http_del(req, LK_STRLIT("Content-Length"));
+        lk_http_add(req, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
+    }
+    add_forwarded(hx);
+
+    lk_flt_attach_all(&hx->x);
+    enum lk_flt_verdict v = lk_flt_run_req_headers(&hx->x);
+    if (v == LK_FLT_REPLY) {
+        reply_error(hx, hx->x.reply_status, hx->x.reply_reason, 0);
+        return;
+    }
+    if (v == LK_FLT_ERROR) {
+        reply_error(hx, 502, "a filter failed on the request head", 0);
+        return;
+    }
+    get_upstream(hx);
+}
+
+static void
+on_request_done(struct hx *hx)
+{
+    if (hx->req_chunked)
+        evbuffer_add(bufferevent_get_output(hx->up->bev), "0\r\n\r\n", 5);
+    hx->req_done = 1;
+    if (!hx->res_head_seen)
+        hx->hc->c->action = "waiting for the broker's response";
+}
+
+static void process_input(struct hconn *hc);
+
+/* Feeds buffered client bytes to the request parser as far as the current
+ * exchange allows: the head, then (once the upstream is ready) the body.
+ * Pipelined requests wait in the input buffer until their turn. */
+static void
+process(struct hconn *hc)
+{
+    hc->in_process++;
+    process_input(hc);
+    hc->in_process--;
+}
+
+static void
+process_input(struct hconn *hc)
+{
+    struct lk_conn *c = hc->c;
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    for (;;) {
+        if (hc->tunnel || hc->dead)
+            return;
+        struct hx *hx = hc->x;
+        if (hx == NULL) {
+            if (evbuffer_get_length(in) == 0) {
+                struct timeval tv = ms_tv(c->conf->timeout_idle_ms);
+                c->action = "waiting for a request";
+                event_add(hc->timer, &tv);
+                return;
+            }
+            hx = hc->x = hx_new(hc);
+            struct timeval tv = ms_tv(c->conf->timeout_client_header_ms);
+            c->action = "reading the request head";
+            event_add(hc->timer, &tv);
+        }
+        if (hx->req_done || hx->waiting_upstream || hx->upload_paused)
+            return;
+        if (hx->req_head_done && hx->up == NULL)
+            return;
+
+        unsigned seq = hx->seq;
+        enum lk_http_event ev = feed(&hc->rp, in);
+        switch (ev) {
+        case LK_HTTP_NEED_MORE:
+            return;
+        case LK_HTTP_HEAD:
+            on_request_head(hx);
+            break;
+        case LK_HTTP_DONE:
+            on_request_done(hx);
+            break;
+        case LK_HTTP_UPGRADE:
+            /* What follows the head belongs to the tunnel, if the broker
+             * agrees (101); otherwise parsing resumes after the response. */
+            on_request_done(hx);
+            break;
+        case LK_HTTP_TOO_LARGE:
+            lk_log(LK_INFO, c, "request head over max_header_bytes (%zu)",
+                   c->conf->max_header_bytes);
+            hx->req_done = 1;
+            reply_error(hx, 431, "request header fields too large", 1);
+            return;
+        case LK_HTTP_ERROR: {
+            char reason[200], sample[80], raw[64];
+            size_t n = evbuffer_copyout(in, raw, sizeof(raw));
+            snprintf(reason, sizeof(reason), "malformed request: %s", hc->rp.error);
+            lk_log(LK_INFO, c, "%s, near \"%s\"", reason,
+                   lk_log_sanitize(sample, raw, n == (size_t)-1 ? 0 : n, 64));
+            hx->req_done = 1;
+            reply_error(hx, 400, reason, 1);
+            return;
+        }
+        }
+        /* Upload backpressure: a slow broker stops us reading the client. */
+        if (!ENDED(hc, seq) && hx->up != NULL && !hx->waiting_upstream &&
+            evbuffer_get_length(bufferevent_get_output(hx->up->bev)) > LK_HWM) {
+            hx->upload_paused = 1;
+            bufferevent_disable(c->bev, EV_READ);
+            bufferevent_setwatermark(hx->up->bev, EV_WRITE, LK_LWM, 0);
+            return;
+        }
+    }
+}
+
+/* Client connection callbacks ---------------------------------------------------- */
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+    process(arg);
+}
+
+static void
+client_write(struct bufferevent *bev, void *arg)
+{
+    struct hconn *hc = arg;
+    struct hx *hx = hc->x;
+
+    /* The client drained its backlog: let the broker's bytes flow again. */
+    if (hx != NULL && hx->up != NULL && !hx->waiting_upstream) {
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        bufferevent_enable(hx->up->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_input(hx->up->bev)) != 0)
+            up_read(hx->up->bev, hx);
+    }
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct hconn *hc = arg;
+    struct hx *hx = hc->x;
+
+    if ((what & BEV_EVENT_EOF) && hx != NULL && hx->req_done && !(what & BEV_EVENT_ERROR)) {
+        /* The client finished sending: answer it, then close. */
+        hc->client_eof = 1;
+        return;
+    }
+    if (what & BEV_EVENT_ERROR)
+        lk_log(LK_DEBUG, hc->c, "client connection error");
+    else if (what & BEV_EVENT_TIMEOUT)
+        lk_log(LK_INFO, hc->c, "client stopped reading; closing");
+    if (hx != NULL && hx->req_head_done && !hx->res_head_sent)
+        lk_log(LK_INFO, hc->c, "client went away before the response");
+    lk_conn_close(hc->c);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct hconn *hc = arg;
+    struct hx *hx = hc->x;
+
+    if (hx == NULL) { /* keep-alive idle */
+        lk_conn_close(hc->c);
+        return;
+    }
+    lk_log(LK_INFO, hc->c, "request head not received within %u ms",
+           hc->c->conf->timeout_client_header_ms);
+    hx->req_done = 1;
+    reply_error(hx, 408, "request head timed out", 1);
+}
+
+static void
+hconn_cleanup(void *arg)
+{
+    struct hconn *hc = arg;
+
+    if (hc->x != NULL) {
+        struct hx *hx = hc->x;
+        hc->x = NULL;
+        hx_free(hx);
+    }
+    lk_upstream_free(hc->tunnel_up);
+    hc->tunnel_up = NULL;
+    if (hc->timer != NULL)
+        event_free(hc->timer);
+    lk_http_parser_free(&hc->rp);
+}
+
+static void
+start(struct lk_conn *c)
+{
+    struct hconn *hc = lk_palloc(&c->pool, sizeof(*hc));
+    struct timeval idle = ms_tv(c->conf->timeout_idle_ms);
+
+    hc->c = c;
+    c->proto = hc;
+    lk_http_parser_init(&hc->rp, 1, c->conf->max_header_bytes);
+    hc->timer = evtimer_new(c->w->base, timer_cb, hc);
+    lk_pool_cleanup_add(&c->pool, hconn_cleanup, hc);
+    bufferevent_setcb(c->bev, client_read, client_write, client_event, hc);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, LK_CLIENT_READ_MAX);
+    bufferevent_set_timeouts(c->bev, NULL, &idle);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    process(hc);
+}
+
+const struct lk_proto_ops lk_proto_http = {
+    .proto = LK_PROTO_HTTP,
+    .name = "http",
+    .start = start,
+};

@@ -1,0 +1,490 @@
+/*
+ * HTTP/1.x messages: header editing, hop-by-hop rules, serialization, and
+ * the llhttp glue that turns bytes into an lk_http_msg head plus body
+ * callbacks.  Pure over bytes: nothing here touches a socket.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_http_msg.h"
+
+void
+lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request)
+{
+    memset(m, 0, sizeof(*m));
+    m->pool = pool;
+    m->is_request = is_request;
+    m->http_major = 1;
+    m->http_minor = 1;
+}
+
+struct lk_str *
+lk_http_find(struct lk_http_msg *m, struct lk_str name)
+{
+    for (size_t i = 0; i < m->nheaders; i++)
+        if (lk_str_eqi(m->headers[i].name, name))
+            return &m->headers[i].value;
+    return NULL;
+}
+
+static void
+append(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
+{
+    if (m->nheaders == m->cap) {
+        size_t cap = m->cap != 0 ? m->cap * 2 : 16;
+        struct lk_http_header *h = lk_palloc(m->pool, cap * sizeof(*h));
+        if (m->nheaders != 0)
+            memcpy(h, m->headers, m->nheaders * sizeof(*h));
+        m->headers = h;
+        m->cap = cap;
+    }
+    m->headers[m->nheaders].name = name;
+    m->headers[m->nheaders].value = value;
+    m->nheaders++;
+}
+
+void
+lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
+{
+    append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len));
+}
+
+size_t
+lk_http_del(struct lk_http_msg *m, struct lk_str name)
+{
+    size_t j = 0, n = m->nheaders;
+
+    for (size_t i = 0; i < n; i++)
+        if (!lk_str_eqi(m->headers[i].name, name))
+            m->headers[j++] = m->headers[i];
+    m->nheaders = j;
+    return n - j;
+}
+
+void
+lk_http_set(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
+{
+    struct lk_str *v = lk_http_find(m, name);
+
+    if (v == NULL) {
+        lk_http_add(m, name, value);
+        return;
+    }
+    *v = lk_pstr(m->pool, value.p, value.len);
+    /* drop any later duplicates, keeping the first position */
+    size_t j = 0;
+    int seen = 0;
+    for (size_t i = 0; i < m->nheaders; i++) {
+        if (lk_str_eqi(m->headers[i].name, name)) {
+            if (seen)
+                continue;
+            seen = 1;
+        }
+        m->headers[j++] = m->headers[i];
+    }
+    m->nheaders = j;
+}
+
+/* Calls fn for each comma-separated, trimmed, non-empty token of s until fn
+ * returns nonzero; returns that value. */
+static int
+each_token(struct lk_str s, int (*fn)(struct lk_str tok, void *arg), void *arg)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= s.len; i++) {
+        if (i == s.len || s.p[i] == ',') {
+            struct lk_str tok = lk_str_trim(lk_str_make(s.p + start, i - start));
+            if (tok.len != 0) {
+                int r = fn(tok, arg);
+                if (r != 0)
+                    return r;
+            }
+            start = i + 1;
+        }
+    }
+    return 0;
+}
+
+static int
+token_eq(struct lk_str tok, void *arg)
+{
+    return lk_str_eqi(tok, *(struct lk_str *)arg);
+}
+
+int
+lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str token)
+{
+    for (size_t i = 0; i < m->nheaders; i++)
+        if (lk_str_eqi(m->headers[i].name, name) &&
+            each_token(m->headers[i].value, token_eq, &token))
+            return 1;
+    return 0;
+}
+
+static int
+del_named(struct lk_str tok, void *arg)
+{
+    lk_http_del(arg, tok);
+    return 0;
+}
+
+void
+lk_http_strip_hop_by_hop(struct lk_http_msg *m)
+{
+    static const struct lk_str fixed[] = {
+        LK_STRLIT("Keep-Alive"),        LK_STRLIT("Proxy-Connection"),
+        LK_STRLIT("TE"),                LK_STRLIT("Trailer"),
+        LK_STRLIT("Transfer-Encoding"), LK_STRLIT("Upgrade"),
+        LK_STRLIT("Proxy-Authenticate"), LK_STRLIT("Proxy-Authorization"),
+    };
+    struct lk_str conn = LK_STRLIT("Connection");
+
+    /* Fields named by Connection go first; collect the values before
+     * deleting, since deleting moves the array. */
+    for (;;) {
+        struct lk_str *v = lk_http_find(m, conn);
+        if (v == NULL)
+            break;
+        struct lk_str val = *v;
+        lk_http_del(m, conn);
+        each_token(val, del_named, m);
+    }
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        lk_http_del(m, fixed[i]);
+}
+
+void
+lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
+{
+    if (m->is_request)
+        evbuffer_add_printf(out, "%.*s %.*s HTTP/1.1\r\n", (int)m->method.len, m->method.p,
+                            (int)m->target.len, m->target.p);
+    else
+        evbuffer_add_printf(out, "HTTP/1.%d %03d %.*s\r\n", m->http_minor, m->status,
+                            (int)m->reason.len, m->reason.p);
+    for (size_t i = 0; i < m->nheaders; i++) {
+        const struct lk_http_header *h = &m->headers[i];
+        evbuffer_add(out, h->name.p, h->name.len);
+        evbuffer_add(out, ": ", 2);
+        evbuffer_add(out, h->value.p, h->value.len);
+        evbuffer_add(out, "\r\n", 2);
+    }
+    evbuffer_add(out, "\r\n", 2);
+}
+
+const char *
+lk_http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 421: return "Misdirected Request";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 508: return "Loop Detected";
+    default: return "Unknown";
+    }
+}
+
+/* The parser ------------------------------------------------------------- */
+
+enum { EV_NONE = 0, EV_HEAD = 1, EV_DONE = 2 };
+
+#define P(ll) ((struct lk_http_parser *)((char *)(ll) - offsetof(struct lk_http_parser, ll)))
+
+static int
+grow(struct lk_http_parser *p, const char *at, size_t len)
+{
+    p->head_bytes += len;
+    if (p->head_bytes > p->max_head) {
+        p->error = "head too large";
+        return -1;
+    }
+    if (p->buflen + len > p->bufcap) {
+        size_t cap = p->bufcap != 0 ? p->bufcap : 256;
+        while (cap < p->buflen + len)
+            cap *= 2;
+        p->buf = realloc(p->buf, cap);
+        if (p->buf == NULL)
+            abort();
+        p->bufcap = cap;
+    }
+    memcpy(p->buf + p->buflen, at, len);
+    p->buflen += len;
+    return 0;
+}
+
+static struct lk_str
+take(struct lk_http_parser *p)
+{
+    struct lk_str s = lk_pstr(p->msg->pool, p->buf, p->buflen);
+    p->buflen = 0;
+    return s;
+}
+
+static int
+on_message_begin(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    p->head_bytes = 0;
+    p->buflen = 0;
+    return 0;
+}
+
+static int
+on_data(llhttp_t *ll, const char *at, size_t len)
+{
+    return grow(P(ll), at, len) == 0 ? 0 : -1;
+}
+
+static int
+on_value(llhttp_t *ll, const char *at, size_t len)
+{
+    struct lk_http_parser *p = P(ll);
+
+    /* Obsolete line folding is a smuggling vector (RFC 9112 §5.2).  llhttp
+     * skips the line break and reports the folded line as another piece of
+     * the same value: a piece that follows a '\n' in the input is a fold. */
+    if (p->value_pieces++ > 0) {
+        char before = at > p->input_start ? at[-1] : p->input_prev;
+        if (before == '\n') {
+            p->error = "obsolete line folding in a header";
+            return -1;
+        }
+    }
+    return on_data(ll, at, len);
+}
+
+static int
+on_url_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    p->msg->target = take(p);
+    return 0;
+}
+
+static int
+on_status_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    p->msg->reason = take(p);
+    return 0;
+}
+
+static int
+is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static int
+on_field_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    p->cur_name = take(p);
+    p->value_pieces = 0;
+    /* RFC 9112 §5.1: no whitespace between the field name and the colon */
+    for (size_t i = 0; i < p->cur_name.len; i++)
+        if (!is_tchar((unsigned char)p->cur_name.p[i])) {
+            p->error = "invalid character in a header field name";
+            return -1;
+        }
+    return 0;
+}
+
+static int
+on_value_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    struct lk_str v = lk_str_trim(take(p));
+
+    if (memchr(v.p, '\r', v.len) != NULL || memchr(v.p, '\n', v.len) != NULL) {
+        p->error = "line break in a header value";
+        return -1;
+    }
+    append(p->msg, p->cur_name, v);
+    return 0;
+}
+
+static int
+on_headers_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    struct lk_http_msg *m = p->msg;
+
+    if (m->is_request)
+        m->method = lk_str_c(llhttp_method_name(llhttp_get_method(ll)));
+    else
+        m->status = llhttp_get_status_code(ll);
+    m->http_major = llhttp_get_http_major(ll);
+    m->http_minor = llhttp_get_http_minor(ll);
+    p->chunked = (ll->flags & F_CHUNKED) != 0;
+    p->has_cl = (ll->flags & F_CONTENT_LENGTH) != 0;
+    p->content_length = ll->content_length;
+    p->keep_alive = llhttp_should_keep_alive(ll);
+    p->upgrade = ll->upgrade;
+    p->head_done = 1;
+    p->state = EV_HEAD;
+    if (p->no_body)
+        return 1; /* on_message_complete follows at once */
+    return HPE_PAUSED;
+}
+
+static int
+on_body(llhttp_t *ll, const char *at, size_t len)
+{
+    struct lk_http_parser *p = P(ll);
+    if (p->on_body != NULL)
+        p->on_body(p->body_arg, at, len);
+    return 0;
+}
+
+static int
+on_message_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+    p->msg_done = 1;
+    p->keep_alive = llhttp_should_keep_alive(ll);
+    if (p->state == EV_HEAD)
+        return 0; /* head not yet reported: lk_http_parse reports DONE next */
+    p->state = EV_DONE;
+    /* An upgrade must reach HPE_PAUSED_UPGRADE, which a pause here would hide. */
+    return ll->upgrade ? 0 : HPE_PAUSED;
+}
+
+void
+lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
+{
+    memset(p, 0, sizeof(*p));
+    llhttp_settings_init(&p->settings);
+    p->settings.on_message_begin = on_message_begin;
+    p->settings.on_url = on_data;
+    p->settings.on_status = on_data;
+    p->settings.on_header_field = on_data;
+    p->settings.on_header_value = on_value;
+    p->settings.on_url_complete = on_url_complete;
+    p->settings.on_status_complete = on_status_complete;
+    p->settings.on_header_field_complete = on_field_complete;
+    p->settings.on_header_value_complete = on_value_complete;
+    p->settings.on_headers_complete = on_headers_complete;
+    p->settings.on_body = on_body;
+    p->settings.on_message_complete = on_message_complete;
+    llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &p->settings);
+    p->max_head = max_head;
+}
+
+void
+lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
+{
+    p->msg = msg;
+    p->head_done = p->msg_done = 0;
+    p->chunked = p->has_cl = p->upgrade = 0;
+    p->no_body = 0;
+    p->content_length = 0;
+    p->state = EV_NONE;
+    p->error = NULL;
+    p->head_bytes = 0;
+    p->raw_head = 0;
+    p->buflen = 0;
+}
+
+enum lk_http_event
+lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *consumed)
+{
+    *consumed = 0;
+    if (p->error != NULL)
+        return LK_HTTP_ERROR;
+    if (p->state == EV_HEAD && p->msg_done) {
+        /* the head was reported; the message had no body and is done too */
+        p->state = EV_DONE;
+        return p->ll.upgrade ? LK_HTTP_UPGRADE : LK_HTTP_DONE;
+    }
+    p->state = EV_NONE;
+    if (len == 0 && !(p->head_done && !p->msg_done))
+        return LK_HTTP_NEED_MORE;
+    if (data == NULL)
+        data = ""; /* no input: llhttp still steps past a completed head */
+
+    int in_head = !p->head_done;
+    p->input_start = data;
+    llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
+    if (len != 0)
+        p->input_prev = data[len - 1];
+    if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)) {
+        /* The cap counts every byte of the head, separators included. */
+        size_t used = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->ll) - data);
+        p->raw_head += used;
+        if (p->raw_head > p->max_head) {
+            p->error = "head too large";
+            return LK_HTTP_TOO_LARGE;
+        }
+    }
+    switch (err) {
+    case HPE_OK:
+        *consumed = len;
+        /* a no-body head (HEAD response) completes without pausing */
+        return p->state == EV_HEAD ? LK_HTTP_HEAD : LK_HTTP_NEED_MORE;
+    case HPE_PAUSED:
+        *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - data);
+        llhttp_resume(&p->ll);
+        return p->state == EV_HEAD ? LK_HTTP_HEAD : LK_HTTP_DONE;
+    case HPE_PAUSED_UPGRADE:
+        *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - data);
+        if (p->state == EV_HEAD)
+            return LK_HTTP_HEAD; /* the next call reports the upgrade */
+        p->state = EV_DONE;
+        return LK_HTTP_UPGRADE;
+    default:
+        if (p->error == NULL)
+            p->error = llhttp_get_error_reason(&p->ll);
+        if (p->error == NULL)
+            p->error = llhttp_errno_name(err);
+        return p->head_bytes > p->max_head ? LK_HTTP_TOO_LARGE : LK_HTTP_ERROR;
+    }
+}
+
+enum lk_http_event
+lk_http_parse_eof(struct lk_http_parser *p)
+{
+    if (p->state == EV_HEAD && p->msg_done) {
+        p->state = EV_DONE;
+        return LK_HTTP_DONE;
+    }
+    llhttp_errno_t err = llhttp_finish(&p->ll);
+    if (err == HPE_OK && p->msg_done)
+        return LK_HTTP_DONE;
+    if (err == HPE_PAUSED) {
+        llhttp_resume(&p->ll);
+        return LK_HTTP_DONE;
+    }
+    if (p->error == NULL)
+        p->error = err == HPE_OK ? "connection closed before the message ended"
+                                 : llhttp_get_error_reason(&p->ll);
+    return LK_HTTP_ERROR;
+}
+
+void
+lk_http_parser_free(struct lk_http_parser *p)
+{
+    free(p->buf);
+    p->buf = NULL;
+    p->bufcap = p->buflen = 0;
+}
+
+/* Resume-after-upgrade for a request whose upgrade was refused upstream. */

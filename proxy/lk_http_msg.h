@@ -1,0 +1,113 @@
+/*
+ * HTTP/1.x messages as filters see them: a request or status line plus an
+ * ordered list of header fields, all in exchange-pool memory.  Parsing is
+ * llhttp's (see lk_http_parser below); this file holds the pure parts:
+ * header editing, hop-by-hop rules and serialization.  No sockets here.
+ */
+#ifndef LK_HTTP_MSG_H
+#define LK_HTTP_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <event2/buffer.h>
+#include <llhttp.h>
+
+#include "lk_pool.h"
+#include "lk_str.h"
+
+struct lk_http_header {
+    struct lk_str name, value;
+};
+
+struct lk_http_msg {
+    struct lk_pool *pool;
+    int is_request;
+    struct lk_str method, target; /* request line */
+    int status;                   /* status line */
+    struct lk_str reason;
+    int http_major, http_minor;
+    struct lk_http_header *headers;
+    size_t nheaders, cap;
+};
+
+void lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request);
+/* The value of the first field named name, or NULL. */
+struct lk_str *lk_http_find(struct lk_http_msg *m, struct lk_str name);
+/* Appends a field; name and value are copied into the pool. */
+void lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value);
+/* Replaces every field named name by one with value (appends if absent). */
+void lk_http_set(struct lk_http_msg *m, struct lk_str name, struct lk_str value);
+/* Removes every field named name; returns how many went. */
+size_t lk_http_del(struct lk_http_msg *m, struct lk_str name);
+/* Whether a comma-separated field (Connection, Upgrade, TE) holds token. */
+int lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str token);
+
+/*
+ * Removes the hop-by-hop fields (RFC 9110 §7.6.1): Connection and every
+ * field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
+ * Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization.
+ * Content-Length is end-to-end and stays.
+ */
+void lk_http_strip_hop_by_hop(struct lk_http_msg *m);
+
+/* Writes the head ("METHOD target HTTP/1.1" or status line, fields, blank
+ * line) to out. */
+void lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out);
+
+const char *lk_http_reason(int status);
+
+/*
+ * Incremental head parser over llhttp.  It collects the head into msg and
+ * then pauses, so that the caller decides what to do with the body; the
+ * body comes through on_body with framing removed.  Pure over bytes: no
+ * sockets, no event base.
+ */
+struct lk_http_parser;
+typedef void (*lk_http_body_cb)(void *arg, const char *at, size_t len);
+
+enum lk_http_event {
+    LK_HTTP_NEED_MORE = 0, /* all input consumed */
+    LK_HTTP_HEAD,          /* the head is complete: msg is filled; parser paused */
+    LK_HTTP_DONE,          /* the message (and its body) is complete; paused */
+    LK_HTTP_UPGRADE,       /* message done and the connection switched protocols */
+    LK_HTTP_ERROR,         /* malformed; error text in lk_http_parser_error */
+    LK_HTTP_TOO_LARGE,     /* the head is over max_head bytes */
+};
+
+struct lk_http_parser {
+    llhttp_t ll;
+    llhttp_settings_t settings;
+    struct lk_http_msg *msg;
+    size_t head_bytes, raw_head, max_head;
+    int state; /* internal */
+    unsigned value_pieces; /* pieces of the current header value so far */
+    const char *input_start; /* the buffer being parsed, for look-behind */
+    char input_prev;         /* last byte of the previous buffer */
+    struct lk_str cur_name, cur_value;
+    char *buf; /* growable scratch for the field being read */
+    size_t buflen, bufcap;
+    lk_http_body_cb on_body;
+    void *body_arg;
+    int no_body;    /* response to HEAD / CONNECT: no body follows */
+    int head_done, msg_done;
+    int chunked, has_cl, keep_alive, upgrade;
+    uint64_t content_length;
+    const char *error;
+};
+
+void lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head);
+/* Starts the next message: its head goes into msg. */
+void lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg);
+/*
+ * Parses from data; *consumed gets the number of bytes used.  Returns at the
+ * first event (head complete, message complete) so the caller can act
+ * before the next bytes are read.
+ */
+enum lk_http_event lk_http_parse(struct lk_http_parser *p, const char *data, size_t len,
+                                 size_t *consumed);
+/* At end of input: completes a close-delimited body (LK_HTTP_DONE) or
+ * reports a truncated message (LK_HTTP_ERROR). */
+enum lk_http_event lk_http_parse_eof(struct lk_http_parser *p);
+void lk_http_parser_free(struct lk_http_parser *p);
+
+#endif

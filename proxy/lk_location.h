@@ -1,0 +1,45 @@
+/*
+ * The Location logic (CONTRACT §4), pure over strings: an absolute URL whose
+ * host:port is a listener address of a mapped broker becomes the same URL
+ * on that broker's selected listener.
+ */
+#ifndef LK_LOCATION_H
+#define LK_LOCATION_H
+
+#include "lk_conf.h"
+#include "lk_pool.h"
+#include "lk_str.h"
+
+/* The parts of an absolute URL "scheme://[userinfo@]host[:port]rest". */
+struct lk_url_parts {
+    struct lk_str scheme;
+    struct lk_str host; /* without brackets */
+    uint16_t port;      /* explicit, or the scheme's default; 0 if unknown */
+    struct lk_str rest; /* path, query and fragment, byte for byte */
+};
+
+/* 0 on an absolute URL with an authority, -1 otherwise (relative,
+ * scheme-relative, bad port). */
+int lk_url_split(struct lk_str url, struct lk_url_parts *out);
+
+/*
+ * Picks the address of listener l in the family of `scheme` (http/https or
+ * pulsar/pulsar+ssl): over TLS the TLS scheme first, then the other; in
+ * plaintext the reverse.  NULL if l has neither.
+ */
+const struct lk_url *lk_listener_pick(const struct lk_listener *l, enum lk_scheme scheme,
+                                      int prefer_tls);
+
+/*
+ * Rewrites url if its host:port is any listener address of a broker of cl:
+ * the scheme and host:port become those of the broker's listener named
+ * listener_name (same family; the client's TLS decides the preference); the
+ * rest stays byte for byte.  Returns 1 with *out in pool memory, or 0 when
+ * the URL is relative, names no mapped broker, or there is no listener.
+ * *broker gets the matched broker when not NULL.
+ */
+int lk_location_rewrite(struct lk_pool *pool, const struct lk_cluster *cl,
+                        const char *listener_name, int client_tls, struct lk_str url,
+                        struct lk_str *out, const struct lk_broker **broker);
+
+#endif

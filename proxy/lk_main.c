@@ -1,0 +1,114 @@
+/*
+ * lookout: argv, config, run loop.  Nothing else lives here.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/event.h>
+
+#include "config.h"
+#include "lk_conf.h"
+#include "lk_conn.h"
+#include "lk_log.h"
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: lookout -c FILE            run in the foreground, logging to stderr\n"
+            "       lookout --check -c FILE    validate FILE, print the resolved listener map\n"
+            "       lookout --version | --help\n"
+            "\n"
+            "lookout is an edge proxy for Apache Pulsar (and, later, Kafka) clusters: it\n"
+            "rewrites every broker address it forwards into the listener clients can reach.\n"
+            "\n"
+            "  -c, --config FILE   configuration file (see conf/lookout.conf)\n"
+            "  -t, --check         check the configuration and exit: 0 if valid, 1 if not\n"
+            "  -V, --version       print the version and exit\n"
+            "  -h, --help          print this help and exit\n");
+}
+
+static struct event *sigs[2];
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    lk_log(LK_INFO, NULL, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    lk_workers_stop();
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 't'},
+        {"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *file = NULL;
+    int check = 0, ch;
+    char err[1024];
+
+    while ((ch = getopt_long(argc, argv, "c:tVh", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': file = optarg; break;
+        case 't': check = 1; break;
+        case 'V': printf("lookout %s\n", PACKAGE_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 1;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "lookout: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 1;
+    }
+    if (file == NULL) {
+        fprintf(stderr, "lookout: no configuration file: use -c FILE\n");
+        usage(stderr);
+        return 1;
+    }
+    struct lk_conf *conf = lk_conf_load(file, err, sizeof(err));
+    if (conf == NULL) {
+        fprintf(stderr, "lookout: %s\n", err);
+        return 1;
+    }
+    lk_log_level = conf->log_level;
+    struct lk_runtime *rt = lk_runtime_new(conf, err, sizeof(err));
+    if (rt == NULL) {
+        fprintf(stderr, "lookout: %s\n", err);
+        lk_conf_unref(conf);
+        return 1;
+    }
+    if (check) {
+        lk_conf_dump(conf, stdout);
+        printf("configuration %s is valid\n", file);
+        lk_runtime_free(rt);
+        lk_conf_unref(conf);
+        return 0;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (lk_workers_start(rt, conf->workers, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lookout: %s\n", err);
+        lk_workers_free();
+        lk_runtime_free(rt);
+        lk_conf_unref(conf);
+        return 1;
+    }
+    sigs[0] = evsignal_new(lk_workers_main_base(), SIGTERM, on_signal, NULL);
+    sigs[1] = evsignal_new(lk_workers_main_base(), SIGINT, on_signal, NULL);
+    event_add(sigs[0], NULL);
+    event_add(sigs[1], NULL);
+    lk_log(LK_INFO, NULL, "lookout %s started with %d worker%s", PACKAGE_VERSION, conf->workers,
+           conf->workers == 1 ? "" : "s");
+    lk_workers_run();
+    event_free(sigs[0]);
+    event_free(sigs[1]);
+    lk_workers_free();
+    lk_runtime_free(rt);
+    lk_conf_unref(conf);
+    lk_log(LK_INFO, NULL, "stopped");
+    return 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * Region allocator: chunks of at least LK_POOL_CHUNK bytes, bump-allocated,
+ * released together.  Large requests get a chunk of their own.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_pool.h"
+
+#define LK_POOL_CHUNK 4000
+
+struct lk_pool_chunk {
+    struct lk_pool_chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+};
+
+struct lk_pool_cleanup {
+    struct lk_pool_cleanup *next;
+    lk_pool_cleanup_cb cb;
+    void *arg;
+};
+
+static void
+oom(void)
+{
+    fputs("lookout: out of memory\n", stderr);
+    abort();
+}
+
+void *
+lk_xmalloc(size_t size)
+{
+    void *p = malloc(size != 0 ? size : 1);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+void *
+lk_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n != 0 ? n : 1, size != 0 ? size : 1);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+void *
+lk_xrealloc(void *p, size_t size)
+{
+    p = realloc(p, size != 0 ? size : 1);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+char *
+lk_xstrndup(const char *s, size_t n)
+{
+    char *d = lk_xmalloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+char *
+lk_xstrdup(const char *s)
+{
+    return lk_xstrndup(s, strlen(s));
+}
+
+void
+lk_pool_init(struct lk_pool *pool)
+{
+    pool->chunks = NULL;
+    pool->cleanups = NULL;
+}
+
+void *
+lk_palloc(struct lk_pool *pool, size_t size)
+{
+    struct lk_pool_chunk *c = pool->chunks;
+
+    size = (size + 15) & ~(size_t)15;
+    if (c == NULL || c->size - c->used < size) {
+        size_t csize = size > LK_POOL_CHUNK ? size : LK_POOL_CHUNK;
+        c = lk_xmalloc(sizeof(*c) + csize);
+        c->size = csize;
+        c->used = 0;
+        if (size > LK_POOL_CHUNK / 4 && pool->chunks != NULL) {
+            /* keep the current chunk first so its free space stays usable */
+            c->next = pool->chunks->next;
+            pool->chunks->next = c;
+        } else {
+            c->next = pool->chunks;
+            pool->chunks = c;
+        }
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+char *
+lk_pstrndup(struct lk_pool *pool, const char *s, size_t len)
+{
+    char *d = lk_palloc(pool, len + 1);
+    if (len != 0)
+        memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}
+
+struct lk_str
+lk_pstr(struct lk_pool *pool, const char *s, size_t len)
+{
+    return lk_str_make(lk_pstrndup(pool, s, len), len);
+}
+
+struct lk_str
+lk_pstr_concat(struct lk_pool *pool, struct lk_str a, struct lk_str b)
+{
+    char *d = lk_palloc(pool, a.len + b.len + 1);
+    if (a.len != 0)
+        memcpy(d, a.p, a.len);
+    if (b.len != 0)
+        memcpy(d + a.len, b.p, b.len);
+    return lk_str_make(d, a.len + b.len);
+}
+
+char *
+lk_psprintf(struct lk_pool *pool, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    char *d = lk_palloc(pool, (size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(d, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return d;
+}
+
+void
+lk_pool_cleanup_add(struct lk_pool *pool, lk_pool_cleanup_cb cb, void *arg)
+{
+    struct lk_pool_cleanup *cl = lk_xmalloc(sizeof(*cl));
+    cl->cb = cb;
+    cl->arg = arg;
+    cl->next = pool->cleanups;
+    pool->cleanups = cl;
+}
+
+void
+lk_pool_clear(struct lk_pool *pool)
+{
+    while (pool->cleanups != NULL) {
+        struct lk_pool_cleanup *cl = pool->cleanups;
+        pool->cleanups = cl->next;
+        cl->cb(cl->arg);
+        free(cl);
+    }
+    while (pool->chunks != NULL) {
+        struct lk_pool_chunk *c = pool->chunks;
+        pool->chunks = c->next;
+        free(c);
+    }
+}

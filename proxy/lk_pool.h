@@ -1,0 +1,45 @@
+/*
+ * Region allocator for connection- and exchange-lifetime memory (ngx_pool,
+ * h2o_mem_pool).  Everything allocated from a pool is released at once by
+ * lk_pool_clear() or lk_pool_free(); cleanups registered on the pool run
+ * first, in reverse order, for resources that are not pool memory.
+ */
+#ifndef LK_POOL_H
+#define LK_POOL_H
+
+#include <stddef.h>
+#include "lk_str.h"
+
+struct lk_pool_chunk;
+struct lk_pool_cleanup;
+
+struct lk_pool {
+    struct lk_pool_chunk *chunks;
+    struct lk_pool_cleanup *cleanups;
+};
+
+typedef void (*lk_pool_cleanup_cb)(void *arg);
+
+void lk_pool_init(struct lk_pool *pool);
+/* Returns zeroed, 16-byte aligned memory; aborts on OOM like lk_xmalloc. */
+void *lk_palloc(struct lk_pool *pool, size_t size);
+char *lk_pstrndup(struct lk_pool *pool, const char *s, size_t len);
+struct lk_str lk_pstr(struct lk_pool *pool, const char *s, size_t len);
+/* Concatenates two strings into pool memory (NUL-terminated for convenience). */
+struct lk_str lk_pstr_concat(struct lk_pool *pool, struct lk_str a, struct lk_str b);
+char *lk_psprintf(struct lk_pool *pool, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Runs cb(arg) when the pool is cleared or freed. */
+void lk_pool_cleanup_add(struct lk_pool *pool, lk_pool_cleanup_cb cb, void *arg);
+/* Runs cleanups and releases all memory; the pool stays usable. */
+void lk_pool_clear(struct lk_pool *pool);
+#define lk_pool_free lk_pool_clear
+
+/* Config-lifetime allocations: abort on OOM (h2o_mem_alloc). */
+void *lk_xmalloc(size_t size);
+void *lk_xcalloc(size_t n, size_t size);
+void *lk_xrealloc(void *p, size_t size);
+char *lk_xstrdup(const char *s);
+char *lk_xstrndup(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * Pointer+length strings (h2o_iovec_t, HAProxy ist, ngx_str_t).  An lk_str
+ * never owns its bytes: they belong to a pool, the config or a static.
+ */
+#ifndef LK_STR_H
+#define LK_STR_H
+
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+struct lk_str {
+    const char *p;
+    size_t len;
+};
+
+#define LK_STRLIT(s) ((struct lk_str){(s), sizeof(s) - 1})
+#define LK_STR_NULL ((struct lk_str){NULL, 0})
+
+static inline struct lk_str
+lk_str_c(const char *s)
+{
+    return (struct lk_str){s, s != NULL ? strlen(s) : 0};
+}
+
+static inline struct lk_str
+lk_str_make(const char *p, size_t len)
+{
+    return (struct lk_str){p, len};
+}
+
+static inline int
+lk_str_eq(struct lk_str a, struct lk_str b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+/* ASCII case-insensitive equality, for header names and host names. */
+static inline int
+lk_str_eqi(struct lk_str a, struct lk_str b)
+{
+    return a.len == b.len && (a.len == 0 || strncasecmp(a.p, b.p, a.len) == 0);
+}
+
+static inline int
+lk_str_has_prefix(struct lk_str s, struct lk_str prefix)
+{
+    return s.len >= prefix.len && memcmp(s.p, prefix.p, prefix.len) == 0;
+}
+
+static inline struct lk_str
+lk_str_skip(struct lk_str s, size_t n)
+{
+    return n >= s.len ? lk_str_make(s.p + s.len, 0) : lk_str_make(s.p + n, s.len - n);
+}
+
+/* Trims optional whitespace (SP, HTAB) from both ends. */
+static inline struct lk_str
+lk_str_trim(struct lk_str s)
+{
+    while (s.len > 0 && (s.p[0] == ' ' || s.p[0] == '\t'))
+        s.p++, s.len--;
+    while (s.len > 0 && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t'))
+        s.len--;
+    return s;
+}
+
+#endif

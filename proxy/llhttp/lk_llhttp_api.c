@@ -1,0 +1,2 @@
+/* Compiles llhttp's api.c from --with-llhttp=DIR (Debian node-llhttp). */
+#include <api.c>

@@ -1,0 +1,70 @@
+#!/bin/sh
+# The test command: installs what is missing, builds lookout, and runs every
+# test (unit tests, fuzz corpora replay, integration tests against real curl
+# and openssl), first in a normal build and then in an ASan+UBSan build.
+# The last line is "N passed, N failed".
+#
+#   tests/check.sh            everything
+#   LOOKOUT_SANITIZE=no tests/check.sh   skip the sanitizer pass
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+"$top/tests/deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
+
+total_pass=0
+total_fail=0
+
+# Adds the "N passed, N failed" line at the end of log $1 to the totals;
+# a run that printed no such line counts as one failure.
+tally() {
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    if [ -z "$line" ]; then
+        total_fail=$((total_fail + 1))
+        return
+    fi
+    p=${line%% passed*}
+    f=${line#*passed, }
+    f=${f%% failed*}
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+}
+
+# run_suite NAME CONFIGURE_ARGS...
+run_suite() {
+    name=$1
+    shift
+    build="$top/build/$name"
+    log="$top/build/$name.log"
+    mkdir -p "$build"
+    echo "== $name: building in build/$name"
+    if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ] ||
+        [ "$top/Makefile.am" -nt "$top/configure" ]; then
+        (cd "$top" && ./autogen.sh >/dev/null 2>&1) || { echo "autogen failed"; total_fail=$((total_fail + 1)); return; }
+    fi
+    if ! (cd "$build" && { [ -f Makefile ] || "$top/configure" "$@" >configure.log 2>&1; } &&
+        make -j"$(nproc)" >make.log 2>&1 && make -j"$(nproc)" tests/unit/run >>make.log 2>&1); then
+        echo "== $name: build FAILED"
+        tail -n 30 "$build/configure.log" "$build/make.log" 2>/dev/null
+        total_fail=$((total_fail + 1))
+        return
+    fi
+    echo "== $name: unit tests"
+    (cd "$build" && ./tests/unit/run) >"$log.unit" 2>&1
+    grep -E '^not ok' "$log.unit"
+    tail -n 1 "$log.unit"
+    tally "$log.unit"
+    echo "== $name: integration tests"
+    LOOKOUT_BIN="$build/lookout" perl "$top/tests/integration/run.pl" >"$log.integration" 2>&1
+    grep -vE '^ok ' "$log.integration" | grep -vE '^\s*$' | tail -n 60
+    tally "$log.integration"
+}
+
+run_suite plain
+if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    export LOOKOUT_SANITIZED=1
+    run_suite asan --enable-asan CFLAGS="-O1 -g"
+fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

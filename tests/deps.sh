@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages lookout needs to build, test and run its demo,
+# skipping those already present.  Needs root (or sudo) only when something
+# is missing.
+set -e
+PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
+libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
+curl openssl perl libio-socket-ssl-perl python3 procps"
+[ -n "$LOOKOUT_EXTRA_PKGS" ] && PKGS="$PKGS $LOOKOUT_EXTRA_PKGS"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+        echo "deps: these packages are missing and I am not root:$missing" >&2
+        exit 1
+    }
+    SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

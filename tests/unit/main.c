@@ -1,0 +1,31 @@
+/*
+ * The unit-test binary, tests/unit/run: one entry per test_<module>.c case
+ * table (libevent's regress_main.c).  Add a group: declare its table and
+ * list it, in any order.
+ */
+#include <stddef.h>
+
+#include "lk_test.h"
+
+extern const struct lk_test_case lk_test_url[];
+extern const struct lk_test_case lk_test_conf[];
+extern const struct lk_test_case lk_test_http_msg[];
+extern const struct lk_test_case lk_test_location[];
+extern const struct lk_test_case lk_test_filter[];
+extern const struct lk_test_case lk_test_conn[];
+
+static const struct lk_test_case *const groups[] = {
+    lk_test_url,
+    lk_test_conf,
+    lk_test_http_msg,
+    lk_test_location,
+    lk_test_filter,
+    lk_test_conn,
+    NULL,
+};
+
+int
+main(int argc, char **argv)
+{
+    return lk_test_main(groups, argc, argv);
+}

@@ -1,0 +1,270 @@
+/*
+ * Tests for proxy/lk_filter.c: building a chain from `filters =`, and the
+ * runner: order, attach, verdicts, streaming and buffered body hooks, the
+ * buffering cap.  The filters here are test doubles defined in this file.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lk_conf.h"
+#include "lk_filter.h"
+#include "lk_http_msg.h"
+#include "lk_test.h"
+#include "lk_xchg.h"
+
+static char trace[256];
+
+static void
+note(const char *s)
+{
+    strncat(trace, s, sizeof(trace) - strlen(trace) - 1);
+}
+
+/* "upper": streams, upper-casing; keeps a trailing '-' back to show that
+ * leftovers are offered again. */
+static enum lk_flt_verdict
+upper_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out, int last)
+{
+    size_t n = evbuffer_get_length(in);
+    char buf[4096];
+    note("U");
+    while (n > 0) {
+        size_t k = n < sizeof(buf) ? n : sizeof(buf);
+        evbuffer_copyout(in, buf, k);
+        if (!last && k == n && buf[k - 1] == '-')
+            k--; /* hold the tail back */
+        if (k == 0)
+            break;
+        for (size_t i = 0; i < k; i++)
+            buf[i] = (char)toupper((unsigned char)buf[i]);
+        evbuffer_drain(in, k);
+        evbuffer_add(out, buf, k);
+        n -= k;
+        if (!last && n == 1)
+            break;
+    }
+    return LK_FLT_CONTINUE;
+}
+
+static enum lk_flt_verdict
+upper_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *m)
+{
+    note("u");
+    lk_flt_want_body(x, f, LK_BODY_STREAM);
+    return LK_FLT_CONTINUE;
+}
+
+/* "wrap": buffers the whole body and wraps it in brackets. */
+static enum lk_flt_verdict
+wrap_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out, int last)
+{
+    note("W");
+    evbuffer_add(out, "[", 1);
+    evbuffer_add_buffer(out, in);
+    evbuffer_add(out, "]", 1);
+    return LK_FLT_CONTINUE;
+}
+
+static enum lk_flt_verdict
+wrap_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *m)
+{
+    note("w");
+    lk_flt_want_body(x, f, LK_BODY_BUFFER);
+    return LK_FLT_CONTINUE;
+}
+
+/* "deny": replies 403 on requests, and sits out when told to. */
+static int
+deny_attach(struct lk_flt *f, struct lk_xchg *x)
+{
+    return x->listener_name == NULL;
+}
+
+static enum lk_flt_verdict
+deny_req(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *m)
+{
+    note("d");
+    lk_xchg_reply(x, 403, "denied");
+    return LK_FLT_REPLY;
+}
+
+static void
+count_detach(struct lk_flt *f, struct lk_xchg *x)
+{
+    note("x");
+}
+
+static const struct lk_flt_ops upper_ops = {
+    .name = "upper", .protos = LK_PROTO_HTTP, .detach = count_detach,
+    .http_res_headers = upper_headers, .http_res_body = upper_body,
+};
+static const struct lk_flt_ops wrap_ops = {
+    .name = "wrap", .protos = LK_PROTO_HTTP,
+    .http_res_headers = wrap_headers, .http_res_body = wrap_body,
+};
+static const struct lk_flt_ops deny_ops = {
+    .name = "deny", .protos = LK_PROTO_HTTP, .attach = deny_attach, .detach = count_detach,
+    .http_req_headers = deny_req,
+};
+
+struct fixture {
+    struct lk_conf conf;
+    struct lk_cluster cl;
+    struct lk_flt filters[3];
+    struct lk_xchg x;
+};
+
+static void
+setup(struct fixture *fx, const struct lk_flt_ops *const *ops, size_t n, size_t cap)
+{
+    memset(fx, 0, sizeof(*fx));
+    trace[0] = '\0';
+    fx->conf.max_buffer_bytes = cap;
+    fx->cl.name = "test";
+    fx->cl.proto = LK_PROTO_HTTP;
+    for (size_t i = 0; i < n; i++) {
+        fx->filters[i].ops = ops[i];
+        fx->filters[i].index = i;
+        fx->filters[i].id = (char *)ops[i]->name;
+    }
+    fx->cl.filters = fx->filters;
+    fx->cl.nfilters = n;
+    lk_pool_init(&fx->x.pool);
+    fx->x.conf = &fx->conf;
+    fx->x.cluster = &fx->cl;
+    lk_http_msg_init(&fx->x.req, &fx->x.pool, 1);
+    lk_http_msg_init(&fx->x.res, &fx->x.pool, 0);
+    lk_flt_attach_all(&fx->x);
+}
+
+static void
+teardown(struct fixture *fx)
+{
+    lk_flt_detach_all(&fx->x);
+    lk_pool_free(&fx->x.pool);
+}
+
+/* Runs body pieces through the chain; returns what came out, NUL-ended. */
+static const char *
+run_body(struct fixture *fx, const char *const *pieces)
+{
+    static char res[8192];
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    for (size_t i = 0; pieces[i] != NULL; i++) {
+        evbuffer_add(in, pieces[i], strlen(pieces[i]));
+        lk_flt_run_res_body(&fx->x, in, out, pieces[i + 1] == NULL);
+        ok(evbuffer_get_length(in) == 0, "the runner drains its input");
+    }
+    size_t n = evbuffer_get_length(out);
+    if (n >= sizeof(res))
+        n = sizeof(res) - 1;
+    evbuffer_remove(out, res, n);
+    res[n] = '\0';
+    evbuffer_free(in);
+    evbuffer_free(out);
+    return res;
+}
+
+static void
+test_order_and_bodies(void)
+{
+    struct fixture fx;
+    const struct lk_flt_ops *ops[] = {&upper_ops, &wrap_ops};
+    const char *pieces[] = {"ab-", "cd-", "ef", NULL};
+
+    setup(&fx, ops, 2, 1024);
+    ok(lk_flt_run_res_headers(&fx.x) == LK_FLT_CONTINUE, "headers continue");
+    ok(fx.x.body_filters == 2, "two filters asked for the body");
+    ok_str(run_body(&fx, pieces), "[AB-CD-EF]", "stream then buffer, in chain order");
+    ok_str(trace, "uwUUUW", "hooks ran in order; the buffering filter once");
+    teardown(&fx);
+    ok_str(trace, "uwUUUWx", "detach ran");
+
+    /* the other order: the buffer releases only at the end */
+    const struct lk_flt_ops *rev[] = {&wrap_ops, &upper_ops};
+    setup(&fx, rev, 2, 1024);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, pieces), "[AB-CD-EF]", "buffer then stream");
+    ok_str(trace, "wuWU", "the stream filter saw only the released body");
+    teardown(&fx);
+}
+
+static void
+test_cap(void)
+{
+    struct fixture fx;
+    const struct lk_flt_ops *ops[] = {&wrap_ops};
+    const char *pieces[] = {"0123456789", "0123456789", "tail", NULL};
+
+    setup(&fx, ops, 1, 15);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, pieces), "01234567890123456789tail",
+           "over the cap the body passes through unchanged, never truncated");
+    ok(fx.x.body_overflows == 1, "the overflow is counted");
+    ok(strchr(trace, 'W') == NULL, "the filter's body hook never ran");
+    teardown(&fx);
+}
+
+static void
+test_reply_and_attach(void)
+{
+    struct fixture fx;
+    const struct lk_flt_ops *ops[] = {&deny_ops, &upper_ops};
+
+    setup(&fx, ops, 2, 1024);
+    ok(fx.x.flt[0].attached && fx.x.flt[1].attached, "both attached");
+    ok(lk_flt_run_req_headers(&fx.x) == LK_FLT_REPLY, "reply stops the chain");
+    ok(fx.x.reply_status == 403 && strcmp(fx.x.reply_reason, "denied") == 0, "status and reason");
+    teardown(&fx);
+
+    /* attach returning 0 sits the exchange out: no hook runs */
+    memset(&fx, 0, sizeof(fx));
+    trace[0] = '\0';
+    fx.x.listener_name = "external";
+    fx.cl.filters = fx.filters;
+    fx.cl.nfilters = 1;
+    fx.filters[0].ops = &deny_ops;
+    lk_pool_init(&fx.x.pool);
+    fx.x.cluster = &fx.cl;
+    lk_http_msg_init(&fx.x.req, &fx.x.pool, 1);
+    lk_flt_attach_all(&fx.x);
+    ok(lk_flt_run_req_headers(&fx.x) == LK_FLT_CONTINUE && trace[0] == '\0', "skipped");
+    lk_flt_detach_all(&fx.x);
+    ok(trace[0] == '\0', "no detach for a filter that did not attach");
+    lk_pool_free(&fx.x.pool);
+}
+
+static void
+test_chain_new(void)
+{
+    struct lk_cluster cl;
+    char err[256];
+
+    memset(&cl, 0, sizeof(cl));
+    cl.name = "prod";
+    cl.proto = LK_PROTO_HTTP | LK_PROTO_PULSAR;
+    ok(lk_flt_chain_new(&cl, NULL, err, sizeof(err)) == 0 && cl.nfilters >= 1, "default chain");
+    ok(strcmp(cl.filters[0].ops->name, "location") == 0, "starts with location");
+    ok(strstr(cl.filters[0].id, "prod:filters[0]=location") != NULL, "instance id (%s)", cl.filters[0].id);
+    lk_flt_chain_free(&cl);
+    ok(lk_flt_chain_new(&cl, " location ", err, sizeof(err)) == 0 && cl.nfilters == 1, "explicit list");
+    lk_flt_chain_free(&cl);
+    ok(lk_flt_chain_new(&cl, "location,nosuch", err, sizeof(err)) == -1, "unknown filter refused");
+    ok(strstr(err, "unknown filter 'nosuch'") != NULL, "message names it (%s)", err);
+    ok(cl.filters == NULL && cl.nfilters == 0, "nothing left behind");
+    ok(lk_flt_chain_new(&cl, "location, location", err, sizeof(err)) == -1 &&
+       strstr(err, "twice") != NULL, "a filter twice is refused (%s)", err);
+    cl.proto = LK_PROTO_KAFKA;
+    ok(lk_flt_chain_new(&cl, "location", err, sizeof(err)) == -1 &&
+       strstr(err, "does not apply") != NULL, "a filter for another protocol is refused (%s)", err);
+    ok(lk_flt_find("location", 8) != NULL && lk_flt_find("locatio", 7) == NULL, "lk_flt_find");
+}
+
+const struct lk_test_case lk_test_filter[] = {
+    {"filter/order_and_bodies", test_order_and_bodies},
+    {"filter/cap", test_cap},
+    {"filter/reply_and_attach", test_reply_and_attach},
+    {"filter/chain_new", test_chain_new},
+    {NULL, NULL},
+};

@@ -1,0 +1,331 @@
+/*
+ * Tests for proxy/lk_http_msg.c: the llhttp glue (heads, bodies, framing,
+ * the smuggling shapes it must refuse) and header editing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_http_msg.h"
+#include "lk_test.h"
+
+struct sink {
+    char buf[4096];
+    size_t len;
+};
+
+static void
+collect(void *arg, const char *at, size_t len)
+{
+    struct sink *s = arg;
+    if (s->len + len <= sizeof(s->buf)) {
+        memcpy(s->buf + s->len, at, len);
+        s->len += len;
+    }
+}
+
+/* Parses text in pieces of `step` bytes; returns the events seen, one
+ * letter each (H head, D done, U upgrade, E error, T too large). */
+static const char *
+parse_all(struct lk_http_parser *p, struct lk_http_msg *m, struct lk_pool *pool, int req,
+          const char *text, size_t step)
+{
+    static char ev[64];
+    size_t n = 0, off = 0, len = strlen(text);
+
+    lk_http_msg_init(m, pool, req);
+    lk_http_parser_next(p, m);
+    while (n < sizeof(ev) - 1) {
+        size_t chunk = len - off < step ? len - off : step, used;
+        /* with the input used up, a parser stopped at a head still steps */
+        if (chunk == 0 && !(p->head_done && !p->msg_done))
+            break;
+        enum lk_http_event e = lk_http_parse(p, text + off, chunk, &used);
+        off += used;
+        if (chunk == 0 && e == LK_HTTP_NEED_MORE)
+            break;
+        switch (e) {
+        case LK_HTTP_NEED_MORE: break;
+        case LK_HTTP_HEAD: ev[n++] = 'H'; break;
+        case LK_HTTP_DONE:
+            ev[n++] = 'D';
+            lk_http_msg_init(m, pool, req);
+            lk_http_parser_next(p, m);
+            break;
+        case LK_HTTP_UPGRADE: ev[n++] = 'U'; goto out;
+        case LK_HTTP_ERROR: ev[n++] = 'E'; goto out;
+        case LK_HTTP_TOO_LARGE: ev[n++] = 'T'; goto out;
+        }
+    }
+out:
+    ev[n] = '\0';
+    return ev;
+}
+
+static void
+test_request_head(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    struct sink body = {0};
+    const char *req = "PUT /admin/v2/persistent/t/n/x?a=1 HTTP/1.1\r\n"
+                      "Host: b1.example.com:8443\r\n"
+                      "X-Long:   padded value  \r\n"
+                      "Content-Length: 5\r\n\r\nhello";
+
+    for (size_t step = 1; step <= strlen(req); step += (step < 8 ? 1 : 13)) {
+        lk_pool_init(&pool);
+        lk_http_parser_init(&p, 1, 8192);
+        p.on_body = collect;
+        p.body_arg = &body;
+        body.len = 0;
+        subtest("step %zu", step);
+        /* stop at the head to look at the message */
+        lk_http_msg_init(&m, &pool, 1);
+        lk_http_parser_next(&p, &m);
+        size_t off = 0, used;
+        enum lk_http_event e = LK_HTTP_NEED_MORE;
+        while (off < strlen(req) && e == LK_HTTP_NEED_MORE) {
+            size_t chunk = strlen(req) - off < step ? strlen(req) - off : step;
+            e = lk_http_parse(&p, req + off, chunk, &used);
+            off += used;
+        }
+        ok(e == LK_HTTP_HEAD, "head event");
+        ok(lk_str_eq(m.method, LK_STRLIT("PUT")), "method");
+        ok(lk_str_eq(m.target, LK_STRLIT("/admin/v2/persistent/t/n/x?a=1")), "target");
+        ok(m.nheaders == 3, "three fields (%zu)", m.nheaders);
+        struct lk_str *v = lk_http_find(&m, LK_STRLIT("x-long"));
+        ok(v != NULL && lk_str_eq(*v, LK_STRLIT("padded value")), "value trimmed, name case-insensitive");
+        ok(p.has_cl && p.content_length == 5 && !p.chunked, "framing");
+        while (off < strlen(req) && e != LK_HTTP_DONE) {
+            size_t chunk = strlen(req) - off < step ? strlen(req) - off : step;
+            e = lk_http_parse(&p, req + off, chunk, &used);
+            off += used;
+        }
+        ok(e == LK_HTTP_DONE && body.len == 5 && memcmp(body.buf, "hello", 5) == 0, "body");
+        lk_http_parser_free(&p);
+        lk_pool_free(&pool);
+    }
+    subtest(NULL);
+}
+
+static void
+test_pipelined_and_chunked(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    struct sink body = {0};
+
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 1, 8192);
+    p.on_body = collect;
+    p.body_arg = &body;
+    const char *ev = parse_all(&p, &m, &pool, 1,
+                               "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+                               "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                               "3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"
+                               "GET /c HTTP/1.1\r\nHost: h\r\n\r\n",
+                               7);
+    ok_str(ev, "HDHDHD", "three messages, each a head then done");
+    ok(body.len == 5 && memcmp(body.buf, "abcde", 5) == 0, "chunk framing removed");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+}
+
+static void
+test_smuggling(void)
+{
+    static const struct {
+        const char *name, *text;
+    } bad[] = {
+        {"CL and TE", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+        {"TE and CL", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                      "Content-Length: 4\r\n\r\n0\r\n\r\n"},
+        {"duplicate CL", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+                         "Content-Length: 5\r\n\r\nabcde"},
+        {"bad chunk size", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "zz\r\nabc\r\n0\r\n\r\n"},
+        {"obs-fold", "GET / HTTP/1.1\r\nHost: h\r\nX-A: one\r\n two\r\n\r\n"},
+        {"TE not chunked last", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"},
+        {"space before colon", "GET / HTTP/1.1\r\nHost : h\r\n\r\n"},
+        {"bare LF in field", "GET / HTTP/1.1\r\nHost: h\nX: y\r\n\r\n"},
+        {"negative CL", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct lk_pool pool;
+        struct lk_http_parser p;
+        struct lk_http_msg m;
+        lk_pool_init(&pool);
+        lk_http_parser_init(&p, 1, 8192);
+        subtest("%s", bad[i].name);
+        const char *ev = parse_all(&p, &m, &pool, 1, bad[i].text, 4096);
+        ok(strchr(ev, 'E') != NULL && strchr(ev, 'D') == NULL, "refused (events %s)", ev);
+        ok(p.error != NULL, "with a reason (%s)", p.error ? p.error : "none");
+        lk_http_parser_free(&p);
+        lk_pool_free(&pool);
+    }
+    subtest(NULL);
+}
+
+static void
+test_too_large(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    char big[3000];
+
+    memset(big, 'a', sizeof(big));
+    big[sizeof(big) - 1] = '\0';
+    char *req = malloc(4000);
+    snprintf(req, 4000, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: %s\r\n\r\n", big);
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 1, 1024);
+    const char *ev = parse_all(&p, &m, &pool, 1, req, 100);
+    ok_str(ev, "T", "a head over the cap is reported as too large");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 1, 8192);
+    ev = parse_all(&p, &m, &pool, 1, req, 100);
+    ok_str(ev, "HD", "the same head fits a larger cap");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+    free(req);
+}
+
+static void
+test_responses(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    struct sink body = {0};
+
+    /* a HEAD response announces a length but has no body */
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    lk_http_msg_init(&m, &pool, 0);
+    lk_http_parser_next(&p, &m);
+    p.no_body = 1;
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n";
+    size_t used;
+    enum lk_http_event e = lk_http_parse(&p, head, strlen(head), &used);
+    ok(e == LK_HTTP_HEAD && m.status == 200 && lk_str_eq(m.reason, LK_STRLIT("OK")), "HEAD: head");
+    e = lk_http_parse(&p, "", 0, &used);
+    ok(e == LK_HTTP_DONE, "HEAD: done with no body");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+
+    /* 100 Continue then the final response */
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    const char *ev = parse_all(&p, &m, &pool, 0,
+                               "HTTP/1.1 100 Continue\r\n\r\n"
+                               "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://h:1/x\r\n"
+                               "Content-Length: 0\r\n\r\n",
+                               5);
+    ok_str(ev, "HDHD", "interim and final responses");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+
+    /* close-delimited: done at EOF */
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    p.on_body = collect;
+    p.body_arg = &body;
+    ev = parse_all(&p, &m, &pool, 0, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close", 8);
+    ok_str(ev, "H", "no length: the body runs to the close");
+    ok(lk_http_parse_eof(&p) == LK_HTTP_DONE, "EOF ends it");
+    ok(body.len == 11 && memcmp(body.buf, "until close", 11) == 0, "body intact");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+
+    /* a truncated Content-Length body is an error at EOF */
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    ev = parse_all(&p, &m, &pool, 0, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 8);
+    ok_str(ev, "H", "head");
+    ok(lk_http_parse_eof(&p) == LK_HTTP_ERROR, "a short body is an error at EOF");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+
+    /* 101 switches protocols */
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    ev = parse_all(&p, &m, &pool, 0,
+                   "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\nRAW", 4096);
+    ok_str(ev, "HU", "101: head then upgrade");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+}
+
+static void
+test_upgrade_request(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 1, 8192);
+    const char *ev = parse_all(&p, &m, &pool, 1,
+                               "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
+                               "Upgrade: websocket\r\n\r\n\x81\x05hello",
+                               4096);
+    ok_str(ev, "HU", "an upgrade request ends at its head");
+    ok(p.upgrade, "flagged as upgrade");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+}
+
+static void
+test_headers_edit(void)
+{
+    struct lk_pool pool;
+    struct lk_http_msg m;
+    struct evbuffer *out = evbuffer_new();
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 0);
+    m.status = 307;
+    m.reason = LK_STRLIT("Temporary Redirect");
+    lk_http_add(&m, LK_STRLIT("Connection"), LK_STRLIT("keep-alive, X-Secret"));
+    lk_http_add(&m, LK_STRLIT("X-Secret"), LK_STRLIT("1"));
+    lk_http_add(&m, LK_STRLIT("Keep-Alive"), LK_STRLIT("timeout=5"));
+    lk_http_add(&m, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
+    lk_http_add(&m, LK_STRLIT("Location"), LK_STRLIT("http://a:1/"));
+    lk_http_add(&m, LK_STRLIT("Set-Cookie"), LK_STRLIT("a=1"));
+    lk_http_add(&m, LK_STRLIT("set-cookie"), LK_STRLIT("b=2"));
+    lk_http_add(&m, LK_STRLIT("Proxy-Authorization"), LK_STRLIT("Basic x"));
+    ok(lk_http_has_token(&m, LK_STRLIT("connection"), LK_STRLIT("x-secret")), "token found");
+    ok(!lk_http_has_token(&m, LK_STRLIT("connection"), LK_STRLIT("x-secre")), "no partial token");
+    lk_http_strip_hop_by_hop(&m);
+    ok(m.nheaders == 3, "only end-to-end fields stay (%zu)", m.nheaders);
+    ok(lk_http_find(&m, LK_STRLIT("X-Secret")) == NULL, "a field named by Connection goes");
+    lk_http_set(&m, LK_STRLIT("SET-COOKIE"), LK_STRLIT("c=3"));
+    ok(m.nheaders == 2, "set replaces every duplicate");
+    ok(lk_http_del(&m, LK_STRLIT("location")) == 1 && m.nheaders == 1, "del");
+    lk_http_write_head(&m, out);
+    size_t n = evbuffer_get_length(out);
+    char *s = (char *)evbuffer_pullup(out, -1);
+    const char *want = "HTTP/1.1 307 Temporary Redirect\r\nSet-Cookie: c=3\r\n\r\n";
+    ok(n == strlen(want) && memcmp(s, want, n) == 0, "serialized head");
+    evbuffer_free(out);
+    lk_pool_free(&pool);
+}
+
+const struct lk_test_case lk_test_http_msg[] = {
+    {"http_msg/request_head", test_request_head},
+    {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
+    {"http_msg/smuggling", test_smuggling},
+    {"http_msg/too_large", test_too_large},
+    {"http_msg/responses", test_responses},
+    {"http_msg/upgrade_request", test_upgrade_request},
+    {"http_msg/headers_edit", test_headers_edit},
+    {NULL, NULL},
+};

@@ -1,0 +1,195 @@
+/*
+ * Tests for proxy/lk_location.c and filters/flt_location.c: splitting
+ * absolute URLs and moving broker URLs onto the selected listener.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lk_conf.h"
+#include "lk_http_msg.h"
+#include "lk_location.h"
+#include "lk_test.h"
+#include "lk_xchg.h"
+
+static const char conf_text[] =
+    "[lookout]\n"
+    "tls.certificate = edge.crt\n"
+    "tls.key = edge.key\n"
+    "[pulsar prod]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "webServiceUrl = http://127.0.0.1:18080\n"
+    "[broker prod/b1]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.11:6650,internal:http://10.0.0.11:8080,"
+    "external:pulsar+ssl://127.0.0.1:16651,external:https://127.0.0.1:18443,"
+    "external:http://127.0.0.1:18081\n"
+    "[broker prod/b2]\n"
+    "advertisedListeners = internal:http://pulsar-broker-2.pulsar-broker.svc.cluster.local:8080,"
+    "internal:https://pulsar-broker-2.pulsar-broker.svc.cluster.local:8443,"
+    "external:http://127.0.0.2:18082\n";
+
+static struct lk_conf *
+load(void)
+{
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("test.conf", conf_text, strlen(conf_text), err,
+                                            sizeof(err));
+    if (!ok(conf != NULL, "test config loads"))
+        lk_test_diag("%s", err);
+    return conf;
+}
+
+static void
+test_split(void)
+{
+    static const struct {
+        const char *url;
+        int rc;
+        const char *scheme, *host;
+        unsigned port;
+        const char *rest;
+    } t[] = {
+        {"http://10.0.0.11:8080/admin/v2?x=1#f", 0, "http", "10.0.0.11", 8080, "/admin/v2?x=1#f"},
+        {"https://h/p", 0, "https", "h", 443, "/p"},
+        {"HTTP://H", 0, "HTTP", "H", 80, ""},
+        {"http://u:p@h:81?q", 0, "http", "h", 81, "?q"},
+        {"http://[::1]:8080/x", 0, "http", "::1", 8080, "/x"},
+        {"pulsar://b:6650", 0, "pulsar", "b", 6650, ""},
+        {"ftp://h/x", 0, "ftp", "h", 0, "/x"},
+        {"/relative/path", -1, NULL, NULL, 0, NULL},
+        {"//h:1/scheme-relative", -1, NULL, NULL, 0, NULL},
+        {"http://:80/", -1, NULL, NULL, 0, NULL},
+        {"http://h:99999/", -1, NULL, NULL, 0, NULL},
+        {"http://h:8a/", -1, NULL, NULL, 0, NULL},
+        {"http://[::1/", -1, NULL, NULL, 0, NULL},
+        {"", -1, NULL, NULL, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct lk_url_parts u;
+        char buf[256];
+        subtest("%s", t[i].url);
+        int rc = lk_url_split(lk_str_c(t[i].url), &u);
+        if (!ok(rc == t[i].rc, "rc %d", rc) || rc != 0)
+            continue;
+        snprintf(buf, sizeof(buf), "%.*s", (int)u.scheme.len, u.scheme.p);
+        ok_str(buf, t[i].scheme, "scheme");
+        snprintf(buf, sizeof(buf), "%.*s", (int)u.host.len, u.host.p);
+        ok_str(buf, t[i].host, "host");
+        ok(u.port == t[i].port, "port %u", u.port);
+        snprintf(buf, sizeof(buf), "%.*s", (int)u.rest.len, u.rest.p);
+        ok_str(buf, t[i].rest, "rest byte for byte");
+    }
+    subtest(NULL);
+}
+
+static void
+test_rewrite(void)
+{
+    struct lk_conf *conf = load();
+    struct lk_pool pool;
+    static const struct {
+        const char *in;
+        int tls;
+        const char *out; /* NULL: untouched */
+    } t[] = {
+        /* admin 307: host:port swapped, query kept byte for byte */
+        {"http://10.0.0.11:8080/admin/v2/persistent/public/default/t1/stats?authoritative=false&x=%2F",
+         0, "http://127.0.0.1:18081/admin/v2/persistent/public/default/t1/stats?authoritative=false&x=%2F"},
+        /* over TLS the https address is preferred */
+        {"http://10.0.0.11:8080/lookup/v2/topic/persistent/t/n/x?authoritative=true", 1,
+         "https://127.0.0.1:18443/lookup/v2/topic/persistent/t/n/x?authoritative=true"},
+        /* a broker's binary address maps into the pulsar family */
+        {"pulsar://10.0.0.11:6650", 0, "pulsar+ssl://127.0.0.1:16651"},
+        /* an external address is a listener address too: normalised onto the selected one */
+        {"https://127.0.0.1:18443/x", 0, "http://127.0.0.1:18081/x"},
+        /* names are case-insensitive; the https internal maps to the only external (http) */
+        {"https://PULSAR-BROKER-2.pulsar-broker.svc.cluster.local:8443/a#frag", 1,
+         "http://127.0.0.2:18082/a#frag"},
+        {"http://pulsar-broker-2.pulsar-broker.svc.cluster.local:8080", 0, "http://127.0.0.2:18082"},
+        /* unknown hosts, other ports, relative URLs: untouched */
+        {"http://10.0.0.99:8080/x", 0, NULL},
+        {"http://10.0.0.11:8081/x", 0, NULL},
+        {"/admin/v2/x", 0, NULL},
+        {"//10.0.0.11:8080/x", 0, NULL},
+        {"http://10.0.0.11/x", 0, NULL}, /* port 80 is not 8080 */
+    };
+    if (conf == NULL)
+        return;
+    const struct lk_cluster *cl = conf->clusters[0];
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct lk_str out = LK_STR_NULL;
+        char buf[512];
+        lk_pool_init(&pool);
+        subtest("%s tls=%d", t[i].in, t[i].tls);
+        int r = lk_location_rewrite(&pool, cl, "external", t[i].tls, lk_str_c(t[i].in), &out, NULL);
+        if (t[i].out == NULL) {
+            ok(r == 0, "left alone");
+        } else if (ok(r == 1, "rewritten")) {
+            snprintf(buf, sizeof(buf), "%.*s", (int)out.len, out.p);
+            ok_str(buf, t[i].out, "result");
+        }
+        lk_pool_free(&pool);
+    }
+    subtest(NULL);
+    lk_pool_init(&pool);
+    struct lk_str out;
+    ok(lk_location_rewrite(&pool, cl, NULL, 0, LK_STRLIT("http://10.0.0.11:8080/x"), &out, NULL) == 0,
+       "no listener selected: nothing is rewritten");
+    ok(lk_location_rewrite(&pool, cl, "nosuch", 0, LK_STRLIT("http://10.0.0.11:8080/x"), &out, NULL) == 0,
+       "a listener the broker lacks: nothing is rewritten");
+    lk_pool_free(&pool);
+    lk_conf_unref(conf);
+}
+
+/* The filter itself, driven through the chain runner. */
+static void
+test_filter(void)
+{
+    struct lk_conf *conf = load();
+    struct lk_xchg x;
+
+    if (conf == NULL)
+        return;
+    memset(&x, 0, sizeof(x));
+    lk_pool_init(&x.pool);
+    x.conf = conf;
+    x.cluster = conf->clusters[0];
+    x.listener_name = x.cluster->lookup_listener;
+    ok(x.cluster->nfilters == 1 && strcmp(x.cluster->filters[0].ops->name, "location") == 0,
+       "the default chain is the location filter");
+    lk_http_msg_init(&x.res, &x.pool, 0);
+    x.res.status = 307;
+    lk_http_add(&x.res, LK_STRLIT("Location"), LK_STRLIT("http://10.0.0.11:8080/a?b=c"));
+    lk_http_add(&x.res, LK_STRLIT("content-location"), LK_STRLIT("http://10.0.0.11:8080/c"));
+    lk_http_add(&x.res, LK_STRLIT("Link"), LK_STRLIT("http://10.0.0.11:8080/untouched"));
+    lk_flt_attach_all(&x);
+    ok(lk_flt_run_res_headers(&x) == LK_FLT_CONTINUE, "continue");
+    struct lk_str *v = lk_http_find(&x.res, LK_STRLIT("Location"));
+    ok(v && lk_str_eq(*v, LK_STRLIT("http://127.0.0.1:18081/a?b=c")), "Location rewritten");
+    v = lk_http_find(&x.res, LK_STRLIT("Content-Location"));
+    ok(v && lk_str_eq(*v, LK_STRLIT("http://127.0.0.1:18081/c")), "Content-Location rewritten");
+    v = lk_http_find(&x.res, LK_STRLIT("Link"));
+    ok(v && lk_str_eq(*v, LK_STRLIT("http://10.0.0.11:8080/untouched")), "other fields untouched");
+    ok(x.rewrites == 2, "two rewrites counted (%u)", x.rewrites);
+    lk_flt_detach_all(&x);
+
+    /* without a selected listener the filter sits the exchange out */
+    x.listener_name = NULL;
+    x.rewrites = 0;
+    lk_http_set(&x.res, LK_STRLIT("Location"), LK_STRLIT("http://10.0.0.11:8080/a"));
+    lk_flt_attach_all(&x);
+    ok(!x.flt[0].attached, "not attached");
+    lk_flt_run_res_headers(&x);
+    v = lk_http_find(&x.res, LK_STRLIT("Location"));
+    ok(v && lk_str_eq(*v, LK_STRLIT("http://10.0.0.11:8080/a")) && x.rewrites == 0, "untouched");
+    lk_flt_detach_all(&x);
+    lk_pool_free(&x.pool);
+    lk_conf_unref(conf);
+}
+
+const struct lk_test_case lk_test_location[] = {
+    {"location/split", test_split},
+    {"location/rewrite", test_rewrite},
+    {"location/filter", test_filter},
+    {NULL, NULL},
+};
