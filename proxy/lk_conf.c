@@ -10,7 +10,9 @@
  * Every error names its file and line and stops the load; nothing here
  * prints, except lk_conf_dump.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -1034,16 +1036,8 @@ build_binds(struct loader *ld)
             return -1;
     }
 
-    /* lk_tls loads and checks the files; here it is enough that a TLS bind
-     * has a certificate at all. */
-    for (size_t i = 0; i < c->nbinds; i++)
-        if (c->binds[i]->tls && c->ncerts == 0) {
-            char u[300], o[300];
-            vhost_url(&c->binds[i]->vhosts[0], u, sizeof(u));
-            vhost_origin(&c->binds[i]->vhosts[0], o, sizeof(o));
-            return report(ld, c->binds[i]->vhosts[0].line, NULL, NULL,
-                          "%s: %s terminates TLS, but [lookout] has no tls.certificate", o, u);
-        }
+    /* A TLS bind without any tls.certificate is refused by lk_tls when it
+     * builds the runtime, as are unreadable certificate files. */
 
     /* The admin listener is one more socket that must not collide. */
     if (c->admin != NULL) {
@@ -1209,10 +1203,15 @@ build(struct loader *ld, const char *text, size_t len)
         struct lk_cluster *cl = c->clusters[i];
         struct lk_conf_entry *e = take(cl->section, "filters");
         char msg[512] = "";
+        const char *m = msg;
 
-        if (lk_flt_chain_new(cl, e != NULL ? e->value : NULL, msg, sizeof(msg)) != 0)
+        if (lk_flt_chain_new(cl, e != NULL ? e->value : NULL, msg, sizeof(msg)) != 0) {
+            /* The prefix below names the key already. */
+            if (strncmp(m, "filters: ", 9) == 0)
+                m += 9;
             return report(ld, e != NULL ? e->line : cl->line, cl->section, "filters", "%s",
-                          msg[0] != '\0' ? msg : "cannot build the filter chain");
+                          m[0] != '\0' ? m : "cannot build the filter chain");
+        }
     }
     if (check_unknown(ld) != 0)
         return -1;

@@ -67,6 +67,12 @@ lk_conn_close(struct lk_conn *c)
 
     c->bev = NULL;
     c->w->nconns--;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        c->w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
@@ -190,6 +196,10 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     w->nconns++;
+    c->next = w->conns;
+    if (w->conns != NULL)
+        w->conns->prev = c;
+    w->conns = c;
 
     const struct lk_proto_ops *ops = proto_for(b->proto);
     if (ops == NULL) {
@@ -646,6 +656,8 @@ lk_workers_free(void)
         struct lk_worker *w = &workers[i];
         for (size_t k = 0; k < w->nlisteners; k++)
             evconnlistener_free(w->listeners[k]);
+        while (w->conns != NULL)
+            lk_conn_close(w->conns);
         for (size_t b = 0; b < w->rt->conf->nbrokers; b++)
             while (w->idle[b].head != NULL) {
                 struct lk_upstream *u = w->idle[b].head;

@@ -64,6 +64,7 @@ struct lk_worker {
     struct event *stop_ev;
     pthread_t thread;
     unsigned nconns;
+    struct lk_conn *conns; /* open client connections, for shutdown */
 };
 
 /* Protocol modules: one per lk_proto, started on each accepted connection. */
@@ -91,6 +92,7 @@ struct lk_conn {
     int tls;
     int closing; /* a close is scheduled */
     uint64_t id;
+    struct lk_conn *prev, *next; /* in w->conns */
 };
 
 /* Workers --------------------------------------------------------------- */

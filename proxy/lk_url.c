@@ -5,7 +5,9 @@
  * the filters share one notion of an address, and so that they can be unit
  * tested and fuzzed as they stand.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
+#endif
 #include <arpa/inet.h>
 #include <assert.h>
 #include <stdarg.h>

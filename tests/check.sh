@@ -35,16 +35,9 @@ run_suite() {
     shift
     build="$top/build/$name"
     log="$top/build/$name.log"
-    mkdir -p "$build"
     echo "== $name: building in build/$name"
-    if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ] ||
-        [ "$top/Makefile.am" -nt "$top/configure" ]; then
-        (cd "$top" && ./autogen.sh >/dev/null 2>&1) || { echo "autogen failed"; total_fail=$((total_fail + 1)); return; }
-    fi
-    if ! (cd "$build" && { [ -f Makefile ] || "$top/configure" "$@" >configure.log 2>&1; } &&
-        make -j"$(nproc)" >make.log 2>&1 && make -j"$(nproc)" tests/unit/run >>make.log 2>&1); then
+    if ! "$top/tests/build.sh" "$name" "$@"; then
         echo "== $name: build FAILED"
-        tail -n 30 "$build/configure.log" "$build/make.log" 2>/dev/null
         total_fail=$((total_fail + 1))
         return
     fi

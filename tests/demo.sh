@@ -1,0 +1,74 @@
+#!/bin/sh
+# The demo: installs what is missing, builds lookout, starts three fake Pulsar
+# brokers (internal addresses 127.0.1.1-3:8080) and lookout with
+# conf/demo.conf in front of them, shows what a client gets with and without
+# lookout, then keeps serving until Ctrl-C.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+tests/deps.sh || exit 1
+echo "building lookout (build/plain) ..."
+tests/build.sh plain || exit 1
+bin="$top/build/plain/lookout"
+run=$(mktemp -d /tmp/lookout-demo.XXXXXX)
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$run"
+}
+trap 'cleanup; exit 0' INT TERM
+trap cleanup EXIT
+
+perl tests/integration/bin/fake-pulsar --quiet --dir "$run/brokers" \
+    --broker http://127.0.1.1:8080,pulsar://127.0.1.1:6650 \
+    --broker http://127.0.1.2:8080,pulsar://127.0.1.2:6650 \
+    --broker http://127.0.1.3:8080,pulsar://127.0.1.3:6650 \
+    --own orders=3 --own payments=2 >"$run/brokers.log" 2>&1 &
+pids="$pids $!"
+"$bin" -c conf/demo.conf 2>"$run/lookout.log" &
+pids="$pids $!"
+
+# wait (bounded) for the brokers and lookout to listen
+i=0
+until curl -s -o /dev/null http://127.0.1.3:8080/admin/v2/clusters &&
+    curl -s -o /dev/null http://127.0.0.1:18080/admin/v2/clusters; do
+    i=$((i + 1))
+    if [ $i -gt 100 ]; then
+        echo "demo: the brokers or lookout did not start:" >&2
+        cat "$run/brokers.log" "$run/lookout.log" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+
+topic=admin/v2/persistent/public/default/orders/stats
+show() { curl -s -D - -o /dev/null "$1" | grep -i '^location:' | tr -d '\r'; }
+cat <<MSG
+
+== An admin call for topic 'orders', which broker b3 owns, sent to broker b1.
+
+Straight to the broker, the 307 names its INTERNAL address:
+  \$ curl -i http://127.0.1.1:8080/$topic
+  $(show "http://127.0.1.1:8080/$topic")
+
+Through lookout, at b1's external address, the same 307 names b3's EXTERNAL
+address:
+  \$ curl -i http://127.0.0.1:18081/$topic
+  $(show "http://127.0.0.1:18081/$topic")
+
+so curl -L (or pulsar-admin, Terraform...) completes the call from outside,
+here through the cluster's service address:
+  \$ curl -sL http://127.0.0.1:18080/$topic
+  $(curl -sL "http://127.0.0.1:18080/$topic" | cut -c1-110)...
+
+== An HTTP lookup of an unowned topic: the broker redirects to the broker
+   that will own it; lookout rewrites that redirect too.
+  \$ curl -i http://127.0.0.1:18081/lookup/v2/topic/persistent/public/default/fresh
+  $(show http://127.0.0.1:18081/lookup/v2/topic/persistent/public/default/fresh)
+
+lookout's map: build/plain/lookout --check -c conf/demo.conf
+lookout's log: $run/lookout.log
+Serving until Ctrl-C.
+MSG
+wait
