@@ -43,6 +43,7 @@
 #define DEFAULT_PULSAR_MAX_FRAME_BYTES (5u * 1024 * 1024 + 64 * 1024)
 
 /* The keys each section kind knows, for "unknown key" hints. */
+/* clang-format off */
 static const char *const lookout_keys[] = {
     "admin",           "workers",          "log_level",        "tls.certificate",
     "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
@@ -53,6 +54,7 @@ static const char *const pulsar_keys[] = {
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
     "follow.replay_bytes",  "max_frame_bytes",    "filters",       NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
+/* clang-format on */
 
 static const char *const redirects_names[] = {"rewrite", "follow", NULL};
 static const char *const leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
@@ -81,8 +83,8 @@ append(struct loader *ld, size_t *off, const char *fmt, va_list ap)
         *off += (size_t)n;
 }
 
-static void
-appendf(struct loader *ld, size_t *off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(struct loader *ld, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void
 appendf(struct loader *ld, size_t *off, const char *fmt, ...)
@@ -98,9 +100,8 @@ appendf(struct loader *ld, size_t *off, const char *fmt, ...)
  * Writes "file:line: [kind name] key: message" into the loader's err; s and
  * key may be NULL, line 0 means "no line".  Returns -1 for `return report()`.
  */
-static int
-report(struct loader *ld, int line, const struct lk_conf_section *s, const char *key,
-       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int report(struct loader *ld, int line, const struct lk_conf_section *s, const char *key,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static int
 report(struct loader *ld, int line, const struct lk_conf_section *s, const char *key,
@@ -161,8 +162,8 @@ strip_comment(struct lk_str l)
 static int
 is_key_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
 }
 
 static struct lk_conf_section *
@@ -507,8 +508,8 @@ static int
 duration_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, unsigned *ms)
 {
     if (lk_parse_duration(e->value, ms) != 0 || *ms == 0)
-        return entry_err(ld, s, e, "'%s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)",
-                         e->value);
+        return entry_err(
+            ld, s, e, "'%s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)", e->value);
     return 0;
 }
 
@@ -723,7 +724,8 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
     if ((e = take(s, "follow.replay_bytes")) != NULL &&
         size_key(ld, s, e, 0, &cl->follow_replay_bytes) != 0)
         return -1;
-    if ((e = take(s, "max_frame_bytes")) != NULL && size_key(ld, s, e, 1, &cl->max_frame_bytes) != 0)
+    if ((e = take(s, "max_frame_bytes")) != NULL &&
+        size_key(ld, s, e, 1, &cl->max_frame_bytes) != 0)
         return -1;
     /* `filters` is taken when the chain is built, after the brokers. */
     return 0;
@@ -877,9 +879,8 @@ vhost_origin(const struct lk_vhost *v, char *buf, size_t len)
 }
 
 /* Reports "new conflicts with old: why" at the new vhost's line. */
-static int
-conflict(struct loader *ld, const struct lk_vhost *nv, const struct lk_vhost *ov, const char *fmt,
-         ...) __attribute__((format(printf, 4, 5)));
+static int conflict(struct loader *ld, const struct lk_vhost *nv, const struct lk_vhost *ov,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static int
 conflict(struct loader *ld, const struct lk_vhost *nv, const struct lk_vhost *ov, const char *fmt,
@@ -895,8 +896,8 @@ conflict(struct loader *ld, const struct lk_vhost *nv, const struct lk_vhost *ov
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    return report(ld, nv->line, NULL, NULL, "%s: %s conflicts with %s at line %d (%s): %s", no,
-                  nu, ou, ov->line, oo, why);
+    return report(ld, nv->line, NULL, NULL, "%s: %s conflicts with %s at line %d (%s): %s", no, nu,
+                  ou, ov->line, oo, why);
 }
 
 static int
@@ -935,8 +936,12 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
           const struct lk_url *u, int line)
 {
     struct lk_conf *c = ld->conf;
-    struct lk_vhost nv = {.host = u->host, .port = u->port, .scheme = u->scheme, .cluster = cl,
-                          .broker = br, .line = line};
+    struct lk_vhost nv = {.host = u->host,
+                          .port = u->port,
+                          .scheme = u->scheme,
+                          .cluster = cl,
+                          .broker = br,
+                          .line = line};
     char ip[INET6_ADDRSTRLEN], text[INET6_ADDRSTRLEN + 8], port[8];
     unsigned proto = scheme_proto(u->scheme);
     int tls = lk_scheme_is_tls(u->scheme), family;
@@ -1027,8 +1032,7 @@ build_binds(struct loader *ld)
                     add_vhost(ld, cl, b, b->lookup->addr[sc], line) != 0)
                     return -1;
         }
-        if (cl->web_service != NULL &&
-            (e = find_entry(cl->section, "webServiceUrl")) != NULL &&
+        if (cl->web_service != NULL && (e = find_entry(cl->section, "webServiceUrl")) != NULL &&
             add_vhost(ld, cl, NULL, cl->web_service, e->line) != 0)
             return -1;
         if (cl->service != NULL && (e = find_entry(cl->section, "serviceUrl")) != NULL &&
@@ -1058,8 +1062,8 @@ build_binds(struct loader *ld)
                  strcmp(ip, "::") == 0)) {
                 char u[300];
                 vhost_url(&b->vhosts[0], u, sizeof(u));
-                return entry_err(ld, s, e, "%s conflicts with bind %s of %s (line %d)",
-                                 c->admin, b->text, u, b->vhosts[0].line);
+                return entry_err(ld, s, e, "%s conflicts with bind %s of %s (line %d)", c->admin,
+                                 b->text, u, b->vhosts[0].line);
             }
         }
     }
@@ -1099,8 +1103,7 @@ check_unknown(struct loader *ld)
                 if (at < 0)
                     continue;
                 if (strcmp(kinds[k].kind, s->kind) == 0)
-                    return entry_err(ld, s, e, "unknown key (did you mean %s?)",
-                                     kinds[k].keys[at]);
+                    return entry_err(ld, s, e, "unknown key (did you mean %s?)", kinds[k].keys[at]);
                 return entry_err(ld, s, e, "unknown key (%s belongs in a [%s] section)",
                                  kinds[k].keys[at], kinds[k].kind);
             }

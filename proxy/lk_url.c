@@ -82,8 +82,8 @@ lk_scheme_parse(struct lk_str name)
 }
 
 /* Writes fmt into err, if there is an err. */
-static int
-fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
@@ -105,8 +105,8 @@ fail(char *err, size_t errlen, const char *fmt, ...)
 static int
 is_host_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
 }
 
 int
@@ -160,8 +160,7 @@ lk_url_parse(const char *s, size_t len, struct lk_url *out, char *err, size_t er
         for (i = 0; i < hlen; i++) {
             if (!is_host_char(host[i]))
                 return fail(err, errlen, "bad URL '%.*s%s': bad character '%c' in the host",
-                            EXCERPT(s, len),
-                            host[i] >= 0x20 && host[i] < 0x7f ? host[i] : '?');
+                            EXCERPT(s, len), host[i] >= 0x20 && host[i] < 0x7f ? host[i] : '?');
             if (!(host[i] >= '0' && host[i] <= '9') && host[i] != '.')
                 numeric = 0;
         }
@@ -179,8 +178,8 @@ lk_url_parse(const char *s, size_t len, struct lk_url *out, char *err, size_t er
             memcpy(buf, host, hlen);
             buf[hlen] = '\0';
             if (inet_pton(AF_INET, buf, &a4) != 1)
-                return fail(err, errlen, "bad URL '%.*s%s': bad IPv4 address '%s'",
-                            EXCERPT(s, len), buf);
+                return fail(err, errlen, "bad URL '%.*s%s': bad IPv4 address '%s'", EXCERPT(s, len),
+                            buf);
         }
     }
 
@@ -264,7 +263,8 @@ add_item(struct lk_listener **ls, size_t *n, struct lk_str item, char *err, size
     /* "http://h:1" splits into name "http" and "//h:1": a URL that lost its
      * name, not a listener called "http". */
     if (name.len == 0 || lk_str_has_prefix(url, LK_STRLIT("//")))
-        return fail(err, errlen, "empty listener name in '%.*s%s' (expected name:scheme://host:port)",
+        return fail(err, errlen,
+                    "empty listener name in '%.*s%s' (expected name:scheme://host:port)",
                     EXCERPT(item.p, item.len));
 
     u = lk_xmalloc(sizeof(*u));

@@ -196,7 +196,19 @@ subtest 'Expect: 100-continue' => sub {
     # A final status instead of 100: the client gets it, without a 100 first.
     my $r = curl('--expect100-timeout', '10', '-H', 'Expect: 100-continue', '--data-binary', "\@$dir/up",
                  "$u[0]/test/100?final=417");
-    is_deeply([ map { $_->{status} } @{ $r->{responses} } ], [417], 'final 417 without 100');
+    is_deeply([ map { $_->{status} } @{ $r->{responses} } ], [417], 'final 417 without 100, once')
+        or diag("curl exit $r->{exit}: $r->{err}");
+    is($r->{exit}, 0, '... curl is done (exit 0)');
+    # The same by hand: the body is never sent, so the connection cannot carry another
+    # request (the client may or may not send the body now): the broker said
+    # Connection: close, and lookout must close too, not keep it open for reuse.
+    my ($raw, $how) = http_raw('127.0.0.1', $q[0], "POST /test/100?final=417 HTTP/1.1\r\nHost: x\r\n"
+                               . "Expect: 100-continue\r\nContent-Length: 300000\r\n\r\n", timeout => 4);
+    my $p = parse_response($raw);
+    is($p && $p->{status}, 417, 'raw: 417');
+    ok($p && (($p->{headers}{connection} // '') =~ /\bclose\b/i || $how eq 'eof'),
+       '... and the connection is not offered for reuse (Connection: close or a close)')
+        or diag("how: $how\n" . $raw);
     # lookout still serves on that address afterwards.
     is(curl("$u[0]/test/status?code=201")->{status}, 201, 'next request fine');
 };
@@ -215,7 +227,7 @@ subtest 'WebSocket Upgrade: a byte tunnel' => sub {
     like($r && $r->{headers}{upgrade} // '', qr/^websocket$/i, '... Upgrade: websocket');
     like($r && $r->{headers}{connection} // '', qr/\bupgrade\b/i, '... Connection: upgrade');
     is($r && $r->{headers}{'x-fake-broker'}, 'b2', '... from b2');
-    my $echo = $r ? $r->{body} : '';
+    my $echo = $r ? $r->{rest} : '';    # after a 101, everything is tunnel bytes
     is(length $echo, length("one\r\ntwo\0" . $bin . 'END'), 'every byte came back through the tunnel');
     ok($echo eq "one\r\ntwo\0" . $bin . 'END', '... unchanged and in order');
     is($how, 'until', '... while the tunnel stayed open');

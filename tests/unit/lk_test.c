@@ -68,8 +68,7 @@ lk_test_ok(int cond, const char *file, int line, const char *fmt, ...)
 }
 
 int
-lk_test_ok_str(const char *got, const char *want, const char *file, int line, const char *fmt,
-               ...)
+lk_test_ok_str(const char *got, const char *want, const char *file, int line, const char *fmt, ...)
 {
     int cond = (got == NULL || want == NULL) ? got == want : strcmp(got, want) == 0;
     va_list ap;
@@ -158,7 +157,8 @@ run_forked(const struct lk_test_case *tc)
     if (WIFSIGNALED(st))
         lk_test_ok(0, __FILE__, __LINE__, "killed by signal %d", WTERMSIG(st));
     else if (WEXITSTATUS(st) != 0)
-        lk_test_ok(0, __FILE__, __LINE__, "exited with status %d (see stderr: a leak or a sanitizer report?)",
+        lk_test_ok(0, __FILE__, __LINE__,
+                   "exited with status %d (see stderr: a leak or a sanitizer report?)",
                    WEXITSTATUS(st));
 }
 

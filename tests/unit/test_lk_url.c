@@ -44,8 +44,8 @@ test_parse(void)
         {"https://[::ffff:127.0.0.1]:1/", LK_SCHEME_HTTPS, "::ffff:127.0.0.1", 1,
          "[::ffff:127.0.0.1]:1", "https://[::ffff:127.0.0.1]:1"},
         {"http://h:65535", LK_SCHEME_HTTP, "h", 65535, "h:65535", "http://h:65535"},
-        {"http://my_host-1.local:0080", LK_SCHEME_HTTP, "my_host-1.local", 80,
-         "my_host-1.local:80", "http://my_host-1.local:80"},
+        {"http://my_host-1.local:0080", LK_SCHEME_HTTP, "my_host-1.local", 80, "my_host-1.local:80",
+         "http://my_host-1.local:80"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -140,7 +140,8 @@ test_parse_errors(void)
         {"http://::1:80", "bad URL 'http://::1:80': no host"},
         {"http://1.2.3.256:80", "bad URL 'http://1.2.3.256:80': bad IPv4 address '1.2.3.256'"},
         {"http://1.2.3:80", "bad URL 'http://1.2.3:80': bad IPv4 address '1.2.3'"},
-        {"http://1.2.3.4.5.6.7.8.9.10:80", "bad URL 'http://1.2.3.4.5.6.7.8.9.10:80': bad IPv4 address"},
+        {"http://1.2.3.4.5.6.7.8.9.10:80",
+         "bad URL 'http://1.2.3.4.5.6.7.8.9.10:80': bad IPv4 address"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -273,10 +274,10 @@ test_listeners_syntax(void)
     lk_listeners_free(l, n > 0 ? (size_t)n : 0);
 
     /* all four schemes in one listener (the 4.x limit of two is gone in 5.0) */
-    n = lk_listeners_parse("a:http://h:1,a:https://h:2,a:pulsar://h:3,a:pulsar+ssl://h:4", &l,
-                           err, sizeof(err));
-    ok(n == 1 && l[0].addr[0] && l[0].addr[1] && l[0].addr[2] && l[0].addr[3],
-       "four schemes (%s)", err);
+    n = lk_listeners_parse("a:http://h:1,a:https://h:2,a:pulsar://h:3,a:pulsar+ssl://h:4", &l, err,
+                           sizeof(err));
+    ok(n == 1 && l[0].addr[0] && l[0].addr[1] && l[0].addr[2] && l[0].addr[3], "four schemes (%s)",
+       err);
     lk_listeners_free(l, n > 0 ? (size_t)n : 0);
 
     /* IPv6 literals: their colons are not the name separator */
@@ -301,20 +302,24 @@ test_listeners_errors(void)
         {" , ,\t", "no listeners (expected name:scheme://host:port,...)"},
         {"internal", "'internal' is not name:scheme://host:port"},
         {"a:http://h:1,internal", "'internal' is not name:scheme://host:port"},
-        {"http://h:1",
-         "empty listener name in 'http://h:1' (expected name:scheme://host:port)"},
+        {"http://h:1", "empty listener name in 'http://h:1' (expected name:scheme://host:port)"},
         {":http://h:1", "empty listener name in ':http://h:1' (expected name:scheme://host:port)"},
         {"a:http://h:1,  :pulsar://h:2",
          "empty listener name in ':pulsar://h:2' (expected name:scheme://host:port)"},
-        {"a:http://h:1,a:http://g:2", "listener 'a' has two http addresses: http://h:1 and http://g:2"},
-        {"a:http://h:1,a:HTTP://g:2", "listener 'a' has two http addresses: http://h:1 and http://g:2"},
+        {"a:http://h:1,a:http://g:2",
+         "listener 'a' has two http addresses: http://h:1 and http://g:2"},
+        {"a:http://h:1,a:HTTP://g:2",
+         "listener 'a' has two http addresses: http://h:1 and http://g:2"},
         {"a:pulsar+ssl://h:1,b:http://x:1,a:pulsar+ssl://h:2",
          "listener 'a' has two pulsar+ssl addresses: pulsar+ssl://h:1 and pulsar+ssl://h:2"},
-        {"a:http://h:1,b:pulsar://H:1", "h:1 is in two listeners: 'a' (http://h:1) and 'b' (pulsar://h:1)"},
-        {"a:http://h,b:http://h:80", "h:80 is in two listeners: 'a' (http://h:80) and 'b' (http://h:80)"},
+        {"a:http://h:1,b:pulsar://H:1",
+         "h:1 is in two listeners: 'a' (http://h:1) and 'b' (pulsar://h:1)"},
+        {"a:http://h,b:http://h:80",
+         "h:80 is in two listeners: 'a' (http://h:80) and 'b' (http://h:80)"},
         {"a:http://[::1]:1,b:https://[::1]:1",
          "[::1]:1 is in two listeners: 'a' (http://[::1]:1) and 'b' (https://[::1]:1)"},
-        {"a:ftp://h:1", "unknown scheme 'ftp' in 'ftp://h:1' (expected http, https, pulsar or pulsar+ssl)"},
+        {"a:ftp://h:1",
+         "unknown scheme 'ftp' in 'ftp://h:1' (expected http, https, pulsar or pulsar+ssl)"},
         {"a:http://h:1/x",
          "bad URL 'http://h:1/x': unexpected '/x' after the address (only a trailing '/' is "
          "allowed)"},
