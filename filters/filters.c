@@ -6,14 +6,17 @@
 
 #include "lk_filter.h"
 
+extern const struct lk_flt_ops lk_flt_listener;
 extern const struct lk_flt_ops lk_flt_location;
 
 const struct lk_flt_ops *const lk_flt_registry[] = {
+    &lk_flt_listener,
     &lk_flt_location,
     NULL,
 };
 
 const char *const lk_flt_default_chain[] = {
+    "listener",
     "location",
     NULL,
 };

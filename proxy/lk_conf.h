@@ -184,7 +184,8 @@ void lk_conf_unref(struct lk_conf *conf);
 /* Prints the resolved listener map, as `lookout --check` shows it. */
 void lk_conf_dump(const struct lk_conf *conf, FILE *out);
 
-/* Returns the value of key in s and marks it used, or NULL; *line gets its line. */
+/* Returns the value of key in s and marks it used, or NULL; *line (if line
+ * is not NULL) gets the entry's line, or the section's line when absent. */
 const char *lk_conf_section_get(struct lk_conf_section *s, const char *key, int *line);
 
 /* "10s", "250ms", "2m" -> milliseconds; "32k", "1m", "512" -> bytes.  0/-1. */

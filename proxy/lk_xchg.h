@@ -42,6 +42,7 @@ struct lk_xchg {
     int body_filters;         /* how many asked for the response body */
     size_t body_overflows;    /* buffered bodies passed through over the cap */
     unsigned rewrites;        /* addresses rewritten, for the access log */
+    unsigned leaks;           /* internal addresses found by the leak guard */
 };
 
 /* Makes filters answer the client with status and {"reason": reason}. */

@@ -13,6 +13,7 @@ extern const struct lk_test_case lk_test_http_msg[];
 extern const struct lk_test_case lk_test_location[];
 extern const struct lk_test_case lk_test_filter[];
 extern const struct lk_test_case lk_test_conn[];
+extern const struct lk_test_case lk_test_flt_listener[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -21,6 +22,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_location,
     lk_test_filter,
     lk_test_conn,
+    lk_test_flt_listener,
     NULL,
 };
 

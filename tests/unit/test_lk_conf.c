@@ -58,8 +58,7 @@ load_as(const char *name, const char *const *lines)
 #define LOAD(...) load_as("t.conf", CONF(__VA_ARGS__))
 
 static void
-expect_err(const char *file, int line, const char *name, const char *want,
-           const char *const *lines)
+expect_err(const char *file, int line, const char *name, const char *want, const char *const *lines)
 {
     struct lk_conf *c = load_as(name, lines);
 
@@ -180,7 +179,8 @@ test_basic(void)
 
     bd = c->binds[1];
     ok_str(bd->text, "0.0.0.0:6651", "second bind");
-    ok(bd->proto == LK_PROTO_PULSAR && bd->tls == 1 && bd->nvhosts == 3, "pulsar over TLS, 3 vhosts");
+    ok(bd->proto == LK_PROTO_PULSAR && bd->tls == 1 && bd->nvhosts == 3,
+       "pulsar over TLS, 3 vhosts");
     ok(bd->nvhosts == 3 && bd->vhosts[2].broker == NULL &&
            bd->vhosts[2].scheme == LK_SCHEME_PULSAR_SSL && bd->vhosts[2].line == 8,
        "serviceUrl vhost at line 8");
@@ -274,8 +274,8 @@ test_lookout_keys(void)
     c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on", "workers.x = 1");
     ok(c == NULL, "refused for workers.x");
     lk_conf_unref(c);
-    c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on", "upstream.idle_pool = 65535",
-             "log_level = error");
+    c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on",
+             "upstream.idle_pool = 65535", "log_level = error");
     if (ok(c != NULL, "loads (%s)", err)) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         ok(c->workers == (cores >= 1 ? cores : 1), "workers = auto is the core count");
@@ -294,13 +294,13 @@ static void
 test_cluster_keys(void)
 {
     static const char *const guards[] = {"off", "log", "rewrite", "block"};
-    struct lk_conf *c = LOAD(
-        "[pulsar prod]", "internalListenerName = int", "lookupListenerName = ext",
-        "webServiceUrl = http://127.0.0.1:8080/", "serviceUrl = pulsar://127.0.0.1:6650",
-        "bind = 127.0.0.2", "redirects = follow", "leak_guard = block", "follow.max_hops = 7",
-        "follow.replay_bytes = 0", "max_frame_bytes = 100m", "[broker prod/b1]",
-        "advertisedListeners = int:http://10.0.0.1:8080,int:pulsar://10.0.0.1:6650,"
-        "ext:http://b1.example.com:9000");
+    struct lk_conf *c =
+        LOAD("[pulsar prod]", "internalListenerName = int", "lookupListenerName = ext",
+             "webServiceUrl = http://127.0.0.1:8080/", "serviceUrl = pulsar://127.0.0.1:6650",
+             "bind = 127.0.0.2", "redirects = follow", "leak_guard = block", "follow.max_hops = 7",
+             "follow.replay_bytes = 0", "max_frame_bytes = 100m", "[broker prod/b1]",
+             "advertisedListeners = int:http://10.0.0.1:8080,int:pulsar://10.0.0.1:6650,"
+             "ext:http://b1.example.com:9000");
     const struct lk_cluster *cl;
 
     if (!ok(c != NULL, "loads (%s)", err))
@@ -351,17 +351,12 @@ test_comments(void)
 {
     struct lk_conf *c = LOAD(
         "\xef\xbb\xbf# a comment at the very start, after a byte order mark",
-        "; a semicolon comment",
-        "   # an indented comment with [brackets] and key = value",
-        "[pulsar prod] # a comment after a header",
-        "internalListenerName=in#ternal",
-        "lookupListenerName = ext;x ; a comment after a value",
-        "\t bind\t=\t127.0.0.2\t# tabs\r",
-        "",
-        "[broker prod/b1]\r",
+        "; a semicolon comment", "   # an indented comment with [brackets] and key = value",
+        "[pulsar prod] # a comment after a header", "internalListenerName=in#ternal",
+        "lookupListenerName = ext;x ; a comment after a value", "\t bind\t=\t127.0.0.2\t# tabs\r",
+        "", "[broker prod/b1]\r",
         "advertisedListeners = in#ternal:http://10.0.0.1:80,ext;x:http://b1.example.com:8080 #c",
-        "#advertisedListeners = nope",
-        ";[broker prod/b2]");
+        "#advertisedListeners = nope", ";[broker prod/b2]");
     const struct lk_cluster *cl;
 
     if (!ok(c != NULL, "loads (%s)", err))
@@ -390,8 +385,8 @@ test_long_lines(void)
 
     len += (size_t)snprintf(listeners, cap, "advertisedListeners = ");
     for (int i = 0; i < 300; i++)
-        len += (size_t)snprintf(listeners + len, cap - len, "l%d:http://host-%d.example.com:%d,",
-                                i, i, 2000 + i);
+        len += (size_t)snprintf(listeners + len, cap - len, "l%d:http://host-%d.example.com:%d,", i,
+                                i, 2000 + i);
     len += (size_t)snprintf(listeners + len, cap - len,
                             "ext:https://b1.example.com:8443,internal:http://10.0.0.1:8080");
     ok(len > 8 * 1024, "the listener line is %zu bytes", len);
@@ -471,8 +466,8 @@ test_reader_errors(void)
        "NUL refused");
     ok_str(err, "t.conf:2: NUL byte in the line", "NUL message");
     {
-        struct lk_conf *c = lk_conf_load_buf("t.conf", "[lookout]\nworkers = 27", 21, err,
-                                             sizeof(err));
+        struct lk_conf *c =
+            lk_conf_load_buf("t.conf", "[lookout]\nworkers = 27", 21, err, sizeof(err));
         ok(c != NULL && c->workers == 2, "only len bytes are read (workers = 2)");
         lk_conf_unref(c);
     }
@@ -501,12 +496,14 @@ test_value_errors(void)
         {"log_level = loud", "log_level: 'loud' is not error, warn, info or debug"},
         {"admin = localhost:9901",
          "admin: 'localhost:9901' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
-        {"admin = 127.0.0.1", "admin: '127.0.0.1' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
+        {"admin = 127.0.0.1",
+         "admin: '127.0.0.1' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
         {"admin = 127.0.0.1:0",
          "admin: '127.0.0.1:0' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
         {"admin = 127.0.0.1:65536",
          "admin: '127.0.0.1:65536' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
-        {"admin = ::1:9901", "admin: '::1:9901' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
+        {"admin = ::1:9901",
+         "admin: '::1:9901' is not IP:port (e.g. 127.0.0.1:9901 or [::1]:9901)"},
         {"tls.upstream_verify = yes", "tls.upstream_verify: 'yes' is not on or off"},
         {"tls.upstream_ca =", "tls.upstream_ca: empty path"},
         {"tls.certificate =", "tls.certificate: empty path"},
@@ -521,10 +518,13 @@ test_value_errors(void)
          "0)"},
         {"timeout.idle = -1s",
          "timeout.idle: '-1s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)"},
-        {"max_header_bytes = 32kb", "max_header_bytes: '32kb' is not a size (expected e.g. 512, 32k or 5m)"},
+        {"max_header_bytes = 32kb",
+         "max_header_bytes: '32kb' is not a size (expected e.g. 512, 32k or 5m)"},
         {"max_header_bytes = 0", "max_header_bytes: 0 is below the minimum of 1 bytes"},
-        {"max_buffer_bytes = -1", "max_buffer_bytes: '-1' is not a size (expected e.g. 512, 32k or 5m)"},
-        {"upstream.idle_pool = 65536", "upstream.idle_pool: '65536' is not a number from 0 to 65535"},
+        {"max_buffer_bytes = -1",
+         "max_buffer_bytes: '-1' is not a size (expected e.g. 512, 32k or 5m)"},
+        {"upstream.idle_pool = 65536",
+         "upstream.idle_pool: '65536' is not a number from 0 to 65535"},
         {"upstream.idle_pool = 1k", "upstream.idle_pool: '1k' is not a number from 0 to 65535"},
     };
 
@@ -553,8 +553,8 @@ test_cert_errors(void)
     EXPECT_ERR("t.conf:4: [lookout] tls.key: the tls.certificate before this key (line 2) "
                "already has one",
                "[lookout]", "tls.certificate = a.crt", "tls.key = a.key", "tls.key = b.key");
-    EXPECT_ERR("t.conf:4: [lookout] tls.key: empty path", "[lookout]",
-               "tls.certificate = a.crt", "", "tls.key =");
+    EXPECT_ERR("t.conf:4: [lookout] tls.key: empty path", "[lookout]", "tls.certificate = a.crt",
+               "", "tls.key =");
     c = LOAD("[lookout]", "tls.certificate = a.crt", "tls.key = a.key", "tls.certificate = b.crt",
              "tls.key = b.key", "tls.certificate = c.crt", "tls.key = c.key");
     ok(c != NULL && c->ncerts == 3 && strstr(c->certs[2].key_file, "/c.key") != NULL &&
@@ -582,7 +582,8 @@ test_cluster_errors(void)
          "bind: '127.0.0.1:80' is not an IP address (e.g. 0.0.0.0, 127.0.0.2, ::)"},
         {"webServiceUrl = pulsar://x:6650",
          "webServiceUrl: pulsar://x:6650: the scheme must be http or https"},
-        {"serviceUrl = https://x", "serviceUrl: https://x:443: the scheme must be pulsar or pulsar+ssl"},
+        {"serviceUrl = https://x",
+         "serviceUrl: https://x:443: the scheme must be pulsar or pulsar+ssl"},
         {"webServiceUrl = http://x:8080/admin",
          "webServiceUrl: bad URL 'http://x:8080/admin': unexpected '/admin' after the address "
          "(only a trailing '/' is allowed)"},
@@ -609,8 +610,7 @@ test_cluster_errors(void)
                "[pulsar a/b]");
     EXPECT_ERR("t.conf:3: [pulsar prod] lookupListenerName: 'internal' is the internal listener "
                "(line 2): lookout would listen on the addresses it connects to",
-               "[pulsar prod]", "internalListenerName = internal",
-               "lookupListenerName = internal");
+               "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = internal");
     EXPECT_ERR("t.conf:2: [pulsar prod] the cluster has no brokers (add [broker prod/ID] "
                "sections)",
                "[lookout]", "[pulsar prod]", "[pulsar other]", "[broker other/b1]",
@@ -627,8 +627,9 @@ test_broker_errors(void)
                "demo.conf:14: [broker prod/b1] advertisedListeners: listener 'extrnal' is not "
                "defined",
                CONF("# demo", LOOKOUT_TLS, "", "[pulsar prod]", "internalListenerName = extrnal",
-               "lookupListenerName = external", "webServiceUrl = https://pulsar.example.com:8443",
-               "", "# the brokers", "", "[broker prod/b1]", B1_LISTENERS));
+                    "lookupListenerName = external",
+                    "webServiceUrl = https://pulsar.example.com:8443", "", "# the brokers", "",
+                    "[broker prod/b1]", B1_LISTENERS));
     EXPECT_ERR("t.conf:1: [broker prdo/b1] cluster 'prdo' is not defined (no [pulsar prdo])",
                "[broker prdo/b1]", "advertisedListeners = a:http://h:1", "[pulsar prod]");
     EXPECT_ERR("t.conf:2: [broker b1] the name must be CLUSTER/ID, e.g. [broker prod/b1]",
@@ -668,14 +669,14 @@ test_broker_errors(void)
                "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80");
     EXPECT_ERR("t.conf:5: [broker prod/b2] advertisedListeners: 10.0.0.11:8080 is also an address "
                "of broker prod/b1 (line 3)",
-               "[pulsar prod]", "[broker prod/b1]", "advertisedListeners = internal:http://10.0.0.11:8080",
-               "[broker prod/b2]",
+               "[pulsar prod]", "[broker prod/b1]",
+               "advertisedListeners = internal:http://10.0.0.11:8080", "[broker prod/b2]",
                "advertisedListeners = internal:http://10.0.0.12:8080,other:http://10.0.0.11:8080");
     EXPECT_ERR("t.conf:5: [broker prod/b2] advertisedListeners: b1.example.com:80 is also an "
                "address of broker prod/b1 (line 3)",
                "[pulsar prod]", "[broker prod/b1]",
-               "advertisedListeners = internal:http://B1.example.com",
-               "[broker prod/b2]", "advertisedListeners = internal:https://b1.EXAMPLE.com:80");
+               "advertisedListeners = internal:http://B1.example.com", "[broker prod/b2]",
+               "advertisedListeners = internal:https://b1.EXAMPLE.com:80");
 
     /* two clusters may share an internal address: they are told apart by cluster */
     c = LOAD("[pulsar a]", "[pulsar b]", "[broker a/b1]", "advertisedListeners = i:http://h:1",
@@ -872,8 +873,10 @@ test_load_file(void)
     fprintf(f, "[lookout]\nworkers = many\n");
     fclose(f);
     ok(lk_conf_load(path, err, sizeof(err)) == NULL, "bad file refused");
-    snprintf(want, sizeof(want), "%s:2: [lookout] workers: 'many' is not 'auto' or a number from "
-             "1 to 1024", path);
+    snprintf(want, sizeof(want),
+             "%s:2: [lookout] workers: 'many' is not 'auto' or a number from "
+             "1 to 1024",
+             path);
     ok_str(err, want, "message names the path and line");
 
     snprintf(want, sizeof(want), "%s/missing.conf", dir);
@@ -896,15 +899,32 @@ test_durations(void)
         int rc;
         unsigned ms;
     } t[] = {
-        {"250ms", 0, 250},        {"10s", 0, 10000},          {"2m", 0, 120000},
-        {"0s", 0, 0},             {"0ms", 0, 0},              {"007s", 0, 7000},
-        {"4294967295ms", 0, UINT_MAX}, {"71582m", 0, 4294920000u}, {"4294967s", 0, 4294967000u},
-        {"5", -1, 0},             {"", -1, 0},                {"s", -1, 0},
-        {"ms", -1, 0},            {"10h", -1, 0},             {"1.5s", -1, 0},
-        {"-1s", -1, 0},           {"+1s", -1, 0},             {" 1s", -1, 0},
-        {"1s ", -1, 0},           {"10 s", -1, 0},            {"10S", -1, 0},
-        {"10sec", -1, 0},         {"4294967296ms", -1, 0},    {"4294968s", -1, 0},
-        {"71583m", -1, 0},        {"99999999999999999999s", -1, 0},
+        {"250ms", 0, 250},
+        {"10s", 0, 10000},
+        {"2m", 0, 120000},
+        {"0s", 0, 0},
+        {"0ms", 0, 0},
+        {"007s", 0, 7000},
+        {"4294967295ms", 0, UINT_MAX},
+        {"71582m", 0, 4294920000u},
+        {"4294967s", 0, 4294967000u},
+        {"5", -1, 0},
+        {"", -1, 0},
+        {"s", -1, 0},
+        {"ms", -1, 0},
+        {"10h", -1, 0},
+        {"1.5s", -1, 0},
+        {"-1s", -1, 0},
+        {"+1s", -1, 0},
+        {" 1s", -1, 0},
+        {"1s ", -1, 0},
+        {"10 s", -1, 0},
+        {"10S", -1, 0},
+        {"10sec", -1, 0},
+        {"4294967296ms", -1, 0},
+        {"4294968s", -1, 0},
+        {"71583m", -1, 0},
+        {"99999999999999999999s", -1, 0},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -925,13 +945,26 @@ test_sizes(void)
         int rc;
         size_t bytes;
     } t[] = {
-        {"512", 0, 512},       {"0", 0, 0},          {"32k", 0, 32768},
-        {"32K", 0, 32768},     {"1m", 0, 1048576},   {"5M", 0, 5242880},
-        {"100m", 0, 104857600}, {"0k", 0, 0},        {"18446744073709551615", 0, SIZE_MAX},
-        {"k", -1, 0},          {"", -1, 0},          {"1g", -1, 0},
-        {"1kb", -1, 0},        {"-1", -1, 0},        {" 1", -1, 0},
-        {"1 ", -1, 0},         {"1.5m", -1, 0},      {"18446744073709551616", -1, 0},
-        {"18014398509481984k", -1, 0}, {"17592186044416m", -1, 0},
+        {"512", 0, 512},
+        {"0", 0, 0},
+        {"32k", 0, 32768},
+        {"32K", 0, 32768},
+        {"1m", 0, 1048576},
+        {"5M", 0, 5242880},
+        {"100m", 0, 104857600},
+        {"0k", 0, 0},
+        {"18446744073709551615", 0, SIZE_MAX},
+        {"k", -1, 0},
+        {"", -1, 0},
+        {"1g", -1, 0},
+        {"1kb", -1, 0},
+        {"-1", -1, 0},
+        {" 1", -1, 0},
+        {"1 ", -1, 0},
+        {"1.5m", -1, 0},
+        {"18446744073709551616", -1, 0},
+        {"18014398509481984k", -1, 0},
+        {"17592186044416m", -1, 0},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -947,14 +980,14 @@ test_sizes(void)
 static void
 test_bind_ip_literals(void)
 {
-    struct lk_conf *c = LOAD(
-        "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
-        "webServiceUrl = http://127.0.0.1:8080", "[broker prod/b1]",
-        "advertisedListeners = internal:http://10.0.0.1:8080,internal:pulsar://10.0.0.1:6650,"
-        "external:http://127.0.0.2:8080,external:pulsar://127.0.0.2:6650",
-        "[broker prod/b2]",
-        "advertisedListeners = internal:http://10.0.0.2:8080,internal:pulsar://10.0.0.2:6650,"
-        "external:http://127.0.0.3:8080,external:pulsar://127.0.0.3:6650");
+    struct lk_conf *c =
+        LOAD("[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+             "webServiceUrl = http://127.0.0.1:8080", "[broker prod/b1]",
+             "advertisedListeners = internal:http://10.0.0.1:8080,internal:pulsar://10.0.0.1:6650,"
+             "external:http://127.0.0.2:8080,external:pulsar://127.0.0.2:6650",
+             "[broker prod/b2]",
+             "advertisedListeners = internal:http://10.0.0.2:8080,internal:pulsar://10.0.0.2:6650,"
+             "external:http://127.0.0.3:8080,external:pulsar://127.0.0.3:6650");
     static const char *const want[] = {"127.0.0.2:8080", "127.0.0.2:6650", "127.0.0.3:8080",
                                        "127.0.0.3:6650", "127.0.0.1:8080"};
 
@@ -1001,7 +1034,8 @@ test_bind_names_share(void)
         ok(c->binds[0]->nvhosts == 3 && c->binds[0]->tls == 0, "three http vhosts");
         ok_str(c->binds[1]->text, "127.0.0.5:8443", "https shared by SNI");
         ok(c->binds[1]->nvhosts == 4 && c->binds[1]->tls == 1, "three brokers + the service");
-        ok(c->binds[1]->nvhosts == 4 && strcmp(c->binds[1]->vhosts[2].host, "b3.example.com") == 0 &&
+        ok(c->binds[1]->nvhosts == 4 &&
+               strcmp(c->binds[1]->vhosts[2].host, "b3.example.com") == 0 &&
                c->binds[1]->vhosts[2].broker == c->brokers[2],
            "vhost order follows the brokers");
     }
@@ -1023,10 +1057,10 @@ test_bind_names_share(void)
 static void
 test_bind_ipv6(void)
 {
-    struct lk_conf *c = LOAD(
-        LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "bind = ::",
-        "webServiceUrl = https://pulsar.example.com:9443", "[broker prod/b1]",
-        "advertisedListeners = internal:http://[::1]:8080,external:https://[::1]:8443");
+    struct lk_conf *c =
+        LOAD(LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external",
+             "bind = ::", "webServiceUrl = https://pulsar.example.com:9443", "[broker prod/b1]",
+             "advertisedListeners = internal:http://[::1]:8080,external:https://[::1]:8443");
     const struct sockaddr_in6 *sin6;
 
     if (!ok(c != NULL, "loads (%s)", err))
@@ -1053,55 +1087,61 @@ test_bind_ipv6(void)
 static void
 test_bind_conflicts(void)
 {
-    EXPECT_ERR("t.conf:9: [broker prod/b2] advertisedListeners: http://b2.example.com:8443 "
-               "conflicts with https://b1.example.com:8443 at line 7 ([broker prod/b1] "
-               "advertisedListeners): bind 0.0.0.0:8443 cannot mix TLS and plaintext",
-               LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
-               "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443",
-               "[broker prod/b2]",
-               "advertisedListeners = internal:http://10.0.0.2:8080,external:http://b2.example.com:8443");
-    EXPECT_ERR("t.conf:9: [broker prod/b2] advertisedListeners: pulsar+ssl://b2.example.com:8443 "
-               "conflicts with https://b1.example.com:8443 at line 7 ([broker prod/b1] "
-               "advertisedListeners): bind 0.0.0.0:8443 cannot serve both http and pulsar",
-               LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
-               "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443",
-               "[broker prod/b2]",
-               "advertisedListeners = internal:http://10.0.0.2:8080,internal:pulsar://10.0.0.2:6650,"
-               "external:pulsar+ssl://b2.example.com:8443");
-    EXPECT_ERR("t.conf:6: [pulsar prod] webServiceUrl: https://b1.example.com:8443 conflicts with "
-               "https://b1.example.com:8443 at line 8 ([broker prod/b1] advertisedListeners): "
-               "both are b1.example.com on bind 0.0.0.0:8443, so lookout cannot tell them apart",
-               LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external",
-               "webServiceUrl = https://B1.example.com:8443", "[broker prod/b1]",
-               "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443");
-    EXPECT_ERR("t.conf:6: [broker prod/b2] advertisedListeners: pulsar://b2.example.com:6650 "
-               "conflicts with pulsar://b1.example.com:6650 at line 4 ([broker prod/b1] "
-               "advertisedListeners): they share plaintext bind 0.0.0.0:6650, and the Pulsar binary "
-               "protocol has neither TLS SNI nor a Host header to tell them apart (use pulsar+ssl, "
-               "or a distinct port or IP literal for each)",
-               "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
-               "advertisedListeners = internal:http://10.0.0.1:8080,internal:pulsar://10.0.0.1:6650,"
-               "external:pulsar://b1.example.com:6650",
-               "[broker prod/b2]",
-               "advertisedListeners = internal:http://10.0.0.2:8080,internal:pulsar://10.0.0.2:6650,"
-               "external:pulsar://b2.example.com:6650");
-    EXPECT_ERR("t.conf:3: [pulsar prod] serviceUrl: pulsar://pulsar.example.com:6650 conflicts "
-               "with pulsar://b1.example.com:6650 at line 5 ([broker prod/b1] advertisedListeners): "
-               "they share plaintext bind 0.0.0.0:6650, and the Pulsar binary protocol has neither "
-               "TLS SNI nor a Host header to tell them apart (use pulsar+ssl, or a distinct port or "
-               "IP literal for each)",
-               "[pulsar prod]", "lookupListenerName = external",
-               "serviceUrl = pulsar://pulsar.example.com", "[broker prod/b1]",
-               "advertisedListeners = internal:http://10.0.0.1:8080,internal:pulsar://10.0.0.1:6650,"
-               "external:pulsar://b1.example.com:6650");
-    EXPECT_ERR("t.conf:9: [broker prod/b2] advertisedListeners: https://127.0.0.1:8443 conflicts "
-               "with https://b1.example.com:8443 at line 7 ([broker prod/b1] advertisedListeners): "
-               "binds 127.0.0.1:8443 and 0.0.0.0:8443 overlap (a wildcard and a specific address "
-               "on one port)",
-               LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
-               "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443",
-               "[broker prod/b2]",
-               "advertisedListeners = internal:http://10.0.0.2:8080,external:https://127.0.0.1:8443");
+    EXPECT_ERR(
+        "t.conf:9: [broker prod/b2] advertisedListeners: http://b2.example.com:8443 "
+        "conflicts with https://b1.example.com:8443 at line 7 ([broker prod/b1] "
+        "advertisedListeners): bind 0.0.0.0:8443 cannot mix TLS and plaintext",
+        LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
+        "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443",
+        "[broker prod/b2]",
+        "advertisedListeners = internal:http://10.0.0.2:8080,external:http://b2.example.com:8443");
+    EXPECT_ERR(
+        "t.conf:9: [broker prod/b2] advertisedListeners: pulsar+ssl://b2.example.com:8443 "
+        "conflicts with https://b1.example.com:8443 at line 7 ([broker prod/b1] "
+        "advertisedListeners): bind 0.0.0.0:8443 cannot serve both http and pulsar",
+        LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
+        "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443",
+        "[broker prod/b2]",
+        "advertisedListeners = internal:http://10.0.0.2:8080,internal:pulsar://10.0.0.2:6650,"
+        "external:pulsar+ssl://b2.example.com:8443");
+    EXPECT_ERR(
+        "t.conf:6: [pulsar prod] webServiceUrl: https://b1.example.com:8443 conflicts with "
+        "https://b1.example.com:8443 at line 8 ([broker prod/b1] advertisedListeners): "
+        "both are b1.example.com on bind 0.0.0.0:8443, so lookout cannot tell them apart",
+        LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external",
+        "webServiceUrl = https://B1.example.com:8443", "[broker prod/b1]",
+        "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443");
+    EXPECT_ERR(
+        "t.conf:6: [broker prod/b2] advertisedListeners: pulsar://b2.example.com:6650 "
+        "conflicts with pulsar://b1.example.com:6650 at line 4 ([broker prod/b1] "
+        "advertisedListeners): they share plaintext bind 0.0.0.0:6650, and the Pulsar binary "
+        "protocol has neither TLS SNI nor a Host header to tell them apart (use pulsar+ssl, "
+        "or a distinct port or IP literal for each)",
+        "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
+        "advertisedListeners = internal:http://10.0.0.1:8080,internal:pulsar://10.0.0.1:6650,"
+        "external:pulsar://b1.example.com:6650",
+        "[broker prod/b2]",
+        "advertisedListeners = internal:http://10.0.0.2:8080,internal:pulsar://10.0.0.2:6650,"
+        "external:pulsar://b2.example.com:6650");
+    EXPECT_ERR(
+        "t.conf:3: [pulsar prod] serviceUrl: pulsar://pulsar.example.com:6650 conflicts "
+        "with pulsar://b1.example.com:6650 at line 5 ([broker prod/b1] advertisedListeners): "
+        "they share plaintext bind 0.0.0.0:6650, and the Pulsar binary protocol has neither "
+        "TLS SNI nor a Host header to tell them apart (use pulsar+ssl, or a distinct port or "
+        "IP literal for each)",
+        "[pulsar prod]", "lookupListenerName = external",
+        "serviceUrl = pulsar://pulsar.example.com", "[broker prod/b1]",
+        "advertisedListeners = internal:http://10.0.0.1:8080,internal:pulsar://10.0.0.1:6650,"
+        "external:pulsar://b1.example.com:6650");
+    EXPECT_ERR(
+        "t.conf:9: [broker prod/b2] advertisedListeners: https://127.0.0.1:8443 conflicts "
+        "with https://b1.example.com:8443 at line 7 ([broker prod/b1] advertisedListeners): "
+        "binds 127.0.0.1:8443 and 0.0.0.0:8443 overlap (a wildcard and a specific address "
+        "on one port)",
+        LOOKOUT_TLS, "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
+        "advertisedListeners = internal:http://10.0.0.1:8080,external:https://b1.example.com:8443",
+        "[broker prod/b2]",
+        "advertisedListeners = internal:http://10.0.0.2:8080,external:https://127.0.0.1:8443");
     EXPECT_ERR("t.conf:9: [pulsar b] webServiceUrl: https://0.0.0.0:8443 conflicts with "
                "https://127.0.0.1:8443 at line 5 ([pulsar a] webServiceUrl): binds 0.0.0.0:8443 "
                "and 127.0.0.1:8443 overlap (a wildcard and a specific address on one port)",
@@ -1124,9 +1164,9 @@ test_tls_without_cert(void)
 {
     /* The loader leaves "TLS but no certificate" to lk_tls, which checks
      * the certificate files anyway: a config for unit tests needs none. */
-    struct lk_conf *c = LOAD("[pulsar prod]", "webServiceUrl = https://pulsar.example.com:8443",
-                             "[broker prod/b1]",
-                             "advertisedListeners = internal:http://10.0.0.1:8080");
+    struct lk_conf *c =
+        LOAD("[pulsar prod]", "webServiceUrl = https://pulsar.example.com:8443", "[broker prod/b1]",
+             "advertisedListeners = internal:http://10.0.0.1:8080");
 
     ok(c != NULL && c->ncerts == 0 && c->nbinds == 1 && c->binds[0]->tls == 1,
        "loads with a TLS bind and no certificate (%s)", err);
@@ -1168,9 +1208,9 @@ test_admin_conflicts(void)
 static void
 test_no_lookup(void)
 {
-    struct lk_conf *c = LOAD(LOOKOUT_TLS, "[pulsar prod]", "internalListenerName = internal",
-                             "webServiceUrl = https://pulsar.example.com:8443", "[broker prod/b1]",
-                             B1_LISTENERS);
+    struct lk_conf *c =
+        LOAD(LOOKOUT_TLS, "[pulsar prod]", "internalListenerName = internal",
+             "webServiceUrl = https://pulsar.example.com:8443", "[broker prod/b1]", B1_LISTENERS);
     char *d;
 
     if (!ok(c != NULL, "loads (%s)", err))
@@ -1245,7 +1285,8 @@ test_find_addr(void)
         cl = c->clusters[0];
         ok(lk_cluster_find_addr(cl, LK_STRLIT("[::1]"), 8080, &sc) == c->brokers[0],
            "bracketed IPv6 host");
-        ok(lk_cluster_find_addr(cl, LK_STRLIT("::1"), 8080, &sc) == c->brokers[0], "bare IPv6 host");
+        ok(lk_cluster_find_addr(cl, LK_STRLIT("::1"), 8080, &sc) == c->brokers[0],
+           "bare IPv6 host");
     }
     lk_conf_unref(c);
 }
@@ -1306,8 +1347,9 @@ test_dump(void)
     lk_conf_unref(c);
 
     /* follow, no lookup listener, other listeners, a plaintext service */
-    c = LOAD("[pulsar dev]", "redirects = follow", "follow.max_hops = 3", "follow.replay_bytes = 1k",
-             "leak_guard = block", "webServiceUrl = http://127.0.0.1:8080", "[broker dev/b1]",
+    c = LOAD("[pulsar dev]", "redirects = follow", "follow.max_hops = 3",
+             "follow.replay_bytes = 1k", "leak_guard = block",
+             "webServiceUrl = http://127.0.0.1:8080", "[broker dev/b1]",
              "advertisedListeners = internal:http://10.0.0.1:8080,other:http://10.9.9.9:80");
     if (ok(c != NULL, "loads (%s)", err)) {
         filter_names(c->clusters[0], f, sizeof(f));
@@ -1329,8 +1371,8 @@ test_dump(void)
     lk_conf_unref(c);
 
     /* the map prefers the same TLS-ness and says what is not rewritten */
-    c = LOAD(LOOKOUT_TLS, "[pulsar p]", "lookupListenerName = ext", "serviceUrl = pulsar+ssl://p.example.com",
-             "[broker p/b1]",
+    c = LOAD(LOOKOUT_TLS, "[pulsar p]", "lookupListenerName = ext",
+             "serviceUrl = pulsar+ssl://p.example.com", "[broker p/b1]",
              "advertisedListeners = int:http://10.0.0.1:8080,int:https://10.0.0.1:8443,"
              "int:pulsar://10.0.0.1:6650,ext:https://b1.example.com,ext:http://b1.example.com");
     if (ok(c != NULL, "loads (%s)", err)) {
@@ -1370,13 +1412,33 @@ static void
 test_reference(void)
 {
     /* Every key the loader knows, each of which the reference must show. */
-    static const char *const keys[] = {
-        "admin", "workers", "log_level", "tls.certificate", "tls.key", "tls.upstream_ca",
-        "tls.upstream_verify", "timeout.connect", "timeout.response", "timeout.client_header",
-        "timeout.idle", "max_header_bytes", "max_buffer_bytes", "upstream.idle_pool",
-        "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl", "bind",
-        "redirects", "leak_guard", "follow.max_hops", "follow.replay_bytes", "max_frame_bytes",
-        "filters", "advertisedListeners", NULL};
+    static const char *const keys[] = {"admin",
+                                       "workers",
+                                       "log_level",
+                                       "tls.certificate",
+                                       "tls.key",
+                                       "tls.upstream_ca",
+                                       "tls.upstream_verify",
+                                       "timeout.connect",
+                                       "timeout.response",
+                                       "timeout.client_header",
+                                       "timeout.idle",
+                                       "max_header_bytes",
+                                       "max_buffer_bytes",
+                                       "upstream.idle_pool",
+                                       "internalListenerName",
+                                       "lookupListenerName",
+                                       "webServiceUrl",
+                                       "serviceUrl",
+                                       "bind",
+                                       "redirects",
+                                       "leak_guard",
+                                       "follow.max_hops",
+                                       "follow.replay_bytes",
+                                       "max_frame_bytes",
+                                       "filters",
+                                       "advertisedListeners",
+                                       NULL};
 #ifdef LK_TOP_SRCDIR
     const char *top = LK_TOP_SRCDIR; /* tests/include.am passes $(abs_top_srcdir) */
 #else

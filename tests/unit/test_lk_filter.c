@@ -245,8 +245,15 @@ test_chain_new(void)
     cl.name = "prod";
     cl.proto = LK_PROTO_HTTP | LK_PROTO_PULSAR;
     ok(lk_flt_chain_new(&cl, NULL, err, sizeof(err)) == 0 && cl.nfilters >= 1, "default chain");
-    ok(strcmp(cl.filters[0].ops->name, "location") == 0, "starts with location");
-    ok(strstr(cl.filters[0].id, "prod:filters[0]=location") != NULL, "instance id (%s)", cl.filters[0].id);
+    size_t n = 0;
+    while (lk_flt_default_chain[n] != NULL)
+        n++;
+    ok(cl.nfilters == n, "every default filter applies to Pulsar (%zu of %zu)", cl.nfilters, n);
+    for (size_t i = 0; i < cl.nfilters && i < n; i++)
+        ok(strcmp(cl.filters[i].ops->name, lk_flt_default_chain[i]) == 0, "default order: %s",
+           lk_flt_default_chain[i]);
+    ok(strcmp(cl.filters[0].ops->name, "listener") == 0, "listener selection runs first");
+    ok(strstr(cl.filters[0].id, "prod:filters[0]=listener") != NULL, "instance id (%s)", cl.filters[0].id);
     lk_flt_chain_free(&cl);
     ok(lk_flt_chain_new(&cl, " location ", err, sizeof(err)) == 0 && cl.nfilters == 1, "explicit list");
     lk_flt_chain_free(&cl);

@@ -19,6 +19,7 @@ static const char conf_text[] =
     "internalListenerName = internal\n"
     "lookupListenerName = external\n"
     "webServiceUrl = http://127.0.0.1:18080\n"
+    "filters = location\n"
     "[broker prod/b1]\n"
     "advertisedListeners = internal:pulsar://10.0.0.11:6650,internal:http://10.0.0.11:8080,"
     "external:pulsar+ssl://127.0.0.1:16651,external:https://127.0.0.1:18443,"
@@ -156,7 +157,7 @@ test_filter(void)
     x.cluster = conf->clusters[0];
     x.listener_name = x.cluster->lookup_listener;
     ok(x.cluster->nfilters == 1 && strcmp(x.cluster->filters[0].ops->name, "location") == 0,
-       "the default chain is the location filter");
+       "the chain is the location filter alone");
     lk_http_msg_init(&x.res, &x.pool, 0);
     x.res.status = 307;
     lk_http_add(&x.res, LK_STRLIT("Location"), LK_STRLIT("http://10.0.0.11:8080/a?b=c"));

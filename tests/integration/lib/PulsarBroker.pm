@@ -1032,6 +1032,11 @@ sub _test {
         # Streams the body back as it arrives: same Content-Length, or chunk for chunk.
         my $rd = $cx->{reader} = _body_reader($cx);
         my $chunked = $req->{chunked};
+        # The 100 Continue must come before our head, not when the reader first runs.
+        if ($req->{expect_100}) {
+            _write($c, "HTTP/1.1 100 Continue\r\n\r\n");
+            $cx->{sent_100} = 1;
+        }
         _send_head($cx, 200, [ [ 'Content-Type', 'application/octet-stream' ],
                                $chunked ? [ 'Transfer-Encoding', 'chunked' ] : [ 'Content-Length', $req->{length} ] ]);
         while (1) {

@@ -1,0 +1,129 @@
+/*
+ * listener: picks the listener this exchange's addresses are rewritten into
+ * (CONTRACT §3, PIP-338 at the edge).  The client names one with the query
+ * parameter `listenerName` or the header `X-Pulsar-ListenerName` (the query
+ * wins, as in Pulsar's TopicLookup); a name the listener map does not know
+ * falls back to the cluster's lookupListenerName, and with neither nothing
+ * is rewritten.  The name is removed before the request goes upstream: a 4.x
+ * broker fails a lookup for a listener it does not have.  Runs first, so
+ * that every later filter sees the same selection in x->listener_name.
+ */
+#include <string.h>
+
+#include "lk_filter.h"
+#include "lk_http_msg.h"
+#include "lk_xchg.h"
+
+static int
+hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s into pool memory ('+' is a space in a query). */
+static struct lk_str
+unescape(struct lk_pool *pool, struct lk_str s)
+{
+    char *d = lk_palloc(pool, s.len + 1);
+    size_t n = 0;
+
+    for (size_t i = 0; i < s.len; i++) {
+        if (s.p[i] == '%' && i + 2 < s.len && hexval(s.p[i + 1]) >= 0 &&
+            hexval(s.p[i + 2]) >= 0) {
+            d[n++] = (char)(hexval(s.p[i + 1]) * 16 + hexval(s.p[i + 2]));
+            i += 2;
+        } else {
+            d[n++] = s.p[i] == '+' ? ' ' : s.p[i];
+        }
+    }
+    return lk_str_make(d, n);
+}
+
+/*
+ * Removes every `listenerName` parameter from the request target, keeping
+ * everything else byte for byte; returns the first one's decoded value.
+ */
+static struct lk_str
+take_query_name(struct lk_pool *pool, struct lk_str *target)
+{
+    static const struct lk_str key = LK_STRLIT("listenerName");
+    const char *t = target->p, *q = memchr(t, '?', target->len);
+    struct lk_str found = LK_STR_NULL;
+    int removed = 0, first = 1;
+
+    if (q == NULL)
+        return found;
+    const char *end = t + target->len;
+    const char *qend = memchr(q, '#', (size_t)(end - q));
+    if (qend == NULL)
+        qend = end;
+    char *out = lk_palloc(pool, target->len + 1);
+    size_t n = (size_t)(q - t);
+    memcpy(out, t, n);
+    for (const char *p = q + 1; p <= qend;) {
+        const char *amp = memchr(p, '&', (size_t)(qend - p));
+        struct lk_str param = lk_str_make(p, (size_t)((amp != NULL ? amp : qend) - p));
+        if (lk_str_has_prefix(param, key) && (param.len == key.len || param.p[key.len] == '=')) {
+            if (found.p == NULL && param.len > key.len)
+                found = unescape(pool, lk_str_skip(param, key.len + 1));
+            removed = 1;
+        } else if (param.len != 0 || amp != NULL) {
+            out[n++] = first ? '?' : '&';
+            memcpy(out + n, param.p, param.len);
+            n += param.len;
+            first = 0;
+        }
+        if (amp == NULL)
+            break;
+        p = amp + 1;
+    }
+    if (!removed)
+        return found;
+    memcpy(out + n, qend, (size_t)(end - qend)); /* the fragment, if any */
+    n += (size_t)(end - qend);
+    *target = lk_str_make(out, n);
+    return found;
+}
+
+static int
+known(const struct lk_cluster *cl, struct lk_str name, const char **canon)
+{
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        for (size_t k = 0; k < b->nlisteners; k++)
+            if (lk_str_eq(lk_str_c(b->listeners[k].name), name)) {
+                *canon = b->listeners[k].name;
+                return 1;
+            }
+    }
+    return 0;
+}
+
+static enum lk_flt_verdict
+on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
+{
+    static const struct lk_str hdr = LK_STRLIT("X-Pulsar-ListenerName");
+    struct lk_str name = take_query_name(&x->pool, &req->target);
+    struct lk_str *h = lk_http_find(req, hdr);
+    const char *canon;
+
+    if (name.len == 0 && h != NULL)
+        name = lk_str_trim(*h);
+    lk_http_del(req, hdr);
+    x->listener_name = x->cluster->lookup_listener;
+    if (name.len != 0 && known(x->cluster, name, &canon))
+        x->listener_name = canon;
+    return LK_FLT_CONTINUE;
+}
+
+const struct lk_flt_ops lk_flt_listener = {
+    .name = "listener",
+    .protos = LK_PROTO_HTTP,
+    .http_req_headers = on_req_headers,
+};

@@ -1,0 +1,105 @@
+/*
+ * Tests for filters/flt_listener.c: which listener an exchange rewrites
+ * into, and that the client's listener name never reaches the broker.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lk_conf.h"
+#include "lk_http_msg.h"
+#include "lk_test.h"
+#include "lk_xchg.h"
+
+static const char conf_text[] =
+    "[pulsar prod]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "webServiceUrl = http://127.0.0.1:18080\n"
+    "[broker prod/b1]\n"
+    "advertisedListeners = internal:http://10.0.0.11:8080,external:http://127.0.0.1:18081,"
+    "vpn:http://127.0.0.5:18081,my%listener:http://127.0.0.6:18081\n";
+
+static void
+run(struct lk_conf *conf, const char *target, const char *header, const char *want_listener,
+    const char *want_target)
+{
+    struct lk_xchg x;
+    char buf[512];
+
+    memset(&x, 0, sizeof(x));
+    lk_pool_init(&x.pool);
+    x.conf = conf;
+    x.cluster = conf->clusters[0];
+    x.listener_name = x.cluster->lookup_listener; /* what the engine starts with */
+    lk_http_msg_init(&x.req, &x.pool, 1);
+    x.req.method = LK_STRLIT("GET");
+    x.req.target = lk_str_c(target);
+    lk_http_add(&x.req, LK_STRLIT("Host"), LK_STRLIT("h"));
+    if (header != NULL)
+        lk_http_add(&x.req, LK_STRLIT("X-Pulsar-ListenerName"), lk_str_c(header));
+    subtest("%s [%s]", target, header ? header : "-");
+    lk_flt_attach_all(&x);
+    ok(lk_flt_run_req_headers(&x) == LK_FLT_CONTINUE, "continue");
+    ok_str(x.listener_name, want_listener, "selected listener");
+    snprintf(buf, sizeof(buf), "%.*s", (int)x.req.target.len, x.req.target.p);
+    ok_str(buf, want_target, "forwarded target");
+    ok(lk_http_find(&x.req, LK_STRLIT("x-pulsar-listenername")) == NULL, "header stripped");
+    ok(lk_http_find(&x.req, LK_STRLIT("Host")) != NULL, "other headers kept");
+    lk_flt_detach_all(&x);
+    lk_pool_free(&x.pool);
+    subtest(NULL);
+}
+
+static void
+test_select(void)
+{
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("t.conf", conf_text, strlen(conf_text), err, sizeof(err));
+    if (!ok(conf != NULL, "config loads")) {
+        lk_test_diag("%s", err);
+        return;
+    }
+    ok(strcmp(conf->clusters[0]->filters[0].ops->name, "listener") == 0, "listener runs first");
+    const char *lk = "/lookup/v2/topic/persistent/t/n/x";
+    run(conf, lk, NULL, "external", lk);
+    run(conf, "/lookup/v2/topic/persistent/t/n/x?listenerName=vpn", NULL, "vpn", lk);
+    run(conf, lk, "vpn", "vpn", lk);
+    /* the query wins over the header */
+    run(conf, "/lookup/v2/topic/persistent/t/n/x?listenerName=vpn", "internal", "vpn", lk);
+    /* an empty query value lets the header speak */
+    run(conf, "/lookup/v2/topic/persistent/t/n/x?listenerName=", "vpn", "vpn", lk);
+    /* unknown names fall back to lookupListenerName */
+    run(conf, "/lookup/v2/topic/persistent/t/n/x?listenerName=nope", NULL, "external", lk);
+    run(conf, lk, "nope", "external", lk);
+    /* percent-decoding of the value */
+    run(conf, "/x?listenerName=my%25listener", NULL, "my%listener", "/x");
+    /* other parameters stay byte for byte, in order */
+    run(conf, "/admin/v2/persistent/t/n/x/stats?a=%2F&listenerName=vpn&authoritative=false&b",
+        NULL, "vpn", "/admin/v2/persistent/t/n/x/stats?a=%2F&authoritative=false&b");
+    run(conf, "/x?listenerName=vpn&y=1", NULL, "vpn", "/x?y=1");
+    run(conf, "/x?y=1&listenerName=vpn#frag", NULL, "vpn", "/x?y=1#frag");
+    run(conf, "/x?listenerName=vpn&listenerName=external", NULL, "vpn", "/x");
+    run(conf, "/x?listenerNameX=1&a=2", NULL, "external", "/x?listenerNameX=1&a=2");
+    run(conf, "/x?a=1&&b=2", NULL, "external", "/x?a=1&&b=2");
+    lk_conf_unref(conf);
+
+    /* no lookupListenerName: nothing is selected unless the client names one */
+    static const char bare[] = "[pulsar p]\ninternalListenerName = internal\n"
+                               "webServiceUrl = http://127.0.0.1:18080\n[broker p/b1]\n"
+                               "advertisedListeners = internal:http://10.0.0.11:8080,"
+                               "vpn:http://127.0.0.5:18081\n";
+    conf = lk_conf_load_buf("t.conf", bare, strlen(bare), err, sizeof(err));
+    if (!ok(conf != NULL, "second config loads")) {
+        lk_test_diag("%s", err);
+        return;
+    }
+    run(conf, "/x?listenerName=vpn", NULL, "vpn", "/x");
+    run(conf, "/x?listenerName=nope", NULL, NULL, "/x");
+    run(conf, "/x", NULL, NULL, "/x");
+    lk_conf_unref(conf);
+}
+
+const struct lk_test_case lk_test_flt_listener[] = {
+    {"listener/select", test_select},
+    {NULL, NULL},
+};
