@@ -8,15 +8,18 @@
 
 extern const struct lk_flt_ops lk_flt_listener;
 extern const struct lk_flt_ops lk_flt_location;
+extern const struct lk_flt_ops lk_flt_lookup;
 
 const struct lk_flt_ops *const lk_flt_registry[] = {
     &lk_flt_listener,
     &lk_flt_location,
+    &lk_flt_lookup,
     NULL,
 };
 
 const char *const lk_flt_default_chain[] = {
     "listener",
+    "lookup",
     "location",
     NULL,
 };

@@ -21,6 +21,7 @@
 #include <openssl/x509v3.h>
 
 #include "lk_conn.h"
+#include "lk_location.h"
 #include "lk_log.h"
 
 const char lk_err_connect[] = "connect failed";
@@ -350,11 +351,11 @@ lk_broker_connect_result(struct lk_runtime *rt, const struct lk_broker *b, int o
 
 /* Upstreams --------------------------------------------------------------- */
 
-static const struct lk_url *
-internal_http_addr(const struct lk_broker *b)
+/* Idle connections are kept per broker and per TLS-ness of the address. */
+static struct lk_idle_list *
+idle_list(struct lk_worker *w, const struct lk_broker *b, const struct lk_url *addr)
 {
-    const struct lk_listener *l = b->internal;
-    return l->addr[LK_SCHEME_HTTP] != NULL ? l->addr[LK_SCHEME_HTTP] : l->addr[LK_SCHEME_HTTPS];
+    return &w->idle[b->index * 2 + (lk_scheme_is_tls(addr->scheme) ? 1 : 0)];
 }
 
 void
@@ -370,7 +371,7 @@ lk_upstream_free(struct lk_upstream *u)
 static void
 idle_remove(struct lk_upstream *u)
 {
-    struct lk_idle_list *il = &u->w->idle[u->broker->index];
+    struct lk_idle_list *il = idle_list(u->w, u->broker, u->addr);
     for (struct lk_upstream **pp = &il->head; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == u) {
             *pp = u->next;
@@ -401,7 +402,7 @@ idle_event_cb(struct bufferevent *bev, short what, void *arg)
 void
 lk_upstream_release(struct lk_upstream *u)
 {
-    struct lk_idle_list *il = &u->w->idle[u->broker->index];
+    struct lk_idle_list *il = idle_list(u->w, u->broker, u->addr);
     const struct lk_conf *conf = u->w->rt->conf;
 
     if (il->count >= conf->upstream_idle_max ||
@@ -461,9 +462,11 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct lk_upstream *
-lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, lk_upstream_ready_cb cb, void *arg)
+lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
+                lk_upstream_ready_cb cb, void *arg)
 {
-    struct lk_idle_list *il = &w->idle[b->index];
+    const struct lk_url *addr = lk_listener_pick(b->internal, LK_SCHEME_HTTP, prefer_tls);
+    struct lk_idle_list *il = idle_list(w, b, addr);
     struct lk_upstream *u = il->head;
     const struct lk_conf *conf = w->rt->conf;
 
@@ -483,7 +486,7 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, lk_upstream_read
     u = lk_xcalloc(1, sizeof(*u));
     u->w = w;
     u->broker = b;
-    u->addr = internal_http_addr(b);
+    u->addr = addr;
     u->ready_cb = cb;
     u->arg = arg;
     int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
@@ -584,7 +587,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
                                              EVDNS_BASE_DISABLE_WHEN_INACTIVE);
         if (w->dns == NULL) /* no resolv.conf: IP literals still work */
             w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-        w->idle = lk_xcalloc(conf->nbrokers + 1, sizeof(*w->idle));
+        w->idle = lk_xcalloc(conf->nbrokers * 2 + 1, sizeof(*w->idle));
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->stop_ev = event_new(w->base, -1, EV_PERSIST, stop_cb, w->base);
         event_add(w->stop_ev, NULL);
@@ -658,7 +661,7 @@ lk_workers_free(void)
             evconnlistener_free(w->listeners[k]);
         while (w->conns != NULL)
             lk_conn_close(w->conns);
-        for (size_t b = 0; b < w->rt->conf->nbrokers; b++)
+        for (size_t b = 0; b < w->rt->conf->nbrokers * 2; b++)
             while (w->idle[b].head != NULL) {
                 struct lk_upstream *u = w->idle[b].head;
                 idle_remove(u);

@@ -60,7 +60,7 @@ struct lk_worker {
     struct lk_runtime *rt;
     struct evconnlistener **listeners;
     size_t nlisteners;
-    struct lk_idle_list *idle; /* by broker index */
+    struct lk_idle_list *idle; /* by broker index * 2 + TLS */
     struct event *stop_ev;
     pthread_t thread;
     unsigned nconns;
@@ -146,13 +146,14 @@ extern const char lk_err_tls[];
 extern const char lk_err_reset[];
 
 /*
- * Gets a connection to broker b's internal address for scheme family
- * `http`: an idle pooled one (ready_cb is called with LK_UP_CONNECTED
- * before this returns... no: from the event loop, never re-entrantly) or a
- * new one.  The caller owns the result until lk_upstream_release or
- * lk_upstream_free; it sets the bufferevent callbacks after LK_UP_CONNECTED.
+ * Gets a connection to broker b's internal http or https address (the one
+ * with the client's TLS-ness when the listener has both): an idle pooled
+ * one or a new one.  ready_cb reports the outcome from the event loop,
+ * never before this returns.  NULL if no connection could even be set up.
+ * The caller owns the result until lk_upstream_release or lk_upstream_free
+ * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */
-struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b,
+struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
                                     lk_upstream_ready_cb cb, void *arg);
 /* Returns a healthy, idle connection to the pool (or frees it if full). */
 void lk_upstream_release(struct lk_upstream *u);

@@ -17,6 +17,7 @@
 
 #include "lk_conn.h"
 #include "lk_http_msg.h"
+#include "lk_location.h"
 #include "lk_log.h"
 #include "lk_xchg.h"
 
@@ -57,6 +58,20 @@ struct hx {
     long long start_ms;
     const char *upstream_error;
     unsigned seq; /* hconn.seq when this exchange began */
+
+    /* redirects = follow */
+    struct evbuffer *replay;   /* the request body, kept to replay on the next hop */
+    int replay_overflow;       /* over follow.replay_bytes: no following */
+    int following;             /* a redirect is being followed: the old upstream is gone */
+    int sent_100;              /* we released an Expect: 100-continue client ourselves */
+    unsigned hops;
+    struct hop *seen;          /* where each hop went, for loop detection */
+    struct lk_http_msg redirect; /* the last redirect followed, in case we must give it back */
+};
+
+struct hop {
+    const struct lk_broker *broker;
+    struct lk_str target;
 };
 
 struct hconn {
@@ -118,14 +133,25 @@ static void
 req_body_cb(void *arg, const char *at, size_t len)
 {
     struct hx *hx = arg;
-    struct evbuffer *out = bufferevent_get_output(hx->up->bev);
 
+    hx->req_body_bytes += len;
+    if (hx->replay != NULL && !hx->replay_overflow) {
+        if (evbuffer_get_length(hx->replay) + len > hx->x.cluster->follow_replay_bytes) {
+            /* too big to replay: this exchange's redirects go to the client */
+            hx->replay_overflow = 1;
+            evbuffer_drain(hx->replay, evbuffer_get_length(hx->replay));
+        } else {
+            evbuffer_add(hx->replay, at, len);
+        }
+    }
+    if (hx->following || hx->up == NULL)
+        return; /* the rest of the body only goes to the replay buffer */
+    struct evbuffer *out = bufferevent_get_output(hx->up->bev);
     if (hx->req_chunked)
         evbuffer_add_printf(out, "%zx\r\n", len);
     evbuffer_add(out, at, len);
     if (hx->req_chunked)
         evbuffer_add(out, "\r\n", 2);
-    hx->req_body_bytes += len;
 }
 
 static void
@@ -174,6 +200,8 @@ hx_free(struct hx *hx)
         lk_http_parser_free(&hx->sp);
     evbuffer_free(hx->res_body);
     evbuffer_free(hx->res_out);
+    if (hx->replay != NULL)
+        evbuffer_free(hx->replay);
     if (hx->hc->rp.body_arg == hx) {
         hx->hc->rp.on_body = NULL;
         hx->hc->rp.body_arg = NULL;
@@ -274,7 +302,7 @@ get_upstream(struct hx *hx)
 
     hx->waiting_upstream = 1;
     c->action = "connecting to the broker";
-    hx->up = lk_upstream_get(c->w, hx->x.broker, up_ready, hx);
+    hx->up = lk_upstream_get(c->w, hx->x.broker, c->tls, up_ready, hx);
     if (hx->up == NULL) {
         hx->waiting_upstream = 0;
         reply_error(hx, 502, "cannot create a connection to the broker", 0);
@@ -285,7 +313,30 @@ static void
 send_request_head(struct hx *hx)
 {
     struct evbuffer *out = bufferevent_get_output(hx->up->bev);
-    lk_http_write_head(&hx->x.req, out);
+
+    if (hx->hops == 0) {
+        lk_http_write_head(&hx->x.req, out);
+        return;
+    }
+    /* A followed redirect: the whole body is in the replay buffer, so it
+     * goes with an exact length whatever its first framing was. */
+    struct lk_http_msg *req = &hx->x.req;
+    if (hx->req_has_body) {
+        char num[32];
+        snprintf(num, sizeof(num), "%zu", evbuffer_get_length(hx->replay));
+        lk_http_del(req, LK_STRLIT("Transfer-Encoding"));
+        lk_http_set(req, LK_STRLIT("Content-Length"), lk_str_c(num));
+        hx->req_chunked = 0;
+    }
+    lk_http_del(req, LK_STRLIT("Expect")); /* the body is here already */
+    lk_http_write_head(req, out);
+    if (hx->replay != NULL) {
+        int n = evbuffer_peek(hx->replay, -1, NULL, NULL, 0);
+        struct evbuffer_iovec *v = lk_palloc(&hx->x.pool, (size_t)(n + 1) * sizeof(*v));
+        n = evbuffer_peek(hx->replay, -1, NULL, v, n);
+        for (int i = 0; i < n; i++)
+            evbuffer_add(out, v[i].iov_base, v[i].iov_len);
+    }
 }
 
 /* A reused keep-alive connection may have been closed by the broker just as
@@ -338,6 +389,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     bufferevent_setwatermark(u->bev, EV_READ, 0, LK_HWM);
     bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     send_request_head(hx);
+    hx->following = 0;
     hc->c->action = hx->req_done ? "waiting for the broker's response" : "sending the request body";
     /* the body (if any) flows now */
     process(hc);
@@ -431,6 +483,115 @@ pump_body(struct hx *hx, int last)
 }
 
 static void
+start_hop(struct hx *hx)
+{
+    hx->hc->c->action = "following a redirect";
+    get_upstream(hx);
+}
+
+/*
+ * redirects = follow: a 307/308 to a mapped broker is followed here rather
+ * than shown to the client.  The old upstream goes (its body unread), and
+ * the request is sent again, body replayed, once the client has sent all of
+ * it.  Returns 1 when the redirect is being followed (or the exchange ended
+ * with 508), 0 to let the response through.
+ */
+static int
+follow_redirect(struct hx *hx)
+{
+    struct lk_xchg *x = &hx->x;
+    const struct lk_cluster *cl = x->cluster;
+    struct lk_url_parts parts;
+    char reason[256];
+
+    if (cl->redirects != LK_REDIRECTS_FOLLOW || hx->replay_overflow ||
+        (x->res.status != 307 && x->res.status != 308) || hx->upgrade_req)
+        return 0;
+    struct lk_str *loc = lk_http_find(&x->res, LK_STRLIT("Location"));
+    if (loc == NULL || lk_url_split(*loc, &parts) != 0)
+        return 0;
+    enum lk_scheme scheme;
+    const struct lk_broker *b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme);
+    if (b == NULL)
+        return 0; /* not ours: the client gets it (unmapped hosts are never followed) */
+    struct lk_str target = parts.rest.len != 0 && parts.rest.p[0] == '/'
+                               ? parts.rest
+                               : lk_pstr_concat(&x->pool, LK_STRLIT("/"), parts.rest);
+    if (hx->seen == NULL)
+        hx->seen = lk_palloc(&x->pool, (cl->follow_max_hops + 2) * sizeof(*hx->seen));
+    if (hx->hops == 0) {
+        hx->seen[0].broker = x->broker;
+        hx->seen[0].target = x->req.target;
+    }
+    for (unsigned i = 0; i <= hx->hops; i++)
+        if (hx->seen[i].broker == b && lk_str_eq(hx->seen[i].target, target)) {
+            snprintf(reason, sizeof(reason), "redirect loop: %s sent the request back to %s",
+                     x->broker->name, b->name);
+            lk_log(LK_WARN, hx->hc->c, "%s", reason);
+            reply_error(hx, 508, reason, 0);
+            return 1;
+        }
+    if (hx->hops >= cl->follow_max_hops) {
+        snprintf(reason, sizeof(reason), "too many redirects (more than %u hops)",
+                 cl->follow_max_hops);
+        lk_log(LK_WARN, hx->hc->c, "%s", reason);
+        reply_error(hx, 508, reason, 0);
+        return 1;
+    }
+    hx->hops++;
+    hx->seen[hx->hops].broker = b;
+    hx->seen[hx->hops].target = target;
+    lk_log(LK_DEBUG, hx->hc->c, "following %d from %s to %s", x->res.status, x->broker->name,
+           b->name);
+
+    /* Keep the redirect in case the body turns out too big to replay. */
+    hx->redirect = x->res;
+    lk_upstream_free(hx->up);
+    hx->up = NULL;
+    lk_http_parser_free(&hx->sp);
+    hx->sp_ready = 0;
+    hx->res_head_seen = 0;
+    lk_http_msg_init(&x->res, &x->pool, 0);
+    x->broker = b;
+    x->req.target = target;
+    hx->following = 1;
+    if (hx->req_done) {
+        start_hop(hx);
+        return 1;
+    }
+    /* The broker answered before the body was in (Jetty does, PR 25919):
+     * take the rest of it from the client into the replay buffer. */
+    if (hx->expect_continue && !hx->sent_100 && hx->req_body_bytes == 0) {
+        evbuffer_add(bufferevent_get_output(hx->hc->c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        hx->sent_100 = 1;
+    }
+    hx->hc->c->action = "reading the request body to replay it";
+    process(hx->hc);
+    return 1;
+}
+
+/* The body proved too big to replay after a redirect was taken: the client
+ * gets that redirect (rewritten) after all, and the connection closes since
+ * the rest of the body stays unread. */
+static void
+give_back_redirect(struct hx *hx)
+{
+    hx->following = 0;
+    hx->x.res = hx->redirect;
+    hx->status = hx->x.res.status;
+    hx->res_head_seen = 1;
+    hx->hc->closing = 1;
+    lk_http_strip_hop_by_hop(&hx->x.res);
+    if (lk_flt_run_res_headers(&hx->x) != LK_FLT_CONTINUE) {
+        reply_error(hx, 502, "a filter failed on the response head", 1);
+        return;
+    }
+    lk_http_del(&hx->x.res, LK_STRLIT("Content-Length"));
+    send_response_head(hx, OUT_CL, 0);
+    hx_end(hx, 0);
+}
+
+static void
 on_response_head(struct hx *hx)
 {
     struct hconn *hc = hx->hc;
@@ -457,6 +618,8 @@ on_response_head(struct hx *hx)
         return;
     }
 
+    if (follow_redirect(hx))
+        return;
     lk_http_strip_hop_by_hop(res);
     hx->res_no_body = hx->head_method || res->status == 204 || res->status == 304;
 
@@ -612,8 +775,8 @@ up_read(struct bufferevent *bev, void *arg)
             break;
         case LK_HTTP_HEAD:
             on_response_head(hx);
-            if (ENDED(hc, seq))
-                return; /* the exchange ended (an error) */
+            if (ENDED(hc, seq) || hx->up == NULL || hx->up->bev != bev)
+                return; /* the exchange ended (an error), or a redirect is followed */
             continue;
         case LK_HTTP_DONE:
             if (hx->x.res.status >= 100 && hx->x.res.status < 200) {
@@ -795,6 +958,8 @@ on_request_head(struct hx *hx)
         lk_http_add(req, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
     }
     add_forwarded(hx);
+    if (vh->cluster->redirects == LK_REDIRECTS_FOLLOW)
+        hx->replay = evbuffer_new();
 
     lk_flt_attach_all(&hx->x);
     enum lk_flt_verdict v = lk_flt_run_req_headers(&hx->x);
@@ -812,9 +977,16 @@ on_request_head(struct hx *hx)
 static void
 on_request_done(struct hx *hx)
 {
+    hx->req_done = 1;
+    if (hx->following) {
+        if (hx->replay_overflow)
+            give_back_redirect(hx);
+        else
+            start_hop(hx);
+        return;
+    }
     if (hx->req_chunked)
         evbuffer_add(bufferevent_get_output(hx->up->bev), "0\r\n\r\n", 5);
-    hx->req_done = 1;
     if (!hx->res_head_seen)
         hx->hc->c->action = "waiting for the broker's response";
 }
@@ -856,13 +1028,17 @@ process_input(struct hconn *hc)
         }
         if (hx->req_done || hx->waiting_upstream || hx->upload_paused)
             return;
-        if (hx->req_head_done && hx->up == NULL)
+        if (hx->req_head_done && hx->up == NULL && !hx->following)
             return;
 
         unsigned seq = hx->seq;
         enum lk_http_event ev = feed(&hc->rp, in);
         switch (ev) {
         case LK_HTTP_NEED_MORE:
+            if (hx->following && hx->replay_overflow) {
+                give_back_redirect(hx);
+                break;
+            }
             return;
         case LK_HTTP_HEAD:
             on_request_head(hx);
@@ -893,7 +1069,7 @@ process_input(struct hconn *hc)
         }
         }
         /* Upload backpressure: a slow broker stops us reading the client. */
-        if (!ENDED(hc, seq) && hx->up != NULL && !hx->waiting_upstream &&
+        if (!ENDED(hc, seq) && hx->up != NULL && !hx->waiting_upstream && !hx->following &&
             evbuffer_get_length(bufferevent_get_output(hx->up->bev)) > LK_HWM) {
             hx->upload_paused = 1;
             bufferevent_disable(c->bev, EV_READ);

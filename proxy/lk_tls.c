@@ -146,7 +146,7 @@ needs_tls(const struct lk_conf *conf, int server)
     }
     for (size_t i = 0; i < conf->nbrokers; i++) {
         const struct lk_listener *l = conf->brokers[i]->internal;
-        if (l != NULL && l->addr[LK_SCHEME_HTTP] == NULL && l->addr[LK_SCHEME_HTTPS] != NULL)
+        if (l != NULL && l->addr[LK_SCHEME_HTTPS] != NULL)
             return 1;
     }
     return 0;
