@@ -9,11 +9,13 @@
 extern const struct lk_flt_ops lk_flt_listener;
 extern const struct lk_flt_ops lk_flt_location;
 extern const struct lk_flt_ops lk_flt_lookup;
+extern const struct lk_flt_ops lk_flt_leak_guard;
 
 const struct lk_flt_ops *const lk_flt_registry[] = {
     &lk_flt_listener,
     &lk_flt_location,
     &lk_flt_lookup,
+    &lk_flt_leak_guard,
     NULL,
 };
 
@@ -21,5 +23,6 @@ const char *const lk_flt_default_chain[] = {
     "listener",
     "lookup",
     "location",
+    "leak_guard", /* last: it checks what every other filter left */
     NULL,
 };

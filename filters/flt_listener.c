@@ -5,8 +5,9 @@
  * wins, as in Pulsar's TopicLookup); a name the listener map does not know
  * falls back to the cluster's lookupListenerName, and with neither nothing
  * is rewritten.  The name is removed before the request goes upstream: a 4.x
- * broker fails a lookup for a listener it does not have.  Runs first, so
- * that every later filter sees the same selection in x->listener_name.
+ * broker fails a lookup for a listener it does not have.  It must run first
+ * (it is first in the default chain), so that every later filter sees the
+ * same selection in x->listener_name.
  */
 #include <string.h>
 
@@ -105,10 +106,16 @@ known(const struct lk_cluster *cl, struct lk_str name, const char **canon)
     return 0;
 }
 
-static enum lk_flt_verdict
-on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
+/*
+ * The selection happens at attach time, so that the filters after this one
+ * (which is first in the chain) already see it when they decide whether to
+ * attach.  It then sits out: there is nothing left for it to do.
+ */
+static int
+attach(struct lk_flt *f, struct lk_xchg *x)
 {
     static const struct lk_str hdr = LK_STRLIT("X-Pulsar-ListenerName");
+    struct lk_http_msg *req = &x->req;
     struct lk_str name = take_query_name(&x->pool, &req->target);
     struct lk_str *h = lk_http_find(req, hdr);
     const char *canon;
@@ -119,11 +126,11 @@ on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
     x->listener_name = x->cluster->lookup_listener;
     if (name.len != 0 && known(x->cluster, name, &canon))
         x->listener_name = canon;
-    return LK_FLT_CONTINUE;
+    return 0;
 }
 
 const struct lk_flt_ops lk_flt_listener = {
     .name = "listener",
     .protos = LK_PROTO_HTTP,
-    .http_req_headers = on_req_headers,
+    .attach = attach,
 };

@@ -28,8 +28,8 @@ static const struct {
     const char *name;
     enum lk_scheme scheme;
 } fields[] = {
-    {"brokerUrl", LK_SCHEME_PULSAR},   {"brokerUrlTls", LK_SCHEME_PULSAR_SSL},
-    {"httpUrl", LK_SCHEME_HTTP},       {"httpUrlTls", LK_SCHEME_HTTPS},
+    {"brokerUrl", LK_SCHEME_PULSAR}, {"brokerUrlTls", LK_SCHEME_PULSAR_SSL},
+    {"httpUrl", LK_SCHEME_HTTP},     {"httpUrlTls", LK_SCHEME_HTTPS},
     {"nativeUrl", LK_SCHEME_PULSAR},
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))

@@ -35,7 +35,7 @@
 #define DEFAULT_TIMEOUT_IDLE_MS 60000u
 #define DEFAULT_MAX_HEADER_BYTES (32u * 1024)
 #define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
-#define DEFAULT_UPSTREAM_IDLE_MAX 16u
+#define DEFAULT_UPSTREAM_IDLE_MAX 64u
 #define DEFAULT_FOLLOW_MAX_HOPS 5u
 #define DEFAULT_FOLLOW_REPLAY_BYTES (5u * 1024 * 1024)
 /* Pulsar's maxMessageSize is 5 MiB; a frame also carries its command and

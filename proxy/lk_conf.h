@@ -152,7 +152,7 @@ struct lk_conf {
     unsigned timeout_idle_ms;          /* default 60s */
     size_t max_header_bytes;           /* default 32k */
     size_t max_buffer_bytes;           /* default 1m */
-    unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 16 */
+    unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
     int log_level;                     /* `log_level = error|warn|info|debug`, default info */
 
     struct lk_cluster **clusters;

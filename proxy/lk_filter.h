@@ -46,7 +46,10 @@ struct lk_flt_ops {
                       size_t errlen);
     void (*conf_free)(void *conf);
 
-    /* Per exchange: return 0 to sit this exchange out.  NULL: always attach. */
+    /* Per exchange, once the request head is parsed and routed (x->req,
+     * x->cluster, x->broker are set), in chain order: return 0 to sit this
+     * exchange out.  NULL: always attach.  A filter may decide things for
+     * the filters after it here (the listener filter selects the listener). */
     int (*attach)(struct lk_flt *f, struct lk_xchg *x);
     /* Called when the exchange ends, for every attached filter. */
     void (*detach)(struct lk_flt *f, struct lk_xchg *x);
@@ -64,7 +67,10 @@ struct lk_flt_ops {
      * everything must be moved.
      * LK_BODY_BUFFER: called once with the whole body and last = 1; a body
      * over max_buffer_bytes is passed through unchanged instead and counted
-     * in x->body_overflows.  The engine fixes the framing. */
+     * in x->body_overflows.  The engine fixes the framing.
+     * While no filter has released a body byte, the response head has not
+     * been sent: a body hook may still edit x->res (a buffering filter's
+     * hook always runs before the head goes out). */
     enum lk_flt_verdict (*http_res_body)(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in,
                                          struct evbuffer *out, int last);
 };

@@ -89,6 +89,9 @@ main(int argc, char **argv)
         lk_conf_unref(conf);
         return 0;
     }
+    if (conf->admin != NULL)
+        lk_log(LK_WARN, NULL, "admin = %s: the admin listener (/healthz, /map, /metrics) is not "
+               "served by this version", conf->admin);
     signal(SIGPIPE, SIG_IGN);
     if (lk_workers_start(rt, conf->workers, err, sizeof(err)) != 0) {
         fprintf(stderr, "lookout: %s\n", err);

@@ -151,7 +151,7 @@ subtest 'HEAD and bodiless responses' => sub {
     # framing) as a body.
     for my $te ('', '&te=chunked') {
         my ($raw, $how) = http_raw('127.0.0.1', $q1, "HEAD /test/bytes?n=12345$te HTTP/1.1\r\nHost: x\r\n\r\n"
-                                   . "GET /test/status?code=202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout => 5);
+                                   . "GET /test/status?code=202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout => 3);
         my $h = parse_response($raw, head => 1);
         is($h && $h->{status}, 200, "HEAD$te: 200");
         my $g = $h && parse_response($h->{rest});
@@ -160,7 +160,7 @@ subtest 'HEAD and bodiless responses' => sub {
     }
     for my $code (204, 304) {
         my ($raw) = http_raw('127.0.0.1', $q1, "GET /test/status?code=$code HTTP/1.1\r\nHost: x\r\n\r\n"
-                             . "GET /test/status?code=202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout => 5);
+                             . "GET /test/status?code=202 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout => 3);
         my $a = parse_response($raw);
         is($a && $a->{status}, $code, "$code");
         my $b = $a && parse_response($a->{rest});

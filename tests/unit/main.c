@@ -15,6 +15,8 @@ extern const struct lk_test_case lk_test_filter[];
 extern const struct lk_test_case lk_test_conn[];
 extern const struct lk_test_case lk_test_flt_listener[];
 extern const struct lk_test_case lk_test_flt_lookup[];
+extern const struct lk_test_case lk_test_match[];
+extern const struct lk_test_case lk_test_flt_leak_guard[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -25,6 +27,8 @@ static const struct lk_test_case *const groups[] = {
     lk_test_conn,
     lk_test_flt_listener,
     lk_test_flt_lookup,
+    lk_test_match,
+    lk_test_flt_leak_guard,
     NULL,
 };
 

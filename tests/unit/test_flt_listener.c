@@ -39,6 +39,11 @@ run(struct lk_conf *conf, const char *target, const char *header, const char *wa
         lk_http_add(&x.req, LK_STRLIT("X-Pulsar-ListenerName"), lk_str_c(header));
     subtest("%s [%s]", target, header ? header : "-");
     lk_flt_attach_all(&x);
+    ok(!x.flt[0].attached, "it selects at attach and sits out");
+    for (size_t i = 0; i < x.cluster->nfilters; i++)
+        if (strcmp(x.cluster->filters[i].ops->name, "location") == 0)
+            ok(x.flt[i].attached == (want_listener != NULL),
+               "later filters see the selection when they attach");
     ok(lk_flt_run_req_headers(&x) == LK_FLT_CONTINUE, "continue");
     ok_str(x.listener_name, want_listener, "selected listener");
     snprintf(buf, sizeof(buf), "%.*s", (int)x.req.target.len, x.req.target.p);

@@ -207,7 +207,7 @@ test_defaults(void)
     ok(c->timeout_idle_ms == 60000, "timeout.idle 60s");
     ok(c->max_header_bytes == 32 * 1024, "max_header_bytes 32k");
     ok(c->max_buffer_bytes == 1024 * 1024, "max_buffer_bytes 1m");
-    ok(c->upstream_idle_max == 16, "upstream.idle_pool 16");
+    ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
     ok(c->log_level == LK_INFO, "log_level info");
     ok(c->dir != NULL && c->dir[0] == '/', "dir is absolute (%s)", c->dir);
 

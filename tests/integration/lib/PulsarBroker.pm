@@ -1078,12 +1078,30 @@ sub _test {
     }
     if ($what eq 'location') {
         # A redirect to anywhere: code (default 307), to (Location), content_location.
-        _slurp_body($cx);
+        # base=URL instead redirects to URL + this request's own path and query, so
+        # base=<this broker> loops on itself; with alt=URL2 the two swap places in the
+        # query, so two brokers send the request back and forth (apache/pulsar#13946).
+        # early=1 answers before reading the request body (then reads and drops it, and
+        # closes), as Jetty does with a 307 for a PUT (apache/pulsar PR 25919).
+        my $early = $q->{early};
+        _slurp_body($cx) unless $early;
         my $code = _num($q->{code}, 300, 399, 307);
         my @h;
         push @h, [ 'Location', $q->{to} ] if defined $q->{to};
+        if (defined $q->{base}) {
+            my ($pairs) = _query($req->{query});
+            my %raw = map { (_uri_unescape($_->[0], 1) => $_->[1] // '') } reverse @$pairs;
+            my $query = defined $q->{alt} ? "base=$raw{alt}&alt=$raw{base}" : $req->{query};
+            push @h, [ 'Location', $q->{base} . $req->{path} . '?' . $query ];
+        }
         push @h, [ 'Content-Location', $q->{content_location} ] if defined $q->{content_location};
-        return _respond($cx, $code, \@h, '');
+        return _respond($cx, $code, \@h, '') unless $early;
+        $cx->{keep} = 0;
+        $cx->{sent_100} = 1;    # a final status went out instead: never a 100 after it
+        _respond($cx, $code, \@h, '');
+        my $rd = $cx->{reader} = _body_reader($cx);
+        1 while $rd->() ne '';
+        return;
     }
     if ($what eq 'status') {
         _slurp_body($cx);

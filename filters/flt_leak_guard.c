@@ -1,0 +1,450 @@
+/*
+ * leak_guard: the last check on every text response (CONTRACT §4, "Leak
+ * guard").  It looks for any internal listener address of the cluster's
+ * brokers, as "host:port" or "scheme://host:port", in every response header
+ * and in the body of text responses, with one Aho-Corasick automaton
+ * (proxy/lk_match.h) built from the map at load.  The body streams through:
+ * a match may straddle two reads, and the automaton's state carries it.
+ *
+ * What it does with a find depends on the cluster's `leak_guard`:
+ *   log      counts it (x->leaks) and logs the first of the exchange at warn;
+ *            nothing is changed and nothing is held back;
+ *   rewrite  replaces it with the broker's address on the selected listener
+ *            (a "scheme://host:port" form becomes that listener's URL, a bare
+ *            host:port its host:port), holding back only the bytes a match
+ *            in progress may still need; without a selected listener it
+ *            counts and logs as `log` does;
+ *   block    holds the body back up to max_buffer_bytes, so that a leak is
+ *            answered with a clean 502 and {"reason"}; past the cap the body
+ *            streams, and a leak found after that cuts the connection;
+ *   off      the filter sits every exchange out.
+ *
+ * Which bodies: those whose Content-Type is any text/ type, JSON
+ * (application/json, any +json), XML (application/xml, any +xml),
+ * application/javascript, application/x-ndjson or
+ * application/x-www-form-urlencoded, and those without a Content-Type
+ * (Jersey's default error pages, short bodies that cannot be told apart).
+ * Other types are binary to us and pass untouched.
+ * A body with a Content-Encoding other than identity is not read either
+ * (logged at debug); the lookup filter asks brokers for identity, and
+ * decodes gzip itself, so the check is made when the body reaches us.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_filter.h"
+#include "lk_http_msg.h"
+#include "lk_location.h"
+#include "lk_log.h"
+#include "lk_match.h"
+#include "lk_xchg.h"
+
+static const char block_reason[] = "response would leak an internal broker address";
+
+/* What a pattern stands for. */
+struct target {
+    const struct lk_broker *broker;
+    enum lk_scheme scheme; /* of the internal address */
+    int url;               /* the pattern is "scheme://host:port", not "host:port" */
+    const char *text;      /* the pattern (config memory), for logs */
+};
+
+struct guard_conf {
+    enum lk_leak_guard mode;
+    struct lk_match *match;
+    struct target *targets; /* by pattern id */
+};
+
+enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_SKIP };
+
+/* Per exchange, in x->pool. */
+struct guard {
+    struct lk_match_state st;
+    uint64_t base;        /* stream offset of the first byte held in `in` */
+    uint64_t leak_start;  /* the last leak counted, so that the two forms of */
+    uint64_t leak_end;    /*   one address ("http://h:1", "h:1") count once */
+    enum body_state body;
+    int released;         /* block: body bytes have gone out */
+    unsigned logged;      /* by log level: the exchange's first leak is logged */
+};
+
+static void
+conf_free(void *p)
+{
+    struct guard_conf *conf = p;
+
+    lk_match_free(conf->match);
+    free(conf->targets);
+    free(conf);
+}
+
+static void *
+conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size_t errlen)
+{
+    struct guard_conf *conf;
+    const char **pats;
+    size_t *lens, n = 0, max = 0;
+    char msg[256];
+
+    if (cl->leak_guard == LK_LEAK_OFF)
+        return NULL; /* err stays empty: no conf, and attach sits out */
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        max += 2 * LK_SCHEME__COUNT;
+    conf = lk_xcalloc(1, sizeof(*conf));
+    conf->mode = cl->leak_guard;
+    conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
+    pats = lk_xcalloc(max + 1, sizeof(*pats));
+    lens = lk_xcalloc(max + 1, sizeof(*lens));
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->internal->addr[sc];
+            if (u == NULL)
+                continue;
+            /* Two forms: the URL, so that a rewrite can change the scheme
+             * with the address, and the bare host:port (the broker list of
+             * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
+            for (int url = 1; url >= 0; url--) {
+                conf->targets[n] = (struct target){b, (enum lk_scheme)sc, url,
+                                                   url ? u->text : u->hostport};
+                pats[n] = conf->targets[n].text;
+                lens[n] = strlen(pats[n]);
+                n++;
+            }
+        }
+    }
+    conf->match = lk_match_new(pats, lens, n, msg, sizeof(msg));
+    free(pats);
+    free(lens);
+    if (conf->match == NULL) {
+        snprintf(err, errlen, "leak_guard: %s", msg);
+        free(conf->targets);
+        free(conf);
+        return NULL;
+    }
+    return conf;
+}
+
+static int
+attach(struct lk_flt *f, struct lk_xchg *x)
+{
+    const struct guard_conf *conf = f->conf;
+
+    return conf != NULL && conf->mode != LK_LEAK_OFF;
+}
+
+/* Logs the exchange's first leak at each level (later ones are only
+ * counted).  header is the field's name, or NULL for the body. */
+static void
+report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const struct target *t,
+       const struct lk_str *header, const char *outcome)
+{
+    char name[64 + 4], method[16 + 4], target[160 + 4];
+
+    if (g->logged & (1u << level))
+        return;
+    g->logged |= 1u << level;
+    lk_log(level, x->conn,
+           "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
+           f->id, header != NULL ? "the header " : "the body",
+           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", t->text,
+           t->broker->name, lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
+           lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160), outcome);
+}
+
+/* The text that replaces target t on the exchange's selected listener, or
+ * NULL when there is none: no listener selected, or the broker's has no
+ * address in that family. */
+static const char *
+replacement(const struct lk_xchg *x, const struct target *t)
+{
+    const struct lk_listener *l = lk_xchg_listener(x, t->broker);
+    const struct lk_url *u = l != NULL ? lk_listener_pick(l, t->scheme, x->client_tls) : NULL;
+
+    if (u == NULL)
+        return NULL;
+    return t->url ? u->text : u->hostport;
+}
+
+/* Counts a match unless it lies within the last one counted (the bare form
+ * of an address inside its URL form, reported right after it). */
+static int
+count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
+{
+    uint64_t start = hit->end - hit->len;
+
+    if (g->leak_end != 0 && start >= g->leak_start && hit->end <= g->leak_end)
+        return 0;
+    g->leak_start = start;
+    g->leak_end = hit->end;
+    x->leaks++;
+    return 1;
+}
+
+/* Headers ------------------------------------------------------------------ */
+
+/* Scans one header value; in rewrite mode *value may be replaced. */
+static enum lk_flt_verdict
+scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http_header *h)
+{
+    const struct guard_conf *conf = f->conf;
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    struct lk_str value = h->value, out = LK_STR_NULL;
+    size_t off = 0, done = 0;
+    int more = 1, changed = 0;
+
+    lk_match_state_init(&st);
+    g->leak_end = 0;
+    while (more) {
+        more = lk_match_scan(conf->match, &st, value.p, value.len, &off, &hit) ||
+               lk_match_finish(conf->match, &st, &hit);
+        if (!more || !count(x, g, &hit))
+            continue;
+        const struct target *t = &conf->targets[hit.id];
+        size_t start = (size_t)(hit.end - hit.len);
+        const char *to;
+        switch (conf->mode) {
+        case LK_LEAK_BLOCK:
+            report(f, x, g, LK_WARN, t, &h->name, "answered 502 (leak_guard = block)");
+            lk_xchg_reply(x, 502, block_reason);
+            return LK_FLT_REPLY;
+        case LK_LEAK_REWRITE:
+            if (start >= done && (to = replacement(x, t)) != NULL) {
+                out = lk_pstr_concat(&x->pool, out, lk_str_make(value.p + done, start - done));
+                out = lk_pstr_concat(&x->pool, out, lk_str_c(to));
+                done = (size_t)hit.end;
+                changed = 1;
+                x->rewrites++;
+                report(f, x, g, LK_DEBUG, t, &h->name, "rewritten (leak_guard = rewrite)");
+                break;
+            }
+            report(f, x, g, LK_WARN, t, &h->name,
+                   "not rewritten: no address on the selected listener (leak_guard = rewrite)");
+            break;
+        default:
+            report(f, x, g, LK_WARN, t, &h->name, "logged only (leak_guard = log)");
+            break;
+        }
+    }
+    if (changed)
+        h->value = lk_pstr_concat(&x->pool, out, lk_str_skip(value, done));
+    return LK_FLT_CONTINUE;
+}
+
+/* The media type of a Content-Type value, without parameters. */
+static struct lk_str
+media_type(struct lk_str ct)
+{
+    const char *semi = memchr(ct.p, ';', ct.len);
+
+    if (semi != NULL)
+        ct.len = (size_t)(semi - ct.p);
+    return lk_str_trim(ct);
+}
+
+static int
+has_suffix_i(struct lk_str s, struct lk_str suffix)
+{
+    return s.len >= suffix.len && strncasecmp(s.p + s.len - suffix.len, suffix.p, suffix.len) == 0;
+}
+
+/* Whether a body of this Content-Type is text we should read (see the top
+ * of the file); NULL (no Content-Type) counts as text. */
+static int
+is_text(const struct lk_str *ct)
+{
+    static const struct lk_str exact[] = {
+        LK_STRLIT("application/json"),       LK_STRLIT("application/xml"),
+        LK_STRLIT("application/javascript"), LK_STRLIT("application/x-ndjson"),
+        LK_STRLIT("application/x-www-form-urlencoded"),
+    };
+
+    if (ct == NULL)
+        return 1;
+    struct lk_str t = media_type(*ct);
+    if (t.len == 0)
+        return 1;
+    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
+        return 1;
+    if (has_suffix_i(t, LK_STRLIT("+json")) || has_suffix_i(t, LK_STRLIT("+xml")))
+        return 1;
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+        if (lk_str_eqi(t, exact[i]))
+            return 1;
+    return 0;
+}
+
+static enum lk_flt_verdict
+on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
+{
+    struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
+
+    for (size_t i = 0; i < res->nheaders; i++) {
+        enum lk_flt_verdict v = scan_header(f, x, g, &res->headers[i]);
+        if (v != LK_FLT_CONTINUE)
+            return v;
+    }
+    if (!is_text(lk_http_find(res, LK_STRLIT("Content-Type"))))
+        return LK_FLT_CONTINUE;
+    lk_match_state_init(&g->st);
+    g->leak_end = 0;
+    /* log and rewrite stream; block streams too, but keeps what it is given
+     * in `in` until the cap or the end (see on_res_body). */
+    lk_flt_want_body(x, f, LK_BODY_STREAM);
+    return LK_FLT_CONTINUE;
+}
+
+/* Body ---------------------------------------------------------------------- */
+
+/* Whether the body as it reaches us is encoded (checked at its first bytes:
+ * a filter before us may have decoded it and dropped the field). */
+static int
+is_encoded(struct lk_http_msg *res)
+{
+    for (size_t i = 0; i < res->nheaders; i++) {
+        struct lk_http_header *h = &res->headers[i];
+        if (lk_str_eqi(h->name, LK_STRLIT("Content-Encoding"))) {
+            struct lk_str v = lk_str_trim(h->value);
+            if (v.len != 0 && !lk_str_eqi(v, LK_STRLIT("identity")))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Acts on one match in the body.  Rewrite moves the bytes before it to out
+ * and puts the replacement in its place; block answers or fails. */
+static enum lk_flt_verdict
+on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
+       struct evbuffer *out, const struct lk_match_hit *hit)
+{
+    const struct guard_conf *conf = f->conf;
+    const struct target *t = &conf->targets[hit->id];
+    uint64_t start = hit->end - hit->len;
+    const char *to;
+
+    if (!count(x, g, hit))
+        return LK_FLT_CONTINUE;
+    switch (conf->mode) {
+    case LK_LEAK_BLOCK:
+        if (!g->released) {
+            report(f, x, g, LK_WARN, t, NULL, "answered 502 (leak_guard = block)");
+            lk_xchg_reply(x, 502, block_reason);
+            return LK_FLT_REPLY;
+        }
+        /* Too late for a 502: the client has part of the body.  Logged
+         * whether or not an earlier leak was. */
+        g->logged &= ~(1u << LK_WARN);
+        report(f, x, g, LK_WARN, t, NULL,
+               "found past max_buffer_bytes, after the response began: closing the connection "
+               "(leak_guard = block)");
+        return LK_FLT_ERROR;
+    case LK_LEAK_REWRITE:
+        /* start < base: it overlaps an address just replaced */
+        if (start >= g->base && (to = replacement(x, t)) != NULL) {
+            evbuffer_remove_buffer(in, out, (size_t)(start - g->base));
+            evbuffer_drain(in, hit->len);
+            evbuffer_add(out, to, strlen(to));
+            g->base = hit->end;
+            x->rewrites++;
+            report(f, x, g, LK_DEBUG, t, NULL, "rewritten (leak_guard = rewrite)");
+            return LK_FLT_CONTINUE;
+        }
+        report(f, x, g, LK_WARN, t, NULL,
+               "not rewritten: no address on the selected listener (leak_guard = rewrite)");
+        return LK_FLT_CONTINUE;
+    default:
+        report(f, x, g, LK_WARN, t, NULL, "logged only (leak_guard = log)");
+        return LK_FLT_CONTINUE;
+    }
+}
+
+/* Feeds the bytes of `in` the automaton has not seen yet (it holds held-back
+ * bytes it has seen) through it, a bounded copy at a time: on_hit may drain
+ * `in`, so nothing points into it across a hit.  Invariant: g->base plus
+ * the length of `in` is the stream offset of the end of the data. */
+static enum lk_flt_verdict
+scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
+     struct evbuffer *out, int last)
+{
+    const struct guard_conf *conf = f->conf;
+    struct lk_match_hit hit;
+    enum lk_flt_verdict v;
+    char buf[4096];
+
+    for (;;) {
+        uint64_t end = g->base + evbuffer_get_length(in);
+        struct evbuffer_ptr p;
+        size_t off = 0, n;
+
+        if (g->st.pos >= end)
+            break;
+        n = end - g->st.pos < sizeof(buf) ? (size_t)(end - g->st.pos) : sizeof(buf);
+        if (evbuffer_ptr_set(in, &p, (size_t)(g->st.pos - g->base), EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(in, &p, buf, n) != (ev_ssize_t)n)
+            return LK_FLT_ERROR; /* cannot happen: the bytes are there */
+        while (lk_match_scan(conf->match, &g->st, buf, n, &off, &hit))
+            if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+                return v;
+    }
+    if (last)
+        while (lk_match_finish(conf->match, &g->st, &hit))
+            if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+                return v;
+    return LK_FLT_CONTINUE;
+}
+
+static enum lk_flt_verdict
+on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out,
+            int last)
+{
+    const struct guard_conf *conf = f->conf;
+    struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
+    size_t len, keep = 0;
+    enum lk_flt_verdict v;
+
+    if (g->body == BODY_UNDECIDED) {
+        g->body = BODY_SCAN;
+        if (is_encoded(&x->res)) {
+            g->body = BODY_SKIP;
+            lk_log(LK_DEBUG, x->conn, "%s: the response body is encoded; not read", f->id);
+        }
+    }
+    if (g->body == BODY_SKIP) {
+        evbuffer_add_buffer(out, in);
+        return LK_FLT_CONTINUE;
+    }
+    if ((v = scan(f, x, g, in, out, last)) != LK_FLT_CONTINUE)
+        return v;
+    len = evbuffer_get_length(in);
+    if (!last && conf->mode == LK_LEAK_REWRITE) {
+        /* A match in progress may still need its bytes replaced. */
+        keep = lk_match_pending(conf->match, &g->st);
+        keep = keep < len ? keep : len;
+    } else if (!last && conf->mode == LK_LEAK_BLOCK && !g->released) {
+        if (len <= x->conf->max_buffer_bytes) {
+            keep = len; /* everything, so that a leak can still be a 502 */
+        } else {
+            g->released = 1;
+            lk_log(LK_DEBUG, x->conn,
+                   "%s: the response body is over max_buffer_bytes (%zu); it streams now, and a "
+                   "leak found later closes the connection",
+                   f->id, x->conf->max_buffer_bytes);
+        }
+    }
+    evbuffer_remove_buffer(in, out, len - keep);
+    g->base += len - keep;
+    return LK_FLT_CONTINUE;
+}
+
+const struct lk_flt_ops lk_flt_leak_guard = {
+    .name = "leak_guard",
+    .protos = LK_PROTO_HTTP,
+    .conf_new = conf_new,
+    .conf_free = conf_free,
+    .attach = attach,
+    .http_res_headers = on_res_headers,
+    .http_res_body = on_res_body,
+};

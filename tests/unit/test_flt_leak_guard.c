@@ -1,0 +1,611 @@
+/*
+ * Tests for filters/flt_leak_guard.c, driven through the chain runner as
+ * the engine drives it: a config loaded with lk_conf_load_buf, an exchange,
+ * lk_flt_attach_all, the response head, then the body in pieces of many
+ * sizes (one byte, odd sizes, all at once), in each mode.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_conf.h"
+#include "lk_http_msg.h"
+#include "lk_match.h"
+#include "lk_test.h"
+#include "lk_xchg.h"
+
+/* b1 has every family on its external listener, b2 only http, b3 (an IPv6
+ * internal address) only pulsar, so its http addresses cannot be rewritten. */
+static const char conf_fmt[] =
+    "[lookout]\n"
+    "max_buffer_bytes = 4k\n"
+    "[pulsar prod]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "webServiceUrl = http://127.0.0.1:18080\n"
+    "leak_guard = %s\n"
+    "%s\n"
+    "[broker prod/b1]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.11:6650,internal:http://10.0.0.11:8080,"
+    "external:pulsar://127.0.0.1:16650,external:http://127.0.0.1:18081,"
+    "external:https://127.0.0.1:18443\n"
+    "[broker prod/b2]\n"
+    "advertisedListeners = internal:http://pulsar-broker-2.pulsar-broker.svc.cluster.local:8080,"
+    "external:http://127.0.0.2:18082\n"
+    "[broker prod/b3]\n"
+    "advertisedListeners = internal:http://[::1]:8080,internal:pulsar://[::1]:6650,"
+    "external:pulsar://127.0.0.3:16650\n";
+
+/* Piece sizes for the body; 0 is the whole body in one call. */
+static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 16, 61, 1000};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static const char brokers_body[] =
+    "[\"10.0.0.11:8080\",\"pulsar-broker-2.pulsar-broker.svc.cluster.local:8080\","
+    "\"[::1]:8080\"]";
+
+static struct lk_conf *
+load(const char *mode, const char *filters)
+{
+    char text[4096], err[512];
+    struct lk_conf *conf;
+
+    snprintf(text, sizeof(text), conf_fmt, mode, filters != NULL ? filters : "");
+    conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
+    if (!ok(conf != NULL, "config loads (leak_guard = %s)", mode))
+        lk_test_diag("%s", err);
+    return conf;
+}
+
+/* The leak guard's position in the chain, or -1. */
+static int
+guard_index(const struct lk_cluster *cl)
+{
+    for (size_t i = 0; i < cl->nfilters; i++)
+        if (strcmp(cl->filters[i].ops->name, "leak_guard") == 0)
+            return (int)i;
+    return -1;
+}
+
+/* An exchange with its response head: hdrs is name, value, ..., NULL. */
+static struct lk_xchg *
+start(struct lk_conf *conf, const char *target, int status, const char *const *hdrs, int tls)
+{
+    struct lk_xchg *x = calloc(1, sizeof(*x));
+
+    lk_pool_init(&x->pool);
+    x->conf = conf;
+    x->cluster = conf->clusters[0];
+    x->broker = x->cluster->brokers[0];
+    x->listener_name = x->cluster->lookup_listener;
+    x->client_tls = tls;
+    lk_http_msg_init(&x->req, &x->pool, 1);
+    x->req.method = LK_STRLIT("GET");
+    x->req.target = lk_str_c(target);
+    lk_http_msg_init(&x->res, &x->pool, 0);
+    x->res.status = status;
+    for (size_t i = 0; hdrs != NULL && hdrs[i] != NULL; i += 2)
+        lk_http_add(&x->res, lk_str_c(hdrs[i]), lk_str_c(hdrs[i + 1]));
+    lk_flt_attach_all(x);
+    return x;
+}
+
+static void
+finish(struct lk_xchg *x)
+{
+    lk_flt_detach_all(x);
+    lk_pool_free(&x->pool);
+    free(x);
+}
+
+struct result {
+    enum lk_flt_verdict v;
+    char *out;          /* what the chain released, NUL-ended (malloc) */
+    size_t out_at_stop; /* bytes released when a verdict other than CONTINUE came */
+    size_t max_held;    /* most bytes the leak guard kept back after a call */
+    size_t first_out;   /* bytes released by the first call */
+};
+
+/* Runs body through the chain in pieces of size bytes (0: all at once). */
+static void
+run_body(struct lk_xchg *x, const char *body, size_t len, size_t size, struct result *r)
+{
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    int gi = guard_index(x->cluster);
+    size_t at = 0;
+    int first = 1;
+
+    memset(r, 0, sizeof(*r));
+    do {
+        size_t n = size == 0 || size > len - at ? len - at : size;
+        evbuffer_add(in, body + at, n);
+        at += n;
+        r->v = lk_flt_run_res_body(x, in, out, at == len);
+        if (gi >= 0 && x->flt[gi].acc != NULL && evbuffer_get_length(x->flt[gi].acc) > r->max_held)
+            r->max_held = evbuffer_get_length(x->flt[gi].acc);
+        if (first)
+            r->first_out = evbuffer_get_length(out);
+        first = 0;
+    } while (r->v == LK_FLT_CONTINUE && at < len);
+    r->out_at_stop = evbuffer_get_length(out);
+    r->out = malloc(r->out_at_stop + 1);
+    evbuffer_remove(out, r->out, r->out_at_stop);
+    r->out[r->out_at_stop] = '\0';
+    evbuffer_free(in);
+    evbuffer_free(out);
+}
+
+static const char *const json_hdrs[] = {"Content-Type", "application/json", NULL};
+
+/*
+ * One response through the guard for every piece size: the head must
+ * continue, and each run must give the same verdict, output and counts.
+ * want_out NULL: the body must come out unchanged.
+ */
+static void
+check(struct lk_conf *conf, const char *what, const char *const *hdrs, const char *body, int tls,
+      enum lk_flt_verdict want_v, const char *want_out, unsigned want_leaks, unsigned want_rewrites)
+{
+    for (size_t s = 0; s < NSIZES; s++) {
+        struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, hdrs, tls);
+        struct result r;
+
+        subtest("%s, pieces of %zu", what, sizes[s]);
+        if (!ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "head continues")) {
+            finish(x);
+            continue;
+        }
+        run_body(x, body, strlen(body), sizes[s], &r);
+        ok(r.v == want_v, "verdict %d", r.v);
+        if (want_v == LK_FLT_CONTINUE)
+            ok_str(r.out, want_out != NULL ? want_out : body, "body");
+        if (want_v == LK_FLT_REPLY) {
+            ok(r.out_at_stop == 0, "nothing released before the 502 (%zu)", r.out_at_stop);
+            ok(x->reply_status == 502, "502");
+            ok_str(x->reply_reason, "response would leak an internal broker address", "reason");
+        }
+        ok(x->leaks == want_leaks, "%u leaks", x->leaks);
+        ok(x->rewrites == want_rewrites, "%u rewrites", x->rewrites);
+        free(r.out);
+        finish(x);
+    }
+    subtest(NULL);
+}
+
+static void
+test_chain(void)
+{
+    struct lk_conf *conf = load("log", NULL);
+    const struct lk_cluster *cl;
+
+    if (conf == NULL)
+        return;
+    cl = conf->clusters[0];
+    ok(cl->nfilters >= 2 && guard_index(cl) == (int)cl->nfilters - 1,
+       "the default chain ends with leak_guard");
+    lk_conf_unref(conf);
+
+    conf = load("off", "filters = leak_guard");
+    if (conf != NULL) {
+        static const char *const hdrs[] = {"X-Broker", "10.0.0.11:8080", NULL};
+        struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, hdrs, 0);
+        ok(!x->flt[0].attached, "leak_guard = off: not attached");
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE && x->leaks == 0 && x->body_filters == 0,
+           "nothing counted, no body asked for");
+        finish(x);
+        lk_conf_unref(conf);
+    }
+
+    /* The longest internal address the config takes (a 253-byte name)
+     * fits the matcher. */
+    char name[254], text[2048], err[512];
+    memset(name, 'a', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    for (size_t i = 63; i < sizeof(name) - 1; i += 64)
+        name[i] = '.'; /* DNS labels are at most 63 bytes */
+    snprintf(text, sizeof(text),
+             "[pulsar p]\nleak_guard = block\n[broker p/b1]\nadvertisedListeners = "
+             "internal:pulsar+ssl://%s:65535,internal:http://%s:1\n",
+             name, name);
+    conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
+    if (ok(conf != NULL, "a 253-byte host name loads (%s)", conf == NULL ? err : "")) {
+        static const char *const hdrs[] = {"Content-Type", "text/plain", NULL};
+        char body[600];
+        struct result r;
+        snprintf(body, sizeof(body), "see pulsar+ssl://%s:65535.", name);
+        struct lk_xchg *x = start(conf, "/", 200, hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, body, strlen(body), 5, &r);
+        ok(r.v == LK_FLT_REPLY && x->leaks == 1, "and is found");
+        free(r.out);
+        finish(x);
+    }
+    lk_conf_unref(conf);
+}
+
+/* /admin/v2/brokers/{cluster}: a JSON list of internal host:port strings. */
+static void
+test_brokers_list(void)
+{
+    struct lk_conf *conf;
+
+    if ((conf = load("log", NULL)) != NULL)
+        check(conf, "log", json_hdrs, brokers_body, 0, LK_FLT_CONTINUE, NULL, 3, 0);
+    lk_conf_unref(conf);
+    if ((conf = load("rewrite", NULL)) != NULL) {
+        /* b3 has no http address on the external listener: counted, kept */
+        check(conf, "rewrite", json_hdrs, brokers_body, 0, LK_FLT_CONTINUE,
+              "[\"127.0.0.1:18081\",\"127.0.0.2:18082\",\"[::1]:8080\"]", 3, 2);
+        check(conf, "rewrite over TLS", json_hdrs, brokers_body, 1, LK_FLT_CONTINUE,
+              "[\"127.0.0.1:18443\",\"127.0.0.2:18082\",\"[::1]:8080\"]", 3, 2);
+    }
+    lk_conf_unref(conf);
+    if ((conf = load("block", NULL)) != NULL)
+        check(conf, "block", json_hdrs, brokers_body, 0, LK_FLT_REPLY, NULL, 1, 0);
+    lk_conf_unref(conf);
+}
+
+/* RestException(Throwable): 500 text/plain with a stack trace (facts §1). */
+static void
+test_error_page(void)
+{
+    static const char *const hdrs[] = {"Content-Type", "text/plain;charset=utf-8", NULL};
+    static const char body[] =
+        "\n --- An unexpected error occurred in the server --- \n\n"
+        "Message: java.util.concurrent.CompletionException: "
+        "org.apache.pulsar.client.admin.PulsarAdminException: java.net.ConnectException: "
+        "Connection refused: http://pulsar-broker-2.pulsar-broker.svc.cluster.local:8080/admin/v2/"
+        "persistent/public/default/t1/stats\n\nStacktrace:\n\n"
+        "java.net.ConnectException: Connection refused: pulsar-broker-2.pulsar-broker.svc.cluster."
+        "local:8080\n\tat sun.nio.ch.Net.pollConnect(Native Method)\n";
+    char want[1024];
+    struct lk_conf *conf;
+
+    snprintf(want, sizeof(want),
+             "\n --- An unexpected error occurred in the server --- \n\n"
+             "Message: java.util.concurrent.CompletionException: "
+             "org.apache.pulsar.client.admin.PulsarAdminException: java.net.ConnectException: "
+             "Connection refused: http://127.0.0.2:18082/admin/v2/"
+             "persistent/public/default/t1/stats\n\nStacktrace:\n\n"
+             "java.net.ConnectException: Connection refused: 127.0.0.2:18082"
+             "\n\tat sun.nio.ch.Net.pollConnect(Native Method)\n");
+    if ((conf = load("log", NULL)) != NULL)
+        check(conf, "log", hdrs, body, 0, LK_FLT_CONTINUE, NULL, 2, 0);
+    lk_conf_unref(conf);
+    if ((conf = load("rewrite", NULL)) != NULL)
+        check(conf, "rewrite", hdrs, body, 0, LK_FLT_CONTINUE, want, 2, 2);
+    lk_conf_unref(conf);
+    if ((conf = load("block", NULL)) != NULL)
+        check(conf, "block", hdrs, body, 0, LK_FLT_REPLY, NULL, 1, 0);
+    lk_conf_unref(conf);
+}
+
+/* Topic stats name the owner; URLs change scheme with the address. */
+static void
+test_stats(void)
+{
+    static const char body[] =
+        "{\"msgRateIn\":0.0,\"publishers\":[{\"address\":\"/10.1.2.3:51234\","
+        "\"clientVersion\":\"4.0.0\"}],\"ownerBroker\":\"10.0.0.11:8080\","
+        "\"replication\":{},\"url\":\"http://10.0.0.11:8080/admin\","
+        "\"serviceUrl\":\"PULSAR://10.0.0.11:6650\",\"other\":\"pulsar://[::1]:6650\"}";
+    static const char want[] =
+        "{\"msgRateIn\":0.0,\"publishers\":[{\"address\":\"/10.1.2.3:51234\","
+        "\"clientVersion\":\"4.0.0\"}],\"ownerBroker\":\"127.0.0.1:18081\","
+        "\"replication\":{},\"url\":\"http://127.0.0.1:18081/admin\","
+        "\"serviceUrl\":\"pulsar://127.0.0.1:16650\",\"other\":\"pulsar://127.0.0.3:16650\"}";
+    static const char want_tls[] =
+        "{\"msgRateIn\":0.0,\"publishers\":[{\"address\":\"/10.1.2.3:51234\","
+        "\"clientVersion\":\"4.0.0\"}],\"ownerBroker\":\"127.0.0.1:18443\","
+        "\"replication\":{},\"url\":\"https://127.0.0.1:18443/admin\","
+        "\"serviceUrl\":\"pulsar://127.0.0.1:16650\",\"other\":\"pulsar://127.0.0.3:16650\"}";
+    static const char *const hdrs[] = {"Content-Type", "application/json; charset=utf-8", NULL};
+    struct lk_conf *conf;
+
+    if ((conf = load("log", NULL)) != NULL)
+        check(conf, "log", hdrs, body, 0, LK_FLT_CONTINUE, NULL, 4, 0);
+    lk_conf_unref(conf);
+    if ((conf = load("rewrite", NULL)) != NULL) {
+        check(conf, "rewrite", hdrs, body, 0, LK_FLT_CONTINUE, want, 4, 4);
+        check(conf, "rewrite over TLS", hdrs, body, 1, LK_FLT_CONTINUE, want_tls, 4, 4);
+    }
+    lk_conf_unref(conf);
+}
+
+/* One leak at every split point of a two-piece body, in each mode. */
+static void
+test_straddle(void)
+{
+    static const char body[] = "{\"owner\":\"http://10.0.0.11:8080/x\",\"n\":1}";
+    static const char want[] = "{\"owner\":\"http://127.0.0.1:18081/x\",\"n\":1}";
+    static const char *const modes[] = {"log", "rewrite", "block"};
+    const size_t len = strlen(body);
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load(modes[m], NULL);
+        int bad = 0, reported = 0;
+        if (conf == NULL)
+            continue;
+        for (size_t a = 1; a < len; a++) {
+            struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+            struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+            enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+            char got[256] = "";
+
+            evbuffer_add(in, body, a);
+            if (v == LK_FLT_CONTINUE)
+                v = lk_flt_run_res_body(x, in, out, 0);
+            evbuffer_add(in, body + a, len - a);
+            if (v == LK_FLT_CONTINUE)
+                v = lk_flt_run_res_body(x, in, out, 1);
+            evbuffer_remove(out, got, sizeof(got) - 1);
+            switch (m) {
+            case 0:
+                bad += v != LK_FLT_CONTINUE || strcmp(got, body) != 0 || x->leaks != 1;
+                break;
+            case 1:
+                bad += v != LK_FLT_CONTINUE || strcmp(got, want) != 0 || x->leaks != 1 ||
+                       x->rewrites != 1;
+                break;
+            default:
+                bad += v != LK_FLT_REPLY || got[0] != '\0' || x->leaks != 1;
+                break;
+            }
+            if (bad == 1 && !reported) {
+                lk_test_diag("%s, split at %zu: verdict %d, '%s', %u leaks", modes[m], a, v, got,
+                             x->leaks);
+                reported = 1; /* the first failure says enough */
+            }
+            evbuffer_free(in);
+            evbuffer_free(out);
+            finish(x);
+        }
+        ok(bad == 0, "%s: a leak split at every point (%d bad)", modes[m], bad);
+        lk_conf_unref(conf);
+    }
+}
+
+/* Leaks in headers: any field, and a Location the location filter left. */
+static void
+test_headers(void)
+{
+    static const char *const hdrs[] = {"X-Something", "broker=10.0.0.11:8080; other=1",
+                                       "Location", "http://10.0.0.11:8080/admin/v2/x?a=1",
+                                       "Content-Type", "application/octet-stream", NULL};
+    const char *modes[] = {"log", "rewrite", "block"};
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load(modes[m], "filters = leak_guard");
+        if (conf == NULL)
+            continue;
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 307, hdrs, 0);
+        enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+        struct lk_str *a = lk_http_find(&x->res, LK_STRLIT("X-Something"));
+        struct lk_str *l = lk_http_find(&x->res, LK_STRLIT("Location"));
+        char sa[128], sl[128];
+        snprintf(sa, sizeof(sa), "%.*s", a ? (int)a->len : 0, a ? a->p : "");
+        snprintf(sl, sizeof(sl), "%.*s", l ? (int)l->len : 0, l ? l->p : "");
+        subtest("%s", modes[m]);
+        if (m == 0) {
+            ok(v == LK_FLT_CONTINUE && x->leaks == 2 && x->rewrites == 0, "counted (%u)", x->leaks);
+            ok_str(sa, "broker=10.0.0.11:8080; other=1", "X-Something untouched");
+            ok_str(sl, "http://10.0.0.11:8080/admin/v2/x?a=1", "Location untouched");
+        } else if (m == 1) {
+            ok(v == LK_FLT_CONTINUE && x->leaks == 2 && x->rewrites == 2, "rewritten (%u)",
+               x->rewrites);
+            ok_str(sa, "broker=127.0.0.1:18081; other=1", "X-Something");
+            ok_str(sl, "http://127.0.0.1:18081/admin/v2/x?a=1", "Location");
+        } else {
+            ok(v == LK_FLT_REPLY && x->reply_status == 502 && x->leaks == 1, "502");
+            ok_str(x->reply_reason, "response would leak an internal broker address", "reason");
+        }
+        ok(x->body_filters == 0, "a binary body is not asked for");
+        finish(x);
+        lk_conf_unref(conf);
+    }
+    subtest(NULL);
+
+    /* The default chain: the location filter has rewritten Location by the
+     * time the guard looks; only X-Something is left. */
+    struct lk_conf *conf = load("log", NULL);
+    if (conf != NULL) {
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 307, hdrs, 0);
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "continue");
+        struct lk_str *l = lk_http_find(&x->res, LK_STRLIT("Location"));
+        ok(l != NULL && lk_str_eq(*l, LK_STRLIT("http://127.0.0.1:18081/admin/v2/x?a=1")),
+           "Location rewritten by the location filter");
+        ok(x->leaks == 1, "the guard counts only X-Something (%u)", x->leaks);
+        finish(x);
+        lk_conf_unref(conf);
+    }
+
+    /* rewrite without a selected listener: counted and logged, not changed */
+    conf = load("rewrite", "filters = leak_guard");
+    if (conf != NULL) {
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 307, hdrs, 0);
+        x->listener_name = NULL;
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE && x->leaks == 2 && x->rewrites == 0,
+           "no listener: counted, not rewritten");
+        struct lk_str *l = lk_http_find(&x->res, LK_STRLIT("Location"));
+        ok(l != NULL && lk_str_eq(*l, LK_STRLIT("http://10.0.0.11:8080/admin/v2/x?a=1")),
+           "Location untouched");
+        finish(x);
+        lk_conf_unref(conf);
+    }
+}
+
+/* Longer ports and IPs, other hosts: never a leak. */
+static void
+test_no_false_positive(void)
+{
+    static const char body[] =
+        "[\"10.0.0.111:8080\",\"10.0.0.11:80800\",\"110.0.0.11:8080\",\"x10.0.0.11:8080\","
+        "\"10.0.0.11:8081\",\"10.0.0.11:808\",\"a.pulsar-broker-2.pulsar-broker.svc.cluster.local:"
+        "8080\",\"pulsar-broker-2.pulsar-broker.svc.cluster.local:80801\",\"[::1]:80800\","
+        "\"10.0.0.11\",\":8080\"]";
+    static const char *const modes[] = {"log", "rewrite", "block"};
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load(modes[m], NULL);
+        if (conf != NULL)
+            check(conf, modes[m], json_hdrs, body, 0, LK_FLT_CONTINUE, NULL, 0, 0);
+        lk_conf_unref(conf);
+    }
+}
+
+/* What each mode holds back, and when block releases. */
+static void
+test_holding(void)
+{
+    char body[12000];
+    struct lk_conf *conf;
+    struct result r;
+    size_t len;
+
+    /* a long JSON body with a leak near the end */
+    len = (size_t)snprintf(body, sizeof(body), "[");
+    while (len < 10000)
+        len += (size_t)snprintf(body + len, sizeof(body) - len, "\"topic-%zu\",", len);
+    len += (size_t)snprintf(body + len, sizeof(body) - len,
+                            "\"pulsar-broker-2.pulsar-broker.svc.cluster.local:8080\"]");
+
+    /* the guard alone: the lookup filter would buffer a JSON 200 first */
+    if ((conf = load("log", "filters = leak_guard")) != NULL) {
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, body, len, 1000, &r);
+        ok(r.v == LK_FLT_CONTINUE && strcmp(r.out, body) == 0 && x->leaks == 1, "log: passed, counted");
+        ok(r.first_out == 1000 && r.max_held == 0, "log holds nothing back (%zu, %zu)",
+           r.first_out, r.max_held);
+        free(r.out);
+        finish(x);
+    }
+    lk_conf_unref(conf);
+
+    if ((conf = load("rewrite", "filters = leak_guard")) != NULL) {
+        /* one byte at a time: the hold-back never passes the longest pattern */
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+        size_t longest = strlen("http://pulsar-broker-2.pulsar-broker.svc.cluster.local:8080");
+        lk_flt_run_res_headers(x);
+        run_body(x, body, len, 1, &r);
+        ok(r.v == LK_FLT_CONTINUE && x->leaks == 1 && x->rewrites == 1 &&
+               strstr(r.out, "\"127.0.0.2:18082\"]") != NULL,
+           "rewrite: rewritten");
+        ok(r.max_held <= longest && r.max_held > 0, "rewrite holds back at most %zu bytes (%zu)",
+           longest, r.max_held);
+        free(r.out);
+        finish(x);
+    }
+    lk_conf_unref(conf);
+
+    if ((conf = load("block", "filters = leak_guard")) != NULL) {
+        /* past max_buffer_bytes (4k) the body streams; a leak after that
+         * can only cut the connection */
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, body, len, 1000, &r);
+        ok(r.v == LK_FLT_ERROR, "block, leak after release: error (%d)", r.v);
+        ok(r.out_at_stop > 4096 && r.out_at_stop < len, "%zu bytes had gone out", r.out_at_stop);
+        ok(r.first_out == 0 && r.max_held <= 4096 + 1000, "held up to the cap (%zu)", r.max_held);
+        ok(x->leaks == 1, "counted");
+        free(r.out);
+        finish(x);
+
+        /* the same leak near the start: a clean 502 */
+        char early[12000];
+        int n = snprintf(early, sizeof(early), "[\"10.0.0.11:8080\",%s", body + 1);
+        x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, early, (size_t)n, 1000, &r);
+        ok(r.v == LK_FLT_REPLY && r.out_at_stop == 0 && x->reply_status == 502,
+           "block, leak before release: 502, nothing released");
+        free(r.out);
+        finish(x);
+
+        /* no leak, under the cap: held to the end, then all of it */
+        static const char small[] = "{\"brokers\":[\"127.0.0.1:18081\"]}";
+        x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, small, strlen(small), 3, &r);
+        ok(r.v == LK_FLT_CONTINUE && strcmp(r.out, small) == 0 && r.first_out == 0,
+           "block, clean: held, then released whole");
+        free(r.out);
+        finish(x);
+
+        /* no leak, over the cap: streams once past it, whole and unchanged */
+        static const char clean_tail[] = "\"127.0.0.1:18081\"]";
+        memcpy(body + len - strlen("\"pulsar-broker-2.pulsar-broker.svc.cluster.local:8080\"]"),
+               clean_tail, sizeof(clean_tail));
+        len = strlen(body);
+        x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, body, len, 1000, &r);
+        ok(r.v == LK_FLT_CONTINUE && strcmp(r.out, body) == 0 && x->leaks == 0,
+           "block, clean and long: passed whole");
+        free(r.out);
+        finish(x);
+    }
+    lk_conf_unref(conf);
+}
+
+/* Binary and compressed bodies are not read; no Content-Type is text. */
+static void
+test_content_types(void)
+{
+    static const struct {
+        const char *ct, *ce;
+        int read;
+    } t[] = {
+        {"application/json", NULL, 1},
+        {"Application/JSON; charset=UTF-8", NULL, 1},
+        {"application/problem+json", NULL, 1},
+        {"text/html", NULL, 1},
+        {"text/plain", "identity", 1},
+        {NULL, NULL, 1},
+        {"application/xml", NULL, 1},
+        {"application/octet-stream", NULL, 0},
+        {"application/x-protobuf", NULL, 0},
+        {"image/png", NULL, 0},
+        {"application/json", "gzip", 0},
+        {"text/plain", "br", 0},
+    };
+    struct lk_conf *conf = load("block", NULL);
+
+    if (conf == NULL)
+        return;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        const char *hdrs[5] = {NULL};
+        size_t n = 0;
+        struct result r;
+        if (t[i].ct != NULL)
+            hdrs[n++] = "Content-Type", hdrs[n++] = t[i].ct;
+        if (t[i].ce != NULL)
+            hdrs[n++] = "Content-Encoding", hdrs[n++] = t[i].ce;
+        subtest("%s %s", t[i].ct ? t[i].ct : "(no type)", t[i].ce ? t[i].ce : "");
+        struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, hdrs, 0);
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "head continues");
+        run_body(x, brokers_body, strlen(brokers_body), 7, &r);
+        if (t[i].read)
+            ok(r.v == LK_FLT_REPLY && x->leaks == 1, "read: 502");
+        else
+            ok(r.v == LK_FLT_CONTINUE && strcmp(r.out, brokers_body) == 0 && x->leaks == 0,
+               "not read: passed unchanged");
+        free(r.out);
+        finish(x);
+    }
+    subtest(NULL);
+    lk_conf_unref(conf);
+}
+
+const struct lk_test_case lk_test_flt_leak_guard[] = {
+    {"leak_guard/chain", test_chain},
+    {"leak_guard/brokers_list", test_brokers_list},
+    {"leak_guard/error_page", test_error_page},
+    {"leak_guard/stats", test_stats},
+    {"leak_guard/straddle", test_straddle},
+    {"leak_guard/headers", test_headers},
+    {"leak_guard/no_false_positive", test_no_false_positive},
+    {"leak_guard/holding", test_holding},
+    {"leak_guard/content_types", test_content_types},
+    {NULL, NULL},
+};

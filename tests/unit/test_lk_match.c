@@ -1,0 +1,448 @@
+/*
+ * Tests for proxy/lk_match.c: the Aho-Corasick matcher behind the leak
+ * guard.  Whole-buffer answers are checked by hand; streamed answers
+ * (every split point, random chunking) against the whole-buffer ones and
+ * against a naive reference, a loop of strncasecmp over every position.
+ */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lk_match.h"
+#include "lk_test.h"
+
+#define MAX_HITS 4096
+
+struct hits {
+    struct lk_match_hit h[MAX_HITS];
+    size_t n;
+};
+
+static struct lk_match *
+build(const char *const *pats, size_t n)
+{
+    size_t lens[64];
+    char err[256] = "";
+    struct lk_match *m;
+
+    for (size_t i = 0; i < n; i++)
+        lens[i] = strlen(pats[i]);
+    m = lk_match_new(pats, lens, n, err, sizeof(err));
+    if (m == NULL)
+        lk_test_diag("lk_match_new: %s", err);
+    return m;
+}
+
+/* Scans text in pieces of the given sizes (cycled; 0 = all at once). */
+static void
+scan_pieces(const struct lk_match *m, const char *text, size_t len, const size_t *sizes,
+            size_t nsizes, struct hits *out)
+{
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    size_t at = 0, k = 0;
+
+    out->n = 0;
+    lk_match_state_init(&st);
+    do {
+        size_t n = nsizes == 0 || sizes[k % nsizes] == 0 ? len - at : sizes[k % nsizes];
+        size_t off = 0;
+        k++;
+        if (n > len - at)
+            n = len - at;
+        while (lk_match_scan(m, &st, text + at, n, &off, &hit))
+            if (out->n < MAX_HITS)
+                out->h[out->n++] = hit;
+        at += n;
+    } while (at < len);
+    while (lk_match_finish(m, &st, &hit))
+        if (out->n < MAX_HITS)
+            out->h[out->n++] = hit;
+}
+
+static void
+scan_all(const struct lk_match *m, const char *text, struct hits *out)
+{
+    scan_pieces(m, text, strlen(text), NULL, 0, out);
+}
+
+/* "id@end" for each hit, space-separated. */
+static const char *
+show(const struct hits *h)
+{
+    static char buf[4096];
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < h->n && len < sizeof(buf) - 64; i++)
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%zu@%llu", i ? " " : "",
+                                h->h[i].id, (unsigned long long)h->h[i].end);
+    return buf;
+}
+
+static int
+same(const struct hits *a, const struct hits *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->h[i].id != b->h[i].id || a->h[i].end != b->h[i].end || a->h[i].len != b->h[i].len)
+            return 0;
+    return 1;
+}
+
+static int
+host_char(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '-';
+}
+
+/* The reference: at every end, every pattern compared by strncasecmp
+ * with the boundary rule applied, longest first (the patterns given are
+ * distinct). */
+static void
+naive(const char *const *pats, size_t npats, const char *text, size_t len, struct hits *out)
+{
+    out->n = 0;
+    for (size_t end = 1; end <= len; end++) {
+        size_t first = out->n;
+        for (size_t i = 0; i < npats; i++) {
+            size_t pl = strlen(pats[i]);
+            if (pl > end || strncasecmp(text + end - pl, pats[i], pl) != 0)
+                continue;
+            if (end - pl > 0 && host_char((unsigned char)text[end - pl - 1]))
+                continue;
+            if (end < len && text[end] >= '0' && text[end] <= '9')
+                continue;
+            if (out->n == MAX_HITS)
+                return;
+            /* insertion by decreasing length among this end's hits */
+            size_t j = out->n++;
+            while (j > first && out->h[j - 1].len < pl) {
+                out->h[j] = out->h[j - 1];
+                j--;
+            }
+            out->h[j] = (struct lk_match_hit){i, end, pl};
+        }
+    }
+}
+
+static void
+test_basic(void)
+{
+    static const char *const pats[] = {"10.0.0.11:8080", "10.0.0.12:8080",
+                                       "pulsar-broker-2.pulsar-broker.svc.cluster.local:8080",
+                                       "[::1]:8080"};
+    struct lk_match *m = build(pats, 4);
+    struct hits h;
+
+    if (!ok(m != NULL, "built"))
+        return;
+    ok(lk_match_count(m) == 4 && lk_match_max_len(m) == strlen(pats[2]), "count and max length");
+    ok(lk_match_states(m) <= 1 + 14 + 14 + strlen(pats[2]) + 10, "states bounded by the patterns (%zu)",
+       lk_match_states(m));
+    ok(lk_match_memory(m) > 0 && lk_match_memory(m) < 64 * 1024, "memory %zu bytes",
+       lk_match_memory(m));
+
+    scan_all(m, "[\"10.0.0.11:8080\",\"10.0.0.12:8080\"]", &h);
+    ok_str(show(&h), "0@16 1@33", "the brokers list");
+    scan_all(m, "{\"ownerBroker\":\"10.0.0.11:8080\"}", &h);
+    ok_str(show(&h), "0@30", "stats ownerBroker");
+    scan_all(m, "10.0.0.11:8080", &h);
+    ok_str(show(&h), "0@14", "the whole stream, start and end");
+    scan_all(m, "see http://PULSAR-Broker-2.pulsar-broker.SVC.cluster.local:8080/admin", &h);
+    ok_str(show(&h), "2@63", "case-insensitive");
+    scan_all(m, "GET http://[::1]:8080/x", &h);
+    ok_str(show(&h), "3@21", "IPv6 literal");
+    scan_all(m, "", &h);
+    ok(h.n == 0, "empty stream");
+    scan_all(m, "10.0.0.13:8080 10.0.0.11:808 10.0.0.11;8080", &h);
+    ok(h.n == 0, "near misses are not matches (%s)", show(&h));
+    lk_match_free(m);
+}
+
+static void
+test_boundaries(void)
+{
+    static const char *const pats[] = {"10.0.0.1:80", "b1:80", "b1:8080"};
+    static const struct {
+        const char *text, *want;
+    } t[] = {
+        {"10.0.0.11:8080", ""},        /* the classic: not inside a longer address */
+        {"10.0.0.1:8080", ""},         /* a longer port after it */
+        {"110.0.0.1:80", ""},          /* a longer IP before it */
+        {"a10.0.0.1:80", ""},          /* a host name before it */
+        {"-10.0.0.1:80", ""},          /* '-' is a host character */
+        {".10.0.0.1:80", ""},          /* so is '.' */
+        {"10.0.0.1:80", "0@11"},       /* the whole stream */
+        {"x=10.0.0.1:80/", "0@13"},    /* ordinary delimiters */
+        {"[10.0.0.1:80]", "0@12"},
+        {"http://10.0.0.1:80.", "0@18"}, /* a full stop after it is not a digit */
+        {"@10.0.0.1:80,", "0@12"},
+        {"10.0.0.1:800", ""},          /* a longer port after it */
+        {"b1:8080", "2@7"},            /* the longer pattern, not its prefix */
+        {"b1:80 b1:8080 b1:80", "1@5 2@13 1@19"},
+        {"ab1:8080", ""},
+    };
+    struct lk_match *m = build(pats, 3);
+    struct hits h;
+
+    if (!ok(m != NULL, "built"))
+        return;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        subtest("'%s'", t[i].text);
+        scan_all(m, t[i].text, &h);
+        ok_str(show(&h), t[i].want, "hits");
+    }
+    subtest(NULL);
+    lk_match_free(m);
+}
+
+static void
+test_overlapping(void)
+{
+    /* The URL and bare forms of one address end together: the longest
+     * first.  Duplicates (ignoring case) report the first id. */
+    static const char *const pats[] = {"http://h1:80", "h1:80", "H1:80", "1:80"};
+    struct lk_match *m = build(pats, 4);
+    struct hits h;
+
+    if (!ok(m != NULL, "built"))
+        return;
+    scan_all(m, "go to http://h1:80/x", &h);
+    ok_str(show(&h), "0@18 1@18", "URL then bare form at one end; '1:80' fails the boundary");
+    ok(h.n == 2 && h.h[0].len == 12 && h.h[1].len == 5, "lengths");
+    scan_all(m, "h1:80,1:80", &h);
+    ok_str(show(&h), "1@5 3@10", "a duplicate reports the first id");
+    lk_match_free(m);
+
+    /* Matches that overlap without containing each other. */
+    static const char *const pats2[] = {"a:1", "1:2"};
+    m = build(pats2, 2);
+    if (!ok(m != NULL, "built"))
+        return;
+    scan_all(m, "a:1:2", &h);
+    ok_str(show(&h), "0@3 1@5", "both overlapping matches");
+    lk_match_free(m);
+}
+
+static void
+test_split_points(void)
+{
+    static const char *const pats[] = {"10.0.0.11:8080", "http://10.0.0.11:8080", "[::1]:6650",
+                                       "b-2.svc.local:8443"};
+    static const char text[] =
+        "{\"a\":\"http://10.0.0.11:8080/x\",\"b\":[\"[::1]:6650\",\"10.0.0.11:80800\"],"
+        "\"c\":\"B-2.SVC.local:8443\",\"d\":\"10.0.0.11:8080\"}";
+    struct lk_match *m = build(pats, 4);
+    struct hits whole, h;
+    size_t len = strlen(text);
+    int bad = 0;
+
+    if (!ok(m != NULL, "built"))
+        return;
+    scan_all(m, text, &whole);
+    ok_str(show(&whole), "1@27 0@27 2@47 3@91 0@112", "whole buffer (not inside 10.0.0.11:80800)");
+    for (size_t a = 0; a <= len; a++) {
+        size_t sizes[2] = {a, len - a};
+        if (a == 0)
+            continue;
+        scan_pieces(m, text, len, sizes, 2, &h);
+        if (!same(&h, &whole) && bad++ < 3)
+            ok(0, "split at %zu: %s", a, show(&h));
+    }
+    ok(bad == 0, "two pieces, every split point (%d bad)", bad);
+    bad = 0;
+    for (size_t a = 1; a < len; a++)
+        for (size_t b = 1; a + b < len; b++) {
+            size_t sizes[3] = {a, b, len - a - b};
+            scan_pieces(m, text, len, sizes, 3, &h);
+            if (!same(&h, &whole) && bad++ < 3)
+                ok(0, "split at %zu,%zu: %s", a, a + b, show(&h));
+        }
+    ok(bad == 0, "three pieces, every pair of split points (%d bad)", bad);
+    {
+        size_t one = 1;
+        scan_pieces(m, text, len, &one, 1, &h);
+        ok(same(&h, &whole), "one byte at a time");
+    }
+    lk_match_free(m);
+}
+
+static void
+test_pending(void)
+{
+    static const char *const pats[] = {"10.0.0.11:8080", "http://10.0.0.11:8080"};
+    struct lk_match *m = build(pats, 2);
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    size_t off = 0;
+
+    if (!ok(m != NULL, "built"))
+        return;
+    lk_match_state_init(&st);
+    ok(lk_match_scan(m, &st, "xx http://10.0.0.", 17, &off, &hit) == 0 && off == 17,
+       "a partial match: no hit yet");
+    ok(lk_match_pending(m, &st) == 14, "the 14 bytes of 'http://10.0.0.' are pending (%zu)",
+       lk_match_pending(m, &st));
+    off = 0;
+    ok(lk_match_scan(m, &st, "11:8080", 7, &off, &hit) == 0, "complete, but the next byte decides");
+    ok(lk_match_pending(m, &st) == 21, "the whole URL is pending (%zu)", lk_match_pending(m, &st));
+    off = 0;
+    ok(lk_match_scan(m, &st, "/", 1, &off, &hit) == 1 && off == 0 && hit.id == 1 && hit.end == 24,
+       "'/' releases the URL form (off stays at the '/')");
+    ok(lk_match_scan(m, &st, "/", 1, &off, &hit) == 1 && off == 0 && hit.id == 0 && hit.end == 24,
+       "then the bare form");
+    ok(lk_match_scan(m, &st, "/", 1, &off, &hit) == 0 && off == 1, "then the '/' is consumed");
+    ok(lk_match_pending(m, &st) == 0, "nothing pending");
+    ok(lk_match_finish(m, &st, &hit) == 0, "nothing at the end");
+
+    lk_match_state_init(&st);
+    off = 0;
+    ok(lk_match_scan(m, &st, "10.0.0.11:8080", 14, &off, &hit) == 0, "at the very end");
+    ok(lk_match_finish(m, &st, &hit) == 1 && hit.id == 0 && hit.end == 14 && hit.len == 14,
+       "finish reports it");
+    ok(lk_match_finish(m, &st, &hit) == 0, "once");
+    lk_match_free(m);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static unsigned
+rnd(unsigned n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (unsigned)(rng % n);
+}
+
+static void
+test_random(void)
+{
+    static const char *const pats[] = {
+        "10.0.0.11:8080", "10.0.0.1:80",   "10.0.0.12:8080",     "http://10.0.0.11:8080",
+        "b1.internal:6650", "pulsar://b1.internal:6650", "[fe80::1]:8443", "1.internal:6650",
+        "0.0.1:80",       "a-b.c:1",
+    };
+    static const char alphabet[] = "0123456789.:-/[]abcilnrtABIN\"{},= \n";
+    const size_t npats = sizeof(pats) / sizeof(pats[0]);
+    const size_t len = 1 << 16;
+    char *text = malloc(len + 1);
+    struct lk_match *m = build(pats, npats);
+    struct hits *ref = malloc(sizeof(*ref)), *got = malloc(sizeof(*got));
+    int bad = 0, early = 0;
+
+    if (!ok(m != NULL, "built"))
+        goto end;
+    /* Random bytes from the patterns' alphabet, with patterns (in random
+     * case) dropped in often, so that near misses abound. */
+    for (size_t i = 0; i < len;) {
+        if (rnd(8) == 0) {
+            const char *p = pats[rnd((unsigned)npats)];
+            for (size_t k = 0; p[k] != '\0' && i < len; k++, i++)
+                text[i] = rnd(2) ? (char)toupper((unsigned char)p[k]) : p[k];
+        } else {
+            text[i++] = alphabet[rnd(sizeof(alphabet) - 1)];
+        }
+    }
+    text[len] = '\0';
+    naive(pats, npats, text, len, ref);
+    ok(ref->n > 500 && ref->n < MAX_HITS, "the reference finds %zu matches", ref->n);
+
+    for (int round = 0; round < 20; round++) {
+        struct lk_match_state st;
+        struct lk_match_hit hit;
+        uint64_t boundary = 0;
+        size_t at = 0;
+
+        got->n = 0;
+        lk_match_state_init(&st);
+        while (at < len) {
+            size_t n = round == 0 ? len : 1 + rnd(round < 10 ? 7 : 3000), off = 0;
+            if (n > len - at)
+                n = len - at;
+            while (lk_match_scan(m, &st, text + at, n, &off, &hit)) {
+                /* nothing reported later starts before what could be released */
+                if (hit.end - hit.len < boundary)
+                    early++;
+                if (got->n < MAX_HITS)
+                    got->h[got->n++] = hit;
+            }
+            at += n;
+            if (lk_match_pending(m, &st) > lk_match_max_len(m))
+                early++;
+            boundary = st.pos - lk_match_pending(m, &st);
+        }
+        while (lk_match_finish(m, &st, &hit))
+            if (got->n < MAX_HITS)
+                got->h[got->n++] = hit;
+        if (!same(got, ref) && bad++ < 2)
+            ok(0, "round %d: %zu hits, the reference %zu", round, got->n, ref->n);
+    }
+    ok(bad == 0, "20 random chunkings agree with the reference (%d bad)", bad);
+    ok(early == 0, "the pending count is a safe release boundary (%d bad)", early);
+end:
+    lk_match_free(m);
+    free(text);
+    free(ref);
+    free(got);
+}
+
+static void
+test_errors(void)
+{
+    char err[256] = "", big[LK_MATCH_MAX_LEN + 2];
+    const char *pats[1] = {""};
+    size_t lens[1] = {0};
+
+    ok(lk_match_new(pats, lens, 1, err, sizeof(err)) == NULL, "an empty pattern is refused");
+    ok_str(err, "pattern 0 is 0 bytes (1 to 480 allowed)", "message");
+    memset(big, 'a', sizeof(big));
+    pats[0] = big;
+    lens[0] = LK_MATCH_MAX_LEN + 1;
+    ok(lk_match_new(pats, lens, 1, err, sizeof(err)) == NULL, "an overlong pattern is refused");
+    lens[0] = LK_MATCH_MAX_LEN;
+    struct lk_match *m = lk_match_new(pats, lens, 1, err, sizeof(err));
+    ok(m != NULL, "the longest pattern is accepted");
+    if (m != NULL) {
+        /* its boundary is checked LK_MATCH_MAX_LEN + 1 bytes back */
+        char *text = malloc(2 * LK_MATCH_MAX_LEN + 8);
+        struct hits *h = malloc(sizeof(*h));
+        memcpy(text, "x,", 2);
+        memset(text + 2, 'a', LK_MATCH_MAX_LEN);
+        text[2 + LK_MATCH_MAX_LEN] = '\0';
+        size_t one = 1;
+        scan_pieces(m, text, strlen(text), &one, 1, h);
+        ok(h->n == 1 && h->h[0].end == 2 + LK_MATCH_MAX_LEN, "found after a ','");
+        text[1] = 'b';
+        scan_pieces(m, text, strlen(text), &one, 1, h);
+        ok(h->n == 0, "not after a host character");
+        free(text);
+        free(h);
+        lk_match_free(m);
+    }
+    m = lk_match_new(NULL, NULL, 0, err, sizeof(err));
+    if (ok(m != NULL, "no patterns is fine")) {
+        struct hits h;
+        scan_all(m, "10.0.0.11:8080", &h);
+        ok(h.n == 0 && lk_match_pending(m, &(struct lk_match_state){0}) == 0, "and finds nothing");
+        lk_match_free(m);
+    }
+    lk_match_free(NULL);
+}
+
+const struct lk_test_case lk_test_match[] = {
+    {"match/basic", test_basic},
+    {"match/boundaries", test_boundaries},
+    {"match/overlapping", test_overlapping},
+    {"match/split_points", test_split_points},
+    {"match/pending", test_pending},
+    {"match/random", test_random},
+    {"match/errors", test_errors},
+    {NULL, NULL},
+};
