@@ -25,9 +25,11 @@
  * application/x-www-form-urlencoded, and those without a Content-Type
  * (Jersey's default error pages, short bodies that cannot be told apart).
  * Other types are binary to us and pass untouched.
- * A body with a Content-Encoding other than identity is not read either
- * (logged at debug); the lookup filter asks brokers for identity, and
- * decodes gzip itself, so the check is made when the body reaches us.
+ * A body with a Content-Encoding other than identity is not read (logged at
+ * debug).  So that there are none, rewrite and block ask the broker for
+ * identity (Accept-Encoding: identity, which every client accepts); log
+ * leaves the request alone.  The lookup filter decodes gzip itself, so the
+ * encoding is checked when the body reaches us, not in the head.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +185,20 @@ count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
 }
 
 /* Headers ------------------------------------------------------------------ */
+
+static enum lk_flt_verdict
+on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
+{
+    const struct guard_conf *conf = f->conf;
+
+    /* A compressed body cannot be read as it streams: ask for it plain.
+     * The client gets it plain too (identity is always acceptable, RFC
+     * 9110 §12.5.3); between lookout and the brokers it costs bandwidth on
+     * the internal network only. */
+    if (conf->mode == LK_LEAK_REWRITE || conf->mode == LK_LEAK_BLOCK)
+        lk_http_set(req, LK_STRLIT("Accept-Encoding"), LK_STRLIT("identity"));
+    return LK_FLT_CONTINUE;
+}
 
 /* Scans one header value; in rewrite mode *value may be replaced. */
 static enum lk_flt_verdict
@@ -445,6 +461,7 @@ const struct lk_flt_ops lk_flt_leak_guard = {
     .conf_new = conf_new,
     .conf_free = conf_free,
     .attach = attach,
+    .http_req_headers = on_req_headers,
     .http_res_headers = on_res_headers,
     .http_res_body = on_res_body,
 };

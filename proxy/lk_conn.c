@@ -265,27 +265,55 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 
 /* Routing ----------------------------------------------------------------- */
 
-/* The host part of a Host header value or SNI: strips a port and brackets. */
-static struct lk_str
-host_only(struct lk_str h)
+/* Splits a Host header value or SNI into host (no brackets, no trailing
+ * dot) and port (0 when absent).  -1 if the port is malformed. */
+static int
+split_host(struct lk_str h, struct lk_str *host, unsigned *port)
 {
+    struct lk_str p = LK_STR_NULL;
+
+    *port = 0;
     if (h.len > 0 && h.p[0] == '[') {
         const char *e = memchr(h.p, ']', h.len);
-        return e != NULL ? lk_str_make(h.p + 1, (size_t)(e - h.p - 1)) : LK_STR_NULL;
+        if (e == NULL)
+            return -1;
+        *host = lk_str_make(h.p + 1, (size_t)(e - h.p - 1));
+        p = lk_str_skip(h, (size_t)(e - h.p) + 1);
+        if (p.len > 0 && p.p[0] != ':')
+            return -1;
+        p = lk_str_skip(p, 1);
+    } else {
+        const char *colon = memchr(h.p, ':', h.len);
+        *host = h;
+        if (colon != NULL) {
+            host->len = (size_t)(colon - h.p);
+            p = lk_str_skip(h, host->len + 1);
+        }
     }
-    const char *colon = memchr(h.p, ':', h.len);
-    if (colon != NULL)
-        h.len = (size_t)(colon - h.p);
-    if (h.len > 0 && h.p[h.len - 1] == '.')
-        h.len--; /* absolute FQDN */
-    return h;
+    if (host->len > 0 && host->p[host->len - 1] == '.')
+        host->len--; /* absolute FQDN */
+    if (p.p != NULL && p.len == 0 && h.p[h.len - 1] == ':')
+        return 0; /* "host:" means the default port */
+    for (size_t i = 0; i < p.len; i++) {
+        if (p.p[i] < '0' || p.p[i] > '9' || *port > 6553)
+            return -1;
+        *port = *port * 10 + (unsigned)(p.p[i] - '0');
+    }
+    return *port > 65535 ? -1 : 0;
 }
 
+/* The vhost named by h (a port, when given, must match too); NULL if none. */
 static const struct lk_vhost *
-find_vhost(const struct lk_bind *b, struct lk_str host)
+find_vhost(const struct lk_bind *b, struct lk_str h)
 {
+    struct lk_str host;
+    unsigned port;
+
+    if (split_host(h, &host, &port) != 0)
+        return NULL;
     for (size_t i = 0; i < b->nvhosts; i++)
-        if (lk_str_eqi(lk_str_c(b->vhosts[i].host), host))
+        if (lk_str_eqi(lk_str_c(b->vhosts[i].host), host) &&
+            (port == 0 || port == b->vhosts[i].port))
             return &b->vhosts[i];
     return NULL;
 }
@@ -295,17 +323,17 @@ lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host)
 {
     const struct lk_vhost *by_sni = NULL, *by_host = NULL;
 
-    if (sni.len != 0)
-        by_sni = find_vhost(b, host_only(sni));
-    if (host.len != 0)
-        by_host = find_vhost(b, host_only(host));
     if (b->nvhosts == 1)
         return &b->vhosts[0]; /* an unshared socket: the bound address decides */
+    /* On a shared socket whatever the client names must be mapped, and SNI
+     * and Host must agree (CONTRACT §6: never forwarded elsewhere). */
+    if (sni.len != 0 && (by_sni = find_vhost(b, sni)) == NULL)
+        return NULL;
+    if (host.len != 0 && (by_host = find_vhost(b, host)) == NULL)
+        return NULL;
     if (by_sni != NULL && by_host != NULL && by_sni != by_host)
-        return NULL; /* SNI and Host disagree: misdirected */
-    if (by_sni != NULL)
-        return by_sni;
-    return by_host;
+        return NULL;
+    return by_sni != NULL ? by_sni : by_host;
 }
 
 /* Broker health ----------------------------------------------------------- */
@@ -437,19 +465,34 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
         u->ready_cb(u, LK_UP_CONNECTED, u->arg);
         return;
     }
+    char tls_reason[256] = "";
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    unsigned long e = ssl != NULL ? bufferevent_get_openssl_error(bev) : 0;
     if (what & BEV_EVENT_TIMEOUT) {
         u->error = lk_err_connect_timeout;
-    } else if (bufferevent_openssl_get_ssl(bev) != NULL && ERR_peek_error() != 0) {
+    } else if (e != 0 || (ssl != NULL && SSL_get_verify_result(ssl) != X509_V_OK)) {
+        /* libevent moved OpenSSL's errors into the bufferevent's queue */
+        long vr = SSL_get_verify_result(ssl);
         u->error = lk_err_tls;
-        lk_log_ssl(LK_WARN, NULL, "TLS to broker failed");
+        if (vr != X509_V_OK)
+            snprintf(tls_reason, sizeof(tls_reason), "certificate verify failed: %s",
+                     X509_verify_cert_error_string(vr));
+        else
+            ERR_error_string_n(e, tls_reason, sizeof(tls_reason));
+        while (bufferevent_get_openssl_error(bev) != 0)
+            ;
     } else {
         u->error = lk_err_connect;
     }
+    ERR_clear_error();
     int err = EVUTIL_SOCKET_ERROR();
     int dns = bufferevent_socket_get_dns_error(bev);
+    const char *why = tls_reason[0] != '\0' ? tls_reason
+                      : dns != 0             ? evutil_gai_strerror(dns)
+                      : err != 0             ? evutil_socket_error_to_string(err)
+                                             : "";
     lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
-           dns ? ": " : (err ? ": " : ""),
-           dns ? evutil_gai_strerror(dns) : (err ? evutil_socket_error_to_string(err) : ""));
+           why[0] != '\0' ? ": " : "", why);
     lk_broker_connect_result(rt, u->broker, 0);
     u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
 }

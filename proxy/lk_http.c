@@ -55,6 +55,8 @@ struct hx {
     uint64_t res_bytes;
     int status;
     int retried;
+    int any_broker;      /* came in on a service address: any broker will do */
+    unsigned connects;   /* brokers tried for this exchange */
     long long start_ms;
     const char *upstream_error;
     unsigned seq; /* hconn.seq when this exchange began */
@@ -118,7 +120,7 @@ feed(struct lk_http_parser *p, struct evbuffer *buf)
 
         if (evbuffer_peek(buf, -1, NULL, &vec, 1) < 1)
             vec.iov_len = 0;
-        if (vec.iov_len == 0 && !(p->head_done && !p->msg_done))
+        if (vec.iov_len == 0 && !lk_http_parser_can_step(p))
             return LK_HTTP_NEED_MORE;
         enum lk_http_event ev = lk_http_parse(p, vec.iov_base, vec.iov_len, &used);
         evbuffer_drain(buf, used);
@@ -273,9 +275,16 @@ reply_error(struct hx *hx, int status, const char *reason, int close)
         lk_conn_close_later(hc->c);
         return;
     }
+    /* A bodyless request whose end the parser has not reported yet is
+     * complete all the same: step the parser so the connection can go on. */
+    if (hx->req_head_done && !hx->req_has_body && !hc->rp.msg_done) {
+        size_t used;
+        if (lk_http_parse(&hc->rp, "", 0, &used) == LK_HTTP_DONE)
+            hx->req_done = 1;
+    }
     json_t *j = json_pack("{s:s}", "reason", reason);
     char *body = json_dumps(j, JSON_COMPACT);
-    if (close || (hx->req_has_body && !hx->req_done))
+    if (close || !hx->req_done || !hc->rp.msg_done)
         hc->closing = 1;
     evbuffer_add_printf(out,
                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
@@ -369,6 +378,20 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     if (ev != LK_UP_CONNECTED) {
         char reason[256];
         hx->upstream_error = u->error;
+        /* Nothing was sent: on a service address another broker can take
+         * it (lk_pick_broker now skips the one that failed). */
+        if (hx->any_broker && ++hx->connects < hx->x.cluster->nbrokers && hx->hops == 0) {
+            const struct lk_broker *next = lk_pick_broker(hc->c->rt, hx->x.cluster);
+            if (next != NULL && next != hx->x.broker) {
+                lk_log(LK_INFO, hc->c, "broker %s unreachable (%s); trying %s",
+                       hx->x.broker->name, u->error, next->name);
+                lk_upstream_free(hx->up);
+                hx->up = NULL;
+                hx->x.broker = next;
+                get_upstream(hx);
+                return;
+            }
+        }
         snprintf(reason, sizeof(reason), "broker %s unreachable: %s", hx->x.broker->name,
                  u->error != NULL ? u->error : "connect failed");
         lk_upstream_free(hx->up);
@@ -413,6 +436,10 @@ send_response_head(struct hx *hx, enum framing framing, size_t length)
     char num[32];
 
     hx->framing = framing;
+    /* The rest of an unread request body cannot be told from the next
+     * request: say now that the connection will close. */
+    if (!hx->req_done)
+        hc->closing = 1;
     if (framing == OUT_CL) {
         snprintf(num, sizeof(num), "%zu", length);
         lk_http_set(res, LK_STRLIT("Content-Length"), lk_str_c(num));
@@ -601,6 +628,10 @@ on_response_head(struct hx *hx)
     hx->status = res->status;
     hx->res_head_seen = 1;
     hc->c->action = "reading the broker's response";
+    /* timeout.response bounds the wait for the head; the body may pause
+     * for up to timeout.idle between reads. */
+    struct timeval idle = ms_tv(hc->c->conf->timeout_idle_ms);
+    bufferevent_set_timeouts(hx->up->bev, &idle, &idle);
     if (res->status == 101) {
         if (!hx->upgrade_req) {
             reply_error(hx, 502, "the broker switched protocols unasked", 1);
@@ -936,6 +967,7 @@ on_request_head(struct hx *hx)
         return;
     }
     hx->x.cluster = vh->cluster;
+    hx->any_broker = vh->broker == NULL;
     hx->x.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
     hx->x.listener_name = vh->cluster->lookup_listener;
     if (hx->x.broker == NULL) {
@@ -1039,6 +1071,13 @@ process_input(struct hconn *hc)
                 give_back_redirect(hx);
                 break;
             }
+            /* Upload backpressure: a slow broker stops us reading the client. */
+            if (hx->up != NULL && !hx->waiting_upstream && !hx->following &&
+                evbuffer_get_length(bufferevent_get_output(hx->up->bev)) > LK_HWM) {
+                hx->upload_paused = 1;
+                bufferevent_disable(c->bev, EV_READ);
+                bufferevent_setwatermark(hx->up->bev, EV_WRITE, LK_LWM, 0);
+            }
             return;
         case LK_HTTP_HEAD:
             on_request_head(hx);
@@ -1068,14 +1107,7 @@ process_input(struct hconn *hc)
             return;
         }
         }
-        /* Upload backpressure: a slow broker stops us reading the client. */
-        if (!ENDED(hc, seq) && hx->up != NULL && !hx->waiting_upstream && !hx->following &&
-            evbuffer_get_length(bufferevent_get_output(hx->up->bev)) > LK_HWM) {
-            hx->upload_paused = 1;
-            bufferevent_disable(c->bev, EV_READ);
-            bufferevent_setwatermark(hx->up->bev, EV_WRITE, LK_LWM, 0);
-            return;
-        }
+        (void)seq;
     }
 }
 

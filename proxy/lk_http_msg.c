@@ -350,7 +350,8 @@ static int
 on_body(llhttp_t *ll, const char *at, size_t len)
 {
     struct lk_http_parser *p = P(ll);
-    if (p->on_body != NULL)
+    /* llhttp may report an empty piece when stepped without input */
+    if (p->on_body != NULL && len != 0)
         p->on_body(p->body_arg, at, len);
     return 0;
 }
@@ -477,6 +478,12 @@ lk_http_parse_eof(struct lk_http_parser *p)
         p->error = err == HPE_OK ? "connection closed before the message ended"
                                  : llhttp_get_error_reason(&p->ll);
     return LK_HTTP_ERROR;
+}
+
+int
+lk_http_parser_can_step(const struct lk_http_parser *p)
+{
+    return (p->head_done && !p->msg_done) || (p->state == EV_HEAD && p->msg_done);
 }
 
 void

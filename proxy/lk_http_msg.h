@@ -108,6 +108,9 @@ enum lk_http_event lk_http_parse(struct lk_http_parser *p, const char *data, siz
 /* At end of input: completes a close-delimited body (LK_HTTP_DONE) or
  * reports a truncated message (LK_HTTP_ERROR). */
 enum lk_http_event lk_http_parse_eof(struct lk_http_parser *p);
+/* Whether a call without input can make progress: the head was reported
+ * and the message's end is still to be (or has not yet been) reported. */
+int lk_http_parser_can_step(const struct lk_http_parser *p);
 void lk_http_parser_free(struct lk_http_parser *p);
 
 #endif

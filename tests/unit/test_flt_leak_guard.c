@@ -597,7 +597,29 @@ test_content_types(void)
     lk_conf_unref(conf);
 }
 
+/* rewrite and block ask brokers for identity; log leaves the request be. */
+static void
+test_request(void)
+{
+    static const char *const modes[] = {"log", "rewrite", "block"};
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load(modes[m], "filters = leak_guard");
+        if (conf == NULL)
+            continue;
+        struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, NULL, 0);
+        lk_http_add(&x->req, LK_STRLIT("Accept-Encoding"), LK_STRLIT("gzip, deflate"));
+        ok(lk_flt_run_req_headers(x) == LK_FLT_CONTINUE, "%s: continue", modes[m]);
+        struct lk_str *ae = lk_http_find(&x->req, LK_STRLIT("Accept-Encoding"));
+        ok(ae != NULL && lk_str_eq(*ae, m == 0 ? LK_STRLIT("gzip, deflate") : LK_STRLIT("identity")),
+           "%s: Accept-Encoding %.*s", modes[m], ae ? (int)ae->len : 0, ae ? ae->p : "");
+        finish(x);
+        lk_conf_unref(conf);
+    }
+}
+
 const struct lk_test_case lk_test_flt_leak_guard[] = {
+    {"leak_guard/request", test_request},
     {"leak_guard/chain", test_chain},
     {"leak_guard/brokers_list", test_brokers_list},
     {"leak_guard/error_page", test_error_page},

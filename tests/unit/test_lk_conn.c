@@ -31,8 +31,14 @@ test_route(void)
        "SNI and Host agree");
     ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("b2.lookout.test")) == NULL,
        "SNI and Host disagree: misdirected");
-    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("unknown.test")) == &shared[0],
-       "an unmapped Host under a mapped SNI follows the SNI");
+    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("unknown.test")) == NULL,
+       "an unmapped Host under a mapped SNI: misdirected");
+    ok(lk_route(&sb, LK_STRLIT("x.lookout.test"), LK_STRLIT("b1.lookout.test")) == NULL,
+       "an unmapped SNI under a mapped Host: misdirected");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:1")) == NULL,
+       "the right name with the wrong port: misdirected");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:")) == &shared[0], "empty port");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:99999")) == NULL, "bad port");
     ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("evil.example.com")) == NULL, "unknown Host: 421");
     ok(lk_route(&sb, LK_STRLIT("evil.example.com"), LK_STR_NULL) == NULL, "unknown SNI: 421");
     ok(lk_route(&sb, LK_STR_NULL, LK_STR_NULL) == NULL, "nothing to go by on a shared socket");

@@ -8,7 +8,8 @@ package PulsarBroker;
 # or 307 for unowned topics), admin topic calls (200 on the owner, 307 elsewhere, with the
 # PulsarWebResource Location shape), /admin/v2/brokers, Pulsar-shaped errors. Under /test/
 # it also offers knobs that are not Pulsar API, for testing lookout's HTTP engine (streamed
-# bytes, echo, slow, dying mid-body, close-delimited, 100-continue, WebSocket upgrade...).
+# bytes, echo, slow, dying mid-body, close-delimited, 100-continue, WebSocket upgrade,
+# fast repeated bytes and a slow sink for backpressure, arbitrary response headers...).
 #
 # The cluster's shared state (brokers, ownership table, knobs) lives in a small JSON file
 # that every broker re-reads on each request, so a test can move a topic or switch the
@@ -316,10 +317,14 @@ sub _spawn {
     croak "PulsarBroker: fork: $!" unless defined $pid;
     if ($pid == 0) {
         # Child: never return into the test's code, never run its END blocks.
+        # Its own process group, so that killing the broker also kills the
+        # children serving its open connections, as a dead host would.
+        POSIX::setpgid(0, 0);
         my $rc = eval { _broker_main($self, $b, $socks, $parent); 0 } // do { warn "fake broker $b->{name}: $@"; 1 };
         POSIX::_exit($rc);
     }
     close $_->{sock} for @$socks;    # only the broker holds its port, so killing it frees it
+    POSIX::setpgid($pid, $pid);      # (also here: whichever runs first wins the race)
     $self->{pids}{$n} = $pid;
 }
 
@@ -328,6 +333,7 @@ sub _spawn {
 sub kill_broker {
     my ($self, $n, $sig) = @_;
     my $pid = delete $self->{pids}{$n} or return;
+    kill $sig // 'KILL', -$pid;    # the broker and its connection children
     kill $sig // 'KILL', $pid;
     _reap([$pid], 5);
 }
@@ -356,9 +362,9 @@ sub stop {
     my ($self) = @_;
     return unless $self->{owner} == $$;
     my @pids = values %{ $self->{pids} };
-    kill 'TERM', @pids if @pids;
+    kill 'TERM', (map { -$_ } @pids), @pids if @pids;
     my @left = _reap(\@pids, 3);
-    if (@left) { kill 'KILL', @left; _reap(\@left, 2) }
+    if (@left) { kill 'KILL', (map { -$_ } @left), @left; _reap(\@left, 2) }
     $self->{pids} = {};
     delete $LIVE{"$self"};
 }
