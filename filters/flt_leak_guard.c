@@ -25,15 +25,19 @@
  * application/x-www-form-urlencoded, and those without a Content-Type
  * (Jersey's default error pages, short bodies that cannot be told apart).
  * Other types are binary to us and pass untouched.
- * A body with a Content-Encoding other than identity is not read (logged at
- * debug).  So that there are none, rewrite and block ask the broker for
- * identity (Accept-Encoding: identity, which every client accepts); log
- * leaves the request alone.  The lookup filter decodes gzip itself, so the
- * encoding is checked when the body reaches us, not in the head.
+ * Codings: rewrite and block ask the broker for identity (Accept-Encoding:
+ * identity, which every client accepts), so that they can act on every
+ * body; log leaves the request alone.  A gzip or deflate body that comes
+ * anyway is inflated as it streams, only to be read: its bytes go on as
+ * they came, so a leak there is counted and logged, and blocked, but not
+ * rewritten.  Other codings (br, zstd) are not read (logged at debug).  The
+ * lookup filter decodes gzip itself, so the coding is looked at when the
+ * body reaches us, not in the head.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "lk_filter.h"
 #include "lk_http_msg.h"
@@ -58,17 +62,25 @@ struct guard_conf {
     struct target *targets; /* by pattern id */
 };
 
-enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_SKIP };
+enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
+
+/* A compressed body is read up to this many times max_buffer_bytes once
+ * inflated (64 MiB by default): past that a worker would spend its time
+ * on a decompression bomb, so the rest passes unread. */
+#define LK_GUARD_INFLATE_RATIO 64
 
 /* Per exchange, in x->pool. */
 struct guard {
     struct lk_match_state st;
-    uint64_t base;        /* stream offset of the first byte held in `in` */
-    uint64_t leak_start;  /* the last leak counted, so that the two forms of */
-    uint64_t leak_end;    /*   one address ("http://h:1", "h:1") count once */
+    uint64_t base;       /* stream offset of the first byte held in `in` */
+    uint64_t leak_start; /* the last leak counted, so that the two forms of */
+    uint64_t leak_end;   /*   one address ("http://h:1", "h:1") count once */
+    uint64_t fed;        /* raw stream offset read into the automaton so far */
     enum body_state body;
-    int released;         /* block: body bytes have gone out */
-    unsigned logged;      /* by log level: the exchange's first leak is logged */
+    z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
+    uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
+    int released;      /* block: body bytes have gone out */
+    unsigned logged;   /* by log level: the exchange's first leak is logged */
 };
 
 static void
@@ -86,13 +98,11 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
 {
     struct guard_conf *conf;
     const char **pats;
-    size_t *lens, n = 0, max = 0;
+    size_t *lens, n = 0, max = cl->nbrokers * LK_SCHEME__COUNT * 2;
     char msg[256];
 
     if (cl->leak_guard == LK_LEAK_OFF)
         return NULL; /* err stays empty: no conf, and attach sits out */
-    for (size_t i = 0; i < cl->nbrokers; i++)
-        max += 2 * LK_SCHEME__COUNT;
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = cl->leak_guard;
     conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
@@ -108,8 +118,8 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
              * with the address, and the bare host:port (the broker list of
              * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
             for (int url = 1; url >= 0; url--) {
-                conf->targets[n] = (struct target){b, (enum lk_scheme)sc, url,
-                                                   url ? u->text : u->hostport};
+                conf->targets[n] =
+                    (struct target){b, (enum lk_scheme)sc, url, url ? u->text : u->hostport};
                 pats[n] = conf->targets[n].text;
                 lens[n] = strlen(pats[n]);
                 n++;
@@ -272,8 +282,10 @@ static int
 is_text(const struct lk_str *ct)
 {
     static const struct lk_str exact[] = {
-        LK_STRLIT("application/json"),       LK_STRLIT("application/xml"),
-        LK_STRLIT("application/javascript"), LK_STRLIT("application/x-ndjson"),
+        LK_STRLIT("application/json"),
+        LK_STRLIT("application/xml"),
+        LK_STRLIT("application/javascript"),
+        LK_STRLIT("application/x-ndjson"),
         LK_STRLIT("application/x-www-form-urlencoded"),
     };
 
@@ -306,28 +318,47 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
         return LK_FLT_CONTINUE;
     lk_match_state_init(&g->st);
     g->leak_end = 0;
-    /* log and rewrite stream; block streams too, but keeps what it is given
-     * in `in` until the cap or the end (see on_res_body). */
-    lk_flt_want_body(x, f, LK_BODY_STREAM);
+    /* log only observes, so the response keeps its framing; rewrite
+     * streams; block streams too, but keeps what it is given in `in` until
+     * the cap or the end (see on_res_body). */
+    const struct guard_conf *conf = f->conf;
+    lk_flt_want_body(x, f, conf->mode == LK_LEAK_LOG ? LK_BODY_OBSERVE : LK_BODY_STREAM);
     return LK_FLT_CONTINUE;
 }
 
 /* Body ---------------------------------------------------------------------- */
 
-/* Whether the body as it reaches us is encoded (checked at its first bytes:
- * a filter before us may have decoded it and dropped the field). */
-static int
-is_encoded(struct lk_http_msg *res)
+/*
+ * How the body reaches us, decided at its first bytes (a filter before us
+ * may have decoded it and dropped Content-Encoding): identity, gzip or
+ * deflate (read through zlib; the bytes themselves pass unchanged, so a
+ * find there is counted and logged, blocks, but is never rewritten), or
+ * another coding (not read).
+ */
+static enum body_state
+body_coding(struct lk_http_msg *res)
 {
-    for (size_t i = 0; i < res->nheaders; i++) {
-        struct lk_http_header *h = &res->headers[i];
-        if (lk_str_eqi(h->name, LK_STRLIT("Content-Encoding"))) {
-            struct lk_str v = lk_str_trim(h->value);
-            if (v.len != 0 && !lk_str_eqi(v, LK_STRLIT("identity")))
-                return 1;
+    struct lk_str coding = LK_STR_NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < res->nheaders; i++)
+        if (lk_str_eqi(res->headers[i].name, LK_STRLIT("Content-Encoding"))) {
+            coding = lk_str_trim(res->headers[i].value);
+            n++;
         }
-    }
-    return 0;
+    if (n == 0 || (n == 1 && (coding.len == 0 || lk_str_eqi(coding, LK_STRLIT("identity")))))
+        return BODY_SCAN;
+    if (n == 1 && (lk_str_eqi(coding, LK_STRLIT("gzip")) ||
+                   lk_str_eqi(coding, LK_STRLIT("x-gzip")) || /* RFC 9110 §8.4.1.3 */
+                   lk_str_eqi(coding, LK_STRLIT("deflate"))))
+        return BODY_INFLATE;
+    return BODY_SKIP; /* br, zstd, stacked codings */
+}
+
+static void
+end_inflate(void *arg)
+{
+    inflateEnd(arg);
 }
 
 /* Acts on one match in the body.  Rewrite moves the bytes before it to out
@@ -358,6 +389,11 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
                "(leak_guard = block)");
         return LK_FLT_ERROR;
     case LK_LEAK_REWRITE:
+        if (g->body == BODY_INFLATE) {
+            report(f, x, g, LK_WARN, t, NULL,
+                   "not rewritten: the body is compressed (leak_guard = rewrite)");
+            return LK_FLT_CONTINUE;
+        }
         /* start < base: it overlaps an address just replaced */
         if (start >= g->base && (to = replacement(x, t)) != NULL) {
             evbuffer_remove_buffer(in, out, (size_t)(start - g->base));
@@ -377,10 +413,76 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
     }
 }
 
-/* Feeds the bytes of `in` the automaton has not seen yet (it holds held-back
- * bytes it has seen) through it, a bounded copy at a time: on_hit may drain
+/* Runs the automaton over len bytes of the scanned stream. */
+static enum lk_flt_verdict
+scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
+           struct evbuffer *out, const void *data, size_t len)
+{
+    const struct guard_conf *conf = f->conf;
+    struct lk_match_hit hit;
+    enum lk_flt_verdict v;
+    size_t off = 0;
+
+    while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit))
+        if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+            return v;
+    return LK_FLT_CONTINUE;
+}
+
+/* Inflates raw bytes into the automaton, a bounded piece at a time.  A
+ * broken stream, or one that inflates past its cap, is no longer read. */
+static enum lk_flt_verdict
+inflate_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
+              struct evbuffer *out, const void *data, size_t len)
+{
+    unsigned char buf[16384];
+    enum lk_flt_verdict v;
+    const char *why = NULL;
+
+    g->z.next_in = (unsigned char *)data;
+    g->z.avail_in = (uInt)len;
+    for (;;) {
+        g->z.next_out = buf;
+        g->z.avail_out = sizeof(buf);
+        int zr = inflate(&g->z, Z_NO_FLUSH);
+        size_t n = sizeof(buf) - g->z.avail_out;
+        if ((v = scan_bytes(f, x, g, in, out, buf, n)) != LK_FLT_CONTINUE)
+            return v;
+        g->inflated += n;
+        if (g->inflated > LK_GUARD_INFLATE_RATIO * x->conf->max_buffer_bytes) {
+            why = "too large once inflated";
+            break;
+        }
+        if (zr == Z_STREAM_END) {
+            if (g->z.avail_in == 0)
+                break;
+            if (inflateReset(&g->z) != Z_OK) {
+                why = "broken";
+                break;
+            }
+            continue; /* concatenated gzip members (RFC 1952 §2.2) */
+        }
+        if (zr != Z_OK && zr != Z_BUF_ERROR) {
+            why = "broken";
+            break;
+        }
+        /* Z_BUF_ERROR: no progress possible until more input comes */
+        if (zr == Z_BUF_ERROR || (g->z.avail_in == 0 && g->z.avail_out != 0))
+            break;
+    }
+    if (why != NULL) {
+        lk_log(LK_DEBUG, x->conn, "%s: the compressed response body is %s; not read further", f->id,
+               why);
+        g->body = BODY_SKIP;
+    }
+    return LK_FLT_CONTINUE;
+}
+
+/* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
+ * seen) through the automaton, a bounded copy at a time: on_hit may drain
  * `in`, so nothing points into it across a hit.  Invariant: g->base plus
- * the length of `in` is the stream offset of the end of the data. */
+ * the length of `in` is the raw stream offset of the end of the data;
+ * g->fed is the raw offset read so far. */
 static enum lk_flt_verdict
 scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
      struct evbuffer *out, int last)
@@ -390,22 +492,24 @@ scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
     enum lk_flt_verdict v;
     char buf[4096];
 
-    for (;;) {
+    while (g->body != BODY_SKIP) {
         uint64_t end = g->base + evbuffer_get_length(in);
         struct evbuffer_ptr p;
-        size_t off = 0, n;
+        size_t n;
 
-        if (g->st.pos >= end)
+        if (g->fed >= end)
             break;
-        n = end - g->st.pos < sizeof(buf) ? (size_t)(end - g->st.pos) : sizeof(buf);
-        if (evbuffer_ptr_set(in, &p, (size_t)(g->st.pos - g->base), EVBUFFER_PTR_SET) != 0 ||
+        n = end - g->fed < sizeof(buf) ? (size_t)(end - g->fed) : sizeof(buf);
+        if (evbuffer_ptr_set(in, &p, (size_t)(g->fed - g->base), EVBUFFER_PTR_SET) != 0 ||
             evbuffer_copyout_from(in, &p, buf, n) != (ev_ssize_t)n)
             return LK_FLT_ERROR; /* cannot happen: the bytes are there */
-        while (lk_match_scan(conf->match, &g->st, buf, n, &off, &hit))
-            if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
-                return v;
+        g->fed += n;
+        v = g->body == BODY_INFLATE ? inflate_bytes(f, x, g, in, out, buf, n)
+                                    : scan_bytes(f, x, g, in, out, buf, n);
+        if (v != LK_FLT_CONTINUE)
+            return v;
     }
-    if (last)
+    if (last && g->body != BODY_SKIP)
         while (lk_match_finish(conf->match, &g->st, &hit))
             if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
                 return v;
@@ -422,24 +526,30 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     enum lk_flt_verdict v;
 
     if (g->body == BODY_UNDECIDED) {
-        g->body = BODY_SCAN;
-        if (is_encoded(&x->res)) {
-            g->body = BODY_SKIP;
-            lk_log(LK_DEBUG, x->conn, "%s: the response body is encoded; not read", f->id);
+        g->body = body_coding(&x->res);
+        if (g->body == BODY_INFLATE) {
+            /* 15 + 32: a zlib or gzip header, told apart by zlib.  A raw
+             * deflate stream, as some servers send for "deflate", is not
+             * read (inflate reports it broken). */
+            if (inflateInit2(&g->z, 15 + 32) == Z_OK)
+                lk_pool_cleanup_add(&x->pool, end_inflate, &g->z);
+            else
+                g->body = BODY_SKIP;
         }
-    }
-    if (g->body == BODY_SKIP) {
-        evbuffer_add_buffer(out, in);
-        return LK_FLT_CONTINUE;
+        if (g->body == BODY_SKIP)
+            lk_log(LK_DEBUG, x->conn, "%s: the response body's coding is not readable; not read",
+                   f->id);
     }
     if ((v = scan(f, x, g, in, out, last)) != LK_FLT_CONTINUE)
         return v;
     len = evbuffer_get_length(in);
-    if (!last && conf->mode == LK_LEAK_REWRITE) {
+    if (last || g->body == BODY_SKIP) {
+        keep = 0;
+    } else if (conf->mode == LK_LEAK_REWRITE && g->body == BODY_SCAN) {
         /* A match in progress may still need its bytes replaced. */
         keep = lk_match_pending(conf->match, &g->st);
         keep = keep < len ? keep : len;
-    } else if (!last && conf->mode == LK_LEAK_BLOCK && !g->released) {
+    } else if (conf->mode == LK_LEAK_BLOCK && !g->released) {
         if (len <= x->conf->max_buffer_bytes) {
             keep = len; /* everything, so that a leak can still be a 502 */
         } else {

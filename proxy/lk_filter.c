@@ -145,6 +145,8 @@ lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode)
         return;
     s->body = mode;
     x->body_filters++;
+    if (mode != LK_BODY_OBSERVE)
+        x->body_changers++;
     s->acc = evbuffer_new();
 }
 

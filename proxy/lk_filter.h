@@ -33,7 +33,15 @@ struct lk_http_msg;
 struct lk_flt;
 
 enum lk_flt_verdict { LK_FLT_CONTINUE = 0, LK_FLT_REPLY, LK_FLT_ERROR };
-enum lk_body_mode { LK_BODY_NONE = 0, LK_BODY_STREAM, LK_BODY_BUFFER };
+/*
+ * How a filter takes the response body:
+ *   LK_BODY_OBSERVE  reads it as it passes and moves it on unchanged; the
+ *                    response keeps its framing and its head is not held;
+ *   LK_BODY_STREAM   may change it as it passes (the head waits for the
+ *                    first byte out, and the length becomes unknown);
+ *   LK_BODY_BUFFER   gets it whole, up to max_buffer_bytes.
+ */
+enum lk_body_mode { LK_BODY_NONE = 0, LK_BODY_OBSERVE, LK_BODY_STREAM, LK_BODY_BUFFER };
 
 struct lk_flt_ops {
     const char *name; /* the name in `filters =` */

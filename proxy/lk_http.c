@@ -219,10 +219,10 @@ access_log(struct hx *hx)
     char target[200];
 
     lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160);
-    lk_log(LK_INFO, NULL, "%s \"%.*s %s\" %s %d %llu bytes, %u rewrites, %lld ms%s%s",
+    lk_log(LK_INFO, NULL, "%s \"%.*s %s\" %s %d %llu bytes, %u rewrites, %u leaks, %lld ms%s%s",
            hx->hc->c->peer, (int)x->req.method.len, x->req.method.p, target,
            x->broker != NULL ? x->broker->name : "-", hx->status,
-           (unsigned long long)hx->res_bytes, x->rewrites, lk_now_ms() - hx->start_ms,
+           (unsigned long long)hx->res_bytes, x->rewrites, x->leaks, lk_now_ms() - hx->start_ms,
            hx->upstream_error ? ", upstream: " : "",
            hx->upstream_error ? hx->upstream_error : "");
 }
@@ -495,7 +495,7 @@ pump_body(struct hx *hx, int last)
                 reply_error(hx, 502, "a filter failed on the response body", 1);
             return -1;
         }
-        if (!hx->res_head_sent) {
+        if (!hx->res_head_sent && hx->x.body_changers != 0) {
             if (last)
                 send_response_head(hx, OUT_CL, evbuffer_get_length(hx->res_out));
             else if (evbuffer_get_length(hx->res_out) != 0)
@@ -609,8 +609,12 @@ give_back_redirect(struct hx *hx)
     hx->res_head_seen = 1;
     hx->hc->closing = 1;
     lk_http_strip_hop_by_hop(&hx->x.res);
-    if (lk_flt_run_res_headers(&hx->x) != LK_FLT_CONTINUE) {
-        reply_error(hx, 502, "a filter failed on the response head", 1);
+    enum lk_flt_verdict v = lk_flt_run_res_headers(&hx->x);
+    if (v != LK_FLT_CONTINUE) {
+        if (v == LK_FLT_REPLY)
+            reply_error(hx, hx->x.reply_status, hx->x.reply_reason, 1);
+        else
+            reply_error(hx, 502, "a filter failed on the response head", 1);
         return;
     }
     lk_http_del(&hx->x.res, LK_STRLIT("Content-Length"));
@@ -668,7 +672,7 @@ on_response_head(struct hx *hx)
         send_response_head(hx, OUT_NONE, 0);
         return;
     }
-    if (hx->x.body_filters != 0) {
+    if (hx->x.body_changers != 0) {
         /* The body may change size: the head waits for the first output
          * (then chunked) or the end (then an exact Content-Length). */
         lk_http_del(res, LK_STRLIT("Content-Length"));

@@ -16,15 +16,15 @@
 #define NONE UINT32_MAX
 
 struct lk_match {
-    uint8_t cls[256];  /* byte -> class */
-    size_t ncls;       /* classes, including class 0 for "any other byte" */
+    uint8_t cls[256]; /* byte -> class */
+    size_t ncls;      /* classes, including class 0 for "any other byte" */
     size_t nstates;
     size_t npatterns;
     size_t max_len;
-    uint32_t *delta;   /* nstates x ncls: the next state; state 0 is the root */
-    uint32_t *out;     /* pattern ending exactly at the state, or NONE */
-    uint32_t *dict;    /* the nearest proper suffix state with an output, or NONE */
-    uint16_t *depth;   /* length of the string the state stands for */
+    uint32_t *delta; /* nstates x ncls: the next state; state 0 is the root */
+    uint32_t *out;   /* pattern ending exactly at the state, or NONE */
+    uint32_t *dict;  /* the nearest proper suffix state with an output, or NONE */
+    uint16_t *depth; /* length of the string the state stands for */
 };
 
 static int
@@ -37,8 +37,8 @@ fold(int c)
 static int
 is_host(unsigned c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-';
 }
 
 struct lk_match *

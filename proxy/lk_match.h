@@ -37,12 +37,12 @@ struct lk_match;
  * piece.
  */
 struct lk_match_state {
-    uint64_t pos;      /* bytes consumed so far */
-    uint32_t node;     /* automaton state after those bytes */
-    uint32_t emit;     /* next output state to report at pos (internal) */
-    int emitting;      /* the outputs at pos are being reported (internal) */
-    int finished;      /* lk_match_finish has reported everything */
-    uint64_t hist[8];  /* 512 bits: is byte (pos - k) a host character */
+    uint64_t pos;     /* bytes consumed so far */
+    uint32_t node;    /* automaton state after those bytes */
+    uint32_t emit;    /* the next state whose output waits at pos for the byte
+                         after it (internal; none: UINT32_MAX) */
+    uint64_t hist[8]; /* 512 bits: whether the byte at offset k is a host
+                         character, at bit k % 512 */
 };
 
 /* A match: pattern `id` occupies stream bytes [end - len, end). */
@@ -81,8 +81,8 @@ void lk_match_state_init(struct lk_match_state *st);
  * it arrives, so one ending at the last byte of data comes with the next
  * piece or from lk_match_finish.
  */
-int lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data,
-                  size_t len, size_t *off, struct lk_match_hit *hit);
+int lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
+                  size_t *off, struct lk_match_hit *hit);
 
 /* Ends the stream: returns 1 for each match that ends with it (call until
  * it returns 0).  The state is then spent; lk_match_state_init reuses it. */

@@ -40,6 +40,7 @@ struct lk_xchg {
     struct lk_flt_state *flt; /* by chain position */
     size_t nflt;
     int body_filters;         /* how many asked for the response body */
+    int body_changers;        /* ... of which may change it (not LK_BODY_OBSERVE) */
     size_t body_overflows;    /* buffered bodies passed through over the cap */
     unsigned rewrites;        /* addresses rewritten, for the access log */
     unsigned leaks;           /* internal addresses found by the leak guard */

@@ -95,6 +95,29 @@ count_detach(struct lk_flt *f, struct lk_xchg *x)
     note("x");
 }
 
+/* "peek": observes the body, counting bytes. */
+static size_t peeked;
+
+static enum lk_flt_verdict
+peek_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out, int last)
+{
+    peeked += evbuffer_get_length(in);
+    evbuffer_add_buffer(out, in);
+    return LK_FLT_CONTINUE;
+}
+
+static enum lk_flt_verdict
+peek_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *m)
+{
+    lk_flt_want_body(x, f, LK_BODY_OBSERVE);
+    return LK_FLT_CONTINUE;
+}
+
+static const struct lk_flt_ops peek_ops = {
+    .name = "peek", .protos = LK_PROTO_HTTP,
+    .http_res_headers = peek_headers, .http_res_body = peek_body,
+};
+
 static const struct lk_flt_ops upper_ops = {
     .name = "upper", .protos = LK_PROTO_HTTP, .detach = count_detach,
     .http_res_headers = upper_headers, .http_res_body = upper_body,
@@ -191,6 +214,29 @@ test_order_and_bodies(void)
 }
 
 static void
+test_observe(void)
+{
+    struct fixture fx;
+    const struct lk_flt_ops *ops[] = {&peek_ops};
+    const char *pieces[] = {"abc", "def", NULL};
+
+    setup(&fx, ops, 1, 1024);
+    peeked = 0;
+    lk_flt_run_res_headers(&fx.x);
+    ok(fx.x.body_filters == 1 && fx.x.body_changers == 0,
+       "an observer asks for the body without changing it (framing stays)");
+    ok_str(run_body(&fx, pieces), "abcdef", "passes through");
+    ok(peeked == 6, "and saw every byte (%zu)", peeked);
+    teardown(&fx);
+
+    const struct lk_flt_ops *two[] = {&peek_ops, &upper_ops};
+    setup(&fx, two, 2, 1024);
+    lk_flt_run_res_headers(&fx.x);
+    ok(fx.x.body_filters == 2 && fx.x.body_changers == 1, "with a changer, the framing changes");
+    teardown(&fx);
+}
+
+static void
 test_cap(void)
 {
     struct fixture fx;
@@ -270,6 +316,7 @@ test_chain_new(void)
 
 const struct lk_test_case lk_test_filter[] = {
     {"filter/order_and_bodies", test_order_and_bodies},
+    {"filter/observe", test_observe},
     {"filter/cap", test_cap},
     {"filter/reply_and_attach", test_reply_and_attach},
     {"filter/chain_new", test_chain_new},

@@ -97,8 +97,8 @@ same(const struct hits *a, const struct hits *b)
 static int
 host_char(int c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-';
 }
 
 /* The reference: at every end, every pattern compared by strncasecmp
@@ -143,8 +143,8 @@ test_basic(void)
     if (!ok(m != NULL, "built"))
         return;
     ok(lk_match_count(m) == 4 && lk_match_max_len(m) == strlen(pats[2]), "count and max length");
-    ok(lk_match_states(m) <= 1 + 14 + 14 + strlen(pats[2]) + 10, "states bounded by the patterns (%zu)",
-       lk_match_states(m));
+    ok(lk_match_states(m) <= 1 + 14 + 14 + strlen(pats[2]) + 10,
+       "states bounded by the patterns (%zu)", lk_match_states(m));
     ok(lk_match_memory(m) > 0 && lk_match_memory(m) < 64 * 1024, "memory %zu bytes",
        lk_match_memory(m));
 
@@ -172,19 +172,19 @@ test_boundaries(void)
     static const struct {
         const char *text, *want;
     } t[] = {
-        {"10.0.0.11:8080", ""},        /* the classic: not inside a longer address */
-        {"10.0.0.1:8080", ""},         /* a longer port after it */
-        {"110.0.0.1:80", ""},          /* a longer IP before it */
-        {"a10.0.0.1:80", ""},          /* a host name before it */
-        {"-10.0.0.1:80", ""},          /* '-' is a host character */
-        {".10.0.0.1:80", ""},          /* so is '.' */
-        {"10.0.0.1:80", "0@11"},       /* the whole stream */
-        {"x=10.0.0.1:80/", "0@13"},    /* ordinary delimiters */
+        {"10.0.0.11:8080", ""},     /* the classic: not inside a longer address */
+        {"10.0.0.1:8080", ""},      /* a longer port after it */
+        {"110.0.0.1:80", ""},       /* a longer IP before it */
+        {"a10.0.0.1:80", ""},       /* a host name before it */
+        {"-10.0.0.1:80", ""},       /* '-' is a host character */
+        {".10.0.0.1:80", ""},       /* so is '.' */
+        {"10.0.0.1:80", "0@11"},    /* the whole stream */
+        {"x=10.0.0.1:80/", "0@13"}, /* ordinary delimiters */
         {"[10.0.0.1:80]", "0@12"},
         {"http://10.0.0.1:80.", "0@18"}, /* a full stop after it is not a digit */
         {"@10.0.0.1:80,", "0@12"},
-        {"10.0.0.1:800", ""},          /* a longer port after it */
-        {"b1:8080", "2@7"},            /* the longer pattern, not its prefix */
+        {"10.0.0.1:800", ""}, /* a longer port after it */
+        {"b1:8080", "2@7"},   /* the longer pattern, not its prefix */
         {"b1:80 b1:8080 b1:80", "1@5 2@13 1@19"},
         {"ab1:8080", ""},
     };
@@ -325,9 +325,11 @@ static void
 test_random(void)
 {
     static const char *const pats[] = {
-        "10.0.0.11:8080", "10.0.0.1:80",   "10.0.0.12:8080",     "http://10.0.0.11:8080",
-        "b1.internal:6650", "pulsar://b1.internal:6650", "[fe80::1]:8443", "1.internal:6650",
-        "0.0.1:80",       "a-b.c:1",
+        "10.0.0.11:8080",   "10.0.0.1:80",
+        "10.0.0.12:8080",   "http://10.0.0.11:8080",
+        "b1.internal:6650", "pulsar://b1.internal:6650",
+        "[fe80::1]:8443",   "1.internal:6650",
+        "0.0.1:80",         "a-b.c:1",
     };
     static const char alphabet[] = "0123456789.:-/[]abcilnrtABIN\"{},= \n";
     const size_t npats = sizeof(pats) / sizeof(pats[0]);

@@ -367,7 +367,21 @@ sub stop {
         kill 'KILL', $self->{pid};
         $self->wait_exit(5);
     }
+    $self->check_sanitizers;
     return $self->{status};
+}
+
+# Fails a test when lookout's log holds an AddressSanitizer, LeakSanitizer or
+# UndefinedBehaviorSanitizer report (CI runs the suite in an ASan+UBSan
+# build too); checked once, when lookout has exited.
+sub check_sanitizers {
+    my ($self) = @_;
+    return if $self->{sanitizers_checked}++;
+    my $log = $self->log // '';
+    if ($log =~ /(ERROR: (?:Address|Leak)Sanitizer[^\n]*|runtime error:[^\n]*)/) {
+        Test::More::ok(0, "no sanitizer report in lookout's log: $1");
+        Test::More::diag($log =~ /((?:=+\n)?(?:==\d+==ERROR|[^\n]*runtime error).{0,3000})/s ? $1 : $log);
+    }
 }
 
 sub DESTROY { local ($?, $@); $_[0]->stop(5) if $_[0]{owner} && $_[0]{owner} == $$ }
