@@ -34,15 +34,9 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     return LK_FLT_CONTINUE;
 }
 
-static int
-attach(struct lk_flt *f, struct lk_xchg *x)
-{
-    return x->listener_name != NULL; /* no listener selected: nothing to rewrite */
-}
-
 const struct lk_flt_ops lk_flt_location = {
     .name = "location",
     .protos = LK_PROTO_HTTP,
-    .attach = attach,
+    .attach = lk_flt_attach_if_listener,
     .http_res_headers = on_res_headers,
 };

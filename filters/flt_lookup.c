@@ -294,16 +294,10 @@ out:
     return LK_FLT_CONTINUE;
 }
 
-static int
-attach(struct lk_flt *f, struct lk_xchg *x)
-{
-    return x->listener_name != NULL; /* no listener selected: nothing to rewrite */
-}
-
 const struct lk_flt_ops lk_flt_lookup = {
     .name = "lookup",
     .protos = LK_PROTO_HTTP,
-    .attach = attach,
+    .attach = lk_flt_attach_if_listener,
     .http_req_headers = on_req_headers,
     .http_res_headers = on_res_headers,
     .http_res_body = on_res_body,

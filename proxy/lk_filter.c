@@ -112,6 +112,12 @@ lk_flt_chain_free(struct lk_cluster *cl)
 
 /* Exchange-side ------------------------------------------------------------ */
 
+int
+lk_flt_attach_if_listener(struct lk_flt *f, struct lk_xchg *x)
+{
+    return x->listener_name != NULL;
+}
+
 void
 lk_xchg_reply(struct lk_xchg *x, int status, const char *reason)
 {

@@ -98,6 +98,10 @@ extern const char *const lk_flt_default_chain[];
 
 const struct lk_flt_ops *lk_flt_find(const char *name, size_t len);
 
+/* An attach hook for rewriting filters: they sit out an exchange for which
+ * no listener is selected (CONTRACT §3: then nothing is rewritten). */
+int lk_flt_attach_if_listener(struct lk_flt *f, struct lk_xchg *x);
+
 /*
  * Builds a cluster's chain from a comma-separated list of names (NULL: the
  * default chain), calling each conf_new.  0, or -1 with a message naming the
