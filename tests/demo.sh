@@ -62,6 +62,15 @@ here through the cluster's service address:
   \$ curl -sL http://127.0.0.1:18080/$topic
   $(curl -sL "http://127.0.0.1:18080/$topic" | cut -c1-110)...
 
+== An HTTP lookup of 'orders'. The broker's answer names internal addresses:
+  \$ curl http://127.0.1.1:8080/lookup/v2/topic/persistent/public/default/orders
+  $(curl -s http://127.0.1.1:8080/lookup/v2/topic/persistent/public/default/orders)
+
+Through lookout, the lookup listener's (a client may name another listener
+with ?listenerName= or the X-Pulsar-ListenerName header):
+  \$ curl http://127.0.0.1:18080/lookup/v2/topic/persistent/public/default/orders
+  $(curl -s http://127.0.0.1:18080/lookup/v2/topic/persistent/public/default/orders)
+
 == An HTTP lookup of an unowned topic: the broker redirects to the broker
    that will own it; lookout rewrites that redirect too.
   \$ curl -i http://127.0.0.1:18081/lookup/v2/topic/persistent/public/default/fresh

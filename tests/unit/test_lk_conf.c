@@ -1462,6 +1462,16 @@ test_reference(void)
         ok(found, "the reference sets %s", keys[k]);
     }
     lk_conf_unref(c);
+
+    /* the other shipped examples load too */
+    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", NULL};
+    for (size_t i = 0; examples[i] != NULL; i++) {
+        snprintf(path, sizeof(path), "%s/conf/%s", top != NULL ? top : ".", examples[i]);
+        c = lk_conf_load(path, err, sizeof(err));
+        ok(c != NULL && c->nclusters == 1 && c->nbrokers >= 2, "%s loads (%s)", path, err);
+        if (c != NULL)
+            lk_conf_unref(c);
+    }
 }
 
 struct refs_arg {
