@@ -374,7 +374,14 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
 
     if (!count(x, g, hit))
         return LK_FLT_CONTINUE;
-    switch (conf->mode) {
+    enum lk_leak_guard mode = conf->mode;
+    /* A LookupData body the lookup filter rewrote has only the selected
+     * listener's addresses in its address fields; what is left (the 5.0
+     * brokerId, "host:webport") is an identifier, so block mode rewrites
+     * it rather than refuse every 5.0 lookup. */
+    if (mode == LK_LEAK_BLOCK && x->body_vetted)
+        mode = LK_LEAK_REWRITE;
+    switch (mode) {
     case LK_LEAK_BLOCK:
         if (!g->released) {
             report(f, x, g, LK_WARN, t, NULL, "answered 502 (leak_guard = block)");

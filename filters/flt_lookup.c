@@ -195,9 +195,10 @@ find_broker(const struct lk_cluster *cl, json_t *root)
 /*
  * Rewrites the LookupData JSON in body[0..len) into the addresses of
  * listener `name`, serialized compact into out.  Returns 1 when out holds a
- * new body, 0 when the body must go on as it is: not JSON, not LookupData,
- * an unknown broker, no such listener on it, or nothing to change.  out may
- * hold partial output on 0.
+ * new body, 2 when the body already holds exactly the listener's addresses
+ * (it goes on as it is), 0 when it must go on as it is for any other reason:
+ * not JSON, not LookupData, an unknown broker, no such listener on it.  out
+ * may hold partial output on 0.
  */
 static int
 rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
@@ -237,8 +238,10 @@ rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, si
             goto out;
         changed = 1;
     }
-    if (!changed)
-        goto out; /* already the listener's addresses: keep the bytes */
+    if (!changed) {
+        rc = 2; /* already the listener's addresses: keep the bytes */
+        goto out;
+    }
     if (json_dump_callback(root, dump_cb, out, JSON_COMPACT) != 0)
         goto out;
     rc = 1;
@@ -273,8 +276,11 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     size_t len = evbuffer_get_length(body);
     /* bounded: at most max_buffer_bytes, by the runner or by gunzip */
     const char *p = (const char *)evbuffer_pullup(body, -1);
-    if (len == 0 || !rewrite_json(x->cluster, x->listener_name, p, len, json))
+    int r = len != 0 ? rewrite_json(x->cluster, x->listener_name, p, len, json) : 0;
+    if (r != 1) {
+        x->body_vetted = r == 2;
         goto pass;
+    }
     /* The head is still unsent: a buffering filter's body hook runs before
      * any body byte leaves, and the engine holds the head until then.  The
      * body is plain now. */
@@ -283,6 +289,9 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     evbuffer_drain(in, evbuffer_get_length(in));
     evbuffer_add_buffer(out, json);
     x->rewrites++;
+    /* Every address field now names the selected listener: the leak guard
+     * need not refuse the body for its brokerId (an identifier). */
+    x->body_vetted = 1;
     goto out;
 pass:
     evbuffer_add_buffer(out, in);

@@ -44,6 +44,8 @@ struct lk_xchg {
     size_t body_overflows;    /* buffered bodies passed through over the cap */
     unsigned rewrites;        /* addresses rewritten, for the access log */
     unsigned leaks;           /* internal addresses found by the leak guard */
+    int body_vetted;          /* a filter rewrote every address field of the body
+                               * (LookupData): what is left is no address to refuse */
 };
 
 /* Makes filters answer the client with status and {"reason": reason}. */

@@ -724,6 +724,48 @@ test_request(void)
     }
 }
 
+/* A 5.0 LookupData body carries brokerId, an identifier in internal
+ * host:port form: once the lookup filter has rewritten every address field,
+ * block mode rewrites the brokerId rather than refuse every 5.0 lookup; a
+ * body the lookup filter did not vouch for is still blocked. */
+static void
+test_lookup_vetted(void)
+{
+    static const char lookup_body[] =
+        "{\"brokerId\":\"10.0.0.11:8080\",\"brokerUrl\":\"pulsar://10.0.0.11:6650\","
+        "\"httpUrl\":\"http://10.0.0.11:8080\",\"nativeUrl\":\"pulsar://10.0.0.11:6650\","
+        "\"brokerUrlSsl\":\"\"}";
+    struct lk_conf *conf = load("block", NULL);
+    struct result r;
+
+    if (conf == NULL)
+        return;
+    struct lk_xchg *x = start(conf, "/lookup/v2/topic/persistent/t/n/x", 200, json_hdrs, 0);
+    ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "head passes");
+    run_body(x, lookup_body, strlen(lookup_body), 0, &r);
+    ok(r.v == LK_FLT_CONTINUE, "a rewritten LookupData body is not blocked");
+    ok(x->body_vetted, "the lookup filter vouched for it");
+    ok(strstr(r.out, "\"brokerId\":\"127.0.0.1:18081\"") != NULL,
+       "its brokerId rewritten, no internal address left (%s)", r.out);
+    ok(x->leaks == 1, "counted as a leak (%u)", x->leaks);
+    ok(strstr(r.out, "\"httpUrl\":\"https://127.0.0.1:18443\"") == NULL &&
+           strstr(r.out, "\"httpUrl\":\"http://127.0.0.1:18081\"") != NULL,
+       "the addresses are the listener's");
+    free(r.out);
+    finish(x);
+
+    /* the same address in a body that is not LookupData: blocked */
+    static const char other[] = "{\"owner\":\"10.0.0.11:8080\"}";
+    x = start(conf, "/admin/v2/persistent/t/n/x/stats", 200, json_hdrs, 0);
+    lk_flt_run_res_headers(x);
+    run_body(x, other, strlen(other), 0, &r);
+    ok(r.v == LK_FLT_REPLY && x->reply_status == 502, "a stats body with the address is blocked");
+    ok(!x->body_vetted, "nobody vouched for it");
+    free(r.out);
+    finish(x);
+    lk_conf_unref(conf);
+}
+
 const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/request", test_request},
     {"leak_guard/chain", test_chain},
@@ -736,5 +778,6 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/holding", test_holding},
     {"leak_guard/content_types", test_content_types},
     {"leak_guard/compressed", test_compressed},
+    {"leak_guard/lookup_vetted", test_lookup_vetted},
     {NULL, NULL},
 };

@@ -454,6 +454,9 @@ sub _broker_main {
         if (keys %kids >= MAX_CONNS) { sleep 0.05; next }
         for my $l ($sel->can_read(0.5)) {
             my $c = $l->accept or next;
+            # head and body go out in separate writes: without this, Nagle and
+            # delayed ACKs add 40 ms to every response
+            setsockopt($c, Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1);
             my $tls = $tls_of{ fileno $l };
             my $pid = fork;
             if (!defined $pid) { close $c; next }
