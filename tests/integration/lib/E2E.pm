@@ -198,7 +198,7 @@ sub http_req {
         my $reused = $CONN{$hp} ? 1 : 0;
         my $s = $CONN{$hp} //= _connect($hp, $timeout) or return { status => 0, how => 'connect', raw => '', elapsed => time - $t0 };
         local $SIG{PIPE} = 'IGNORE';
-        my $sent = _send($s, $req, $t0 + $timeout);
+        my $sent = Lookout::_send_all($s, $req, $t0 + $timeout);
         my ($raw, $how, $r) = ('', undef, undef);
         while (1) {
             $r = Lookout::parse_response($raw, head => $method eq 'HEAD');
@@ -246,19 +246,6 @@ sub _connect {
     setsockopt($s, IPPROTO_TCP, TCP_NODELAY, 1);
     binmode $s;
     return $s;
-}
-
-sub _send {
-    my ($s, $data, $end) = @_;
-    my $off = 0;
-    while ($off < length $data) {
-        return 0 if time > $end;
-        next unless IO::Select->new($s)->can_write($end - time);
-        my $n = syswrite($s, $data, length($data) - $off, $off);
-        return 0 unless defined $n;
-        $off += $n;
-    }
-    return 1;
 }
 
 # uri_escape(S): percent-encode everything but unreserved characters, '/' and ':'.
