@@ -68,6 +68,8 @@ lk_conn_close(struct lk_conn *c)
 
     c->bev = NULL;
     c->w->nconns--;
+    if (c->close_ev != NULL)
+        event_free(c->close_ev);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -116,7 +118,9 @@ lk_conn_close_later(struct lk_conn *c)
     c->closing = 1;
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-    event_base_once(c->w->base, -1, EV_TIMEOUT, close_later_cb, c, NULL);
+    /* c's own event, not event_base_once: should c be closed some other way
+     * first, freeing the event cancels this. */
+    event_active(c->close_ev, EV_TIMEOUT, 1);
 }
 
 void
@@ -183,6 +187,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     c->bind = b;
     c->tls = b->tls;
     c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
+    c->close_ev = evtimer_new(base, close_later_cb, c);
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
         inet_ntop(AF_INET, &sin->sin_addr, c->peer_ip, sizeof(c->peer_ip));
@@ -391,6 +396,8 @@ lk_upstream_free(struct lk_upstream *u)
 {
     if (u == NULL)
         return;
+    if (u->ready_ev != NULL)
+        event_free(u->ready_ev); /* cancels a pending report */
     if (u->bev != NULL)
         bufferevent_free(u->bev);
     free(u);
@@ -521,8 +528,11 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
         bufferevent_setcb(u->bev, NULL, NULL, NULL, NULL);
         bufferevent_set_timeouts(u->bev, NULL, NULL);
         bufferevent_disable(u->bev, EV_READ);
-        /* Report from the loop, never re-entrantly from the caller's stack. */
-        event_base_once(w->base, -1, EV_TIMEOUT, reuse_cb, u, NULL);
+        /* Report from the loop, never re-entrantly from the caller's stack;
+         * with u's own event, so that freeing u first cancels the report. */
+        if (u->ready_ev == NULL)
+            u->ready_ev = evtimer_new(w->base, reuse_cb, u);
+        event_active(u->ready_ev, EV_TIMEOUT, 1);
         return u;
     }
 

@@ -91,6 +91,7 @@ struct lk_conn {
     void *proto;        /* the protocol module's state */
     int tls;
     int closing; /* a close is scheduled */
+    struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
     uint64_t id;
     struct lk_conn *prev, *next; /* in w->conns */
 };
@@ -136,6 +137,7 @@ struct lk_upstream {
     lk_upstream_ready_cb ready_cb;
     void *arg;
     int reused;   /* came from the idle pool */
+    struct event *ready_ev; /* reports a reused connection from the loop */
     int idle;     /* sitting in the idle pool */
     const char *error; /* why it failed: lk_err_* */
 };

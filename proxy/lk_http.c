@@ -1164,6 +1164,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     struct hconn *hc = arg;
     struct hx *hx = hc->x;
 
+    if (hc->dead)
+        return; /* a close is on its way */
     if (hx == NULL) { /* keep-alive idle */
         lk_conn_close(hc->c);
         return;

@@ -2,7 +2,10 @@
  * Tests for the pure parts of proxy/lk_conn.c: routing on a bound socket
  * (SNI, then Host, then the bound address) and broker health.
  */
+#include <stdlib.h>
 #include <string.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 
 #include "lk_conf.h"
 #include "lk_conn.h"
@@ -47,7 +50,63 @@ test_route(void)
     ok(lk_route(&ub, LK_STR_NULL, LK_STRLIT("[::1]:18081")) == &single[0], "IPv6 Host");
 }
 
+static void
+ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
+{
+    *(int *)arg += ev == LK_UP_CONNECTED ? 1 : 100;
+}
+
+/* A pooled connection handed out is reported from the event loop; if the
+ * exchange ends first and frees it, that report must never come (it would
+ * touch freed memory: ASan catches it in the sanitizer build). */
+static void
+test_upstream_reuse(void)
+{
+    static const char text[] = "[pulsar p]\ninternalListenerName = internal\n"
+                               "webServiceUrl = http://127.0.0.1:18080\n[broker p/b1]\n"
+                               "advertisedListeners = internal:http://10.0.0.11:8080\n";
+    char err[256];
+    struct lk_conf *conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
+    if (!ok(conf != NULL, "config loads (%s)", err))
+        return;
+    struct lk_runtime rt = {.conf = conf};
+    struct lk_worker w = {.base = event_base_new(), .rt = &rt};
+    const struct lk_broker *b = conf->brokers[0];
+    struct bufferevent *pair[2];
+    int called = 0;
+
+    w.idle = calloc(conf->nbrokers * 2 + 1, sizeof(*w.idle));
+    for (int round = 0; round < 2; round++) {
+        bufferevent_pair_new(w.base, 0, pair);
+        struct lk_upstream *u = calloc(1, sizeof(*u));
+        u->w = &w;
+        u->broker = b;
+        u->addr = b->internal->addr[LK_SCHEME_HTTP];
+        u->bev = pair[0];
+        lk_upstream_release(u);
+        ok(w.idle[b->index * 2].count == 1, "round %d: released into the idle pool", round);
+        called = 0;
+        struct lk_upstream *got = lk_upstream_get(&w, b, 0, ready, &called);
+        ok(got == u && got->reused && w.idle[b->index * 2].count == 0, "handed out again");
+        ok(called == 0, "not reported from the caller's stack");
+        if (round == 0)
+            lk_upstream_free(got); /* the exchange ended first */
+        event_base_loop(w.base, EVLOOP_NONBLOCK);
+        if (round == 0) {
+            ok(called == 0, "a freed connection is never reported");
+        } else {
+            ok(called == 1, "otherwise reported once, as connected (%d)", called);
+            lk_upstream_free(got);
+        }
+        bufferevent_free(pair[1]);
+    }
+    free(w.idle);
+    event_base_free(w.base);
+    lk_conf_unref(conf);
+}
+
 const struct lk_test_case lk_test_conn[] = {
     {"conn/route", test_route},
+    {"conn/upstream_reuse", test_upstream_reuse},
     {NULL, NULL},
 };
