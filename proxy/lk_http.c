@@ -266,6 +266,10 @@ reply_error(struct hx *hx, int status, const char *reason, int close)
     struct hconn *hc = hx->hc;
     struct evbuffer *out = bufferevent_get_output(hc->c->bev);
 
+    if (status < 100 || status > 599) /* a filter that replied without a status */
+        status = 502;
+    if (reason == NULL)
+        reason = lk_http_reason(status);
     if (hx->res_head_sent) {
         lk_log(LK_WARN, hc->c, "%s after the response began; closing", reason);
         hc->x = NULL;
@@ -283,6 +287,8 @@ reply_error(struct hx *hx, int status, const char *reason, int close)
             hx->req_done = 1;
     }
     json_t *j = json_pack("{s:s}", "reason", reason);
+    if (j == NULL) /* not UTF-8: say what kind of failure it was */
+        j = json_pack("{s:s}", "reason", lk_http_reason(status));
     char *body = json_dumps(j, JSON_COMPACT);
     if (close || !hx->req_done || !hc->rp.msg_done)
         hc->closing = 1;
