@@ -219,10 +219,13 @@ access_log(struct hx *hx)
     char target[200];
 
     lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160);
-    lk_log(LK_INFO, NULL, "%s \"%.*s %s\" %s %d %llu bytes, %u rewrites, %u leaks, %lld ms%s%s",
+    lk_log(LK_INFO, NULL,
+           "%s \"%.*s %s\" %s %d %llu bytes, %u rewrites, %u leaks, %u hops%s, %lld ms%s%s",
            hx->hc->c->peer, (int)x->req.method.len, x->req.method.p, target,
            x->broker != NULL ? x->broker->name : "-", hx->status,
-           (unsigned long long)hx->res_bytes, x->rewrites, x->leaks, lk_now_ms() - hx->start_ms,
+           (unsigned long long)hx->res_bytes, x->rewrites, x->leaks, hx->hops,
+           x->body_overflows != 0 ? ", body over max_buffer_bytes passed through" : "",
+           lk_now_ms() - hx->start_ms,
            hx->upstream_error ? ", upstream: " : "",
            hx->upstream_error ? hx->upstream_error : "");
 }
