@@ -659,6 +659,7 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
     int v;
 
     c->clusters = lk_xrealloc(c->clusters, (c->nclusters + 1) * sizeof(*c->clusters));
+    cl->index = c->nclusters;
     c->clusters[c->nclusters++] = cl;
     cl->name = lk_xstrdup(s->name);
     cl->proto = LK_PROTO_HTTP | LK_PROTO_PULSAR; /* Pulsar clients speak both */

@@ -91,6 +91,7 @@ struct lk_conf_section {
 
 struct lk_cluster {
     char *name;
+    size_t index; /* position in lk_conf.clusters */
     unsigned proto; /* wire protocols its clients speak: HTTP|PULSAR (Kafka later) */
     char *internal_listener; /* internalListenerName; NULL: each broker's first */
     char *lookup_listener;   /* lookupListenerName; NULL: rewrite nothing */

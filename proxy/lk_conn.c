@@ -346,15 +346,11 @@ lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host)
 const struct lk_broker *
 lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl)
 {
-    size_t ci = 0;
     long long now = lk_now_ms();
 
     if (cl->nbrokers == 0)
         return NULL;
-    for (size_t i = 0; i < rt->conf->nclusters; i++)
-        if (rt->conf->clusters[i] == cl)
-            ci = i;
-    unsigned start = __atomic_fetch_add(&rt->rr[ci], 1, __ATOMIC_RELAXED);
+    unsigned start = __atomic_fetch_add(&rt->rr[cl->index], 1, __ATOMIC_RELAXED);
     for (size_t k = 0; k < cl->nbrokers; k++) {
         const struct lk_broker *b = cl->brokers[(start + k) % cl->nbrokers];
         if (__atomic_load_n(&rt->health[b->index].retry_after_ms, __ATOMIC_RELAXED) <= now)

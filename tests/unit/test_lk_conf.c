@@ -1243,6 +1243,7 @@ test_order_independent(void)
            c->clusters[1]->brokers[1] == c->brokers[2],
        "cluster b has b/2 and b/1");
     ok(c->brokers[1]->cluster == c->clusters[0], "a/1 belongs to a");
+    ok(c->clusters[0]->index == 0 && c->clusters[1]->index == 1, "clusters know their index");
     lk_conf_unref(c);
 }
 
