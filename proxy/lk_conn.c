@@ -171,14 +171,12 @@ static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
           void *arg)
 {
-    const struct lk_bind *b = arg;
-    struct lk_worker *w = NULL;
-    struct event_base *base = evconnlistener_get_base(l);
+    const struct lk_listen *ls = arg;
+    const struct lk_bind *b = ls->b;
+    struct lk_worker *w = ls->w;
+    struct event_base *base = w->base;
     uint16_t port = 0;
 
-    for (int i = 0; i < nworkers; i++)
-        if (workers[i].base == base)
-            w = &workers[i];
     struct lk_conn *c = lk_xcalloc(1, sizeof(*c));
     lk_pool_init(&c->pool);
     c->w = w;
@@ -257,7 +255,7 @@ resume_accept(evutil_socket_t fd, short what, void *arg)
 static void
 accept_error_cb(struct evconnlistener *l, void *arg)
 {
-    const struct lk_bind *b = arg;
+    const struct lk_bind *b = ((const struct lk_listen *)arg)->b;
     int err = EVUTIL_SOCKET_ERROR();
 
     /* EMFILE/ENFILE: stay up; the listener retries on the next event.  Pause
@@ -638,6 +636,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
             w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
         w->idle = lk_xcalloc(conf->nbrokers * 2 + 1, sizeof(*w->idle));
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
+        w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->stop_ev = event_new(w->base, -1, EV_PERSIST, stop_cb, w->base);
         event_add(w->stop_ev, NULL);
         for (size_t k = 0; k < conf->nbinds; k++) {
@@ -652,13 +651,16 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
             if (fd < 0)
                 return -1;
             struct evconnlistener *l = evconnlistener_new(
-                w->base, accept_cb, (void *)b, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+                w->base, accept_cb, &w->listen[w->nlisteners],
+                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
             if (l == NULL) {
                 close(fd);
                 snprintf(err, errlen, "cannot listen on %s", b->text);
                 return -1;
             }
             evconnlistener_set_error_cb(l, accept_error_cb);
+            w->listen[w->nlisteners].w = w;
+            w->listen[w->nlisteners].b = b;
             w->listeners[w->nlisteners++] = l;
             if (i == 0)
                 lk_log(LK_INFO, NULL, "listening on %s (%s%s)", b->text, b->tls ? "TLS, " : "",
@@ -717,6 +719,7 @@ lk_workers_free(void)
                 lk_upstream_free(u);
             }
         free(w->listeners);
+        free(w->listen);
         free(w->idle);
         event_free(w->stop_ev);
         if (w->dns != NULL)

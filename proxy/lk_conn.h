@@ -53,12 +53,21 @@ struct lk_idle_list {
     unsigned count;
 };
 
+struct lk_worker;
+
+/* One bound socket of one worker. */
+struct lk_listen {
+    struct lk_worker *w;
+    const struct lk_bind *b;
+};
+
 struct lk_worker {
     int id;
     struct event_base *base;
     struct evdns_base *dns;
     struct lk_runtime *rt;
     struct evconnlistener **listeners;
+    struct lk_listen *listen; /* what each listener's callbacks get */
     size_t nlisteners;
     struct lk_idle_list *idle; /* by broker index * 2 + TLS */
     struct event *stop_ev;
