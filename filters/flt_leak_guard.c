@@ -378,8 +378,9 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
     /* A LookupData body the lookup filter rewrote has only the selected
      * listener's addresses in its address fields; what is left (the 5.0
      * brokerId, "host:webport") is an identifier, so block mode rewrites
-     * it rather than refuse every 5.0 lookup. */
-    if (mode == LK_LEAK_BLOCK && x->body_vetted)
+     * it rather than refuse every 5.0 lookup -- when it can. */
+    if (mode == LK_LEAK_BLOCK && x->body_vetted && g->body != BODY_INFLATE &&
+        start >= g->base && replacement(x, t) != NULL)
         mode = LK_LEAK_REWRITE;
     switch (mode) {
     case LK_LEAK_BLOCK:

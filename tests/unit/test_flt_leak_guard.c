@@ -754,6 +754,20 @@ test_lookup_vetted(void)
     free(r.out);
     finish(x);
 
+    /* b3's listener has no http address, so its brokerId cannot be
+     * rewritten: block mode refuses the body after all */
+    static const char b3_body[] =
+        "{\"brokerId\":\"[::1]:8080\",\"brokerUrl\":\"pulsar://[::1]:6650\","
+        "\"httpUrl\":\"http://[::1]:8080\",\"nativeUrl\":\"pulsar://[::1]:6650\"}";
+    x = start(conf, "/lookup/v2/topic/persistent/t/n/y", 200, json_hdrs, 0);
+    lk_flt_run_res_headers(x);
+    run_body(x, b3_body, strlen(b3_body), 0, &r);
+    ok(x->body_vetted, "the lookup filter set b3's address fields");
+    ok(r.v == LK_FLT_REPLY && x->reply_status == 502,
+       "a brokerId that cannot be rewritten is still refused");
+    free(r.out);
+    finish(x);
+
     /* the same address in a body that is not LookupData: blocked */
     static const char other[] = "{\"owner\":\"10.0.0.11:8080\"}";
     x = start(conf, "/admin/v2/persistent/t/n/x/stats", 200, json_hdrs, 0);
