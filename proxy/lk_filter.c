@@ -154,6 +154,9 @@ lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode)
     if (mode != LK_BODY_OBSERVE)
         x->body_changers++;
     s->acc = evbuffer_new();
+    s->out = evbuffer_new();
+    if (s->acc == NULL || s->out == NULL)
+        abort(); /* out of memory, as lk_xmalloc */
 }
 
 void
@@ -179,7 +182,9 @@ lk_flt_detach_all(struct lk_xchg *x)
             f->ops->detach(f, x);
         if (s->acc != NULL)
             evbuffer_free(s->acc);
-        s->acc = NULL;
+        if (s->out != NULL)
+            evbuffer_free(s->out);
+        s->acc = s->out = NULL;
         s->attached = 0;
     }
     x->nflt = 0;
@@ -213,15 +218,17 @@ lk_flt_run_res_headers(struct lk_xchg *x)
 enum lk_flt_verdict
 lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out, int last)
 {
-    struct evbuffer *cur = in, *next = NULL;
+    struct evbuffer *cur = in;
     enum lk_flt_verdict v = LK_FLT_CONTINUE;
 
-    for (size_t i = 0; i < x->nflt; i++) {
+    /* Each stage reads its acc and writes its own out, which the next stage
+     * (or the caller's out) drains: no buffer is made per call. */
+    for (size_t i = 0; i < x->nflt && v == LK_FLT_CONTINUE; i++) {
         struct lk_flt *f = &x->cluster->filters[i];
         struct lk_flt_state *s = &x->flt[i];
         if (!s->attached || s->body == LK_BODY_NONE)
             continue;
-        next = evbuffer_new();
+        struct evbuffer *next = s->out;
         if (s->body == LK_BODY_BUFFER && !s->overflowed) {
             evbuffer_add_buffer(s->acc, cur);
             if (evbuffer_get_length(s->acc) > x->conf->max_buffer_bytes) {
@@ -245,15 +252,16 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
             if (evbuffer_get_length(s->acc) != 0 || last)
                 v = f->ops->http_res_body(f, x, s->acc, next, last);
         }
-        if (cur != in)
-            evbuffer_free(cur);
+        if (last && v == LK_FLT_CONTINUE && evbuffer_get_length(s->acc) != 0) {
+            /* a filter that kept bytes at the end: they go on unchanged,
+             * never lost */
+            lk_log(LK_DEBUG, x->conn, "%s: %zu body bytes left at the end; passed on", f->id,
+                   evbuffer_get_length(s->acc));
+            evbuffer_add_buffer(next, s->acc);
+        }
         cur = next;
-        if (v != LK_FLT_CONTINUE)
-            break;
     }
     if (v == LK_FLT_CONTINUE)
         evbuffer_add_buffer(out, cur);
-    if (cur != in)
-        evbuffer_free(cur);
     return v;
 }

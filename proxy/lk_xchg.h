@@ -20,7 +20,8 @@ struct lk_flt_state {
     void *ctx;              /* the filter's per-exchange state (lk_flt_ctx) */
     int attached;
     enum lk_body_mode body; /* what the filter asked for this response */
-    struct evbuffer *acc;   /* LK_BODY_BUFFER: the body so far */
+    struct evbuffer *acc;   /* the filter's input: bytes it has not yet released */
+    struct evbuffer *out;   /* the filter's output, drained by the next stage */
     int overflowed;         /* the body went past the cap: passed through */
 };
 

@@ -95,6 +95,29 @@ count_detach(struct lk_flt *f, struct lk_xchg *x)
     note("x");
 }
 
+/* "stingy": breaks the contract by keeping its last byte even at the end. */
+static enum lk_flt_verdict
+stingy_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out,
+            int last)
+{
+    size_t n = evbuffer_get_length(in);
+    if (n > 1)
+        evbuffer_remove_buffer(in, out, n - 1);
+    return LK_FLT_CONTINUE;
+}
+
+static enum lk_flt_verdict
+stingy_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *m)
+{
+    lk_flt_want_body(x, f, LK_BODY_STREAM);
+    return LK_FLT_CONTINUE;
+}
+
+static const struct lk_flt_ops stingy_ops = {
+    .name = "stingy", .protos = LK_PROTO_HTTP,
+    .http_res_headers = stingy_headers, .http_res_body = stingy_body,
+};
+
 /* "peek": observes the body, counting bytes. */
 static size_t peeked;
 
@@ -237,6 +260,20 @@ test_observe(void)
 }
 
 static void
+test_left_at_end(void)
+{
+    struct fixture fx;
+    const struct lk_flt_ops *ops[] = {&stingy_ops, &upper_ops};
+    const char *pieces[] = {"abc", "def", NULL};
+
+    setup(&fx, ops, 2, 1024);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, pieces), "ABCDEF",
+           "bytes a filter keeps at the end still reach the client, through later filters");
+    teardown(&fx);
+}
+
+static void
 test_cap(void)
 {
     struct fixture fx;
@@ -317,6 +354,7 @@ test_chain_new(void)
 const struct lk_test_case lk_test_filter[] = {
     {"filter/order_and_bodies", test_order_and_bodies},
     {"filter/observe", test_observe},
+    {"filter/left_at_end", test_left_at_end},
     {"filter/cap", test_cap},
     {"filter/reply_and_attach", test_reply_and_attach},
     {"filter/chain_new", test_chain_new},
