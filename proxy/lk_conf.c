@@ -37,6 +37,12 @@
 #define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
 #define DEFAULT_UPSTREAM_IDLE_MAX 64u
 #define DEFAULT_FOLLOW_MAX_HOPS 5u
+/* Bounds on what a config may hold, far above any real cluster, so that a
+ * wrong or hostile file fails fast instead of eating memory and time (the
+ * duplicate checks are linear scans). */
+#define LK_CONF_MAX_BYTES (4u * 1024 * 1024)
+#define LK_CONF_MAX_SECTIONS 10000u
+#define LK_CONF_MAX_ENTRIES 1000u
 #define DEFAULT_FOLLOW_REPLAY_BYTES (5u * 1024 * 1024)
 /* Pulsar's maxMessageSize is 5 MiB; a frame also carries its command and
  * metadata, hence the headroom. */
@@ -243,6 +249,8 @@ read_header(struct loader *ld, struct lk_str l, int line)
                       (int)kind.len, kind.p);
     }
 
+    if (c->nsections >= LK_CONF_MAX_SECTIONS)
+        return report(ld, line, NULL, NULL, "more than %u sections", LK_CONF_MAX_SECTIONS);
     c->sections = lk_xrealloc(c->sections, (c->nsections + 1) * sizeof(*c->sections));
     s = &c->sections[c->nsections];
     memset(s, 0, sizeof(*s));
@@ -291,6 +299,9 @@ read_entry(struct loader *ld, struct lk_str l, int line)
                       (int)(key.len > 64 ? 64 : key.len), key.p);
 
     s = &c->sections[c->nsections - 1];
+    if (s->nentries >= LK_CONF_MAX_ENTRIES)
+        return report(ld, line, NULL, NULL, "more than %u entries in one section",
+                      LK_CONF_MAX_ENTRIES);
     s->entries = lk_xrealloc(s->entries, (s->nentries + 1) * sizeof(*s->entries));
     e = &s->entries[s->nentries];
     e->key = lk_xstrndup(key.p, key.len);
@@ -1231,6 +1242,13 @@ lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size
 
     if (err != NULL && errlen > 0)
         err[0] = '\0';
+    if (len > LK_CONF_MAX_BYTES) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "%s: larger than %u bytes: is it a config file?", name,
+                     LK_CONF_MAX_BYTES);
+        free(c);
+        return NULL;
+    }
     c->file = lk_xstrdup(name);
     c->dir = config_dir(name);
     cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1271,7 +1289,7 @@ lk_conf_load(const char *path, char *err, size_t errlen)
         }
         n = fread(buf + len, 1, cap - len, f);
         len += n;
-    } while (n != 0);
+    } while (n != 0 && len <= LK_CONF_MAX_BYTES);
     if (ferror(f))
         goto fail;
     fclose(f);

@@ -33,12 +33,13 @@ fold(int c)
     return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
-/* [A-Za-z0-9.-]: a byte that may continue a host name or IP literal. */
+/* [A-Za-z0-9._-]: a byte that may continue a host name or IP literal ('_'
+ * too: the config accepts it in host names, as lk_url.c does). */
 static int
 is_host(unsigned c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '-';
+           c == '-' || c == '_';
 }
 
 struct lk_match *

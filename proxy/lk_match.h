@@ -7,7 +7,7 @@
  * a match that straddles two of them is still found.  Scans never allocate.
  *
  * Address boundaries.  A match counts only when the byte before it is not a
- * host character [A-Za-z0-9.-] (or the match starts the stream), and the
+ * host character [A-Za-z0-9._-] (or the match starts the stream), and the
  * byte after it is not a digit (or the stream ends there).  So
  * "10.0.0.1:80" is not found inside "110.0.0.1:80" nor "10.0.0.1:8080".
  * Deciding the byte after means a match is reported only once the next

@@ -1464,6 +1464,28 @@ test_reference(void)
     }
     lk_conf_unref(c);
 
+    /* bounds: a file that is no config, too many sections or entries */
+    {
+        size_t big = 4u * 1024 * 1024 + 2; /* one byte over the bound, plus a NUL */
+        char *junk = calloc(1, big);
+        memset(junk, '#', big - 1);
+        c = lk_conf_load_buf("huge.conf", junk, big - 1, err, sizeof(err));
+        ok(c == NULL && strstr(err, "huge.conf: larger than") != NULL, "a file over 4 MiB is refused (%s)", err);
+        size_t n = 0;
+        for (unsigned i = 0; i <= 10000 && n + 64 < big; i++)
+            n += (size_t)snprintf(junk + n, big - n, "[broker p/b%u]\n", i);
+        c = lk_conf_load_buf("many.conf", junk, n, err, sizeof(err));
+        ok(c == NULL && strstr(err, "many.conf:10001: more than 10000 sections") != NULL,
+           "too many sections: refused at the line (%s)", err);
+        n = (size_t)snprintf(junk, big, "[pulsar p]\n");
+        for (unsigned i = 0; i <= 1000; i++)
+            n += (size_t)snprintf(junk + n, big - n, "k%u = v\n", i);
+        c = lk_conf_load_buf("keys.conf", junk, n, err, sizeof(err));
+        ok(c == NULL && strstr(err, "keys.conf:1002: more than 1000 entries") != NULL,
+           "too many entries: refused at the line (%s)", err);
+        free(junk);
+    }
+
     /* the other shipped examples load too */
     static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", NULL};
     for (size_t i = 0; examples[i] != NULL; i++) {

@@ -178,6 +178,7 @@ test_boundaries(void)
         {"a10.0.0.1:80", ""},       /* a host name before it */
         {"-10.0.0.1:80", ""},       /* '-' is a host character */
         {".10.0.0.1:80", ""},       /* so is '.' */
+        {"my_b1:80", ""},           /* and '_', as the config allows in names */
         {"10.0.0.1:80", "0@11"},    /* the whole stream */
         {"x=10.0.0.1:80/", "0@13"}, /* ordinary delimiters */
         {"[10.0.0.1:80]", "0@12"},
