@@ -259,27 +259,10 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
     return LK_FLT_CONTINUE;
 }
 
-/* The media type of a Content-Type value, without parameters. */
-static struct lk_str
-media_type(struct lk_str ct)
-{
-    const char *semi = memchr(ct.p, ';', ct.len);
-
-    if (semi != NULL)
-        ct.len = (size_t)(semi - ct.p);
-    return lk_str_trim(ct);
-}
-
+/* Whether a body of this media type is text we should read (see the top
+ * of the file); none (no Content-Type) counts as text. */
 static int
-has_suffix_i(struct lk_str s, struct lk_str suffix)
-{
-    return s.len >= suffix.len && strncasecmp(s.p + s.len - suffix.len, suffix.p, suffix.len) == 0;
-}
-
-/* Whether a body of this Content-Type is text we should read (see the top
- * of the file); NULL (no Content-Type) counts as text. */
-static int
-is_text(const struct lk_str *ct)
+is_text(struct lk_str t)
 {
     static const struct lk_str exact[] = {
         LK_STRLIT("application/json"),
@@ -289,14 +272,11 @@ is_text(const struct lk_str *ct)
         LK_STRLIT("application/x-www-form-urlencoded"),
     };
 
-    if (ct == NULL)
-        return 1;
-    struct lk_str t = media_type(*ct);
     if (t.len == 0)
         return 1;
     if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
         return 1;
-    if (has_suffix_i(t, LK_STRLIT("+json")) || has_suffix_i(t, LK_STRLIT("+xml")))
+    if (lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml")))
         return 1;
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
         if (lk_str_eqi(t, exact[i]))
@@ -314,7 +294,7 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
         if (v != LK_FLT_CONTINUE)
             return v;
     }
-    if (!is_text(lk_http_find(res, LK_STRLIT("Content-Type"))))
+    if (!is_text(lk_http_media_type(res)))
         return LK_FLT_CONTINUE;
     lk_match_state_init(&g->st);
     g->leak_end = 0;
@@ -338,21 +318,12 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
 static enum body_state
 body_coding(struct lk_http_msg *res)
 {
-    struct lk_str coding = LK_STR_NULL;
-    size_t n = 0;
-
-    for (size_t i = 0; i < res->nheaders; i++)
-        if (lk_str_eqi(res->headers[i].name, LK_STRLIT("Content-Encoding"))) {
-            coding = lk_str_trim(res->headers[i].value);
-            n++;
-        }
-    if (n == 0 || (n == 1 && (coding.len == 0 || lk_str_eqi(coding, LK_STRLIT("identity")))))
-        return BODY_SCAN;
-    if (n == 1 && (lk_str_eqi(coding, LK_STRLIT("gzip")) ||
-                   lk_str_eqi(coding, LK_STRLIT("x-gzip")) || /* RFC 9110 §8.4.1.3 */
-                   lk_str_eqi(coding, LK_STRLIT("deflate"))))
-        return BODY_INFLATE;
-    return BODY_SKIP; /* br, zstd, stacked codings */
+    switch (lk_http_content_coding(res)) {
+    case LK_CODING_IDENTITY: return BODY_SCAN;
+    case LK_CODING_GZIP:
+    case LK_CODING_DEFLATE: return BODY_INFLATE;
+    default: return BODY_SKIP; /* br, zstd, stacked codings */
+    }
 }
 
 static void

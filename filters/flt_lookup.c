@@ -34,10 +34,6 @@ static const struct {
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
-struct lookup_ctx {
-    int gzip; /* the response is Content-Encoding: gzip */
-};
-
 /* Whether the request target is a topic lookup (not its /bundle variant).
  * An absolute-form target is looked at from its path. */
 static int
@@ -55,22 +51,7 @@ is_lookup(struct lk_str target)
     if (!lk_str_has_prefix(path, LK_STRLIT("/lookup/v2/topic/")) &&
         !lk_str_has_prefix(path, LK_STRLIT("/lookup/v2/destination/")))
         return 0;
-    static const struct lk_str bundle = LK_STRLIT("/bundle");
-    return !(path.len >= bundle.len &&
-             memcmp(path.p + path.len - bundle.len, bundle.p, bundle.len) == 0);
-}
-
-/* Whether Content-Type is application/json, whatever its parameters. */
-static int
-is_json(const struct lk_str *ct)
-{
-    if (ct == NULL)
-        return 0;
-    struct lk_str v = lk_str_trim(*ct);
-    const char *semi = memchr(v.p, ';', v.len);
-    if (semi != NULL)
-        v = lk_str_trim(lk_str_make(v.p, (size_t)(semi - v.p)));
-    return lk_str_eqi(v, LK_STRLIT("application/json"));
+    return !lk_str_has_suffix_i(path, LK_STRLIT("/bundle"));
 }
 
 static enum lk_flt_verdict
@@ -90,30 +71,17 @@ on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
 static enum lk_flt_verdict
 on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
 {
-    struct lk_str coding = LK_STR_NULL;
-    size_t ncodings = 0;
-
     if (x->listener_name == NULL || res->status < 200 || res->status > 299)
         return LK_FLT_CONTINUE;
-    if (!is_lookup(x->req.target) && !is_json(lk_http_find(res, LK_STRLIT("Content-Type"))))
+    if (!is_lookup(x->req.target) &&
+        !lk_str_eqi(lk_http_media_type(res), LK_STRLIT("application/json")))
         return LK_FLT_CONTINUE;
-    for (size_t i = 0; i < res->nheaders; i++)
-        if (lk_str_eqi(res->headers[i].name, LK_STRLIT("Content-Encoding"))) {
-            coding = lk_str_trim(res->headers[i].value);
-            ncodings++;
-        }
-    int gzip = 0;
-    if (ncodings == 1 && (lk_str_eqi(coding, LK_STRLIT("gzip")) ||
-                          lk_str_eqi(coding, LK_STRLIT("x-gzip")))) /* RFC 9110 §8.4.1.3 */
-        gzip = 1;
-    else if (ncodings != 0 && !(ncodings == 1 && lk_str_eqi(coding, LK_STRLIT("identity"))))
-        return LK_FLT_CONTINUE; /* br, deflate, stacked codings: unreadable here, left alone */
+    enum lk_coding coding = lk_http_content_coding(res);
+    if (coding != LK_CODING_IDENTITY && coding != LK_CODING_GZIP)
+        return LK_FLT_CONTINUE; /* deflate, br, stacked codings: left alone */
     /* Content-Encoding stays for now: a body over max_buffer_bytes passes
      * through as the broker sent it, still compressed, without our body hook
-     * running.  on_res_body removes the field once it has decoded and
-     * rewritten the body. */
-    struct lookup_ctx *ctx = lk_flt_ctx(f, x, sizeof(*ctx));
-    ctx->gzip = gzip;
+     * running.  on_res_body removes the field once it has decoded the body. */
     lk_flt_want_body(x, f, LK_BODY_BUFFER);
     return LK_FLT_CONTINUE;
 }
@@ -254,13 +222,15 @@ static enum lk_flt_verdict
 on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out,
             int last)
 {
-    struct lookup_ctx *ctx = lk_flt_ctx(f, x, sizeof(*ctx));
     struct evbuffer *plain = NULL, *json = evbuffer_new();
     struct evbuffer *body = in;
+    /* Content-Encoding is still there: the head is unsent until a body
+     * byte leaves, and a buffering filter's hook runs before that. */
+    int gzip = lk_http_content_coding(&x->res) == LK_CODING_GZIP;
 
     if (json == NULL)
         goto pass;
-    if (ctx->gzip) {
+    if (gzip) {
         plain = evbuffer_new();
         if (plain == NULL)
             goto pass;
@@ -281,10 +251,8 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
         x->body_vetted = r == 2;
         goto pass;
     }
-    /* The head is still unsent: a buffering filter's body hook runs before
-     * any body byte leaves, and the engine holds the head until then.  The
-     * body is plain now. */
-    if (ctx->gzip)
+    /* The body is plain now (the head is still unsent). */
+    if (gzip)
         lk_http_del(&x->res, LK_STRLIT("Content-Encoding"));
     evbuffer_drain(in, evbuffer_get_length(in));
     evbuffer_add_buffer(out, json);

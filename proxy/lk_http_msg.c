@@ -201,6 +201,38 @@ lk_http_reason(int status)
     }
 }
 
+struct lk_str
+lk_http_media_type(struct lk_http_msg *m)
+{
+    struct lk_str *ct = lk_http_find(m, LK_STRLIT("Content-Type"));
+    struct lk_str t = ct != NULL ? *ct : LK_STRLIT("");
+    const char *semi = memchr(t.p, ';', t.len);
+
+    if (semi != NULL)
+        t.len = (size_t)(semi - t.p);
+    return lk_str_trim(t);
+}
+
+enum lk_coding
+lk_http_content_coding(const struct lk_http_msg *m)
+{
+    struct lk_str coding = LK_STR_NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < m->nheaders; i++)
+        if (lk_str_eqi(m->headers[i].name, LK_STRLIT("Content-Encoding"))) {
+            coding = lk_str_trim(m->headers[i].value);
+            n++;
+        }
+    if (n == 0 || (n == 1 && (coding.len == 0 || lk_str_eqi(coding, LK_STRLIT("identity")))))
+        return LK_CODING_IDENTITY;
+    if (n == 1 && (lk_str_eqi(coding, LK_STRLIT("gzip")) || lk_str_eqi(coding, LK_STRLIT("x-gzip"))))
+        return LK_CODING_GZIP;
+    if (n == 1 && lk_str_eqi(coding, LK_STRLIT("deflate")))
+        return LK_CODING_DEFLATE;
+    return LK_CODING_OTHER;
+}
+
 /* The parser ------------------------------------------------------------- */
 
 enum { EV_NONE = 0, EV_HEAD = 1, EV_DONE = 2 };

@@ -56,6 +56,16 @@ void lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out);
 
 const char *lk_http_reason(int status);
 
+/* The media type of Content-Type, without parameters, trimmed; an empty
+ * string when the field is absent. */
+struct lk_str lk_http_media_type(struct lk_http_msg *m);
+
+/* What Content-Encoding says the body is: no field, an empty one or
+ * identity; gzip (or x-gzip, RFC 9110 §8.4.1.3); deflate (zlib); or
+ * anything else, stacked codings included. */
+enum lk_coding { LK_CODING_IDENTITY = 0, LK_CODING_GZIP, LK_CODING_DEFLATE, LK_CODING_OTHER };
+enum lk_coding lk_http_content_coding(const struct lk_http_msg *m);
+
 /*
  * Incremental head parser over llhttp.  It collects the head into msg and
  * then pauses, so that the caller decides what to do with the body; the

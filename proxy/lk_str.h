@@ -48,6 +48,14 @@ lk_str_has_prefix(struct lk_str s, struct lk_str prefix)
     return s.len >= prefix.len && memcmp(s.p, prefix.p, prefix.len) == 0;
 }
 
+/* ASCII case-insensitive suffix test. */
+static inline int
+lk_str_has_suffix_i(struct lk_str s, struct lk_str suffix)
+{
+    return s.len >= suffix.len &&
+           (suffix.len == 0 || strncasecmp(s.p + s.len - suffix.len, suffix.p, suffix.len) == 0);
+}
+
 static inline struct lk_str
 lk_str_skip(struct lk_str s, size_t n)
 {
