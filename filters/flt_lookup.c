@@ -151,9 +151,7 @@ find_broker(const struct lk_cluster *cl, json_t *root)
         if (!json_is_string(v))
             continue;
         struct lk_str url = lk_str_make(json_string_value(v), json_string_length(v));
-        if (lk_url_split(url, &parts) != 0 || parts.port == 0)
-            continue;
-        const struct lk_broker *b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme);
+        const struct lk_broker *b = lk_url_find_broker(cl, url, &parts, &scheme);
         if (b != NULL)
             return b;
     }

@@ -754,11 +754,6 @@ find_cluster(const struct lk_conf *c, const char *name, size_t len)
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
 
-static int
-has_family(const struct lk_listener *l, enum lk_scheme scheme)
-{
-    return l->addr[scheme] != NULL || l->addr[lk_scheme_sibling(scheme)] != NULL;
-}
 
 /* The line of a loaded broker's advertisedListeners. */
 static int
@@ -807,7 +802,7 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
         b->internal = &b->listeners[0];
     else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
         return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
-    if (!has_family(b->internal, LK_SCHEME_HTTP))
+    if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL)
         return entry_err(ld, s, e,
                          "the internal listener '%s' has no http or https address (lookout "
                          "connects there for HTTP)",
@@ -823,7 +818,7 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
         /* Whatever lookout accepts on the lookup listener it forwards to
          * the internal listener, in the same protocol. */
         for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
-            if (b->lookup->addr[sc] != NULL && !has_family(b->internal, sc))
+            if (b->lookup->addr[sc] != NULL && lk_listener_pick(b->internal, sc, 0) == NULL)
                 return entry_err(ld, s, e,
                                  "the lookup listener '%s' has %s, but the internal listener "
                                  "'%s' has no %s or %s address to forward it to",
@@ -1386,12 +1381,6 @@ print_addrs(FILE *out, const struct lk_listener *l)
             fprintf(out, " %s", l->addr[sc]->text);
 }
 
-/* The address of l in scheme's family, preferring scheme's own TLS-ness. */
-static const struct lk_url *
-same_family(const struct lk_listener *l, enum lk_scheme scheme)
-{
-    return l->addr[scheme] != NULL ? l->addr[scheme] : l->addr[lk_scheme_sibling(scheme)];
-}
 
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)
@@ -1442,7 +1431,7 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
             if (from == NULL)
                 continue;
             fprintf(out, "%s%s -> ", first ? "    map      " : "             ", from->text);
-            if ((to = same_family(b->lookup, sc)) != NULL)
+            if ((to = lk_listener_pick(b->lookup, sc, lk_scheme_is_tls(sc))) != NULL)
                 fprintf(out, "%s\n", to->text);
             else
                 fprintf(out, "not rewritten (listener '%s' has no %s or %s address)\n",
@@ -1475,7 +1464,7 @@ lk_conf_dump(const struct lk_conf *conf, FILE *out)
             }
             fprintf(out, "  %s -> broker %s at ", v->host, v->broker->name);
             /* Checked at load: the internal listener has this family. */
-            up = same_family(v->broker->internal, v->scheme);
+            up = lk_listener_pick(v->broker->internal, v->scheme, lk_scheme_is_tls(v->scheme));
             fprintf(out, "%s\n", up != NULL ? up->text : "?");
         }
     }

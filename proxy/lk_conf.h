@@ -204,6 +204,15 @@ int lk_scheme_is_tls(enum lk_scheme scheme);
 uint16_t lk_scheme_default_port(enum lk_scheme scheme);
 /* The other scheme of the same family (http <-> https, pulsar <-> pulsar+ssl). */
 enum lk_scheme lk_scheme_sibling(enum lk_scheme scheme);
+
+/*
+ * Picks the address of listener l in the family of `scheme` (http/https or
+ * pulsar/pulsar+ssl): over TLS the TLS scheme first, then the other; in
+ * plaintext the reverse.  NULL if l has neither.
+ */
+const struct lk_url *lk_listener_pick(const struct lk_listener *l, enum lk_scheme scheme,
+                                      int prefer_tls);
+
 /* Parses a scheme name ("http", "pulsar+ssl"), -1 if unknown. */
 int lk_scheme_parse(struct lk_str name);
 

@@ -541,10 +541,8 @@ follow_redirect(struct hx *hx)
         (x->res.status != 307 && x->res.status != 308) || hx->upgrade_req)
         return 0;
     struct lk_str *loc = lk_http_find(&x->res, LK_STRLIT("Location"));
-    if (loc == NULL || lk_url_split(*loc, &parts) != 0)
-        return 0;
     enum lk_scheme scheme;
-    const struct lk_broker *b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme);
+    const struct lk_broker *b = loc != NULL ? lk_url_find_broker(cl, *loc, &parts, &scheme) : NULL;
     if (b == NULL)
         return 0; /* not ours: the client gets it (unmapped hosts are never followed) */
     struct lk_str target = parts.rest.len != 0 && parts.rest.p[0] == '/'

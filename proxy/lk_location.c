@@ -75,13 +75,13 @@ lk_url_split(struct lk_str url, struct lk_url_parts *out)
     return 0;
 }
 
-const struct lk_url *
-lk_listener_pick(const struct lk_listener *l, enum lk_scheme scheme, int prefer_tls)
+const struct lk_broker *
+lk_url_find_broker(const struct lk_cluster *cl, struct lk_str url, struct lk_url_parts *parts,
+                   enum lk_scheme *scheme)
 {
-    enum lk_scheme tls = lk_scheme_is_tls(scheme) ? scheme : lk_scheme_sibling(scheme);
-    enum lk_scheme plain = lk_scheme_sibling(tls);
-    const struct lk_url *first = l->addr[prefer_tls ? tls : plain];
-    return first != NULL ? first : l->addr[prefer_tls ? plain : tls];
+    if (lk_url_split(url, parts) != 0)
+        return NULL;
+    return lk_cluster_find_addr(cl, parts->host, parts->port, scheme);
 }
 
 int
@@ -92,9 +92,9 @@ lk_location_rewrite(struct lk_pool *pool, const struct lk_cluster *cl, const cha
     struct lk_url_parts parts;
     enum lk_scheme matched;
 
-    if (listener_name == NULL || lk_url_split(url, &parts) != 0 || parts.port == 0)
+    if (listener_name == NULL)
         return 0;
-    const struct lk_broker *b = lk_cluster_find_addr(cl, parts.host, parts.port, &matched);
+    const struct lk_broker *b = lk_url_find_broker(cl, url, &parts, &matched);
     if (b == NULL)
         return 0;
     const struct lk_listener *l = lk_broker_listener(b, listener_name);

@@ -23,12 +23,13 @@ struct lk_url_parts {
 int lk_url_split(struct lk_str url, struct lk_url_parts *out);
 
 /*
- * Picks the address of listener l in the family of `scheme` (http/https or
- * pulsar/pulsar+ssl): over TLS the TLS scheme first, then the other; in
- * plaintext the reverse.  NULL if l has neither.
+ * The broker of cl that an absolute URL names by any of its listener
+ * addresses, or NULL.  parts gets the split URL and *scheme the scheme of
+ * the matched address.
  */
-const struct lk_url *lk_listener_pick(const struct lk_listener *l, enum lk_scheme scheme,
-                                      int prefer_tls);
+const struct lk_broker *lk_url_find_broker(const struct lk_cluster *cl, struct lk_str url,
+                                           struct lk_url_parts *parts, enum lk_scheme *scheme);
+
 
 /*
  * Rewrites url if its host:port is any listener address of a broker of cl:

@@ -345,3 +345,12 @@ fail:
     lk_listeners_free(ls, n);
     return -1;
 }
+
+const struct lk_url *
+lk_listener_pick(const struct lk_listener *l, enum lk_scheme scheme, int prefer_tls)
+{
+    enum lk_scheme tls = lk_scheme_is_tls(scheme) ? scheme : lk_scheme_sibling(scheme);
+    enum lk_scheme plain = lk_scheme_sibling(tls);
+    const struct lk_url *first = l->addr[prefer_tls ? tls : plain];
+    return first != NULL ? first : l->addr[prefer_tls ? plain : tls];
+}
