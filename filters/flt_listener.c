@@ -58,8 +58,8 @@ take_query_name(struct lk_pool *pool, struct lk_str *target)
     struct lk_str found = LK_STR_NULL;
     int removed = 0, first = 1;
 
-    if (q == NULL)
-        return found;
+    if (q == NULL || memmem(q, target->len - (size_t)(q - t), "listenerName", 12) == NULL)
+        return found; /* the common case: nothing to take, nothing allocated */
     const char *end = t + target->len;
     const char *qend = memchr(q, '#', (size_t)(end - q));
     if (qend == NULL)
@@ -123,7 +123,7 @@ attach(struct lk_flt *f, struct lk_xchg *x)
     if (name.len == 0 && h != NULL)
         name = lk_str_trim(*h);
     lk_http_del(req, hdr);
-    x->listener_name = x->cluster->lookup_listener;
+    /* x->listener_name starts as the cluster's lookupListenerName */
     if (name.len != 0 && known(x->cluster, name, &canon))
         x->listener_name = canon;
     return 0;

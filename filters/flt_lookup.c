@@ -176,6 +176,14 @@ rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, si
     /* No JSON_REJECT_DUPLICATES: on a repeated key the last value wins and
      * one key is written back, so no internal address survives in a
      * duplicate.  Input over jansson's nesting limit fails to parse. */
+    /* LookupData is a small object with *Url fields: anything else (the
+     * other JSON responses that pass here) is not worth a parse. */
+    size_t lead = 0;
+    while (lead < len && (body[lead] == ' ' || body[lead] == '\t' || body[lead] == '\r' ||
+                          body[lead] == '\n'))
+        lead++;
+    if (lead == len || body[lead] != '{' || memmem(body, len, "Url", 3) == NULL)
+        return 0;
     json_t *root = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(root))
         goto out;

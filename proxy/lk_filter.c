@@ -60,12 +60,12 @@ chain_add(struct lk_cluster *cl, const char *name, size_t len, char *err, size_t
 int
 lk_flt_chain_new(struct lk_cluster *cl, const char *list, char *err, size_t errlen)
 {
-    size_t max = 1;
+    size_t max = 0;
 
+    /* chain_add refuses unknown and repeated names: the registry's size is
+     * the bound */
     for (size_t i = 0; lk_flt_registry[i] != NULL; i++)
         max++;
-    for (const char *p = list; p != NULL && *p != '\0'; p++)
-        max += *p == ',';
     cl->filters = lk_xcalloc(max + 1, sizeof(*cl->filters));
     cl->nfilters = 0;
     if (list == NULL) {
