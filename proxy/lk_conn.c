@@ -322,10 +322,12 @@ find_vhost(const struct lk_bind *b, struct lk_str h)
 }
 
 const struct lk_vhost *
-lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host)
+lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host, int host_must_match)
 {
     const struct lk_vhost *by_sni = NULL, *by_host = NULL;
 
+    if (host_must_match && find_vhost(b, host) == NULL)
+        return NULL;
     if (b->nvhosts == 1)
         return &b->vhosts[0]; /* an unshared socket: the bound address decides */
     /* On a shared socket whatever the client names must be mapped, and SNI

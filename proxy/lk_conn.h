@@ -180,9 +180,11 @@ void lk_broker_connect_result(struct lk_runtime *rt, const struct lk_broker *b, 
  * Routing on a bound socket: the vhost named by sni (if any), else by the
  * Host header's host, else the bind's only vhost.  Returns NULL when the
  * bind is shared and nothing matches, or when SNI and Host name different
- * vhosts (421 for HTTP).
+ * vhosts (421 for HTTP).  With host_must_match, host must name a vhost of
+ * the bind even when the bind has only one (an absolute-form target).
  */
-const struct lk_vhost *lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host);
+const struct lk_vhost *lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host,
+                                int host_must_match);
 
 long long lk_now_ms(void);
 

@@ -955,6 +955,29 @@ add_forwarded(struct hx *hx)
     return 0;
 }
 
+/* "host:port" of a vhost, as a Host field names it. */
+static struct lk_str
+vhost_authority(struct lk_pool *pool, const struct lk_vhost *vh)
+{
+    char buf[300];
+    int n = snprintf(buf, sizeof(buf), strchr(vh->host, ':') != NULL ? "[%s]:%u" : "%s:%u",
+                     vh->host, (unsigned)vh->port);
+    return lk_pstr(pool, buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+/* A request lookout will not forward: logged with what was wrong, answered,
+ * and the connection closed (what follows cannot be trusted to frame). */
+static void
+refuse(struct hx *hx, int status, const char *why)
+{
+    char target[120];
+
+    lk_log(LK_INFO, hx->hc->c, "refused %d: %s (\"%.*s %s\")", status, why,
+           (int)hx->x.req.method.len, hx->x.req.method.p,
+           lk_log_sanitize(target, hx->x.req.target.p, hx->x.req.target.len, 80));
+    reply_error(hx, status, why, 1);
+}
+
 static void
 on_request_head(struct hx *hx)
 {
@@ -976,21 +999,40 @@ on_request_head(struct hx *hx)
         reply_error(hx, 405, "CONNECT is not supported", 1);
         return;
     }
+    const char *why;
+    int absolute;
+    int status = lk_http_check_request(req, &absolute, &why);
+    if (status != 0) {
+        refuse(hx, status, why);
+        return;
+    }
     struct lk_str *upgrade = lk_http_find(req, LK_STRLIT("Upgrade"));
     if (upgrade != NULL && lk_http_has_token(req, LK_STRLIT("Upgrade"), LK_STRLIT("h2c"))) {
         reply_error(hx, 400, "Upgrade: h2c is not supported", 1);
         return;
     }
-    struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
-    if (host == NULL && req->http_minor >= 1) {
-        reply_error(hx, 400, "missing Host header", 1);
+    struct lk_str *expect = lk_http_find(req, LK_STRLIT("Expect"));
+    if (expect != NULL && req->http_minor == 0) {
+        lk_http_del(req, LK_STRLIT("Expect")); /* RFC 9110 §10.1.1: ignored in HTTP/1.0 */
+        expect = NULL;
+    }
+    if (expect != NULL && (!lk_str_eqi(*expect, LK_STRLIT("100-continue")) ||
+                           lk_http_count(req, LK_STRLIT("Expect")) != 1)) {
+        refuse(hx, 417, "the only expectation supported is one Expect: 100-continue");
         return;
     }
-    const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), host ? *host : LK_STR_NULL);
+    hx->expect_continue = expect != NULL;
+    /* An absolute-form target's authority is in Host now, and it must name
+     * a broker of this socket even where the bound address alone would do. */
+    struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
+    const struct lk_vhost *vh =
+        lk_route(c->bind, lk_str_c(c->sni), host ? *host : LK_STR_NULL, absolute);
     if (vh == NULL) {
         reply_error(hx, 421, "no broker is mapped to this host", 0);
         return;
     }
+    if (host == NULL) /* HTTP/1.0: the broker gets what a 1.1 client would send */
+        lk_http_add(req, LK_STRLIT("Host"), vhost_authority(&hx->x.pool, vh));
     hx->x.cluster = vh->cluster;
     hx->any_broker = vh->broker == NULL;
     hx->x.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
@@ -1002,17 +1044,21 @@ on_request_head(struct hx *hx)
 
     hx->upgrade_req = upgrade != NULL && rp->upgrade;
     struct lk_str upgrade_val = upgrade != NULL ? *upgrade : LK_STR_NULL;
-    struct lk_str *expect = lk_http_find(req, LK_STRLIT("Expect"));
-    hx->expect_continue = expect != NULL && lk_str_eqi(*expect, LK_STRLIT("100-continue"));
 
     lk_http_strip_hop_by_hop(req);
     if (hx->upgrade_req) {
         lk_http_add(req, LK_STRLIT("Connection"), LK_STRLIT("upgrade"));
         lk_http_add(req, LK_STRLIT("Upgrade"), upgrade_val);
     }
+    /* lookout frames what it forwards from what it parsed, never from the
+     * fields as the client left them. */
+    lk_http_del(req, LK_STRLIT("Content-Length"));
     if (hx->req_chunked) {
-        lk_http_del(req, LK_STRLIT("Content-Length"));
         lk_http_add(req, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
+    } else if (rp->has_cl) {
+        char num[24];
+        snprintf(num, sizeof(num), "%llu", (unsigned long long)rp->content_length);
+        lk_http_add(req, LK_STRLIT("Content-Length"), lk_str_c(num));
     }
     add_forwarded(hx);
     if (vh->cluster->redirects == LK_REDIRECTS_FOLLOW)
@@ -1092,6 +1138,12 @@ process_input(struct hconn *hc)
         enum lk_http_event ev = feed(&hc->rp, in);
         switch (ev) {
         case LK_HTTP_NEED_MORE:
+            if (hc->client_eof) {
+                lk_log(LK_INFO, c, "client closed before the end of the request body");
+                hx->req_done = 1;
+                reply_error(hx, 400, "the request body ended early", 1);
+                return;
+            }
             if (hx->following && hx->replay_overflow) {
                 give_back_redirect(hx);
                 break;
@@ -1128,7 +1180,9 @@ process_input(struct hconn *hc)
             lk_log(LK_INFO, c, "%s, near \"%s\"", reason,
                    lk_log_sanitize(sample, raw, n == (size_t)-1 ? 0 : n, 64));
             hx->req_done = 1;
-            reply_error(hx, 400, reason, 1);
+            /* HTTP/1.2, 3.0 and the like: llhttp knows only 0.9 to 2.0 */
+            reply_error(hx, llhttp_get_errno(&hc->rp.ll) == HPE_INVALID_VERSION ? 505 : 400,
+                        reason, 1);
             return;
         }
         }
@@ -1165,9 +1219,13 @@ client_event(struct bufferevent *bev, short what, void *arg)
     struct hconn *hc = arg;
     struct hx *hx = hc->x;
 
-    if ((what & BEV_EVENT_EOF) && hx != NULL && hx->req_done && !(what & BEV_EVENT_ERROR)) {
-        /* The client finished sending: answer it, then close. */
+    if ((what & BEV_EVENT_EOF) && hx != NULL && hx->req_head_done && !(what & BEV_EVENT_ERROR)) {
+        /* The client finished sending (a half-close, as nc and scripts do):
+         * answer it, then close.  A body still short of its end never
+         * completes; process() finds that once the input runs dry. */
         hc->client_eof = 1;
+        if (!hx->req_done)
+            process(hc);
         return;
     }
     if (what & BEV_EVENT_ERROR)

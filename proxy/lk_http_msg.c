@@ -50,6 +50,16 @@ lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
 }
 
 size_t
+lk_http_count(const struct lk_http_msg *m, struct lk_str name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < m->nheaders; i++)
+        n += lk_str_eqi(m->headers[i].name, name);
+    return n;
+}
+
+size_t
 lk_http_del(struct lk_http_msg *m, struct lk_str name)
 {
     size_t j = 0, n = m->nheaders;
@@ -121,10 +131,27 @@ lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str token
     return 0;
 }
 
+/* Whether Connection may name field: never a framing or routing field,
+ * which lookout alone decides (RFC 9110 §7.6.1 lets a sender list any
+ * field; a proxy that obeys it for Content-Length forwards a body the next
+ * hop reads as a second request). */
+static int
+may_drop_named(struct lk_str field)
+{
+    static const struct lk_str kept[] = {
+        LK_STRLIT("Content-Length"), LK_STRLIT("Transfer-Encoding"), LK_STRLIT("Host"),
+    };
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+        if (lk_str_eqi(field, kept[i]))
+            return 0;
+    return 1;
+}
+
 static int
 del_named(struct lk_str tok, void *arg)
 {
-    lk_http_del(arg, tok);
+    if (may_drop_named(tok))
+        lk_http_del(arg, tok);
     return 0;
 }
 
@@ -172,6 +199,152 @@ lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
     evbuffer_add(out, "\r\n", 2);
 }
 
+/* Request validation --------------------------------------------------- */
+
+/* RFC 3986 reg-name: unreserved, pct-encoded, sub-delims. */
+static int
+is_reg_name_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != 0 && strchr("-._~%!$&'()*+,;=", c) != NULL);
+}
+
+int
+lk_http_host_valid(struct lk_str h)
+{
+    size_t i = 0;
+
+    if (h.len == 0)
+        return 1;
+    if (h.p[0] == '[') { /* IP-literal: hex digits, ':' and '.' (IPv4 tail) */
+        for (i = 1; i < h.len && h.p[i] != ']'; i++)
+            if (!((h.p[i] >= '0' && h.p[i] <= '9') || (h.p[i] >= 'a' && h.p[i] <= 'f') ||
+                  (h.p[i] >= 'A' && h.p[i] <= 'F') || h.p[i] == ':' || h.p[i] == '.'))
+                return 0;
+        if (i == h.len || i == 1)
+            return 0;
+        i++;
+    } else {
+        while (i < h.len && h.p[i] != ':' && is_reg_name_char((unsigned char)h.p[i]))
+            i++;
+        if (i == 0)
+            return 0; /* a port without a host */
+    }
+    if (i == h.len)
+        return 1;
+    if (h.p[i++] != ':')
+        return 0;
+    unsigned port = 0;
+    size_t digits = 0;
+    for (; i < h.len; i++, digits++) {
+        if (h.p[i] < '0' || h.p[i] > '9' || digits == 5)
+            return 0;
+        port = port * 10 + (unsigned)(h.p[i] - '0');
+    }
+    return port <= 65535;
+}
+
+/* Every Transfer-Encoding token, across all its fields, in *n; 0 if they
+ * are exactly one "chunked". */
+static int
+te_token(struct lk_str tok, void *arg)
+{
+    unsigned *n = arg;
+    (*n)++;
+    return !lk_str_eqi(tok, LK_STRLIT("chunked"));
+}
+
+/* An absolute-form target (RFC 9112 §3.2.2) becomes origin-form; its
+ * authority goes to *authority.  0 if it is one, -1 if malformed, 1 if
+ * the target is not absolute-form at all. */
+static int
+absolute_form(struct lk_http_msg *m, struct lk_str *authority)
+{
+    struct lk_str t = m->target;
+    size_t i = 0;
+
+    while (i < t.len && ((t.p[i] >= 'a' && t.p[i] <= 'z') || (t.p[i] >= 'A' && t.p[i] <= 'Z') ||
+                         (i > 0 && strchr("0123456789+-.", t.p[i]) != NULL)))
+        i++;
+    if (i == 0 || i + 3 > t.len || memcmp(t.p + i, "://", 3) != 0)
+        return 1;
+    struct lk_str scheme = lk_str_make(t.p, i);
+    if (!lk_str_eqi(scheme, LK_STRLIT("http")) && !lk_str_eqi(scheme, LK_STRLIT("https")))
+        return -1;
+    size_t a = i + 3, e = a;
+    while (e < t.len && t.p[e] != '/' && t.p[e] != '?')
+        e++;
+    *authority = lk_str_make(t.p + a, e - a);
+    if (authority->len == 0 || !lk_http_host_valid(*authority))
+        return -1; /* userinfo ('@') and the like land here */
+    struct lk_str rest = lk_str_make(t.p + e, t.len - e);
+    m->target = rest.len != 0 && rest.p[0] == '/' ? rest
+                                                   : lk_pstr_concat(m->pool, LK_STRLIT("/"), rest);
+    return 0;
+}
+
+int
+lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
+{
+    struct lk_str *host = lk_http_find(m, LK_STRLIT("Host")), authority;
+    size_t nhost = lk_http_count(m, LK_STRLIT("Host")), nte = 0;
+    unsigned tokens = 0;
+    int bad_te = 0;
+
+    *absolute = 0;
+    if (m->http_major != 1 || m->http_minor > 1) {
+        *reason = "HTTP version not supported";
+        return 505;
+    }
+    for (size_t i = 0; i < m->nheaders; i++) {
+        struct lk_http_header *h = &m->headers[i];
+        if (lk_str_eqi(h->name, LK_STRLIT("Transfer-Encoding"))) {
+            nte++;
+            bad_te |= each_token(h->value, te_token, &tokens);
+        }
+    }
+    if (nhost > 1) {
+        *reason = "more than one Host header";
+        return 400;
+    }
+    if (host == NULL && m->http_minor == 1) {
+        *reason = "missing Host header";
+        return 400;
+    }
+    if (host != NULL && !lk_http_host_valid(*host)) {
+        *reason = "invalid Host header";
+        return 400;
+    }
+    if (nte != 0 && m->http_minor == 0) {
+        *reason = "Transfer-Encoding in an HTTP/1.0 request";
+        return 400;
+    }
+    if (nte != 0 && (bad_te || tokens != 1)) {
+        *reason = "unsupported Transfer-Encoding (only chunked)";
+        return 501;
+    }
+    if (memchr(m->target.p, '#', m->target.len) != NULL) {
+        *reason = "fragment in the request target";
+        return 400;
+    }
+    if (m->target.len != 0 && m->target.p[0] == '/')
+        return 0;
+    if (lk_str_eq(m->target, LK_STRLIT("*")) && lk_str_eq(m->method, LK_STRLIT("OPTIONS")))
+        return 0;
+    switch (absolute_form(m, &authority)) {
+    case 0:
+        *absolute = 1;
+        lk_http_set(m, LK_STRLIT("Host"), authority);
+        return 0;
+    case -1:
+        *reason = "invalid absolute-form request target";
+        return 400;
+    default:
+        *reason = "invalid request target";
+        return 400;
+    }
+}
+
 const char *
 lk_http_reason(int status)
 {
@@ -189,6 +362,7 @@ lk_http_reason(int status)
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";
+    case 417: return "Expectation Failed";
     case 421: return "Misdirected Request";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -196,6 +370,7 @@ lk_http_reason(int status)
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     case 508: return "Loop Detected";
     default: return "Unknown";
     }
@@ -331,6 +506,10 @@ on_field_complete(llhttp_t *ll)
     struct lk_http_parser *p = P(ll);
     p->cur_name = take(p);
     p->value_pieces = 0;
+    if (p->cur_name.len == 0) { /* ": value" (RFC 9110 §5.1: token = 1*tchar) */
+        p->error = "empty header field name";
+        return -1;
+    }
     /* RFC 9112 §5.1: no whitespace between the field name and the colon */
     for (size_t i = 0; i < p->cur_name.len; i++)
         if (!is_tchar((unsigned char)p->cur_name.p[i])) {
@@ -369,6 +548,10 @@ on_headers_complete(llhttp_t *ll)
     p->chunked = (ll->flags & F_CHUNKED) != 0;
     p->has_cl = (ll->flags & F_CONTENT_LENGTH) != 0;
     p->content_length = ll->content_length;
+    if (p->has_cl && p->content_length > LK_HTTP_MAX_LENGTH) {
+        p->error = "Content-Length too large";
+        return -1;
+    }
     p->keep_alive = llhttp_should_keep_alive(ll);
     p->upgrade = ll->upgrade;
     p->head_done = 1;
@@ -376,6 +559,21 @@ on_headers_complete(llhttp_t *ll)
     if (p->no_body)
         return 1; /* on_message_complete follows at once */
     return HPE_PAUSED;
+}
+
+/* llhttp takes any chunk size that fits 64 bits and then waits for that
+ * many bytes; one past what any peer can mean is malformed (nginx refuses
+ * sizes over its off_t too), and the exchange ends rather than hang. */
+static int
+on_chunk_header(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+
+    if (ll->content_length > LK_HTTP_MAX_LENGTH) {
+        p->error = "chunk size too large";
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -417,6 +615,7 @@ lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
     p->settings.on_header_value_complete = on_value_complete;
     p->settings.on_headers_complete = on_headers_complete;
     p->settings.on_body = on_body;
+    p->settings.on_chunk_header = on_chunk_header;
     p->settings.on_message_complete = on_message_complete;
     llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &p->settings);
     p->max_head = max_head;

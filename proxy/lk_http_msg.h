@@ -37,6 +37,8 @@ struct lk_str *lk_http_find(struct lk_http_msg *m, struct lk_str name);
 void lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value);
 /* Replaces every field named name by one with value (appends if absent). */
 void lk_http_set(struct lk_http_msg *m, struct lk_str name, struct lk_str value);
+/* How many fields are named name. */
+size_t lk_http_count(const struct lk_http_msg *m, struct lk_str name);
 /* Removes every field named name; returns how many went. */
 size_t lk_http_del(struct lk_http_msg *m, struct lk_str name);
 /* Whether a comma-separated field (Connection, Upgrade, TE) holds token. */
@@ -46,9 +48,31 @@ int lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str t
  * Removes the hop-by-hop fields (RFC 9110 §7.6.1): Connection and every
  * field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
  * Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization.
- * Content-Length is end-to-end and stays.
+ * Content-Length is end-to-end and stays, and so does Host: Connection
+ * naming either (or Transfer-Encoding) is ignored, since framing and
+ * routing are lookout's to decide, never the sender's.
  */
 void lk_http_strip_hop_by_hop(struct lk_http_msg *m);
+
+/* Whether h is a valid Host value (RFC 9110 §7.2, RFC 3986 §3.2.2):
+ * reg-name, IPv4 or [IP-literal], then an optional ":port" of at most 5
+ * digits up to 65535.  No userinfo, whitespace or control characters.  The
+ * empty value is valid (RFC 9112 §3.2). */
+int lk_http_host_valid(struct lk_str h);
+
+/*
+ * Checks a parsed request head against what llhttp leaves to its caller
+ * (RFC 9112): the version is HTTP/1.0 or 1.1 (else 505); HTTP/1.1 has
+ * exactly one Host and 1.0 at most one, each valid (else 400); HTTP/1.0
+ * carries no Transfer-Encoding (400, §6.1) and 1.1 none but a single
+ * "chunked" (501); the target is origin-form, absolute-form (http or
+ * https, without userinfo or fragment) or "*" for OPTIONS (else 400).
+ * An absolute-form target is turned into origin-form in place and its
+ * authority becomes the Host field (§3.2.2: the target's authority is the
+ * host, whatever Host said); *absolute tells which form it was.
+ * Returns 0, or the status to answer with *reason set to a static text.
+ */
+int lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason);
 
 /* Writes the head ("METHOD target HTTP/1.1" or status line, fields, blank
  * line) to out. */
@@ -74,6 +98,10 @@ enum lk_coding lk_http_content_coding(const struct lk_http_msg *m);
  */
 struct lk_http_parser;
 typedef void (*lk_http_body_cb)(void *arg, const char *at, size_t len);
+
+/* The largest Content-Length or chunk size taken (nginx's off_t bound);
+ * anything larger is malformed. */
+#define LK_HTTP_MAX_LENGTH ((uint64_t)INT64_MAX)
 
 enum lk_http_event {
     LK_HTTP_NEED_MORE = 0, /* all input consumed */

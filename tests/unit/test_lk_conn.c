@@ -24,30 +24,30 @@ test_route(void)
     struct lk_bind sb = {.text = "0.0.0.0:8443", .vhosts = shared, .nvhosts = 3};
     struct lk_bind ub = {.text = "127.0.0.1:18081", .vhosts = single, .nvhosts = 1};
 
-    ok(lk_route(&sb, LK_STRLIT("b2.lookout.test"), LK_STR_NULL) == &shared[1], "SNI picks");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("B1.Lookout.Test:8443")) == &shared[0],
+    ok(lk_route(&sb, LK_STRLIT("b2.lookout.test"), LK_STR_NULL, 0) == &shared[1], "SNI picks");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("B1.Lookout.Test:8443"), 0) == &shared[0],
        "Host picks, case-insensitive, port ignored");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test.")) == &shared[0], "absolute FQDN");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("pulsar.lookout.test")) == &shared[2],
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test."), 0) == &shared[0], "absolute FQDN");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("pulsar.lookout.test"), 0) == &shared[2],
        "the service address");
-    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("b1.lookout.test")) == &shared[0],
+    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("b1.lookout.test"), 0) == &shared[0],
        "SNI and Host agree");
-    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("b2.lookout.test")) == NULL,
+    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("b2.lookout.test"), 0) == NULL,
        "SNI and Host disagree: misdirected");
-    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("unknown.test")) == NULL,
+    ok(lk_route(&sb, LK_STRLIT("b1.lookout.test"), LK_STRLIT("unknown.test"), 0) == NULL,
        "an unmapped Host under a mapped SNI: misdirected");
-    ok(lk_route(&sb, LK_STRLIT("x.lookout.test"), LK_STRLIT("b1.lookout.test")) == NULL,
+    ok(lk_route(&sb, LK_STRLIT("x.lookout.test"), LK_STRLIT("b1.lookout.test"), 0) == NULL,
        "an unmapped SNI under a mapped Host: misdirected");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:1")) == NULL,
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:1"), 0) == NULL,
        "the right name with the wrong port: misdirected");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:")) == &shared[0], "empty port");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:99999")) == NULL, "bad port");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("evil.example.com")) == NULL, "unknown Host: 421");
-    ok(lk_route(&sb, LK_STRLIT("evil.example.com"), LK_STR_NULL) == NULL, "unknown SNI: 421");
-    ok(lk_route(&sb, LK_STR_NULL, LK_STR_NULL) == NULL, "nothing to go by on a shared socket");
-    ok(lk_route(&ub, LK_STR_NULL, LK_STRLIT("localhost:18081")) == &single[0],
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:"), 0) == &shared[0], "empty port");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("b1.lookout.test:99999"), 0) == NULL, "bad port");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STRLIT("evil.example.com"), 0) == NULL, "unknown Host: 421");
+    ok(lk_route(&sb, LK_STRLIT("evil.example.com"), LK_STR_NULL, 0) == NULL, "unknown SNI: 421");
+    ok(lk_route(&sb, LK_STR_NULL, LK_STR_NULL, 0) == NULL, "nothing to go by on a shared socket");
+    ok(lk_route(&ub, LK_STR_NULL, LK_STRLIT("localhost:18081"), 0) == &single[0],
        "an unshared socket: the bound address decides");
-    ok(lk_route(&ub, LK_STR_NULL, LK_STRLIT("[::1]:18081")) == &single[0], "IPv6 Host");
+    ok(lk_route(&ub, LK_STR_NULL, LK_STRLIT("[::1]:18081"), 0) == &single[0], "IPv6 Host");
 }
 
 static void

@@ -319,6 +319,165 @@ test_headers_edit(void)
     lk_pool_free(&pool);
 }
 
+/* Issue 6: shapes llhttp takes that lookout must not. */
+static void
+test_parser_strict(void)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n", "E"},     /* empty field name */
+        {"GET / HTTP/1.1\r\n: v\r\nHost: a\r\n\r\n", "E"},     /* ... first */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "ffffffffffffffff\r\nabc", "HE"},                          /* chunk size over 2^63 */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "8000000000000000\r\nabc", "HE"},
+        {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551615\r\n\r\n", "E"},
+        {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n", "E"},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5;name=value\r\nhello\r\n0\r\n\r\n", "HD"},               /* a legal extension */
+    };
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (size_t step = 1; step <= 64; step *= 4) {
+            subtest("case %zu, step %zu", i, step);
+            lk_pool_init(&pool);
+            lk_http_parser_init(&p, 1, 8192);
+            ok_str(parse_all(&p, &m, &pool, 1, cases[i].text, step), cases[i].want, "events");
+            lk_http_parser_free(&p);
+            lk_pool_free(&pool);
+        }
+    }
+    subtest(NULL);
+}
+
+static void
+test_host_valid(void)
+{
+    static const char *good[] = {"", "a", "b1.example.com", "B1.Example.COM:8443", "127.0.0.1:80",
+                                 "[::1]", "[::1]:8080", "[2001:db8::7]:1", "host:", "x_y.z~w",
+                                 "a%20b", "h:65535"};
+    static const char *bad[] = {"user@b1.example.com", "a b", "a\tb", ":80", "h:65536",
+                                "h:123456", "h:8x", "[::1", "[]", "[::g]", "h/x", "h\\x",
+                                "h\"", "a<b", "[::1]x", "h:80:80", "h?x", "h#x"};
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        ok(lk_http_host_valid(lk_str_c(good[i])), "valid: '%s'", good[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ok(!lk_http_host_valid(lk_str_c(bad[i])), "invalid: '%s'", bad[i]);
+}
+
+/* Parses one request head and runs lk_http_check_request on it. */
+static int
+check(struct lk_pool *pool, struct lk_http_msg *m, const char *text, int *absolute)
+{
+    struct lk_http_parser p;
+    const char *why = NULL;
+    size_t used;
+
+    lk_http_parser_init(&p, 1, 8192);
+    lk_http_msg_init(m, pool, 1);
+    lk_http_parser_next(&p, m);
+    enum lk_http_event e = lk_http_parse(&p, text, strlen(text), &used);
+    lk_http_parser_free(&p);
+    if (e != LK_HTTP_HEAD)
+        return -1;
+    int st = lk_http_check_request(m, absolute, &why);
+    if (st != 0 && (why == NULL || *why == '\0'))
+        return -2; /* every refusal says why */
+    return st;
+}
+
+static void
+test_check_request(void)
+{
+    static const struct {
+        const char *text;
+        int status; /* -1: the parser itself refuses it */
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 0},
+        {"GET / HTTP/1.0\r\n\r\n", 0},
+        {"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505},
+        {"GET / HTTP/0.9\r\nHost: a\r\n\r\n", 505},
+        {"GET / HTTP/1.1\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 400},
+        {"GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: user@b1.example.com\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: b1 .example.com\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: b1.example.com/x\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: \r\n\r\n", 0},
+        {"POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n", 501},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n", -1}, /* llhttp refuses: 400 */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n", 0},
+        {"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 0},
+        {"GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET x/y HTTP/1.1\r\nHost: a\r\n\r\n", -1},
+        {"GET /x#frag HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET ftp://a/x HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET http://u@a/x HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+    };
+    struct lk_pool pool;
+    struct lk_http_msg m;
+    int absolute;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lk_pool_init(&pool);
+        int st = check(&pool, &m, cases[i].text, &absolute);
+        ok(st == cases[i].status, "case %zu: %d (want %d)", i, st, cases[i].status);
+        lk_pool_free(&pool);
+    }
+
+    /* absolute-form: routed on its authority, forwarded in origin-form */
+    lk_pool_init(&pool);
+    ok(check(&pool, &m, "GET http://B1.example.com:8080/a/b?c=d HTTP/1.1\r\nHost: other\r\n\r\n",
+             &absolute) == 0 && absolute,
+       "absolute-form accepted");
+    ok(lk_str_eq(m.target, LK_STRLIT("/a/b?c=d")), "origin-form target");
+    ok(lk_http_count(&m, LK_STRLIT("Host")) == 1 &&
+           lk_str_eq(*lk_http_find(&m, LK_STRLIT("Host")), LK_STRLIT("B1.example.com:8080")),
+       "Host is the target's authority");
+    ok(check(&pool, &m, "GET HTTPS://a.test?q=1 HTTP/1.0\r\n\r\n", &absolute) == 0 && absolute,
+       "absolute-form, no path, HTTP/1.0 without Host");
+    ok(lk_str_eq(m.target, LK_STRLIT("/?q=1")), "empty path becomes /");
+    ok(lk_http_find(&m, LK_STRLIT("Host")) != NULL &&
+           lk_str_eq(*lk_http_find(&m, LK_STRLIT("Host")), LK_STRLIT("a.test")),
+       "Host set from the target");
+    ok(check(&pool, &m, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n", &absolute) == 0 && !absolute,
+       "origin-form is not absolute");
+    lk_pool_free(&pool);
+}
+
+/* Connection may not name the fields lookout frames and routes by. */
+static void
+test_connection_names_framing(void)
+{
+    struct lk_pool pool;
+    struct lk_http_msg m;
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 1);
+    lk_http_add(&m, LK_STRLIT("Host"), LK_STRLIT("a"));
+    lk_http_add(&m, LK_STRLIT("Connection"), LK_STRLIT("Content-Length, host, X-Drop"));
+    lk_http_add(&m, LK_STRLIT("Connection"), LK_STRLIT("Transfer-Encoding"));
+    lk_http_add(&m, LK_STRLIT("Content-Length"), LK_STRLIT("5"));
+    lk_http_add(&m, LK_STRLIT("X-Drop"), LK_STRLIT("1"));
+    lk_http_strip_hop_by_hop(&m);
+    ok(lk_http_find(&m, LK_STRLIT("Content-Length")) != NULL, "Content-Length stays");
+    ok(lk_http_find(&m, LK_STRLIT("Host")) != NULL, "Host stays");
+    ok(lk_http_find(&m, LK_STRLIT("X-Drop")) == NULL, "another named field goes");
+    ok(lk_http_find(&m, LK_STRLIT("Connection")) == NULL, "Connection goes");
+    lk_pool_free(&pool);
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -327,5 +486,9 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/responses", test_responses},
     {"http_msg/upgrade_request", test_upgrade_request},
     {"http_msg/headers_edit", test_headers_edit},
+    {"http_msg/parser_strict", test_parser_strict},
+    {"http_msg/host_valid", test_host_valid},
+    {"http_msg/check_request", test_check_request},
+    {"http_msg/connection_names_framing", test_connection_names_framing},
     {NULL, NULL},
 };
