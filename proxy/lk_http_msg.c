@@ -573,13 +573,51 @@ on_chunk_header(llhttp_t *ll)
         p->error = "chunk size too large";
         return -1;
     }
+    p->chunk_left = ll->content_length;
     return 0;
+}
+
+/*
+ * llhttp 8 skips the two bytes after a chunk's data without looking at
+ * them, so "5\r\nhelloXX0\r\n\r\n" passes as one chunk: a framing that
+ * another parser reads differently.  They are checked here instead: n of
+ * them are at p->crlf_from, in the input being parsed.
+ */
+static int
+check_crlf(struct lk_http_parser *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char want = p->crlf_need == 2 ? '\r' : '\n';
+        if (p->crlf_from[i] != want) {
+            p->error = "chunk data not followed by CRLF";
+            return -1;
+        }
+        p->crlf_need--;
+    }
+    p->crlf_from += n;
+    return 0;
+}
+
+static int
+on_chunk_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+
+    /* both bytes were consumed just now, in this input */
+    return p->crlf_need != 0 ? check_crlf(p, p->crlf_need) : 0;
 }
 
 static int
 on_body(llhttp_t *ll, const char *at, size_t len)
 {
     struct lk_http_parser *p = P(ll);
+    if (p->chunked && len != 0) {
+        p->chunk_left -= len;
+        if (p->chunk_left == 0) {
+            p->crlf_need = 2;
+            p->crlf_from = at + len;
+        }
+    }
     /* llhttp may report an empty piece when stepped without input */
     if (p->on_body != NULL && len != 0)
         p->on_body(p->body_arg, at, len);
@@ -616,6 +654,7 @@ lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
     p->settings.on_headers_complete = on_headers_complete;
     p->settings.on_body = on_body;
     p->settings.on_chunk_header = on_chunk_header;
+    p->settings.on_chunk_complete = on_chunk_complete;
     p->settings.on_message_complete = on_message_complete;
     llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &p->settings);
     p->max_head = max_head;
@@ -627,6 +666,8 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->msg = msg;
     p->head_done = p->msg_done = 0;
     p->chunked = p->has_cl = p->upgrade = 0;
+    p->chunk_left = 0;
+    p->crlf_need = 0;
     p->no_body = 0;
     p->content_length = 0;
     p->state = EV_NONE;
@@ -655,7 +696,16 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
 
     int in_head = !p->head_done;
     p->input_start = data;
+    if (p->crlf_need != 0)
+        p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
+    if (p->crlf_need != 0 && (err == HPE_OK || err == HPE_PAUSED)) {
+        /* the chunk's CRLF straddles inputs: check what was consumed of it */
+        const char *end = err == HPE_OK ? data + len : llhttp_get_error_pos(&p->ll);
+        size_t n = (size_t)(end - p->crlf_from);
+        if (check_crlf(p, n < p->crlf_need ? n : p->crlf_need) != 0)
+            return LK_HTTP_ERROR;
+    }
     if (len != 0)
         p->input_prev = data[len - 1];
     if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)) {
