@@ -459,6 +459,36 @@ on_data(llhttp_t *ll, const char *at, size_t len)
     return grow(P(ll), at, len) == 0 ? 0 : -1;
 }
 
+/* The k-th byte (1 to 4) before at, a position in the input being parsed;
+ * it may lie in an earlier input. */
+static char
+before(const struct lk_http_parser *p, const char *at, size_t k)
+{
+    size_t here = (size_t)(at - p->input_start);
+    return k <= here ? at[-(ptrdiff_t)k] : p->hist[4 - (k - here)];
+}
+
+/* Whether the head line before at ended in CRLF: llhttp takes a bare LF
+ * after the request line and as the empty line, which some parsers behind
+ * a proxy do not (RFC 9112 §2.2 lets a recipient choose). */
+static int
+crlf_before(const struct lk_http_parser *p, const char *at)
+{
+    return before(p, at, 1) == '\n' && before(p, at, 2) == '\r';
+}
+
+static int
+on_field(llhttp_t *ll, const char *at, size_t len)
+{
+    struct lk_http_parser *p = P(ll);
+
+    if (p->buflen == 0 && len != 0 && !crlf_before(p, at)) { /* a field's first byte */
+        p->error = "a line of the head ends in a bare LF";
+        return -1;
+    }
+    return on_data(ll, at, len);
+}
+
 static int
 on_value(llhttp_t *ll, const char *at, size_t len)
 {
@@ -468,8 +498,7 @@ on_value(llhttp_t *ll, const char *at, size_t len)
      * skips the line break and reports the folded line as another piece of
      * the same value: a piece that follows a '\n' in the input is a fold. */
     if (p->value_pieces++ > 0) {
-        char before = at > p->input_start ? at[-1] : p->input_prev;
-        if (before == '\n') {
+        if (before(p, at, 1) == '\n') {
             p->error = "obsolete line folding in a header";
             return -1;
         }
@@ -645,7 +674,7 @@ lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
     p->settings.on_message_begin = on_message_begin;
     p->settings.on_url = on_data;
     p->settings.on_status = on_data;
-    p->settings.on_header_field = on_data;
+    p->settings.on_header_field = on_field;
     p->settings.on_header_value = on_value;
     p->settings.on_url_complete = on_url_complete;
     p->settings.on_status_complete = on_status_complete;
@@ -706,11 +735,20 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         if (check_crlf(p, n < p->crlf_need ? n : p->crlf_need) != 0)
             return LK_HTTP_ERROR;
     }
-    if (len != 0)
-        p->input_prev = data[len - 1];
+    size_t used = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->ll) - data);
+    if (in_head && err == HPE_PAUSED && p->state == EV_HEAD &&
+        !(crlf_before(p, data + used) && before(p, data + used, 3) == '\n' &&
+          before(p, data + used, 4) == '\r')) {
+        p->error = "the head ends in a bare LF";
+        return LK_HTTP_ERROR;
+    }
+    /* keep the last bytes consumed for the next input's look-behind */
+    for (size_t i = used < 4 ? 0 : used - 4; i < used; i++) {
+        memmove(p->hist, p->hist + 1, 3);
+        p->hist[3] = data[i];
+    }
     if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)) {
         /* The cap counts every byte of the head, separators included. */
-        size_t used = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->ll) - data);
         p->raw_head += used;
         if (p->raw_head > p->max_head) {
             p->error = "head too large";

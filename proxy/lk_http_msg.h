@@ -120,7 +120,7 @@ struct lk_http_parser {
     int state; /* internal */
     unsigned value_pieces; /* pieces of the current header value so far */
     const char *input_start; /* the buffer being parsed, for look-behind */
-    char input_prev;         /* last byte of the previous buffer */
+    char hist[4];            /* the last bytes consumed before it, hist[3] last */
     struct lk_str cur_name, cur_value;
     char *buf; /* growable scratch for the field being read */
     size_t buflen, bufcap;

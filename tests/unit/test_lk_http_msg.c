@@ -336,6 +336,11 @@ test_parser_strict(void)
         {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n", "E"},
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
          "5;name=value\r\nhello\r\n0\r\n\r\n", "HD"},               /* a legal extension */
+        {"GET / HTTP/1.1\nHost: a\r\n\r\n", "E"},             /* bare LF after the request line */
+        {"GET / HTTP/1.1\r\nHost: a\r\n\n", "E"},             /* ... as the empty line */
+        {"GET / HTTP/1.0\r\n\n", "E"},
+        {"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", "HDHD"},
+        {"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", "E"},
         /* llhttp 8 skips the two bytes after chunk data unread */
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
          "5\r\nhelloXX0\r\n\r\n", "HE"},
