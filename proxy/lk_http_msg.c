@@ -477,6 +477,13 @@ crlf_before(const struct lk_http_parser *p, const char *at)
     return before(p, at, 1) == '\n' && before(p, at, 2) == '\r';
 }
 
+/* Whether CRLF CRLF comes before at: how a head or a chunked body ends. */
+static int
+blank_line_before(const struct lk_http_parser *p, const char *at)
+{
+    return crlf_before(p, at) && before(p, at, 3) == '\n' && before(p, at, 4) == '\r';
+}
+
 static int
 on_field(llhttp_t *ll, const char *at, size_t len)
 {
@@ -603,6 +610,7 @@ on_chunk_header(llhttp_t *ll)
         return -1;
     }
     p->chunk_left = ll->content_length;
+    p->chunk_started = 0;
     return 0;
 }
 
@@ -641,6 +649,13 @@ on_body(llhttp_t *ll, const char *at, size_t len)
 {
     struct lk_http_parser *p = P(ll);
     if (p->chunked && len != 0) {
+        /* the chunk-size line ends in CRLF: llhttp takes "5;a\r" plus any
+         * byte as its end */
+        if (!p->chunk_started && !crlf_before(p, at)) {
+            p->error = "chunk size line not ended by CRLF";
+            return -1;
+        }
+        p->chunk_started = 1;
         p->chunk_left -= len;
         if (p->chunk_left == 0) {
             p->crlf_need = 2;
@@ -737,9 +752,13 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
     }
     size_t used = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->ll) - data);
     if (in_head && err == HPE_PAUSED && p->state == EV_HEAD &&
-        !(crlf_before(p, data + used) && before(p, data + used, 3) == '\n' &&
-          before(p, data + used, 4) == '\r')) {
+        !blank_line_before(p, data + used)) {
         p->error = "the head ends in a bare LF";
+        return LK_HTTP_ERROR;
+    }
+    if (err == HPE_PAUSED && p->state == EV_DONE && p->chunked &&
+        !blank_line_before(p, data + used)) {
+        p->error = "the chunked body ends in a bare LF";
         return LK_HTTP_ERROR;
     }
     /* keep the last bytes consumed for the next input's look-behind */

@@ -130,6 +130,7 @@ struct lk_http_parser {
     int head_done, msg_done;
     int chunked, has_cl, keep_alive, upgrade;
     uint64_t chunk_left;   /* data bytes of the current chunk still to come */
+    int chunk_started;     /* a byte of the current chunk's data was seen */
     unsigned crlf_need;    /* bytes of the CRLF after chunk data not yet checked */
     const char *crlf_from; /* where they are, in the input being parsed */
     uint64_t content_length;

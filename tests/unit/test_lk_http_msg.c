@@ -341,6 +341,12 @@ test_parser_strict(void)
         {"GET / HTTP/1.0\r\n\n", "E"},
         {"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", "HDHD"},
         {"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", "E"},
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5;a\rXhello\r\n0\r\n\r\n", "HE"},                          /* CR then any byte */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhello\r\n0\r\n\n", "HE"},                             /* bare LF at the end */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhello\r\n0;x=y\r\nT: 1\r\n\r\n", "HD"},               /* trailers are fine */
         /* llhttp 8 skips the two bytes after chunk data unread */
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
          "5\r\nhelloXX0\r\n\r\n", "HE"},
