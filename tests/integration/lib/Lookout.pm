@@ -39,7 +39,8 @@ use Time::HiRes qw(time sleep);
 our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wait_port
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
-                 broker_sections rss_kb lookout_error_ok);
+                 broker_sections rss_kb lookout_error_ok
+                 lookout_error_problems);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -639,9 +640,21 @@ sub rss_kb {
 # lookout_error_ok(RESPONSE, STATUS, NAME): RESPONSE (from curl() or parse_response()) is
 # an error lookout generated itself (CONTRACT §6): that status, Content-Type
 # application/json, a JSON body with a non-empty "reason", a Content-Length that matches,
-# and no X-Fake-Broker header (a fake broker's own error would carry one).
+# and no X-Fake-Broker or X-Raw-Broker header (a fake broker's own answer would carry one).
 sub lookout_error_ok {
     my ($r, $status, $name) = @_;
+    my @bad = lookout_error_problems($r, $status);
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    my $ok = Test::More::ok(!@bad, $name);
+    Test::More::diag("$name: " . join('; ', @bad) . "\n" . ($r->{head} // '')) if @bad;
+    return $ok;
+}
+
+# lookout_error_problems(RESPONSE, STATUS): what lookout_error_ok checks, as a list of
+# problems (empty when RESPONSE is lookout's own STATUS error), for tests that fold it into
+# a larger check.
+sub lookout_error_problems {
+    my ($r, $status) = @_;
     my $h = $r->{headers} // {};
     my $reason = eval { JSON::PP::decode_json($r->{body} // '')->{reason} };
     my @bad;
@@ -653,10 +666,8 @@ sub lookout_error_ok {
     push @bad, "Content-Length $h->{'content-length'} but body of " . length($r->{body} // '')
         if defined $h->{'content-length'} && $h->{'content-length'} != length($r->{body} // '');
     push @bad, "came from broker $h->{'x-fake-broker'}" if defined $h->{'x-fake-broker'};
-    local $Test::Builder::Level = $Test::Builder::Level + 1;
-    my $ok = Test::More::ok(!@bad, $name);
-    Test::More::diag("$name: " . join('; ', @bad) . "\n" . ($r->{head} // '')) if @bad;
-    return $ok;
+    push @bad, "came from broker $h->{'x-raw-broker'}" if defined $h->{'x-raw-broker'};
+    return @bad;
 }
 
 1;
