@@ -580,7 +580,8 @@ sub _send_all {
 sub parse_response {
     my ($raw, %o) = @_;
     while (1) {
-        $raw =~ /\A(HTTP\/(\d\.\d) (\d{3})(?: ([^\r\n]*))?\r?\n(.*?)\r?\n)\r?\n/s or return undef;
+        # A head may have no header lines at all (a bare "100 Continue").
+        $raw =~ /\A(HTTP\/(\d\.\d) (\d{3})(?: ([^\r\n]*))?\r?\n((?:[^\r\n]+\r?\n)*)\r?\n)/ or return undef;
         my ($hlen, $ver, $st, $reason, $hdrs) = (length($&), $2, 0 + $3, $4 // '', $5);
         my ($list, $h) = _headers_of($hdrs);
         my $rest = substr($raw, $hlen);
