@@ -11,7 +11,9 @@
 # framing error, a request the table does not list (a body read as a second request), or
 # an unfinished request left on a pooled upstream connection all fail the shape. A failing
 # shape's diagnostic shows the whole exchange, sanitised: what the client sent, what it
-# got back, and the raw bytes on each upstream connection.
+# got back, and the raw bytes on each upstream connection; the run ends with a summary of
+# every failing shape. Before the table, a few requests go straight to a RawBroker, to show
+# that it is as strict as the table needs.
 #
 # The "note" column records what nginx 1.22 and HAProxy 2.6 (Debian 12) do with the shape
 # when they stand in front of the same RawBroker (tests/integration/tools/compare-proxies.pl
@@ -515,11 +517,13 @@ sub show {
     return ($b eq '' ? '    | (nothing)' : $b) . ($cut ? "\n    | ... (cut)" : '');
 }
 
-# exchange(T, BYTES): send BYTES on a new connection (plain or TLS per T), read until lookout
-# closes, or until a complete response is in and nothing more comes for 0.3 s (1.5 s when
-# that response says Connection: close), or 4 s. Returns { reply, how, responses }.
+# exchange(T, BYTES [, WANT=1]): send BYTES on a new connection (plain or TLS per T), read
+# until lookout closes, or until WANT complete responses are in and nothing more comes for
+# 0.3 s (1.5 s when the last says Connection: close), or 4 s. Returns { reply, how,
+# responses }.
 sub exchange {
-    my ($t, $bytes) = @_;
+    my ($t, $bytes, $want) = @_;
+    $want //= 1;
     my $s;
     if ($t->{tls}) {
         $s = IO::Socket::SSL->new(PeerHost => '127.0.0.1', PeerPort => $t->{port}, Timeout => 3,
@@ -542,10 +546,11 @@ sub exchange {
     my @resp;
     while (1) {
         @resp = parse_all($reply);
+        my $done = grep { $_->{complete} } @resp;
         my $quiet = @resp && ($resp[-1]{headers}{connection} // '') =~ /\bclose\b/i ? 1.5 : 0.3;
-        if (@resp && time - $last_data >= $quiet) { $how = 'open'; last }
+        if ($done >= $want && time - $last_data >= $quiet) { $how = 'open'; last }
         if (time >= $end) { $how = 'timeout'; last }
-        my $wait = @resp ? $quiet - (time - $last_data) : $end - time;
+        my $wait = $done >= $want ? $quiet - (time - $last_data) : $end - time;
         $wait = 0.05 if $wait < 0.05;
         next unless ($t->{tls} && $s->pending) || IO::Select->new($s)->can_read($wait);
         my $n = sysread($s, my $buf, 65536);
@@ -556,6 +561,14 @@ sub exchange {
     }
     close $s;
     return { reply => $reply, how => $how, responses => [ parse_all($reply) ], sent => $off };
+}
+
+# want_count(EXP, T): how many responses the client may get at most under EXP.
+sub want_count {
+    my ($exp, $t) = @_;
+    return want_count($exp->{ $t->{name} }, $t) if exists $exp->{plain};
+    return (sort { $b <=> $a } map { want_count($_, $t) } @{ $exp->{any} })[0] if $exp->{any};
+    return scalar @{ $exp->{responses} };
 }
 
 # Every complete response in BYTES (1xx skipped), then an incomplete one if any.
@@ -701,6 +714,20 @@ sub check {
     return @p;
 }
 
+# describe(EXP, T): the expectation in words, for the diagnostic.
+sub describe {
+    my ($exp, $t) = @_;
+    return describe($exp->{ $t->{name} }, $t) if exists $exp->{plain};
+    return join(' OR ', map { '(' . describe($_, $t) . ')' } @{ $exp->{any} }) if $exp->{any};
+    my $st = join(', ', map { ref $_ ? join('/', @$_) : $_ } @{ $exp->{responses} });
+    my $close = !defined $exp->{close} ? '' : $exp->{close} ? ' then a close' : ', connection kept open';
+    my $reqs = join(', ', map {
+        my $b = expand($_->{body}, $t);
+        "$_->{method} " . expand($_->{target}, $t) . (length $b ? ' with a ' . length($b) . '-byte body' : '') . " to $_->{broker}"
+    } @{ $exp->{reqs} }) || 'nothing';
+    return "client gets [$st]$close; brokers get $reqs";
+}
+
 # What happened, for the diagnostic: the client's side and each upstream connection.
 sub story {
     my ($t, $raw, $res, $view) = @_;
@@ -727,6 +754,36 @@ sub settle_all {
         return 1 if time - $since >= $quiet;
     }
     return 0;
+}
+
+# The table proves nothing if the backend is lenient: straight to a RawBroker, what a strict
+# server must refuse is refused, and what it must split is split.
+sub backend_is_strict {
+    my ($b) = @_;
+    my $h = "Host: " . $b->addr . "\r\n";
+    my @cases = (
+        [ 'two requests', "GET /1 HTTP/1.1\r\n$h\r\nPOST /2 HTTP/1.1\r\n${h}Content-Length: 2\r\n\r\nokGET /3 HTTP/1.1\r\n$h\r\n",
+          'GET /1|POST /2 ok|GET /3' ],
+        [ 'chunked body with extensions and a trailer', "POST /c HTTP/1.1\r\n${h}Transfer-Encoding: chunked\r\n\r\n2;a=b\r\nok\r\n0\r\nX: 1\r\n\r\n",
+          'POST /c ok' ],
+        [ 'Content-Length with Transfer-Encoding', "POST /x HTTP/1.1\r\n${h}Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+          'error: Transfer-Encoding and Content-Length' ],
+        [ 'obs-fold', "GET /x HTTP/1.1\r\n${h}X: a\r\n b\r\n\r\n", 'error: obs-fold' ],
+        [ 'bare LF', "GET /x HTTP/1.1\n$h\r\n", 'error: bare LF in the head' ],
+        [ 'no Host', "GET /x HTTP/1.1\r\n\r\n", 'error: no Host on HTTP/1.1' ],
+        [ 'a bad chunk extension', "POST /x HTTP/1.1\r\n${h}Transfer-Encoding: chunked\r\n\r\n2;=b\r\nok\r\n0\r\n\r\n",
+          'error: bad chunk line' ],
+    );
+    for my $c (@cases) {
+        my ($what, $bytes, $want) = @$c;
+        my $m = $b->mark;
+        http_raw('127.0.0.1', $b->port, $bytes, timeout => 2, until => qr/\{"ok":(?:true|false)\}(?![\s\S]*HTTP\/1\.1)/);
+        $b->settle(0.1, 2);
+        my $got = join '|', map { $_->{ev} eq 'req' ? "$_->{method} $_->{target}" . (length $_->{body} ? " $_->{body}" : '')
+                                                     : "error: $_->{error}" }
+                            grep { $_->{ev} eq 'req' || $_->{ev} eq 'error' } $b->events_since($m);
+        is($got, $want, "RawBroker alone: $what");
+    }
 }
 
 sub start_instance {
@@ -765,6 +822,7 @@ sub main {
     $CTX{brokers} = \@b;
     $CTX{internal} = { map { $_->name => $_->addr } @b };
     ($CTX{s}, $CTX{t}) = free_ports(2);
+    backend_is_strict($b[0]);
     ok(start_instance(), 'lookout started') or BAIL_OUT('lookout did not start');
 
     my @transports = ({ name => 'plain', tls => 0, port => $CTX{s}, scheme => 'http' },
@@ -782,7 +840,7 @@ sub main {
             my ($name, $raw, $exp, $note) = @$shape;
             $raw = expand($raw, $t);
             my %marks = map { $_->name => $_->mark } @b;
-            my $res = exchange($t, $raw);
+            my $res = exchange($t, $raw, want_count($exp, $t));
             # Whatever lookout forwards, it forwards before the client's exchange ends;
             # wait until both brokers have been quiet for a moment.
             settle_all(0.12, 2);
@@ -794,7 +852,8 @@ sub main {
             }
             ok(!@p, "$t->{name}: $name") or do {
                 diag("  $_") for @p;
-                diag("  expected: $note");
+                diag("  expected: " . describe($exp, $t));
+                diag("  note: $note");
                 diag(story($t, $raw, $res, $view));
                 push @failed, [ $t->{name}, $name, \@p ];
             };
