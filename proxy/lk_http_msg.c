@@ -323,6 +323,14 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         *reason = "unsupported Transfer-Encoding (only chunked)";
         return 501;
     }
+    for (size_t i = 0; i < m->target.len; i++) {
+        /* llhttp takes HTAB and bytes over 0x7f; RFC 3986 has neither */
+        unsigned char ch = (unsigned char)m->target.p[i];
+        if (ch <= ' ' || ch >= 0x7f) {
+            *reason = "invalid character in the request target";
+            return 400;
+        }
+    }
     if (memchr(m->target.p, '#', m->target.len) != NULL) {
         *reason = "fragment in the request target";
         return 400;
@@ -493,6 +501,8 @@ on_field(llhttp_t *ll, const char *at, size_t len)
         p->error = "a line of the head ends in a bare LF";
         return -1;
     }
+    p->gap_from = at + len;
+    p->lf_in_gap = 0;
     return on_data(ll, at, len);
 }
 
@@ -502,14 +512,18 @@ on_value(llhttp_t *ll, const char *at, size_t len)
     struct lk_http_parser *p = P(ll);
 
     /* Obsolete line folding is a smuggling vector (RFC 9112 §5.2).  llhttp
-     * skips the line break and reports the folded line as another piece of
-     * the same value: a piece that follows a '\n' in the input is a fold. */
-    if (p->value_pieces++ > 0) {
-        if (before(p, at, 1) == '\n') {
-            p->error = "obsolete line folding in a header";
-            return -1;
-        }
+     * skips the line break and reports the folded line as (another piece
+     * of) the value: a LF between the field's name or last piece and this
+     * piece is a fold, even when the first line's value was empty.  (An
+     * empty value comes as an empty piece placed after its line break.) */
+    if (len == 0)
+        return 0;
+    const char *from = p->gap_from != NULL ? p->gap_from : p->input_start;
+    if (p->lf_in_gap || memchr(from, '\n', (size_t)(at - from)) != NULL) {
+        p->error = "obsolete line folding in a header";
+        return -1;
     }
+    p->gap_from = at + len;
     return on_data(ll, at, len);
 }
 
@@ -541,7 +555,6 @@ on_field_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
     p->cur_name = take(p);
-    p->value_pieces = 0;
     if (p->cur_name.len == 0) { /* ": value" (RFC 9110 §5.1: token = 1*tchar) */
         p->error = "empty header field name";
         return -1;
@@ -635,6 +648,28 @@ check_crlf(struct lk_http_parser *p, size_t n)
     return 0;
 }
 
+/* A chunk extension is token [= value] (RFC 9112 §7.1.1); llhttp 8 takes
+ * ";=value", with no name, and drops it. */
+static int
+on_ext_name(llhttp_t *ll, const char *at, size_t len)
+{
+    P(ll)->ext_named |= len != 0;
+    return 0;
+}
+
+static int
+on_ext_name_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+
+    if (!p->ext_named) {
+        p->error = "chunk extension without a name";
+        return -1;
+    }
+    p->ext_named = 0;
+    return 0;
+}
+
 static int
 on_chunk_complete(llhttp_t *ll)
 {
@@ -699,6 +734,8 @@ lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
     p->settings.on_body = on_body;
     p->settings.on_chunk_header = on_chunk_header;
     p->settings.on_chunk_complete = on_chunk_complete;
+    p->settings.on_chunk_extension_name = on_ext_name;
+    p->settings.on_chunk_extension_name_complete = on_ext_name_complete;
     p->settings.on_message_complete = on_message_complete;
     llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &p->settings);
     p->max_head = max_head;
@@ -740,6 +777,7 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
 
     int in_head = !p->head_done;
     p->input_start = data;
+    p->gap_from = NULL;
     if (p->crlf_need != 0)
         p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
@@ -761,6 +799,11 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         p->error = "the chunked body ends in a bare LF";
         return LK_HTTP_ERROR;
     }
+    /* a line break in the gap after the last name or value piece counts
+     * for a value piece in the next input */
+    const char *gap = p->gap_from != NULL ? p->gap_from : data;
+    if (gap < data + used && memchr(gap, '\n', (size_t)(data + used - gap)) != NULL)
+        p->lf_in_gap = 1;
     /* keep the last bytes consumed for the next input's look-behind */
     for (size_t i = used < 4 ? 0 : used - 4; i < used; i++) {
         memmove(p->hist, p->hist + 1, 3);

@@ -118,7 +118,8 @@ struct lk_http_parser {
     struct lk_http_msg *msg;
     size_t head_bytes, raw_head, max_head;
     int state; /* internal */
-    unsigned value_pieces; /* pieces of the current header value so far */
+    const char *gap_from; /* end of the last field name or value piece, in this input */
+    int lf_in_gap;        /* a LF came after it, in an earlier input */
     const char *input_start; /* the buffer being parsed, for look-behind */
     char hist[4];            /* the last bytes consumed before it, hist[3] last */
     struct lk_str cur_name, cur_value;
@@ -131,6 +132,7 @@ struct lk_http_parser {
     int chunked, has_cl, keep_alive, upgrade;
     uint64_t chunk_left;   /* data bytes of the current chunk still to come */
     int chunk_started;     /* a byte of the current chunk's data was seen */
+    int ext_named;         /* the current chunk extension has a name */
     unsigned crlf_need;    /* bytes of the CRLF after chunk data not yet checked */
     const char *crlf_from; /* where they are, in the input being parsed */
     uint64_t content_length;

@@ -347,6 +347,13 @@ test_parser_strict(void)
          "5\r\nhello\r\n0\r\n\n", "HE"},                             /* bare LF at the end */
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
          "5\r\nhello\r\n0;x=y\r\nT: 1\r\n\r\n", "HD"},               /* trailers are fine */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5;=value\r\nhello\r\n0\r\n\r\n", "HE"},                     /* extension without a name */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5;bb=\"x y\"\r\nhello\r\n0\r\n\r\n", "HD"},         /* (llhttp 8 takes one only) */
+        {"GET / HTTP/1.1\r\nHost: a\r\nX-Folded:\r\n b\r\n\r\n", "E"},   /* fold after an empty value */
+        {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n", "E"},
+        {"GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Next: b\r\n\r\n", "HD"}, /* not a fold */
         /* llhttp 8 skips the two bytes after chunk data unread */
         {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
          "5\r\nhelloXX0\r\n\r\n", "HE"},
@@ -448,6 +455,9 @@ test_check_request(void)
         {"GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400},
         {"GET x/y HTTP/1.1\r\nHost: a\r\n\r\n", -1},
         {"GET /x#frag HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET /a\tb HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+        {"GET /caf%C3%A9?q=a%20b&r=~!$'()*+,;= HTTP/1.1\r\nHost: a\r\n\r\n", 0},
         {"GET ftp://a/x HTTP/1.1\r\nHost: a\r\n\r\n", 400},
         {"GET http://u@a/x HTTP/1.1\r\nHost: a\r\n\r\n", 400},
         {"GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", 400},
