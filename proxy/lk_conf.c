@@ -754,7 +754,6 @@ find_cluster(const struct lk_conf *c, const char *name, size_t len)
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
 
-
 /* The line of a loaded broker's advertisedListeners. */
 static int
 listeners_line(const struct lk_conf *c, const struct lk_broker *b)
@@ -797,35 +796,6 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
         return entry_err(ld, s, e, "%s", msg);
     b->nlisteners = (size_t)n;
 
-    /* Pulsar's own rule: no internalListenerName means the first listener. */
-    if (cl->internal_listener == NULL)
-        b->internal = &b->listeners[0];
-    else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
-        return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
-    if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL)
-        return entry_err(ld, s, e,
-                         "the internal listener '%s' has no http or https address (lookout "
-                         "connects there for HTTP)",
-                         b->internal->name);
-    if (cl->lookup_listener != NULL) {
-        if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
-            return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
-        if (b->lookup == b->internal)
-            return entry_err(ld, s, e,
-                             "the lookup listener '%s' is the internal listener (the first one): "
-                             "lookout would listen on the addresses it connects to",
-                             b->lookup->name);
-        /* Whatever lookout accepts on the lookup listener it forwards to
-         * the internal listener, in the same protocol. */
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
-            if (b->lookup->addr[sc] != NULL && lk_listener_pick(b->internal, sc, 0) == NULL)
-                return entry_err(ld, s, e,
-                                 "the lookup listener '%s' has %s, but the internal listener "
-                                 "'%s' has no %s or %s address to forward it to",
-                                 b->lookup->name, b->lookup->addr[sc]->text, b->internal->name,
-                                 lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
-    }
-
     /* Addresses are how lookout tells brokers apart (lk_cluster_find_addr),
      * so two brokers of one cluster cannot share one.  b is the cluster's
      * last broker, so any other match comes first. */
@@ -840,6 +810,103 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
                 return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)",
                                  u->hostport, o->name, listeners_line(c, o));
         }
+    return 0;
+}
+
+/* Whether any broker of cl has a listener called name. */
+static int
+cluster_has_listener(const struct lk_cluster *cl, const char *name)
+{
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        if (lk_broker_listener(cl->brokers[i], name) != NULL)
+            return 1;
+    return 0;
+}
+
+/* "internal, external, vpn": the listener names of cl's brokers, each once,
+ * in the order they first appear; "..." ends a list too long for buf. */
+static void
+listener_names(const struct lk_cluster *cl, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        for (size_t l = 0; l < cl->brokers[i]->nlisteners; l++) {
+            const char *name = cl->brokers[i]->listeners[l].name;
+            size_t j = 0;
+            int n;
+
+            /* a broker's listeners have distinct names (lk_listeners_parse) */
+            while (j < i && lk_broker_listener(cl->brokers[j], name) == NULL)
+                j++;
+            if (j < i)
+                continue;
+            if (off + 2 + strlen(name) + sizeof(", ...") > len) {
+                snprintf(buf + off, len - off, "%s...", off != 0 ? ", " : "");
+                return;
+            }
+            n = snprintf(buf + off, len - off, "%s%s", off != 0 ? ", " : "", name);
+            off += (size_t)n;
+        }
+}
+
+/*
+ * Finds each broker's internal and lookup listener once every broker of cl
+ * is loaded.  A name that no broker has is the cluster key's mistake (a typo
+ * in internalListenerName or lookupListenerName), so its line is named; a
+ * name that only some brokers lack is those brokers' mistake.
+ */
+static int
+resolve_listeners(struct loader *ld, struct lk_cluster *cl)
+{
+    static const char *const keys[] = {"internalListenerName", "lookupListenerName"};
+    const char *const names[] = {cl->internal_listener, cl->lookup_listener};
+
+    for (int k = 0; k < 2; k++) {
+        char have[256];
+
+        if (names[k] == NULL || cluster_has_listener(cl, names[k]))
+            continue;
+        listener_names(cl, have, sizeof(have));
+        return entry_err(ld, cl->section, find_entry(cl->section, keys[k]),
+                         "no broker has a listener '%s' (their listeners: %s)", names[k], have);
+    }
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        struct lk_broker *b = cl->brokers[i];
+        struct lk_conf_section *s = find_section(ld->conf, "broker", b->name);
+        struct lk_conf_entry *e = find_entry(s, "advertisedListeners");
+
+        /* Pulsar's own rule: no internalListenerName means the first listener. */
+        if (cl->internal_listener == NULL)
+            b->internal = &b->listeners[0];
+        else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
+            return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
+        if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL)
+            return entry_err(ld, s, e,
+                             "the internal listener '%s' has no http or https address (lookout "
+                             "connects there for HTTP)",
+                             b->internal->name);
+        if (cl->lookup_listener != NULL) {
+            if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
+                return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
+            if (b->lookup == b->internal)
+                return entry_err(
+                    ld, s, e,
+                    "the lookup listener '%s' is the internal listener (the first one): "
+                    "lookout would listen on the addresses it connects to",
+                    b->lookup->name);
+            /* Whatever lookout accepts on the lookup listener it forwards to
+             * the internal listener, in the same protocol. */
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+                if (b->lookup->addr[sc] != NULL && lk_listener_pick(b->internal, sc, 0) == NULL)
+                    return entry_err(ld, s, e,
+                                     "the lookup listener '%s' has %s, but the internal listener "
+                                     "'%s' has no %s or %s address to forward it to",
+                                     b->lookup->name, b->lookup->addr[sc]->text, b->internal->name,
+                                     lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
+        }
+    }
     return 0;
 }
 
@@ -1206,6 +1273,9 @@ build(struct loader *ld, const char *text, size_t len)
             return report(ld, c->clusters[i]->line, c->clusters[i]->section, NULL,
                           "the cluster has no brokers (add [broker %s/ID] sections)",
                           c->clusters[i]->name);
+    for (i = 0; i < c->nclusters; i++)
+        if (resolve_listeners(ld, c->clusters[i]) != 0)
+            return -1;
 
     /* Filters read their own keys from the cluster's section, so unknown
      * keys can only be told once every chain is built. */
@@ -1380,7 +1450,6 @@ print_addrs(FILE *out, const struct lk_listener *l)
         if (l->addr[sc] != NULL)
             fprintf(out, " %s", l->addr[sc]->text);
 }
-
 
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)

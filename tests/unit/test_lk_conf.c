@@ -408,7 +408,19 @@ test_long_lines(void)
     /* the line number after a 100 KiB line is still right */
     EXPECT_ERR("t.conf:10: [broker prod/b1] advertisedListeners: listener 'missing' is not defined",
                LOOKOUT_TLS, comment, "[pulsar prod]", "internalListenerName = missing",
-               "lookupListenerName = ext", "", "[broker prod/b1]", listeners);
+               "lookupListenerName = ext", "", "[broker prod/b1]", listeners, "[broker prod/b2]",
+               "advertisedListeners = missing:http://10.0.0.2:8080,ext:https://b2.example.com");
+
+    /* a name no broker has: the list of those they have is cut short */
+    c = LOAD(LOOKOUT_TLS, "[pulsar prod]", "internalListenerName = missing", "[broker prod/b1]",
+             listeners);
+    ok(c == NULL &&
+           strncmp(err,
+                   "t.conf:5: [pulsar prod] internalListenerName: no broker has a "
+                   "listener 'missing' (their listeners: l0, l1, l2, ",
+                   100) == 0 &&
+           strlen(err) < 400 && strcmp(err + strlen(err) - 6, ", ...)") == 0,
+       "a long list of names ends in '...' (%s)", err);
     free(listeners);
     free(comment);
 }
@@ -622,14 +634,38 @@ test_broker_errors(void)
 {
     struct lk_conf *c;
 
-    /* STYLE.md's example, line for line */
+    /* STYLE.md's example, line for line: b1 lacks a listener that the
+     * cluster names and another broker has. */
     expect_err(__FILE__, __LINE__, "demo.conf",
                "demo.conf:14: [broker prod/b1] advertisedListeners: listener 'extrnal' is not "
                "defined",
                CONF("# demo", LOOKOUT_TLS, "", "[pulsar prod]", "internalListenerName = extrnal",
                     "lookupListenerName = external",
                     "webServiceUrl = https://pulsar.example.com:8443", "", "# the brokers", "",
+                    "[broker prod/b1]", B1_LISTENERS, "[broker prod/b2]",
+                    "advertisedListeners = extrnal:http://10.0.0.12:8080,"
+                    "external:https://b2.pulsar.example.com:8443"));
+    /* No broker has it: the name is wrong, not the brokers (issue 6 item 10). */
+    expect_err(__FILE__, __LINE__, "demo.conf",
+               "demo.conf:7: [pulsar prod] internalListenerName: no broker has a listener "
+               "'extrnal' (their listeners: internal, external)",
+               CONF("# demo", LOOKOUT_TLS, "", "[pulsar prod]", "internalListenerName = extrnal",
+                    "lookupListenerName = external",
+                    "webServiceUrl = https://pulsar.example.com:8443", "", "# the brokers", "",
                     "[broker prod/b1]", B1_LISTENERS));
+    EXPECT_ERR("t.conf:3: [pulsar prod] lookupListenerName: no broker has a listener 'extrnal' "
+               "(their listeners: internal, external, vpn)",
+               "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = extrnal",
+               "[broker prod/b1]",
+               "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80",
+               "[broker prod/b2]",
+               "advertisedListeners = internal:http://10.0.0.2:8080,external:http://b2:80,"
+               "vpn:http://10.1.0.2:80");
+    EXPECT_ERR("t.conf:7: [broker prod/b2] advertisedListeners: listener 'external' is not "
+               "defined",
+               "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
+               "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80", "",
+               "[broker prod/b2]", "advertisedListeners = internal:http://10.0.0.2:8080");
     EXPECT_ERR("t.conf:1: [broker prdo/b1] cluster 'prdo' is not defined (no [pulsar prdo])",
                "[broker prdo/b1]", "advertisedListeners = a:http://h:1", "[pulsar prod]");
     EXPECT_ERR("t.conf:2: [broker b1] the name must be CLUSTER/ID, e.g. [broker prod/b1]",
@@ -649,7 +685,8 @@ test_broker_errors(void)
     EXPECT_ERR("t.conf:3: [broker prod/b1] advertisedListeners: no listeners (expected "
                "name:scheme://host:port,...)",
                "[pulsar prod]", "[broker prod/b1]", "advertisedListeners =");
-    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: listener 'externl' is not defined",
+    EXPECT_ERR("t.conf:2: [pulsar prod] lookupListenerName: no broker has a listener 'externl' "
+               "(their listeners: internal, external)",
                "[pulsar prod]", "lookupListenerName = externl", "[broker prod/b1]",
                "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80");
     EXPECT_ERR("t.conf:3: [broker prod/b1] advertisedListeners: the internal listener 'internal' "
@@ -1470,7 +1507,8 @@ test_reference(void)
         char *junk = calloc(1, big);
         memset(junk, '#', big - 1);
         c = lk_conf_load_buf("huge.conf", junk, big - 1, err, sizeof(err));
-        ok(c == NULL && strstr(err, "huge.conf: larger than") != NULL, "a file over 4 MiB is refused (%s)", err);
+        ok(c == NULL && strstr(err, "huge.conf: larger than") != NULL,
+           "a file over 4 MiB is refused (%s)", err);
         size_t n = 0;
         for (unsigned i = 0; i <= 10000 && n + 64 < big; i++)
             n += (size_t)snprintf(junk + n, big - n, "[broker p/b%u]\n", i);
