@@ -221,6 +221,20 @@ my @bad;
                  qr/127\.0\.0\.1:$q1|conflict/i ];
 }
 {
+    # lookout would dial itself (issue 6 item 11): the service address is b1's internal one.
+    my $t = $good;
+    $t =~ s{^webServiceUrl = .*$}{webServiceUrl = http://127.0.0.1:$p1}m;
+    push @bad, [ 'service address on an internal address', $t, qr/^webServiceUrl/,
+                 qr/connect to it as the internal address http:\/\/127\.0\.0\.1:$p1 of broker prod\/b1/ ];
+}
+{
+    # A name binds 0.0.0.0 on its port, which takes connections to b1's internal 127.0.0.1:p1.
+    my $t = $good;
+    $t =~ s{external:http://127\.0\.0\.1:$q2}{external:http://b2.lookout.test:$p1}m;
+    push @bad, [ 'a wildcard bind on an internal address', $t, qr/^advertisedListeners = .*$p2/,
+                 qr/bind 0\.0\.0\.0:$p1\b.*internal address http:\/\/127\.0\.0\.1:$p1 of broker prod\/b1/ ];
+}
+{
     my $t = $good;
     $t =~ s/^\[broker prod\/b2\]$/[broker staging\/b2]/m;
     push @bad, [ 'broker of an undefined cluster', $t, qr/^\[broker staging/, qr/staging/ ];

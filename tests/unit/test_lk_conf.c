@@ -1196,6 +1196,79 @@ test_bind_conflicts(void)
                "advertisedListeners = i:http://h:1");
 }
 
+/* A bound address that is also an internal address: lookout would connect
+ * to itself (issue 6 item 11). */
+static void
+test_self_dial(void)
+{
+    struct lk_conf *c;
+
+    /* the same IP literal, in another cluster */
+    EXPECT_ERR("t.conf:7: [broker b/1] advertisedListeners: lookout would listen on "
+               "http://127.0.0.1:8080 (bind 127.0.0.1:8080) and connect to it as the internal "
+               "address http://127.0.0.1:8080 of broker a/1 (line 3)",
+               "[pulsar a]", "[broker a/1]", "advertisedListeners = i:http://127.0.0.1:8080",
+               "[pulsar b]", "lookupListenerName = e", "[broker b/1]",
+               "advertisedListeners = i:http://10.0.0.1:8080,e:http://127.0.0.1:8080");
+    /* one IPv6 address, written two ways */
+    EXPECT_ERR("t.conf:7: [broker b/1] advertisedListeners: lookout would listen on "
+               "http://[::1]:8080 (bind [::1]:8080) and connect to it as the internal address "
+               "http://[0::1]:8080 of broker a/1 (line 3)",
+               "[pulsar a]", "[broker a/1]", "advertisedListeners = i:http://[0::1]:8080",
+               "[pulsar b]", "lookupListenerName = e", "[broker b/1]",
+               "advertisedListeners = i:http://10.0.0.1:8080,e:http://[::1]:8080");
+    /* the same name and port, in another cluster */
+    EXPECT_ERR("t.conf:7: [broker b/1] advertisedListeners: lookout would listen on "
+               "http://b1.example.com:8080 (bind 0.0.0.0:8080) and connect to it as the internal "
+               "address https://b1.example.com.:8080 of broker a/1 (line 3)",
+               "[pulsar a]", "[broker a/1]", "advertisedListeners = i:https://B1.example.com.:8080",
+               "[pulsar b]", "lookupListenerName = e", "[broker b/1]",
+               "advertisedListeners = i:http://10.0.0.1:8080,e:http://b1.example.com:8080");
+    /* a name binds 0.0.0.0, which takes connections to any 127.x address */
+    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: lookout would listen on "
+               "http://b1.example.com:8080 (bind 0.0.0.0:8080) and connect to it as the internal "
+               "address http://127.0.0.5:8080 of broker prod/b1 (line 4)",
+               "[pulsar prod]", "lookupListenerName = e", "[broker prod/b1]",
+               "advertisedListeners = i:http://127.0.0.5:8080,e:http://b1.example.com:8080");
+    /* ... and to localhost */
+    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: lookout would listen on "
+               "http://127.0.0.1:8080 (bind 127.0.0.1:8080) and connect to it as the internal "
+               "address http://localhost:8080 of broker prod/b1 (line 4)",
+               "[pulsar prod]", "lookupListenerName = e", "[broker prod/b1]",
+               "advertisedListeners = i:http://localhost:8080,e:http://127.0.0.1:8080");
+    /* the service address */
+    EXPECT_ERR("t.conf:2: [pulsar prod] webServiceUrl: lookout would listen on "
+               "http://127.0.0.1:8080 (bind 127.0.0.1:8080) and connect to it as the internal "
+               "address http://127.0.0.1:8080 of broker prod/b2 (line 6)",
+               "[pulsar prod]", "webServiceUrl = http://127.0.0.1:8080", "[broker prod/b1]",
+               "advertisedListeners = i:http://127.0.0.2:8080", "[broker prod/b2]",
+               "advertisedListeners = i:http://127.0.0.1:8080");
+    EXPECT_ERR("t.conf:3: [pulsar prod] serviceUrl: lookout would listen on "
+               "pulsar://pulsar.example.com:6650 (bind 127.0.0.1:6650) and connect to it as the "
+               "internal address pulsar://127.0.0.1:6650 of broker prod/b1 (line 6)",
+               "[pulsar prod]", "bind = 127.0.0.1", "serviceUrl = pulsar://pulsar.example.com",
+               "[broker prod/b1]", "",
+               "advertisedListeners = i:http://127.0.0.1:8080,i:pulsar://127.0.0.1:6650");
+
+    /* Other addresses on the same port are fine: another IP, another
+     * family (IPV6_V6ONLY), or a 127.x address next to a specific bind. */
+    c = LOAD("[pulsar prod]", "lookupListenerName = e", "[broker prod/b1]",
+             "advertisedListeners = i:http://127.0.0.1:8080,e:http://127.0.0.2:8080",
+             "[broker prod/b2]",
+             "advertisedListeners = i:http://[::1]:8081,i:pulsar://10.0.0.2:6650,"
+             "e:http://b2.example.com:8081,e:pulsar://127.0.0.1:6650");
+    ok(c != NULL, "no self-dial (%s)", err);
+    lk_conf_unref(c);
+    /* A broker's internal address that is not its own listener (another
+     * cluster's) on a bind of the same IP but another port. */
+    c = LOAD("[pulsar a]", "webServiceUrl = http://127.0.0.1:9000", "[broker a/1]",
+             "advertisedListeners = i:http://127.0.0.1:9001", "[pulsar b]",
+             "webServiceUrl = http://127.0.0.1:9002", "[broker b/1]",
+             "advertisedListeners = i:http://127.0.0.1:9003");
+    ok(c != NULL, "other ports (%s)", err);
+    lk_conf_unref(c);
+}
+
 static void
 test_tls_without_cert(void)
 {
@@ -1596,6 +1669,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/bind_names_share", test_bind_names_share},
     {"conf/bind_ipv6", test_bind_ipv6},
     {"conf/bind_conflicts", test_bind_conflicts},
+    {"conf/self_dial", test_self_dial},
     {"conf/tls_without_cert", test_tls_without_cert},
     {"conf/admin_conflicts", test_admin_conflicts},
     {"conf/no_lookup", test_no_lookup},
