@@ -36,6 +36,8 @@
 #define DEFAULT_MAX_HEADER_BYTES (32u * 1024)
 #define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
 #define DEFAULT_UPSTREAM_IDLE_MAX 64u
+/* The kernel caps it at net.core.somaxconn (4096 since Linux 5.4). */
+#define DEFAULT_LISTEN_BACKLOG 4096
 #define DEFAULT_FOLLOW_MAX_HOPS 5u
 /* Bounds on what a config may hold, far above any real cluster, so that a
  * wrong or hostile file fails fast instead of eating memory and time (the
@@ -54,7 +56,7 @@ static const char *const lookout_keys[] = {
     "admin",           "workers",          "log_level",        "tls.certificate",
     "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
-    "max_buffer_bytes", "upstream.idle_pool", NULL};
+    "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
@@ -624,6 +626,10 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
             if (parse_uint(v, 65535, &n) != 0)
                 return entry_err(ld, s, e, "'%s' is not a number from 0 to 65535", v);
             c->upstream_idle_max = (unsigned)n;
+        } else if (strcmp(k, "listen.backlog") == 0) {
+            if (parse_uint(v, INT_MAX, &n) != 0 || n == 0)
+                return entry_err(ld, s, e, "'%s' is not a number from 1 to %d", v, INT_MAX);
+            c->listen_backlog = (int)n;
         } else {
             continue; /* unknown: reported once the filters took theirs */
         }
@@ -1439,6 +1445,7 @@ lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size
     c->max_header_bytes = DEFAULT_MAX_HEADER_BYTES;
     c->max_buffer_bytes = DEFAULT_MAX_BUFFER_BYTES;
     c->upstream_idle_max = DEFAULT_UPSTREAM_IDLE_MAX;
+    c->listen_backlog = DEFAULT_LISTEN_BACKLOG;
     c->log_level = LK_INFO;
     c->refs = 1;
 

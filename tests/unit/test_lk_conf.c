@@ -208,6 +208,7 @@ test_defaults(void)
     ok(c->max_header_bytes == 32 * 1024, "max_header_bytes 32k");
     ok(c->max_buffer_bytes == 1024 * 1024, "max_buffer_bytes 1m");
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
+    ok(c->listen_backlog == 4096, "listen.backlog 4096");
     ok(c->log_level == LK_INFO, "log_level info");
     ok(c->dir != NULL && c->dir[0] == '/', "dir is absolute (%s)", c->dir);
 
@@ -238,14 +239,15 @@ test_defaults(void)
 static void
 test_lookout_keys(void)
 {
-    struct lk_conf *c = load_as(
-        "/etc/lookout/t.conf",
-        CONF("[lookout]", "admin = 127.0.0.1:9901", "workers = 3", "log_level = debug",
-             "tls.certificate = a.crt", "tls.key = a.key", "tls.certificate = /etc/b.crt",
-             "tls.upstream_verify = off", /* other keys may sit inside a pair */
-             "tls.key = b.key", "tls.upstream_ca = ca/internal.crt", "timeout.connect = 250ms",
-             "timeout.response = 2m", "timeout.client_header = 3s", "timeout.idle = 90s",
-             "max_header_bytes = 64k", "max_buffer_bytes = 2M", "upstream.idle_pool = 0"));
+    struct lk_conf *c =
+        load_as("/etc/lookout/t.conf",
+                CONF("[lookout]", "admin = 127.0.0.1:9901", "workers = 3", "log_level = debug",
+                     "tls.certificate = a.crt", "tls.key = a.key", "tls.certificate = /etc/b.crt",
+                     "tls.upstream_verify = off", /* other keys may sit inside a pair */
+                     "tls.key = b.key", "tls.upstream_ca = ca/internal.crt",
+                     "timeout.connect = 250ms", "timeout.response = 2m",
+                     "timeout.client_header = 3s", "timeout.idle = 90s", "max_header_bytes = 64k",
+                     "max_buffer_bytes = 2M", "upstream.idle_pool = 0", "listen.backlog = 100"));
 
     if (!ok(c != NULL, "loads (%s)", err))
         return;
@@ -269,18 +271,20 @@ test_lookout_keys(void)
     ok(c->max_header_bytes == 65536, "max_header_bytes");
     ok(c->max_buffer_bytes == 2 * 1024 * 1024, "max_buffer_bytes");
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
+    ok(c->listen_backlog == 100, "listen.backlog");
     lk_conf_unref(c);
 
     c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on", "workers.x = 1");
     ok(c == NULL, "refused for workers.x");
     lk_conf_unref(c);
     c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on",
-             "upstream.idle_pool = 65535", "log_level = error");
+             "upstream.idle_pool = 65535", "log_level = error", "listen.backlog = 2147483647");
     if (ok(c != NULL, "loads (%s)", err)) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         ok(c->workers == (cores >= 1 ? cores : 1), "workers = auto is the core count");
-        ok(c->upstream_verify == 1 && c->upstream_idle_max == 65535 && c->log_level == LK_ERR,
-           "on, 65535, error");
+        ok(c->upstream_verify == 1 && c->upstream_idle_max == 65535 && c->log_level == LK_ERR &&
+               c->listen_backlog == 2147483647,
+           "on, 65535, error, INT_MAX");
     }
     lk_conf_unref(c);
     c = LOAD("[lookout]", "workers = 1024", "admin = [::1]:9901", "log_level = warn");
@@ -538,6 +542,10 @@ test_value_errors(void)
         {"upstream.idle_pool = 65536",
          "upstream.idle_pool: '65536' is not a number from 0 to 65535"},
         {"upstream.idle_pool = 1k", "upstream.idle_pool: '1k' is not a number from 0 to 65535"},
+        {"listen.backlog = 0", "listen.backlog: '0' is not a number from 1 to 2147483647"},
+        {"listen.backlog = 2147483648",
+         "listen.backlog: '2147483648' is not a number from 1 to 2147483647"},
+        {"listen.backlog = 4k", "listen.backlog: '4k' is not a number from 1 to 2147483647"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -1537,6 +1545,7 @@ test_reference(void)
                                        "max_header_bytes",
                                        "max_buffer_bytes",
                                        "upstream.idle_pool",
+                                       "listen.backlog",
                                        "internalListenerName",
                                        "lookupListenerName",
                                        "webServiceUrl",
