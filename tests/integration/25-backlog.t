@@ -48,6 +48,8 @@ webServiceUrl = http://127.0.0.1:$w
 advertisedListeners = internal:http://127.0.0.1:$p
 EOF
     ok($lk->started, "$name: lookout started") or diag($lk->log);
+    # Its first socket opens before the second worker binds its own (slowly under valgrind).
+    $lk->wait_log(qr/started with 2 workers/);
     my @q = send_q($w);
     $lk->stop;
     return @q;
