@@ -1093,117 +1093,120 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
     return 0;
 }
 
-/* "b1.example.com." and "B1.example.com" name one host; so do "::1" and
- * "0::1". */
-static int
-same_host(const char *a, const char *b)
-{
-    char ia[INET6_ADDRSTRLEN], ib[INET6_ADDRSTRLEN];
-    int fa, fb;
-    struct lk_str sa = lk_str_c(a), sb = lk_str_c(b);
+/* A host as the config's addresses hold it, for comparing: an IP literal in
+ * canonical text (so "::1" = "0::1"), or a name without the trailing dot of
+ * its absolute form. */
+struct host_key {
+    char ip[INET6_ADDRSTRLEN];
+    int family; /* AF_INET, AF_INET6; 0 for a name */
+    struct lk_str name;
+    int loopback; /* 2: 127.0.0.1, ::1, the unspecified address (Linux connects
+                   * it to the machine itself), localhost; 1: another 127.x */
+};
 
-    if (parse_ip(a, ia, sizeof(ia), &fa) == 0 && parse_ip(b, ib, sizeof(ib), &fb) == 0)
-        return fa == fb && strcmp(ia, ib) == 0;
-    if (sa.len > 1 && sa.p[sa.len - 1] == '.')
-        sa.len--;
-    if (sb.len > 1 && sb.p[sb.len - 1] == '.')
-        sb.len--;
-    return lk_str_eqi(sa, sb);
-}
-
-/*
- * How a connection to host (of the given family) reaches this machine
- * whatever its interfaces: 2 for the loopback address itself (127.0.0.1,
- * ::1, and what Linux connects to it: the unspecified address, the name
- * localhost), 1 for another 127.x address, 0 for anything else.
- */
-static int
-loopback_kind(const char *host, int family)
+static void
+host_key(const char *host, struct host_key *k)
 {
     unsigned char a[sizeof(struct in6_addr)];
-    struct lk_str h = lk_str_c(host);
 
-    if (inet_pton(AF_INET, host, a) == 1) {
-        if (family != AF_INET)
-            return 0;
-        if (memcmp(a, "\x7f\0\0\x01", 4) == 0 || memcmp(a, "\0\0\0\0", 4) == 0)
-            return 2;
-        return a[0] == 127;
+    k->name = lk_str_c(host);
+    if (k->name.len > 1 && k->name.p[k->name.len - 1] == '.')
+        k->name.len--;
+    k->loopback = 0;
+    if (parse_ip(host, k->ip, sizeof(k->ip), &k->family) != 0) {
+        k->family = 0;
+        k->ip[0] = '\0';
+        if (lk_str_eqi(k->name, LK_STRLIT("localhost")) ||
+            lk_str_has_suffix_i(k->name, LK_STRLIT(".localhost")))
+            k->loopback = 2;
+        return;
     }
-    if (inet_pton(AF_INET6, host, a) == 1)
-        return family == AF_INET6 && (IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a) ||
-                                      IN6_IS_ADDR_UNSPECIFIED((struct in6_addr *)a))
-                   ? 2
-                   : 0;
-    if (h.len > 1 && h.p[h.len - 1] == '.')
-        h.len--;
-    return lk_str_eqi(h, LK_STRLIT("localhost")) ||
-                   (h.len > 10 &&
-                    lk_str_eqi(lk_str_make(h.p + h.len - 10, 10), LK_STRLIT(".localhost")))
-               ? 2
-               : 0;
+    inet_pton(k->family, k->ip, a);
+    if (k->family == AF_INET6) {
+        if (IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a) ||
+            IN6_IS_ADDR_UNSPECIFIED((struct in6_addr *)a))
+            k->loopback = 2;
+    } else if (memcmp(a, "\x7f\0\0\x01", 4) == 0 || memcmp(a, "\0\0\0\0", 4) == 0) {
+        k->loopback = 2;
+    } else if (a[0] == 127) {
+        k->loopback = 1;
+    }
 }
 
 /*
- * Whether a connection to internal address u would reach lookout's own
- * socket b (bound for vhost v): u names v's host on b's port, or u's IP is
- * b's, or u is this machine's loopback (loopback_kind) and b takes it: a
- * wildcard takes all of 127/8 (or ::1), 127.0.0.1 takes localhost.  The
- * other addresses of this machine's interfaces are not known from the
- * config, so a wildcard next to one of them is not caught here.
+ * Whether a connection to host:port u reaches lookout's socket b, bound for
+ * a vhost whose host is v: u names v's host, or u's IP is b's, or u is this
+ * machine's loopback and b takes it (a wildcard takes all of 127/8 or ::1,
+ * 127.0.0.1 and ::1 take localhost).  A socket takes its own family only
+ * (IPV6_V6ONLY).  The other addresses of this machine's interfaces are not
+ * known from the config, so a wildcard next to one of them is not caught.
  */
 static int
-bind_takes(const struct lk_bind *b, const struct lk_vhost *v, const struct lk_url *u)
+bind_takes(const struct lk_bind *b, const struct host_key *bk, const struct host_key *v,
+           const struct host_key *u, uint16_t port)
 {
-    char ip[INET6_ADDRSTRLEN], bip[INET6_ADDRSTRLEN];
-    int family = b->addr.ss_family, ufamily; /* IPV6_V6ONLY: one family per socket */
-
-    if (u->port != bind_port(b))
+    if (port != bind_port(b))
         return 0;
-    if (same_host(u->host, v->host))
+    if (u->family != 0 || v->family != 0 ? u->family == v->family && strcmp(u->ip, v->ip) == 0
+                                         : lk_str_eqi(u->name, v->name))
         return 1;
-    bind_ip(b, bip, sizeof(bip));
-    if (parse_ip(u->host, ip, sizeof(ip), &ufamily) == 0 && ufamily == family &&
-        strcmp(ip, bip) == 0)
+    if (u->family != 0 && u->family != bk->family)
+        return 0;
+    if (u->family != 0 && strcmp(u->ip, bk->ip) == 0)
         return 1;
-    if (is_wildcard(b))
-        return loopback_kind(u->host, family) != 0;
-    return loopback_kind(bip, family) == 2 && loopback_kind(u->host, family) == 2;
+    return is_wildcard(b) ? u->loopback != 0 : bk->loopback == 2 && u->loopback == 2;
 }
 
 /*
  * Refuses a bind that is also some broker's internal address, in any
  * cluster: lookout would forward requests to itself, each one a new
- * connection, until it runs out of file descriptors.
+ * connection, until it runs out of file descriptors.  Each address is read
+ * once, since a config may hold thousands of both.
  */
 static int
 check_self_dial(struct loader *ld)
 {
     const struct lk_conf *c = ld->conf;
+    struct host_key *keys = lk_xcalloc(c->nbrokers * LK_SCHEME__COUNT + 1, sizeof(*keys));
+    int rc = 0;
 
-    for (size_t i = 0; i < c->nbinds; i++) {
+    for (size_t k = 0; k < c->nbrokers; k++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+            if (c->brokers[k]->internal->addr[sc] != NULL)
+                host_key(c->brokers[k]->internal->addr[sc]->host, &keys[k * LK_SCHEME__COUNT + sc]);
+    for (size_t i = 0; i < c->nbinds && rc == 0; i++) {
         const struct lk_bind *bd = c->binds[i];
-        for (size_t j = 0; j < bd->nvhosts; j++) {
+        char bip[INET6_ADDRSTRLEN];
+        struct host_key bk;
+
+        bind_ip(bd, bip, sizeof(bip));
+        host_key(bip, &bk);
+        for (size_t j = 0; j < bd->nvhosts && rc == 0; j++) {
             const struct lk_vhost *v = &bd->vhosts[j];
-            for (size_t k = 0; k < c->nbrokers; k++) {
+            struct host_key vk;
+
+            host_key(v->host, &vk);
+            for (size_t k = 0; k < c->nbrokers && rc == 0; k++) {
                 const struct lk_broker *br = c->brokers[k];
-                for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+                for (int sc = 0; sc < LK_SCHEME__COUNT && rc == 0; sc++) {
                     const struct lk_url *u = br->internal->addr[sc];
                     char vu[300], vo[300];
 
-                    if (u == NULL || !bind_takes(bd, v, u))
+                    if (u == NULL ||
+                        !bind_takes(bd, &bk, &vk, &keys[k * LK_SCHEME__COUNT + sc], u->port))
                         continue;
                     vhost_url(v, vu, sizeof(vu));
                     vhost_origin(v, vo, sizeof(vo));
-                    return report(ld, v->line, NULL, NULL,
-                                  "%s: lookout would listen on %s (bind %s) and connect to it as "
-                                  "the internal address %s of broker %s (line %d)",
-                                  vo, vu, bd->text, u->text, br->name, listeners_line(c, br));
+                    rc = report(ld, v->line, NULL, NULL,
+                                "%s: lookout would listen on %s (bind %s) and connect to it as "
+                                "the internal address %s of broker %s (line %d)",
+                                vo, vu, bd->text, u->text, br->name, listeners_line(c, br));
                 }
             }
         }
     }
-    return 0;
+    free(keys);
+    return rc;
 }
 
 static int
