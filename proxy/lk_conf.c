@@ -36,6 +36,8 @@
 #define DEFAULT_MAX_HEADER_BYTES (32u * 1024)
 #define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
 #define DEFAULT_UPSTREAM_IDLE_MAX 64u
+/* The kernel caps it at net.core.somaxconn (4096 since Linux 5.4). */
+#define DEFAULT_LISTEN_BACKLOG 4096
 #define DEFAULT_FOLLOW_MAX_HOPS 5u
 /* Bounds on what a config may hold, far above any real cluster, so that a
  * wrong or hostile file fails fast instead of eating memory and time (the
@@ -54,7 +56,7 @@ static const char *const lookout_keys[] = {
     "admin",           "workers",          "log_level",        "tls.certificate",
     "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
-    "max_buffer_bytes", "upstream.idle_pool", NULL};
+    "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
@@ -624,6 +626,10 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
             if (parse_uint(v, 65535, &n) != 0)
                 return entry_err(ld, s, e, "'%s' is not a number from 0 to 65535", v);
             c->upstream_idle_max = (unsigned)n;
+        } else if (strcmp(k, "listen.backlog") == 0) {
+            if (parse_uint(v, INT_MAX, &n) != 0 || n == 0)
+                return entry_err(ld, s, e, "'%s' is not a number from 1 to %d", v, INT_MAX);
+            c->listen_backlog = (int)n;
         } else {
             continue; /* unknown: reported once the filters took theirs */
         }
@@ -754,7 +760,6 @@ find_cluster(const struct lk_conf *c, const char *name, size_t len)
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
 
-
 /* The line of a loaded broker's advertisedListeners. */
 static int
 listeners_line(const struct lk_conf *c, const struct lk_broker *b)
@@ -797,35 +802,6 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
         return entry_err(ld, s, e, "%s", msg);
     b->nlisteners = (size_t)n;
 
-    /* Pulsar's own rule: no internalListenerName means the first listener. */
-    if (cl->internal_listener == NULL)
-        b->internal = &b->listeners[0];
-    else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
-        return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
-    if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL)
-        return entry_err(ld, s, e,
-                         "the internal listener '%s' has no http or https address (lookout "
-                         "connects there for HTTP)",
-                         b->internal->name);
-    if (cl->lookup_listener != NULL) {
-        if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
-            return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
-        if (b->lookup == b->internal)
-            return entry_err(ld, s, e,
-                             "the lookup listener '%s' is the internal listener (the first one): "
-                             "lookout would listen on the addresses it connects to",
-                             b->lookup->name);
-        /* Whatever lookout accepts on the lookup listener it forwards to
-         * the internal listener, in the same protocol. */
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
-            if (b->lookup->addr[sc] != NULL && lk_listener_pick(b->internal, sc, 0) == NULL)
-                return entry_err(ld, s, e,
-                                 "the lookup listener '%s' has %s, but the internal listener "
-                                 "'%s' has no %s or %s address to forward it to",
-                                 b->lookup->name, b->lookup->addr[sc]->text, b->internal->name,
-                                 lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
-    }
-
     /* Addresses are how lookout tells brokers apart (lk_cluster_find_addr),
      * so two brokers of one cluster cannot share one.  b is the cluster's
      * last broker, so any other match comes first. */
@@ -840,6 +816,103 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
                 return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)",
                                  u->hostport, o->name, listeners_line(c, o));
         }
+    return 0;
+}
+
+/* Whether any broker of cl has a listener called name. */
+static int
+cluster_has_listener(const struct lk_cluster *cl, const char *name)
+{
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        if (lk_broker_listener(cl->brokers[i], name) != NULL)
+            return 1;
+    return 0;
+}
+
+/* "internal, external, vpn": the listener names of cl's brokers, each once,
+ * in the order they first appear; "..." ends a list too long for buf. */
+static void
+listener_names(const struct lk_cluster *cl, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        for (size_t l = 0; l < cl->brokers[i]->nlisteners; l++) {
+            const char *name = cl->brokers[i]->listeners[l].name;
+            size_t j = 0;
+            int n;
+
+            /* a broker's listeners have distinct names (lk_listeners_parse) */
+            while (j < i && lk_broker_listener(cl->brokers[j], name) == NULL)
+                j++;
+            if (j < i)
+                continue;
+            if (off + 2 + strlen(name) + sizeof(", ...") > len) {
+                snprintf(buf + off, len - off, "%s...", off != 0 ? ", " : "");
+                return;
+            }
+            n = snprintf(buf + off, len - off, "%s%s", off != 0 ? ", " : "", name);
+            off += (size_t)n;
+        }
+}
+
+/*
+ * Finds each broker's internal and lookup listener once every broker of cl
+ * is loaded.  A name that no broker has is the cluster key's mistake (a typo
+ * in internalListenerName or lookupListenerName), so its line is named; a
+ * name that only some brokers lack is those brokers' mistake.
+ */
+static int
+resolve_listeners(struct loader *ld, struct lk_cluster *cl)
+{
+    static const char *const keys[] = {"internalListenerName", "lookupListenerName"};
+    const char *const names[] = {cl->internal_listener, cl->lookup_listener};
+
+    for (int k = 0; k < 2; k++) {
+        char have[256];
+
+        if (names[k] == NULL || cluster_has_listener(cl, names[k]))
+            continue;
+        listener_names(cl, have, sizeof(have));
+        return entry_err(ld, cl->section, find_entry(cl->section, keys[k]),
+                         "no broker has a listener '%s' (their listeners: %s)", names[k], have);
+    }
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        struct lk_broker *b = cl->brokers[i];
+        struct lk_conf_section *s = find_section(ld->conf, "broker", b->name);
+        struct lk_conf_entry *e = find_entry(s, "advertisedListeners");
+
+        /* Pulsar's own rule: no internalListenerName means the first listener. */
+        if (cl->internal_listener == NULL)
+            b->internal = &b->listeners[0];
+        else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
+            return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
+        if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL)
+            return entry_err(ld, s, e,
+                             "the internal listener '%s' has no http or https address (lookout "
+                             "connects there for HTTP)",
+                             b->internal->name);
+        if (cl->lookup_listener != NULL) {
+            if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
+                return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
+            if (b->lookup == b->internal)
+                return entry_err(
+                    ld, s, e,
+                    "the lookup listener '%s' is the internal listener (the first one): "
+                    "lookout would listen on the addresses it connects to",
+                    b->lookup->name);
+            /* Whatever lookout accepts on the lookup listener it forwards to
+             * the internal listener, in the same protocol. */
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+                if (b->lookup->addr[sc] != NULL && lk_listener_pick(b->internal, sc, 0) == NULL)
+                    return entry_err(ld, s, e,
+                                     "the lookup listener '%s' has %s, but the internal listener "
+                                     "'%s' has no %s or %s address to forward it to",
+                                     b->lookup->name, b->lookup->addr[sc]->text, b->internal->name,
+                                     lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
+        }
+    }
     return 0;
 }
 
@@ -1020,6 +1093,122 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
     return 0;
 }
 
+/* A host as the config's addresses hold it, for comparing: an IP literal in
+ * canonical text (so "::1" = "0::1"), or a name without the trailing dot of
+ * its absolute form. */
+struct host_key {
+    char ip[INET6_ADDRSTRLEN];
+    int family; /* AF_INET, AF_INET6; 0 for a name */
+    struct lk_str name;
+    int loopback; /* 2: 127.0.0.1, ::1, the unspecified address (Linux connects
+                   * it to the machine itself), localhost; 1: another 127.x */
+};
+
+static void
+host_key(const char *host, struct host_key *k)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+
+    k->name = lk_str_c(host);
+    if (k->name.len > 1 && k->name.p[k->name.len - 1] == '.')
+        k->name.len--;
+    k->loopback = 0;
+    if (parse_ip(host, k->ip, sizeof(k->ip), &k->family) != 0) {
+        k->family = 0;
+        k->ip[0] = '\0';
+        if (lk_str_eqi(k->name, LK_STRLIT("localhost")) ||
+            lk_str_has_suffix_i(k->name, LK_STRLIT(".localhost")))
+            k->loopback = 2;
+        return;
+    }
+    inet_pton(k->family, k->ip, a);
+    if (k->family == AF_INET6) {
+        if (IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a) ||
+            IN6_IS_ADDR_UNSPECIFIED((struct in6_addr *)a))
+            k->loopback = 2;
+    } else if (memcmp(a, "\x7f\0\0\x01", 4) == 0 || memcmp(a, "\0\0\0\0", 4) == 0) {
+        k->loopback = 2;
+    } else if (a[0] == 127) {
+        k->loopback = 1;
+    }
+}
+
+/*
+ * Whether a connection to host:port u reaches lookout's socket b, bound for
+ * a vhost whose host is v: u names v's host, or u's IP is b's, or u is this
+ * machine's loopback and b takes it (a wildcard takes all of 127/8 or ::1,
+ * 127.0.0.1 and ::1 take localhost).  A socket takes its own family only
+ * (IPV6_V6ONLY).  The other addresses of this machine's interfaces are not
+ * known from the config, so a wildcard next to one of them is not caught.
+ */
+static int
+bind_takes(const struct lk_bind *b, const struct host_key *bk, const struct host_key *v,
+           const struct host_key *u, uint16_t port)
+{
+    if (port != bind_port(b))
+        return 0;
+    if (u->family != 0 || v->family != 0 ? u->family == v->family && strcmp(u->ip, v->ip) == 0
+                                         : lk_str_eqi(u->name, v->name))
+        return 1;
+    if (u->family != 0 && u->family != bk->family)
+        return 0;
+    if (u->family != 0 && strcmp(u->ip, bk->ip) == 0)
+        return 1;
+    return is_wildcard(b) ? u->loopback != 0 : bk->loopback == 2 && u->loopback == 2;
+}
+
+/*
+ * Refuses a bind that is also some broker's internal address, in any
+ * cluster: lookout would forward requests to itself, each one a new
+ * connection, until it runs out of file descriptors.  Each address is read
+ * once, since a config may hold thousands of both.
+ */
+static int
+check_self_dial(struct loader *ld)
+{
+    const struct lk_conf *c = ld->conf;
+    struct host_key *keys = lk_xcalloc(c->nbrokers * LK_SCHEME__COUNT + 1, sizeof(*keys));
+    int rc = 0;
+
+    for (size_t k = 0; k < c->nbrokers; k++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+            if (c->brokers[k]->internal->addr[sc] != NULL)
+                host_key(c->brokers[k]->internal->addr[sc]->host, &keys[k * LK_SCHEME__COUNT + sc]);
+    for (size_t i = 0; i < c->nbinds && rc == 0; i++) {
+        const struct lk_bind *bd = c->binds[i];
+        char bip[INET6_ADDRSTRLEN];
+        struct host_key bk;
+
+        bind_ip(bd, bip, sizeof(bip));
+        host_key(bip, &bk);
+        for (size_t j = 0; j < bd->nvhosts && rc == 0; j++) {
+            const struct lk_vhost *v = &bd->vhosts[j];
+            struct host_key vk;
+
+            host_key(v->host, &vk);
+            for (size_t k = 0; k < c->nbrokers && rc == 0; k++) {
+                const struct lk_broker *br = c->brokers[k];
+                for (int sc = 0; sc < LK_SCHEME__COUNT && rc == 0; sc++) {
+                    const struct lk_url *u = br->internal->addr[sc];
+                    char vu[300], vo[300];
+
+                    if (u == NULL ||
+                        !bind_takes(bd, &bk, &vk, &keys[k * LK_SCHEME__COUNT + sc], u->port))
+                        continue;
+                    vhost_url(v, vu, sizeof(vu));
+                    vhost_origin(v, vo, sizeof(vo));
+                    rc = report(ld, v->line, NULL, NULL,
+                                "%s: lookout would listen on %s (bind %s) and connect to it as "
+                                "the internal address %s of broker %s (line %d)",
+                                vo, vu, bd->text, u->text, br->name, listeners_line(c, br));
+                }
+            }
+        }
+    }
+    free(keys);
+    return rc;
+}
+
 static int
 build_binds(struct loader *ld)
 {
@@ -1074,7 +1263,7 @@ build_binds(struct loader *ld)
             }
         }
     }
-    return 0;
+    return check_self_dial(ld);
 }
 
 /* Unknown keys ------------------------------------------------------------------- */
@@ -1206,6 +1395,9 @@ build(struct loader *ld, const char *text, size_t len)
             return report(ld, c->clusters[i]->line, c->clusters[i]->section, NULL,
                           "the cluster has no brokers (add [broker %s/ID] sections)",
                           c->clusters[i]->name);
+    for (i = 0; i < c->nclusters; i++)
+        if (resolve_listeners(ld, c->clusters[i]) != 0)
+            return -1;
 
     /* Filters read their own keys from the cluster's section, so unknown
      * keys can only be told once every chain is built. */
@@ -1256,6 +1448,7 @@ lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size
     c->max_header_bytes = DEFAULT_MAX_HEADER_BYTES;
     c->max_buffer_bytes = DEFAULT_MAX_BUFFER_BYTES;
     c->upstream_idle_max = DEFAULT_UPSTREAM_IDLE_MAX;
+    c->listen_backlog = DEFAULT_LISTEN_BACKLOG;
     c->log_level = LK_INFO;
     c->refs = 1;
 
@@ -1380,7 +1573,6 @@ print_addrs(FILE *out, const struct lk_listener *l)
         if (l->addr[sc] != NULL)
             fprintf(out, " %s", l->addr[sc]->text);
 }
-
 
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)

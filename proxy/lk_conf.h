@@ -154,6 +154,7 @@ struct lk_conf {
     size_t max_header_bytes;           /* default 32k */
     size_t max_buffer_bytes;           /* default 1m */
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
+    int listen_backlog;                /* `listen.backlog`: listen(2) backlog of each socket, default 4096 */
     int log_level;                     /* `log_level = error|warn|info|debug`, default info */
 
     struct lk_cluster **clusters;

@@ -585,8 +585,11 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
 
 /* Workers ------------------------------------------------------------------ */
 
+/* Binds b and listens with the configured backlog (the kernel caps it at
+ * net.core.somaxconn).  The caller hands the socket to evconnlistener_new
+ * with a backlog of 0: given -1, libevent would listen() again with 128. */
 static evutil_socket_t
-bind_socket(const struct lk_bind *b, char *err, size_t errlen)
+bind_socket(const struct lk_bind *b, int backlog, char *err, size_t errlen)
 {
     evutil_socket_t fd = socket(b->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -599,7 +602,7 @@ bind_socket(const struct lk_bind *b, char *err, size_t errlen)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, (const struct sockaddr *)&b->addr, b->addrlen) != 0)
         goto fail;
-    if (listen(fd, 1024) != 0)
+    if (listen(fd, backlog) != 0)
         goto fail;
     return fd;
 fail:
@@ -649,12 +652,12 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
                            b->text, b->proto == LK_PROTO_PULSAR ? "Pulsar binary" : "Kafka");
                 continue;
             }
-            evutil_socket_t fd = bind_socket(b, err, errlen);
+            evutil_socket_t fd = bind_socket(b, conf->listen_backlog, err, errlen);
             if (fd < 0)
                 return -1;
             struct evconnlistener *l = evconnlistener_new(
                 w->base, accept_cb, &w->listen[w->nlisteners],
-                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
             if (l == NULL) {
                 close(fd);
                 snprintf(err, errlen, "cannot listen on %s", b->text);

@@ -53,7 +53,8 @@ struct hx {
     uint64_t res_left;         /* Content-Length body bytes still to move untouched */
     struct evbuffer *res_body; /* decoded body from the parser */
     struct evbuffer *res_out;  /* filter output, not yet framed */
-    uint64_t res_bytes;
+    uint64_t res_bytes;        /* body bytes from the broker (de-chunked) */
+    uint64_t res_client_bytes; /* body bytes to the client (before chunking) */
     int status;
     int retried;
     int any_broker;      /* came in on a service address: any broker will do */
@@ -221,10 +222,12 @@ access_log(struct hx *hx)
 
     lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160);
     lk_log(LK_INFO, NULL,
-           "%s \"%.*s %s\" %s %d %llu bytes, %u rewrites, %u leaks, %u hops%s, %lld ms%s%s",
+           "%s \"%.*s %s\" %s %d %llu bytes from broker, %llu bytes to client, %u rewrites, "
+           "%u leaks, %u hops%s, %lld ms%s%s",
            hx->hc->c->peer, (int)x->req.method.len, x->req.method.p, target,
            x->broker != NULL ? x->broker->name : "-", hx->status,
-           (unsigned long long)hx->res_bytes, x->rewrites, x->leaks, hx->hops,
+           (unsigned long long)hx->res_bytes, (unsigned long long)hx->res_client_bytes,
+           x->rewrites, x->leaks, hx->hops,
            x->body_overflows != 0 ? ", body over max_buffer_bytes passed through" : "",
            lk_now_ms() - hx->start_ms,
            hx->upstream_error ? ", upstream: " : "",
@@ -303,7 +306,7 @@ reply_error(struct hx *hx, int status, const char *reason, int close)
                         hc->closing ? "Connection: close\r\n" : "", body);
     hx->status = status;
     hx->res_head_sent = 1;
-    hx->res_bytes = strlen(body);
+    hx->res_client_bytes = strlen(body);
     free(body);
     json_decref(j);
     hx->req_done = hx->req_done || !hx->req_has_body;
@@ -480,6 +483,7 @@ write_body(struct hx *hx, struct evbuffer *data)
 
     if (len == 0)
         return;
+    hx->res_client_bytes += len;
     if (hx->framing == OUT_CHUNKED)
         evbuffer_add_printf(out, "%zx\r\n", len);
     evbuffer_add_buffer(out, data);
@@ -817,6 +821,7 @@ up_read(struct bufferevent *bev, void *arg)
                 n = (size_t)hx->res_left;
             evbuffer_remove_buffer(in, bufferevent_get_output(hc->c->bev), n);
             hx->res_bytes += n;
+            hx->res_client_bytes += n;
             hx->res_left -= n;
             if (hx->res_left == 0) {
                 on_response_done(hx);

@@ -5,7 +5,7 @@
 set -e
 PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
 libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
-curl openssl perl libio-socket-ssl-perl python3 procps"
+curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
 [ -n "$LOOKOUT_EXTRA_PKGS" ] && PKGS="$PKGS $LOOKOUT_EXTRA_PKGS"
 
 missing=""

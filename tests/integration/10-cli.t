@@ -178,13 +178,19 @@ my @bad;
 {
     my $t = $good;
     $t =~ s/^lookupListenerName   = external$/lookupListenerName   = extrnal/m;
-    # Reported where the listener is named or where a broker lacks it.
-    push @bad, [ 'unknown lookup listener name', $t, qr/^(?:lookupListenerName|advertisedListeners = .*$q1)/, qr/extrnal/ ];
+    # No broker has it: the name is wrong, and the error names its line (issue 6 item 10).
+    push @bad, [ 'unknown lookup listener name', $t, qr/^lookupListenerName/, qr/extrnal/ ];
 }
 {
     my $t = $good;
     $t =~ s/^internalListenerName = internal$/internalListenerName = intern/m;
-    push @bad, [ 'unknown internal listener name', $t, qr/^(?:internalListenerName|advertisedListeners = .*$q1)/, qr/intern\b/ ];
+    push @bad, [ 'unknown internal listener name', $t, qr/^internalListenerName/, qr/intern\b/ ];
+}
+{
+    # Only b2 lacks the lookup listener: its advertisedListeners line is the one to fix.
+    my $t = $good;
+    $t =~ s{,external:http://127\.0\.0\.1:$q2}{}m;
+    push @bad, [ 'a broker without the lookup listener', $t, qr/^advertisedListeners = .*$p2/, qr/'external'/ ];
 }
 {
     my $t = $good;
@@ -213,6 +219,20 @@ my @bad;
     $t =~ s{^webServiceUrl = .*$}{webServiceUrl = http://127.0.0.1:$q1}m;
     push @bad, [ 'service address on a broker address', $t, qr/^(?:webServiceUrl|advertisedListeners = .*$q1)/,
                  qr/127\.0\.0\.1:$q1|conflict/i ];
+}
+{
+    # lookout would dial itself (issue 6 item 11): the service address is b1's internal one.
+    my $t = $good;
+    $t =~ s{^webServiceUrl = .*$}{webServiceUrl = http://127.0.0.1:$p1}m;
+    push @bad, [ 'service address on an internal address', $t, qr/^webServiceUrl/,
+                 qr/connect to it as the internal address http:\/\/127\.0\.0\.1:$p1 of broker prod\/b1/ ];
+}
+{
+    # A name binds 0.0.0.0 on its port, which takes connections to b1's internal 127.0.0.1:p1.
+    my $t = $good;
+    $t =~ s{external:http://127\.0\.0\.1:$q2}{external:http://b2.lookout.test:$p1}m;
+    push @bad, [ 'a wildcard bind on an internal address', $t, qr/^advertisedListeners = .*$p2/,
+                 qr/bind 0\.0\.0\.0:$p1\b.*internal address http:\/\/127\.0\.0\.1:$p1 of broker prod\/b1/ ];
 }
 {
     my $t = $good;

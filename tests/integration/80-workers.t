@@ -53,8 +53,10 @@ sub thread_ticks {
     return \%t;
 }
 
-my @tasks = glob "/proc/$pid/task/*";
-cmp_ok(scalar @tasks, '>=', 2, 'at least two threads');
+# The sockets open before the worker threads start (slowly under valgrind): wait for them.
+sub ntasks { return scalar(() = glob("/proc/$_[0]/task/*")) }
+wait_until(sub { ntasks($pid) >= 2 }, 10);
+cmp_ok(ntasks($pid), '>=', 2, 'at least two threads');
 
 subtest 'a burst of concurrent clients: all served' => sub {
     my $before = thread_ticks();
@@ -104,7 +106,8 @@ lookupListenerName = external
 EOF
     ok($auto->started, 'started');
     my $cores = qx{nproc 2>/dev/null} =~ /(\d+)/ ? $1 : 1;
-    cmp_ok(scalar(() = glob("/proc/" . $auto->pid . "/task/*")), '>=', $cores, "at least one thread per core ($cores)");
+    wait_until(sub { ntasks($auto->pid) >= $cores }, 10);
+    cmp_ok(ntasks($auto->pid), '>=', $cores, "at least one thread per core ($cores)");
     is(curl("http://127.0.0.1:$port/test/status?code=201")->{status}, 201, 'serves');
     $auto->stop;
 };

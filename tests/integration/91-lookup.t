@@ -243,6 +243,33 @@ subtest 'other lookup answers pass through' => sub {
     is_deeply(json($r->{body}), $e->expect_ld('external', 1), 'unknown listener name: external, and no 500 from the broker');
 };
 
+subtest 'the access log counts the body bytes from the broker and to the client' => sub {
+    # issue 6 item 13: a rewritten body differs in size from the broker's; both are logged
+    # (body bytes, after de-chunking, as README says).
+    for my $chunked (0, 1) {
+        $c->set(chunked => $chunked);
+        my $what = $chunked ? 'chunked broker' : 'Content-Length broker';
+        my $direct = http_req(GET => "$L->{internal}{1}{http}$LK/t1");
+        my $path = "$LK/t1?listenerName=vpn&probe=access$chunked";
+        my $r = http_req(GET => "$X{1}$path");
+        is($r->{status}, 200, "$what: 200");
+        isnt(length $r->{body}, length $direct->{body}, "$what: the rewritten body has another size ("
+             . length($direct->{body}) . ' -> ' . length($r->{body}) . ')');
+        # (logged as forwarded: without the listenerName the listener filter took out)
+        my $re = qr/"GET \Q$LK\E\/t1\?[^"]*probe=access$chunked" prod\/b1 200 (\d+) bytes from broker, (\d+) bytes to client, 1 rewrites?,/;
+        ok($lk->wait_log($re, 5), "$what: an access log line with both counts") or diag($lk->log);
+        my ($from, $to) = ($lk->log // '') =~ $re;
+        is($from, length $direct->{body}, "$what: bytes from broker = the broker's body");
+        is($to, length $r->{body}, "$what: bytes to client = the body the client got");
+    }
+    $c->set(chunked => 0);
+    # Untouched: the same count both ways.
+    my $r = http_req(GET => "$X{1}$LK/missing-y");
+    my $n = length $r->{body};
+    ok($lk->wait_log(qr/"GET \Q$LK\E\/missing-y" prod\/b1 404 $n bytes from broker, $n bytes to client,/, 5),
+       "a 404 passed through: $n bytes both ways") or diag($lk->log);
+};
+
 subtest 'a lookup body over max_buffer_bytes passes through whole' => sub {
     my $lkc = $e->start_lookout(name => 'small-buffer', ext => $e->new_external,
                                 lookout => "max_buffer_bytes = 100\n", cluster => "leak_guard = off\n");

@@ -208,6 +208,7 @@ test_defaults(void)
     ok(c->max_header_bytes == 32 * 1024, "max_header_bytes 32k");
     ok(c->max_buffer_bytes == 1024 * 1024, "max_buffer_bytes 1m");
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
+    ok(c->listen_backlog == 4096, "listen.backlog 4096");
     ok(c->log_level == LK_INFO, "log_level info");
     ok(c->dir != NULL && c->dir[0] == '/', "dir is absolute (%s)", c->dir);
 
@@ -238,14 +239,15 @@ test_defaults(void)
 static void
 test_lookout_keys(void)
 {
-    struct lk_conf *c = load_as(
-        "/etc/lookout/t.conf",
-        CONF("[lookout]", "admin = 127.0.0.1:9901", "workers = 3", "log_level = debug",
-             "tls.certificate = a.crt", "tls.key = a.key", "tls.certificate = /etc/b.crt",
-             "tls.upstream_verify = off", /* other keys may sit inside a pair */
-             "tls.key = b.key", "tls.upstream_ca = ca/internal.crt", "timeout.connect = 250ms",
-             "timeout.response = 2m", "timeout.client_header = 3s", "timeout.idle = 90s",
-             "max_header_bytes = 64k", "max_buffer_bytes = 2M", "upstream.idle_pool = 0"));
+    struct lk_conf *c =
+        load_as("/etc/lookout/t.conf",
+                CONF("[lookout]", "admin = 127.0.0.1:9901", "workers = 3", "log_level = debug",
+                     "tls.certificate = a.crt", "tls.key = a.key", "tls.certificate = /etc/b.crt",
+                     "tls.upstream_verify = off", /* other keys may sit inside a pair */
+                     "tls.key = b.key", "tls.upstream_ca = ca/internal.crt",
+                     "timeout.connect = 250ms", "timeout.response = 2m",
+                     "timeout.client_header = 3s", "timeout.idle = 90s", "max_header_bytes = 64k",
+                     "max_buffer_bytes = 2M", "upstream.idle_pool = 0", "listen.backlog = 100"));
 
     if (!ok(c != NULL, "loads (%s)", err))
         return;
@@ -269,18 +271,20 @@ test_lookout_keys(void)
     ok(c->max_header_bytes == 65536, "max_header_bytes");
     ok(c->max_buffer_bytes == 2 * 1024 * 1024, "max_buffer_bytes");
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
+    ok(c->listen_backlog == 100, "listen.backlog");
     lk_conf_unref(c);
 
     c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on", "workers.x = 1");
     ok(c == NULL, "refused for workers.x");
     lk_conf_unref(c);
     c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on",
-             "upstream.idle_pool = 65535", "log_level = error");
+             "upstream.idle_pool = 65535", "log_level = error", "listen.backlog = 2147483647");
     if (ok(c != NULL, "loads (%s)", err)) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         ok(c->workers == (cores >= 1 ? cores : 1), "workers = auto is the core count");
-        ok(c->upstream_verify == 1 && c->upstream_idle_max == 65535 && c->log_level == LK_ERR,
-           "on, 65535, error");
+        ok(c->upstream_verify == 1 && c->upstream_idle_max == 65535 && c->log_level == LK_ERR &&
+               c->listen_backlog == 2147483647,
+           "on, 65535, error, INT_MAX");
     }
     lk_conf_unref(c);
     c = LOAD("[lookout]", "workers = 1024", "admin = [::1]:9901", "log_level = warn");
@@ -408,7 +412,19 @@ test_long_lines(void)
     /* the line number after a 100 KiB line is still right */
     EXPECT_ERR("t.conf:10: [broker prod/b1] advertisedListeners: listener 'missing' is not defined",
                LOOKOUT_TLS, comment, "[pulsar prod]", "internalListenerName = missing",
-               "lookupListenerName = ext", "", "[broker prod/b1]", listeners);
+               "lookupListenerName = ext", "", "[broker prod/b1]", listeners, "[broker prod/b2]",
+               "advertisedListeners = missing:http://10.0.0.2:8080,ext:https://b2.example.com");
+
+    /* a name no broker has: the list of those they have is cut short */
+    c = LOAD(LOOKOUT_TLS, "[pulsar prod]", "internalListenerName = missing", "[broker prod/b1]",
+             listeners);
+    ok(c == NULL &&
+           strncmp(err,
+                   "t.conf:5: [pulsar prod] internalListenerName: no broker has a "
+                   "listener 'missing' (their listeners: l0, l1, l2, ",
+                   100) == 0 &&
+           strlen(err) < 400 && strcmp(err + strlen(err) - 6, ", ...)") == 0,
+       "a long list of names ends in '...' (%s)", err);
     free(listeners);
     free(comment);
 }
@@ -526,6 +542,10 @@ test_value_errors(void)
         {"upstream.idle_pool = 65536",
          "upstream.idle_pool: '65536' is not a number from 0 to 65535"},
         {"upstream.idle_pool = 1k", "upstream.idle_pool: '1k' is not a number from 0 to 65535"},
+        {"listen.backlog = 0", "listen.backlog: '0' is not a number from 1 to 2147483647"},
+        {"listen.backlog = 2147483648",
+         "listen.backlog: '2147483648' is not a number from 1 to 2147483647"},
+        {"listen.backlog = 4k", "listen.backlog: '4k' is not a number from 1 to 2147483647"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -622,14 +642,38 @@ test_broker_errors(void)
 {
     struct lk_conf *c;
 
-    /* STYLE.md's example, line for line */
+    /* STYLE.md's example, line for line: b1 lacks a listener that the
+     * cluster names and another broker has. */
     expect_err(__FILE__, __LINE__, "demo.conf",
                "demo.conf:14: [broker prod/b1] advertisedListeners: listener 'extrnal' is not "
                "defined",
                CONF("# demo", LOOKOUT_TLS, "", "[pulsar prod]", "internalListenerName = extrnal",
                     "lookupListenerName = external",
                     "webServiceUrl = https://pulsar.example.com:8443", "", "# the brokers", "",
+                    "[broker prod/b1]", B1_LISTENERS, "[broker prod/b2]",
+                    "advertisedListeners = extrnal:http://10.0.0.12:8080,"
+                    "external:https://b2.pulsar.example.com:8443"));
+    /* No broker has it: the name is wrong, not the brokers (issue 6 item 10). */
+    expect_err(__FILE__, __LINE__, "demo.conf",
+               "demo.conf:7: [pulsar prod] internalListenerName: no broker has a listener "
+               "'extrnal' (their listeners: internal, external)",
+               CONF("# demo", LOOKOUT_TLS, "", "[pulsar prod]", "internalListenerName = extrnal",
+                    "lookupListenerName = external",
+                    "webServiceUrl = https://pulsar.example.com:8443", "", "# the brokers", "",
                     "[broker prod/b1]", B1_LISTENERS));
+    EXPECT_ERR("t.conf:3: [pulsar prod] lookupListenerName: no broker has a listener 'extrnal' "
+               "(their listeners: internal, external, vpn)",
+               "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = extrnal",
+               "[broker prod/b1]",
+               "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80",
+               "[broker prod/b2]",
+               "advertisedListeners = internal:http://10.0.0.2:8080,external:http://b2:80,"
+               "vpn:http://10.1.0.2:80");
+    EXPECT_ERR("t.conf:7: [broker prod/b2] advertisedListeners: listener 'external' is not "
+               "defined",
+               "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
+               "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80", "",
+               "[broker prod/b2]", "advertisedListeners = internal:http://10.0.0.2:8080");
     EXPECT_ERR("t.conf:1: [broker prdo/b1] cluster 'prdo' is not defined (no [pulsar prdo])",
                "[broker prdo/b1]", "advertisedListeners = a:http://h:1", "[pulsar prod]");
     EXPECT_ERR("t.conf:2: [broker b1] the name must be CLUSTER/ID, e.g. [broker prod/b1]",
@@ -649,7 +693,8 @@ test_broker_errors(void)
     EXPECT_ERR("t.conf:3: [broker prod/b1] advertisedListeners: no listeners (expected "
                "name:scheme://host:port,...)",
                "[pulsar prod]", "[broker prod/b1]", "advertisedListeners =");
-    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: listener 'externl' is not defined",
+    EXPECT_ERR("t.conf:2: [pulsar prod] lookupListenerName: no broker has a listener 'externl' "
+               "(their listeners: internal, external)",
                "[pulsar prod]", "lookupListenerName = externl", "[broker prod/b1]",
                "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80");
     EXPECT_ERR("t.conf:3: [broker prod/b1] advertisedListeners: the internal listener 'internal' "
@@ -1159,6 +1204,79 @@ test_bind_conflicts(void)
                "advertisedListeners = i:http://h:1");
 }
 
+/* A bound address that is also an internal address: lookout would connect
+ * to itself (issue 6 item 11). */
+static void
+test_self_dial(void)
+{
+    struct lk_conf *c;
+
+    /* the same IP literal, in another cluster */
+    EXPECT_ERR("t.conf:7: [broker b/1] advertisedListeners: lookout would listen on "
+               "http://127.0.0.1:8080 (bind 127.0.0.1:8080) and connect to it as the internal "
+               "address http://127.0.0.1:8080 of broker a/1 (line 3)",
+               "[pulsar a]", "[broker a/1]", "advertisedListeners = i:http://127.0.0.1:8080",
+               "[pulsar b]", "lookupListenerName = e", "[broker b/1]",
+               "advertisedListeners = i:http://10.0.0.1:8080,e:http://127.0.0.1:8080");
+    /* one IPv6 address, written two ways */
+    EXPECT_ERR("t.conf:7: [broker b/1] advertisedListeners: lookout would listen on "
+               "http://[::1]:8080 (bind [::1]:8080) and connect to it as the internal address "
+               "http://[0::1]:8080 of broker a/1 (line 3)",
+               "[pulsar a]", "[broker a/1]", "advertisedListeners = i:http://[0::1]:8080",
+               "[pulsar b]", "lookupListenerName = e", "[broker b/1]",
+               "advertisedListeners = i:http://10.0.0.1:8080,e:http://[::1]:8080");
+    /* the same name and port, in another cluster */
+    EXPECT_ERR("t.conf:7: [broker b/1] advertisedListeners: lookout would listen on "
+               "http://b1.example.com:8080 (bind 0.0.0.0:8080) and connect to it as the internal "
+               "address https://b1.example.com.:8080 of broker a/1 (line 3)",
+               "[pulsar a]", "[broker a/1]", "advertisedListeners = i:https://B1.example.com.:8080",
+               "[pulsar b]", "lookupListenerName = e", "[broker b/1]",
+               "advertisedListeners = i:http://10.0.0.1:8080,e:http://b1.example.com:8080");
+    /* a name binds 0.0.0.0, which takes connections to any 127.x address */
+    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: lookout would listen on "
+               "http://b1.example.com:8080 (bind 0.0.0.0:8080) and connect to it as the internal "
+               "address http://127.0.0.5:8080 of broker prod/b1 (line 4)",
+               "[pulsar prod]", "lookupListenerName = e", "[broker prod/b1]",
+               "advertisedListeners = i:http://127.0.0.5:8080,e:http://b1.example.com:8080");
+    /* ... and to localhost */
+    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: lookout would listen on "
+               "http://127.0.0.1:8080 (bind 127.0.0.1:8080) and connect to it as the internal "
+               "address http://localhost:8080 of broker prod/b1 (line 4)",
+               "[pulsar prod]", "lookupListenerName = e", "[broker prod/b1]",
+               "advertisedListeners = i:http://localhost:8080,e:http://127.0.0.1:8080");
+    /* the service address */
+    EXPECT_ERR("t.conf:2: [pulsar prod] webServiceUrl: lookout would listen on "
+               "http://127.0.0.1:8080 (bind 127.0.0.1:8080) and connect to it as the internal "
+               "address http://127.0.0.1:8080 of broker prod/b2 (line 6)",
+               "[pulsar prod]", "webServiceUrl = http://127.0.0.1:8080", "[broker prod/b1]",
+               "advertisedListeners = i:http://127.0.0.2:8080", "[broker prod/b2]",
+               "advertisedListeners = i:http://127.0.0.1:8080");
+    EXPECT_ERR("t.conf:3: [pulsar prod] serviceUrl: lookout would listen on "
+               "pulsar://pulsar.example.com:6650 (bind 127.0.0.1:6650) and connect to it as the "
+               "internal address pulsar://127.0.0.1:6650 of broker prod/b1 (line 6)",
+               "[pulsar prod]", "bind = 127.0.0.1", "serviceUrl = pulsar://pulsar.example.com",
+               "[broker prod/b1]", "",
+               "advertisedListeners = i:http://127.0.0.1:8080,i:pulsar://127.0.0.1:6650");
+
+    /* Other addresses on the same port are fine: another IP, another
+     * family (IPV6_V6ONLY), or a 127.x address next to a specific bind. */
+    c = LOAD("[pulsar prod]", "lookupListenerName = e", "[broker prod/b1]",
+             "advertisedListeners = i:http://127.0.0.1:8080,e:http://127.0.0.2:8080",
+             "[broker prod/b2]",
+             "advertisedListeners = i:http://[::1]:8081,i:pulsar://10.0.0.2:6650,"
+             "e:http://b2.example.com:8081,e:pulsar://127.0.0.1:6650");
+    ok(c != NULL, "no self-dial (%s)", err);
+    lk_conf_unref(c);
+    /* A broker's internal address that is not its own listener (another
+     * cluster's) on a bind of the same IP but another port. */
+    c = LOAD("[pulsar a]", "webServiceUrl = http://127.0.0.1:9000", "[broker a/1]",
+             "advertisedListeners = i:http://127.0.0.1:9001", "[pulsar b]",
+             "webServiceUrl = http://127.0.0.1:9002", "[broker b/1]",
+             "advertisedListeners = i:http://127.0.0.1:9003");
+    ok(c != NULL, "other ports (%s)", err);
+    lk_conf_unref(c);
+}
+
 static void
 test_tls_without_cert(void)
 {
@@ -1427,6 +1545,7 @@ test_reference(void)
                                        "max_header_bytes",
                                        "max_buffer_bytes",
                                        "upstream.idle_pool",
+                                       "listen.backlog",
                                        "internalListenerName",
                                        "lookupListenerName",
                                        "webServiceUrl",
@@ -1470,7 +1589,8 @@ test_reference(void)
         char *junk = calloc(1, big);
         memset(junk, '#', big - 1);
         c = lk_conf_load_buf("huge.conf", junk, big - 1, err, sizeof(err));
-        ok(c == NULL && strstr(err, "huge.conf: larger than") != NULL, "a file over 4 MiB is refused (%s)", err);
+        ok(c == NULL && strstr(err, "huge.conf: larger than") != NULL,
+           "a file over 4 MiB is refused (%s)", err);
         size_t n = 0;
         for (unsigned i = 0; i <= 10000 && n + 64 < big; i++)
             n += (size_t)snprintf(junk + n, big - n, "[broker p/b%u]\n", i);
@@ -1558,6 +1678,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/bind_names_share", test_bind_names_share},
     {"conf/bind_ipv6", test_bind_ipv6},
     {"conf/bind_conflicts", test_bind_conflicts},
+    {"conf/self_dial", test_self_dial},
     {"conf/tls_without_cert", test_tls_without_cert},
     {"conf/admin_conflicts", test_admin_conflicts},
     {"conf/no_lookup", test_no_lookup},

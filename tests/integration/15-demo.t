@@ -1,0 +1,101 @@
+#!/usr/bin/perl
+# 15-demo.t: tests/demo.sh, README's first command (issue 6 item 14). With a demo port
+# already taken by something that answers HTTP, the demo must stop with lookout's own
+# error message and a non-zero exit, not print empty results and "Serving until Ctrl-C".
+# And with its ports free it serves, shows a rewritten redirect, and exits 0 on SIGINT.
+# LOOKOUT_DEMO_BIN skips the demo's deps and build steps; every run is bounded, and the
+# demo runs in its own process group, which is ended whole.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::INET;
+use POSIX qw(WNOHANG setsid);
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+use Lookout;
+
+need_tools('curl');
+my $top = repo_top();
+my $dir = tmp_dir();
+
+# The demo's fixed addresses (conf/demo.conf): skip if any is taken already (another demo).
+my @demo = ((map { "127.0.1.$_:8080" } 1 .. 3), (map { "127.0.0.1:$_" } 18080 .. 18083));
+for my $hp (@demo) {
+    my ($h, $p) = split /:/, $hp;
+    my $s = IO::Socket::INET->new(LocalAddr => $h, LocalPort => $p, Proto => 'tcp', Listen => 1, ReuseAddr => 1);
+    plan skip_all => "demo address $hp is in use (a demo running?)" unless $s;
+    close $s;
+}
+
+# demo(SECS [, sub { ... } called with the pid once started]): runs tests/demo.sh in its
+# own process group; returns (exit code or undef, output, seconds taken).
+sub demo {
+    my ($secs, $during) = @_;
+    my $out = "$dir/demo.out";
+    unlink $out;
+    my $t0 = time;
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        setsid();
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', $out or POSIX::_exit(126);
+        open STDERR, '>&', \*STDOUT or POSIX::_exit(126);
+        $ENV{LOOKOUT_DEMO_BIN} = lookout_bin();
+        exec 'sh', "$top/tests/demo.sh" or POSIX::_exit(127);
+    }
+    $during->($pid, $out) if $during;
+    my $st;
+    wait_until(sub { my $r = waitpid($pid, WNOHANG); $st = $? if $r == $pid; $r != 0 }, $secs, 0.05);
+    unless (defined $st) {
+        kill 'TERM', -$pid;    # the group: the demo, its brokers and its lookout
+        wait_until(sub { waitpid($pid, WNOHANG) != 0 }, 5) or kill('KILL', -$pid), waitpid($pid, 0);
+        $st = -1;
+    }
+    kill 'TERM', -$pid;    # anything the demo left behind in its group
+    return (($st >= 0 && !($st & 127)) ? $st >> 8 : undef, slurp($out) // '', time - $t0);
+}
+
+subtest 'a demo port in use: the demo stops with lookout\'s error' => sub {
+    # Something that answers HTTP on the service address, so that only lookout fails.
+    my $blocker = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 18080, Proto => 'tcp',
+                                        Listen => 16, ReuseAddr => 1) or die "listen 18080: $!";
+    my $bpid = fork // die "fork: $!";
+    if ($bpid == 0) {
+        while (my $c = $blocker->accept) {
+            sysread($c, my $buf, 4096);
+            print $c "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            close $c;
+        }
+        POSIX::_exit(0);
+    }
+    close $blocker;
+    my ($code, $out, $took) = demo(40);
+    kill 'TERM', $bpid;
+    waitpid($bpid, 0);
+    ok(defined $code && $code != 0, 'the demo exits non-zero') or diag('exit ' . ($code // 'none (killed)') . "\n$out");
+    like($out, qr/cannot listen on 127\.0\.0\.1:18080: Address already in use/, '... with lookout\'s own error message')
+        or diag($out);
+    unlike($out, qr/Serving until Ctrl-C/, '... and does not claim to serve');
+    unlike($out, qr/^== /m, '... nor print results');
+    cmp_ok($took, '<', 20, '... at once (' . sprintf('%.1f', $took) . ' s)');
+};
+
+subtest 'ports free: the demo serves, then exits 0 on SIGINT' => sub {
+    my $served = 0;
+    my ($code, $out) = demo(60, sub {
+        my ($pid, $file) = @_;
+        $served = wait_until(sub { (slurp($file) // '') =~ /Serving until Ctrl-C/ }, 45, 0.1);
+        kill 'INT', -$pid;
+    });
+    ok($served, 'it prints "Serving until Ctrl-C"') or diag($out);
+    is($code, 0, '... and exits 0 on SIGINT') or diag($out);
+    like($out, qr{location: http://127\.0\.0\.1:1808\d/}i, '... after a redirect rewritten to an external address')
+        or diag($out);
+};
+
+done_testing();
