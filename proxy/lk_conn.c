@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,7 +17,6 @@
 #include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/thread.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -49,6 +49,112 @@ proto_for(unsigned proto)
     return NULL;
 }
 
+/* Direct writes ------------------------------------------------------------ */
+
+static void
+out_unlink(struct lk_out *o)
+{
+    if (!o->queued)
+        return;
+    if (o->prev != NULL)
+        o->prev->next = o->next;
+    else
+        o->w->flushq = o->next;
+    if (o->next != NULL)
+        o->next->prev = o->prev;
+    o->prev = o->next = NULL;
+    o->queued = 0;
+}
+
+/* The output changed: queue a flush when bytes came in, or when the
+ * bufferevent drained them itself (to go back to direct writes). */
+static void
+out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct lk_out *o = arg;
+    struct lk_worker *w = o->w;
+
+    if (o->queued || (info->n_added == 0 && !(bufferevent_get_enabled(o->bev) & EV_WRITE)))
+        return;
+    o->queued = 1;
+    o->prev = NULL;
+    o->next = w->flushq;
+    if (w->flushq != NULL)
+        w->flushq->prev = o;
+    else
+        event_active(w->flush_ev, EV_TIMEOUT, 1);
+    w->flushq = o;
+}
+
+static void
+out_flush(struct lk_out *o)
+{
+    struct bufferevent *bev = o->bev;
+    struct evbuffer *out = bufferevent_get_output(bev);
+
+    if (bufferevent_get_enabled(bev) & EV_WRITE) {
+        /* The kernel lagged and the bufferevent writes: once it has
+         * drained the output, writes are direct again. */
+        if (evbuffer_get_length(out) == 0)
+            bufferevent_disable(bev, EV_WRITE);
+        return;
+    }
+    if (evbuffer_get_length(out) == 0)
+        return;
+    /* A socket bufferevent keeps its output's start frozen except while
+     * it writes; so do we. */
+    evbuffer_unfreeze(out, 1);
+    int n = evbuffer_write(out, bufferevent_getfd(bev));
+    evbuffer_freeze(out, 1);
+    if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+        evbuffer_get_length(out) != 0) {
+        /* The rest (or the error, which its own write reports through the
+         * event callback) goes the bufferevent's way. */
+        bufferevent_enable(bev, EV_WRITE);
+        return;
+    }
+    /* Drained: the write callback runs as the bufferevent would run it. */
+    bufferevent_trigger(bev, EV_WRITE, 0);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_worker *w = arg;
+    struct lk_out *o;
+
+    while ((o = w->flushq) != NULL) {
+        out_unlink(o);
+        out_flush(o);
+    }
+}
+
+/* Puts bev's output under direct writes (plaintext bufferevents only). */
+static void
+out_attach(struct lk_out *o, struct lk_worker *w, struct bufferevent *bev)
+{
+    o->bev = bev;
+    o->w = w;
+    o->cb = evbuffer_add_cb(bufferevent_get_output(bev), out_changed, o);
+}
+
+static void
+out_detach(struct lk_out *o)
+{
+    out_unlink(o);
+    if (o->cb != NULL)
+        evbuffer_remove_cb_entry(bufferevent_get_output(o->bev), o->cb);
+    o->cb = NULL;
+}
+
+void
+lk_io_enable(struct bufferevent *bev, short what)
+{
+    if (bufferevent_openssl_get_ssl(bev) == NULL)
+        what &= ~EV_WRITE;
+    bufferevent_enable(bev, what);
+}
+
 /* Client connections ------------------------------------------------------ */
 
 void
@@ -79,8 +185,10 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
-    if (bev != NULL)
+    if (bev != NULL) {
+        out_detach(&c->out);
         bufferevent_free(bev);
+    }
     free(c);
 }
 
@@ -243,6 +351,8 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         lk_conn_close(c);
         return;
     }
+    out_attach(&c->out, w, c->bev);
+    bufferevent_disable(c->bev, EV_WRITE); /* on by default in a new bufferevent */
     ops->start(c);
 }
 
@@ -394,8 +504,10 @@ lk_upstream_free(struct lk_upstream *u)
         return;
     if (u->ready_ev != NULL)
         event_free(u->ready_ev); /* cancels a pending report */
-    if (u->bev != NULL)
+    if (u->bev != NULL) {
+        out_detach(&u->out);
         bufferevent_free(u->bev);
+    }
     free(u);
 }
 
@@ -463,6 +575,8 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 
     if (what & BEV_EVENT_CONNECTED) {
         lk_broker_connect_result(rt, u->broker, 1);
+        if (u->out.cb != NULL)
+            bufferevent_disable(bev, EV_WRITE); /* connected: direct writes from now */
         bufferevent_set_timeouts(bev, NULL, NULL);
         bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
         u->ready_cb(u, LK_UP_CONNECTED, u->arg);
@@ -521,9 +635,10 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
         u->reused = 1;
         u->ready_cb = cb;
         u->arg = arg;
+        /* Reading stays on (turning it off and on again costs two
+         * epoll_ctl calls per exchange): nothing is read before the report
+         * below, which runs in this loop iteration. */
         bufferevent_setcb(u->bev, NULL, NULL, NULL, NULL);
-        bufferevent_set_timeouts(u->bev, NULL, NULL);
-        bufferevent_disable(u->bev, EV_READ);
         /* Report from the loop, never re-entrantly from the caller's stack;
          * with u's own event, so that freeing u first cancels the report. */
         if (u->ready_ev == NULL)
@@ -571,6 +686,7 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
             free(u);
             return NULL;
         }
+        out_attach(&u->out, w, u->bev);
     }
     struct timeval tv = {conf->timeout_connect_ms / 1000, (conf->timeout_connect_ms % 1000) * 1000};
     bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
@@ -615,7 +731,9 @@ fail:
 static void
 stop_cb(evutil_socket_t fd, short what, void *arg)
 {
-    event_base_loopbreak(arg);
+    char byte;
+    if (read(fd, &byte, 1) == 1)
+        event_base_loopbreak(arg);
 }
 
 int
@@ -623,17 +741,22 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
 {
     const struct lk_conf *conf = rt->conf;
 
-    evthread_use_pthreads();
+    /* Each worker's loop is its own: nothing but the stop pipe crosses
+     * threads, so the bases take no locks (they cost a mutex pair on every
+     * event_add and evbuffer callback). */
+    struct event_config *cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
     nworkers = n;
     workers = lk_xcalloc((size_t)n, sizeof(*workers));
     for (int i = 0; i < n; i++) {
         struct lk_worker *w = &workers[i];
         w->id = i;
         w->rt = rt;
-        w->base = event_base_new();
-        if (w->base == NULL) {
+        w->stop_pipe[0] = w->stop_pipe[1] = -1;
+        w->base = event_base_new_with_config(cfg);
+        if (w->base == NULL || pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
             snprintf(err, errlen, "cannot create an event loop");
-            return -1;
+            goto fail;
         }
         w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                              EVDNS_BASE_DISABLE_WHEN_INACTIVE);
@@ -642,7 +765,8 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         w->idle = lk_xcalloc(conf->nbrokers * 2 + 1, sizeof(*w->idle));
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
-        w->stop_ev = event_new(w->base, -1, EV_PERSIST, stop_cb, w->base);
+        w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
+        w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w->base);
         event_add(w->stop_ev, NULL);
         for (size_t k = 0; k < conf->nbinds; k++) {
             const struct lk_bind *b = conf->binds[k];
@@ -654,14 +778,14 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
             }
             evutil_socket_t fd = bind_socket(b, conf->listen_backlog, err, errlen);
             if (fd < 0)
-                return -1;
+                goto fail;
             struct evconnlistener *l = evconnlistener_new(
                 w->base, accept_cb, &w->listen[w->nlisteners],
                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
             if (l == NULL) {
                 close(fd);
                 snprintf(err, errlen, "cannot listen on %s", b->text);
-                return -1;
+                goto fail;
             }
             evconnlistener_set_error_cb(l, accept_error_cb);
             w->listen[w->nlisteners].w = w;
@@ -672,7 +796,11 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
                        proto_for(b->proto)->name);
         }
     }
+    event_config_free(cfg);
     return 0;
+fail:
+    event_config_free(cfg);
+    return -1;
 }
 
 static void *
@@ -702,10 +830,12 @@ lk_workers_main_base(void)
 void
 lk_workers_stop(void)
 {
-    /* event_active is safe across threads once evthread_use_pthreads ran;
-     * signal handlers call this through the main loop's evsignal. */
+    /* A byte down each worker's pipe: the bases are lock-free, so no
+     * event_active across threads.  Signal handlers call this through the
+     * main loop's evsignal. */
     for (int i = 0; i < nworkers; i++)
-        event_active(workers[i].stop_ev, EV_TIMEOUT, 0);
+        if (write(workers[i].stop_pipe[1], "s", 1) != 1)
+            lk_log(LK_ERR, NULL, "cannot stop worker %d: %s", i, strerror(errno));
 }
 
 void
@@ -727,6 +857,9 @@ lk_workers_free(void)
         free(w->listen);
         free(w->idle);
         event_free(w->stop_ev);
+        event_free(w->flush_ev);
+        close(w->stop_pipe[0]);
+        close(w->stop_pipe[1]);
         if (w->dns != NULL)
             evdns_base_free(w->dns, 0);
         event_base_free(w->base);

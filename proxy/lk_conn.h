@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <event2/event.h>
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <event2/listener.h>
@@ -61,6 +62,24 @@ struct lk_listen {
     const struct lk_bind *b;
 };
 
+/*
+ * Direct writes on plaintext bufferevents.  A bufferevent with EV_WRITE
+ * enabled asks epoll for writability on every write and drops the request
+ * once drained: two epoll_ctl calls per response.  Plaintext connections
+ * keep EV_WRITE off instead; whatever lands in their output is written
+ * straight from the loop, once per iteration, after the callbacks that
+ * produced it (the worker's flush queue).  Only what the kernel does not
+ * take at once waits for EV_WRITE, the bufferevent's own way, until the
+ * output drains again.  TLS bufferevents write their own way.
+ */
+struct lk_out {
+    struct bufferevent *bev;
+    struct lk_worker *w;
+    struct evbuffer_cb_entry *cb;
+    struct lk_out *prev, *next; /* in w->flushq while queued */
+    int queued;
+};
+
 struct lk_worker {
     int id;
     struct event_base *base;
@@ -70,7 +89,10 @@ struct lk_worker {
     struct lk_listen *listen; /* what each listener's callbacks get */
     size_t nlisteners;
     struct lk_idle_list *idle; /* by broker index * 2 + TLS */
-    struct event *stop_ev;
+    struct lk_out *flushq;  /* outputs written to in this loop iteration */
+    struct event *flush_ev; /* writes them out */
+    struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
+    int stop_pipe[2];
     pthread_t thread;
     unsigned nconns;
     struct lk_conn *conns; /* open client connections, for shutdown */
@@ -92,6 +114,7 @@ struct lk_conn {
     struct lk_runtime *rt;
     const struct lk_bind *bind;
     struct bufferevent *bev;
+    struct lk_out out;   /* direct writes, when plaintext */
     struct lk_pool pool; /* connection lifetime */
     char peer_ip[INET6_ADDRSTRLEN];
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" */
@@ -116,6 +139,11 @@ struct event_base *lk_workers_main_base(void);
 /* Asks every worker to stop (from any thread). */
 void lk_workers_stop(void);
 void lk_workers_free(void);
+
+/* Enables what on bev; on a plaintext bufferevent EV_WRITE stays with the
+ * direct-write layer (struct lk_out), which turns it on only while the
+ * kernel lags. */
+void lk_io_enable(struct bufferevent *bev, short what);
 
 /* Client connections ------------------------------------------------------ */
 
@@ -142,6 +170,7 @@ struct lk_upstream {
     const struct lk_broker *broker;
     const struct lk_url *addr; /* the internal address used */
     struct bufferevent *bev;
+    struct lk_out out;         /* direct writes, when plaintext */
     struct lk_upstream *next;  /* in the idle list */
     lk_upstream_ready_cb ready_cb;
     void *arg;

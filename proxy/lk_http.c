@@ -110,6 +110,25 @@ ms_tv(unsigned ms)
     return tv;
 }
 
+/* Appends a chunk-size line for len bytes. */
+static void
+add_chunk_size(struct evbuffer *out, size_t len)
+{
+    char line[24];
+    size_t n = lk_fmt_u64(line, len, 1);
+    line[n++] = '\r';
+    line[n++] = '\n';
+    evbuffer_add(out, line, n);
+}
+
+/* v in decimal, in the exchange's pool (a Content-Length value). */
+static struct lk_str
+num_str(struct hx *hx, uint64_t v)
+{
+    char buf[24];
+    return lk_pstr(&hx->x.pool, buf, lk_fmt_u64(buf, v, 0));
+}
+
 /* Runs the parser over buf until an event; drains what it used.  With the
  * input used up it still steps a parser that stopped at a completed head, so
  * that a bodyless message completes. */
@@ -152,7 +171,7 @@ req_body_cb(void *arg, const char *at, size_t len)
         return; /* the rest of the body only goes to the replay buffer */
     struct evbuffer *out = bufferevent_get_output(hx->up->bev);
     if (hx->req_chunked)
-        evbuffer_add_printf(out, "%zx\r\n", len);
+        add_chunk_size(out, len);
     evbuffer_add(out, at, len);
     if (hx->req_chunked)
         evbuffer_add(out, "\r\n", 2);
@@ -344,10 +363,8 @@ send_request_head(struct hx *hx)
      * goes with an exact length whatever its first framing was. */
     struct lk_http_msg *req = &hx->x.req;
     if (hx->req_has_body) {
-        char num[32];
-        snprintf(num, sizeof(num), "%zu", evbuffer_get_length(hx->replay));
         lk_http_del(req, LK_STRLIT("Transfer-Encoding"));
-        lk_http_set(req, LK_STRLIT("Content-Length"), lk_str_c(num));
+        lk_http_set(req, LK_STRLIT("Content-Length"), num_str(hx, evbuffer_get_length(hx->replay)));
         hx->req_chunked = 0;
     }
     lk_http_del(req, LK_STRLIT("Expect")); /* the body is here already */
@@ -419,7 +436,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     bufferevent_setcb(u->bev, up_read, up_write, up_event, hx);
     bufferevent_set_timeouts(u->bev, &rt, &rt);
     bufferevent_setwatermark(u->bev, EV_READ, 0, LK_HWM);
-    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    lk_io_enable(u->bev, EV_READ | EV_WRITE);
     send_request_head(hx);
     hx->following = 0;
     hc->c->action = hx->req_done ? "waiting for the broker's response" : "sending the request body";
@@ -442,7 +459,6 @@ send_response_head(struct hx *hx, enum framing framing, size_t length)
 {
     struct hconn *hc = hx->hc;
     struct lk_http_msg *res = &hx->x.res;
-    char num[32];
 
     hx->framing = framing;
     /* The rest of an unread request body cannot be told from the next
@@ -450,8 +466,7 @@ send_response_head(struct hx *hx, enum framing framing, size_t length)
     if (!hx->req_done)
         hc->closing = 1;
     if (framing == OUT_CL) {
-        snprintf(num, sizeof(num), "%zu", length);
-        lk_http_set(res, LK_STRLIT("Content-Length"), lk_str_c(num));
+        lk_http_set(res, LK_STRLIT("Content-Length"), num_str(hx, length));
     } else if (framing == OUT_CHUNKED) {
         lk_http_del(res, LK_STRLIT("Content-Length"));
         lk_http_add(res, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
@@ -485,7 +500,7 @@ write_body(struct hx *hx, struct evbuffer *data)
         return;
     hx->res_client_bytes += len;
     if (hx->framing == OUT_CHUNKED)
-        evbuffer_add_printf(out, "%zx\r\n", len);
+        add_chunk_size(out, len);
     evbuffer_add_buffer(out, data);
     if (hx->framing == OUT_CHUNKED)
         evbuffer_add(out, "\r\n", 2);
@@ -794,8 +809,8 @@ start_tunnel(struct hx *hx)
     bufferevent_set_timeouts(hc->tunnel_up->bev, &idle, NULL);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
     bufferevent_setwatermark(hc->tunnel_up->bev, EV_READ, 0, 0);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    bufferevent_enable(hc->tunnel_up->bev, EV_READ | EV_WRITE);
+    lk_io_enable(c->bev, EV_READ | EV_WRITE);
+    lk_io_enable(hc->tunnel_up->bev, EV_READ | EV_WRITE);
     /* bytes that arrived behind either head already belong to the tunnel */
     tunnel_move(hc->tunnel_up->bev, c->bev);
     tunnel_move(c->bev, hc->tunnel_up->bev);
@@ -1061,9 +1076,7 @@ on_request_head(struct hx *hx)
     if (hx->req_chunked) {
         lk_http_add(req, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
     } else if (rp->has_cl) {
-        char num[24];
-        snprintf(num, sizeof(num), "%llu", (unsigned long long)rp->content_length);
-        lk_http_add(req, LK_STRLIT("Content-Length"), lk_str_c(num));
+        lk_http_add(req, LK_STRLIT("Content-Length"), num_str(hx, rp->content_length));
     }
     add_forwarded(hx);
     if (vh->cluster->redirects == LK_REDIRECTS_FOLLOW)
@@ -1291,7 +1304,7 @@ start(struct lk_conn *c)
     bufferevent_setcb(c->bev, client_read, client_write, client_event, hc);
     bufferevent_setwatermark(c->bev, EV_READ, 0, LK_CLIENT_READ_MAX);
     bufferevent_set_timeouts(c->bev, NULL, &idle);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    lk_io_enable(c->bev, EV_READ | EV_WRITE);
     process(hc);
 }
 

@@ -147,56 +147,135 @@ may_drop_named(struct lk_str field)
     return 1;
 }
 
+/* Whether a field is hop-by-hop whatever Connection says. */
 static int
-del_named(struct lk_str tok, void *arg)
+is_hop_by_hop(struct lk_str name)
 {
-    if (may_drop_named(tok))
-        lk_http_del(arg, tok);
+    static const struct lk_str fixed[] = {
+        LK_STRLIT("Connection"),        LK_STRLIT("Keep-Alive"),
+        LK_STRLIT("Proxy-Connection"),  LK_STRLIT("TE"),
+        LK_STRLIT("Trailer"),           LK_STRLIT("Transfer-Encoding"),
+        LK_STRLIT("Upgrade"),           LK_STRLIT("Proxy-Authenticate"),
+        LK_STRLIT("Proxy-Authorization"),
+    };
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        if (name.len == fixed[i].len && lk_str_eqi(name, fixed[i]))
+            return 1;
+    return 0;
+}
+
+/* The fields Connection names, gathered before any is dropped. */
+struct named {
+    struct lk_str inline_tok[8], *tok;
+    size_t n, cap;
+    struct lk_pool *pool;
+};
+
+static int
+add_named(struct lk_str tok, void *arg)
+{
+    struct named *nd = arg;
+
+    if (!may_drop_named(tok) || is_hop_by_hop(tok))
+        return 0;
+    if (nd->n == nd->cap) {
+        struct lk_str *t = lk_palloc(nd->pool, nd->cap * 2 * sizeof(*t));
+        memcpy(t, nd->tok, nd->n * sizeof(*t));
+        nd->tok = t;
+        nd->cap *= 2;
+    }
+    nd->tok[nd->n++] = tok;
     return 0;
 }
 
 void
 lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 {
-    static const struct lk_str fixed[] = {
-        LK_STRLIT("Keep-Alive"),        LK_STRLIT("Proxy-Connection"),
-        LK_STRLIT("TE"),                LK_STRLIT("Trailer"),
-        LK_STRLIT("Transfer-Encoding"), LK_STRLIT("Upgrade"),
-        LK_STRLIT("Proxy-Authenticate"), LK_STRLIT("Proxy-Authorization"),
-    };
-    struct lk_str conn = LK_STRLIT("Connection");
+    struct named nd = {.n = 0, .cap = 8, .pool = m->pool};
 
-    /* Fields named by Connection go first; collect the values before
-     * deleting, since deleting moves the array. */
-    for (;;) {
-        struct lk_str *v = lk_http_find(m, conn);
-        if (v == NULL)
-            break;
-        struct lk_str val = *v;
-        lk_http_del(m, conn);
-        each_token(val, del_named, m);
+    nd.tok = nd.inline_tok;
+    /* One pass for the Connection tokens, one to drop what they and the
+     * fixed list name; token values point into Connection fields, which
+     * the compaction below leaves where they are in the pool. */
+    for (size_t i = 0; i < m->nheaders; i++)
+        if (lk_str_eqi(m->headers[i].name, LK_STRLIT("Connection")))
+            each_token(m->headers[i].value, add_named, &nd);
+    size_t j = 0;
+    for (size_t i = 0; i < m->nheaders; i++) {
+        struct lk_str name = m->headers[i].name;
+        int drop = is_hop_by_hop(name);
+        for (size_t k = 0; k < nd.n && !drop; k++)
+            drop = lk_str_eqi(name, nd.tok[k]);
+        if (!drop)
+            m->headers[j++] = m->headers[i];
     }
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        lk_http_del(m, fixed[i]);
+    m->nheaders = j;
+}
+
+/* Appends n bytes at *pp. */
+static char *
+put(char *d, const char *p, size_t n)
+{
+    memcpy(d, p, n);
+    return d + n;
+}
+
+size_t
+lk_fmt_u64(char *buf, uint64_t v, int hex)
+{
+    char tmp[24];
+    size_t n = 0;
+
+    do {
+        unsigned digit = (unsigned)(hex ? v & 15 : v % 10);
+        tmp[n++] = (char)(digit < 10 ? '0' + digit : 'a' + digit - 10);
+        v = hex ? v >> 4 : v / 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
 }
 
 void
 lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
 {
-    if (m->is_request)
-        evbuffer_add_printf(out, "%.*s %.*s HTTP/1.1\r\n", (int)m->method.len, m->method.p,
-                            (int)m->target.len, m->target.p);
-    else
-        evbuffer_add_printf(out, "HTTP/1.%d %03d %.*s\r\n", m->http_minor, m->status,
-                            (int)m->reason.len, m->reason.p);
+    /* One reservation and one commit: every evbuffer_add on a bufferevent's
+     * output runs its callbacks, and a head has dozens of pieces. */
+    size_t len = m->is_request ? m->method.len + 1 + m->target.len + 11
+                               : 13 + m->reason.len + 2; /* "HTTP/1.x NNN " */
+    for (size_t i = 0; i < m->nheaders; i++)
+        len += m->headers[i].name.len + 2 + m->headers[i].value.len + 2;
+    len += 2;
+
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)len, &v, 1) != 1)
+        abort(); /* out of memory: as lk_xmalloc */
+    char *d = v.iov_base;
+    if (m->is_request) {
+        d = put(d, m->method.p, m->method.len);
+        *d++ = ' ';
+        d = put(d, m->target.p, m->target.len);
+        d = put(d, " HTTP/1.1\r\n", 11);
+    } else {
+        int st = m->status >= 100 && m->status <= 999 ? m->status : 502;
+        d = put(d, m->http_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ", 9);
+        *d++ = (char)('0' + st / 100);
+        *d++ = (char)('0' + st / 10 % 10);
+        *d++ = (char)('0' + st % 10);
+        *d++ = ' ';
+        d = put(d, m->reason.p, m->reason.len);
+        d = put(d, "\r\n", 2);
+    }
     for (size_t i = 0; i < m->nheaders; i++) {
         const struct lk_http_header *h = &m->headers[i];
-        evbuffer_add(out, h->name.p, h->name.len);
-        evbuffer_add(out, ": ", 2);
-        evbuffer_add(out, h->value.p, h->value.len);
-        evbuffer_add(out, "\r\n", 2);
+        d = put(d, h->name.p, h->name.len);
+        d = put(d, ": ", 2);
+        d = put(d, h->value.p, h->value.len);
+        d = put(d, "\r\n", 2);
     }
-    evbuffer_add(out, "\r\n", 2);
+    d = put(d, "\r\n", 2);
+    v.iov_len = (size_t)(d - (char *)v.iov_base);
+    evbuffer_commit_space(out, &v, 1);
 }
 
 /* Request validation --------------------------------------------------- */

@@ -75,8 +75,12 @@ int lk_http_host_valid(struct lk_str h);
 int lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason);
 
 /* Writes the head ("METHOD target HTTP/1.1" or status line, fields, blank
- * line) to out. */
+ * line) to out, in one piece. */
 void lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out);
+
+/* Writes v in decimal (or lower-case hex) to buf, which has room for 20
+ * bytes; returns the length.  No locale, no printf. */
+size_t lk_fmt_u64(char *buf, uint64_t v, int hex);
 
 const char *lk_http_reason(int status);
 
