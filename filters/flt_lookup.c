@@ -166,6 +166,22 @@ find_broker(const struct lk_cluster *cl, json_t *root)
  * not JSON, not LookupData, an unknown broker, no such listener on it.  out
  * may hold partial output on 0.
  */
+
+/* Whether "Url" occurs in body: memchr runs a word at a time where glibc's
+ * memmem walks a two-way matcher, several times slower on short bodies. */
+static int
+has_url(const char *body, size_t len)
+{
+    const char *p = body, *end = body + len;
+
+    while (end - p >= 3 && (p = memchr(p, 'U', (size_t)(end - p - 2))) != NULL) {
+        if (p[1] == 'r' && p[2] == 'l')
+            return 1;
+        p++;
+    }
+    return 0;
+}
+
 static int
 rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
              struct evbuffer *out)
@@ -182,7 +198,7 @@ rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, si
     while (lead < len && (body[lead] == ' ' || body[lead] == '\t' || body[lead] == '\r' ||
                           body[lead] == '\n'))
         lead++;
-    if (lead == len || body[lead] != '{' || memmem(body, len, "Url", 3) == NULL)
+    if (lead == len || body[lead] != '{' || !has_url(body + lead, len - lead))
         return 0;
     json_t *root = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(root))

@@ -152,7 +152,9 @@ lk_io_enable(struct bufferevent *bev, short what)
 {
     if (bufferevent_openssl_get_ssl(bev) == NULL)
         what &= ~EV_WRITE;
-    bufferevent_enable(bev, what);
+    /* Enabling again would only re-arm the timeout: an event_add per call. */
+    if ((bufferevent_get_enabled(bev) & what) != what)
+        bufferevent_enable(bev, what);
 }
 
 /* Client connections ------------------------------------------------------ */

@@ -140,9 +140,9 @@ struct event_base *lk_workers_main_base(void);
 void lk_workers_stop(void);
 void lk_workers_free(void);
 
-/* Enables what on bev; on a plaintext bufferevent EV_WRITE stays with the
- * direct-write layer (struct lk_out), which turns it on only while the
- * kernel lags. */
+/* Enables what on bev unless it already is (which would only re-arm its
+ * timeout); on a plaintext bufferevent EV_WRITE stays with the direct-write
+ * layer (struct lk_out), which turns it on only while the kernel lags. */
 void lk_io_enable(struct bufferevent *bev, short what);
 
 /* Client connections ------------------------------------------------------ */

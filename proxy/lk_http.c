@@ -25,7 +25,9 @@
  * the fast side stops reading until the queue drains to LWM. */
 #define LK_HWM (256 * 1024)
 #define LK_LWM (64 * 1024)
-/* Read-ahead of a client's input (pipelined requests, body not yet sent). */
+/* Read-ahead of a client's input (pipelined requests, body not yet sent).
+ * Enforced by hand (client_read), not with a read watermark: libevent runs
+ * its watermark check, and re-arms the read event, on every drain. */
 #define LK_CLIENT_READ_MAX (64 * 1024)
 
 enum framing { OUT_NONE = 0, OUT_CL, OUT_CHUNKED, OUT_CLOSE };
@@ -51,8 +53,8 @@ struct hx {
     int res_head_seen, res_head_sent, res_no_body;
     enum framing framing;
     uint64_t res_left;         /* Content-Length body bytes still to move untouched */
-    struct evbuffer *res_body; /* decoded body from the parser */
-    struct evbuffer *res_out;  /* filter output, not yet framed */
+    struct evbuffer *res_body; /* decoded body from the parser (the hconn's) */
+    struct evbuffer *res_out;  /* filter output, not yet framed (the hconn's) */
     uint64_t res_bytes;        /* body bytes from the broker (de-chunked) */
     uint64_t res_client_bytes; /* body bytes to the client (before chunking) */
     int status;
@@ -88,8 +90,12 @@ struct hconn {
     int tunnel;
     int dead;       /* a close is scheduled: do nothing more */
     int in_process; /* inside process(): it picks up the next request itself */
+    int read_full;  /* reading stopped: the input holds LK_CLIENT_READ_MAX */
     unsigned seq;   /* exchanges begun */
     struct lk_upstream *tunnel_up;
+    /* The body buffers of the exchange under way, kept from one exchange to
+     * the next rather than made anew for each. */
+    struct evbuffer *res_body, *res_out;
 };
 
 /* Whether the exchange that began as number seq is over (freed). */
@@ -201,8 +207,12 @@ hx_new(struct hconn *hc)
     hx->start_ms = lk_now_ms();
     lk_http_msg_init(&hx->x.req, &hx->x.pool, 1);
     lk_http_msg_init(&hx->x.res, &hx->x.pool, 0);
-    hx->res_body = evbuffer_new();
-    hx->res_out = evbuffer_new();
+    if (hc->res_body == NULL) {
+        hc->res_body = evbuffer_new();
+        hc->res_out = evbuffer_new();
+    }
+    hx->res_body = hc->res_body;
+    hx->res_out = hc->res_out;
     hx->seq = ++hc->seq;
     lk_http_parser_next(&hc->rp, &hx->x.req);
     hc->rp.on_body = req_body_cb;
@@ -221,8 +231,9 @@ hx_free(struct hx *hx)
     hx->up = NULL;
     if (hx->sp_ready)
         lk_http_parser_free(&hx->sp);
-    evbuffer_free(hx->res_body);
-    evbuffer_free(hx->res_out);
+    /* left empty for the next exchange */
+    evbuffer_drain(hx->res_body, evbuffer_get_length(hx->res_body));
+    evbuffer_drain(hx->res_out, evbuffer_get_length(hx->res_out));
     if (hx->replay != NULL)
         evbuffer_free(hx->replay);
     if (hx->hc->rp.body_arg == hx) {
@@ -278,7 +289,7 @@ hx_end(struct hx *hx, int reuse_upstream)
         lk_conn_close_after_flush(hc->c);
         return;
     }
-    bufferevent_enable(hc->c->bev, EV_READ);
+    lk_io_enable(hc->c->bev, EV_READ);
     if (!hc->in_process)
         process(hc);
 }
@@ -435,7 +446,6 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     struct timeval rt = ms_tv(conf->timeout_response_ms);
     bufferevent_setcb(u->bev, up_read, up_write, up_event, hx);
     bufferevent_set_timeouts(u->bev, &rt, &rt);
-    bufferevent_setwatermark(u->bev, EV_READ, 0, LK_HWM);
     lk_io_enable(u->bev, EV_READ | EV_WRITE);
     send_request_head(hx);
     hx->following = 0;
@@ -754,14 +764,14 @@ static void
 tunnel_client_write(struct bufferevent *bev, void *arg)
 {
     struct hconn *hc = arg;
-    bufferevent_enable(hc->tunnel_up->bev, EV_READ);
+    lk_io_enable(hc->tunnel_up->bev, EV_READ);
 }
 
 static void
 tunnel_up_write(struct bufferevent *bev, void *arg)
 {
     struct hconn *hc = arg;
-    bufferevent_enable(hc->c->bev, EV_READ);
+    lk_io_enable(hc->c->bev, EV_READ);
 }
 
 static void
@@ -900,7 +910,7 @@ up_write(struct bufferevent *bev, void *arg)
     if (hx->upload_paused && evbuffer_get_length(bufferevent_get_output(bev)) <= LK_LWM) {
         hx->upload_paused = 0;
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        bufferevent_enable(hx->hc->c->bev, EV_READ);
+        lk_io_enable(hx->hc->c->bev, EV_READ);
         process(hx->hc);
     }
 }
@@ -1123,6 +1133,11 @@ process(struct hconn *hc)
     hc->in_process++;
     process_input(hc);
     hc->in_process--;
+    if (hc->read_full && !hc->dead && !hc->tunnel && (hc->x == NULL || !hc->x->upload_paused) &&
+        evbuffer_get_length(bufferevent_get_input(hc->c->bev)) <= LK_CLIENT_READ_MAX / 2) {
+        hc->read_full = 0;
+        lk_io_enable(hc->c->bev, EV_READ);
+    }
 }
 
 static void
@@ -1213,7 +1228,17 @@ process_input(struct hconn *hc)
 static void
 client_read(struct bufferevent *bev, void *arg)
 {
-    process(arg);
+    struct hconn *hc = arg;
+
+    process(hc);
+    /* Input the exchange cannot take yet (waiting for a broker, pipelined
+     * requests) stops reading at LK_CLIENT_READ_MAX; process() reads on
+     * once it has taken some. */
+    if (!hc->dead && !hc->tunnel &&
+        evbuffer_get_length(bufferevent_get_input(bev)) > LK_CLIENT_READ_MAX) {
+        bufferevent_disable(bev, EV_READ);
+        hc->read_full = 1;
+    }
 }
 
 static void
@@ -1225,7 +1250,7 @@ client_write(struct bufferevent *bev, void *arg)
     /* The client drained its backlog: let the broker's bytes flow again. */
     if (hx != NULL && hx->up != NULL && !hx->waiting_upstream) {
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        bufferevent_enable(hx->up->bev, EV_READ);
+        lk_io_enable(hx->up->bev, EV_READ);
         if (evbuffer_get_length(bufferevent_get_input(hx->up->bev)) != 0)
             up_read(hx->up->bev, hx);
     }
@@ -1287,6 +1312,10 @@ hconn_cleanup(void *arg)
     hc->tunnel_up = NULL;
     if (hc->timer != NULL)
         event_free(hc->timer);
+    if (hc->res_body != NULL) {
+        evbuffer_free(hc->res_body);
+        evbuffer_free(hc->res_out);
+    }
     lk_http_parser_free(&hc->rp);
 }
 
@@ -1302,7 +1331,6 @@ start(struct lk_conn *c)
     hc->timer = evtimer_new(c->w->base, timer_cb, hc);
     lk_pool_cleanup_add(&c->pool, hconn_cleanup, hc);
     bufferevent_setcb(c->bev, client_read, client_write, client_event, hc);
-    bufferevent_setwatermark(c->bev, EV_READ, 0, LK_CLIENT_READ_MAX);
     bufferevent_set_timeouts(c->bev, NULL, &idle);
     lk_io_enable(c->bev, EV_READ | EV_WRITE);
     process(hc);
