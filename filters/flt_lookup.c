@@ -1,7 +1,8 @@
 /*
  * lookup: rewrites Pulsar HTTP lookup answers (CONTRACT §4).  The body of
- * /lookup/v2/topic/... and /lookup/v2/destination/..., and of any 2xx JSON
- * response, is buffered (up to max_buffer_bytes) and parsed with jansson.
+ * /lookup/v2/topic/... and /lookup/v2/destination/..., and of any other 2xx
+ * JSON response whose length is not known to be over 16 KiB, is buffered
+ * (up to max_buffer_bytes) and parsed with jansson.
  * If it is LookupData, the broker is found from any of its URLs, and
  * brokerUrl, brokerUrlTls, httpUrl, httpUrlTls and nativeUrl become exactly
  * the selected listener's pulsar, pulsar+ssl, http and https addresses: a
@@ -54,6 +55,24 @@ is_lookup(struct lk_str target)
     return !lk_str_has_suffix_i(path, LK_STRLIT("/bundle"));
 }
 
+/* LookupData is five URLs and an id: off the lookup paths, a JSON body
+ * that says it is over this size is something else (topic stats, a
+ * listing), and is not held back and parsed to find that out. */
+#define SNIFF_MAX (16 * 1024)
+
+static int
+too_big(struct lk_http_msg *res)
+{
+    struct lk_str *cl = lk_http_find(res, LK_STRLIT("Content-Length"));
+    uint64_t n = 0;
+
+    if (cl == NULL || cl->len > 19)
+        return cl != NULL;
+    for (size_t i = 0; i < cl->len; i++)
+        n = n * 10 + (uint64_t)(cl->p[i] - '0'); /* digits only: llhttp checked them */
+    return n > SNIFF_MAX;
+}
+
 static enum lk_flt_verdict
 on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
 {
@@ -74,7 +93,7 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     if (x->listener_name == NULL || res->status < 200 || res->status > 299)
         return LK_FLT_CONTINUE;
     if (!is_lookup(x->req.target) &&
-        !lk_str_eqi(lk_http_media_type(res), LK_STRLIT("application/json")))
+        (!lk_str_eqi(lk_http_media_type(res), LK_STRLIT("application/json")) || too_big(res)))
         return LK_FLT_CONTINUE;
     enum lk_coding coding = lk_http_content_coding(res);
     if (coding != LK_CODING_IDENTITY && coding != LK_CODING_GZIP)

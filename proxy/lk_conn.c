@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
@@ -49,47 +51,50 @@ proto_for(unsigned proto)
     return NULL;
 }
 
-/* Direct writes ------------------------------------------------------------ */
+/* Connection I/O ------------------------------------------------------------ */
+
+#define LK_READ_MIN (16 * 1024)
+#define LK_READ_MAX (64 * 1024)
 
 static void
-out_unlink(struct lk_out *o)
+io_unlink(struct lk_io *io)
 {
-    if (!o->queued)
+    if (!io->queued)
         return;
-    if (o->prev != NULL)
-        o->prev->next = o->next;
+    if (io->prev != NULL)
+        io->prev->next = io->next;
     else
-        o->w->flushq = o->next;
-    if (o->next != NULL)
-        o->next->prev = o->prev;
-    o->prev = o->next = NULL;
-    o->queued = 0;
+        io->w->flushq = io->next;
+    if (io->next != NULL)
+        io->next->prev = io->prev;
+    io->prev = io->next = NULL;
+    io->queued = 0;
 }
 
 /* The output changed: queue a flush when bytes came in, or when the
  * bufferevent drained them itself (to go back to direct writes). */
 static void
-out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+io_out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
-    struct lk_out *o = arg;
-    struct lk_worker *w = o->w;
+    struct lk_io *io = arg;
+    struct lk_worker *w = io->w;
 
-    if (o->queued || (info->n_added == 0 && !(bufferevent_get_enabled(o->bev) & EV_WRITE)))
+    if (io->queued || (info->n_added == 0 && !(bufferevent_get_enabled(io->bev) & EV_WRITE)))
         return;
-    o->queued = 1;
-    o->prev = NULL;
-    o->next = w->flushq;
+    io->queued = 1;
+    io->prev = NULL;
+    io->next = w->flushq;
     if (w->flushq != NULL)
-        w->flushq->prev = o;
+        w->flushq->prev = io;
     else
         event_active(w->flush_ev, EV_TIMEOUT, 1);
-    w->flushq = o;
+    w->flushq = io;
 }
 
 static void
-out_flush(struct lk_out *o)
+io_flush(struct lk_io *io)
 {
-    struct bufferevent *bev = o->bev;
+    struct bufferevent *bev = io->bev;
     struct evbuffer *out = bufferevent_get_output(bev);
 
     if (bufferevent_get_enabled(bev) & EV_WRITE) {
@@ -121,40 +126,151 @@ static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct lk_worker *w = arg;
-    struct lk_out *o;
+    struct lk_io *io;
 
-    while ((o = w->flushq) != NULL) {
-        out_unlink(o);
-        out_flush(o);
+    while ((io = w->flushq) != NULL) {
+        io_unlink(io);
+        io_flush(io);
     }
 }
 
-/* Puts bev's output under direct writes (plaintext bufferevents only). */
+/* A plaintext socket is readable (or its read timeout passed): read into
+ * the bufferevent's input and run its callbacks as the bufferevent would.
+ * libevent 2.1 reads at most 4 KiB per call after a FIONREAD ioctl; this
+ * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
 static void
-out_attach(struct lk_out *o, struct lk_worker *w, struct bufferevent *bev)
+io_read_cb(evutil_socket_t fd, short what, void *arg)
 {
-    o->bev = bev;
-    o->w = w;
-    o->cb = evbuffer_add_cb(bufferevent_get_output(bev), out_changed, o);
+    struct lk_io *io = arg;
+    struct bufferevent *bev = io->bev;
+    bufferevent_data_cb readcb;
+    bufferevent_event_cb eventcb;
+    void *cbarg;
+
+    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
+    if (what & EV_TIMEOUT) {
+        lk_io_disable(io, EV_READ);
+        if (eventcb != NULL)
+            eventcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, cbarg);
+        return;
+    }
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    evbuffer_unfreeze(in, 0);
+    int nv = evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, v, 2);
+    ssize_t n = -1;
+    if (nv > 0) {
+        for (int k = 0; k < nv; k++) {
+            iov[k].iov_base = v[k].iov_base;
+            iov[k].iov_len = v[k].iov_len;
+        }
+        n = readv(fd, iov, nv);
+        size_t left = n > 0 ? (size_t)n : 0;
+        for (int k = 0; k < nv; k++) {
+            v[k].iov_len = left < v[k].iov_len ? left : v[k].iov_len;
+            left -= v[k].iov_len;
+        }
+        evbuffer_commit_space(in, v, n > 0 ? nv : 0);
+    }
+    int err = errno;
+    evbuffer_freeze(in, 0);
+    if (n > 0) {
+        /* A full read asks for more next time; a small one, less. */
+        if ((size_t)n == io->read_size && io->read_size < LK_READ_MAX)
+            io->read_size *= 2;
+        else if ((size_t)n < io->read_size / 4 && io->read_size > LK_READ_MIN)
+            io->read_size /= 2;
+        if (readcb != NULL)
+            readcb(bev, cbarg);
+        return;
+    }
+    if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
+        return;
+    lk_io_disable(io, EV_READ);
+    if (eventcb != NULL)
+        eventcb(bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), cbarg);
+}
+
+/* Plaintext from now on: reads and writes go round the bufferevent's own
+ * (which stay off); fd is connected. */
+static void
+io_go_plain(struct lk_io *io)
+{
+    bufferevent_disable(io->bev, EV_READ | EV_WRITE);
+    io->plain = 1;
+    io->read_size = LK_READ_MIN;
+    io->rev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_READ | EV_PERSIST,
+                        io_read_cb, io);
+    io->cb = evbuffer_add_cb(bufferevent_get_output(io->bev), io_out_changed, io);
 }
 
 static void
-out_detach(struct lk_out *o)
+io_attach(struct lk_io *io, struct lk_worker *w, struct bufferevent *bev)
 {
-    out_unlink(o);
-    if (o->cb != NULL)
-        evbuffer_remove_cb_entry(bufferevent_get_output(o->bev), o->cb);
-    o->cb = NULL;
+    io->bev = bev;
+    io->w = w;
+}
+
+static void
+io_detach(struct lk_io *io)
+{
+    io_unlink(io);
+    if (io->rev != NULL)
+        event_free(io->rev);
+    io->rev = NULL;
+    if (io->cb != NULL)
+        evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
+    io->cb = NULL;
 }
 
 void
-lk_io_enable(struct bufferevent *bev, short what)
+lk_io_enable(struct lk_io *io, short what)
 {
-    if (bufferevent_openssl_get_ssl(bev) == NULL)
-        what &= ~EV_WRITE;
+    if (io->plain) {
+        if ((what & EV_READ) && !io->reading) {
+            io->reading = 1;
+            event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
+        }
+        return; /* EV_WRITE: the flush queue asks for it when needed */
+    }
     /* Enabling again would only re-arm the timeout: an event_add per call. */
-    if ((bufferevent_get_enabled(bev) & what) != what)
-        bufferevent_enable(bev, what);
+    if ((bufferevent_get_enabled(io->bev) & what) != what)
+        bufferevent_enable(io->bev, what);
+}
+
+void
+lk_io_disable(struct lk_io *io, short what)
+{
+    if (io->plain) {
+        if ((what & EV_READ) && io->reading) {
+            io->reading = 0;
+            event_del(io->rev);
+        }
+        if (what & EV_WRITE)
+            bufferevent_disable(io->bev, EV_WRITE);
+        return;
+    }
+    bufferevent_disable(io->bev, what);
+}
+
+void
+lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct timeval *wr)
+{
+    bufferevent_set_timeouts(io->bev, rd, wr);
+    if (!io->plain)
+        return;
+    io->has_rtv = rd != NULL;
+    if (rd != NULL)
+        io->rtv = *rd;
+    if (io->reading) /* as libevent does: the new timeout counts from now */
+        event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
+}
+
+int
+lk_io_reading(const struct lk_io *io)
+{
+    return io->plain ? io->reading : (bufferevent_get_enabled(io->bev) & EV_READ) != 0;
 }
 
 /* Client connections ------------------------------------------------------ */
@@ -188,7 +304,7 @@ lk_conn_close(struct lk_conn *c)
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
     if (bev != NULL) {
-        out_detach(&c->out);
+        io_detach(&c->io);
         bufferevent_free(bev);
     }
     free(c);
@@ -227,7 +343,7 @@ lk_conn_close_later(struct lk_conn *c)
         return;
     c->closing = 1;
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
-    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    lk_io_disable(&c->io, EV_READ | EV_WRITE);
     /* c's own event, not event_base_once: should c be closed some other way
      * first, freeing the event cancels this. */
     event_active(c->close_ev, EV_TIMEOUT, 1);
@@ -249,8 +365,9 @@ lk_conn_close_after_flush(struct lk_conn *c)
      * get a reset that would destroy the response in flight. */
     bufferevent_setcb(c->bev, discard_input, close_when_drained, close_on_event, c);
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-    bufferevent_set_timeouts(c->bev, &grace, &grace);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    lk_io_set_timeouts(&c->io, &grace, &grace);
+    lk_io_enable(&c->io, EV_READ);
+    bufferevent_enable(c->bev, EV_WRITE); /* the bufferevent's writes: close_when_drained */
 }
 
 static void
@@ -339,6 +456,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
             return;
         }
         bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+        io_attach(&c->io, w, c->bev);
         struct timeval tv = {c->conf->timeout_client_header_ms / 1000,
                              (c->conf->timeout_client_header_ms % 1000) * 1000};
         c->action = "TLS handshaking";
@@ -353,8 +471,8 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         lk_conn_close(c);
         return;
     }
-    out_attach(&c->out, w, c->bev);
-    bufferevent_disable(c->bev, EV_WRITE); /* on by default in a new bufferevent */
+    io_attach(&c->io, w, c->bev);
+    io_go_plain(&c->io);
     ops->start(c);
 }
 
@@ -507,7 +625,7 @@ lk_upstream_free(struct lk_upstream *u)
     if (u->ready_ev != NULL)
         event_free(u->ready_ev); /* cancels a pending report */
     if (u->bev != NULL) {
-        out_detach(&u->out);
+        io_detach(&u->io);
         bufferevent_free(u->bev);
     }
     free(u);
@@ -562,8 +680,8 @@ lk_upstream_release(struct lk_upstream *u)
     bufferevent_setcb(u->bev, idle_read_cb, NULL, idle_event_cb, u);
     bufferevent_setwatermark(u->bev, EV_READ, 0, 0);
     bufferevent_setwatermark(u->bev, EV_WRITE, 0, 0);
-    bufferevent_set_timeouts(u->bev, &tv, NULL);
-    bufferevent_enable(u->bev, EV_READ);
+    lk_io_set_timeouts(&u->io, &tv, NULL);
+    lk_io_enable(&u->io, EV_READ);
     u->next = il->head;
     il->head = u;
     il->count++;
@@ -577,9 +695,9 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
 
     if (what & BEV_EVENT_CONNECTED) {
         lk_broker_connect_result(rt, u->broker, 1);
-        if (u->out.cb != NULL)
-            bufferevent_disable(bev, EV_WRITE); /* connected: direct writes from now */
         bufferevent_set_timeouts(bev, NULL, NULL);
+        if (!lk_scheme_is_tls(u->addr->scheme))
+            io_go_plain(&u->io); /* connected: direct reads and writes from now */
         bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
         u->ready_cb(u, LK_UP_CONNECTED, u->arg);
         return;
@@ -688,8 +806,8 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
             free(u);
             return NULL;
         }
-        out_attach(&u->out, w, u->bev);
     }
+    io_attach(&u->io, w, u->bev);
     struct timeval tv = {conf->timeout_connect_ms / 1000, (conf->timeout_connect_ms % 1000) * 1000};
     bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
     bufferevent_set_timeouts(u->bev, &tv, &tv);
@@ -748,6 +866,12 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
      * event_add and evbuffer callback). */
     struct event_config *cfg = event_config_new();
     event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+    /* Bodies pass through in chains of up to LK_READ_MAX: with glibc's
+     * default 128 KiB trim threshold, freeing them gave memory back to the
+     * kernel and took it again, a brk per large exchange.  Free memory up
+     * to 8 MiB stays with the process instead. */
+    mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
+    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
     nworkers = n;
     workers = lk_xcalloc((size_t)n, sizeof(*workers));
     for (int i = 0; i < n; i++) {

@@ -63,20 +63,30 @@ struct lk_listen {
 };
 
 /*
- * Direct writes on plaintext bufferevents.  A bufferevent with EV_WRITE
- * enabled asks epoll for writability on every write and drops the request
- * once drained: two epoll_ctl calls per response.  Plaintext connections
- * keep EV_WRITE off instead; whatever lands in their output is written
- * straight from the loop, once per iteration, after the callbacks that
- * produced it (the worker's flush queue).  Only what the kernel does not
- * take at once waits for EV_WRITE, the bufferevent's own way, until the
- * output drains again.  TLS bufferevents write their own way.
+ * A connection's I/O around its bufferevent.  TLS connections use the
+ * bufferevent as it is.  Plaintext ones go round its socket code, which
+ * costs two epoll_ctl calls per response (EV_WRITE asked and dropped) and
+ * reads 4 KiB at a time after a FIONREAD ioctl:
+ *  - writes: EV_WRITE stays off; what lands in the output is written from
+ *    the loop once per iteration, after the callbacks that produced it (the
+ *    worker's flush queue).  Only what the kernel does not take at once
+ *    waits for EV_WRITE, the bufferevent's own way, until drained again;
+ *  - reads: lookout's own read event reads straight into the input, as
+ *    much as the last reads suggest, and runs the bufferevent's callbacks.
+ * Protocol modules enable, disable and time out through lk_io_*, never
+ * through bufferevent_enable and the like.
  */
-struct lk_out {
+struct lk_io {
     struct bufferevent *bev;
     struct lk_worker *w;
-    struct evbuffer_cb_entry *cb;
-    struct lk_out *prev, *next; /* in w->flushq while queued */
+    int plain;                  /* direct reads and writes */
+    struct event *rev;          /* plain: the read event */
+    int reading;                /* plain: rev is added */
+    int has_rtv;                /* plain: the read timeout */
+    struct timeval rtv;
+    size_t read_size;           /* plain: bytes to ask for in the next read */
+    struct evbuffer_cb_entry *cb; /* plain: watches the output */
+    struct lk_io *prev, *next;  /* in w->flushq while queued */
     int queued;
 };
 
@@ -89,7 +99,7 @@ struct lk_worker {
     struct lk_listen *listen; /* what each listener's callbacks get */
     size_t nlisteners;
     struct lk_idle_list *idle; /* by broker index * 2 + TLS */
-    struct lk_out *flushq;  /* outputs written to in this loop iteration */
+    struct lk_io *flushq;   /* outputs written to in this loop iteration */
     struct event *flush_ev; /* writes them out */
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
     int stop_pipe[2];
@@ -114,7 +124,7 @@ struct lk_conn {
     struct lk_runtime *rt;
     const struct lk_bind *bind;
     struct bufferevent *bev;
-    struct lk_out out;   /* direct writes, when plaintext */
+    struct lk_io io;     /* how bev is driven */
     struct lk_pool pool; /* connection lifetime */
     char peer_ip[INET6_ADDRSTRLEN];
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" */
@@ -140,10 +150,16 @@ struct event_base *lk_workers_main_base(void);
 void lk_workers_stop(void);
 void lk_workers_free(void);
 
-/* Enables what on bev unless it already is (which would only re-arm its
- * timeout); on a plaintext bufferevent EV_WRITE stays with the direct-write
- * layer (struct lk_out), which turns it on only while the kernel lags. */
-void lk_io_enable(struct bufferevent *bev, short what);
+/* Enables or disables reading (EV_READ) and writing (EV_WRITE: TLS only;
+ * plaintext writes need no asking) on a connection; enabling what already
+ * is costs nothing (bufferevent_enable would re-arm the timeout). */
+void lk_io_enable(struct lk_io *io, short what);
+void lk_io_disable(struct lk_io *io, short what);
+/* Read and write timeouts, as bufferevent_set_timeouts (NULL: none); a
+ * pending read re-arms with the new one. */
+void lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct timeval *wr);
+/* Whether reading is enabled. */
+int lk_io_reading(const struct lk_io *io);
 
 /* Client connections ------------------------------------------------------ */
 
@@ -170,7 +186,7 @@ struct lk_upstream {
     const struct lk_broker *broker;
     const struct lk_url *addr; /* the internal address used */
     struct bufferevent *bev;
-    struct lk_out out;         /* direct writes, when plaintext */
+    struct lk_io io;           /* how bev is driven */
     struct lk_upstream *next;  /* in the idle list */
     lk_upstream_ready_cb ready_cb;
     void *arg;

@@ -289,7 +289,7 @@ hx_end(struct hx *hx, int reuse_upstream)
         lk_conn_close_after_flush(hc->c);
         return;
     }
-    lk_io_enable(hc->c->bev, EV_READ);
+    lk_io_enable(&hc->c->io, EV_READ);
     if (!hc->in_process)
         process(hc);
 }
@@ -445,8 +445,8 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
 
     struct timeval rt = ms_tv(conf->timeout_response_ms);
     bufferevent_setcb(u->bev, up_read, up_write, up_event, hx);
-    bufferevent_set_timeouts(u->bev, &rt, &rt);
-    lk_io_enable(u->bev, EV_READ | EV_WRITE);
+    lk_io_set_timeouts(&u->io, &rt, &rt);
+    lk_io_enable(&u->io, EV_READ | EV_WRITE);
     send_request_head(hx);
     hx->following = 0;
     hc->c->action = hx->req_done ? "waiting for the broker's response" : "sending the request body";
@@ -668,7 +668,7 @@ on_response_head(struct hx *hx)
     /* timeout.response bounds the wait for the head; the body may pause
      * for up to timeout.idle between reads. */
     struct timeval idle = ms_tv(hc->c->conf->timeout_idle_ms);
-    bufferevent_set_timeouts(hx->up->bev, &idle, &idle);
+    lk_io_set_timeouts(&hx->up->io, &idle, &idle);
     if (res->status == 101) {
         if (!hx->upgrade_req) {
             reply_error(hx, 502, "the broker switched protocols unasked", 1);
@@ -737,12 +737,12 @@ on_response_done(struct hx *hx)
 
 /* Moves bytes both ways once a 101 has switched the connection over. */
 static void
-tunnel_move(struct bufferevent *from, struct bufferevent *to)
+tunnel_move(struct lk_io *from, struct lk_io *to)
 {
-    evbuffer_add_buffer(bufferevent_get_output(to), bufferevent_get_input(from));
-    if (evbuffer_get_length(bufferevent_get_output(to)) > LK_HWM) {
-        bufferevent_disable(from, EV_READ);
-        bufferevent_setwatermark(to, EV_WRITE, LK_LWM, 0);
+    evbuffer_add_buffer(bufferevent_get_output(to->bev), bufferevent_get_input(from->bev));
+    if (evbuffer_get_length(bufferevent_get_output(to->bev)) > LK_HWM) {
+        lk_io_disable(from, EV_READ);
+        bufferevent_setwatermark(to->bev, EV_WRITE, LK_LWM, 0);
     }
 }
 
@@ -750,28 +750,28 @@ static void
 tunnel_client_read(struct bufferevent *bev, void *arg)
 {
     struct hconn *hc = arg;
-    tunnel_move(bev, hc->tunnel_up->bev);
+    tunnel_move(&hc->c->io, &hc->tunnel_up->io);
 }
 
 static void
 tunnel_up_read(struct bufferevent *bev, void *arg)
 {
     struct hconn *hc = arg;
-    tunnel_move(bev, hc->c->bev);
+    tunnel_move(&hc->tunnel_up->io, &hc->c->io);
 }
 
 static void
 tunnel_client_write(struct bufferevent *bev, void *arg)
 {
     struct hconn *hc = arg;
-    lk_io_enable(hc->tunnel_up->bev, EV_READ);
+    lk_io_enable(&hc->tunnel_up->io, EV_READ);
 }
 
 static void
 tunnel_up_write(struct bufferevent *bev, void *arg)
 {
     struct hconn *hc = arg;
-    lk_io_enable(hc->c->bev, EV_READ);
+    lk_io_enable(&hc->c->io, EV_READ);
 }
 
 static void
@@ -785,7 +785,7 @@ static void
 tunnel_up_event(struct bufferevent *bev, short what, void *arg)
 {
     struct hconn *hc = arg;
-    tunnel_move(bev, hc->c->bev);
+    tunnel_move(&hc->tunnel_up->io, &hc->c->io);
     lk_upstream_free(hc->tunnel_up);
     hc->tunnel_up = NULL;
     lk_conn_close_after_flush(hc->c);
@@ -815,15 +815,15 @@ start_tunnel(struct hx *hx)
     struct timeval idle = ms_tv(c->conf->timeout_idle_ms);
     bufferevent_setcb(c->bev, tunnel_client_read, tunnel_client_write, tunnel_client_event, hc);
     bufferevent_setcb(hc->tunnel_up->bev, tunnel_up_read, tunnel_up_write, tunnel_up_event, hc);
-    bufferevent_set_timeouts(c->bev, &idle, NULL);
-    bufferevent_set_timeouts(hc->tunnel_up->bev, &idle, NULL);
+    lk_io_set_timeouts(&c->io, &idle, NULL);
+    lk_io_set_timeouts(&hc->tunnel_up->io, &idle, NULL);
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
     bufferevent_setwatermark(hc->tunnel_up->bev, EV_READ, 0, 0);
-    lk_io_enable(c->bev, EV_READ | EV_WRITE);
-    lk_io_enable(hc->tunnel_up->bev, EV_READ | EV_WRITE);
+    lk_io_enable(&c->io, EV_READ | EV_WRITE);
+    lk_io_enable(&hc->tunnel_up->io, EV_READ | EV_WRITE);
     /* bytes that arrived behind either head already belong to the tunnel */
-    tunnel_move(hc->tunnel_up->bev, c->bev);
-    tunnel_move(c->bev, hc->tunnel_up->bev);
+    tunnel_move(&hc->tunnel_up->io, &c->io);
+    tunnel_move(&c->io, &hc->tunnel_up->io);
 }
 
 static void
@@ -897,7 +897,7 @@ up_read(struct bufferevent *bev, void *arg)
         return;
     /* A slow client: stop reading the broker until its output drains. */
     if (evbuffer_get_length(bufferevent_get_output(hc->c->bev)) > LK_HWM) {
-        bufferevent_disable(bev, EV_READ);
+        lk_io_disable(&hx->up->io, EV_READ);
         bufferevent_setwatermark(hc->c->bev, EV_WRITE, LK_LWM, 0);
     }
 }
@@ -910,7 +910,7 @@ up_write(struct bufferevent *bev, void *arg)
     if (hx->upload_paused && evbuffer_get_length(bufferevent_get_output(bev)) <= LK_LWM) {
         hx->upload_paused = 0;
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        lk_io_enable(hx->hc->c->bev, EV_READ);
+        lk_io_enable(&hx->hc->c->io, EV_READ);
         process(hx->hc);
     }
 }
@@ -928,7 +928,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
         if ((what & BEV_EVENT_READING) && !hx->req_done &&
             hx->req_body_bytes != hx->upload_mark) {
             hx->upload_mark = hx->req_body_bytes;
-            bufferevent_enable(bev, EV_READ);
+            lk_io_enable(&hx->up->io, EV_READ);
             return;
         }
         hx->upstream_error = "timed out";
@@ -1136,7 +1136,7 @@ process(struct hconn *hc)
     if (hc->read_full && !hc->dead && !hc->tunnel && (hc->x == NULL || !hc->x->upload_paused) &&
         evbuffer_get_length(bufferevent_get_input(hc->c->bev)) <= LK_CLIENT_READ_MAX / 2) {
         hc->read_full = 0;
-        lk_io_enable(hc->c->bev, EV_READ);
+        lk_io_enable(&hc->c->io, EV_READ);
     }
 }
 
@@ -1185,7 +1185,7 @@ process_input(struct hconn *hc)
             if (hx->up != NULL && !hx->waiting_upstream && !hx->following &&
                 evbuffer_get_length(bufferevent_get_output(hx->up->bev)) > LK_HWM) {
                 hx->upload_paused = 1;
-                bufferevent_disable(c->bev, EV_READ);
+                lk_io_disable(&c->io, EV_READ);
                 bufferevent_setwatermark(hx->up->bev, EV_WRITE, LK_LWM, 0);
             }
             return;
@@ -1236,7 +1236,7 @@ client_read(struct bufferevent *bev, void *arg)
      * once it has taken some. */
     if (!hc->dead && !hc->tunnel &&
         evbuffer_get_length(bufferevent_get_input(bev)) > LK_CLIENT_READ_MAX) {
-        bufferevent_disable(bev, EV_READ);
+        lk_io_disable(&hc->c->io, EV_READ);
         hc->read_full = 1;
     }
 }
@@ -1250,7 +1250,7 @@ client_write(struct bufferevent *bev, void *arg)
     /* The client drained its backlog: let the broker's bytes flow again. */
     if (hx != NULL && hx->up != NULL && !hx->waiting_upstream) {
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        lk_io_enable(hx->up->bev, EV_READ);
+        lk_io_enable(&hx->up->io, EV_READ);
         if (evbuffer_get_length(bufferevent_get_input(hx->up->bev)) != 0)
             up_read(hx->up->bev, hx);
     }
@@ -1331,8 +1331,8 @@ start(struct lk_conn *c)
     hc->timer = evtimer_new(c->w->base, timer_cb, hc);
     lk_pool_cleanup_add(&c->pool, hconn_cleanup, hc);
     bufferevent_setcb(c->bev, client_read, client_write, client_event, hc);
-    bufferevent_set_timeouts(c->bev, NULL, &idle);
-    lk_io_enable(c->bev, EV_READ | EV_WRITE);
+    lk_io_set_timeouts(&c->io, NULL, &idle);
+    lk_io_enable(&c->io, EV_READ | EV_WRITE);
     process(hc);
 }
 

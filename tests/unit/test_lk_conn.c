@@ -83,6 +83,8 @@ test_upstream_reuse(void)
         u->broker = b;
         u->addr = b->internal->addr[LK_SCHEME_HTTP];
         u->bev = pair[0];
+        u->io.bev = pair[0]; /* a pair: driven as the bufferevent it is, like TLS */
+        u->io.w = &w;
         lk_upstream_release(u);
         ok(w.idle[b->index * 2].count == 1, "round %d: released into the idle pool", round);
         called = 0;
