@@ -405,7 +405,9 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     uint16_t port = 0;
 
     struct lk_conn *c = lk_xcalloc(1, sizeof(*c));
-    lk_pool_init(&c->pool);
+    /* An idle keep-alive connection holds this pool: the protocol's state
+     * (the HTTP module: about 600 bytes) and little else. */
+    lk_pool_init_sized(&c->pool, 768);
     c->w = w;
     c->rt = w->rt;
     c->conf = w->rt->conf;

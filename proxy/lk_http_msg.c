@@ -805,28 +805,31 @@ on_message_complete(llhttp_t *ll)
     return ll->upgrade ? 0 : HPE_PAUSED;
 }
 
+/* One table for every parser: llhttp only reads it. */
+static const llhttp_settings_t settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_data,
+    .on_status = on_data,
+    .on_header_field = on_field,
+    .on_header_value = on_value,
+    .on_url_complete = on_url_complete,
+    .on_status_complete = on_status_complete,
+    .on_header_field_complete = on_field_complete,
+    .on_header_value_complete = on_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_chunk_header = on_chunk_header,
+    .on_chunk_complete = on_chunk_complete,
+    .on_chunk_extension_name = on_ext_name,
+    .on_chunk_extension_name_complete = on_ext_name_complete,
+    .on_message_complete = on_message_complete,
+};
+
 void
 lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
 {
     memset(p, 0, sizeof(*p));
-    llhttp_settings_init(&p->settings);
-    p->settings.on_message_begin = on_message_begin;
-    p->settings.on_url = on_data;
-    p->settings.on_status = on_data;
-    p->settings.on_header_field = on_field;
-    p->settings.on_header_value = on_value;
-    p->settings.on_url_complete = on_url_complete;
-    p->settings.on_status_complete = on_status_complete;
-    p->settings.on_header_field_complete = on_field_complete;
-    p->settings.on_header_value_complete = on_value_complete;
-    p->settings.on_headers_complete = on_headers_complete;
-    p->settings.on_body = on_body;
-    p->settings.on_chunk_header = on_chunk_header;
-    p->settings.on_chunk_complete = on_chunk_complete;
-    p->settings.on_chunk_extension_name = on_ext_name;
-    p->settings.on_chunk_extension_name_complete = on_ext_name_complete;
-    p->settings.on_message_complete = on_message_complete;
-    llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &p->settings);
+    llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &settings);
     p->max_head = max_head;
 }
 

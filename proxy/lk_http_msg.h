@@ -118,7 +118,6 @@ enum lk_http_event {
 
 struct lk_http_parser {
     llhttp_t ll;
-    llhttp_settings_t settings;
     struct lk_http_msg *msg;
     size_t head_bytes, raw_head, max_head;
     int state; /* internal */

@@ -78,6 +78,14 @@ lk_pool_init(struct lk_pool *pool)
 {
     pool->chunks = NULL;
     pool->cleanups = NULL;
+    pool->first = 0;
+}
+
+void
+lk_pool_init_sized(struct lk_pool *pool, size_t first)
+{
+    lk_pool_init(pool);
+    pool->first = first;
 }
 
 void *
@@ -87,7 +95,8 @@ lk_palloc(struct lk_pool *pool, size_t size)
 
     size = (size + 15) & ~(size_t)15;
     if (c == NULL || c->size - c->used < size) {
-        size_t csize = size > LK_POOL_CHUNK ? size : LK_POOL_CHUNK;
+        size_t base = c == NULL && pool->first != 0 ? pool->first : LK_POOL_CHUNK;
+        size_t csize = size > base ? size : base;
         c = lk_xmalloc(sizeof(*c) + csize);
         c->size = csize;
         c->used = 0;

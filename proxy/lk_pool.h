@@ -16,11 +16,15 @@ struct lk_pool_cleanup;
 struct lk_pool {
     struct lk_pool_chunk *chunks;
     struct lk_pool_cleanup *cleanups;
+    size_t first; /* size of the first chunk; 0: LK_POOL_CHUNK */
 };
 
 typedef void (*lk_pool_cleanup_cb)(void *arg);
 
 void lk_pool_init(struct lk_pool *pool);
+/* A pool whose first chunk holds first bytes (later ones LK_POOL_CHUNK):
+ * for pools that live long and hold little, such as a connection's. */
+void lk_pool_init_sized(struct lk_pool *pool, size_t first);
 /* Returns zeroed, 16-byte aligned memory; aborts on OOM like lk_xmalloc. */
 void *lk_palloc(struct lk_pool *pool, size_t size);
 char *lk_pstrndup(struct lk_pool *pool, const char *s, size_t len);
