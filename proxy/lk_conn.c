@@ -303,6 +303,8 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    if (bev != NULL && c->tls)
+        lk_tls_keep_session(bev);
     if (bev != NULL) {
         io_detach(&c->io);
         bufferevent_free(bev);
@@ -742,10 +744,10 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct lk_upstream *
-lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
+lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int client_tls,
                 lk_upstream_ready_cb cb, void *arg)
 {
-    const struct lk_url *addr = lk_listener_pick(b->internal, LK_SCHEME_HTTP, prefer_tls);
+    const struct lk_url *addr = lk_broker_upstream(b, LK_SCHEME_HTTP, client_tls);
     struct lk_idle_list *il = idle_list(w, b, addr);
     struct lk_upstream *u = il->head;
     const struct lk_conf *conf = w->rt->conf;
