@@ -11,6 +11,8 @@
 #   edge2.crt/.key         a second server cert (other.test, *.other.test) for SNI selection
 #   internal-ca.crt/.key   CA that lookout trusts for brokers (tls.upstream_ca)
 #   broker.crt/.key        fake brokers' cert: localhost, 127.0.0.1 .. 127.0.0.32
+#   ticket.key             an 80-byte TLS session ticket key (tls.session_ticket_key in
+#                          conf/lookout.conf), kept if it has the right size
 #
 # Keys are EC P-256 (fast). The script is idempotent: a file set that exists, verifies
 # against its CA, matches its key and is valid for another day is kept; anything else
@@ -124,3 +126,9 @@ ensure_leaf edge        edge-ca     lookout.test "$EDGE_SAN"
 ensure_leaf edge2       edge-ca     other.test   "$EDGE2_SAN"
 ensure_ca   internal-ca "lookout internal test CA"
 ensure_leaf broker      internal-ca localhost    "$BROKER_SAN"
+
+if [ ! -f "$dir/ticket.key" ] || [ "$(wc -c <"$dir/ticket.key")" -ne 80 ]; then
+    openssl rand -out "$tmp/ticket.key" 80
+    mv "$tmp/ticket.key" "$dir/ticket.key"
+    echo "gen-test-certs: made $dir/ticket.key"
+fi

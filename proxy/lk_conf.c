@@ -39,6 +39,12 @@
 /* The kernel caps it at net.core.somaxconn (4096 since Linux 5.4). */
 #define DEFAULT_LISTEN_BACKLOG 4096
 #define DEFAULT_FOLLOW_MAX_HOPS 5u
+/* nginx's ssl_session_timeout and HAProxy's tune.ssl.lifetime */
+#define DEFAULT_SESSION_LIFETIME_S 300u
+/* RFC 8446 4.6.1: a ticket lifetime is at most seven days. */
+#define MAX_SESSION_LIFETIME_S (7u * 24 * 3600)
+/* Decrypt-only keys are for rotation, not for hoarding. */
+#define MAX_TICKET_KEY_FILES 16u
 /* Bounds on what a config may hold, far above any real cluster, so that a
  * wrong or hostile file fails fast instead of eating memory and time (the
  * duplicate checks are linear scans). */
@@ -56,16 +62,19 @@ static const char *const lookout_keys[] = {
     "admin",           "workers",          "log_level",        "tls.certificate",
     "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
-    "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", NULL};
+    "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
+    "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
-    "follow.replay_bytes",  "max_frame_bytes",    "filters",       NULL};
+    "follow.replay_bytes",  "max_frame_bytes",    "filters",       "forwarded_headers",
+    "upstream.tls",         NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
 /* clang-format on */
 
 static const char *const redirects_names[] = {"rewrite", "follow", NULL};
 static const char *const leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
+static const char *const upstream_tls_names[] = {"match", "plain", "tls", NULL};
 
 struct loader {
     struct lk_conf *conf;
@@ -272,8 +281,10 @@ read_header(struct loader *ld, struct lk_str l, int line)
 static int
 is_repeatable(const struct lk_conf_section *s, const char *key)
 {
-    /* tls.certificate and tls.key come in ordered pairs, one per cert. */
-    return s->name == NULL && (strcmp(key, "tls.certificate") == 0 || strcmp(key, "tls.key") == 0);
+    /* tls.certificate and tls.key come in ordered pairs, one per cert;
+     * ticket keys are a list, the first encrypting. */
+    return s->name == NULL && (strcmp(key, "tls.certificate") == 0 || strcmp(key, "tls.key") == 0 ||
+                               strcmp(key, "tls.session_ticket_key") == 0);
 }
 
 static int
@@ -527,6 +538,18 @@ duration_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry 
 }
 
 static int
+onoff_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, int *on)
+{
+    if (strcmp(e->value, "on") == 0)
+        *on = 1;
+    else if (strcmp(e->value, "off") == 0)
+        *on = 0;
+    else
+        return entry_err(ld, s, e, "'%s' is not on or off", e->value);
+    return 0;
+}
+
+static int
 size_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, size_t min,
          size_t *bytes)
 {
@@ -598,12 +621,30 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
                 return entry_err(ld, s, e, "empty path");
             c->upstream_ca = resolve_path(c, v);
         } else if (strcmp(k, "tls.upstream_verify") == 0) {
-            if (strcmp(v, "on") == 0)
-                c->upstream_verify = 1;
-            else if (strcmp(v, "off") == 0)
-                c->upstream_verify = 0;
-            else
-                return entry_err(ld, s, e, "'%s' is not on or off", v);
+            if (onoff_key(ld, s, e, &c->upstream_verify) != 0)
+                return -1;
+        } else if (strcmp(k, "tls.session_cache") == 0) {
+            if (onoff_key(ld, s, e, &c->session_cache) != 0)
+                return -1;
+        } else if (strcmp(k, "tls.session_tickets") == 0) {
+            if (onoff_key(ld, s, e, &c->session_tickets) != 0)
+                return -1;
+        } else if (strcmp(k, "tls.session_ticket_key") == 0) {
+            if (v[0] == '\0')
+                return entry_err(ld, s, e, "empty path");
+            if (c->nticket_keys == MAX_TICKET_KEY_FILES)
+                return entry_err(ld, s, e, "more than %u ticket keys", MAX_TICKET_KEY_FILES);
+            c->ticket_keys =
+                lk_xrealloc(c->ticket_keys, (c->nticket_keys + 1) * sizeof(*c->ticket_keys));
+            c->ticket_keys[c->nticket_keys].file = resolve_path(c, v);
+            c->ticket_keys[c->nticket_keys++].line = e->line;
+        } else if (strcmp(k, "tls.session_ticket_lifetime") == 0) {
+            unsigned ms;
+            if (duration_key(ld, s, e, &ms) != 0)
+                return -1;
+            if (ms < 1000 || ms / 1000 > MAX_SESSION_LIFETIME_S)
+                return entry_err(ld, s, e, "'%s' is not from 1s to 7 days (10080m)", v);
+            c->session_lifetime_s = ms / 1000;
         } else if (strcmp(k, "timeout.connect") == 0) {
             if (duration_key(ld, s, e, &c->timeout_connect_ms) != 0)
                 return -1;
@@ -638,6 +679,9 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
     if (pending != NULL)
         return report(ld, pending->line, s, "tls.certificate",
                       "no tls.key follows this certificate");
+    if (c->nticket_keys != 0 && !c->session_tickets)
+        return report(ld, c->ticket_keys[0].line, s, "tls.session_ticket_key",
+                      "tls.session_tickets is off: no ticket is ever encrypted with this key");
     return 0;
 }
 
@@ -686,6 +730,8 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
     cl->follow_max_hops = DEFAULT_FOLLOW_MAX_HOPS;
     cl->follow_replay_bytes = DEFAULT_FOLLOW_REPLAY_BYTES;
     cl->max_frame_bytes = DEFAULT_PULSAR_MAX_FRAME_BYTES;
+    cl->forwarded_headers = 1;
+    cl->upstream_tls = LK_UPSTREAM_TLS_MATCH;
     cl->section = s;
     cl->line = s->line;
 
@@ -745,6 +791,14 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
     if ((e = take(s, "max_frame_bytes")) != NULL &&
         size_key(ld, s, e, 1, &cl->max_frame_bytes) != 0)
         return -1;
+    if ((e = take(s, "forwarded_headers")) != NULL &&
+        onoff_key(ld, s, e, &cl->forwarded_headers) != 0)
+        return -1;
+    if ((e = take(s, "upstream.tls")) != NULL) {
+        if ((v = parse_enum(e->value, upstream_tls_names)) < 0)
+            return entry_err(ld, s, e, "'%s' is not match, plain or tls", e->value);
+        cl->upstream_tls = (enum lk_upstream_tls)v;
+    }
     /* `filters` is taken when the chain is built, after the brokers. */
     return 0;
 }
@@ -1353,6 +1407,9 @@ conf_free(struct lk_conf *c)
         free(c->certs[i].key_file);
     }
     free(c->certs);
+    for (i = 0; i < c->nticket_keys; i++)
+        free(c->ticket_keys[i].file);
+    free(c->ticket_keys);
     for (i = 0; i < c->nsections; i++) {
         struct lk_conf_section *s = &c->sections[i];
         for (j = 0; j < s->nentries; j++) {
@@ -1441,6 +1498,9 @@ lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size
     cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->workers = cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
     c->upstream_verify = 1;
+    c->session_cache = 1;
+    c->session_tickets = 1;
+    c->session_lifetime_s = DEFAULT_SESSION_LIFETIME_S;
     c->timeout_connect_ms = DEFAULT_TIMEOUT_CONNECT_MS;
     c->timeout_response_ms = DEFAULT_TIMEOUT_RESPONSE_MS;
     c->timeout_client_header_ms = DEFAULT_TIMEOUT_CLIENT_HEADER_MS;
@@ -1564,6 +1624,18 @@ lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host, uint16_t p
     return NULL;
 }
 
+const struct lk_url *
+lk_broker_upstream(const struct lk_broker *b, enum lk_scheme scheme, int client_tls)
+{
+    int prefer_tls = client_tls;
+
+    if (b->cluster->upstream_tls == LK_UPSTREAM_TLS_PLAIN)
+        prefer_tls = 0;
+    else if (b->cluster->upstream_tls == LK_UPSTREAM_TLS_TLS)
+        prefer_tls = 1;
+    return lk_listener_pick(b->internal, scheme, prefer_tls);
+}
+
 /* Dump ------------------------------------------------------------------------------ */
 
 static void
@@ -1590,7 +1662,13 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
     if (cl->redirects == LK_REDIRECTS_FOLLOW)
         fprintf(out, " (at most %u hops, replay %zu bytes)", cl->follow_max_hops,
                 cl->follow_replay_bytes);
-    fprintf(out, ", leak_guard %s, filters ", leak_guard_names[cl->leak_guard]);
+    fprintf(out, ", leak_guard %s", leak_guard_names[cl->leak_guard]);
+    /* Only when not the default, so that the usual map reads as before. */
+    if (cl->upstream_tls != LK_UPSTREAM_TLS_MATCH)
+        fprintf(out, ", upstream.tls %s", upstream_tls_names[cl->upstream_tls]);
+    if (!cl->forwarded_headers)
+        fprintf(out, ", forwarded_headers off");
+    fprintf(out, ", filters ");
     for (size_t i = 0; i < cl->nfilters; i++)
         fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);
     fprintf(out, "%s\n", cl->nfilters == 0 ? "(none)" : "");
@@ -1656,7 +1734,7 @@ lk_conf_dump(const struct lk_conf *conf, FILE *out)
             }
             fprintf(out, "  %s -> broker %s at ", v->host, v->broker->name);
             /* Checked at load: the internal listener has this family. */
-            up = lk_listener_pick(v->broker->internal, v->scheme, lk_scheme_is_tls(v->scheme));
+            up = lk_broker_upstream(v->broker, v->scheme, lk_scheme_is_tls(v->scheme));
             fprintf(out, "%s\n", up != NULL ? up->text : "?");
         }
     }

@@ -69,6 +69,9 @@ struct lk_broker {
 };
 
 enum lk_redirects { LK_REDIRECTS_REWRITE = 0, LK_REDIRECTS_FOLLOW };
+/* upstream.tls: how a broker with both an http and an https internal
+ * address is reached (lk_broker_upstream). */
+enum lk_upstream_tls { LK_UPSTREAM_TLS_MATCH = 0, LK_UPSTREAM_TLS_PLAIN, LK_UPSTREAM_TLS_TLS };
 enum lk_leak_guard { LK_LEAK_OFF = 0, LK_LEAK_LOG, LK_LEAK_REWRITE, LK_LEAK_BLOCK };
 
 /* One [section] of the file, kept so that filters can read their own keys
@@ -103,6 +106,8 @@ struct lk_cluster {
     unsigned follow_max_hops;      /* follow.max_hops, default 5 */
     size_t follow_replay_bytes;    /* follow.replay_bytes, default 5m */
     size_t max_frame_bytes;        /* binary protocols */
+    int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
+    enum lk_upstream_tls upstream_tls; /* default match */
     struct lk_broker **brokers;
     size_t nbrokers;
     struct lk_flt *filters; /* the chain, in `filters =` order */
@@ -138,6 +143,12 @@ struct lk_cert {
     int line;
 };
 
+/* A tls.session_ticket_key file: 80 bytes (or 48), nginx's format. */
+struct lk_ticket_key_file {
+    char *file; /* resolved */
+    int line;
+};
+
 struct lk_conf {
     char *file; /* path as given */
     char *dir;  /* directory of the file, for relative paths */
@@ -147,6 +158,12 @@ struct lk_conf {
     size_t ncerts;
     char *upstream_ca;  /* resolved path; NULL: system default store */
     int upstream_verify; /* 1 unless `tls.upstream_verify = off` */
+    int session_cache;   /* tls.session_cache, default on */
+    int session_tickets; /* tls.session_tickets, default on */
+    /* tls.session_ticket_key, in order: the first encrypts */
+    struct lk_ticket_key_file *ticket_keys;
+    size_t nticket_keys;
+    unsigned session_lifetime_s;       /* tls.session_ticket_lifetime, default 5m */
     unsigned timeout_connect_ms;       /* default 5s */
     unsigned timeout_response_ms;      /* default 60s */
     unsigned timeout_client_header_ms; /* default 10s */
@@ -213,6 +230,16 @@ enum lk_scheme lk_scheme_sibling(enum lk_scheme scheme);
  */
 const struct lk_url *lk_listener_pick(const struct lk_listener *l, enum lk_scheme scheme,
                                       int prefer_tls);
+
+/*
+ * The internal address lookout connects to for a client of broker b that
+ * reached lookout over TLS (client_tls) or not, in the family of scheme,
+ * as the cluster's upstream.tls says: match prefers the client's TLS-ness,
+ * plain prefers http, tls prefers https; each falls back to the other
+ * address when the broker has only one.  NULL if it has neither.
+ */
+const struct lk_url *lk_broker_upstream(const struct lk_broker *b, enum lk_scheme scheme,
+                                        int client_tls);
 
 /* Parses a scheme name ("http", "pulsar+ssl"), -1 if unknown. */
 int lk_scheme_parse(struct lk_str name);

@@ -303,6 +303,8 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    if (bev != NULL && c->tls)
+        lk_tls_keep_session(bev);
     if (bev != NULL) {
         io_detach(&c->io);
         bufferevent_free(bev);
@@ -381,6 +383,15 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         if (sni != NULL)
             c->sni = lk_pstrndup(&c->pool, sni, strlen(sni));
         c->action = NULL;
+#ifdef TCP_QUICKACK
+        /* The client spoke last (its Finished: always in TLS 1.3, on a
+         * resumption in 1.2) and usually sends its request right behind it,
+         * in a second write that Nagle's algorithm holds until the Finished
+         * is ACKed.  With nothing of ours to carry that ACK (no tickets),
+         * the kernel delays it 40 ms; send it now. */
+        int one = 1;
+        setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+#endif
         const struct lk_proto_ops *ops = proto_for(c->bind->proto);
         ops->start(c);
         return;
@@ -696,6 +707,11 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
     struct lk_runtime *rt = u->w->rt;
 
     if (what & BEV_EVENT_CONNECTED) {
+        /* Before the first request: lookout writes a head and then its body
+         * as it comes, and Nagle would hold the body until the broker ACKs
+         * the head, which a kept-alive peer delays by 40 ms. */
+        int one = 1;
+        setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         lk_broker_connect_result(rt, u->broker, 1);
         bufferevent_set_timeouts(bev, NULL, NULL);
         if (!lk_scheme_is_tls(u->addr->scheme))
@@ -744,10 +760,10 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct lk_upstream *
-lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
+lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int client_tls,
                 lk_upstream_ready_cb cb, void *arg)
 {
-    const struct lk_url *addr = lk_listener_pick(b->internal, LK_SCHEME_HTTP, prefer_tls);
+    const struct lk_url *addr = lk_broker_upstream(b, LK_SCHEME_HTTP, client_tls);
     struct lk_idle_list *il = idle_list(w, b, addr);
     struct lk_upstream *u = il->head;
     const struct lk_conf *conf = w->rt->conf;

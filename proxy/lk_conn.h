@@ -26,6 +26,7 @@
 
 struct lk_conn;
 struct lk_upstream;
+struct lk_ticket_keys;
 
 /*
  * State shared by the workers for one config generation: the config, the
@@ -41,6 +42,7 @@ struct lk_runtime {
     SSL_CTX **server_ctx; /* one per certificate, chosen by SNI; [0] is default */
     size_t nserver_ctx;
     SSL_CTX *client_ctx;  /* for TLS to brokers */
+    struct lk_ticket_keys *tickets;  /* session ticket keys (lk_tls.c); NULL: no tickets */
     struct lk_broker_health *health; /* by broker index */
     unsigned *rr;                    /* round-robin cursor by cluster index (atomic) */
 };
@@ -48,6 +50,9 @@ struct lk_runtime {
 /* Builds the runtime (TLS contexts) for conf.  NULL with err on failure. */
 struct lk_runtime *lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen);
 void lk_runtime_free(struct lk_runtime *rt);
+/* Before a client's TLS bufferevent is freed: keeps its session resumable
+ * (tls.session_cache).  Nothing is sent. */
+void lk_tls_keep_session(struct bufferevent *bev);
 
 struct lk_idle_list {
     struct lk_upstream *head;
@@ -202,14 +207,15 @@ extern const char lk_err_tls[];
 extern const char lk_err_reset[];
 
 /*
- * Gets a connection to broker b's internal http or https address (the one
- * with the client's TLS-ness when the listener has both): an idle pooled
+ * Gets a connection to broker b's internal http or https address (when it
+ * has both, the cluster's upstream.tls picks, by default the one with the
+ * client's TLS-ness: lk_broker_upstream): an idle pooled
  * one or a new one.  ready_cb reports the outcome from the event loop,
  * never before this returns.  NULL if no connection could even be set up.
  * The caller owns the result until lk_upstream_release or lk_upstream_free
  * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */
-struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int prefer_tls,
+struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int client_tls,
                                     lk_upstream_ready_cb cb, void *arg);
 /* Returns a healthy, idle connection to the pool (or frees it if full). */
 void lk_upstream_release(struct lk_upstream *u);

@@ -973,6 +973,8 @@ add_forwarded(struct hx *hx)
     struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
     struct lk_str ip = lk_str_c(c->peer_ip);
 
+    if (!hx->x.cluster->forwarded_headers)
+        return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */
     if (xff != NULL) {
         struct lk_str joined = lk_pstr_concat(req->pool, *xff, LK_STRLIT(", "));
         lk_http_set(req, LK_STRLIT("X-Forwarded-For"), lk_pstr_concat(req->pool, joined, ip));

@@ -2,14 +2,24 @@
  * TLS: server contexts (one per configured certificate, chosen by SNI
  * against the certificate's SAN, the first being the default) and the client
  * context lookout uses towards TLS brokers.  TLS 1.2 and 1.3 only; ALPN
- * offers http/1.1 on HTTP binds.
+ * offers http/1.1 on HTTP binds.  Session resumption: OpenSSL's in-process
+ * session cache (tls.session_cache) and tickets (tls.session_tickets) whose
+ * keys come from tls.session_ticket_key files, the first encrypting and all
+ * decrypting, or else are lookout's own, made at start and rotated every
+ * tls.session_ticket_lifetime.  The contexts, and so the cache and the keys,
+ * are shared by every worker.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <event2/bufferevent_ssl.h>
 
 #include "lk_conn.h"
 #include "lk_log.h"
@@ -25,6 +35,225 @@ ssl_err(char *err, size_t errlen, const char *what, const char *file, int line,
     ERR_clear_error();
     snprintf(err, errlen, "%s:%d: %s %s%s%s", conf_file, line, what, file, e ? ": " : "",
              reason);
+}
+
+/* Session tickets --------------------------------------------------------- */
+
+/* One ticket key, laid out as nginx's ssl_session_ticket_key file: name,
+ * then the HMAC-SHA256 secret, then the AES-CBC key (32 and 32 bytes in an
+ * 80-byte file, AES-256; 16 and 16 in a 48-byte one, AES-128). */
+struct ticket_key {
+    unsigned char name[16];
+    unsigned char hmac[32];
+    unsigned char aes[32];
+    size_t secret_len; /* 32 or 16: the length of hmac and of aes */
+};
+
+/* Own keys: the current one and the one before, so that a ticket lives at
+ * least one lifetime and at most two. */
+#define OWN_KEYS 2
+
+struct lk_ticket_keys {
+    pthread_mutex_t lock;
+    struct ticket_key *keys; /* [0] encrypts, all decrypt */
+    size_t nkeys;
+    int own;              /* lookout's own keys, rotated */
+    long long rotated_ms; /* when keys[0] became current (own keys) */
+    long long lifetime_ms;
+};
+
+static int
+key_random(struct ticket_key *k)
+{
+    k->secret_len = sizeof(k->aes);
+    return RAND_bytes(k->name, sizeof(k->name)) == 1 && RAND_bytes(k->hmac, sizeof(k->hmac)) == 1 &&
+                   RAND_bytes(k->aes, sizeof(k->aes)) == 1
+               ? 0
+               : -1;
+}
+
+/* Reads an 80- or 48-byte key file; never says anything about its bytes. */
+static int
+key_read(struct ticket_key *k, const struct lk_ticket_key_file *f, const char *conf_file, char *err,
+         size_t errlen)
+{
+    unsigned char buf[81];
+    FILE *fp = fopen(f->file, "rb");
+    size_t n;
+
+    if (fp == NULL) {
+        snprintf(err, errlen, "%s:%d: tls.session_ticket_key: cannot open %s", conf_file, f->line,
+                 f->file);
+        return -1;
+    }
+    n = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    if (n != 80 && n != 48) {
+        OPENSSL_cleanse(buf, sizeof(buf));
+        snprintf(err, errlen,
+                 "%s:%d: tls.session_ticket_key: %s is not 80 bytes (or 48) of key, as "
+                 "`openssl rand 80 > FILE` makes",
+                 conf_file, f->line, f->file);
+        return -1;
+    }
+    k->secret_len = n == 80 ? 32 : 16;
+    memcpy(k->name, buf, 16);
+    memcpy(k->hmac, buf + 16, k->secret_len);
+    memcpy(k->aes, buf + 16 + k->secret_len, k->secret_len);
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return 0;
+}
+
+static struct lk_ticket_keys *
+tickets_new(const struct lk_conf *conf, char *err, size_t errlen)
+{
+    struct lk_ticket_keys *t = lk_xcalloc(1, sizeof(*t));
+
+    pthread_mutex_init(&t->lock, NULL);
+    t->lifetime_ms = (long long)conf->session_lifetime_s * 1000;
+    t->own = conf->nticket_keys == 0;
+    t->keys = lk_xcalloc(t->own ? OWN_KEYS : conf->nticket_keys, sizeof(*t->keys));
+    if (t->own) {
+        if (key_random(&t->keys[0]) != 0) {
+            snprintf(err, errlen, "%s: cannot make a session ticket key", conf->file);
+            goto fail;
+        }
+        t->nkeys = 1;
+        t->rotated_ms = lk_now_ms();
+        return t;
+    }
+    for (size_t i = 0; i < conf->nticket_keys; i++) {
+        if (key_read(&t->keys[i], &conf->ticket_keys[i], conf->file, err, errlen) != 0)
+            goto fail;
+        t->nkeys++;
+        for (size_t j = 0; j < i; j++)
+            if (memcmp(t->keys[j].name, t->keys[i].name, sizeof(t->keys[i].name)) == 0) {
+                snprintf(err, errlen,
+                         "%s:%d: tls.session_ticket_key: %s has the same key name (its first 16 "
+                         "bytes) as %s (line %d)",
+                         conf->file, conf->ticket_keys[i].line, conf->ticket_keys[i].file,
+                         conf->ticket_keys[j].file, conf->ticket_keys[j].line);
+                goto fail;
+            }
+    }
+    return t;
+fail:
+    OPENSSL_cleanse(t->keys, (t->own ? OWN_KEYS : conf->nticket_keys) * sizeof(*t->keys));
+    free(t->keys);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+    return NULL;
+}
+
+static void
+tickets_free(struct lk_ticket_keys *t)
+{
+    if (t == NULL)
+        return;
+    OPENSSL_cleanse(t->keys, (t->own ? OWN_KEYS : t->nkeys) * sizeof(*t->keys));
+    free(t->keys);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+/* Own keys: a new current key each lifetime; the previous one still
+ * decrypts for one more, then goes.  Called with t->lock held.  Every
+ * worker comes through here, so whichever handshake first sees the period
+ * over rotates for all of them. */
+static void
+tickets_rotate(struct lk_ticket_keys *t, long long now)
+{
+    long long age = now - t->rotated_ms;
+
+    if (!t->own || age < t->lifetime_ms)
+        return;
+    if (age >= 2 * t->lifetime_ms) {
+        t->nkeys = 1; /* idle for two lifetimes: the current key is too old to keep */
+    } else {
+        t->keys[1] = t->keys[0];
+        t->nkeys = 2;
+    }
+    if (key_random(&t->keys[0]) != 0) {
+        /* No randomness: stop issuing tickets rather than reuse a key. */
+        t->nkeys = 0;
+        return;
+    }
+    t->rotated_ms = now;
+}
+
+/*
+ * OpenSSL's ticket callback: with enc, names the key and sets up cipher
+ * and MAC to encrypt a new ticket (1, or -1 to send none); without, finds
+ * the key the ticket names: 0 when none has it (a full handshake follows),
+ * 1 when it is the current key, 2 when it is an older one (the ticket is
+ * renewed under the current key).
+ */
+static int
+ticket_key_cb(SSL *ssl, unsigned char name[16], unsigned char iv[16], EVP_CIPHER_CTX *cctx,
+              EVP_MAC_CTX *hctx, int enc)
+{
+    struct lk_runtime *rt = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    struct lk_ticket_keys *t = rt->tickets;
+    struct ticket_key k;
+    size_t i = 0;
+    int ret = -1;
+
+    pthread_mutex_lock(&t->lock);
+    tickets_rotate(t, lk_now_ms());
+    if (!enc)
+        while (i < t->nkeys && memcmp(t->keys[i].name, name, sizeof(t->keys[i].name)) != 0)
+            i++;
+    if (i >= t->nkeys) {
+        pthread_mutex_unlock(&t->lock);
+        return enc ? -1 : 0;
+    }
+    k = t->keys[i]; /* a copy: a rotation may overwrite the slot */
+    pthread_mutex_unlock(&t->lock);
+
+    if (enc) {
+        memcpy(name, k.name, sizeof(k.name));
+        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
+            goto out;
+    }
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, k.hmac, k.secret_len),
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    if (EVP_CipherInit_ex(cctx, k.secret_len == 32 ? EVP_aes_256_cbc() : EVP_aes_128_cbc(), NULL,
+                          k.aes, iv, enc) != 1 ||
+        EVP_MAC_CTX_set_params(hctx, params) != 1)
+        goto out;
+    ret = enc || i == 0 ? 1 : 2;
+out:
+    OPENSSL_cleanse(&k, sizeof(k));
+    return ret;
+}
+
+/* Session resumption as the config says, on one server context. */
+static void
+sessions_setup(struct lk_runtime *rt, SSL_CTX *ctx)
+{
+    const struct lk_conf *conf = rt->conf;
+    static const unsigned char sid_ctx[] = "lookout";
+
+    /* Sessions live in the context the handshake began with (the default
+     * certificate's) whatever SNI picks; one id context on every context
+     * lets a session resume after the switch. */
+    SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
+    SSL_CTX_set_app_data(ctx, rt);
+    SSL_CTX_set_timeout(ctx, (long)conf->session_lifetime_s);
+    SSL_CTX_set_session_cache_mode(ctx, conf->session_cache ? SSL_SESS_CACHE_SERVER
+                                                            : SSL_SESS_CACHE_OFF);
+    if (conf->session_tickets) {
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_key_cb);
+    } else {
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        /* TLS 1.3 would still send tickets naming cached sessions; with no
+         * cache either they could never resume, so send none at all. */
+        if (!conf->session_cache)
+            SSL_CTX_set_num_tickets(ctx, 0);
+    }
 }
 
 static int
@@ -100,6 +329,7 @@ server_ctx_new(struct lk_runtime *rt, const struct lk_cert *cert, char *err, siz
     SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
     SSL_CTX_set_tlsext_servername_arg(ctx, rt);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+    sessions_setup(rt, ctx);
     return ctx;
 fail:
     SSL_CTX_free(ctx);
@@ -152,6 +382,19 @@ needs_tls(const struct lk_conf *conf, int server)
     return 0;
 }
 
+void
+lk_tls_keep_session(struct bufferevent *bev)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+    /* OpenSSL drops from the cache the session of any connection freed
+     * without a close_notify sent, which is how lookout, and most HTTP
+     * clients, end every connection: the cache would never hit.  Mark it
+     * shut down, as nginx does, without changing what goes on the wire. */
+    if (ssl != NULL && SSL_is_init_finished(ssl))
+        SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+}
+
 struct lk_runtime *
 lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
 {
@@ -171,6 +414,8 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
                 }
             goto fail;
         }
+        if (conf->session_tickets && (rt->tickets = tickets_new(conf, err, errlen)) == NULL)
+            goto fail;
         rt->server_ctx = lk_xcalloc(conf->ncerts, sizeof(SSL_CTX *));
         for (size_t i = 0; i < conf->ncerts; i++) {
             rt->server_ctx[i] = server_ctx_new(rt, &conf->certs[i], err, errlen);
@@ -201,6 +446,7 @@ lk_runtime_free(struct lk_runtime *rt)
     for (size_t i = 0; i < rt->nserver_ctx; i++)
         SSL_CTX_free(rt->server_ctx[i]);
     free(rt->server_ctx);
+    tickets_free(rt->tickets);
     SSL_CTX_free(rt->client_ctx);
     free(rt->health);
     free(rt->rr);

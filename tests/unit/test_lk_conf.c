@@ -210,6 +210,9 @@ test_defaults(void)
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
     ok(c->listen_backlog == 4096, "listen.backlog 4096");
     ok(c->log_level == LK_INFO, "log_level info");
+    ok(c->session_cache == 1 && c->session_tickets == 1, "tls.session_cache, _tickets on");
+    ok(c->nticket_keys == 0 && c->ticket_keys == NULL, "no ticket key files: own keys");
+    ok(c->session_lifetime_s == 300, "tls.session_ticket_lifetime 5m");
     ok(c->dir != NULL && c->dir[0] == '/', "dir is absolute (%s)", c->dir);
 
     cl = c->clusters[0];
@@ -219,6 +222,8 @@ test_defaults(void)
     ok(cl->follow_max_hops == 5, "follow.max_hops 5");
     ok(cl->follow_replay_bytes == 5 * 1024 * 1024, "follow.replay_bytes 5m");
     ok(cl->max_frame_bytes == 5 * 1024 * 1024 + 64 * 1024, "max_frame_bytes 5m + 64k");
+    ok(cl->forwarded_headers == 1, "forwarded_headers on");
+    ok(cl->upstream_tls == LK_UPSTREAM_TLS_MATCH, "upstream.tls match");
     ok(cl->internal_listener == NULL && cl->lookup_listener == NULL, "no listener names");
     ok(cl->web_service == NULL && cl->service == NULL, "no service addresses");
     ok(c->brokers[0]->internal == &c->brokers[0]->listeners[0], "internal = first listener");
@@ -272,6 +277,27 @@ test_lookout_keys(void)
     ok(c->max_buffer_bytes == 2 * 1024 * 1024, "max_buffer_bytes");
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
     ok(c->listen_backlog == 100, "listen.backlog");
+    lk_conf_unref(c);
+
+    c = load_as("/etc/lookout/t.conf",
+                CONF("[lookout]", "tls.session_cache = off", "tls.session_tickets = on",
+                     "tls.session_ticket_key = keys/new.key", "workers = 2",
+                     "tls.session_ticket_key = /etc/old.key", "tls.session_ticket_lifetime = 2m"));
+    if (ok(c != NULL, "loads (%s)", err)) {
+        ok(c->session_cache == 0 && c->session_tickets == 1, "tls.session_cache off, tickets on");
+        if (ok(c->nticket_keys == 2, "two ticket keys, repeatable")) {
+            ok_str(c->ticket_keys[0].file, "/etc/lookout/keys/new.key", "key 0, resolved");
+            ok(c->ticket_keys[0].line == 4, "key 0 line");
+            ok_str(c->ticket_keys[1].file, "/etc/old.key", "key 1, in order");
+            ok(c->ticket_keys[1].line == 6, "key 1 line");
+        }
+        ok(c->session_lifetime_s == 120, "tls.session_ticket_lifetime 2m");
+    }
+    lk_conf_unref(c);
+    c = LOAD("[lookout]", "tls.session_tickets = off", "tls.session_ticket_lifetime = 10080m");
+    ok(c != NULL && c->session_tickets == 0 && c->session_cache == 1 &&
+           c->session_lifetime_s == 7 * 24 * 3600,
+       "tickets off, lifetime at its 7-day maximum (%s)", err);
     lk_conf_unref(c);
 
     c = LOAD("[lookout]", "workers = auto", "tls.upstream_verify = on", "workers.x = 1");
@@ -348,6 +374,54 @@ test_cluster_keys(void)
     c = LOAD("[pulsar p]", "bind = 0:0::0", "[broker p/b]", "advertisedListeners = i:http://h:1");
     ok(c != NULL && strcmp(c->clusters[0]->bind, "::") == 0, "bind is canonical (%s)", err);
     lk_conf_unref(c);
+    c = LOAD("[pulsar p]", "forwarded_headers = off", "upstream.tls = plain", "[pulsar q]",
+             "forwarded_headers = on", "upstream.tls = tls", "[broker p/b]",
+             "advertisedListeners = i:http://h:1", "[broker q/b]",
+             "advertisedListeners = i:http://h:2");
+    if (ok(c != NULL, "loads (%s)", err)) {
+        ok(c->clusters[0]->forwarded_headers == 0 &&
+               c->clusters[0]->upstream_tls == LK_UPSTREAM_TLS_PLAIN,
+           "forwarded_headers off, upstream.tls plain");
+        ok(c->clusters[1]->forwarded_headers == 1 &&
+               c->clusters[1]->upstream_tls == LK_UPSTREAM_TLS_TLS,
+           "forwarded_headers on, upstream.tls tls");
+    }
+    lk_conf_unref(c);
+}
+
+/* upstream.tls: which internal address a client of each TLS-ness reaches. */
+static void
+test_broker_upstream(void)
+{
+    static const char *const modes[] = {"match", "plain", "tls"};
+    /* [mode][client_tls]: the port of the address used for b1 (both
+     * addresses), then for b2 (http only) and b3 (https only). */
+    static const unsigned want[3][2][3] = {
+        {{8080, 9080, 9443}, {8443, 9080, 9443}},
+        {{8080, 9080, 9443}, {8080, 9080, 9443}},
+        {{8443, 9080, 9443}, {8443, 9080, 9443}},
+    };
+
+    for (int m = 0; m < 3; m++) {
+        char mode[64];
+        snprintf(mode, sizeof(mode), "upstream.tls = %s", modes[m]);
+        struct lk_conf *c =
+            LOAD("[pulsar p]", mode, "[broker p/b1]",
+                 "advertisedListeners = i:http://10.0.0.1:8080,i:https://10.0.0.1:8443",
+                 "[broker p/b2]", "advertisedListeners = i:http://10.0.0.2:9080", "[broker p/b3]",
+                 "advertisedListeners = i:https://10.0.0.3:9443");
+        if (!ok(c != NULL, "%s loads (%s)", mode, err))
+            continue;
+        for (int tls = 0; tls < 2; tls++)
+            for (int b = 0; b < 3; b++) {
+                const struct lk_url *u = lk_broker_upstream(c->brokers[b], LK_SCHEME_HTTP, tls);
+                ok(u != NULL && u->port == want[m][tls][b], "%s, %s client, b%d: port %u", mode,
+                   tls ? "TLS" : "plaintext", b + 1, u != NULL ? u->port : 0);
+            }
+        /* The Pulsar family has no address here at all. */
+        ok(lk_broker_upstream(c->brokers[0], LK_SCHEME_PULSAR, 1) == NULL, "%s: no pulsar", mode);
+        lk_conf_unref(c);
+    }
 }
 
 static void
@@ -546,6 +620,16 @@ test_value_errors(void)
         {"listen.backlog = 2147483648",
          "listen.backlog: '2147483648' is not a number from 1 to 2147483647"},
         {"listen.backlog = 4k", "listen.backlog: '4k' is not a number from 1 to 2147483647"},
+        {"tls.session_cache = yes", "tls.session_cache: 'yes' is not on or off"},
+        {"tls.session_tickets = On", "tls.session_tickets: 'On' is not on or off"},
+        {"tls.session_ticket_key =", "tls.session_ticket_key: empty path"},
+        {"tls.session_ticket_lifetime = 999ms",
+         "tls.session_ticket_lifetime: '999ms' is not from 1s to 7 days (10080m)"},
+        {"tls.session_ticket_lifetime = 10081m",
+         "tls.session_ticket_lifetime: '10081m' is not from 1s to 7 days (10080m)"},
+        {"tls.session_ticket_lifetime = 0s",
+         "tls.session_ticket_lifetime: '0s' is not a duration (expected e.g. 250ms, 10s or 2m, "
+         "above 0)"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -564,6 +648,19 @@ test_cert_errors(void)
 
     EXPECT_ERR("t.conf:2: [lookout] tls.key: no tls.certificate before this key", "[lookout]",
                "tls.key = a.key");
+    EXPECT_ERR("t.conf:3: [lookout] tls.session_ticket_key: tls.session_tickets is off: no "
+               "ticket is ever encrypted with this key",
+               "[lookout]", "tls.session_tickets = off", "tls.session_ticket_key = a.key",
+               "tls.session_ticket_key = b.key");
+    {
+        /* [lookout] and 17 keys: the 17th, on line 18, is one too many. */
+        const char *lines[19] = {"[lookout]"};
+        for (int i = 1; i <= 17; i++)
+            lines[i] = "tls.session_ticket_key = k";
+        lines[18] = NULL;
+        expect_err(__FILE__, __LINE__, "t.conf",
+                   "t.conf:18: [lookout] tls.session_ticket_key: more than 16 ticket keys", lines);
+    }
     EXPECT_ERR("t.conf:2: [lookout] tls.certificate: no tls.key follows this certificate",
                "[lookout]", "tls.certificate = a.crt", "workers = 2");
     EXPECT_ERR("t.conf:2: [lookout] tls.certificate: no tls.key follows this certificate (the "
@@ -613,6 +710,8 @@ test_cluster_errors(void)
          "pulsar+ssl)"},
         {"internalListenerName =", "internalListenerName: empty listener name"},
         {"lookupListenerName =", "lookupListenerName: empty listener name"},
+        {"forwarded_headers = no", "forwarded_headers: 'no' is not on or off"},
+        {"upstream.tls = https", "upstream.tls: 'https' is not match, plain or tls"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -1546,6 +1645,10 @@ test_reference(void)
                                        "max_buffer_bytes",
                                        "upstream.idle_pool",
                                        "listen.backlog",
+                                       "tls.session_cache",
+                                       "tls.session_tickets",
+                                       "tls.session_ticket_key",
+                                       "tls.session_ticket_lifetime",
                                        "internalListenerName",
                                        "lookupListenerName",
                                        "webServiceUrl",
@@ -1557,6 +1660,8 @@ test_reference(void)
                                        "follow.replay_bytes",
                                        "max_frame_bytes",
                                        "filters",
+                                       "forwarded_headers",
+                                       "upstream.tls",
                                        "advertisedListeners",
                                        NULL};
 #ifdef LK_TOP_SRCDIR
@@ -1660,6 +1765,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/defaults", test_defaults},
     {"conf/lookout_keys", test_lookout_keys},
     {"conf/cluster_keys", test_cluster_keys},
+    {"conf/broker_upstream", test_broker_upstream},
     {"conf/comments", test_comments},
     {"conf/long_lines", test_long_lines},
     {"conf/reader_errors", test_reader_errors},
