@@ -348,6 +348,8 @@ lk_conn_close_later(struct lk_conn *c)
     lk_io_disable(&c->io, EV_READ | EV_WRITE);
     /* c's own event, not event_base_once: should c be closed some other way
      * first, freeing the event cancels this. */
+    if (c->close_ev == NULL) /* made when first needed: idle connections hold less */
+        c->close_ev = evtimer_new(c->w->base, close_later_cb, c);
     event_active(c->close_ev, EV_TIMEOUT, 1);
 }
 
@@ -425,7 +427,6 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     c->bind = b;
     c->tls = b->tls;
     c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
-    c->close_ev = evtimer_new(base, close_later_cb, c);
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
         inet_ntop(AF_INET, &sin->sin_addr, c->peer_ip, sizeof(c->peer_ip));

@@ -1157,6 +1157,9 @@ process_input(struct hconn *hc)
                 struct timeval tv = ms_tv(c->conf->timeout_idle_ms);
                 c->action = "waiting for a request";
                 event_add(hc->timer, &tv);
+                /* Idle: the parser's field scratch goes until the next
+                 * request (it grows back on its first field). */
+                lk_http_parser_free(&hc->rp);
                 return;
             }
             hx = hc->x = hx_new(hc);
