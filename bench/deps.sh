@@ -1,0 +1,8 @@
+#!/bin/sh
+# Installs what bench/run needs on Debian, skipping what is there: lookout's
+# own build dependencies (tests/deps.sh) plus the load generator and the two
+# anchor proxies.  Needs root (or sudo) only when something is missing.
+# On a systemd host, installing nginx-light also starts Debian's default site
+# on port 80; bench/run does not use it.
+LOOKOUT_EXTRA_PKGS="wrk nginx-light haproxy util-linux $LOOKOUT_EXTRA_PKGS" \
+    exec "$(dirname "$0")/../tests/deps.sh"
