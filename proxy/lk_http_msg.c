@@ -509,6 +509,8 @@ grow(struct lk_http_parser *p, const char *at, size_t len)
         p->error = "head too large";
         return -1;
     }
+    if (len == 0)
+        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
     if (p->buflen + len > p->bufcap) {
         size_t cap = p->bufcap != 0 ? p->bufcap : 256;
         while (cap < p->buflen + len)
@@ -667,6 +669,12 @@ on_value_complete(llhttp_t *ll)
         p->error = "line break in a header value";
         return -1;
     }
+    /* A trailer field (after a chunked body) never joins the head's
+     * fields: the head has gone on already, or goes on later with fields
+     * no filter has seen (a Location, an internal address, a second
+     * Transfer-Encoding).  Trailers are not forwarded. */
+    if (p->head_done)
+        return 0;
     append(p->msg, p->cur_name, v);
     return 0;
 }
