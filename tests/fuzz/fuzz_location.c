@@ -10,7 +10,8 @@
  *     broker's selected listener, of the family of the address the URL
  *     named, TLS first for a TLS client when the listener has both;
  *   - the URL named that broker: its host (without userinfo or brackets,
- *     case-insensitive) and port are an address of the broker;
+ *     case-insensitive, a trailing dot ignored) and port are an address
+ *     of the broker;
  *   - relative URLs are never rewritten, and neither are absolute ones
  *     whose host:port no broker of the map has; a URL that names a broker
  *     with an address of its family on the listener always is;
@@ -54,6 +55,10 @@ find_authority(struct lk_str url, size_t *auth, size_t *rest)
 static const struct lk_broker *
 walk(const struct lk_cluster *cl, struct lk_str host, uint16_t port, enum lk_scheme *scheme)
 {
+    /* "b1.example.com." is the absolute form of "b1.example.com": the
+     * same host, and lk_cluster_find_addr matches it on purpose. */
+    if (host.len > 1 && host.p[host.len - 1] == '.')
+        host.len--;
     for (size_t i = 0; i < cl->nbrokers; i++)
         for (size_t k = 0; k < cl->brokers[i]->nlisteners; k++)
             for (int s = 0; s < LK_SCHEME__COUNT; s++) {

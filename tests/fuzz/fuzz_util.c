@@ -91,6 +91,22 @@ is_host_char(unsigned char c)
            c == '-' || c == '_';
 }
 
+/* strncasecmp stops at a NUL; patterns and text may hold any byte. */
+static int
+same_folded(const char *a, const char *b, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+        if (x >= 'A' && x <= 'Z')
+            x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (unsigned char)(y - 'A' + 'a');
+        if (x != y)
+            return 0;
+    }
+    return 1;
+}
+
 size_t
 lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats, const char *text,
                    size_t len, lk_fuzz_find_cb fn, void *arg)
@@ -112,7 +128,7 @@ lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats, co
                 size_t start = end - l;
                 if (start > 0 && is_host_char((unsigned char)text[start - 1]))
                     continue;
-                if (strncasecmp(text + start, pats[i], l) != 0)
+                if (!same_folded(text + start, pats[i], l))
                     continue;
                 pick = i, plen = l;
             }
@@ -121,7 +137,7 @@ lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats, co
             /* a pattern that repeats an earlier one (ignoring case) is
              * reported under the earlier id */
             for (size_t i = 0; i < pick; i++)
-                if (lens[i] == plen && strncasecmp(pats[i], pats[pick], plen) == 0) {
+                if (lens[i] == plen && same_folded(pats[i], pats[pick], plen)) {
                     pick = i;
                     break;
                 }
