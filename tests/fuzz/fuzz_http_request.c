@@ -219,7 +219,11 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
             put(t, "D", 1);
             put_str(t, body.p, body.len);
             put_num(t, (uint64_t)p.keep_alive);
-            if (rt)
+            /* lk_http_write_head writes HTTP/1.1: a head llhttp took as
+             * HTTP/0.9 (no version) or 2.0, or the h2 preface method PRI,
+             * cannot come back the same, and lk_http.c does not forward
+             * those as they are (no Host: 400) -- out of the round trip */
+            if (rt && m.http_major == 1 && !lk_str_eq(m.method, LK_STRLIT("PRI")))
                 roundtrip(&m, &body, &rt_seed);
             body.len = 0;
             lk_pool_clear(&pool);

@@ -166,7 +166,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         evbuffer_add(body, plain, plen);
     }
     size_t blen = evbuffer_get_length(body);
-    const char *sent = (const char *)evbuffer_pullup(body, -1);
+    const char *sent = blen != 0 ? (const char *)evbuffer_pullup(body, -1) : "";
 
     struct lk_xchg *x = calloc(1, sizeof(*x));
     lk_pool_init(&x->pool);
