@@ -183,21 +183,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = (const char *)data + 2;
     size_t len = size - 2, at = 0;
 
-    struct lk_xchg *x = calloc(1, sizeof(*x));
-    lk_pool_init(&x->pool);
-    x->conf = conf;
-    x->cluster = cl;
-    x->broker = cl->brokers[data[1] % cl->nbrokers];
-    x->listener_name = cl->lookup_listener;
-    x->client_tls = (flags >> 2) & 1;
-    lk_http_msg_init(&x->req, &x->pool, 1);
-    x->req.method = head_method ? LK_STRLIT("HEAD") : LK_STRLIT("GET");
-    x->req.target = lk_str_c(requests[flags >> 5].target);
+    struct lk_xchg *x = lk_fuzz_xchg_new(conf, cl->brokers[data[1] % cl->nbrokers],
+                                         head_method ? "HEAD" : "GET",
+                                         requests[flags >> 5].target, (flags >> 2) & 1);
     lk_http_add(&x->req, LK_STRLIT("Host"), LK_STRLIT("127.0.1.1:8080"));
     if (requests[flags >> 5].listener_header != NULL)
         lk_http_add(&x->req, LK_STRLIT("X-Pulsar-ListenerName"),
                     lk_str_c(requests[flags >> 5].listener_header));
-    lk_http_msg_init(&x->res, &x->pool, 0);
     lk_flt_attach_all(x);
     lk_flt_run_req_headers(x);
 
@@ -260,9 +252,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(&r, done);
 
     lk_http_parser_free(&p);
-    lk_flt_detach_all(x);
-    lk_pool_free(&x->pool);
-    free(x);
+    lk_fuzz_xchg_free(x);
     evbuffer_free(r.in);
     evbuffer_free(r.out);
     evbuffer_free(r.raw);

@@ -168,17 +168,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t blen = evbuffer_get_length(body);
     const char *sent = blen != 0 ? (const char *)evbuffer_pullup(body, -1) : "";
 
-    struct lk_xchg *x = calloc(1, sizeof(*x));
-    lk_pool_init(&x->pool);
-    x->conf = conf;
-    x->cluster = cl;
-    x->broker = cl->brokers[0];
-    x->listener_name = cl->lookup_listener;
-    x->client_tls = (flags >> 4) & 1;
-    lk_http_msg_init(&x->req, &x->pool, 1);
-    x->req.method = LK_STRLIT("GET");
-    x->req.target = lk_str_c(targets[flags & 3]);
-    lk_http_msg_init(&x->res, &x->pool, 0);
+    struct lk_xchg *x = lk_fuzz_xchg_new(conf, cl->brokers[0], "GET", targets[flags & 3],
+                                         (flags >> 4) & 1);
     x->res.status = 200;
     lk_http_add(&x->res, LK_STRLIT("Content-Type"),
                 (flags >> 3) & 1 ? LK_STRLIT("application/json") : LK_STRLIT("text/plain"));
@@ -211,9 +202,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_rewritten(x, plain, plen, o, olen);
     }
 
-    lk_flt_detach_all(x);
-    lk_pool_free(&x->pool);
-    free(x);
+    lk_fuzz_xchg_free(x);
     evbuffer_free(body);
     evbuffer_free(in);
     evbuffer_free(out);

@@ -167,3 +167,32 @@ lk_fuzz_internal_addrs(const struct lk_cluster *cl, struct lk_fuzz_addr *out, si
     }
     return n;
 }
+
+struct lk_xchg *
+lk_fuzz_xchg_new(struct lk_conf *conf, const struct lk_broker *b, const char *method,
+                 const char *target, int tls)
+{
+    struct lk_xchg *x = calloc(1, sizeof(*x));
+
+    if (x == NULL)
+        abort();
+    lk_pool_init(&x->pool);
+    x->conf = conf;
+    x->cluster = b->cluster;
+    x->broker = b;
+    x->listener_name = b->cluster->lookup_listener; /* the listener filter may change it */
+    x->client_tls = tls;
+    lk_http_msg_init(&x->req, &x->pool, 1);
+    x->req.method = lk_str_c(method);
+    x->req.target = lk_str_c(target);
+    lk_http_msg_init(&x->res, &x->pool, 0);
+    return x;
+}
+
+void
+lk_fuzz_xchg_free(struct lk_xchg *x)
+{
+    lk_flt_detach_all(x);
+    lk_pool_free(&x->pool);
+    free(x);
+}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "lk_conf.h"
+#include "lk_xchg.h"
 
 /* An invariant: on violation, say which and abort (a libFuzzer crash). */
 #define LK_FUZZ_CHECK(cond)                                                                    \
@@ -52,5 +53,13 @@ struct lk_fuzz_addr {
     enum lk_scheme scheme;
 };
 size_t lk_fuzz_internal_addrs(const struct lk_cluster *cl, struct lk_fuzz_addr *out, size_t max);
+
+/* An exchange of the map's cluster as the engine has it once the request
+ * head is routed to broker b (no filter attached yet): method and target
+ * (static strings), the client's TLS, an empty response.  Free it with
+ * lk_fuzz_xchg_free, which detaches the filters. */
+struct lk_xchg *lk_fuzz_xchg_new(struct lk_conf *conf, const struct lk_broker *b,
+                                 const char *method, const char *target, int tls);
+void lk_fuzz_xchg_free(struct lk_xchg *x);
 
 #endif
