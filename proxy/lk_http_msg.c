@@ -933,6 +933,12 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         p->state = EV_DONE;
         return LK_HTTP_UPGRADE;
     default:
+        /* The cap counts the head's bytes before a malformed one too: where
+         * the input happened to be split must not turn a 431 into a 400. */
+        if (in_head && p->raw_head + (size_t)(llhttp_get_error_pos(&p->ll) - data) > p->max_head) {
+            p->error = "head too large";
+            return LK_HTTP_TOO_LARGE;
+        }
         if (p->error == NULL)
             p->error = llhttp_get_error_reason(&p->ll);
         if (p->error == NULL)

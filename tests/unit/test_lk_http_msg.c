@@ -591,6 +591,33 @@ test_empty_target(void)
     lk_pool_free(&pool);
 }
 
+/* A head over the cap with a malformed byte after the cap is 431 however
+ * the bytes arrive (found by tests/fuzz/fuzz_http_request: in one piece it
+ * was a 400, in small pieces a 431). */
+static void
+test_too_large_then_malformed(void)
+{
+    static const size_t steps[] = {0, 7, 1};
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    char text[4096];
+    size_t len = 0;
+
+    len += (size_t)snprintf(text, sizeof(text), "GET / HTTP/1.1\r\n");
+    for (int i = 0; i < 500; i++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "a:b\r\n");
+    snprintf(text + len, sizeof(text) - len, "x y: z\r\n\r\n");
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        lk_pool_init(&pool);
+        lk_http_parser_init(&p, 1, 2048);
+        ok_str(parse_all(&p, &m, &pool, 1, text, steps[i] != 0 ? steps[i] : strlen(text)), "T",
+               "too large, in pieces of %zu", steps[i] != 0 ? steps[i] : strlen(text));
+        lk_http_parser_free(&p);
+        lk_pool_free(&pool);
+    }
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -605,5 +632,6 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/connection_names_framing", test_connection_names_framing},
     {"http_msg/trailers", test_trailers},
     {"http_msg/empty_target", test_empty_target},
+    {"http_msg/too_large_then_malformed", test_too_large_then_malformed},
     {NULL, NULL},
 };
