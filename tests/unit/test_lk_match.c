@@ -2,15 +2,16 @@
  * Tests for proxy/lk_match.c: the Aho-Corasick matcher behind the leak
  * guard.  Whole-buffer answers are checked by hand; streamed answers
  * (every split point, random chunking) against the whole-buffer ones and
- * against a naive reference, a loop of strncasecmp over every position.
+ * against a naive reference, a byte comparison at every position (the one
+ * the fuzz harnesses use).
  */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "fuzz_util.h"
 #include "lk_match.h"
 #include "lk_test.h"
 
@@ -94,41 +95,27 @@ same(const struct hits *a, const struct hits *b)
     return 1;
 }
 
-static int
-host_char(int c)
+static void
+naive_hit(void *arg, size_t id, size_t start, size_t len)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '-';
+    struct hits *out = arg;
+
+    if (out->n < MAX_HITS)
+        out->h[out->n++] = (struct lk_match_hit){id, (uint64_t)(start + len), len};
 }
 
-/* The reference: at every end, every pattern compared by strncasecmp
- * with the boundary rule applied, longest first (the patterns given are
- * distinct). */
+/* The reference: the fuzz harnesses' naive scan (tests/fuzz/fuzz_util.c),
+ * every pattern compared at every end with the boundary rule applied,
+ * longest first. */
 static void
 naive(const char *const *pats, size_t npats, const char *text, size_t len, struct hits *out)
 {
+    size_t lens[64];
+
     out->n = 0;
-    for (size_t end = 1; end <= len; end++) {
-        size_t first = out->n;
-        for (size_t i = 0; i < npats; i++) {
-            size_t pl = strlen(pats[i]);
-            if (pl > end || strncasecmp(text + end - pl, pats[i], pl) != 0)
-                continue;
-            if (end - pl > 0 && host_char((unsigned char)text[end - pl - 1]))
-                continue;
-            if (end < len && text[end] >= '0' && text[end] <= '9')
-                continue;
-            if (out->n == MAX_HITS)
-                return;
-            /* insertion by decreasing length among this end's hits */
-            size_t j = out->n++;
-            while (j > first && out->h[j - 1].len < pl) {
-                out->h[j] = out->h[j - 1];
-                j--;
-            }
-            out->h[j] = (struct lk_match_hit){i, end, pl};
-        }
-    }
+    for (size_t i = 0; i < npats && i < 64; i++)
+        lens[i] = strlen(pats[i]);
+    lk_fuzz_naive_find(pats, lens, npats < 64 ? npats : 64, text, len, naive_hit, out);
 }
 
 static void
