@@ -36,6 +36,9 @@ static const char *const targets[4] = {
     "/admin/v2/persistent/public/default/t1/stats",
 };
 
+/* LookupData's address fields and their schemes, restated from CONTRACT
+ * §4 rather than taken from the filter, so that the invariant does not
+ * check the filter against itself. */
 static const struct {
     const char *name;
     enum lk_scheme scheme;

@@ -16,34 +16,19 @@
 #include "lk_match.h"
 
 #define MAX_PATS 8
-#define MAX_HITS 4096
-
-struct hits {
-    struct lk_match_hit h[MAX_HITS];
-    size_t n;
-};
 
 static void
-naive_cb(void *arg, size_t id, size_t start, size_t len)
-{
-    struct hits *hs = arg;
-
-    if (hs->n < MAX_HITS)
-        hs->h[hs->n++] = (struct lk_match_hit){id, (uint64_t)(start + len), len};
-}
-
-static void
-add(struct hits *hs, const struct lk_match_hit *h, uint64_t released)
+add(struct lk_fuzz_hits *hs, const struct lk_match_hit *h, uint64_t released)
 {
     /* a match never starts before bytes already let go */
     LK_FUZZ_CHECK(h->end - h->len >= released);
-    if (hs->n < MAX_HITS)
+    if (hs->n < LK_FUZZ_MAX_HITS)
         hs->h[hs->n++] = *h;
 }
 
 /* Scans text in pieces (seed 0: all at once) and collects the matches. */
 static void
-scan(const struct lk_match *m, const char *text, size_t len, uint64_t seed, struct hits *hs)
+scan(const struct lk_match *m, const char *text, size_t len, uint64_t seed, struct lk_fuzz_hits *hs)
 {
     struct lk_match_state st;
     struct lk_match_hit hit;
@@ -67,21 +52,10 @@ scan(const struct lk_match *m, const char *text, size_t len, uint64_t seed, stru
         add(hs, &hit, released);
 }
 
-static int
-same(const struct hits *a, const struct hits *b)
-{
-    if (a->n != b->n)
-        return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->h[i].id != b->h[i].id || a->h[i].end != b->h[i].end || a->h[i].len != b->h[i].len)
-            return 0;
-    return 1;
-}
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static struct hits whole, pieces, naive;
+    static struct lk_fuzz_hits whole, pieces, naive;
     const char *pats[MAX_PATS];
     size_t lens[MAX_PATS], npats, at = 1;
     char err[128];
@@ -110,10 +84,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     scan(m, text, len, 0, &whole);
     scan(m, text, len, lk_fuzz_seed(data, size), &pieces);
     naive.n = 0;
-    lk_fuzz_naive_find(pats, lens, npats, text, len, naive_cb, &naive);
-    if (whole.n < MAX_HITS && naive.n < MAX_HITS) {
-        LK_FUZZ_CHECK(same(&whole, &pieces));
-        LK_FUZZ_CHECK(same(&whole, &naive));
+    lk_fuzz_naive_find(pats, lens, npats, text, len, lk_fuzz_hit, &naive);
+    if (whole.n < LK_FUZZ_MAX_HITS && naive.n < LK_FUZZ_MAX_HITS) {
+        LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &pieces));
+        LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &naive));
     }
     lk_match_free(m);
     return 0;

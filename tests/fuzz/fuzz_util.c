@@ -150,6 +150,26 @@ lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats, co
     return found;
 }
 
+void
+lk_fuzz_hit(void *hits, size_t id, size_t start, size_t len)
+{
+    struct lk_fuzz_hits *hs = hits;
+
+    if (hs->n < LK_FUZZ_MAX_HITS)
+        hs->h[hs->n++] = (struct lk_match_hit){id, (uint64_t)(start + len), len};
+}
+
+int
+lk_fuzz_hits_same(const struct lk_fuzz_hits *a, const struct lk_fuzz_hits *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->h[i].id != b->h[i].id || a->h[i].end != b->h[i].end || a->h[i].len != b->h[i].len)
+            return 0;
+    return 1;
+}
+
 size_t
 lk_fuzz_internal_addrs(const struct lk_cluster *cl, struct lk_fuzz_addr *out, size_t max)
 {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "lk_conf.h"
+#include "lk_match.h"
 #include "lk_xchg.h"
 
 /* An invariant: on violation, say which and abort (a libFuzzer crash). */
@@ -44,6 +45,17 @@ struct lk_conf *lk_fuzz_map(enum lk_leak_guard mode);
 typedef void (*lk_fuzz_find_cb)(void *arg, size_t id, size_t start, size_t len);
 size_t lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats,
                           const char *text, size_t len, lk_fuzz_find_cb fn, void *arg);
+
+/* A list of matches, in the matcher's order; lk_fuzz_hit is an
+ * lk_fuzz_find_cb that appends to one (dropping what does not fit). */
+#define LK_FUZZ_MAX_HITS 4096
+struct lk_fuzz_hits {
+    struct lk_match_hit h[LK_FUZZ_MAX_HITS];
+    size_t n;
+};
+void lk_fuzz_hit(void *hits, size_t id, size_t start, size_t len);
+/* Whether a and b hold the same matches (id, end, length) in the same order. */
+int lk_fuzz_hits_same(const struct lk_fuzz_hits *a, const struct lk_fuzz_hits *b);
 
 /* The internal addresses of the map's cluster, "host:port" and
  * "scheme://host:port", with the broker and scheme of each. */
