@@ -12,6 +12,8 @@
  *     and its body re-framed (Content-Length or chunked), parses again to
  *     the same method, target, header fields (names and values, in order)
  *     and body;
+ *   - a head that passes lk_http_check_request (which lk_http.c runs on
+ *     every head) passes it again once written and parsed back;
  *   - no livelock: every call consumes input or reports an event.
  */
 #include <stdint.h>
@@ -99,7 +101,7 @@ trace_head(struct bytes *t, const struct lk_http_parser *p, const struct lk_http
  * chunked framing (pieces from *seed) in, and checks that it parses back
  * to the same message. */
 static void
-roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed)
+roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed, int checked)
 {
     struct lk_pool pool;
     struct lk_http_msg w, r;
@@ -169,6 +171,14 @@ roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed)
     LK_FUZZ_CHECK(k == r.nheaders);
     LK_FUZZ_CHECK(body2.len == body->len &&
                   (body->len == 0 || memcmp(body2.p, body->p, body->len) == 0));
+    /* a checked HTTP/1.1 head (now in origin-form) passes the check again,
+     * unchanged */
+    if (checked && m->http_minor == 1) {
+        int absolute = 1;
+        const char *reason = NULL;
+        LK_FUZZ_CHECK(lk_http_check_request(&r, &absolute, &reason) == 0 && !absolute);
+        LK_FUZZ_CHECK(lk_str_eq(r.target, m->target));
+    }
     lk_http_parser_free(&p);
     lk_pool_free(&pool);
     evbuffer_free(out);
@@ -189,6 +199,7 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
     struct bytes body = {0};
     uint64_t rt_seed = seed != 0 ? seed : 1;
     size_t at = 0, calls = 0;
+    int checked = 0;
 
     lk_pool_init(&pool);
     lk_http_parser_init(&p, 1, MAX_HEAD);
@@ -213,6 +224,14 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
         }
         if (ev == LK_HTTP_HEAD) {
             trace_head(t, &p, &m);
+            /* what lk_http.c checks next (it may rewrite an absolute-form
+             * target and Host in place): the same however split */
+            const char *reason = NULL;
+            int absolute = 0;
+            int status = lk_http_check_request(&m, &absolute, &reason);
+            checked = status == 0;
+            put_num(t, (uint64_t)status << 1 | (uint64_t)absolute);
+            put_str(t, m.target.p, m.target.len);
             continue;
         }
         if (ev == LK_HTTP_DONE) {
@@ -224,7 +243,7 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
              * cannot come back the same, and lk_http.c does not forward
              * those as they are (no Host: 400) -- out of the round trip */
             if (rt && m.http_major == 1 && !lk_str_eq(m.method, LK_STRLIT("PRI")))
-                roundtrip(&m, &body, &rt_seed);
+                roundtrip(&m, &body, &rt_seed, checked);
             body.len = 0;
             lk_pool_clear(&pool);
             lk_http_msg_init(&m, &pool, 1);
