@@ -136,8 +136,8 @@ check(struct run *r, int done)
     if (x->body_changers == 0 && done && !r->no_body) {
         size_t n = evbuffer_get_length(r->raw);
         LK_FUZZ_CHECK(evbuffer_get_length(r->out) == n);
-        LK_FUZZ_CHECK(n == 0 || memcmp(evbuffer_pullup(r->out, -1), evbuffer_pullup(r->raw, -1),
-                                       n) == 0);
+        LK_FUZZ_CHECK(n == 0 ||
+                      memcmp(evbuffer_pullup(r->out, -1), evbuffer_pullup(r->raw, -1), n) == 0);
     }
     if (x->cluster->leak_guard != LK_LEAK_REWRITE || x->listener_name == NULL ||
         strcmp(x->listener_name, x->cluster->internal_listener) == 0)
@@ -161,9 +161,8 @@ check(struct run *r, int done)
         lk_http_content_coding(&x->res) != LK_CODING_IDENTITY)
         return;
     size_t blen = evbuffer_get_length(r->out);
-    LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats,
-                                     (const char *)evbuffer_pullup(r->out, -1), blen, NULL,
-                                     NULL) == 0);
+    LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, (const char *)evbuffer_pullup(r->out, -1),
+                                     blen, NULL, NULL) == 0);
 }
 
 int
@@ -183,9 +182,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = (const char *)data + 2;
     size_t len = size - 2, at = 0;
 
-    struct lk_xchg *x = lk_fuzz_xchg_new(conf, cl->brokers[data[1] % cl->nbrokers],
-                                         head_method ? "HEAD" : "GET",
-                                         requests[flags >> 5].target, (flags >> 2) & 1);
+    struct lk_xchg *x =
+        lk_fuzz_xchg_new(conf, cl->brokers[data[1] % cl->nbrokers], head_method ? "HEAD" : "GET",
+                         requests[flags >> 5].target, (flags >> 2) & 1);
     lk_http_add(&x->req, LK_STRLIT("Host"), LK_STRLIT("127.0.1.1:8080"));
     if (requests[flags >> 5].listener_header != NULL)
         lk_http_add(&x->req, LK_STRLIT("X-Pulsar-ListenerName"),

@@ -107,11 +107,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(absolute);
         /* the parts lie where they should */
         LK_FUZZ_CHECK(parts.rest.p == url.p + rest && parts.rest.len == url.len - rest);
-        LK_FUZZ_CHECK(parts.host.p >= url.p + auth && parts.host.p + parts.host.len <= url.p + rest);
+        LK_FUZZ_CHECK(parts.host.p >= url.p + auth &&
+                      parts.host.p + parts.host.len <= url.p + rest);
         enum lk_scheme s;
         const struct lk_broker *named = walk(cl, parts.host, parts.port, &s);
-        const struct lk_listener *l = named != NULL && name != NULL
-                                          ? lk_broker_listener(named, name) : NULL;
+        const struct lk_listener *l =
+            named != NULL && name != NULL ? lk_broker_listener(named, name) : NULL;
         /* a mapped broker with an address of the family is always rewritten */
         if (l != NULL && lk_listener_pick(l, s, tls) != NULL)
             LK_FUZZ_CHECK(rw && b == named);

@@ -101,9 +101,8 @@ check_rewritten(const struct lk_xchg *x, const uint8_t *plain, size_t plen, cons
         struct lk_url_parts parts;
         enum lk_scheme s;
         if (json_is_string(v))
-            b = lk_url_find_broker(x->cluster,
-                                   lk_str_make(json_string_value(v), json_string_length(v)),
-                                   &parts, &s);
+            b = lk_url_find_broker(
+                x->cluster, lk_str_make(json_string_value(v), json_string_length(v)), &parts, &s);
     }
     LK_FUZZ_CHECK(b != NULL);
     const struct lk_listener *l = lk_broker_listener(b, x->listener_name);
@@ -119,11 +118,13 @@ check_rewritten(const struct lk_xchg *x, const uint8_t *plain, size_t plen, cons
     /* every other member is the input's (the last of a repeated key) */
     const char *key;
     json_t *v;
-    json_object_foreach(res, key, v) {
+    json_object_foreach(res, key, v)
+    {
         if (!is_field(key))
             LK_FUZZ_CHECK(json_equal(v, json_object_get(in, key)));
     }
-    json_object_foreach(in, key, v) {
+    json_object_foreach(in, key, v)
+    {
         if (!is_field(key))
             LK_FUZZ_CHECK(json_object_get(res, key) != NULL);
     }
@@ -171,8 +172,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t blen = evbuffer_get_length(body);
     const char *sent = blen != 0 ? (const char *)evbuffer_pullup(body, -1) : "";
 
-    struct lk_xchg *x = lk_fuzz_xchg_new(conf, cl->brokers[0], "GET", targets[flags & 3],
-                                         (flags >> 4) & 1);
+    struct lk_xchg *x =
+        lk_fuzz_xchg_new(conf, cl->brokers[0], "GET", targets[flags & 3], (flags >> 4) & 1);
     x->res.status = 200;
     lk_http_add(&x->res, LK_STRLIT("Content-Type"),
                 (flags >> 3) & 1 ? LK_STRLIT("application/json") : LK_STRLIT("text/plain"));
@@ -198,7 +199,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (x->rewrites == 0) {
         LK_FUZZ_CHECK(olen == blen && (blen == 0 || memcmp(o, sent, blen) == 0));
         /* and the coding stays as it was */
-        LK_FUZZ_CHECK(lk_http_content_coding(&x->res) == (gz ? LK_CODING_GZIP : LK_CODING_IDENTITY));
+        LK_FUZZ_CHECK(lk_http_content_coding(&x->res) ==
+                      (gz ? LK_CODING_GZIP : LK_CODING_IDENTITY));
     } else {
         /* a rewritten body is plain */
         LK_FUZZ_CHECK(lk_http_content_coding(&x->res) == LK_CODING_IDENTITY);

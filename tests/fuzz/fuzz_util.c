@@ -30,10 +30,19 @@ lk_fuzz_piece(uint64_t *state, size_t left)
     if (left == 0)
         return 0;
     switch (x & 7) {
-    case 0: n = left; break;               /* the rest at once */
-    case 1: case 2: n = 1; break;          /* byte by byte */
-    case 3: n = 1 + (size_t)((x >> 8) % 4); break;
-    default: n = 1 + (size_t)((x >> 8) % 64); break;
+    case 0: /* the rest at once */
+        n = left;
+        break;
+    case 1: /* byte by byte, a quarter of the time */
+    case 2:
+        n = 1;
+        break;
+    case 3:
+        n = 1 + (size_t)((x >> 8) % 4);
+        break;
+    default:
+        n = 1 + (size_t)((x >> 8) % 64);
+        break;
     }
     return n < left ? n : left;
 }

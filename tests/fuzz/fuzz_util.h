@@ -18,12 +18,12 @@
 #include "lk_xchg.h"
 
 /* An invariant: on violation, say which and abort (a libFuzzer crash). */
-#define LK_FUZZ_CHECK(cond)                                                                    \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);    \
-            abort();                                                                           \
-        }                                                                                      \
+#define LK_FUZZ_CHECK(cond)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Piece sizes from a state seeded by the input: 1 to left, mostly small,
