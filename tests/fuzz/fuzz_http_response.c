@@ -152,7 +152,12 @@ check(struct run *r, int done)
     fields++;
     LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, fields, hlen - (size_t)(fields - head),
                                      NULL, NULL) == 0);
-    /* the body, when the guard read it as it is (text, identity) */
+    /* The body, when the guard read it as it is (text, identity) and it
+     * ended: a body cut short (the connection closes on a malformed or
+     * truncated response) may end in "10.0.0.11:6650" whose next byte, a
+     * digit, made it no address ("10.0.0.11:66501") and was still held. */
+    if (!done)
+        return;
     int gi = -1;
     for (size_t i = 0; i < x->nflt; i++)
         if (strcmp(x->cluster->filters[i].ops->name, "leak_guard") == 0)
