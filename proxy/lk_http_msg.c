@@ -509,6 +509,8 @@ grow(struct lk_http_parser *p, const char *at, size_t len)
         p->error = "head too large";
         return -1;
     }
+    if (len == 0)
+        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
     if (p->buflen + len > p->bufcap) {
         size_t cap = p->bufcap != 0 ? p->bufcap : 256;
         while (cap < p->buflen + len)
@@ -578,6 +580,7 @@ on_field(llhttp_t *ll, const char *at, size_t len)
 
     if (p->buflen == 0 && len != 0 && !crlf_before(p, at)) { /* a field's first byte */
         p->error = "a line of the head ends in a bare LF";
+        p->error_at = at;
         return -1;
     }
     p->gap_from = at + len;
@@ -600,6 +603,7 @@ on_value(llhttp_t *ll, const char *at, size_t len)
     const char *from = p->gap_from != NULL ? p->gap_from : p->input_start;
     if (p->lf_in_gap || memchr(from, '\n', (size_t)(at - from)) != NULL) {
         p->error = "obsolete line folding in a header";
+        p->error_at = at;
         return -1;
     }
     p->gap_from = at + len;
@@ -667,6 +671,12 @@ on_value_complete(llhttp_t *ll)
         p->error = "line break in a header value";
         return -1;
     }
+    /* A trailer field (after a chunked body) never joins the head's
+     * fields: the head has gone on already, or goes on later with fields
+     * no filter has seen (a Location, an internal address, a second
+     * Transfer-Encoding).  Trailers are not forwarded. */
+    if (p->head_done)
+        return 0;
     append(p->msg, p->cur_name, v);
     return 0;
 }
@@ -870,6 +880,7 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
     int in_head = !p->head_done;
     p->input_start = data;
     p->gap_from = NULL;
+    p->error_at = NULL;
     if (p->crlf_need != 0)
         p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
@@ -881,6 +892,16 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
             return LK_HTTP_ERROR;
     }
     size_t used = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->ll) - data);
+    /* The cap counts every byte of the head, separators included, and
+     * comes before the checks at the head's end: a head over it was over it
+     * before its last line, however it was split. */
+    if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)) {
+        p->raw_head += used;
+        if (p->raw_head > p->max_head) {
+            p->error = "head too large";
+            return LK_HTTP_TOO_LARGE;
+        }
+    }
     if (in_head && err == HPE_PAUSED && p->state == EV_HEAD &&
         !blank_line_before(p, data + used)) {
         p->error = "the head ends in a bare LF";
@@ -901,14 +922,6 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         memmove(p->hist, p->hist + 1, 3);
         p->hist[3] = data[i];
     }
-    if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)) {
-        /* The cap counts every byte of the head, separators included. */
-        p->raw_head += used;
-        if (p->raw_head > p->max_head) {
-            p->error = "head too large";
-            return LK_HTTP_TOO_LARGE;
-        }
-    }
     switch (err) {
     case HPE_OK:
         *consumed = len;
@@ -925,6 +938,16 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         p->state = EV_DONE;
         return LK_HTTP_UPGRADE;
     default:
+        /* The cap counts the head's bytes before a malformed one too: where
+         * the input happened to be split must not turn a 431 into a 400.  A
+         * span callback runs when llhttp hands over the span (at its end, or
+         * at the end of the input), so it says where the bad bytes began. */
+        if (in_head && p->raw_head + (size_t)((p->error_at != NULL ? p->error_at
+                                                                  : llhttp_get_error_pos(&p->ll)) -
+                                              data) > p->max_head) {
+            p->error = "head too large";
+            return LK_HTTP_TOO_LARGE;
+        }
         if (p->error == NULL)
             p->error = llhttp_get_error_reason(&p->ll);
         if (p->error == NULL)

@@ -140,6 +140,7 @@ struct lk_http_parser {
     const char *crlf_from; /* where they are, in the input being parsed */
     uint64_t content_length;
     const char *error;
+    const char *error_at; /* where a callback found the input bad, in the input being parsed */
 };
 
 void lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head);

@@ -1,11 +1,13 @@
 #!/bin/sh
 # The test command: installs what is missing, builds lookout, and runs every
 # test (unit tests, fuzz corpora replay, integration tests against real curl
-# and openssl), first in a normal build and then in an ASan+UBSan build.
+# and openssl), first in a normal build and then in an ASan+UBSan build, and
+# then each libFuzzer harness for a bounded time (tests/fuzz/run.sh).
 # The last line is "N passed, N failed".
 #
 #   tests/check.sh            everything
 #   LOOKOUT_SANITIZE=no tests/check.sh   skip the sanitizer pass
+#   LOOKOUT_FUZZ=no tests/check.sh       skip the fuzzers (the corpus replay stays)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -46,6 +48,11 @@ run_suite() {
     grep -E '^not ok' "$log.unit"
     tail -n 1 "$log.unit"
     tally "$log.unit"
+    echo "== $name: fuzz corpus replay"
+    (cd "$build" && srcdir="$top" sh "$top/tests/fuzz/replay.sh") >"$log.replay" 2>&1
+    grep -E '^not ok' "$log.replay"
+    tail -n 1 "$log.replay"
+    tally "$log.replay"
     echo "== $name: integration tests"
     LOOKOUT_BIN="$build/lookout" perl "$top/tests/integration/run.pl" >"$log.integration" 2>&1
     grep -vE '^ok ' "$log.integration" | grep -vE '^\s*$' | tail -n 60
@@ -60,6 +67,27 @@ if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     export LOOKOUT_SANITIZED=1
     run_suite asan --enable-asan CFLAGS="-O1 -g"
+fi
+# The fuzzers, LOOKOUT_FUZZ_SECONDS each (default 30), when clang can link
+# libFuzzer (deps.sh installs clang and libclang-rt-14-dev);
+# LOOKOUT_FUZZ=no skips them.
+fuzz_available() {
+    command -v clang >/dev/null 2>&1 || return 1
+    mkdir -p "$top/build"
+    printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
+        'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return d == NULL && n; }' |
+        clang -fsanitize=fuzzer -x c - -o "$top/build/fuzz-probe" >/dev/null 2>&1
+}
+if [ "${LOOKOUT_FUZZ:-yes}" != no ]; then
+    if fuzz_available; then
+        echo "== fuzz: ${LOOKOUT_FUZZ_SECONDS:-30} s per fuzzer, in build/fuzz"
+        "$top/tests/fuzz/run.sh" "${LOOKOUT_FUZZ_SECONDS:-30}" >"$top/build/fuzz.log" 2>&1
+        grep -E '^(not )?ok|^#' "$top/build/fuzz.log"
+        tail -n 1 "$top/build/fuzz.log"
+        tally "$top/build/fuzz.log"
+    else
+        echo "== fuzz: skipped (clang with libFuzzer not found: apt-get install clang libclang-rt-14-dev)"
+    fi
 fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -6,6 +6,9 @@ set -e
 PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
 libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
 curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
+# clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
+# CI) runs; LOOKOUT_FUZZ=no leaves them out.
+[ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"
 [ -n "$LOOKOUT_EXTRA_PKGS" ] && PKGS="$PKGS $LOOKOUT_EXTRA_PKGS"
 
 missing=""

@@ -2,24 +2,18 @@
  * Tests for proxy/lk_match.c: the Aho-Corasick matcher behind the leak
  * guard.  Whole-buffer answers are checked by hand; streamed answers
  * (every split point, random chunking) against the whole-buffer ones and
- * against a naive reference, a loop of strncasecmp over every position.
+ * against a naive reference, a byte comparison at every position (the one
+ * the fuzz harnesses use).
  */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "fuzz_util.h"
 #include "lk_match.h"
 #include "lk_test.h"
-
-#define MAX_HITS 4096
-
-struct hits {
-    struct lk_match_hit h[MAX_HITS];
-    size_t n;
-};
 
 static struct lk_match *
 build(const char *const *pats, size_t n)
@@ -39,7 +33,7 @@ build(const char *const *pats, size_t n)
 /* Scans text in pieces of the given sizes (cycled; 0 = all at once). */
 static void
 scan_pieces(const struct lk_match *m, const char *text, size_t len, const size_t *sizes,
-            size_t nsizes, struct hits *out)
+            size_t nsizes, struct lk_fuzz_hits *out)
 {
     struct lk_match_state st;
     struct lk_match_hit hit;
@@ -54,24 +48,24 @@ scan_pieces(const struct lk_match *m, const char *text, size_t len, const size_t
         if (n > len - at)
             n = len - at;
         while (lk_match_scan(m, &st, text + at, n, &off, &hit))
-            if (out->n < MAX_HITS)
+            if (out->n < LK_FUZZ_MAX_HITS)
                 out->h[out->n++] = hit;
         at += n;
     } while (at < len);
     while (lk_match_finish(m, &st, &hit))
-        if (out->n < MAX_HITS)
+        if (out->n < LK_FUZZ_MAX_HITS)
             out->h[out->n++] = hit;
 }
 
 static void
-scan_all(const struct lk_match *m, const char *text, struct hits *out)
+scan_all(const struct lk_match *m, const char *text, struct lk_fuzz_hits *out)
 {
     scan_pieces(m, text, strlen(text), NULL, 0, out);
 }
 
 /* "id@end" for each hit, space-separated. */
 static const char *
-show(const struct hits *h)
+show(const struct lk_fuzz_hits *h)
 {
     static char buf[4096];
     size_t len = 0;
@@ -83,52 +77,18 @@ show(const struct hits *h)
     return buf;
 }
 
-static int
-same(const struct hits *a, const struct hits *b)
-{
-    if (a->n != b->n)
-        return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->h[i].id != b->h[i].id || a->h[i].end != b->h[i].end || a->h[i].len != b->h[i].len)
-            return 0;
-    return 1;
-}
-
-static int
-host_char(int c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '-';
-}
-
-/* The reference: at every end, every pattern compared by strncasecmp
- * with the boundary rule applied, longest first (the patterns given are
- * distinct). */
+/* The reference: the fuzz harnesses' naive scan (tests/fuzz/fuzz_util.c),
+ * every pattern compared at every end with the boundary rule applied,
+ * longest first. */
 static void
-naive(const char *const *pats, size_t npats, const char *text, size_t len, struct hits *out)
+naive(const char *const *pats, size_t npats, const char *text, size_t len, struct lk_fuzz_hits *out)
 {
+    size_t lens[64];
+
     out->n = 0;
-    for (size_t end = 1; end <= len; end++) {
-        size_t first = out->n;
-        for (size_t i = 0; i < npats; i++) {
-            size_t pl = strlen(pats[i]);
-            if (pl > end || strncasecmp(text + end - pl, pats[i], pl) != 0)
-                continue;
-            if (end - pl > 0 && host_char((unsigned char)text[end - pl - 1]))
-                continue;
-            if (end < len && text[end] >= '0' && text[end] <= '9')
-                continue;
-            if (out->n == MAX_HITS)
-                return;
-            /* insertion by decreasing length among this end's hits */
-            size_t j = out->n++;
-            while (j > first && out->h[j - 1].len < pl) {
-                out->h[j] = out->h[j - 1];
-                j--;
-            }
-            out->h[j] = (struct lk_match_hit){i, end, pl};
-        }
-    }
+    for (size_t i = 0; i < npats && i < 64; i++)
+        lens[i] = strlen(pats[i]);
+    lk_fuzz_naive_find(pats, lens, npats < 64 ? npats : 64, text, len, lk_fuzz_hit, out);
 }
 
 static void
@@ -138,7 +98,7 @@ test_basic(void)
                                        "pulsar-broker-2.pulsar-broker.svc.cluster.local:8080",
                                        "[::1]:8080"};
     struct lk_match *m = build(pats, 4);
-    struct hits h;
+    struct lk_fuzz_hits h;
 
     if (!ok(m != NULL, "built"))
         return;
@@ -190,7 +150,7 @@ test_boundaries(void)
         {"ab1:8080", ""},
     };
     struct lk_match *m = build(pats, 3);
-    struct hits h;
+    struct lk_fuzz_hits h;
 
     if (!ok(m != NULL, "built"))
         return;
@@ -210,7 +170,7 @@ test_overlapping(void)
      * first.  Duplicates (ignoring case) report the first id. */
     static const char *const pats[] = {"http://h1:80", "h1:80", "H1:80", "1:80"};
     struct lk_match *m = build(pats, 4);
-    struct hits h;
+    struct lk_fuzz_hits h;
 
     if (!ok(m != NULL, "built"))
         return;
@@ -240,7 +200,7 @@ test_split_points(void)
         "{\"a\":\"http://10.0.0.11:8080/x\",\"b\":[\"[::1]:6650\",\"10.0.0.11:80800\"],"
         "\"c\":\"B-2.SVC.local:8443\",\"d\":\"10.0.0.11:8080\"}";
     struct lk_match *m = build(pats, 4);
-    struct hits whole, h;
+    struct lk_fuzz_hits whole, h;
     size_t len = strlen(text);
     int bad = 0;
 
@@ -253,7 +213,7 @@ test_split_points(void)
         if (a == 0)
             continue;
         scan_pieces(m, text, len, sizes, 2, &h);
-        if (!same(&h, &whole) && bad++ < 3)
+        if (!lk_fuzz_hits_same(&h, &whole) && bad++ < 3)
             ok(0, "split at %zu: %s", a, show(&h));
     }
     ok(bad == 0, "two pieces, every split point (%d bad)", bad);
@@ -262,14 +222,14 @@ test_split_points(void)
         for (size_t b = 1; a + b < len; b++) {
             size_t sizes[3] = {a, b, len - a - b};
             scan_pieces(m, text, len, sizes, 3, &h);
-            if (!same(&h, &whole) && bad++ < 3)
+            if (!lk_fuzz_hits_same(&h, &whole) && bad++ < 3)
                 ok(0, "split at %zu,%zu: %s", a, a + b, show(&h));
         }
     ok(bad == 0, "three pieces, every pair of split points (%d bad)", bad);
     {
         size_t one = 1;
         scan_pieces(m, text, len, &one, 1, &h);
-        ok(same(&h, &whole), "one byte at a time");
+        ok(lk_fuzz_hits_same(&h, &whole), "one byte at a time");
     }
     lk_match_free(m);
 }
@@ -337,7 +297,7 @@ test_random(void)
     const size_t len = 1 << 16;
     char *text = malloc(len + 1);
     struct lk_match *m = build(pats, npats);
-    struct hits *ref = malloc(sizeof(*ref)), *got = malloc(sizeof(*got));
+    struct lk_fuzz_hits *ref = malloc(sizeof(*ref)), *got = malloc(sizeof(*got));
     int bad = 0, early = 0;
 
     if (!ok(m != NULL, "built"))
@@ -355,7 +315,7 @@ test_random(void)
     }
     text[len] = '\0';
     naive(pats, npats, text, len, ref);
-    ok(ref->n > 500 && ref->n < MAX_HITS, "the reference finds %zu matches", ref->n);
+    ok(ref->n > 500 && ref->n < LK_FUZZ_MAX_HITS, "the reference finds %zu matches", ref->n);
 
     for (int round = 0; round < 20; round++) {
         struct lk_match_state st;
@@ -373,7 +333,7 @@ test_random(void)
                 /* nothing reported later starts before what could be released */
                 if (hit.end - hit.len < boundary)
                     early++;
-                if (got->n < MAX_HITS)
+                if (got->n < LK_FUZZ_MAX_HITS)
                     got->h[got->n++] = hit;
             }
             at += n;
@@ -382,9 +342,9 @@ test_random(void)
             boundary = st.pos - lk_match_pending(m, &st);
         }
         while (lk_match_finish(m, &st, &hit))
-            if (got->n < MAX_HITS)
+            if (got->n < LK_FUZZ_MAX_HITS)
                 got->h[got->n++] = hit;
-        if (!same(got, ref) && bad++ < 2)
+        if (!lk_fuzz_hits_same(got, ref) && bad++ < 2)
             ok(0, "round %d: %zu hits, the reference %zu", round, got->n, ref->n);
     }
     ok(bad == 0, "20 random chunkings agree with the reference (%d bad)", bad);
@@ -415,7 +375,7 @@ test_errors(void)
     if (m != NULL) {
         /* its boundary is checked LK_MATCH_MAX_LEN + 1 bytes back */
         char *text = malloc(2 * LK_MATCH_MAX_LEN + 8);
-        struct hits *h = malloc(sizeof(*h));
+        struct lk_fuzz_hits *h = malloc(sizeof(*h));
         memcpy(text, "x,", 2);
         memset(text + 2, 'a', LK_MATCH_MAX_LEN);
         text[2 + LK_MATCH_MAX_LEN] = '\0';
@@ -431,7 +391,7 @@ test_errors(void)
     }
     m = lk_match_new(NULL, NULL, 0, err, sizeof(err));
     if (ok(m != NULL, "no patterns is fine")) {
-        struct hits h;
+        struct lk_fuzz_hits h;
         scan_all(m, "10.0.0.11:8080", &h);
         ok(h.n == 0 && lk_match_pending(m, &(struct lk_match_state){0}) == 0, "and finds nothing");
         lk_match_free(m);

@@ -1,0 +1,265 @@
+/*
+ * Fuzzes the HTTP response path: a broker's response stream parsed by
+ * lk_http_parser (response mode) and run through the default filter chain
+ * (listener, lookup, location, leak_guard) over the fixed listener map of
+ * fuzz_util.c, the way proxy/lk_http.c drives it with no sockets: interim
+ * responses skipped, hop-by-hop fields stripped, the response head hook,
+ * then the body hook in the pieces the parser delivers, last = 1 at the end
+ * (or at EOF for a close-delimited body).  The head is taken when the engine
+ * would send it: at once, or (when a filter may change the body) at the
+ * first body byte out or at the end.
+ *
+ * The first input byte picks leak_guard (off, log, rewrite, block), the
+ * client's TLS, a HEAD request, and one of a few request targets (lookups,
+ * admin calls, listener choices); the second picks the broker; the rest is
+ * the response stream.
+ *
+ * Invariants: no crash, leak or undefined behaviour; with leak_guard =
+ * rewrite and a selected listener other than the internal one, no internal
+ * host:port of the map (with a replacement on that listener) appears in the
+ * header fields sent or in a text body sent identity-encoded; when no
+ * filter may change the body, it goes out byte for byte.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "fuzz_util.h"
+#include "lk_http_msg.h"
+#include "lk_xchg.h"
+
+static const struct {
+    const char *target, *listener_header;
+} requests[8] = {
+    {"/lookup/v2/topic/persistent/public/default/t1", NULL},
+    {"/admin/v2/brokers/standalone", NULL},
+    {"/lookup/v2/topic/persistent/public/default/t1?listenerName=other", NULL},
+    {"/lookup/v2/topic/persistent/public/default/t1?authoritative=false&listenerName=internal",
+     NULL},
+    {"/admin/v2/persistent/public/default/t1/stats", "other"},
+    {"/lookup/v2/destination/persistent/prop/cl/ns/t1/bundle", NULL},
+    {"/admin/v2/persistent/public/default/t1/stats?listenerName=nonexistent", "external"},
+    {"http://127.0.1.1:8080/lookup/v2/topic/persistent/public/default/t1", NULL},
+};
+
+struct run {
+    struct lk_xchg *x;
+    struct evbuffer *in, *out; /* body into the chain, body out of it */
+    struct evbuffer *raw;      /* every decoded body byte the parser gave */
+    struct evbuffer *head;     /* the head as sent */
+    int head_seen, head_sent, no_body, failed;
+};
+
+static void
+body_cb(void *arg, const char *at, size_t len)
+{
+    struct run *r = arg;
+
+    evbuffer_add(r->in, at, len);
+    evbuffer_add(r->raw, at, len);
+}
+
+static void
+send_head(struct run *r)
+{
+    r->head_sent = 1;
+    lk_http_write_head(&r->x->res, r->head);
+}
+
+/* pump_body() of proxy/lk_http.c, without the framing. */
+static void
+pump(struct run *r, int last)
+{
+    struct lk_xchg *x = r->x;
+
+    if (x->body_filters == 0) {
+        evbuffer_add_buffer(r->out, r->in);
+        return;
+    }
+    enum lk_flt_verdict v = lk_flt_run_res_body(x, r->in, r->out, last);
+    if (v != LK_FLT_CONTINUE) {
+        r->failed = 1;
+        return;
+    }
+    if (!r->head_sent && x->body_changers != 0 && (last || evbuffer_get_length(r->out) != 0))
+        send_head(r);
+}
+
+/* on_response_head() of proxy/lk_http.c; 0 to go on, -1 when the exchange
+ * ends here. */
+static int
+on_head(struct run *r, int head_method)
+{
+    struct lk_xchg *x = r->x;
+
+    r->head_seen = 1;
+    lk_http_strip_hop_by_hop(&x->res);
+    r->no_body = head_method || x->res.status == 204 || x->res.status == 304;
+    if (lk_flt_run_res_headers(x) != LK_FLT_CONTINUE) {
+        r->failed = 1;
+        return -1;
+    }
+    if (r->no_body || x->body_changers == 0)
+        send_head(r);
+    return 0;
+}
+
+/* The patterns that must not survive in rewrite mode: internal addresses
+ * whose broker has an address of that family on the selected listener
+ * (without one, the leak guard can only log it, by design). */
+static size_t
+forbidden(const struct lk_xchg *x, const char **pats, size_t *lens, size_t max)
+{
+    struct lk_fuzz_addr addrs[64];
+    size_t n = lk_fuzz_internal_addrs(x->cluster, addrs, 64), k = 0;
+
+    for (size_t i = 0; i < n && k < max; i++) {
+        const struct lk_listener *l = lk_xchg_listener(x, addrs[i].broker);
+        if (l == NULL || lk_listener_pick(l, addrs[i].scheme, x->client_tls) == NULL)
+            continue;
+        pats[k] = addrs[i].text;
+        lens[k++] = strlen(addrs[i].text);
+    }
+    return k;
+}
+
+static void
+check(struct run *r, int done)
+{
+    struct lk_xchg *x = r->x;
+    const char *pats[64];
+    size_t lens[64];
+
+    if (r->failed || !r->head_sent)
+        return;
+    if (x->body_changers == 0 && done && !r->no_body) {
+        size_t n = evbuffer_get_length(r->raw);
+        LK_FUZZ_CHECK(evbuffer_get_length(r->out) == n);
+        LK_FUZZ_CHECK(n == 0 ||
+                      memcmp(evbuffer_pullup(r->out, -1), evbuffer_pullup(r->raw, -1), n) == 0);
+    }
+    if (x->cluster->leak_guard != LK_LEAK_REWRITE || x->listener_name == NULL ||
+        strcmp(x->listener_name, x->cluster->internal_listener) == 0)
+        return;
+    size_t npats = forbidden(x, pats, lens, 64);
+    /* the header fields as sent, without the status line: each value is
+     * scanned on its own, and a line break is a boundary for the rule */
+    size_t hlen = evbuffer_get_length(r->head);
+    const char *head = (const char *)evbuffer_pullup(r->head, -1);
+    const char *fields = memchr(head, '\n', hlen);
+    LK_FUZZ_CHECK(fields != NULL);
+    fields++;
+    LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, fields, hlen - (size_t)(fields - head),
+                                     NULL, NULL) == 0);
+    /* The body, when the guard read it as it is (text, identity) and it
+     * ended: a body cut short (the connection closes on a malformed or
+     * truncated response) may end in "10.0.0.11:6650" whose next byte, a
+     * digit, made it no address ("10.0.0.11:66501") and was still held. */
+    if (!done)
+        return;
+    int gi = -1;
+    for (size_t i = 0; i < x->nflt; i++)
+        if (strcmp(x->cluster->filters[i].ops->name, "leak_guard") == 0)
+            gi = (int)i;
+    if (gi < 0 || x->flt[gi].body == LK_BODY_NONE ||
+        lk_http_content_coding(&x->res) != LK_CODING_IDENTITY)
+        return;
+    size_t blen = evbuffer_get_length(r->out);
+    LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, (const char *)evbuffer_pullup(r->out, -1),
+                                     blen, NULL, NULL) == 0);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct lk_http_parser p;
+    struct run r;
+    int done = 0;
+
+    if (size < 2)
+        return 0;
+    unsigned flags = data[0];
+    struct lk_conf *conf = lk_fuzz_map((enum lk_leak_guard)(flags & 3));
+    const struct lk_cluster *cl = conf->clusters[0];
+    int head_method = (flags >> 3) & 1;
+    uint64_t seed = lk_fuzz_seed(data, size);
+    const char *text = (const char *)data + 2;
+    size_t len = size - 2, at = 0;
+
+    struct lk_xchg *x =
+        lk_fuzz_xchg_new(conf, cl->brokers[data[1] % cl->nbrokers], head_method ? "HEAD" : "GET",
+                         requests[flags >> 5].target, (flags >> 2) & 1);
+    lk_http_add(&x->req, LK_STRLIT("Host"), LK_STRLIT("127.0.1.1:8080"));
+    if (requests[flags >> 5].listener_header != NULL)
+        lk_http_add(&x->req, LK_STRLIT("X-Pulsar-ListenerName"),
+                    lk_str_c(requests[flags >> 5].listener_header));
+    lk_flt_attach_all(x);
+    lk_flt_run_req_headers(x);
+
+    memset(&r, 0, sizeof(r));
+    r.x = x;
+    r.in = evbuffer_new();
+    r.out = evbuffer_new();
+    r.raw = evbuffer_new();
+    r.head = evbuffer_new();
+    lk_http_parser_init(&p, 0, conf->max_header_bytes);
+    lk_http_parser_next(&p, &x->res);
+    p.no_body = head_method;
+    p.on_body = body_cb;
+    p.body_arg = &r;
+
+    for (size_t calls = 0; !r.failed && !done;) {
+        size_t n = lk_fuzz_piece(&seed, len - at), used;
+        if (n == 0 && !lk_http_parser_can_step(&p)) {
+            /* the broker closed: a close-delimited body ends here */
+            if (r.head_seen) {
+                if (lk_http_parse_eof(&p) == LK_HTTP_DONE) {
+                    if (!r.no_body)
+                        pump(&r, 1);
+                    done = 1;
+                }
+            }
+            break;
+        }
+        LK_FUZZ_CHECK(++calls <= 3 * len + 16);
+        enum lk_http_event ev = lk_http_parse(&p, text + at, n, &used);
+        at += used;
+        if (ev == LK_HTTP_NEED_MORE) {
+            if (r.head_seen && !r.no_body)
+                pump(&r, 0);
+            if (n == 0)
+                break;
+            continue;
+        }
+        if (ev == LK_HTTP_HEAD) {
+            if (x->res.status >= 100 && x->res.status < 200)
+                continue; /* interim (101 ends below, with UPGRADE) */
+            if (on_head(&r, head_method) != 0)
+                break;
+            continue;
+        }
+        if (ev == LK_HTTP_DONE) {
+            if (x->res.status >= 100 && x->res.status < 200) {
+                lk_http_msg_init(&x->res, &x->pool, 0);
+                lk_http_parser_next(&p, &x->res);
+                p.no_body = head_method;
+                continue;
+            }
+            if (!r.no_body)
+                pump(&r, 1);
+            done = 1;
+            break;
+        }
+        break; /* UPGRADE (a tunnel), ERROR, TOO_LARGE: a 502 or a tunnel */
+    }
+    check(&r, done);
+
+    lk_http_parser_free(&p);
+    lk_fuzz_xchg_free(x);
+    evbuffer_free(r.in);
+    evbuffer_free(r.out);
+    evbuffer_free(r.raw);
+    evbuffer_free(r.head);
+    return 0;
+}

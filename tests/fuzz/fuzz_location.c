@@ -1,0 +1,154 @@
+/*
+ * Fuzzes the Location rewrite (proxy/lk_location.c, pure) over the fixed
+ * listener map of fuzz_util.c.  The first input byte picks the client's
+ * TLS and the selected listener (external, other, internal, none); the
+ * rest is the URL.
+ * Invariants:
+ *   - path, query and fragment (everything from the first '/', '?' or '#'
+ *     after "scheme://") are kept byte for byte;
+ *   - a rewritten URL is "scheme://host:port" of an address of the matched
+ *     broker's selected listener, of the family of the address the URL
+ *     named, TLS first for a TLS client when the listener has both;
+ *   - the URL named that broker: its host (without userinfo or brackets,
+ *     case-insensitive, a trailing dot ignored) and port are an address
+ *     of the broker;
+ *   - relative URLs are never rewritten, and neither are absolute ones
+ *     whose host:port no broker of the map has; a URL that names a broker
+ *     with an address of its family on the listener always is;
+ *   - rewriting is idempotent: the output rewrites to itself.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fuzz_util.h"
+#include "lk_location.h"
+
+static const char *const listeners[4] = {"external", "other", "internal", NULL};
+
+/* Where "scheme://" ends and where the authority ends, found here without
+ * lk_url_split; 0 if url has no scheme:// prefix. */
+static int
+find_authority(struct lk_str url, size_t *auth, size_t *rest)
+{
+    size_t i = 0;
+
+    if (url.len == 0 || !((url.p[0] | 0x20) >= 'a' && (url.p[0] | 0x20) <= 'z'))
+        return 0;
+    while (i < url.len && (((url.p[i] | 0x20) >= 'a' && (url.p[i] | 0x20) <= 'z') ||
+                           (url.p[i] >= '0' && url.p[i] <= '9') || url.p[i] == '+' ||
+                           url.p[i] == '-' || url.p[i] == '.'))
+        i++;
+    if (url.len - i < 3 || memcmp(url.p + i, "://", 3) != 0)
+        return 0;
+    *auth = i + 3;
+    for (i += 3; i < url.len && url.p[i] != '/' && url.p[i] != '?' && url.p[i] != '#'; i++)
+        ;
+    *rest = i;
+    return 1;
+}
+
+/* The broker with an address host:port (host case-insensitive), and the
+ * scheme of that address; NULL if none.  A linear walk of the map, apart
+ * from lk_cluster_find_addr. */
+static const struct lk_broker *
+walk(const struct lk_cluster *cl, struct lk_str host, uint16_t port, enum lk_scheme *scheme)
+{
+    /* "b1.example.com." is the absolute form of "b1.example.com": the
+     * same host, and lk_cluster_find_addr matches it on purpose. */
+    if (host.len > 1 && host.p[host.len - 1] == '.')
+        host.len--;
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        for (size_t k = 0; k < cl->brokers[i]->nlisteners; k++)
+            for (int s = 0; s < LK_SCHEME__COUNT; s++) {
+                const struct lk_url *u = cl->brokers[i]->listeners[k].addr[s];
+                if (u != NULL && u->port == port && strlen(u->host) == host.len &&
+                    strncasecmp(u->host, host.p, host.len) == 0) {
+                    *scheme = (enum lk_scheme)s;
+                    return cl->brokers[i];
+                }
+            }
+    return NULL;
+}
+
+static int
+family(enum lk_scheme s)
+{
+    return s == LK_SCHEME_HTTP || s == LK_SCHEME_HTTPS ? 0 : 1;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct lk_pool pool;
+    struct lk_str out, again;
+    const struct lk_broker *b = NULL;
+    size_t auth = 0, rest = 0;
+
+    if (size < 1)
+        return 0;
+    const struct lk_cluster *cl = lk_fuzz_map(LK_LEAK_LOG)->clusters[0];
+    int tls = data[0] & 1;
+    const char *name = listeners[(data[0] >> 1) & 3];
+    /* an exact-size copy, so that a read past the URL is caught */
+    char *copy = malloc(size - 1 != 0 ? size - 1 : 1);
+    memcpy(copy, data + 1, size - 1);
+    struct lk_str url = lk_str_make(copy, size - 1);
+
+    lk_pool_init(&pool);
+    int rw = lk_location_rewrite(&pool, cl, name, tls, url, &out, &b);
+    int absolute = find_authority(url, &auth, &rest);
+    if (!absolute || name == NULL)
+        LK_FUZZ_CHECK(!rw);
+
+    struct lk_url_parts parts;
+    if (lk_url_split(url, &parts) == 0) {
+        LK_FUZZ_CHECK(absolute);
+        /* the parts lie where they should */
+        LK_FUZZ_CHECK(parts.rest.p == url.p + rest && parts.rest.len == url.len - rest);
+        LK_FUZZ_CHECK(parts.host.p >= url.p + auth &&
+                      parts.host.p + parts.host.len <= url.p + rest);
+        enum lk_scheme s;
+        const struct lk_broker *named = walk(cl, parts.host, parts.port, &s);
+        const struct lk_listener *l =
+            named != NULL && name != NULL ? lk_broker_listener(named, name) : NULL;
+        /* a mapped broker with an address of the family is always rewritten */
+        if (l != NULL && lk_listener_pick(l, s, tls) != NULL)
+            LK_FUZZ_CHECK(rw && b == named);
+        if (named == NULL)
+            LK_FUZZ_CHECK(!rw);
+    } else {
+        LK_FUZZ_CHECK(!rw);
+    }
+
+    if (rw) {
+        enum lk_scheme s;
+        LK_FUZZ_CHECK(b != NULL && walk(cl, parts.host, parts.port, &s) == b);
+        const struct lk_listener *l = lk_broker_listener(b, name);
+        LK_FUZZ_CHECK(l != NULL);
+        /* path, query and fragment, byte for byte */
+        size_t tail = url.len - rest;
+        LK_FUZZ_CHECK(out.len >= tail && memcmp(out.p + out.len - tail, url.p + rest, tail) == 0);
+        /* the rest is exactly an address of the listener, same family */
+        struct lk_str head = lk_str_make(out.p, out.len - tail);
+        const struct lk_url *to = NULL;
+        for (int k = 0; k < LK_SCHEME__COUNT; k++)
+            if (l->addr[k] != NULL && lk_str_eq(head, lk_str_c(l->addr[k]->text)))
+                to = l->addr[k];
+        LK_FUZZ_CHECK(to != NULL);
+        LK_FUZZ_CHECK(family(to->scheme) == family(s));
+        /* TLS first for a TLS client, plaintext first otherwise */
+        enum lk_scheme want = family(s) == 0 ? (tls ? LK_SCHEME_HTTPS : LK_SCHEME_HTTP)
+                                             : (tls ? LK_SCHEME_PULSAR_SSL : LK_SCHEME_PULSAR);
+        if (l->addr[want] != NULL)
+            LK_FUZZ_CHECK(to->scheme == want);
+        /* idempotent */
+        const struct lk_broker *b2 = NULL;
+        LK_FUZZ_CHECK(lk_location_rewrite(&pool, cl, name, tls, out, &again, &b2) == 1);
+        LK_FUZZ_CHECK(b2 == b && lk_str_eq(again, out));
+    }
+    lk_pool_free(&pool);
+    free(copy);
+    return 0;
+}

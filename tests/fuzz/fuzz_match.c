@@ -1,0 +1,94 @@
+/*
+ * Fuzzes the leak guard's matcher (proxy/lk_match.c, Aho-Corasick over a
+ * stream).  The input makes its own patterns: a count byte, then per
+ * pattern a length byte and its bytes; the rest is the stream.
+ * Invariants: the matches (pattern id, position, length) are the same
+ * whatever pieces the stream comes in, and the same as a naive scan with
+ * the boundary rule of lk_match.h; no match reported later starts before
+ * the release point lk_match_pending() gave, which the leak guard relies
+ * on to let bytes go.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+#include "lk_match.h"
+
+#define MAX_PATS 8
+
+static void
+add(struct lk_fuzz_hits *hs, const struct lk_match_hit *h, uint64_t released)
+{
+    /* a match never starts before bytes already let go */
+    LK_FUZZ_CHECK(h->end - h->len >= released);
+    if (hs->n < LK_FUZZ_MAX_HITS)
+        hs->h[hs->n++] = *h;
+}
+
+/* Scans text in pieces (seed 0: all at once) and collects the matches. */
+static void
+scan(const struct lk_match *m, const char *text, size_t len, uint64_t seed, struct lk_fuzz_hits *hs)
+{
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    uint64_t released = 0;
+    size_t at = 0;
+
+    hs->n = 0;
+    lk_match_state_init(&st);
+    while (at < len) {
+        size_t n = seed != 0 ? lk_fuzz_piece(&seed, len - at) : len - at, off = 0;
+        while (lk_match_scan(m, &st, text + at, n, &off, &hit))
+            add(hs, &hit, released);
+        LK_FUZZ_CHECK(off == n);
+        at += n;
+        LK_FUZZ_CHECK(st.pos == at);
+        size_t pending = lk_match_pending(m, &st);
+        LK_FUZZ_CHECK(pending <= lk_match_max_len(m) && pending <= at);
+        released = at - pending;
+    }
+    while (lk_match_finish(m, &st, &hit))
+        add(hs, &hit, released);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct lk_fuzz_hits whole, pieces, naive;
+    const char *pats[MAX_PATS];
+    size_t lens[MAX_PATS], npats, at = 1;
+    char err[128];
+
+    if (size < 3)
+        return 0;
+    npats = 1 + data[0] % MAX_PATS;
+    for (size_t i = 0; i < npats; i++) {
+        if (at >= size)
+            return 0;
+        unsigned b = data[at++];
+        /* mostly short patterns, sometimes long ones up to the limit */
+        size_t l = b >= 0xf0 ? 1 + (b & 15) * 31 : 1 + b % 24;
+        if (l > size - at)
+            return 0;
+        pats[i] = (const char *)data + at;
+        lens[i] = l;
+        at += l;
+    }
+    struct lk_match *m = lk_match_new(pats, lens, npats, err, sizeof(err));
+    LK_FUZZ_CHECK(m != NULL);
+    LK_FUZZ_CHECK(lk_match_count(m) == npats);
+
+    const char *text = (const char *)data + at;
+    size_t len = size - at;
+    scan(m, text, len, 0, &whole);
+    scan(m, text, len, lk_fuzz_seed(data, size), &pieces);
+    naive.n = 0;
+    lk_fuzz_naive_find(pats, lens, npats, text, len, lk_fuzz_hit, &naive);
+    if (whole.n < LK_FUZZ_MAX_HITS && naive.n < LK_FUZZ_MAX_HITS) {
+        LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &pieces));
+        LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &naive));
+    }
+    lk_match_free(m);
+    return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * What the fuzz harnesses share: the invariant check that aborts (so that
+ * libFuzzer and the replay both stop on a violation), piece sizes derived
+ * from the input (a socket delivering a stream in pieces), the fixed
+ * listener map the filter harnesses rewrite against, and a naive reference
+ * scan for "host:port" finds with the leak guard's boundary rule.
+ */
+#ifndef LK_FUZZ_UTIL_H
+#define LK_FUZZ_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lk_conf.h"
+#include "lk_match.h"
+#include "lk_xchg.h"
+
+/* An invariant: on violation, say which and abort (a libFuzzer crash). */
+#define LK_FUZZ_CHECK(cond)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* Piece sizes from a state seeded by the input: 1 to left, mostly small,
+ * sometimes everything that is left. */
+uint64_t lk_fuzz_seed(const uint8_t *data, size_t len);
+size_t lk_fuzz_piece(uint64_t *state, size_t left);
+
+/*
+ * The listener map of the filter harnesses (see fuzz_util.c): three
+ * brokers of cluster "prod" with internal, external and other listeners,
+ * leak_guard as given.  Loaded once per mode and kept for the process;
+ * aborts if it does not load.
+ */
+struct lk_conf *lk_fuzz_map(enum lk_leak_guard mode);
+
+/* Calls fn for every occurrence of pats[i] (ASCII case-insensitive) in
+ * text that the leak guard counts: not preceded by a host character
+ * [A-Za-z0-9._-] and not followed by a digit.  Returns the number found. */
+typedef void (*lk_fuzz_find_cb)(void *arg, size_t id, size_t start, size_t len);
+size_t lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats,
+                          const char *text, size_t len, lk_fuzz_find_cb fn, void *arg);
+
+/* A list of matches, in the matcher's order; lk_fuzz_hit is an
+ * lk_fuzz_find_cb that appends to one (dropping what does not fit). */
+#define LK_FUZZ_MAX_HITS 4096
+struct lk_fuzz_hits {
+    struct lk_match_hit h[LK_FUZZ_MAX_HITS];
+    size_t n;
+};
+void lk_fuzz_hit(void *hits, size_t id, size_t start, size_t len);
+/* Whether a and b hold the same matches (id, end, length) in the same order. */
+int lk_fuzz_hits_same(const struct lk_fuzz_hits *a, const struct lk_fuzz_hits *b);
+
+/* The internal addresses of the map's cluster, "host:port" and
+ * "scheme://host:port", with the broker and scheme of each. */
+struct lk_fuzz_addr {
+    const char *text;
+    const struct lk_broker *broker;
+    enum lk_scheme scheme;
+};
+size_t lk_fuzz_internal_addrs(const struct lk_cluster *cl, struct lk_fuzz_addr *out, size_t max);
+
+/* An exchange of the map's cluster as the engine has it once the request
+ * head is routed to broker b (no filter attached yet): method and target
+ * (static strings), the client's TLS, an empty response.  Free it with
+ * lk_fuzz_xchg_free, which detaches the filters. */
+struct lk_xchg *lk_fuzz_xchg_new(struct lk_conf *conf, const struct lk_broker *b,
+                                 const char *method, const char *target, int tls);
+void lk_fuzz_xchg_free(struct lk_xchg *x);
+
+#endif
