@@ -212,11 +212,13 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
     m->nheaders = j;
 }
 
-/* Appends n bytes at *pp. */
+/* Appends n bytes of p at d; p may be NULL when n is 0 (an empty reason or
+ * value), which memcpy must not be given. */
 static char *
 put(char *d, const char *p, size_t n)
 {
-    memcpy(d, p, n);
+    if (n != 0)
+        memcpy(d, p, n);
     return d + n;
 }
 

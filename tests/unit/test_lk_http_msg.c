@@ -633,6 +633,31 @@ test_too_large_then_malformed(void)
     }
 }
 
+/* Empty strings may have no bytes at all (LK_STR_NULL): found by
+ * fuzz_http_response, a status line with no reason phrase. */
+static void
+test_write_head_empty(void)
+{
+    struct lk_pool pool;
+    struct lk_http_msg m;
+    struct evbuffer *out = evbuffer_new();
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 0);
+    m.status = 200;
+    m.reason = LK_STR_NULL;
+    m.headers = lk_palloc(&pool, sizeof(*m.headers));
+    m.headers[0].name = LK_STRLIT("X-Empty");
+    m.headers[0].value = LK_STR_NULL;
+    m.nheaders = m.cap = 1;
+    lk_http_write_head(&m, out);
+    size_t n = evbuffer_get_length(out);
+    const char *want = "HTTP/1.1 200 \r\nX-Empty: \r\n\r\n";
+    ok(n == strlen(want) && memcmp(evbuffer_pullup(out, -1), want, n) == 0, "empty reason and value");
+    evbuffer_free(out);
+    lk_pool_free(&pool);
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -641,6 +666,7 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/responses", test_responses},
     {"http_msg/upgrade_request", test_upgrade_request},
     {"http_msg/headers_edit", test_headers_edit},
+    {"http_msg/write_head_empty", test_write_head_empty},
     {"http_msg/parser_strict", test_parser_strict},
     {"http_msg/host_valid", test_host_valid},
     {"http_msg/check_request", test_check_request},
