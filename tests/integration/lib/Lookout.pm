@@ -275,8 +275,9 @@ sub start_lookout {
         }, $deadline - time);
         if ($up != 1) { $ok = 0; last }
     }
-    # With nothing to wait for, at least make sure it did not exit at once.
-    if ($ok && !@wait) { sleep 0.2; $ok = $self->alive }
+    # With nothing to wait for, at least make sure it did not exit at once: give it up to
+    # a second (a loaded machine starts processes slowly) to fail before calling it started.
+    if ($ok && !@wait) { wait_until(sub { !$self->alive }, 1); $ok = $self->alive }
     $self->{started} = $ok ? 1 : 0;
     unless ($ok || $o{quiet}) {
         my $why = $self->alive ? "ports (@wait) did not open in time" : 'lookout exited: ' . $self->exit_text;
