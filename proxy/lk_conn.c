@@ -160,12 +160,14 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
     evbuffer_unfreeze(in, 0);
     int nv = evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, v, 2);
     ssize_t n = -1;
+    int err = ENOMEM;
     if (nv > 0) {
         for (int k = 0; k < nv; k++) {
             iov[k].iov_base = v[k].iov_base;
             iov[k].iov_len = v[k].iov_len;
         }
         n = readv(fd, iov, nv);
+        err = errno;
         size_t left = n > 0 ? (size_t)n : 0;
         for (int k = 0; k < nv; k++) {
             v[k].iov_len = left < v[k].iov_len ? left : v[k].iov_len;
@@ -173,7 +175,6 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         }
         evbuffer_commit_space(in, v, n > 0 ? nv : 0);
     }
-    int err = errno;
     evbuffer_freeze(in, 0);
     if (n > 0) {
         /* A full read asks for more next time; a small one, less. */

@@ -127,12 +127,12 @@ add_chunk_size(struct evbuffer *out, size_t len)
     evbuffer_add(out, line, n);
 }
 
-/* v in decimal, in the exchange's pool (a Content-Length value). */
+/* v in decimal in buf (24 bytes), for a Content-Length value: lk_http_set
+ * and lk_http_add copy it into the pool. */
 static struct lk_str
-num_str(struct hx *hx, uint64_t v)
+num_str(char *buf, uint64_t v)
 {
-    char buf[24];
-    return lk_pstr(&hx->x.pool, buf, lk_fmt_u64(buf, v, 0));
+    return lk_str_make(buf, lk_fmt_u64(buf, v, 0));
 }
 
 /* Runs the parser over buf until an event; drains what it used.  With the
@@ -375,7 +375,8 @@ send_request_head(struct hx *hx)
     struct lk_http_msg *req = &hx->x.req;
     if (hx->req_has_body) {
         lk_http_del(req, LK_STRLIT("Transfer-Encoding"));
-        lk_http_set(req, LK_STRLIT("Content-Length"), num_str(hx, evbuffer_get_length(hx->replay)));
+        char num[24];
+        lk_http_set(req, LK_STRLIT("Content-Length"), num_str(num, evbuffer_get_length(hx->replay)));
         hx->req_chunked = 0;
     }
     lk_http_del(req, LK_STRLIT("Expect")); /* the body is here already */
@@ -476,7 +477,8 @@ send_response_head(struct hx *hx, enum framing framing, size_t length)
     if (!hx->req_done)
         hc->closing = 1;
     if (framing == OUT_CL) {
-        lk_http_set(res, LK_STRLIT("Content-Length"), num_str(hx, length));
+        char num[24];
+        lk_http_set(res, LK_STRLIT("Content-Length"), num_str(num, length));
     } else if (framing == OUT_CHUNKED) {
         lk_http_del(res, LK_STRLIT("Content-Length"));
         lk_http_add(res, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
@@ -1088,7 +1090,8 @@ on_request_head(struct hx *hx)
     if (hx->req_chunked) {
         lk_http_add(req, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
     } else if (rp->has_cl) {
-        lk_http_add(req, LK_STRLIT("Content-Length"), num_str(hx, rp->content_length));
+        char num[24];
+        lk_http_add(req, LK_STRLIT("Content-Length"), num_str(num, rp->content_length));
     }
     add_forwarded(hx);
     if (vh->cluster->redirects == LK_REDIRECTS_FOLLOW)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lk_http_msg.h"
+#include "lk_location.h"
 
 void
 lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request)
@@ -336,31 +337,25 @@ te_token(struct lk_str tok, void *arg)
 }
 
 /* An absolute-form target (RFC 9112 §3.2.2) becomes origin-form; its
- * authority goes to *authority.  0 if it is one, -1 if malformed, 1 if
- * the target is not absolute-form at all. */
+ * authority goes to *authority.  0 if it was one (http or https, a valid
+ * host without userinfo), -1 otherwise.  The target has no fragment. */
 static int
 absolute_form(struct lk_http_msg *m, struct lk_str *authority)
 {
-    struct lk_str t = m->target;
-    size_t i = 0;
+    struct lk_url_parts parts;
 
-    while (i < t.len && ((t.p[i] >= 'a' && t.p[i] <= 'z') || (t.p[i] >= 'A' && t.p[i] <= 'Z') ||
-                         (i > 0 && strchr("0123456789+-.", t.p[i]) != NULL)))
-        i++;
-    if (i == 0 || i + 3 > t.len || memcmp(t.p + i, "://", 3) != 0)
-        return 1;
-    struct lk_str scheme = lk_str_make(t.p, i);
-    if (!lk_str_eqi(scheme, LK_STRLIT("http")) && !lk_str_eqi(scheme, LK_STRLIT("https")))
+    if (lk_url_split(m->target, &parts) != 0 ||
+        (!lk_str_eqi(parts.scheme, LK_STRLIT("http")) &&
+         !lk_str_eqi(parts.scheme, LK_STRLIT("https"))))
         return -1;
-    size_t a = i + 3, e = a;
-    while (e < t.len && t.p[e] != '/' && t.p[e] != '?')
-        e++;
-    *authority = lk_str_make(t.p + a, e - a);
-    if (authority->len == 0 || !lk_http_host_valid(*authority))
-        return -1; /* userinfo ('@') and the like land here */
-    struct lk_str rest = lk_str_make(t.p + e, t.len - e);
-    m->target = rest.len != 0 && rest.p[0] == '/' ? rest
-                                                   : lk_pstr_concat(m->pool, LK_STRLIT("/"), rest);
+    /* lk_url_split drops userinfo; the raw authority keeps it, and is refused */
+    const char *a = parts.scheme.p + parts.scheme.len + 3;
+    *authority = lk_str_make(a, (size_t)(parts.rest.p - a));
+    if (!lk_http_host_valid(*authority))
+        return -1;
+    m->target = parts.rest.len != 0 && parts.rest.p[0] == '/'
+                    ? parts.rest
+                    : lk_pstr_concat(m->pool, LK_STRLIT("/"), parts.rest);
     return 0;
 }
 
@@ -420,18 +415,13 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         return 0;
     if (lk_str_eq(m->target, LK_STRLIT("*")) && lk_str_eq(m->method, LK_STRLIT("OPTIONS")))
         return 0;
-    switch (absolute_form(m, &authority)) {
-    case 0:
-        *absolute = 1;
-        lk_http_set(m, LK_STRLIT("Host"), authority);
-        return 0;
-    case -1:
-        *reason = "invalid absolute-form request target";
-        return 400;
-    default:
+    if (absolute_form(m, &authority) != 0) {
         *reason = "invalid request target";
         return 400;
     }
+    *absolute = 1;
+    lk_http_set(m, LK_STRLIT("Host"), authority);
+    return 0;
 }
 
 const char *
