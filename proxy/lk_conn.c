@@ -71,15 +71,13 @@ io_unlink(struct lk_io *io)
     io->queued = 0;
 }
 
-/* The output changed: queue a flush when bytes came in, or when the
- * bufferevent drained them itself (to go back to direct writes). */
+/* Puts io on its worker's flush queue (once). */
 static void
-io_out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+io_queue(struct lk_io *io)
 {
-    struct lk_io *io = arg;
     struct lk_worker *w = io->w;
 
-    if (io->queued || (info->n_added == 0 && !(bufferevent_get_enabled(io->bev) & EV_WRITE)))
+    if (io->queued)
         return;
     io->queued = 1;
     io->prev = NULL;
@@ -91,12 +89,48 @@ io_out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *
     w->flushq = io;
 }
 
+/* The output changed: queue a flush when bytes came in, or when the
+ * bufferevent drained them itself (to go back to direct writes).  A TLS
+ * output waiting for the kernel (or for a read) is flushed by that wait. */
+static void
+io_out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct lk_io *io = arg;
+
+    if (io->ssl != NULL) {
+        if (info->n_added != 0 && !io->wwait && !io->write_wants_read)
+            io_queue(io);
+        return;
+    }
+    if (info->n_added == 0 && !(bufferevent_get_enabled(io->bev) & EV_WRITE))
+        return;
+    io_queue(io);
+}
+
+/* The bufferevent's event callback, as the bufferevent would run it. */
+static void
+io_report(struct lk_io *io, short what)
+{
+    bufferevent_event_cb eventcb;
+    void *cbarg;
+
+    bufferevent_getcb(io->bev, NULL, NULL, &eventcb, &cbarg);
+    if (eventcb != NULL)
+        eventcb(io->bev, what, cbarg);
+}
+
+static int tls_flush(struct lk_io *io);
+
 static void
 io_flush(struct lk_io *io)
 {
     struct bufferevent *bev = io->bev;
     struct evbuffer *out = bufferevent_get_output(bev);
 
+    if (io->ssl != NULL) {
+        tls_flush(io);
+        return;
+    }
     if (bufferevent_get_enabled(bev) & EV_WRITE) {
         /* The kernel lagged and the bufferevent writes: once it has
          * drained the output, writes are direct again. */
@@ -138,6 +172,8 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
  * the bufferevent's input and run its callbacks as the bufferevent would.
  * libevent 2.1 reads at most 4 KiB per call after a FIONREAD ioctl; this
  * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
+static void tls_read_cb(struct lk_io *io, short what);
+
 static void
 io_read_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -147,6 +183,10 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
     bufferevent_event_cb eventcb;
     void *cbarg;
 
+    if (io->ssl != NULL) {
+        tls_read_cb(io, what);
+        return;
+    }
     bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
     if (what & EV_TIMEOUT) {
         lk_io_disable(io, EV_READ);
@@ -206,6 +246,262 @@ io_go_plain(struct lk_io *io)
     io->cb = evbuffer_add_cb(bufferevent_get_output(io->bev), io_out_changed, io);
 }
 
+/* TLS over the direct path ------------------------------------------------ */
+
+/* The most plaintext one TLS record carries (RFC 8446 §5.1): what one
+ * SSL_write is given, so that each record goes out in one write. */
+#define LK_TLS_RECORD 16384
+
+static void tls_write_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Waits for the socket to take more (on), or stops waiting. */
+static void
+io_wait_write(struct lk_io *io, int on)
+{
+    if (on && !io->wwait) {
+        if (io->wev == NULL)
+            io->wev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_WRITE | EV_PERSIST,
+                                tls_write_cb, io);
+        event_add(io->wev, io->has_wtv ? &io->wtv : NULL);
+        io->wwait = 1;
+    } else if (!on && io->wwait) {
+        event_del(io->wev);
+        io->wwait = 0;
+    }
+}
+
+/* How SSL_read or SSL_do_handshake ended, as a TLS bufferevent that allows
+ * a dirty shutdown reports it: close_notify, or the peer gone without one
+ * (EOF or a reset), is the end of input;
+ * anything else an error, its reasons left in the queue for the log. */
+static short
+tls_end_what(int err)
+{
+    unsigned long e = ERR_peek_error();
+
+    /* OpenSSL 3 calls the peer's EOF without close_notify an error. */
+    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && e == 0) ||
+        (err == SSL_ERROR_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+        ERR_clear_error();
+        return BEV_EVENT_EOF;
+    }
+    return BEV_EVENT_ERROR;
+}
+
+/* Runs the server handshake on; reports BEV_EVENT_CONNECTED, an error or
+ * the end through the event callback, as a TLS bufferevent would.  The
+ * callback may free io. */
+static void
+tls_handshake(struct lk_io *io)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(io->ssl);
+    if (r == 1) {
+        io->handshaking = 0;
+        io_wait_write(io, 0);
+        /* The request often came in the Finished's segment: OpenSSL has
+         * it, the socket has nothing more to say. */
+        if (SSL_has_pending(io->ssl))
+            event_active(io->rev, EV_READ, 1);
+        io_report(io, BEV_EVENT_CONNECTED);
+        return;
+    }
+    int err = SSL_get_error(io->ssl, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        io_wait_write(io, err == SSL_ERROR_WANT_WRITE);
+        return;
+    }
+    lk_io_disable(io, EV_READ | EV_WRITE);
+    io_report(io, BEV_EVENT_READING | tls_end_what(err));
+}
+
+/* Writes the output in records of up to LK_TLS_RECORD bytes until it is
+ * drained or the socket is full, and runs the write callback (subject to
+ * the write low-water mark) when something went.  -1 when a write failed
+ * and the event callback ran, which may have freed io. */
+static int
+tls_flush(struct lk_io *io)
+{
+    struct evbuffer *out = bufferevent_get_output(io->bev);
+    size_t len, sent = 0;
+    int err = SSL_ERROR_NONE;
+
+    if (io->write_wants_read || io->handshaking)
+        return 0; /* the read side resumes it */
+    evbuffer_unfreeze(out, 1);
+    while ((len = evbuffer_get_length(out)) != 0) {
+        size_t n = len < LK_TLS_RECORD ? len : LK_TLS_RECORD, done;
+        struct evbuffer_iovec v;
+        const void *p = io->w->tls_out;
+        /* A head and its body are two chains: gathered, they are one
+         * record.  Retries after WANT_WRITE pass the same bytes again (the
+         * output only grows at its end), perhaps from elsewhere:
+         * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER. */
+        if (evbuffer_peek(out, (ev_ssize_t)n, NULL, &v, 1) == 1)
+            p = v.iov_base;
+        else
+            evbuffer_copyout(out, io->w->tls_out, n);
+        ERR_clear_error();
+        if (SSL_write_ex(io->ssl, p, n, &done) != 1) {
+            err = SSL_get_error(io->ssl, 0);
+            break;
+        }
+        evbuffer_drain(out, done);
+        sent += done;
+    }
+    evbuffer_freeze(out, 1);
+    switch (err) {
+    case SSL_ERROR_NONE:
+        io_wait_write(io, 0);
+        break;
+    case SSL_ERROR_WANT_WRITE:
+        io_wait_write(io, 1);
+        break;
+    case SSL_ERROR_WANT_READ: /* a post-handshake message to read first */
+        io_wait_write(io, 0);
+        io->write_wants_read = 1;
+        if (!io->reading)
+            event_add(io->rev, NULL);
+        break;
+    default:
+        io_wait_write(io, 0);
+        ERR_clear_error();
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
+        return -1;
+    }
+    if (sent != 0)
+        bufferevent_trigger(io->bev, EV_WRITE, 0);
+    return 0;
+}
+
+/* Reads what OpenSSL can give into the input and runs the read callback;
+ * once the input is over (or broken), reports that to the event callback
+ * after any data before it. */
+static void
+tls_read(struct lk_io *io)
+{
+    struct bufferevent *bev = io->bev;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    bufferevent_data_cb readcb;
+    void *cbarg;
+    struct evbuffer_iovec v;
+    size_t got = 0;
+    int err = SSL_ERROR_NONE;
+
+    bufferevent_getcb(bev, &readcb, NULL, NULL, &cbarg);
+    evbuffer_unfreeze(in, 0);
+    if (evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, &v, 1) != 1) {
+        evbuffer_freeze(in, 0);
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | BEV_EVENT_ERROR);
+        return;
+    }
+    for (;;) {
+        size_t n;
+        ERR_clear_error();
+        if (SSL_read_ex(io->ssl, (char *)v.iov_base + got, v.iov_len - got, &n) != 1) {
+            err = SSL_get_error(io->ssl, 0);
+            break;
+        }
+        got += n;
+        /* Stop when OpenSSL holds nothing more, rather than read the
+         * socket to its EAGAIN: the event is level-triggered.  A full
+         * record may have more behind it. */
+        if (got == v.iov_len || (n < LK_TLS_RECORD && !SSL_has_pending(io->ssl)))
+            break;
+    }
+    v.iov_len = got;
+    evbuffer_commit_space(in, &v, got != 0 ? 1 : 0);
+    evbuffer_freeze(in, 0);
+    if (err == SSL_ERROR_WANT_WRITE) { /* a post-handshake answer to send first */
+        io->read_wants_write = 1;
+        io_wait_write(io, 1);
+    } else if (err != SSL_ERROR_NONE && err != SSL_ERROR_WANT_READ) {
+        io->ssl_end = 1;
+        io->ssl_end_what = tls_end_what(err);
+    }
+    if (got != 0) {
+        if (got == io->read_size && io->read_size < LK_READ_MAX)
+            io->read_size *= 2;
+        else if (got < io->read_size / 4 && io->read_size > LK_READ_MIN)
+            io->read_size /= 2;
+        /* What is left (OpenSSL's, or the end) comes after the callback,
+         * which may close the connection: that cancels it. */
+        if (io->ssl_end || SSL_has_pending(io->ssl))
+            event_active(io->rev, EV_READ, 1);
+        if (readcb != NULL)
+            readcb(bev, cbarg);
+        return;
+    }
+    if (io->ssl_end) {
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | io->ssl_end_what);
+    }
+}
+
+static void
+tls_read_cb(struct lk_io *io, short what)
+{
+    if (what & EV_TIMEOUT) {
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
+        return;
+    }
+    if (io->handshaking) {
+        tls_handshake(io);
+        return;
+    }
+    if (io->write_wants_read) {
+        io->write_wants_read = 0;
+        if (!io->reading)
+            event_del(io->rev); /* added for the write's sake only */
+        if (tls_flush(io) != 0)
+            return;
+    }
+    if (!io->reading)
+        return; /* activated before reading was switched off: kept for lk_io_enable */
+    if (io->ssl_end) {
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | io->ssl_end_what);
+        return;
+    }
+    tls_read(io);
+}
+
+static void
+tls_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_io *io = arg;
+
+    if (what & EV_TIMEOUT) {
+        io_wait_write(io, 0);
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_TIMEOUT);
+        return;
+    }
+    if (io->handshaking) {
+        tls_handshake(io);
+        return;
+    }
+    if (io->read_wants_write) {
+        io->read_wants_write = 0;
+        io_wait_write(io, 0);
+        if (io->reading)
+            event_active(io->rev, EV_READ, 1);
+    }
+    tls_flush(io);
+}
+
+/* TLS from now on, over the direct path, starting with the server
+ * handshake (ssl is set up, fd accepted); the event callback gets
+ * BEV_EVENT_CONNECTED once it is done. */
+static void
+io_go_tls(struct lk_io *io, SSL *ssl)
+{
+    io->ssl = ssl;
+    io->handshaking = 1;
+    io_go_plain(io);
+}
+
 static void
 io_attach(struct lk_io *io, struct lk_worker *w, struct bufferevent *bev)
 {
@@ -223,6 +519,12 @@ io_detach(struct lk_io *io)
     if (io->cb != NULL)
         evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
     io->cb = NULL;
+    if (io->wev != NULL)
+        event_free(io->wev);
+    io->wev = NULL;
+    if (io->ssl != NULL)
+        SSL_free(io->ssl); /* its socket BIO leaves the fd to the bufferevent */
+    io->ssl = NULL;
 }
 
 void
@@ -232,6 +534,9 @@ lk_io_enable(struct lk_io *io, short what)
         if ((what & EV_READ) && !io->reading) {
             io->reading = 1;
             event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
+            /* OpenSSL may hold input the socket will not announce. */
+            if (io->ssl != NULL && (io->ssl_end || SSL_has_pending(io->ssl)))
+                event_active(io->rev, EV_READ, 1);
         }
         return; /* EV_WRITE: the flush queue asks for it when needed */
     }
@@ -246,9 +551,12 @@ lk_io_disable(struct lk_io *io, short what)
     if (io->plain) {
         if ((what & EV_READ) && io->reading) {
             io->reading = 0;
-            event_del(io->rev);
+            if (!io->write_wants_read) /* else the write still waits on it */
+                event_del(io->rev);
         }
-        if (what & EV_WRITE)
+        if ((what & EV_WRITE) && io->ssl != NULL)
+            io_wait_write(io, 0);
+        else if (what & EV_WRITE)
             bufferevent_disable(io->bev, EV_WRITE);
         return;
     }
@@ -264,8 +572,14 @@ lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct time
     io->has_rtv = rd != NULL;
     if (rd != NULL)
         io->rtv = *rd;
-    if (io->reading) /* as libevent does: the new timeout counts from now */
+    io->has_wtv = wr != NULL;
+    if (wr != NULL)
+        io->wtv = *wr;
+    /* As libevent does: a new timeout counts from now. */
+    if (io->reading)
         event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
+    if (io->wwait)
+        event_add(io->wev, io->has_wtv ? &io->wtv : NULL);
 }
 
 int
@@ -304,8 +618,8 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
-    if (bev != NULL && c->tls)
-        lk_tls_keep_session(bev);
+    if (c->io.ssl != NULL)
+        lk_tls_keep_session(c->io.ssl);
     if (bev != NULL) {
         io_detach(&c->io);
         bufferevent_free(bev);
@@ -372,7 +686,9 @@ lk_conn_close_after_flush(struct lk_conn *c)
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     lk_io_set_timeouts(&c->io, &grace, &grace);
     lk_io_enable(&c->io, EV_READ);
-    bufferevent_enable(c->bev, EV_WRITE); /* the bufferevent's writes: close_when_drained */
+    if (c->io.ssl == NULL)
+        bufferevent_enable(c->bev, EV_WRITE); /* the bufferevent's writes: close_when_drained */
+    /* TLS: each flush that makes progress runs close_when_drained */
 }
 
 static void
@@ -381,8 +697,7 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
     struct lk_conn *c = arg;
 
     if (what & BEV_EVENT_CONNECTED) {
-        SSL *ssl = bufferevent_openssl_get_ssl(bev);
-        const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+        const char *sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name);
         if (sni != NULL)
             c->sni = lk_pstrndup(&c->pool, sni, strlen(sni));
         c->action = NULL;
@@ -462,22 +777,28 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
             lk_conn_close(c);
             return;
         }
-        c->bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-        if (c->bev == NULL) {
+        c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        if (c->bev == NULL || SSL_set_fd(ssl, fd) != 1) {
             SSL_free(ssl);
-            evutil_closesocket(fd);
+            if (c->bev == NULL)
+                evutil_closesocket(fd);
             lk_conn_close(c);
             return;
         }
-        bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+        SSL_set_accept_state(ssl);
+        /* One read takes what the socket has, not a record header and then
+         * its body; and a write retried after WANT_WRITE may come from
+         * another place in memory (tls_flush). */
+        SSL_set_read_ahead(ssl, 1);
+        SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         io_attach(&c->io, w, c->bev);
+        io_go_tls(&c->io, ssl);
         struct timeval tv = {c->conf->timeout_client_header_ms / 1000,
                              (c->conf->timeout_client_header_ms % 1000) * 1000};
         c->action = "TLS handshaking";
         bufferevent_setcb(c->bev, NULL, NULL, tls_handshake_event, c);
-        bufferevent_set_timeouts(c->bev, &tv, &tv);
-        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+        lk_io_set_timeouts(&c->io, &tv, &tv);
+        lk_io_enable(&c->io, EV_READ);
         return;
     }
     c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
@@ -912,6 +1233,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
+        w->tls_out = lk_xmalloc(LK_TLS_RECORD);
         w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w->base);
         event_add(w->stop_ev, NULL);
         for (size_t k = 0; k < conf->nbinds; k++) {
@@ -1004,6 +1326,7 @@ lk_workers_free(void)
         free(w->idle);
         event_free(w->stop_ev);
         event_free(w->flush_ev);
+        free(w->tls_out);
         close(w->stop_pipe[0]);
         close(w->stop_pipe[1]);
         if (w->dns != NULL)

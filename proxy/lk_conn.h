@@ -50,9 +50,9 @@ struct lk_runtime {
 /* Builds the runtime (TLS contexts) for conf.  NULL with err on failure. */
 struct lk_runtime *lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen);
 void lk_runtime_free(struct lk_runtime *rt);
-/* Before a client's TLS bufferevent is freed: keeps its session resumable
+/* Before a client's TLS connection is freed: keeps its session resumable
  * (tls.session_cache).  Nothing is sent. */
-void lk_tls_keep_session(struct bufferevent *bev);
+void lk_tls_keep_session(SSL *ssl);
 
 struct lk_idle_list {
     struct lk_upstream *head;
@@ -68,23 +68,28 @@ struct lk_listen {
 };
 
 /*
- * A connection's I/O around its bufferevent.  TLS connections use the
- * bufferevent as it is.  Plaintext ones go round its socket code, which
- * costs two epoll_ctl calls per response (EV_WRITE asked and dropped) and
- * reads 4 KiB at a time after a FIONREAD ioctl:
+ * A connection's I/O around its bufferevent.  Upstream TLS connections use
+ * a TLS bufferevent as it is.  Client connections, TLS or not, and
+ * plaintext upstreams go round the bufferevent's socket code, which costs
+ * two epoll_ctl calls per response (EV_WRITE asked and dropped) and reads
+ * 4 KiB at a time after a FIONREAD ioctl, and, through OpenSSL, one
+ * SSL_write (a record and a write) per buffer chain:
  *  - writes: EV_WRITE stays off; what lands in the output is written from
  *    the loop once per iteration, after the callbacks that produced it (the
- *    worker's flush queue).  Only what the kernel does not take at once
- *    waits for EV_WRITE, the bufferevent's own way, until drained again;
+ *    worker's flush queue): in one write, or in TLS records of up to 16 KiB.
+ *    Only what the kernel does not take at once waits for EV_WRITE (the
+ *    bufferevent's own, or for TLS wev) until drained again;
  *  - reads: lookout's own read event reads straight into the input, as
  *    much as the last reads suggest, and runs the bufferevent's callbacks.
+ *    TLS reads stop when OpenSSL holds nothing more rather than at EAGAIN:
+ *    the event is level-triggered.
  * Protocol modules enable, disable and time out through lk_io_*, never
  * through bufferevent_enable and the like.
  */
 struct lk_io {
     struct bufferevent *bev;
     struct lk_worker *w;
-    int plain;                  /* direct reads and writes */
+    int plain;                  /* direct reads and writes (TLS ones with ssl) */
     struct event *rev;          /* plain: the read event */
     int reading;                /* plain: rev is added */
     int has_rtv;                /* plain: the read timeout */
@@ -93,6 +98,17 @@ struct lk_io {
     struct evbuffer_cb_entry *cb; /* plain: watches the output */
     struct lk_io *prev, *next;  /* in w->flushq while queued */
     int queued;
+    /* TLS over the direct path (client connections) */
+    SSL *ssl;
+    struct event *wev;          /* waits for the socket to take more */
+    int has_wtv;                /* the write timeout, while wev waits */
+    struct timeval wtv;
+    unsigned handshaking : 1;   /* SSL_do_handshake until it completes */
+    unsigned wwait : 1;         /* wev is added: the output waits for the kernel */
+    unsigned read_wants_write : 1; /* SSL_read said WANT_WRITE */
+    unsigned write_wants_read : 1; /* SSL_write said WANT_READ */
+    unsigned ssl_end : 1;       /* SSL_read reached the end: ssl_end_what still to report */
+    short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
 };
 
 struct lk_worker {
@@ -105,6 +121,7 @@ struct lk_worker {
     size_t nlisteners;
     struct lk_idle_list *idle; /* by broker index * 2 + TLS */
     struct lk_io *flushq;   /* outputs written to in this loop iteration */
+    char *tls_out;          /* LK_TLS_RECORD bytes: a TLS record's worth of output, gathered */
     struct event *flush_ev; /* writes them out */
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
     int stop_pipe[2];
@@ -155,9 +172,9 @@ struct event_base *lk_workers_main_base(void);
 void lk_workers_stop(void);
 void lk_workers_free(void);
 
-/* Enables or disables reading (EV_READ) and writing (EV_WRITE: TLS only;
- * plaintext writes need no asking) on a connection; enabling what already
- * is costs nothing (bufferevent_enable would re-arm the timeout). */
+/* Enables or disables reading (EV_READ) and writing (EV_WRITE: upstream
+ * TLS only; direct writes need no asking) on a connection; enabling what
+ * already is costs nothing (bufferevent_enable would re-arm the timeout). */
 void lk_io_enable(struct lk_io *io, short what);
 void lk_io_disable(struct lk_io *io, short what);
 /* Read and write timeouts, as bufferevent_set_timeouts (NULL: none); a

@@ -383,10 +383,8 @@ needs_tls(const struct lk_conf *conf, int server)
 }
 
 void
-lk_tls_keep_session(struct bufferevent *bev)
+lk_tls_keep_session(SSL *ssl)
 {
-    SSL *ssl = bufferevent_openssl_get_ssl(bev);
-
     /* OpenSSL drops from the cache the session of any connection freed
      * without a close_notify sent, which is how lookout, and most HTTP
      * clients, end every connection: the cache would never hit.  Mark it

@@ -53,18 +53,6 @@ is(length $r->{body}, 16 * 1024 * 1024, 'warm-up transfer');
 my $base = rss_kb($pid);
 ok($base, "baseline VmRSS ${\ ($base // 0)} kB");
 
-# Sample lookout's RSS for SECS seconds; return the maximum.
-sub peak_rss {
-    my ($secs) = @_;
-    my $max = 0;
-    my $end = time + $secs;
-    while (time < $end) {
-        my $v = rss_kb($pid) // 0;
-        $max = $v if $v > $max;
-        sleep 0.1;
-    }
-    return $max;
-}
 
 subtest 'a client that stops reading a large download' => sub {
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $q1, Proto => 'tcp', Timeout => 5)
@@ -93,7 +81,7 @@ subtest 'a client that stops reading a large download' => sub {
     ok(defined $head && $head =~ m{^HTTP/1\.1 200}, 'the download started');
     like($head // '', qr/^Content-Length: $N\r?$/mi, '... with its Content-Length');
     # Stop reading: lookout must stop reading the broker too.
-    my $peak = peak_rss($PAUSE);
+    my $peak = peak_rss_kb($pid, $PAUSE);
     my $grew = $peak - $base;
     cmp_ok($grew, '<', $LIMIT_KB, "client paused ${PAUSE}s: VmRSS grew by $grew kB (limit $LIMIT_KB kB)");
     my $held = $got;
@@ -132,7 +120,7 @@ subtest 'a broker that stops reading a large upload' => sub {
         close $fh;
         POSIX::_exit(0);
     }
-    my $peak = peak_rss($PAUSE);
+    my $peak = peak_rss_kb($pid, $PAUSE);
     my $grew = $peak - $base;
     cmp_ok($grew, '<', $LIMIT_KB, "broker paused ${PAUSE}s: VmRSS grew by $grew kB (limit $LIMIT_KB kB)");
     my $st;

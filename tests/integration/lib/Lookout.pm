@@ -39,7 +39,7 @@ use Time::HiRes qw(time sleep);
 our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wait_port
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
-                 broker_sections rss_kb lookout_error_ok
+                 broker_sections rss_kb peak_rss_kb lookout_error_ok
                  lookout_error_problems);
 
 # ---- locations -----------------------------------------------------------------------------
@@ -637,6 +637,19 @@ sub rss_kb {
     my ($pid) = @_;
     my $s = slurp("/proc/$pid/status") // return undef;
     return $s =~ /^VmRSS:\s+(\d+)\s+kB/m ? $1 : undef;
+}
+
+# peak_rss_kb(PID, SECS): the largest VmRSS of PID sampled every 0.1 s for SECS seconds.
+sub peak_rss_kb {
+    my ($pid, $secs) = @_;
+    my $max = 0;
+    my $end = time + $secs;
+    while (time < $end) {
+        my $v = rss_kb($pid) // 0;
+        $max = $v if $v > $max;
+        sleep 0.1;
+    }
+    return $max;
 }
 
 # lookout_error_ok(RESPONSE, STATUS, NAME): RESPONSE (from curl() or parse_response()) is
