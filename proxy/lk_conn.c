@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,7 @@ io_report(struct lk_io *io, short what)
 }
 
 static int tls_flush(struct lk_io *io);
+static int io_park_if_idle(struct lk_io *io);
 
 static void
 io_flush(struct lk_io *io)
@@ -138,8 +140,10 @@ io_flush(struct lk_io *io)
             bufferevent_disable(bev, EV_WRITE);
         return;
     }
-    if (evbuffer_get_length(out) == 0)
+    if (evbuffer_get_length(out) == 0) {
+        io_park_if_idle(io);
         return;
+    }
     /* A socket bufferevent keeps its output's start frozen except while
      * it writes; so do we. */
     evbuffer_unfreeze(out, 1);
@@ -152,8 +156,10 @@ io_flush(struct lk_io *io)
         bufferevent_enable(bev, EV_WRITE);
         return;
     }
-    /* Drained: the write callback runs as the bufferevent would run it. */
-    bufferevent_trigger(bev, EV_WRITE, 0);
+    /* Drained: the write callback runs as the bufferevent would run it,
+     * unless the protocol is done and the connection parks. */
+    if (!io_park_if_idle(io))
+        bufferevent_trigger(bev, EV_WRITE, 0);
 }
 
 static void
@@ -173,6 +179,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
  * libevent 2.1 reads at most 4 KiB per call after a FIONREAD ioctl; this
  * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
 static void tls_read_cb(struct lk_io *io, short what);
+static int io_unpark(struct lk_io *io, short what);
 
 static void
 io_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -183,6 +190,11 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
     bufferevent_event_cb eventcb;
     void *cbarg;
 
+    if (bev == NULL) { /* parked */
+        if (io_unpark(io, what) != 0)
+            return;
+        bev = io->bev;
+    }
     if (io->ssl != NULL) {
         tls_read_cb(io, what);
         return;
@@ -222,6 +234,7 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
             io->read_size *= 2;
         else if ((size_t)n < io->read_size / 4 && io->read_size > LK_READ_MIN)
             io->read_size /= 2;
+        io->park_wanted = 0;
         if (readcb != NULL)
             readcb(bev, cbarg);
         return;
@@ -353,6 +366,8 @@ tls_flush(struct lk_io *io)
     switch (err) {
     case SSL_ERROR_NONE:
         io_wait_write(io, 0);
+        if (io_park_if_idle(io))
+            return 0;
         break;
     case SSL_ERROR_WANT_WRITE:
         io_wait_write(io, 1);
@@ -429,6 +444,7 @@ tls_read(struct lk_io *io)
          * which may close the connection: that cancels it. */
         if (io->ssl_end || SSL_has_pending(io->ssl))
             event_active(io->rev, EV_READ, 1);
+        io->park_wanted = 0;
         if (readcb != NULL)
             readcb(bev, cbarg);
         return;
@@ -620,10 +636,11 @@ lk_conn_close(struct lk_conn *c)
     lk_pool_free(&c->pool);
     if (c->io.ssl != NULL)
         lk_tls_keep_session(c->io.ssl);
-    if (bev != NULL) {
-        io_detach(&c->io);
+    io_detach(&c->io);
+    if (bev != NULL)
         bufferevent_free(bev);
-    }
+    if (c->fd >= 0)
+        evutil_closesocket(c->fd);
     free(c);
 }
 
@@ -691,15 +708,114 @@ lk_conn_close_after_flush(struct lk_conn *c)
     /* TLS: each flush that makes progress runs close_when_drained */
 }
 
+/* Parking ------------------------------------------------------------------ */
+
+/* The client connection whose lk_io this is (only those park). */
+#define CONN_OF(io) ((struct lk_conn *)(void *)((char *)(io) - offsetof(struct lk_conn, io)))
+
+void
+lk_conn_park(struct lk_conn *c, const struct timeval *timeout)
+{
+    struct lk_io *io = &c->io;
+
+    if (io->unparking || !io->plain || c->closing)
+        return; /* just woken for input: it is read next */
+    c->park_tv = *timeout;
+    io->park_wanted = 1;
+    /* Parked from the flush queue, outside the protocol's callbacks, once
+     * the output is out. */
+    if (!io->wwait)
+        io_queue(io);
+}
+
+/* Parks the connection if its protocol is idle and nothing is buffered
+ * anywhere (the output drained, no input, nothing held by OpenSSL): frees
+ * the bufferevent and the pool, and leaves the read event waiting with the
+ * idle timeout.  1 if it parked. */
+static int
+io_park_if_idle(struct lk_io *io)
+{
+    if (!io->park_wanted)
+        return 0;
+    if (io->queued || io->wwait || io->handshaking || io->read_wants_write ||
+        io->write_wants_read || io->ssl_end ||
+        evbuffer_get_length(bufferevent_get_output(io->bev)) != 0 ||
+        evbuffer_get_length(bufferevent_get_input(io->bev)) != 0 ||
+        (io->ssl != NULL && SSL_has_pending(io->ssl)))
+        return 0;
+    struct lk_conn *c = CONN_OF(io);
+    io->park_wanted = 0;
+    lk_log(LK_DEBUG, c, "idle: parked");
+    lk_pool_clear(&c->pool); /* the protocol's state: its cleanups free its timers */
+    c->proto = NULL;
+    c->action = "waiting for a request";
+    evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
+    io->cb = NULL;
+    if (io->wev != NULL)
+        event_free(io->wev);
+    io->wev = NULL;
+    bufferevent_free(c->bev); /* the socket stays: c->fd */
+    c->bev = io->bev = NULL;
+    io->has_rtv = 1;
+    io->rtv = c->park_tv;
+    io->reading = 1;
+    event_add(io->rev, &io->rtv);
+    /* What a burst of connections left behind is free now, in pages that
+     * malloc keeps; give those back once it is over. */
+    if (++c->w->parked_since_trim == 1) {
+        struct timeval tv = {0, 200000};
+        event_add(c->w->trim_ev, &tv);
+    }
+    return 1;
+}
+
+static void
+trim_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_worker *w = arg;
+
+    if (w->parked_since_trim >= 64)
+        malloc_trim(0);
+    w->parked_since_trim = 0;
+}
+
+/* The read event of a parked connection fired: its idle time is over
+ * (closed), or the client speaks and the connection gets a bufferevent and
+ * its protocol again.  0 when io is ready to read. */
+static int
+io_unpark(struct lk_io *io, short what)
+{
+    struct lk_conn *c = CONN_OF(io);
+
+    if (what & EV_TIMEOUT) {
+        lk_log(LK_DEBUG, c, "idle: timed out");
+        lk_conn_close(c);
+        return -1;
+    }
+    lk_log(LK_DEBUG, c, "idle: the client speaks again");
+    c->bev = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_DEFER_CALLBACKS);
+    if (c->bev == NULL) {
+        lk_log(LK_ERR, c, "cannot resume an idle connection: out of memory");
+        lk_conn_close(c);
+        return -1;
+    }
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    io->bev = c->bev;
+    io->cb = evbuffer_add_cb(bufferevent_get_output(c->bev), io_out_changed, io);
+    io->unparking = 1;
+    proto_for(c->bind->proto)->start(c);
+    io->unparking = 0;
+    return 0;
+}
+
 static void
 tls_handshake_event(struct bufferevent *bev, short what, void *arg)
 {
     struct lk_conn *c = arg;
 
     if (what & BEV_EVENT_CONNECTED) {
-        const char *sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name);
-        if (sni != NULL)
-            c->sni = lk_pstrndup(&c->pool, sni, strlen(sni));
+        /* OpenSSL's copy lives as long as the SSL: through parking */
+        c->sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name);
         c->action = NULL;
 #ifdef TCP_QUICKACK
         /* The client spoke last (its Finished: always in TLS 1.3, on a
@@ -734,6 +850,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     uint16_t port = 0;
 
     struct lk_conn *c = lk_xcalloc(1, sizeof(*c));
+    c->fd = -1; /* until a bufferevent has it: closed by whoever fails first */
     /* An idle keep-alive connection holds this pool: the protocol's state
      * (the HTTP module: about 600 bytes) and little else. */
     lk_pool_init_sized(&c->pool, 768);
@@ -777,11 +894,10 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
             lk_conn_close(c);
             return;
         }
-        c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        c->fd = fd;
+        c->bev = bufferevent_socket_new(base, fd, BEV_OPT_DEFER_CALLBACKS);
         if (c->bev == NULL || SSL_set_fd(ssl, fd) != 1) {
             SSL_free(ssl);
-            if (c->bev == NULL)
-                evutil_closesocket(fd);
             lk_conn_close(c);
             return;
         }
@@ -801,9 +917,9 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         lk_io_enable(&c->io, EV_READ);
         return;
     }
-    c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    c->fd = fd;
+    c->bev = bufferevent_socket_new(base, fd, BEV_OPT_DEFER_CALLBACKS);
     if (c->bev == NULL) {
-        evutil_closesocket(fd);
         lk_conn_close(c);
         return;
     }
@@ -1233,6 +1349,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
+        w->trim_ev = evtimer_new(w->base, trim_cb, w);
         w->tls_out = lk_xmalloc(LK_TLS_RECORD);
         w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w->base);
         event_add(w->stop_ev, NULL);
@@ -1326,6 +1443,7 @@ lk_workers_free(void)
         free(w->idle);
         event_free(w->stop_ev);
         event_free(w->flush_ev);
+        event_free(w->trim_ev);
         free(w->tls_out);
         close(w->stop_pipe[0]);
         close(w->stop_pipe[1]);

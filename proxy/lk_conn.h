@@ -108,6 +108,8 @@ struct lk_io {
     unsigned read_wants_write : 1; /* SSL_read said WANT_WRITE */
     unsigned write_wants_read : 1; /* SSL_write said WANT_READ */
     unsigned ssl_end : 1;       /* SSL_read reached the end: ssl_end_what still to report */
+    unsigned park_wanted : 1;   /* client: idle; park once the output has drained */
+    unsigned unparking : 1;     /* client: the protocol is being started again */
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
 };
 
@@ -124,6 +126,8 @@ struct lk_worker {
     char *tls_out;          /* LK_TLS_RECORD bytes: a TLS record's worth of output, gathered */
     struct event *flush_ev; /* writes them out */
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
+    struct event *trim_ev; /* gives the memory of parked connections back */
+    unsigned parked_since_trim;
     int stop_pipe[2];
     pthread_t thread;
     unsigned nconns;
@@ -140,17 +144,27 @@ struct lk_proto_ops {
 
 extern const struct lk_proto_ops lk_proto_http;
 
+/*
+ * A client connection.  While the protocol module has nothing under way and
+ * the client is silent (lk_conn_idle), the connection is parked: bev, the
+ * pool and with it the protocol's state are freed, and only this struct,
+ * its socket, its read event (and its TLS session) remain until the client
+ * speaks again, when the protocol starts afresh, or the idle timeout ends
+ * it.
+ */
 struct lk_conn {
     struct lk_worker *w;
     const struct lk_conf *conf;
     struct lk_runtime *rt;
     const struct lk_bind *bind;
-    struct bufferevent *bev;
+    struct bufferevent *bev; /* NULL while parked */
+    evutil_socket_t fd;
     struct lk_io io;     /* how bev is driven */
-    struct lk_pool pool; /* connection lifetime */
+    struct lk_pool pool; /* the protocol's state: until close or parking */
+    struct timeval park_tv; /* how long it may stay parked */
     char peer_ip[INET6_ADDRSTRLEN];
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" */
-    const char *sni;    /* from the TLS handshake, or NULL */
+    const char *sni;    /* from the TLS handshake (OpenSSL's copy), or NULL */
     const char *action; /* what we were doing, for logs */
     void *proto;        /* the protocol module's state */
     int tls;
@@ -189,6 +203,13 @@ int lk_io_reading(const struct lk_io *io);
  * with it the protocol state.  Not from inside a callback on c->bev that
  * still touches c afterwards; use lk_conn_close_later then. */
 void lk_conn_close(struct lk_conn *c);
+/* The protocol module has nothing under way on c and has waited for the
+ * client a while (LK_PARK_AFTER_MS: a busy connection never parks, which
+ * would cost more than its exchanges); it may wait timeout more.  c is
+ * parked once its output has drained (see struct lk_conn); input cancels
+ * that. */
+#define LK_PARK_AFTER_MS 250
+void lk_conn_park(struct lk_conn *c, const struct timeval *timeout);
 /* Closes from the event loop, after the current callback returns; no
  * callback on c runs in between. */
 void lk_conn_close_later(struct lk_conn *c);

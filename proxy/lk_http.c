@@ -92,6 +92,7 @@ struct hconn {
     int in_process; /* inside process(): it picks up the next request itself */
     int read_full;  /* reading stopped: the input holds LK_CLIENT_READ_MAX */
     unsigned seq;   /* exchanges begun */
+    unsigned idle_rest_ms; /* keep-alive: how much of timeout.idle is left once the timer parks */
     struct lk_upstream *tunnel_up;
     /* The body buffers of the exchange under way, kept from one exchange to
      * the next rather than made anew for each. */
@@ -1157,11 +1158,15 @@ process_input(struct hconn *hc)
         struct hx *hx = hc->x;
         if (hx == NULL) {
             if (evbuffer_get_length(in) == 0) {
-                struct timeval tv = ms_tv(c->conf->timeout_idle_ms);
+                /* Idle: the parser's field scratch goes until the next
+                 * request (it grows back on its first field); if the
+                 * client stays quiet, everything else but the socket
+                 * (timer_cb parks the connection). */
+                unsigned idle = c->conf->timeout_idle_ms;
+                struct timeval tv = ms_tv(idle < LK_PARK_AFTER_MS ? idle : LK_PARK_AFTER_MS);
+                hc->idle_rest_ms = idle - (unsigned)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
                 c->action = "waiting for a request";
                 event_add(hc->timer, &tv);
-                /* Idle: the parser's field scratch goes until the next
-                 * request (it grows back on its first field). */
                 lk_http_parser_free(&hc->rp);
                 return;
             }
@@ -1297,6 +1302,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     if (hc->dead)
         return; /* a close is on its way */
     if (hx == NULL) { /* keep-alive idle */
+        if (hc->idle_rest_ms != 0) {
+            struct timeval rest = ms_tv(hc->idle_rest_ms);
+            hc->idle_rest_ms = 0;
+            lk_conn_park(hc->c, &rest);
+            return;
+        }
         lk_conn_close(hc->c);
         return;
     }
