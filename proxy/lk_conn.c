@@ -249,13 +249,20 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
 /* Plaintext from now on: reads and writes go round the bufferevent's own
  * (which stay off); fd is connected. */
 static void
-io_go_plain(struct lk_io *io)
+io_go_plain(struct lk_io *io, struct event *rev)
 {
     bufferevent_disable(io->bev, EV_READ | EV_WRITE);
     io->plain = 1;
     io->read_size = LK_READ_MIN;
-    io->rev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_READ | EV_PERSIST,
-                        io_read_cb, io);
+    if (rev != NULL) {
+        event_assign(rev, io->w->base, bufferevent_getfd(io->bev), EV_READ | EV_PERSIST,
+                     io_read_cb, io);
+        io->rev = rev;
+    } else {
+        io->rev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_READ | EV_PERSIST,
+                            io_read_cb, io);
+        io->rev_owned = 1;
+    }
     io->cb = evbuffer_add_cb(bufferevent_get_output(io->bev), io_out_changed, io);
 }
 
@@ -511,11 +518,11 @@ tls_write_cb(evutil_socket_t fd, short what, void *arg)
  * handshake (ssl is set up, fd accepted); the event callback gets
  * BEV_EVENT_CONNECTED once it is done. */
 static void
-io_go_tls(struct lk_io *io, SSL *ssl)
+io_go_tls(struct lk_io *io, SSL *ssl, struct event *rev)
 {
     io->ssl = ssl;
     io->handshaking = 1;
-    io_go_plain(io);
+    io_go_plain(io, rev);
 }
 
 static void
@@ -529,8 +536,10 @@ static void
 io_detach(struct lk_io *io)
 {
     io_unlink(io);
-    if (io->rev != NULL)
+    if (io->rev != NULL && io->rev_owned)
         event_free(io->rev);
+    else if (io->rev != NULL)
+        event_del(io->rev);
     io->rev = NULL;
     if (io->cb != NULL)
         evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
@@ -606,6 +615,37 @@ lk_io_reading(const struct lk_io *io)
 
 /* Client connections ------------------------------------------------------ */
 
+/* Client connections come from a per-worker slab: parked ones, which are
+ * about all that is left of an idle connection, then sit together in
+ * blocks rather than each in a page among the freed buffers of others,
+ * which malloc could not give back. */
+#define LK_CONN_BLOCK 64
+
+static struct lk_conn *
+conn_alloc(struct lk_worker *w)
+{
+    if (w->free_conns == NULL) {
+        struct lk_conn *block = lk_xmalloc(LK_CONN_BLOCK * sizeof(*block));
+        w->conn_blocks = lk_xrealloc(w->conn_blocks, (w->nconn_blocks + 1) * sizeof(void *));
+        w->conn_blocks[w->nconn_blocks++] = block;
+        for (size_t i = 0; i < LK_CONN_BLOCK; i++) {
+            block[i].next = w->free_conns;
+            w->free_conns = &block[i];
+        }
+    }
+    struct lk_conn *c = w->free_conns;
+    w->free_conns = c->next;
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+static void
+conn_release(struct lk_worker *w, struct lk_conn *c)
+{
+    c->next = w->free_conns;
+    w->free_conns = c;
+}
+
 void
 lk_conn_describe(const struct lk_conn *c, char *buf, size_t len)
 {
@@ -641,7 +681,7 @@ lk_conn_close(struct lk_conn *c)
         bufferevent_free(bev);
     if (c->fd >= 0)
         evutil_closesocket(c->fd);
-    free(c);
+    conn_release(c->w, c);
 }
 
 static void
@@ -720,7 +760,7 @@ lk_conn_park(struct lk_conn *c, const struct timeval *timeout)
 
     if (io->unparking || !io->plain || c->closing)
         return; /* just woken for input: it is read next */
-    c->park_tv = *timeout;
+    c->park_ms = (uint32_t)(timeout->tv_sec * 1000 + timeout->tv_usec / 1000);
     io->park_wanted = 1;
     /* Parked from the flush queue, outside the protocol's callbacks, once
      * the output is out. */
@@ -757,7 +797,8 @@ io_park_if_idle(struct lk_io *io)
     bufferevent_free(c->bev); /* the socket stays: c->fd */
     c->bev = io->bev = NULL;
     io->has_rtv = 1;
-    io->rtv = c->park_tv;
+    io->rtv.tv_sec = c->park_ms / 1000;
+    io->rtv.tv_usec = (c->park_ms % 1000) * 1000;
     io->reading = 1;
     event_add(io->rev, &io->rtv);
     /* What a burst of connections left behind is free now, in pages that
@@ -848,8 +889,9 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     struct lk_worker *w = ls->w;
     struct event_base *base = w->base;
     uint16_t port = 0;
+    char ip[INET6_ADDRSTRLEN] = "";
 
-    struct lk_conn *c = lk_xcalloc(1, sizeof(*c));
+    struct lk_conn *c = conn_alloc(w);
     c->fd = -1; /* until a bufferevent has it: closed by whoever fails first */
     /* An idle keep-alive connection holds this pool: the protocol's state
      * (the HTTP module: about 600 bytes) and little else. */
@@ -862,14 +904,17 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &sin->sin_addr, c->peer_ip, sizeof(c->peer_ip));
+        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
         port = ntohs(sin->sin_port);
-        snprintf(c->peer, sizeof(c->peer), "%s:%u", c->peer_ip, port);
+        snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, port);
+        c->peer_ip_len = (unsigned char)strlen(ip);
     } else if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, c->peer_ip, sizeof(c->peer_ip));
+        inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
         port = ntohs(sin6->sin6_port);
-        snprintf(c->peer, sizeof(c->peer), "[%s]:%u", c->peer_ip, port);
+        snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip, port);
+        c->peer_ip_off = 1;
+        c->peer_ip_len = (unsigned char)strlen(ip);
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -908,7 +953,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         SSL_set_read_ahead(ssl, 1);
         SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         io_attach(&c->io, w, c->bev);
-        io_go_tls(&c->io, ssl);
+        io_go_tls(&c->io, ssl, &c->rev);
         struct timeval tv = {c->conf->timeout_client_header_ms / 1000,
                              (c->conf->timeout_client_header_ms % 1000) * 1000};
         c->action = "TLS handshaking";
@@ -924,7 +969,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         return;
     }
     io_attach(&c->io, w, c->bev);
-    io_go_plain(&c->io);
+    io_go_plain(&c->io, &c->rev);
     ops->start(c);
 }
 
@@ -1154,7 +1199,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
         lk_broker_connect_result(rt, u->broker, 1);
         bufferevent_set_timeouts(bev, NULL, NULL);
         if (!lk_scheme_is_tls(u->addr->scheme))
-            io_go_plain(&u->io); /* connected: direct reads and writes from now */
+            io_go_plain(&u->io, NULL); /* connected: direct reads and writes from now */
         bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
         u->ready_cb(u, LK_UP_CONNECTED, u->arg);
         return;
@@ -1438,6 +1483,9 @@ lk_workers_free(void)
                 idle_remove(u);
                 lk_upstream_free(u);
             }
+        for (size_t k = 0; k < w->nconn_blocks; k++)
+            free(w->conn_blocks[k]);
+        free(w->conn_blocks);
         free(w->listeners);
         free(w->listen);
         free(w->idle);

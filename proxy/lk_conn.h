@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <event2/event.h>
+#include <event2/event_struct.h> /* struct event, embedded in struct lk_conn */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
@@ -89,20 +90,18 @@ struct lk_listen {
 struct lk_io {
     struct bufferevent *bev;
     struct lk_worker *w;
-    int plain;                  /* direct reads and writes (TLS ones with ssl) */
     struct event *rev;          /* plain: the read event */
-    int reading;                /* plain: rev is added */
-    int has_rtv;                /* plain: the read timeout */
-    struct timeval rtv;
-    size_t read_size;           /* plain: bytes to ask for in the next read */
     struct evbuffer_cb_entry *cb; /* plain: watches the output */
     struct lk_io *prev, *next;  /* in w->flushq while queued */
-    int queued;
+    struct timeval rtv;         /* plain: the read timeout, if has_rtv */
+    uint32_t read_size;         /* plain: bytes to ask for in the next read */
+    unsigned plain : 1;         /* direct reads and writes (TLS ones with ssl) */
+    unsigned reading : 1;       /* plain: rev is added */
+    unsigned has_rtv : 1;
+    unsigned queued : 1;
+    unsigned rev_owned : 1;     /* rev was made by event_new (else it is the lk_conn's) */
     /* TLS over the direct path (client connections) */
-    SSL *ssl;
-    struct event *wev;          /* waits for the socket to take more */
-    int has_wtv;                /* the write timeout, while wev waits */
-    struct timeval wtv;
+    unsigned has_wtv : 1;       /* the write timeout, while wev waits */
     unsigned handshaking : 1;   /* SSL_do_handshake until it completes */
     unsigned wwait : 1;         /* wev is added: the output waits for the kernel */
     unsigned read_wants_write : 1; /* SSL_read said WANT_WRITE */
@@ -111,6 +110,9 @@ struct lk_io {
     unsigned park_wanted : 1;   /* client: idle; park once the output has drained */
     unsigned unparking : 1;     /* client: the protocol is being started again */
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
+    SSL *ssl;
+    struct event *wev;          /* waits for the socket to take more */
+    struct timeval wtv;
 };
 
 struct lk_worker {
@@ -128,6 +130,9 @@ struct lk_worker {
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
     struct event *trim_ev; /* gives the memory of parked connections back */
     unsigned parked_since_trim;
+    struct lk_conn *free_conns; /* lk_conn slab: free ones */
+    void **conn_blocks;          /* and the blocks they came in */
+    size_t nconn_blocks;
     int stop_pipe[2];
     pthread_t thread;
     unsigned nconns;
@@ -158,21 +163,29 @@ struct lk_conn {
     struct lk_runtime *rt;
     const struct lk_bind *bind;
     struct bufferevent *bev; /* NULL while parked */
-    evutil_socket_t fd;
     struct lk_io io;     /* how bev is driven */
     struct lk_pool pool; /* the protocol's state: until close or parking */
-    struct timeval park_tv; /* how long it may stay parked */
-    char peer_ip[INET6_ADDRSTRLEN];
-    char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" */
     const char *sni;    /* from the TLS handshake (OpenSSL's copy), or NULL */
     const char *action; /* what we were doing, for logs */
     void *proto;        /* the protocol module's state */
-    int tls;
-    int closing; /* a close is scheduled */
     struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
     uint64_t id;
-    struct lk_conn *prev, *next; /* in w->conns */
+    struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
+    struct event rev;   /* io.rev */
+    evutil_socket_t fd;
+    uint32_t park_ms;   /* how long it may stay parked */
+    unsigned tls : 1;
+    unsigned closing : 1; /* a close is scheduled */
+    unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
+    char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };
+
+/* The client's address, without port or brackets. */
+static inline struct lk_str
+lk_conn_peer_ip(const struct lk_conn *c)
+{
+    return lk_str_make(c->peer + c->peer_ip_off, c->peer_ip_len);
+}
 
 /* Workers --------------------------------------------------------------- */
 
@@ -208,7 +221,7 @@ void lk_conn_close(struct lk_conn *c);
  * would cost more than its exchanges); it may wait timeout more.  c is
  * parked once its output has drained (see struct lk_conn); input cancels
  * that. */
-#define LK_PARK_AFTER_MS 250
+#define LK_PARK_AFTER_MS 50
 void lk_conn_park(struct lk_conn *c, const struct timeval *timeout);
 /* Closes from the event loop, after the current callback returns; no
  * callback on c runs in between. */

@@ -974,7 +974,7 @@ add_forwarded(struct hx *hx)
     struct lk_conn *c = hx->hc->c;
     struct lk_str *xff = lk_http_find(req, LK_STRLIT("X-Forwarded-For"));
     struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
-    struct lk_str ip = lk_str_c(c->peer_ip);
+    struct lk_str ip = lk_conn_peer_ip(c);
 
     if (!hx->x.cluster->forwarded_headers)
         return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */

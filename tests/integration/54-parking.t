@@ -89,11 +89,11 @@ for my $tls (0, 1) {
         ok($sock, 'connected') or return;
         my $before = parked_lines();
         is_deeply(ask($sock, 5), [ 200, PulsarBroker::test_bytes(5) ], 'first request');
-        sleep 0.8;
-        cmp_ok(parked_lines(), '>', $before, 'quiet for 0.8 s: parked');
+        sleep 0.5;
+        cmp_ok(parked_lines(), '>', $before, 'quiet for 0.5 s: parked');
         is_deeply(ask($sock, 70000), [ 200, PulsarBroker::test_bytes(65536) . PulsarBroker::test_bytes(70000 - 65536) ],
                   'a request on the parked connection: answered in full');
-        sleep 0.8;
+        sleep 0.5;
         is_deeply(ask($sock, 3), [ 200, PulsarBroker::test_bytes(3) ], 'and after parking again');
         my $t0 = time;
         ok(closed_within($sock, 5), 'parked, it still ends at timeout.idle');
@@ -110,10 +110,12 @@ subtest 'a busy connection does not park' => sub {
     my $ok = 1;
     for my $i (1 .. 20) {
         $ok &&= ask($sock, 10)->[0] == 200;
-        sleep 0.05;
+        sleep 0.005;
     }
-    ok($ok, '20 requests, 50 ms apart');
-    is(parked_lines(), $before, 'never parked in between');
+    ok($ok, '20 requests, 5 ms apart');
+    # A loaded machine may stall one gap past LK_PARK_AFTER_MS (50 ms); parking on
+    # every idle moment would show 20.
+    cmp_ok(parked_lines() - $before, '<', 3, 'hardly ever parked in between');
     close $sock;
 };
 
