@@ -206,7 +206,7 @@ on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
      * 9110 §12.5.3); between lookout and the brokers it costs bandwidth on
      * the internal network only. */
     if (conf->mode == LK_LEAK_REWRITE || conf->mode == LK_LEAK_BLOCK)
-        lk_http_set(req, LK_STRLIT("Accept-Encoding"), LK_STRLIT("identity"));
+        lk_http_set_id(req, LK_HDR_ACCEPT_ENCODING, LK_STRLIT("identity"));
     return LK_FLT_CONTINUE;
 }
 

@@ -114,15 +114,14 @@ known(const struct lk_cluster *cl, struct lk_str name, const char **canon)
 static int
 attach(struct lk_flt *f, struct lk_xchg *x)
 {
-    static const struct lk_str hdr = LK_STRLIT("X-Pulsar-ListenerName");
     struct lk_http_msg *req = &x->req;
     struct lk_str name = take_query_name(&x->pool, &req->target);
-    struct lk_str *h = lk_http_find(req, hdr);
+    struct lk_str *h = lk_http_find_id(req, LK_HDR_X_PULSAR_LISTENER_NAME);
     const char *canon;
 
     if (name.len == 0 && h != NULL)
         name = lk_str_trim(*h);
-    lk_http_del(req, hdr);
+    lk_http_del_id(req, LK_HDR_X_PULSAR_LISTENER_NAME);
     /* x->listener_name starts as the cluster's lookupListenerName */
     if (name.len != 0 && known(x->cluster, name, &canon))
         x->listener_name = canon;

@@ -27,8 +27,7 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
 {
     for (size_t i = 0; i < res->nheaders; i++) {
         struct lk_http_header *h = &res->headers[i];
-        if (lk_str_eqi(h->name, LK_STRLIT("Location")) ||
-            lk_str_eqi(h->name, LK_STRLIT("Content-Location")))
+        if (h->id == LK_HDR_LOCATION || h->id == LK_HDR_CONTENT_LOCATION)
             rewrite(x, &h->value);
     }
     return LK_FLT_CONTINUE;

@@ -375,12 +375,12 @@ send_request_head(struct hx *hx)
      * goes with an exact length whatever its first framing was. */
     struct lk_http_msg *req = &hx->x.req;
     if (hx->req_has_body) {
-        lk_http_del(req, LK_STRLIT("Transfer-Encoding"));
+        lk_http_del_id(req, LK_HDR_TRANSFER_ENCODING);
         char num[24];
-        lk_http_set(req, LK_STRLIT("Content-Length"), num_str(num, evbuffer_get_length(hx->replay)));
+        lk_http_set_id(req, LK_HDR_CONTENT_LENGTH, num_str(num, evbuffer_get_length(hx->replay)));
         hx->req_chunked = 0;
     }
-    lk_http_del(req, LK_STRLIT("Expect")); /* the body is here already */
+    lk_http_del_id(req, LK_HDR_EXPECT); /* the body is here already */
     lk_http_write_head(req, out);
     /* by reference: the replay buffer stays whole for a further hop */
     if (hx->replay != NULL)
@@ -461,7 +461,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
 static void
 weaken_etag(struct lk_http_msg *m)
 {
-    struct lk_str *etag = lk_http_find(m, LK_STRLIT("ETag"));
+    struct lk_str *etag = lk_http_find_id(m, LK_HDR_ETAG);
     if (etag != NULL && !(etag->len >= 2 && etag->p[0] == 'W' && etag->p[1] == '/'))
         *etag = lk_pstr_concat(m->pool, LK_STRLIT("W/"), *etag);
 }
@@ -479,18 +479,18 @@ send_response_head(struct hx *hx, enum framing framing, size_t length)
         hc->closing = 1;
     if (framing == OUT_CL) {
         char num[24];
-        lk_http_set(res, LK_STRLIT("Content-Length"), num_str(num, length));
+        lk_http_set_id(res, LK_HDR_CONTENT_LENGTH, num_str(num, length));
     } else if (framing == OUT_CHUNKED) {
-        lk_http_del(res, LK_STRLIT("Content-Length"));
-        lk_http_add(res, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
+        lk_http_del_id(res, LK_HDR_CONTENT_LENGTH);
+        lk_http_add_id(res, LK_HDR_TRANSFER_ENCODING, LK_STRLIT("chunked"));
     } else if (framing == OUT_CLOSE) {
-        lk_http_del(res, LK_STRLIT("Content-Length"));
+        lk_http_del_id(res, LK_HDR_CONTENT_LENGTH);
         hc->closing = 1;
     }
     if (hc->closing)
-        lk_http_add(res, LK_STRLIT("Connection"), LK_STRLIT("close"));
+        lk_http_add_id(res, LK_HDR_CONNECTION, LK_STRLIT("close"));
     else if (hx->x.req.http_minor == 0)
-        lk_http_add(res, LK_STRLIT("Connection"), LK_STRLIT("keep-alive"));
+        lk_http_add_id(res, LK_HDR_CONNECTION, LK_STRLIT("keep-alive"));
     res->http_minor = 1;
     lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
     hx->res_head_sent = 1;
@@ -572,7 +572,7 @@ follow_redirect(struct hx *hx)
     if (cl->redirects != LK_REDIRECTS_FOLLOW || hx->replay_overflow ||
         (x->res.status != 307 && x->res.status != 308) || hx->upgrade_req)
         return 0;
-    struct lk_str *loc = lk_http_find(&x->res, LK_STRLIT("Location"));
+    struct lk_str *loc = lk_http_find_id(&x->res, LK_HDR_LOCATION);
     enum lk_scheme scheme;
     const struct lk_broker *b = loc != NULL ? lk_url_find_broker(cl, *loc, &parts, &scheme) : NULL;
     if (b == NULL)
@@ -653,7 +653,7 @@ give_back_redirect(struct hx *hx)
             reply_error(hx, 502, "a filter failed on the response head", 1);
         return;
     }
-    lk_http_del(&hx->x.res, LK_STRLIT("Content-Length"));
+    lk_http_del_id(&hx->x.res, LK_HDR_CONTENT_LENGTH);
     send_response_head(hx, OUT_CL, 0);
     hx_end(hx, 0);
 }
@@ -710,7 +710,7 @@ on_response_head(struct hx *hx)
     if (hx->x.body_changers != 0) {
         /* The body may change size: the head waits for the first output
          * (then chunked) or the end (then an exact Content-Length). */
-        lk_http_del(res, LK_STRLIT("Content-Length"));
+        lk_http_del_id(res, LK_HDR_CONTENT_LENGTH);
         weaken_etag(res);
         return;
     }
@@ -972,21 +972,21 @@ add_forwarded(struct hx *hx)
 {
     struct lk_http_msg *req = &hx->x.req;
     struct lk_conn *c = hx->hc->c;
-    struct lk_str *xff = lk_http_find(req, LK_STRLIT("X-Forwarded-For"));
-    struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
+    struct lk_str *xff = lk_http_find_id(req, LK_HDR_X_FORWARDED_FOR);
+    struct lk_str *host = lk_http_find_id(req, LK_HDR_HOST);
     struct lk_str ip = lk_conn_peer_ip(c);
 
     if (!hx->x.cluster->forwarded_headers)
         return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */
     if (xff != NULL) {
         struct lk_str joined = lk_pstr_concat(req->pool, *xff, LK_STRLIT(", "));
-        lk_http_set(req, LK_STRLIT("X-Forwarded-For"), lk_pstr_concat(req->pool, joined, ip));
+        lk_http_set_id(req, LK_HDR_X_FORWARDED_FOR, lk_pstr_concat(req->pool, joined, ip));
     } else {
-        lk_http_add(req, LK_STRLIT("X-Forwarded-For"), ip);
+        lk_http_add_id(req, LK_HDR_X_FORWARDED_FOR, ip);
     }
-    lk_http_set(req, LK_STRLIT("X-Forwarded-Proto"), c->tls ? LK_STRLIT("https") : LK_STRLIT("http"));
+    lk_http_set_id(req, LK_HDR_X_FORWARDED_PROTO, c->tls ? LK_STRLIT("https") : LK_STRLIT("http"));
     if (host != NULL)
-        lk_http_set(req, LK_STRLIT("X-Forwarded-Host"), *host);
+        lk_http_set_id(req, LK_HDR_X_FORWARDED_HOST, *host);
     return 0;
 }
 
@@ -1041,25 +1041,25 @@ on_request_head(struct hx *hx)
         refuse(hx, status, why);
         return;
     }
-    struct lk_str *upgrade = lk_http_find(req, LK_STRLIT("Upgrade"));
-    if (upgrade != NULL && lk_http_has_token(req, LK_STRLIT("Upgrade"), LK_STRLIT("h2c"))) {
+    struct lk_str *upgrade = lk_http_find_id(req, LK_HDR_UPGRADE);
+    if (upgrade != NULL && lk_http_has_token_id(req, LK_HDR_UPGRADE, LK_STRLIT("h2c"))) {
         reply_error(hx, 400, "Upgrade: h2c is not supported", 1);
         return;
     }
-    struct lk_str *expect = lk_http_find(req, LK_STRLIT("Expect"));
+    struct lk_str *expect = lk_http_find_id(req, LK_HDR_EXPECT);
     if (expect != NULL && req->http_minor == 0) {
-        lk_http_del(req, LK_STRLIT("Expect")); /* RFC 9110 §10.1.1: ignored in HTTP/1.0 */
+        lk_http_del_id(req, LK_HDR_EXPECT); /* RFC 9110 §10.1.1: ignored in HTTP/1.0 */
         expect = NULL;
     }
     if (expect != NULL && (!lk_str_eqi(*expect, LK_STRLIT("100-continue")) ||
-                           lk_http_count(req, LK_STRLIT("Expect")) != 1)) {
+                           lk_http_count_id(req, LK_HDR_EXPECT) != 1)) {
         refuse(hx, 417, "the only expectation supported is one Expect: 100-continue");
         return;
     }
     hx->expect_continue = expect != NULL;
     /* An absolute-form target's authority is in Host now, and it must name
      * a broker of this socket even where the bound address alone would do. */
-    struct lk_str *host = lk_http_find(req, LK_STRLIT("Host"));
+    struct lk_str *host = lk_http_find_id(req, LK_HDR_HOST);
     const struct lk_vhost *vh =
         lk_route(c->bind, lk_str_c(c->sni), host ? *host : LK_STR_NULL, absolute);
     if (vh == NULL) {
@@ -1067,7 +1067,7 @@ on_request_head(struct hx *hx)
         return;
     }
     if (host == NULL) /* HTTP/1.0: the broker gets what a 1.1 client would send */
-        lk_http_add(req, LK_STRLIT("Host"), vhost_authority(&hx->x.pool, vh));
+        lk_http_add_id(req, LK_HDR_HOST, vhost_authority(&hx->x.pool, vh));
     hx->x.cluster = vh->cluster;
     hx->any_broker = vh->broker == NULL;
     hx->x.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
@@ -1082,17 +1082,17 @@ on_request_head(struct hx *hx)
 
     lk_http_strip_hop_by_hop(req);
     if (hx->upgrade_req) {
-        lk_http_add(req, LK_STRLIT("Connection"), LK_STRLIT("upgrade"));
-        lk_http_add(req, LK_STRLIT("Upgrade"), upgrade_val);
+        lk_http_add_id(req, LK_HDR_CONNECTION, LK_STRLIT("upgrade"));
+        lk_http_add_id(req, LK_HDR_UPGRADE, upgrade_val);
     }
     /* lookout frames what it forwards from what it parsed, never from the
      * fields as the client left them. */
-    lk_http_del(req, LK_STRLIT("Content-Length"));
+    lk_http_del_id(req, LK_HDR_CONTENT_LENGTH);
     if (hx->req_chunked) {
-        lk_http_add(req, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
+        lk_http_add_id(req, LK_HDR_TRANSFER_ENCODING, LK_STRLIT("chunked"));
     } else if (rp->has_cl) {
         char num[24];
-        lk_http_add(req, LK_STRLIT("Content-Length"), num_str(num, rp->content_length));
+        lk_http_add_id(req, LK_HDR_CONTENT_LENGTH, num_str(num, rp->content_length));
     }
     add_forwarded(hx);
     if (vh->cluster->redirects == LK_REDIRECTS_FOLLOW)

@@ -9,6 +9,135 @@
 #include "lk_http_msg.h"
 #include "lk_location.h"
 
+/* Known fields ------------------------------------------------------------ */
+
+const struct lk_str lk_hdr_names[LK_HDR_NKNOWN] = {
+    [LK_HDR_HOST] = LK_STRLIT("Host"),
+    [LK_HDR_CONTENT_LENGTH] = LK_STRLIT("Content-Length"),
+    [LK_HDR_TRANSFER_ENCODING] = LK_STRLIT("Transfer-Encoding"),
+    [LK_HDR_CONNECTION] = LK_STRLIT("Connection"),
+    [LK_HDR_KEEP_ALIVE] = LK_STRLIT("Keep-Alive"),
+    [LK_HDR_PROXY_CONNECTION] = LK_STRLIT("Proxy-Connection"),
+    [LK_HDR_TE] = LK_STRLIT("TE"),
+    [LK_HDR_TRAILER] = LK_STRLIT("Trailer"),
+    [LK_HDR_UPGRADE] = LK_STRLIT("Upgrade"),
+    [LK_HDR_PROXY_AUTHENTICATE] = LK_STRLIT("Proxy-Authenticate"),
+    [LK_HDR_PROXY_AUTHORIZATION] = LK_STRLIT("Proxy-Authorization"),
+    [LK_HDR_EXPECT] = LK_STRLIT("Expect"),
+    [LK_HDR_X_FORWARDED_FOR] = LK_STRLIT("X-Forwarded-For"),
+    [LK_HDR_X_FORWARDED_PROTO] = LK_STRLIT("X-Forwarded-Proto"),
+    [LK_HDR_X_FORWARDED_HOST] = LK_STRLIT("X-Forwarded-Host"),
+    [LK_HDR_X_PULSAR_LISTENER_NAME] = LK_STRLIT("X-Pulsar-ListenerName"),
+    [LK_HDR_LOCATION] = LK_STRLIT("Location"),
+    [LK_HDR_CONTENT_LOCATION] = LK_STRLIT("Content-Location"),
+    [LK_HDR_CONTENT_TYPE] = LK_STRLIT("Content-Type"),
+    [LK_HDR_CONTENT_ENCODING] = LK_STRLIT("Content-Encoding"),
+    [LK_HDR_ACCEPT_ENCODING] = LK_STRLIT("Accept-Encoding"),
+    [LK_HDR_ETAG] = LK_STRLIT("ETag"),
+};
+
+/*
+ * Whether a equals b, a word (or byte) of a known name (letters and '-'),
+ * ASCII case-insensitively: the 0x20 bit is ignored where b has a letter
+ * (bit 0x40 set) and every bit compared elsewhere, so that only a letter's
+ * two cases match it and '-' matches only itself.
+ */
+static inline int
+fold_eq_word(uint64_t a, uint64_t b)
+{
+    uint64_t fold = (b & 0x4040404040404040u) >> 1;
+    return (a | fold) == (b | fold);
+}
+
+static inline uint64_t
+load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t
+load4(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Whether x equals y, a known name of len bytes, a word at a time. */
+static int
+fold_eq(const char *x, const char *y, size_t len)
+{
+    if (len >= 8) {
+        for (size_t i = 0; i + 8 < len; i += 8)
+            if (!fold_eq_word(load8(x + i), load8(y + i)))
+                return 0;
+        return fold_eq_word(load8(x + len - 8), load8(y + len - 8)); /* overlaps */
+    }
+    if (len >= 4)
+        return fold_eq_word(load4(x), load4(y)) &&
+               fold_eq_word(load4(x + len - 4), load4(y + len - 4));
+    for (size_t i = 0; i < len; i++)
+        if (!fold_eq_word((unsigned char)x[i], (unsigned char)y[i]))
+            return 0;
+    return 1;
+}
+
+enum lk_hdr
+lk_http_hdr_id(struct lk_str name)
+{
+    enum lk_hdr id = LK_HDR_OTHER;
+    const char *x = name.p;
+
+    /* The length and the first letter (in lower case) leave at most one
+     * candidate, which the whole name must then match. */
+    switch (name.len) {
+    case 2: id = LK_HDR_TE; break;
+    case 4: id = (x[0] | 0x20) == 'h' ? LK_HDR_HOST : LK_HDR_ETAG; break;
+    case 6: id = LK_HDR_EXPECT; break;
+    case 7: id = (x[0] | 0x20) == 't' ? LK_HDR_TRAILER : LK_HDR_UPGRADE; break;
+    case 8: id = LK_HDR_LOCATION; break;
+    case 10: id = (x[0] | 0x20) == 'c' ? LK_HDR_CONNECTION : LK_HDR_KEEP_ALIVE; break;
+    case 12: id = LK_HDR_CONTENT_TYPE; break;
+    case 14: id = LK_HDR_CONTENT_LENGTH; break;
+    case 15: id = (x[0] | 0x20) == 'a' ? LK_HDR_ACCEPT_ENCODING : LK_HDR_X_FORWARDED_FOR; break;
+    case 16:
+        switch (x[0] | 0x20) {
+        case 'p': id = LK_HDR_PROXY_CONNECTION; break;
+        case 'x': id = LK_HDR_X_FORWARDED_HOST; break;
+        default: /* Content-Encoding, Content-Location */
+            id = (x[8] | 0x20) == 'e' ? LK_HDR_CONTENT_ENCODING : LK_HDR_CONTENT_LOCATION;
+        }
+        break;
+    case 17: id = (x[0] | 0x20) == 't' ? LK_HDR_TRANSFER_ENCODING : LK_HDR_X_FORWARDED_PROTO; break;
+    case 18: id = LK_HDR_PROXY_AUTHENTICATE; break;
+    case 19: id = LK_HDR_PROXY_AUTHORIZATION; break;
+    case 21: id = LK_HDR_X_PULSAR_LISTENER_NAME; break;
+    default: return LK_HDR_OTHER;
+    }
+    return fold_eq(x, lk_hdr_names[id].p, name.len) ? id : LK_HDR_OTHER;
+}
+
+/* Header editing ------------------------------------------------------- */
+
+#define BIT(id) ((uint32_t)1 << (id))
+/* The id of a field that sweep() is to remove. */
+#define DROPPED LK_HDR_NKNOWN
+_Static_assert(DROPPED < 32, "the known ids and DROPPED are bits of a uint32_t");
+
+/* The fields that are hop-by-hop whatever Connection says (RFC 9110
+ * §7.6.1), and those Connection may not name: the framing and routing
+ * fields, which lookout alone decides (RFC 9110 §7.6.1 lets a sender list
+ * any field; a proxy that obeys it for Content-Length forwards a body the
+ * next hop reads as a second request). */
+static const uint32_t hop_by_hop =
+    BIT(LK_HDR_CONNECTION) | BIT(LK_HDR_KEEP_ALIVE) | BIT(LK_HDR_PROXY_CONNECTION) |
+    BIT(LK_HDR_TE) | BIT(LK_HDR_TRAILER) | BIT(LK_HDR_TRANSFER_ENCODING) | BIT(LK_HDR_UPGRADE) |
+    BIT(LK_HDR_PROXY_AUTHENTICATE) | BIT(LK_HDR_PROXY_AUTHORIZATION);
+static const uint32_t never_named =
+    BIT(LK_HDR_CONTENT_LENGTH) | BIT(LK_HDR_TRANSFER_ENCODING) | BIT(LK_HDR_HOST);
+
 void
 lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request)
 {
@@ -19,17 +148,22 @@ lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request)
     m->http_minor = 1;
 }
 
-struct lk_str *
-lk_http_find(struct lk_http_msg *m, struct lk_str name)
+/* Enters field i, with a known id, into the index. */
+static void
+index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
 {
-    for (size_t i = 0; i < m->nheaders; i++)
-        if (lk_str_eqi(m->headers[i].name, name))
-            return &m->headers[i].value;
-    return NULL;
+    if (id == LK_HDR_OTHER)
+        return;
+    if (!(m->present & BIT(id))) {
+        m->present |= BIT(id);
+        m->first[id] = (uint32_t)i;
+        m->count[id] = 0;
+    }
+    m->count[id]++;
 }
 
 static void
-append(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
+append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
 {
     if (m->nheaders == m->cap) {
         size_t cap = m->cap != 0 ? m->cap * 2 : 16;
@@ -41,59 +175,164 @@ append(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
     }
     m->headers[m->nheaders].name = name;
     m->headers[m->nheaders].value = value;
+    m->headers[m->nheaders].id = id;
+    index_field(m, id, m->nheaders);
     m->nheaders++;
 }
 
-void
-lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
+/* Removes the fields whose id is in drop (DROPPED: those marked one by
+ * one), keeping the order of the rest, and indexes them again; returns how
+ * many went. */
+static size_t
+sweep(struct lk_http_msg *m, uint32_t drop)
 {
-    append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len));
+    size_t j = 0, n = m->nheaders;
+
+    m->present = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (drop & BIT(m->headers[i].id))
+            continue;
+        if (j != i)
+            m->headers[j] = m->headers[i];
+        index_field(m, m->headers[j].id, j);
+        j++;
+    }
+    m->nheaders = j;
+    return n - j;
+}
+
+/* The first field with a known id at or after i; there must be one. */
+static size_t
+next_of(const struct lk_http_msg *m, enum lk_hdr id, size_t i)
+{
+    while (m->headers[i].id != id)
+        i++;
+    return i;
+}
+
+/* The first field of an unknown name at or after i, or nheaders.  A known
+ * field never has it: names equal but for case have the same id. */
+static size_t
+next_named(const struct lk_http_msg *m, struct lk_str name, size_t i)
+{
+    while (i < m->nheaders &&
+           !(m->headers[i].id == LK_HDR_OTHER && lk_str_eqi(m->headers[i].name, name)))
+        i++;
+    return i;
+}
+
+struct lk_str *
+lk_http_find_id(struct lk_http_msg *m, enum lk_hdr id)
+{
+    return m->present & BIT(id) ? &m->headers[m->first[id]].value : NULL;
+}
+
+struct lk_str *
+lk_http_find(struct lk_http_msg *m, struct lk_str name)
+{
+    enum lk_hdr id = lk_http_hdr_id(name);
+    size_t i;
+
+    if (id != LK_HDR_OTHER)
+        return lk_http_find_id(m, id);
+    i = next_named(m, name, 0);
+    return i < m->nheaders ? &m->headers[i].value : NULL;
+}
+
+size_t
+lk_http_count_id(const struct lk_http_msg *m, enum lk_hdr id)
+{
+    return m->present & BIT(id) ? m->count[id] : 0;
 }
 
 size_t
 lk_http_count(const struct lk_http_msg *m, struct lk_str name)
 {
+    enum lk_hdr id = lk_http_hdr_id(name);
     size_t n = 0;
 
-    for (size_t i = 0; i < m->nheaders; i++)
-        n += lk_str_eqi(m->headers[i].name, name);
+    if (id != LK_HDR_OTHER)
+        return lk_http_count_id(m, id);
+    for (size_t i = next_named(m, name, 0); i < m->nheaders; i = next_named(m, name, i + 1))
+        n++;
     return n;
+}
+
+void
+lk_http_add_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+{
+    append(m, lk_hdr_names[id], lk_pstr(m->pool, value.p, value.len), id);
+}
+
+void
+lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
+{
+    append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len),
+           lk_http_hdr_id(name));
+}
+
+size_t
+lk_http_del_id(struct lk_http_msg *m, enum lk_hdr id)
+{
+    return m->present & BIT(id) ? sweep(m, BIT(id)) : 0;
 }
 
 size_t
 lk_http_del(struct lk_http_msg *m, struct lk_str name)
 {
-    size_t j = 0, n = m->nheaders;
+    enum lk_hdr id = lk_http_hdr_id(name);
+    size_t n = 0;
 
-    for (size_t i = 0; i < n; i++)
-        if (!lk_str_eqi(m->headers[i].name, name))
-            m->headers[j++] = m->headers[i];
-    m->nheaders = j;
-    return n - j;
+    if (id != LK_HDR_OTHER)
+        return lk_http_del_id(m, id);
+    for (size_t i = next_named(m, name, 0); i < m->nheaders; i = next_named(m, name, i + 1)) {
+        m->headers[i].id = DROPPED;
+        n++;
+    }
+    return n != 0 ? sweep(m, BIT(DROPPED)) : 0;
+}
+
+void
+lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+{
+    if (!(m->present & BIT(id))) {
+        lk_http_add_id(m, id, value);
+        return;
+    }
+    /* the first keeps its place; any later ones go */
+    size_t i = m->first[id];
+    m->headers[i].value = lk_pstr(m->pool, value.p, value.len);
+    if (m->count[id] == 1)
+        return;
+    for (size_t k = m->count[id] - 1; k != 0; k--) {
+        i = next_of(m, id, i + 1);
+        m->headers[i].id = DROPPED;
+    }
+    sweep(m, BIT(DROPPED));
 }
 
 void
 lk_http_set(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
 {
-    struct lk_str *v = lk_http_find(m, name);
+    enum lk_hdr id = lk_http_hdr_id(name);
 
-    if (v == NULL) {
-        lk_http_add(m, name, value);
+    if (id != LK_HDR_OTHER && (m->present & BIT(id))) {
+        lk_http_set_id(m, id, value);
         return;
     }
-    *v = lk_pstr(m->pool, value.p, value.len);
-    /* drop any later duplicates, keeping the first position */
-    size_t j = 0;
-    int seen = 0;
-    for (size_t i = 0; i < m->nheaders; i++) {
-        if (lk_str_eqi(m->headers[i].name, name)) {
-            if (seen)
-                continue;
-            seen = 1;
-        }
-        m->headers[j++] = m->headers[i];
+    size_t i = id != LK_HDR_OTHER ? m->nheaders : next_named(m, name, 0);
+    if (i == m->nheaders) { /* absent: added in the caller's spelling */
+        append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len), id);
+        return;
     }
-    m->nheaders = j;
+    m->headers[i].value = lk_pstr(m->pool, value.p, value.len);
+    size_t n = 0;
+    for (i = next_named(m, name, i + 1); i < m->nheaders; i = next_named(m, name, i + 1)) {
+        m->headers[i].id = DROPPED;
+        n++;
+    }
+    if (n != 0)
+        sweep(m, BIT(DROPPED));
 }
 
 /* Calls fn for each comma-separated, trimmed, non-empty token of s until fn
@@ -116,6 +355,24 @@ each_token(struct lk_str s, int (*fn)(struct lk_str tok, void *arg), void *arg)
     return 0;
 }
 
+/* each_token over every field with a known id, in order. */
+static int
+each_token_id(const struct lk_http_msg *m, enum lk_hdr id, int (*fn)(struct lk_str tok, void *arg),
+              void *arg)
+{
+    size_t left = lk_http_count_id(m, id);
+
+    for (size_t i = left != 0 ? m->first[id] : 0; left != 0; i++) {
+        if (m->headers[i].id != id)
+            continue;
+        left--;
+        int r = each_token(m->headers[i].value, fn, arg);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
 static int
 token_eq(struct lk_str tok, void *arg)
 {
@@ -123,51 +380,29 @@ token_eq(struct lk_str tok, void *arg)
 }
 
 int
+lk_http_has_token_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str token)
+{
+    return each_token_id(m, id, token_eq, &token);
+}
+
+int
 lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str token)
 {
-    for (size_t i = 0; i < m->nheaders; i++)
-        if (lk_str_eqi(m->headers[i].name, name) &&
-            each_token(m->headers[i].value, token_eq, &token))
+    enum lk_hdr id = lk_http_hdr_id(name);
+
+    if (id != LK_HDR_OTHER)
+        return lk_http_has_token_id(m, id, token);
+    for (size_t i = next_named(m, name, 0); i < m->nheaders; i = next_named(m, name, i + 1))
+        if (each_token(m->headers[i].value, token_eq, &token))
             return 1;
     return 0;
 }
 
-/* Whether Connection may name field: never a framing or routing field,
- * which lookout alone decides (RFC 9110 §7.6.1 lets a sender list any
- * field; a proxy that obeys it for Content-Length forwards a body the next
- * hop reads as a second request). */
-static int
-may_drop_named(struct lk_str field)
-{
-    static const struct lk_str kept[] = {
-        LK_STRLIT("Content-Length"), LK_STRLIT("Transfer-Encoding"), LK_STRLIT("Host"),
-    };
-    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
-        if (lk_str_eqi(field, kept[i]))
-            return 0;
-    return 1;
-}
-
-/* Whether a field is hop-by-hop whatever Connection says. */
-static int
-is_hop_by_hop(struct lk_str name)
-{
-    static const struct lk_str fixed[] = {
-        LK_STRLIT("Connection"),        LK_STRLIT("Keep-Alive"),
-        LK_STRLIT("Proxy-Connection"),  LK_STRLIT("TE"),
-        LK_STRLIT("Trailer"),           LK_STRLIT("Transfer-Encoding"),
-        LK_STRLIT("Upgrade"),           LK_STRLIT("Proxy-Authenticate"),
-        LK_STRLIT("Proxy-Authorization"),
-    };
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        if (name.len == fixed[i].len && lk_str_eqi(name, fixed[i]))
-            return 1;
-    return 0;
-}
-
-/* The fields Connection names, gathered before any is dropped. */
+/* What Connection names: known fields as bits, the others by name,
+ * gathered before any field is dropped. */
 struct named {
-    struct lk_str inline_tok[8], *tok;
+    uint32_t known;
+    struct lk_str *tok;
     size_t n, cap;
     struct lk_pool *pool;
 };
@@ -176,9 +411,12 @@ static int
 add_named(struct lk_str tok, void *arg)
 {
     struct named *nd = arg;
+    enum lk_hdr id = lk_http_hdr_id(tok);
 
-    if (!may_drop_named(tok) || is_hop_by_hop(tok))
+    if (id != LK_HDR_OTHER) {
+        nd->known |= BIT(id) & ~never_named;
         return 0;
+    }
     if (nd->n == nd->cap) {
         struct lk_str *t = lk_palloc(nd->pool, nd->cap * 2 * sizeof(*t));
         memcpy(t, nd->tok, nd->n * sizeof(*t));
@@ -189,28 +427,46 @@ add_named(struct lk_str tok, void *arg)
     return 0;
 }
 
+int
+lk_http_index_ok(const struct lk_http_msg *m)
+{
+    uint32_t present = 0, count[LK_HDR_NKNOWN] = {0};
+
+    for (size_t i = 0; i < m->nheaders; i++) {
+        enum lk_hdr id = m->headers[i].id;
+        if (id != lk_http_hdr_id(m->headers[i].name))
+            return 0;
+        if (id == LK_HDR_OTHER)
+            continue;
+        if (!(present & BIT(id)) && m->first[id] != i)
+            return 0;
+        present |= BIT(id);
+        count[id]++;
+    }
+    if (present != m->present)
+        return 0;
+    for (int id = 1; id < LK_HDR_NKNOWN; id++)
+        if ((present & BIT(id)) && count[id] != m->count[id])
+            return 0;
+    return 1;
+}
+
 void
 lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 {
-    struct named nd = {.n = 0, .cap = 8, .pool = m->pool};
+    struct lk_str inline_tok[8]; /* left uninitialised: most heads name none */
+    struct named nd = {.known = 0, .tok = inline_tok, .n = 0, .cap = 8, .pool = m->pool};
 
-    nd.tok = nd.inline_tok;
-    /* One pass for the Connection tokens, one to drop what they and the
-     * fixed list name; token values point into Connection fields, which
-     * the compaction below leaves where they are in the pool. */
-    for (size_t i = 0; i < m->nheaders; i++)
-        if (lk_str_eqi(m->headers[i].name, LK_STRLIT("Connection")))
-            each_token(m->headers[i].value, add_named, &nd);
-    size_t j = 0;
-    for (size_t i = 0; i < m->nheaders; i++) {
-        struct lk_str name = m->headers[i].name;
-        int drop = is_hop_by_hop(name);
-        for (size_t k = 0; k < nd.n && !drop; k++)
-            drop = lk_str_eqi(name, nd.tok[k]);
-        if (!drop)
-            m->headers[j++] = m->headers[i];
-    }
-    m->nheaders = j;
+    if (!(m->present & hop_by_hop))
+        return; /* Connection among them: nothing is named either */
+    /* Token values point into Connection fields, which the sweep leaves
+     * where they are in the pool. */
+    each_token_id(m, LK_HDR_CONNECTION, add_named, &nd);
+    for (size_t k = 0; k < nd.n; k++)
+        for (size_t i = next_named(m, nd.tok[k], 0); i < m->nheaders;
+             i = next_named(m, nd.tok[k], i + 1))
+            m->headers[i].id = DROPPED;
+    sweep(m, hop_by_hop | nd.known | BIT(DROPPED));
 }
 
 /* Appends n bytes of p at d; p may be NULL when n is 0 (an empty reason or
@@ -362,8 +618,11 @@ absolute_form(struct lk_http_msg *m, struct lk_str *authority)
 int
 lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
 {
-    struct lk_str *host = lk_http_find(m, LK_STRLIT("Host")), authority;
-    size_t nhost = lk_http_count(m, LK_STRLIT("Host")), nte = 0;
+    /* Host and Transfer-Encoding were counted as the head was parsed: a
+     * second Host is refused here, after the version, as before */
+    struct lk_str *host = lk_http_find_id(m, LK_HDR_HOST), authority;
+    size_t nhost = lk_http_count_id(m, LK_HDR_HOST);
+    size_t nte = lk_http_count_id(m, LK_HDR_TRANSFER_ENCODING);
     unsigned tokens = 0;
     int bad_te = 0;
 
@@ -372,13 +631,7 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         *reason = "HTTP version not supported";
         return 505;
     }
-    for (size_t i = 0; i < m->nheaders; i++) {
-        struct lk_http_header *h = &m->headers[i];
-        if (lk_str_eqi(h->name, LK_STRLIT("Transfer-Encoding"))) {
-            nte++;
-            bad_te |= each_token(h->value, te_token, &tokens);
-        }
-    }
+    bad_te = each_token_id(m, LK_HDR_TRANSFER_ENCODING, te_token, &tokens);
     if (nhost > 1) {
         *reason = "more than one Host header";
         return 400;
@@ -420,7 +673,7 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         return 400;
     }
     *absolute = 1;
-    lk_http_set(m, LK_STRLIT("Host"), authority);
+    lk_http_set_id(m, LK_HDR_HOST, authority);
     return 0;
 }
 
@@ -458,7 +711,7 @@ lk_http_reason(int status)
 struct lk_str
 lk_http_media_type(struct lk_http_msg *m)
 {
-    struct lk_str *ct = lk_http_find(m, LK_STRLIT("Content-Type"));
+    struct lk_str *ct = lk_http_find_id(m, LK_HDR_CONTENT_TYPE);
     struct lk_str t = ct != NULL ? *ct : LK_STRLIT("");
     const char *semi = memchr(t.p, ';', t.len);
 
@@ -470,14 +723,9 @@ lk_http_media_type(struct lk_http_msg *m)
 enum lk_coding
 lk_http_content_coding(const struct lk_http_msg *m)
 {
-    struct lk_str coding = LK_STR_NULL;
-    size_t n = 0;
-
-    for (size_t i = 0; i < m->nheaders; i++)
-        if (lk_str_eqi(m->headers[i].name, LK_STRLIT("Content-Encoding"))) {
-            coding = lk_str_trim(m->headers[i].value);
-            n++;
-        }
+    size_t n = lk_http_count_id(m, LK_HDR_CONTENT_ENCODING);
+    struct lk_str coding =
+        n != 0 ? lk_str_trim(m->headers[m->first[LK_HDR_CONTENT_ENCODING]].value) : LK_STR_NULL;
     if (n == 0 || (n == 1 && (coding.len == 0 || lk_str_eqi(coding, LK_STRLIT("identity")))))
         return LK_CODING_IDENTITY;
     if (n == 1 && (lk_str_eqi(coding, LK_STRLIT("gzip")) || lk_str_eqi(coding, LK_STRLIT("x-gzip"))))
@@ -669,7 +917,11 @@ on_value_complete(llhttp_t *ll)
      * Transfer-Encoding).  Trailers are not forwarded. */
     if (p->head_done)
         return 0;
-    append(p->msg, p->cur_name, v);
+    /* Identified once, as the field joins the message (not when its name
+     * completes: llhttp may run on into the next message's head, whose
+     * fields then join the message the caller starts next); every later
+     * question about the field is an index lookup. */
+    append(p->msg, p->cur_name, v, lk_http_hdr_id(p->cur_name));
     return 0;
 }
 

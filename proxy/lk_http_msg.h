@@ -15,10 +15,56 @@
 #include "lk_pool.h"
 #include "lk_str.h"
 
+/*
+ * The fields lookout asks about, known by an id given once, when the
+ * parser completes the name (nginx's headers_in) or when a field is added:
+ * finding, counting or removing them needs no name compare.  Any other
+ * name is LK_HDR_OTHER.  lk_hdr_names holds each one's usual spelling.
+ */
+enum lk_hdr {
+    LK_HDR_OTHER = 0,
+    LK_HDR_HOST,
+    LK_HDR_CONTENT_LENGTH,
+    LK_HDR_TRANSFER_ENCODING,
+    LK_HDR_CONNECTION,
+    LK_HDR_KEEP_ALIVE,
+    LK_HDR_PROXY_CONNECTION,
+    LK_HDR_TE,
+    LK_HDR_TRAILER,
+    LK_HDR_UPGRADE,
+    LK_HDR_PROXY_AUTHENTICATE,
+    LK_HDR_PROXY_AUTHORIZATION,
+    LK_HDR_EXPECT,
+    LK_HDR_X_FORWARDED_FOR,
+    LK_HDR_X_FORWARDED_PROTO,
+    LK_HDR_X_FORWARDED_HOST,
+    LK_HDR_X_PULSAR_LISTENER_NAME,
+    LK_HDR_LOCATION,
+    LK_HDR_CONTENT_LOCATION,
+    LK_HDR_CONTENT_TYPE,
+    LK_HDR_CONTENT_ENCODING,
+    LK_HDR_ACCEPT_ENCODING,
+    LK_HDR_ETAG,
+    LK_HDR_NKNOWN
+};
+extern const struct lk_str lk_hdr_names[LK_HDR_NKNOWN];
+
+/* The id of a field name, ASCII case-insensitively; LK_HDR_OTHER if it is
+ * none of the known ones. */
+enum lk_hdr lk_http_hdr_id(struct lk_str name);
+
 struct lk_http_header {
     struct lk_str name, value;
+    enum lk_hdr id; /* of name: kept by the functions below */
 };
 
+/*
+ * A message's fields are edited through the functions below, which keep
+ * the index right: for each known id present, its bit in present, the
+ * position of its first field and how many there are.  Filters may change
+ * a field's value in place, never its name, and add or remove fields only
+ * through these functions.
+ */
 struct lk_http_msg {
     struct lk_pool *pool;
     int is_request;
@@ -28,6 +74,9 @@ struct lk_http_msg {
     int http_major, http_minor;
     struct lk_http_header *headers;
     size_t nheaders, cap;
+    uint32_t present;              /* 1 << id for each known id present */
+    uint32_t first[LK_HDR_NKNOWN]; /* valid where present */
+    uint32_t count[LK_HDR_NKNOWN]; /* valid where present */
 };
 
 void lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request);
@@ -43,6 +92,19 @@ size_t lk_http_count(const struct lk_http_msg *m, struct lk_str name);
 size_t lk_http_del(struct lk_http_msg *m, struct lk_str name);
 /* Whether a comma-separated field (Connection, Upgrade, TE) holds token. */
 int lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str token);
+
+/* The same for a known id (not LK_HDR_OTHER), in constant time but for
+ * the removals; lk_http_add_id names the field as lk_hdr_names does,
+ * without copying the name. */
+struct lk_str *lk_http_find_id(struct lk_http_msg *m, enum lk_hdr id);
+size_t lk_http_count_id(const struct lk_http_msg *m, enum lk_hdr id);
+void lk_http_add_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
+void lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
+size_t lk_http_del_id(struct lk_http_msg *m, enum lk_hdr id);
+int lk_http_has_token_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str token);
+/* Whether every field's id and the index agree with the names: for the
+ * unit tests and fuzz harnesses, after any edit. */
+int lk_http_index_ok(const struct lk_http_msg *m);
 
 /*
  * Removes the hop-by-hop fields (RFC 9110 §7.6.1): Connection and every

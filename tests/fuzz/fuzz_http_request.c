@@ -14,6 +14,10 @@
  *     and body;
  *   - a head that passes lk_http_check_request (which lk_http.c runs on
  *     every head) passes it again once written and parsed back;
+ *   - the index of known fields agrees with the names after parsing and
+ *     every edit, and lk_http_strip_hop_by_hop removes exactly what a
+ *     plain scan of the names says (the fixed hop-by-hop fields, and what
+ *     Connection names but Host, Content-Length and Transfer-Encoding);
  *   - no livelock: every call consumes input or reports an event.
  */
 #include <stdint.h>
@@ -97,6 +101,57 @@ trace_head(struct bytes *t, const struct lk_http_parser *p, const struct lk_http
     put_num(t, p->content_length);
 }
 
+/* Whether name is among the comma-separated tokens of a Connection field
+ * of m that strip may act on. */
+static int
+named_by_connection(const struct lk_http_msg *m, struct lk_str name)
+{
+    if (lk_str_eqi(name, LK_STRLIT("Host")) || lk_str_eqi(name, LK_STRLIT("Content-Length")) ||
+        lk_str_eqi(name, LK_STRLIT("Transfer-Encoding")))
+        return 0;
+    for (size_t i = 0; i < m->nheaders; i++) {
+        if (!lk_str_eqi(m->headers[i].name, LK_STRLIT("Connection")))
+            continue;
+        struct lk_str v = m->headers[i].value;
+        for (size_t a = 0, b; a <= v.len; a = b + 1) {
+            for (b = a; b < v.len && v.p[b] != ','; b++)
+                ;
+            if (lk_str_eqi(lk_str_trim(lk_str_make(v.p + a, b - a)), name))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Strips a copy of m and compares it with a plain scan. */
+static void
+check_strip(const struct lk_http_msg *m, struct lk_pool *pool)
+{
+    static const struct lk_str fixed[] = {
+        LK_STRLIT("Connection"), LK_STRLIT("Keep-Alive"),         LK_STRLIT("Proxy-Connection"),
+        LK_STRLIT("TE"),         LK_STRLIT("Trailer"),            LK_STRLIT("Transfer-Encoding"),
+        LK_STRLIT("Upgrade"),    LK_STRLIT("Proxy-Authenticate"), LK_STRLIT("Proxy-Authorization")};
+    struct lk_http_msg s = *m;
+    size_t k = 0;
+
+    s.headers = lk_palloc(pool, (m->nheaders + 1) * sizeof(*s.headers));
+    if (m->nheaders != 0) /* headers is NULL then */
+        memcpy(s.headers, m->headers, m->nheaders * sizeof(*s.headers));
+    lk_http_strip_hop_by_hop(&s);
+    LK_FUZZ_CHECK(lk_http_index_ok(&s));
+    for (size_t i = 0; i < m->nheaders; i++) {
+        int drop = named_by_connection(m, m->headers[i].name);
+        for (size_t f = 0; f < sizeof(fixed) / sizeof(fixed[0]); f++)
+            drop |= lk_str_eqi(m->headers[i].name, fixed[f]);
+        if (drop)
+            continue;
+        LK_FUZZ_CHECK(k < s.nheaders && lk_str_eq(s.headers[k].name, m->headers[i].name) &&
+                      lk_str_eq(s.headers[k].value, m->headers[i].value));
+        k++;
+    }
+    LK_FUZZ_CHECK(k == s.nheaders);
+}
+
 /* Writes m and body again: framing fields out, a fresh Content-Length or
  * chunked framing (pieces from *seed) in, and checks that it parses back
  * to the same message. */
@@ -118,6 +173,7 @@ roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed,
     for (size_t i = 0; i < m->nheaders; i++)
         if (!is_framing(m->headers[i].name))
             lk_http_add(&w, m->headers[i].name, m->headers[i].value);
+    LK_FUZZ_CHECK(lk_http_index_ok(&w));
     if (chunked) {
         lk_http_add(&w, LK_STRLIT("Transfer-Encoding"), LK_STRLIT("chunked"));
     } else {
@@ -148,6 +204,7 @@ roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed,
     p.body_arg = &body2;
     enum lk_http_event ev = lk_http_parse(&p, text, len, &used);
     LK_FUZZ_CHECK(ev == LK_HTTP_HEAD);
+    LK_FUZZ_CHECK(lk_http_index_ok(&r));
     size_t at = used;
     ev = lk_http_parse(&p, text + at, len - at, &used);
     at += used;
@@ -224,12 +281,15 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
         }
         if (ev == LK_HTTP_HEAD) {
             trace_head(t, &p, &m);
+            LK_FUZZ_CHECK(lk_http_index_ok(&m));
+            check_strip(&m, &pool);
             /* what lk_http.c checks next (it may rewrite an absolute-form
              * target and Host in place): the same however split */
             const char *reason = NULL;
             int absolute = 0;
             int status = lk_http_check_request(&m, &absolute, &reason);
             checked = status == 0;
+            LK_FUZZ_CHECK(lk_http_index_ok(&m));
             put_num(t, (uint64_t)status << 1 | (uint64_t)absolute);
             put_str(t, m.target.p, m.target.len);
             continue;

@@ -18,7 +18,9 @@
  * rewrite and a selected listener other than the internal one, no internal
  * host:port of the map (with a replacement on that listener) appears in the
  * header fields sent or in a text body sent identity-encoded; when no
- * filter may change the body, it goes out byte for byte.
+ * filter may change the body, it goes out byte for byte; the index of
+ * known fields agrees with the names after parsing, stripping and the
+ * filters' edits.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -94,12 +96,15 @@ on_head(struct run *r, int head_method)
     struct lk_xchg *x = r->x;
 
     r->head_seen = 1;
+    LK_FUZZ_CHECK(lk_http_index_ok(&x->res));
     lk_http_strip_hop_by_hop(&x->res);
+    LK_FUZZ_CHECK(lk_http_index_ok(&x->res));
     r->no_body = head_method || x->res.status == 204 || x->res.status == 304;
     if (lk_flt_run_res_headers(x) != LK_FLT_CONTINUE) {
         r->failed = 1;
         return -1;
     }
+    LK_FUZZ_CHECK(lk_http_index_ok(&x->res)); /* the filters' edits */
     if (r->no_body || x->body_changers == 0)
         send_head(r);
     return 0;

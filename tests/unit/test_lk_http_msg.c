@@ -2,6 +2,8 @@
  * Tests for proxy/lk_http_msg.c: the llhttp glue (heads, bodies, framing,
  * the smuggling shapes it must refuse) and header editing.
  */
+#include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +660,276 @@ test_write_head_empty(void)
     lk_pool_free(&pool);
 }
 
+/* Known field names --------------------------------------------------------- */
+
+/* Every known name, whatever its case, and nothing else: each byte of each
+ * name, replaced by any of the 256, still gives the id only if it is the
+ * same letter in the other case. */
+static void
+test_hdr_id(void)
+{
+    /* near misses, and other names of the known names' lengths (14 as
+     * Content-Length, 10 as Connection and Keep-Alive, 16 as
+     * Content-Location and Content-Encoding) */
+    static const char *const near[] = {
+        "", "T", "TEE", "Hos", "Hosts", "Host ", " Host", "Hostt", "ETa", "ETags", "X-Forwarded-Fo",
+        "X-Forwarded-Forr", "X-Forwarded-Port", "X_Forwarded_For", "Content-Lengt",
+        "Content-Lengths", "Content_Length", "Content\rLength", "Accept-Charset", "User-Agent",
+        "Set-Cookie", "Keep_Alive", "Content-Language", "Content-Encodinh", "Content-Locatiom",
+        "Transfer-Encodin", "Transfer-Encodings", "Proxy-Authorizatio", "Proxy-Authenticat",
+        "X-Pulsar-ListenerNam", "X-Pulsar-Listener-Name", "Content-Range", "Last-Modified",
+        "Cache-Control", "Authorization", "Accept", "Cookie", "Referer"};
+    char buf[64];
+    size_t bad = 0;
+
+    for (int id = 1; id < LK_HDR_NKNOWN; id++) {
+        struct lk_str name = lk_hdr_names[id];
+        subtest("%.*s", (int)name.len, name.p);
+        ok(lk_http_hdr_id(name) == (enum lk_hdr)id, "as spelled");
+        for (int form = 0; form < 3; form++) {
+            static const char *const forms[] = {"upper", "lower", "mixed"};
+            for (size_t i = 0; i < name.len; i++) {
+                int up = form == 0 || (form == 2 && i % 2 == 0);
+                buf[i] = (char)(up ? toupper((unsigned char)name.p[i])
+                                   : tolower((unsigned char)name.p[i]));
+            }
+            ok(lk_http_hdr_id(lk_str_make(buf, name.len)) == (enum lk_hdr)id, "%s: %.*s",
+               forms[form], (int)name.len, buf);
+        }
+        for (size_t i = 0; i < name.len; i++)
+            for (int b = 0; b < 256; b++) {
+                memcpy(buf, name.p, name.len);
+                buf[i] = (char)b;
+                int same = b == name.p[i] || ((b | 0x20) == (name.p[i] | 0x20) &&
+                                              (b | 0x20) >= 'a' && (b | 0x20) <= 'z');
+                enum lk_hdr got = lk_http_hdr_id(lk_str_make(buf, name.len));
+                bad += got != (same ? (enum lk_hdr)id : LK_HDR_OTHER);
+            }
+        ok(bad == 0, "no other byte in any place gives it (%zu did)", bad);
+        /* one byte longer or shorter, at either end */
+        memcpy(buf + 1, name.p, name.len);
+        buf[0] = buf[name.len + 1] = 'x';
+        ok(lk_http_hdr_id(lk_str_make(buf + 1, name.len - 1)) == LK_HDR_OTHER &&
+               lk_http_hdr_id(lk_str_make(buf + 2, name.len - 1)) == LK_HDR_OTHER &&
+               lk_http_hdr_id(lk_str_make(buf, name.len + 1)) == LK_HDR_OTHER &&
+               lk_http_hdr_id(lk_str_make(buf + 1, name.len + 1)) == LK_HDR_OTHER,
+           "one byte more or less is another name");
+    }
+    subtest(NULL);
+    for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++)
+        ok(lk_http_hdr_id(lk_str_c(near[i])) == LK_HDR_OTHER, "not known: '%s'", near[i]);
+    ok(lk_http_hdr_id(LK_STR_NULL) == LK_HDR_OTHER, "no name at all");
+}
+
+/* A tiny deterministic generator for the edit sequences. */
+static uint32_t
+next_rand(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+/* The index agrees with a plain scan of the names after any sequence of
+ * add, set and del, by name (in any case) or by id, and strip. */
+static void
+test_index_edits(void)
+{
+    static const char *const names[] = {
+        "Host", "host", "HOST", "Content-Length", "content-length", "Connection", "connection",
+        "Keep-Alive", "TE", "Upgrade", "Expect", "X-Forwarded-For", "x-forwarded-for", "X-Custom",
+        "x-custom", "X-Other", "Set-Cookie", "Hosts", "Hos", "X-Forwarded-Fo"};
+    static const char *const conn[] = {"close", "keep-alive", "X-Custom, x-forwarded-for",
+                                       "content-length, host, X-Other", "upgrade"};
+    const size_t nnames = sizeof(names) / sizeof(names[0]);
+    struct lk_pool pool;
+    struct lk_http_msg m;
+    uint32_t seed = 12345;
+    int failed_at = -1;
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 1);
+    for (int op = 0; op < 5000 && failed_at < 0; op++) {
+        struct lk_str name = lk_str_c(names[next_rand(&seed) % nnames]);
+        enum lk_hdr id = (enum lk_hdr)(1 + next_rand(&seed) % (LK_HDR_NKNOWN - 1));
+        struct lk_str value = lk_str_c(conn[next_rand(&seed) % 5]);
+        switch (next_rand(&seed) % 9) {
+        case 0:
+        case 1:
+        case 2:
+            lk_http_add(&m, name, value);
+            break;
+        case 3:
+            lk_http_add_id(&m, id, value);
+            break;
+        case 4:
+            lk_http_set(&m, name, value);
+            break;
+        case 5:
+            lk_http_set_id(&m, id, value);
+            break;
+        case 6:
+            lk_http_del(&m, name);
+            break;
+        case 7:
+            lk_http_del_id(&m, id);
+            break;
+        case 8:
+            lk_http_strip_hop_by_hop(&m);
+            break;
+        }
+        if (m.nheaders > 40)
+            lk_http_msg_init(&m, &pool, 1);
+        if (!lk_http_index_ok(&m))
+            failed_at = op;
+        for (size_t k = 0; k < nnames && failed_at < 0; k++) {
+            struct lk_str n = lk_str_c(names[k]);
+            size_t count = 0, first = m.nheaders;
+            for (size_t i = 0; i < m.nheaders; i++)
+                if (lk_str_eqi(m.headers[i].name, n)) {
+                    first = count++ == 0 ? i : first;
+                }
+            struct lk_str *v = lk_http_find(&m, n);
+            if (lk_http_count(&m, n) != count || v != (count != 0 ? &m.headers[first].value : NULL))
+                failed_at = op;
+        }
+    }
+    ok(failed_at < 0, "index and lookups right after every edit (first wrong at %d)", failed_at);
+    lk_pool_free(&pool);
+}
+
+/* Strip in one pass: the fixed hop-by-hop fields by id, what Connection
+ * names by id when known (never Host, Content-Length or
+ * Transfer-Encoding) and by name otherwise. */
+static void
+test_index_strip(void)
+{
+    static const char *const fields[][2] = {
+        {"host", "a"},
+        {"X-Forwarded-For", "1.2.3.4"},
+        {"Connection", "x-forwarded-for, X-Custom"},
+        {"x-custom", "1"},
+        {"Keep-Alive", "timeout=5"},
+        {"connection", "HOST, Content-Length, te"},
+        {"Content-Length", "0"},
+        {"X-Kept", "2"},
+        {"Location", "/x"},
+    };
+    struct lk_pool pool;
+    struct lk_http_msg m;
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 1);
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        lk_http_add(&m, lk_str_c(fields[i][0]), lk_str_c(fields[i][1]));
+    lk_http_strip_hop_by_hop(&m);
+    ok(lk_http_index_ok(&m), "index right");
+    ok(m.nheaders == 4, "four fields left (%zu)", m.nheaders);
+    ok(m.nheaders == 4 && m.headers[0].id == LK_HDR_HOST &&
+           m.headers[1].id == LK_HDR_CONTENT_LENGTH &&
+           lk_str_eq(m.headers[2].name, LK_STRLIT("X-Kept")) && m.headers[3].id == LK_HDR_LOCATION,
+       "Host, Content-Length, X-Kept, Location, in order");
+    ok(lk_http_find_id(&m, LK_HDR_LOCATION) == &m.headers[3].value,
+       "Location found where it moved");
+    /* nothing hop-by-hop: left as it is */
+    lk_http_strip_hop_by_hop(&m);
+    ok(m.nheaders == 4 && lk_http_index_ok(&m), "a second strip changes nothing");
+    /* set and del by id keep the first field's place */
+    lk_http_add(&m, LK_STRLIT("HOST"), LK_STRLIT("b"));
+    lk_http_add_id(&m, LK_HDR_HOST, LK_STRLIT("c"));
+    ok(lk_http_count_id(&m, LK_HDR_HOST) == 3 && lk_http_count(&m, LK_STRLIT("hOsT")) == 3,
+       "three Hosts");
+    lk_http_set_id(&m, LK_HDR_HOST, LK_STRLIT("d"));
+    ok(m.nheaders == 4 && m.headers[0].id == LK_HDR_HOST &&
+           lk_str_eq(m.headers[0].value, LK_STRLIT("d")) &&
+           lk_str_eq(m.headers[0].name, LK_STRLIT("host")),
+       "set: one Host, first place and spelling, new value");
+    ok(lk_http_del(&m, LK_STRLIT("x-kept")) == 1 && lk_http_index_ok(&m) &&
+           lk_http_find_id(&m, LK_HDR_LOCATION) == &m.headers[2].value,
+       "del by an unknown name moves the known ones up");
+    ok(lk_http_del_id(&m, LK_HDR_EXPECT) == 0 && m.nheaders == 3, "del of an absent id");
+    lk_http_add_id(&m, LK_HDR_X_FORWARDED_PROTO, LK_STRLIT("http"));
+    ok(lk_str_eq(m.headers[3].name, LK_STRLIT("X-Forwarded-Proto")), "add_id spells it as usual");
+    ok(lk_http_has_token(&m, LK_STRLIT("x-forwarded-proto"), LK_STRLIT("HTTP")) &&
+           !lk_http_has_token_id(&m, LK_HDR_X_FORWARDED_PROTO, LK_STRLIT("https")),
+       "has_token by name and by id");
+    lk_pool_free(&pool);
+}
+
+/* Starts p on a new message m and parses text in one piece; *used gets
+ * what was consumed.  The caller frees p. */
+static enum lk_http_event
+parse_one(struct lk_http_parser *p, struct lk_http_msg *m, struct lk_pool *pool, int req,
+          const char *text, size_t *used)
+{
+    lk_http_parser_init(p, req, 8192);
+    lk_http_msg_init(m, pool, req);
+    lk_http_parser_next(p, m);
+    return lk_http_parse(p, text, strlen(text), used);
+}
+
+/* One parse pass counts the known fields: a second Host is refused from
+ * that count (after the version, as lk_http_check_request always did),
+ * a second Content-Length by the parser itself; responses and trailers
+ * are not refused for repeats. */
+static void
+test_index_duplicates(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    const char *why = NULL, *text;
+    int absolute;
+    size_t used;
+
+    lk_pool_init(&pool);
+    text = "GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\nhOST: b\r\n\r\n";
+    ok(parse_one(&p, &m, &pool, 1, text, &used) == LK_HTTP_HEAD, "two Hosts: a head");
+    ok(lk_http_count_id(&m, LK_HDR_HOST) == 2 && lk_http_index_ok(&m), "counted while parsing");
+    ok(lk_http_check_request(&m, &absolute, &why) == 400 && why != NULL &&
+           strcmp(why, "more than one Host header") == 0,
+       "refused: %s", why != NULL ? why : "(none)");
+    lk_http_parser_free(&p);
+
+    text = "GET / HTTP/2.0\r\nHost: a\r\nHost: b\r\n\r\n";
+    ok(parse_one(&p, &m, &pool, 1, text, &used) == LK_HTTP_HEAD &&
+           lk_http_check_request(&m, &absolute, &why) == 505,
+       "HTTP/2.0 with two Hosts: the version decides first (505)");
+    lk_http_parser_free(&p);
+
+    for (int req = 0; req <= 1; req++) {
+        text = req ? "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\ncontent-LENGTH: 5\r\n"
+                     "\r\nhello"
+                   : "HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-LENGTH: 5\r\n\r\nhello";
+        ok(parse_one(&p, &m, &pool, req, text, &used) == LK_HTTP_ERROR && p.error != NULL &&
+               strcmp(p.error, "Duplicate Content-Length") == 0,
+           "%s: a second Content-Length is malformed (%s)", req ? "request" : "response",
+           p.error != NULL ? p.error : "accepted");
+        lk_http_parser_free(&p);
+    }
+
+    text = "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nHost: x\r\nset-cookie: b=2\r\nHost: y\r\n"
+           "Content-Length: 0\r\n\r\n";
+    ok(parse_one(&p, &m, &pool, 0, text, &used) == LK_HTTP_HEAD &&
+           lk_http_count(&m, LK_STRLIT("Set-Cookie")) == 2 &&
+           lk_http_count_id(&m, LK_HDR_HOST) == 2,
+       "a response may repeat fields");
+    lk_http_parser_free(&p);
+
+    text = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "0\r\nHost: b\r\nLocation: /x\r\n\r\n";
+    ok(parse_one(&p, &m, &pool, 1, text, &used) == LK_HTTP_HEAD &&
+           lk_http_check_request(&m, &absolute, &why) == 0,
+       "chunked: the head passes");
+    ok(lk_http_parse(&p, text + used, strlen(text) - used, &used) == LK_HTTP_DONE &&
+           lk_http_count_id(&m, LK_HDR_HOST) == 1 && lk_http_find_id(&m, LK_HDR_LOCATION) == NULL &&
+           lk_http_index_ok(&m),
+       "a Host in the trailer is no second Host, and joins nothing");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -674,5 +946,9 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/trailers", test_trailers},
     {"http_msg/empty_target", test_empty_target},
     {"http_msg/too_large_then_malformed", test_too_large_then_malformed},
+    {"http_msg/hdr_id", test_hdr_id},
+    {"http_msg/index_edits", test_index_edits},
+    {"http_msg/index_strip", test_index_strip},
+    {"http_msg/index_duplicates", test_index_duplicates},
     {NULL, NULL},
 };
