@@ -972,8 +972,7 @@ add_forwarded(struct hx *hx)
 {
     struct lk_http_msg *req = &hx->x.req;
     struct lk_conn *c = hx->hc->c;
-    struct lk_str *xff = lk_http_find_id(req, LK_HDR_X_FORWARDED_FOR);
-    struct lk_str *host = lk_http_find_id(req, LK_HDR_HOST);
+    struct lk_str *xff = lk_http_find_id(req, LK_HDR_X_FORWARDED_FOR), *host;
     struct lk_str ip = lk_conn_peer_ip(c);
 
     if (!hx->x.cluster->forwarded_headers)
@@ -985,6 +984,8 @@ add_forwarded(struct hx *hx)
         lk_http_add_id(req, LK_HDR_X_FORWARDED_FOR, ip);
     }
     lk_http_set_id(req, LK_HDR_X_FORWARDED_PROTO, c->tls ? LK_STRLIT("https") : LK_STRLIT("http"));
+    /* found after the sets, which move the fields up when they drop one */
+    host = lk_http_find_id(req, LK_HDR_HOST);
     if (host != NULL)
         lk_http_set_id(req, LK_HDR_X_FORWARDED_HOST, *host);
     return 0;
@@ -1042,6 +1043,8 @@ on_request_head(struct hx *hx)
         return;
     }
     struct lk_str *upgrade = lk_http_find_id(req, LK_HDR_UPGRADE);
+    /* the value now: removing Expect below moves the fields after it */
+    struct lk_str upgrade_val = upgrade != NULL ? *upgrade : LK_STR_NULL;
     if (upgrade != NULL && lk_http_has_token_id(req, LK_HDR_UPGRADE, LK_STRLIT("h2c"))) {
         reply_error(hx, 400, "Upgrade: h2c is not supported", 1);
         return;
@@ -1078,7 +1081,6 @@ on_request_head(struct hx *hx)
     }
 
     hx->upgrade_req = upgrade != NULL && rp->upgrade;
-    struct lk_str upgrade_val = upgrade != NULL ? *upgrade : LK_STR_NULL;
 
     lk_http_strip_hop_by_hop(req);
     if (hx->upgrade_req) {

@@ -150,6 +150,20 @@ subtest 'X-Forwarded-For, -Proto, -Host' => sub {
     is_deeply([ hdr_values($h, 'Host') ], ['example.test'], 'Host passes through');
 };
 
+subtest 'X-Forwarded-Host after a repeated X-Forwarded-For' => sub {
+    # Setting X-Forwarded-For drops the second one and moves the fields
+    # after it up: X-Forwarded-Host must still be the Host, not its neighbour.
+    my ($raw) = http_raw('127.0.0.1', $q[0],
+        "GET /test/headers HTTP/1.1\r\nX-Forwarded-For: 192.0.2.7\r\nX-Forwarded-For: 192.0.2.8\r\n"
+        . "Host: example.test\r\nX-Other: z\r\nConnection: close\r\n\r\n",
+        until => qr/\r\n\r\n.*\}/s, timeout => 5);
+    my $r = parse_response($raw);
+    is($r && $r->{status}, 200, '200');
+    my $h = seen_headers($r // {});
+    is_deeply([ hdr_values($h, 'X-Forwarded-Host') ], ['example.test'], 'X-Forwarded-Host: the Host');
+    is_deeply([ hdr_values($h, 'X-Other') ], ['z'], 'the field after Host unchanged');
+};
+
 subtest 'hop-by-hop headers are dropped' => sub {
     my ($raw) = http_raw('127.0.0.1', $q[0],
         "GET /test/headers HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Foo, X-Drop-Me\r\nFoo: bar\r\n"
