@@ -8,6 +8,7 @@
 #include "lk_test.h"
 
 extern const struct lk_test_case lk_test_url[];
+extern const struct lk_test_case lk_test_json[];
 extern const struct lk_test_case lk_test_conf[];
 extern const struct lk_test_case lk_test_http_msg[];
 extern const struct lk_test_case lk_test_location[];
@@ -20,6 +21,7 @@ extern const struct lk_test_case lk_test_flt_leak_guard[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
+    lk_test_json,
     lk_test_conf,
     lk_test_http_msg,
     lk_test_location,
