@@ -2,22 +2,30 @@
  * lookup: rewrites Pulsar HTTP lookup answers (CONTRACT §4).  The body of
  * /lookup/v2/topic/... and /lookup/v2/destination/..., and of any other 2xx
  * JSON response whose length is not known to be over 16 KiB, is buffered
- * (up to max_buffer_bytes) and parsed with jansson.
+ * (up to max_buffer_bytes) and scanned by lk_json_scan, a validating pass
+ * that builds nothing.
  * If it is LookupData, the broker is found from any of its URLs, and
  * brokerUrl, brokerUrlTls, httpUrl, httpUrlTls and nativeUrl become exactly
  * the selected listener's pulsar, pulsar+ssl, http and https addresses: a
  * field the listener has is added, one it lacks is removed.  Everything else
  * (brokerUrlSsl, brokerId, unknown fields, key order) is kept.  Anything
  * that is not LookupData of a mapped broker passes through byte for byte;
- * the engine fixes the framing of what changed.
+ * the engine fixes the framing of what changed.  The new body is the old
+ * one spliced: the address values replaced, members cut out or appended,
+ * every other byte as the broker sent it.  What the splice declines (a
+ * repeated address field, a NUL byte) goes the reference way: parsed with
+ * jansson, edited, dumped compact.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 #include <jansson.h>
 #include <zlib.h>
 
+#include "flt_lookup.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"
+#include "lk_json.h"
 #include "lk_location.h"
 #include "lk_log.h"
 #include "lk_xchg.h"
@@ -27,11 +35,17 @@
  * brokerUrl. */
 static const struct {
     const char *name;
+    size_t len;
     enum lk_scheme scheme;
 } fields[] = {
-    {"brokerUrl", LK_SCHEME_PULSAR}, {"brokerUrlTls", LK_SCHEME_PULSAR_SSL},
-    {"httpUrl", LK_SCHEME_HTTP},     {"httpUrlTls", LK_SCHEME_HTTPS},
-    {"nativeUrl", LK_SCHEME_PULSAR},
+#define F(name, scheme)                                                                            \
+    {                                                                                              \
+        name, sizeof(name) - 1, scheme                                                             \
+    }
+    F("brokerUrl", LK_SCHEME_PULSAR), F("brokerUrlTls", LK_SCHEME_PULSAR_SSL),
+    F("httpUrl", LK_SCHEME_HTTP),     F("httpUrlTls", LK_SCHEME_HTTPS),
+    F("nativeUrl", LK_SCHEME_PULSAR),
+#undef F
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -177,15 +191,6 @@ find_broker(const struct lk_cluster *cl, json_t *root)
     return NULL;
 }
 
-/*
- * Rewrites the LookupData JSON in body[0..len) into the addresses of
- * listener `name`, serialized compact into out.  Returns 1 when out holds a
- * new body, 2 when the body already holds exactly the listener's addresses
- * (it goes on as it is), 0 when it must go on as it is for any other reason:
- * not JSON, not LookupData, an unknown broker, no such listener on it.  out
- * may hold partial output on 0.
- */
-
 /* Whether "Url" occurs in body: memchr runs a word at a time where glibc's
  * memmem walks a two-way matcher, several times slower on short bodies. */
 static int
@@ -201,24 +206,19 @@ has_url(const char *body, size_t len)
     return 0;
 }
 
+/* The reference path: parses body with jansson, edits the five fields and
+ * dumps the object compact into out.  An enum lk_lookup_rc. */
 static int
-rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
-             struct evbuffer *out)
+rewrite_jansson(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
+                struct evbuffer *out)
 {
     json_error_t jerr;
-    int rc = 0, changed = 0;
+    struct evbuffer *dump = NULL;
+    int rc = LK_LOOKUP_PASS, changed = 0;
 
     /* No JSON_REJECT_DUPLICATES: on a repeated key the last value wins and
      * one key is written back, so no internal address survives in a
      * duplicate.  Input over jansson's nesting limit fails to parse. */
-    /* LookupData is a small object with *Url fields: anything else (the
-     * other JSON responses that pass here) is not worth a parse. */
-    size_t lead = 0;
-    while (lead < len && (body[lead] == ' ' || body[lead] == '\t' || body[lead] == '\r' ||
-                          body[lead] == '\n'))
-        lead++;
-    if (lead == len || body[lead] != '{' || !has_url(body + lead, len - lead))
-        return 0;
     json_t *root = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(root))
         goto out;
@@ -248,29 +248,307 @@ rewrite_json(const struct lk_cluster *cl, const char *name, const char *body, si
         changed = 1;
     }
     if (!changed) {
-        rc = 2; /* already the listener's addresses: keep the bytes */
+        rc = LK_LOOKUP_SAME; /* already the listener's addresses: keep the bytes */
         goto out;
     }
-    if (json_dump_callback(root, dump_cb, out, JSON_COMPACT) != 0)
+    /* A dump can fail half-way: out gets it whole or not at all. */
+    if ((dump = evbuffer_new()) == NULL ||
+        json_dump_callback(root, dump_cb, dump, JSON_COMPACT) != 0 ||
+        evbuffer_add_buffer(out, dump) != 0)
         goto out;
-    rc = 1;
+    rc = LK_LOOKUP_NEW;
 out:
+    if (dump != NULL)
+        evbuffer_free(dump);
     json_decref(root);
     return rc;
+}
+
+/*
+ * The splice: lk_json_scan validates the body and reports the top-level
+ * members; the five fields are found among them by their (decoded) keys,
+ * and the answer is the body with their values replaced, the members the
+ * listener lacks cut out and the ones it adds appended, every other byte as
+ * the broker sent it.  It decides as rewrite_jansson does, and declines
+ * (hands the body to jansson) only where jansson's reading is not plain:
+ * a repeated field (jansson keeps the last), a NUL byte, an escaped value
+ * too long for the stack.
+ */
+
+/* A field's member in the body; idx is SIZE_MAX when there is none. */
+struct span {
+    size_t idx;       /* the member's position in the object */
+    size_t key;       /* its key's opening quote */
+    size_t value;     /* its value's first byte */
+    size_t end;       /* one past its value */
+    size_t prev_end;  /* one past the value of the member before (idx > 0) */
+    size_t next_key;  /* the key of the member after; SIZE_MAX: none */
+    unsigned str : 1; /* the value is a string */
+    unsigned esc : 1; /* ... with escapes */
+};
+
+struct splice {
+    const char *body;
+    size_t n;         /* members so far */
+    size_t first_key; /* the first member's key */
+    size_t last_end;  /* one past the last member's value */
+    int prev;         /* the field the last member was, or -1 */
+    int repeated;     /* a field occurs twice */
+    struct span f[NFIELDS];
+};
+
+/* The field that a key (its raw bytes between the quotes) names, or -1. */
+static int
+field_of(const char *raw, size_t len, int esc)
+{
+    char buf[6 * 12]; /* the longest name, every byte written "\uXXXX" */
+
+    if (esc) {
+        if (len > sizeof(buf))
+            return -1;
+        len = lk_json_unescape(raw, len, buf);
+        raw = buf;
+    }
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (len == fields[i].len && memcmp(raw, fields[i].name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void
+on_member(const struct lk_json_member *m, void *arg)
+{
+    struct splice *sp = arg;
+    int i = field_of(sp->body + m->key + 1, m->key_len, m->key_esc);
+
+    if (sp->n == 0)
+        sp->first_key = m->key;
+    else if (sp->prev >= 0)
+        sp->f[sp->prev].next_key = m->key;
+    if (i >= 0) {
+        struct span *f = &sp->f[i];
+        sp->repeated |= f->idx != SIZE_MAX;
+        *f = (struct span){.idx = sp->n,
+                           .key = m->key,
+                           .value = m->value,
+                           .end = m->end,
+                           .prev_end = sp->last_end,
+                           .next_key = SIZE_MAX,
+                           .str = m->value_str,
+                           .esc = m->value_esc};
+    }
+    sp->prev = i;
+    sp->last_end = m->end;
+    sp->n++;
+}
+
+/* Field f's string value into *v: the body's bytes, or decoded into
+ * buf[0..cap) when it has escapes.  -1 when it does not fit. */
+static int
+string_of(const char *body, const struct span *f, char *buf, size_t cap, struct lk_str *v)
+{
+    const char *raw = body + f->value + 1;
+    size_t len = f->end - f->value - 2;
+
+    if (!f->esc) {
+        *v = lk_str_make(raw, len);
+        return 0;
+    }
+    if (len > cap)
+        return -1;
+    *v = lk_str_make(buf, lk_json_unescape(raw, len, buf));
+    return 0;
+}
+
+/* One change to the body: [from, to) becomes the field's new value (SET),
+ * nothing (DEL), or the appended members (ADD, from == to). */
+struct edit {
+    size_t from, to;
+    enum { SET, DEL, ADD } op;
+    size_t field;
+};
+
+static char *
+put(char *w, const char *s, size_t n)
+{
+    memcpy(w, s, n);
+    return w + n;
+}
+
+/* Writes "name":"text" for field i into w. */
+static char *
+put_member(char *w, size_t i, const char *text, size_t tlen)
+{
+    *w++ = '"';
+    w = put(w, fields[i].name, fields[i].len);
+    w = put(w, "\":\"", 3);
+    w = put(w, text, tlen);
+    *w++ = '"';
+    return w;
+}
+
+static int
+rewrite_splice(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
+               struct evbuffer *out)
+{
+    struct splice sp = {.body = body, .prev = -1};
+    char buf[256];
+    struct lk_str v;
+    const struct lk_broker *b = NULL;
+    const struct lk_url *u[NFIELDS];
+    size_t tlen[NFIELDS], removed = 0, nedits = 0, bound = len;
+    struct edit edits[NFIELDS + 1];
+    int add = 0;
+
+    for (size_t i = 0; i < NFIELDS; i++)
+        sp.f[i].idx = SIZE_MAX;
+    switch (lk_json_scan(body, len, on_member, &sp)) {
+    case LK_JSON_VALID:
+        break;
+    case LK_JSON_INVALID:
+        return LK_LOOKUP_PASS; /* what jansson's refusal gets */
+    default:
+        return LK_LOOKUP_DECLINED;
+    }
+    /* The caller saw '{' first: the top level is an object. */
+    if (sp.repeated)
+        return LK_LOOKUP_DECLINED;
+    for (size_t i = 0; i < NFIELDS && b == NULL; i++) {
+        struct lk_url_parts parts;
+        enum lk_scheme scheme;
+        if (sp.f[i].idx == SIZE_MAX || !sp.f[i].str)
+            continue;
+        if (string_of(body, &sp.f[i], buf, sizeof(buf), &v) != 0)
+            return LK_LOOKUP_DECLINED;
+        b = lk_url_find_broker(cl, v, &parts, &scheme);
+    }
+    if (b == NULL)
+        return LK_LOOKUP_PASS;
+    const struct lk_listener *l = lk_broker_listener(b, name);
+    if (l == NULL)
+        return LK_LOOKUP_PASS;
+
+    /* What becomes of each field, as rewrite_jansson decides it. */
+    for (size_t i = 0; i < NFIELDS; i++) {
+        const struct span *f = &sp.f[i];
+        u[i] = l->addr[fields[i].scheme];
+        if (u[i] == NULL) {
+            /* the listener has no such address: the member goes, even as null */
+            if (f->idx != SIZE_MAX) {
+                edits[nedits++] = (struct edit){f->key, f->end, DEL, i};
+                removed++;
+            }
+            continue;
+        }
+        /* It goes between quotes as it is: lk_url_parse builds it of a
+         * scheme name, host characters [A-Za-z0-9._-] or an IPv6 literal
+         * inet_pton took, and digits, nothing JSON escapes. */
+        tlen[i] = strlen(u[i]->text);
+        bound += fields[i].len + tlen[i] + 6; /* ,"name":"text" */
+        if (f->idx == SIZE_MAX) {
+            add = 1;
+            continue;
+        }
+        if (f->str) {
+            if (string_of(body, f, buf, sizeof(buf), &v) != 0)
+                return LK_LOOKUP_DECLINED;
+            if (lk_str_eq(v, lk_str_make(u[i]->text, tlen[i])))
+                continue;
+        }
+        edits[nedits++] = (struct edit){f->value, f->end, SET, i};
+    }
+    if (nedits == 0 && !add)
+        return LK_LOOKUP_SAME; /* already the listener's addresses: keep the bytes */
+
+    /* A member cut out takes one comma with it: the one before it when a
+     * kept member precedes it, else the one after it (with the space up to
+     * the next key).  Consecutive cuts then meet end to end. */
+    for (size_t k = 0; k < nedits; k++) {
+        struct edit *e = &edits[k];
+        const struct span *f = &sp.f[e->field];
+        size_t cut_before = 0;
+        if (e->op != DEL)
+            continue;
+        for (size_t j = 0; j < NFIELDS; j++)
+            cut_before += sp.f[j].idx < f->idx && u[j] == NULL;
+        if (f->idx > cut_before)
+            e->from = f->prev_end;
+        else if (f->next_key != SIZE_MAX)
+            e->to = f->next_key;
+    }
+    /* Added members go after the last one: there is one, the field that
+     * named the broker (cut out, maybe, but its end is still a place). */
+    if (add)
+        edits[nedits++] = (struct edit){sp.last_end, sp.last_end, ADD, 0};
+    /* in body order (at most six) */
+    for (size_t k = 1; k < nedits; k++)
+        for (size_t j = k; j > 0 && edits[j].from < edits[j - 1].from; j--) {
+            struct edit t = edits[j];
+            edits[j] = edits[j - 1];
+            edits[j - 1] = t;
+        }
+
+    struct evbuffer_iovec vec;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)bound, &vec, 1) != 1)
+        return LK_LOOKUP_DECLINED;
+    char *w = vec.iov_base;
+    size_t at = 0;
+    for (size_t k = 0; k < nedits; k++) {
+        const struct edit *e = &edits[k];
+        w = put(w, body + at, e->from - at);
+        at = e->to;
+        if (e->op == SET) {
+            *w++ = '"';
+            w = put(w, u[e->field]->text, tlen[e->field]);
+            *w++ = '"';
+        } else if (e->op == ADD) {
+            int first = sp.n == removed;
+            for (size_t i = 0; i < NFIELDS; i++) {
+                if (u[i] == NULL || sp.f[i].idx != SIZE_MAX)
+                    continue;
+                if (!first)
+                    *w++ = ',';
+                w = put_member(w, i, u[i]->text, tlen[i]);
+                first = 0;
+            }
+        }
+    }
+    w = put(w, body + at, len - at);
+    vec.iov_len = (size_t)(w - (char *)vec.iov_base);
+    if (evbuffer_commit_space(out, &vec, 1) != 0)
+        return LK_LOOKUP_DECLINED;
+    return LK_LOOKUP_NEW;
+}
+
+int
+lk_lookup_rewrite(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
+                  enum lk_lookup_path path, struct evbuffer *out)
+{
+    /* LookupData is a small object with *Url fields: anything else (the
+     * other JSON responses that pass here) is not worth a parse. */
+    size_t lead = 0;
+    while (lead < len &&
+           (body[lead] == ' ' || body[lead] == '\t' || body[lead] == '\r' || body[lead] == '\n'))
+        lead++;
+    if (lead == len || body[lead] != '{' || !has_url(body + lead, len - lead))
+        return LK_LOOKUP_PASS;
+    if (path != LK_LOOKUP_JANSSON) {
+        int rc = rewrite_splice(cl, name, body, len, out);
+        if (rc != LK_LOOKUP_DECLINED || path == LK_LOOKUP_SPLICE)
+            return rc;
+    }
+    return rewrite_jansson(cl, name, body, len, out);
 }
 
 static enum lk_flt_verdict
 on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out,
             int last)
 {
-    struct evbuffer *plain = NULL, *json = evbuffer_new();
-    struct evbuffer *body = in;
+    struct evbuffer *plain = NULL, *body = in;
     /* Content-Encoding is still there: the head is unsent until a body
      * byte leaves, and a buffering filter's hook runs before that. */
     int gzip = lk_http_content_coding(&x->res) == LK_CODING_GZIP;
 
-    if (json == NULL)
-        goto pass;
     if (gzip) {
         plain = evbuffer_new();
         if (plain == NULL)
@@ -287,16 +565,17 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     size_t len = evbuffer_get_length(body);
     /* bounded: at most max_buffer_bytes, by the runner or by gunzip */
     const char *p = (const char *)evbuffer_pullup(body, -1);
-    int r = len != 0 ? rewrite_json(x->cluster, x->listener_name, p, len, json) : 0;
-    if (r != 1) {
-        x->body_vetted = r == 2;
+    /* the new body goes to out directly: nothing is there on any other answer */
+    int r = len != 0 ? lk_lookup_rewrite(x->cluster, x->listener_name, p, len, LK_LOOKUP_ANY, out)
+                     : LK_LOOKUP_PASS;
+    if (r != LK_LOOKUP_NEW) {
+        x->body_vetted = r == LK_LOOKUP_SAME;
         goto pass;
     }
     /* The body is plain now (the head is still unsent). */
     if (gzip)
         lk_http_del(&x->res, LK_STRLIT("Content-Encoding"));
     evbuffer_drain(in, evbuffer_get_length(in));
-    evbuffer_add_buffer(out, json);
     x->rewrites++;
     /* Every address field now names the selected listener: the leak guard
      * need not refuse the body for its brokerId (an identifier). */
@@ -307,8 +586,6 @@ pass:
 out:
     if (plain != NULL)
         evbuffer_free(plain);
-    if (json != NULL)
-        evbuffer_free(json);
     return LK_FLT_CONTINUE;
 }
 

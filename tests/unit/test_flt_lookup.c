@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <zlib.h>
 
+#include "flt_lookup.h"
 #include "lk_conf.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"
@@ -232,12 +234,16 @@ static const struct body_case {
      "\"httpUrl\":\"http://10.0.0.11:8080\",\"httpUrlTls\":\"https://10.0.0.11:8443\","
      "\"nativeUrl\":\"pulsar://10.0.0.11:6650\",\"brokerUrlSsl\":\"\"}",
      "{" B1_EXT ",\"brokerUrlSsl\":\"\"}"},
-    {"4.x pretty-printed: written back compact", "external",
+    {"4.x pretty-printed: the layout kept", "external",
      "{\n  \"brokerUrl\" : \"pulsar://10.0.0.11:6650\",\n"
      "  \"brokerUrlTls\" : \"pulsar+ssl://10.0.0.11:6651\",\n"
      "  \"httpUrl\" : \"http://10.0.0.11:8080\",\n  \"httpUrlTls\" : \"https://10.0.0.11:8443\",\n"
      "  \"nativeUrl\" : \"pulsar://10.0.0.11:6650\",\n  \"brokerUrlSsl\" : \"\"\n}\n",
-     "{" B1_EXT ",\"brokerUrlSsl\":\"\"}"},
+     "{\n  \"brokerUrl\" : \"pulsar://127.0.0.1:16650\",\n"
+     "  \"brokerUrlTls\" : \"pulsar+ssl://127.0.0.1:16651\",\n"
+     "  \"httpUrl\" : \"http://127.0.0.1:18081\",\n  \"httpUrlTls\" : "
+     "\"https://127.0.0.1:18443\",\n"
+     "  \"nativeUrl\" : \"pulsar://127.0.0.1:16650\",\n  \"brokerUrlSsl\" : \"\"\n}\n"},
     {"5.0 with brokerId (schema order)", "external",
      "{\"brokerId\":\"10.0.0.11:8080\",\"brokerUrl\":\"pulsar://10.0.0.11:6650\","
      "\"brokerUrlSsl\":\"\",\"brokerUrlTls\":\"pulsar+ssl://10.0.0.11:6651\","
@@ -318,6 +324,230 @@ test_bodies(void)
         ok(fx.x.rewrites == (c->want != NULL), "rewrites counted: %u", fx.x.rewrites);
         ok(fx.x.body_overflows == 0, "no overflow");
         evbuffer_free(out);
+        teardown(&fx);
+    }
+    subtest(NULL);
+}
+
+/* The two paths side by side ------------------------------------------- */
+
+#define B2_INT "broker-2.pulsar.svc.cluster.local"
+#define B1_ADDED                                                                                   \
+    "\"brokerUrlTls\":\"pulsar+ssl://127.0.0.1:16651\",\"httpUrl\":\"http://127.0.0.1:18081\","    \
+    "\"httpUrlTls\":\"https://127.0.0.1:18443\",\"nativeUrl\":\"pulsar://127.0.0.1:16650\""
+
+#define NUL_BODY "{ \"httpUrl\" : \"http://" B2_INT ":8080\", \"n\" : 1\0}"
+
+/* Bodies whose rewrite tells the splice from jansson's compact dump: the
+ * splice keeps the broker's bytes around what it changes. */
+static const struct splice_case {
+    const char *what;
+    const char *listener;
+    const char *in;
+    size_t len;       /* 0: strlen(in) */
+    int spliced;      /* 1: the splice answers; 0: it hands the body to jansson */
+    const char *want; /* what the client gets; NULL: the body as it came */
+} splice_cases[] = {
+    /* cutting members out: the comma goes with them */
+    {"first member cut", "external",
+     "{ \"brokerUrl\" : \"pulsar://" B2_INT ":6650\" ,\n \"httpUrl\" : \"http://" B2_INT
+     ":8080\" }",
+     0, 1, "{ \"httpUrl\" : \"http://127.0.0.2:18082\" }"},
+    {"middle member cut", "external",
+     "{\"httpUrl\":\"http://" B2_INT ":8080\", \"nativeUrl\":\"pulsar://" B2_INT
+     ":6650\" ,\"x\":1}",
+     0, 1, "{\"httpUrl\":\"http://127.0.0.2:18082\" ,\"x\":1}"},
+    {"last member cut", "external",
+     "{\"x\":1 , \"httpUrl\":\"http://" B2_INT ":8080\" , \"brokerUrl\":\"pulsar://" B2_INT
+     ":6650\"\n}",
+     0, 1, "{\"x\":1 , \"httpUrl\":\"http://127.0.0.2:18082\"\n}"},
+    {"consecutive members cut, nulls among them", "external",
+     "{\"a\":1,\"brokerUrl\":\"pulsar://" B2_INT
+     ":6650\",\"brokerUrlTls\":null,\"httpUrl\":\"http://" B2_INT
+     ":8080\",\"httpUrlTls\":null,\"nativeUrl\":\"pulsar://" B2_INT ":6650\",\"z\":2}",
+     0, 1, "{\"a\":1,\"httpUrl\":\"http://127.0.0.2:18082\",\"z\":2}"},
+    {"first two cut", "external",
+     "{\"brokerUrl\":\"pulsar://" B2_INT ":6650\",\"nativeUrl\":\"x\",\"httpUrl\":\"http://" B2_INT
+     ":8080\"}",
+     0, 1, "{\"httpUrl\":\"http://127.0.0.2:18082\"}"},
+    {"every member cut, then the listener's added into the emptied object", "external",
+     "{ \"brokerUrl\" : \"pulsar://localhost:6650\" ,\n\"httpUrl\":\"http://localhost:18080\" }", 0,
+     1,
+     "{ "
+     "\"brokerUrlTls\":\"pulsar+ssl://127.0.0.3:16651\",\"httpUrlTls\":\"https://127.0.0.3:18443\" "
+     "}"},
+    /* appending */
+    {"members appended after the last, before the space and the brace", "external",
+     "{\n  \"brokerUrl\" : \"pulsar://10.0.0.11:6650\"\n}\n", 0, 1,
+     "{\n  \"brokerUrl\" : \"pulsar://127.0.0.1:16650\"," B1_ADDED "\n}\n"},
+    {"appended after an unrelated last member", "external",
+     "{\"brokerUrl\":\"pulsar://10.0.0.11:6650\",\"brokerId\":\"10.0.0.11:8080\"}", 0, 1,
+     "{\"brokerUrl\":\"pulsar://127.0.0.1:16650\",\"brokerId\":\"10.0.0.11:8080\"," B1_ADDED "}"},
+    /* escapes */
+    {"escaped key: found, kept as written", "external",
+     "{\"broker\\u0055rl\":\"pulsar://10.0.0.11:6650\",\"httpUrl\":null}", 0, 1,
+     "{\"broker\\u0055rl\":\"pulsar://127.0.0.1:16650\",\"httpUrl\":\"http://127.0.0.1:18081\","
+     "\"brokerUrlTls\":\"pulsar+ssl://127.0.0.1:16651\",\"httpUrlTls\":\"https://127.0.0.1:18443\","
+     "\"nativeUrl\":\"pulsar://127.0.0.1:16650\"}"},
+    {"escaped keys alone: no \"Url\" in the bytes, not looked at", "external",
+     "{\"broker\\u0055rl\":\"pulsar://10.0.0.11:6650\"}", 0, 1, NULL},
+    {"escaped value: decoded before matching", "external",
+     "{\"httpUrl\":\"http:\\/\\/" B2_INT ":8080\",\"note\":\"a\\\"b\\u00e9\\n\"}", 0, 1,
+     "{\"httpUrl\":\"http://127.0.0.2:18082\",\"note\":\"a\\\"b\\u00e9\\n\"}"},
+    {"escaped value already the listener's: bytes kept", "external",
+     "{\"httpUrl\":\"http:\\/\\/127.0.0.2:18082\"}", 0, 1, NULL},
+    {"escaped key naming no field", "external",
+     "{\"brokerUrl\\u0058\":\"pulsar://10.0.0.11:6650\",\"httpUrl\":\"http://" B2_INT ":8080\"}", 0,
+     1,
+     "{\"brokerUrl\\u0058\":\"pulsar://10.0.0.11:6650\",\"httpUrl\":\"http://127.0.0.2:18082\"}"},
+    {"UTF-8 in other members kept", "external",
+     "{\"n\\u00e4me\":\"caf\xc3\xa9 \xf0\x9f\x98\x80\",\"httpUrl\":\"http://" B2_INT ":8080\"}", 0,
+     1, "{\"n\\u00e4me\":\"caf\xc3\xa9 \xf0\x9f\x98\x80\",\"httpUrl\":\"http://127.0.0.2:18082\"}"},
+    /* nesting and layout */
+    {"nested objects and arrays: their address-named members untouched", "external",
+     "{\"alpha\":{\"brokerUrl\":\"pulsar://10.0.0.11:6650\",\"httpUrl\":[1,{\"y\":\"}\"}]},"
+     "\"httpUrl\":\"http://" B2_INT ":8080\",\"omega\":[[],{},[{\"nativeUrl\":null}]]}",
+     0, 1,
+     "{\"alpha\":{\"brokerUrl\":\"pulsar://10.0.0.11:6650\",\"httpUrl\":[1,{\"y\":\"}\"}]},"
+     "\"httpUrl\":\"http://127.0.0.2:18082\",\"omega\":[[],{},[{\"nativeUrl\":null}]]}"},
+    {"whitespace everywhere", "external",
+     "\r\n\t{ \"x\"\t:\r\n[ 1 ,\t2e3 , -0.5 ] ,\n\"httpUrl\"  :\t\"http://" B2_INT
+     ":8080\"\r\n}\n\n",
+     0, 1,
+     "\r\n\t{ \"x\"\t:\r\n[ 1 ,\t2e3 , -0.5 ] ,\n\"httpUrl\"  "
+     ":\t\"http://127.0.0.2:18082\"\r\n}\n\n"},
+    {"a repeated key that is no field: both kept", "external",
+     "{\"x\":1,\"x\":2,\"httpUrl\":\"http://" B2_INT ":8080\"}", 0, 1,
+     "{\"x\":1,\"x\":2,\"httpUrl\":\"http://127.0.0.2:18082\"}"},
+    {"fields of other types cut", "external",
+     "{\"httpUrl\":\"http://" B2_INT ":8080\",\"brokerUrlTls\":{\"a\":[1]},\"brokerUrl\":7}", 0, 1,
+     "{\"httpUrl\":\"http://127.0.0.2:18082\"}"},
+    {"fields of other types replaced in place", "external",
+     "{\"brokerUrl\":\"pulsar://10.0.0.11:6650\",\"httpUrl\":{\"a\":[1]},\"nativeUrl\":7,"
+     "\"brokerUrlTls\":null, \"httpUrlTls\" :false}",
+     0, 1,
+     "{\"brokerUrl\":\"pulsar://127.0.0.1:16650\",\"httpUrl\":\"http://127.0.0.1:18081\","
+     "\"nativeUrl\":\"pulsar://127.0.0.1:16650\",\"brokerUrlTls\":\"pulsar+ssl://"
+     "127.0.0.1:16651\", "
+     "\"httpUrlTls\" :\"https://127.0.0.1:18443\"}"},
+    /* what the splice hands to jansson: compact out */
+    {"a repeated field (the last one counts)", "external",
+     "{ \"brokerUrl\" : \"pulsar://10.9.9.9:6650\", \"brokerUrl\" : \"pulsar://10.0.0.11:6650\" }",
+     0, 0, "{\"brokerUrl\":\"pulsar://127.0.0.1:16650\"," B1_ADDED "}"},
+    {"a field repeated by an escaped key", "external",
+     "{ \"httpUrl\" : 1, \"http\\u0055rl\" : \"http://" B2_INT ":8080\" }", 0, 0,
+     "{\"httpUrl\":\"http://127.0.0.2:18082\"}"},
+    {"a NUL byte after a number (jansson skips it)", "external", NUL_BODY, sizeof(NUL_BODY) - 1, 0,
+     "{\"httpUrl\":\"http://127.0.0.2:18082\",\"n\":1}"},
+    /* invalid JSON, refused by both: the body as it came */
+    {"a bad escape", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"x\":\"\\q\"}", 0, 1,
+     NULL},
+    {"a lone surrogate", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\\uD800\"}", 0, 1, NULL},
+    {"\\u0000 in a value", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"x\":\"\\u0000\"}",
+     0, 1, NULL},
+    {"\\u0000 in a key", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"\\u0000\":1}", 0, 1,
+     NULL},
+    {"invalid UTF-8", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"x\":\"\xc0\xaf\"}", 0,
+     1, NULL},
+    {"a surrogate in UTF-8", "external",
+     "{\"httpUrl\":\"http://" B2_INT ":8080\",\"x\":\"\xed\xa0\x80\"}", 0, 1, NULL},
+    {"a raw control character", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\t\"}", 0, 1,
+     NULL},
+    {"an integer out of range", "external",
+     "{\"httpUrl\":\"http://" B2_INT ":8080\",\"n\":9223372036854775808}", 0, 1, NULL},
+    {"a real out of range", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"n\":-1e999}", 0,
+     1, NULL},
+    {"a leading zero", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"n\":012}", 0, 1,
+     NULL},
+    {"a trailing comma", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",}", 0, 1, NULL},
+    {"single quotes", "external", "{'httpUrl':'http://" B2_INT ":8080'}", 0, 1, NULL},
+    {"a bare word", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"n\":nil}", 0, 1, NULL},
+    {"a missing colon", "external", "{\"httpUrl\" \"http://" B2_INT ":8080\"}", 0, 1, NULL},
+    {"unbalanced", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\",\"a\":[}", 0, 1, NULL},
+    {"garbage after", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\"}\n,", 0, 1, NULL},
+    {"a form feed as space", "external", "{\"httpUrl\":\"http://" B2_INT ":8080\"}\f", 0, 1, NULL},
+};
+
+/* Runs body through lk_lookup_rewrite by `path`: the rc, and the output in
+ * a new evbuffer. */
+static int
+run_path(struct fx *fx, const char *body, size_t len, enum lk_lookup_path path,
+         struct evbuffer **out)
+{
+    *out = evbuffer_new();
+    return lk_lookup_rewrite(fx->x.cluster, fx->x.listener_name, body, len, path, *out);
+}
+
+/* Whether both are JSON texts of equal values. */
+static int
+json_same(struct evbuffer *a, struct evbuffer *b)
+{
+    json_t *ja = json_loadb((const char *)evbuffer_pullup(a, -1), evbuffer_get_length(a), 0, NULL);
+    json_t *jb = json_loadb((const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b), 0, NULL);
+    int same = ja != NULL && jb != NULL && json_equal(ja, jb);
+
+    json_decref(ja);
+    json_decref(jb);
+    return same;
+}
+
+/* The splice's answer against jansson's for body: the same rc, and a new
+ * body that jansson reads as the same value; or the splice declines. */
+static void
+paths_agree(struct fx *fx, const char *body, size_t len, int spliced)
+{
+    struct evbuffer *s, *j;
+    int rs = run_path(fx, body, len, LK_LOOKUP_SPLICE, &s);
+    int rj = run_path(fx, body, len, LK_LOOKUP_JANSSON, &j);
+
+    ok((rs != LK_LOOKUP_DECLINED) == spliced, "%s (rc %d)", spliced ? "spliced" : "declined", rs);
+    if (rs != LK_LOOKUP_DECLINED) {
+        ok(rs == rj, "the same answer as jansson (%d, %d)", rs, rj);
+        if (rs == LK_LOOKUP_NEW && rj == LK_LOOKUP_NEW)
+            ok(json_same(s, j), "the same value as jansson's: %s", text(s));
+        else
+            ok(evbuffer_get_length(s) == 0, "no output");
+    }
+    evbuffer_free(s);
+    evbuffer_free(j);
+}
+
+static void
+test_splice(void)
+{
+    for (size_t i = 0; i < sizeof(splice_cases) / sizeof(splice_cases[0]); i++) {
+        const struct splice_case *c = &splice_cases[i];
+        size_t len = c->len != 0 ? c->len : strlen(c->in);
+        struct fx fx;
+        subtest("%s", c->what);
+        if (setup(&fx, c->listener, LOOKUP_PATH) != 0)
+            return;
+        paths_agree(&fx, c->in, len, c->spliced);
+        /* and what the client gets through the chain */
+        struct evbuffer *out = respond(&fx, 200, "application/json", NULL, c->in, len, 5);
+        if (c->want != NULL)
+            ok_str(text(out), c->want, "body");
+        else
+            ok(same_bytes(out, c->in, len), "the body as it came: %s", text(out));
+        ok(fx.x.rewrites == (c->want != NULL), "rewrites counted: %u", fx.x.rewrites);
+        evbuffer_free(out);
+        teardown(&fx);
+    }
+    subtest(NULL);
+}
+
+/* Every body of the rewrite table: the splice answers it, as jansson
+ * would.  The cases where the top level is not an object never reach
+ * either. */
+static void
+test_paths_agree(void)
+{
+    for (size_t i = 0; i < sizeof(body_cases) / sizeof(body_cases[0]); i++) {
+        struct fx fx;
+        subtest("%s", body_cases[i].what);
+        if (setup(&fx, body_cases[i].listener, LOOKUP_PATH) != 0)
+            return;
+        paths_agree(&fx, body_cases[i].in, strlen(body_cases[i].in), 1);
         teardown(&fx);
     }
     subtest(NULL);
@@ -695,6 +925,8 @@ test_default_chain(void)
 
 const struct lk_test_case lk_test_flt_lookup[] = {
     {"lookup/bodies", test_bodies},
+    {"lookup/splice", test_splice},
+    {"lookup/paths_agree", test_paths_agree},
     {"lookup/accept_encoding", test_accept_encoding},
     {"lookup/want_body", test_want_body},
     {"lookup/json_elsewhere", test_json_elsewhere},
