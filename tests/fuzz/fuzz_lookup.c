@@ -15,7 +15,14 @@
  *     member is the input's, unchanged.  That is the contract: brokerId
  *     (5.0, an internal "host:webport" identifier) and unknown fields are
  *     kept, and the leak guard is what looks at them, so the invariant
- *     cannot be "no internal address anywhere in the body".
+ *     cannot be "no internal address anywhere in the body";
+ *   - the rewrite's two paths agree: where the splice answers, jansson
+ *     gives the same answer, and a new body from the splice is valid JSON
+ *     that jansson reads as the value of its own (json_equal); what the
+ *     client got is the splice's bytes, or jansson's where it declined;
+ *   - lk_json_scan's verdict on the plain body is json_loadb's (flags 0,
+ *     as the filter's), for a body without a NUL byte; and the members it
+ *     reports, keys decoded and values read, make jansson's object.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,8 +31,10 @@
 #include <jansson.h>
 #include <zlib.h>
 
+#include "flt_lookup.h"
 #include "fuzz_util.h"
 #include "lk_http_msg.h"
+#include "lk_json.h"
 #include "lk_location.h"
 #include "lk_xchg.h"
 
@@ -149,6 +158,93 @@ out:
     json_decref(res);
 }
 
+/* The object lk_json_scan's members make, the last of a repeated key
+ * winning as in jansson. */
+struct rebuild {
+    const char *text;
+    json_t *obj;
+};
+
+static void
+on_member(const struct lk_json_member *m, void *arg)
+{
+    struct rebuild *r = arg;
+    char *key = malloc(m->key_len + 1);
+    size_t klen;
+
+    LK_FUZZ_CHECK(key != NULL);
+    klen = m->key_esc ? lk_json_unescape(r->text + m->key + 1, m->key_len, key) : m->key_len;
+    if (!m->key_esc)
+        memcpy(key, r->text + m->key + 1, m->key_len);
+    /* a member's value is a JSON text of its own (any type) */
+    json_t *v = json_loadb(r->text + m->value, m->end - m->value, JSON_DECODE_ANY, NULL);
+    if (v != NULL)
+        json_object_setn_new(r->obj, key, klen, v);
+    else
+        r->obj = NULL; /* reported for text found invalid later; checked then */
+    free(key);
+}
+
+/* The scanner against jansson on the plain body. */
+static void
+check_scanner(const uint8_t *plain, size_t plen)
+{
+    const char *text = (const char *)plain;
+    json_t *j = json_loadb(text, plen, 0, NULL);
+    struct rebuild r = {text, json_object()};
+    json_t *obj = r.obj;
+    int v = lk_json_scan(text, plen, on_member, &r);
+
+    if (memchr(plain, '\0', plen) != NULL) {
+        LK_FUZZ_CHECK(v == LK_JSON_UNSURE); /* valid JSON holds no NUL */
+    } else {
+        LK_FUZZ_CHECK(v == (j != NULL ? LK_JSON_VALID : LK_JSON_INVALID));
+        if (json_is_object(j)) {
+            LK_FUZZ_CHECK(r.obj != NULL);
+            LK_FUZZ_CHECK(json_equal(r.obj, j));
+        }
+    }
+    json_decref(obj);
+    json_decref(j);
+}
+
+/* The splice against jansson on the plain body, and the chain's output
+ * (o[0..olen), when it rewrote) against theirs. */
+static void
+check_paths(const struct lk_xchg *x, const uint8_t *plain, size_t plen, const char *o, size_t olen)
+{
+    struct evbuffer *s = evbuffer_new(), *j = evbuffer_new();
+    const char *body = (const char *)plain;
+    int rs = lk_lookup_rewrite(x->cluster, x->listener_name, body, plen, LK_LOOKUP_SPLICE, s);
+    int rj = lk_lookup_rewrite(x->cluster, x->listener_name, body, plen, LK_LOOKUP_JANSSON, j);
+    size_t slen = evbuffer_get_length(s), jlen = evbuffer_get_length(j);
+    const char *sp = slen != 0 ? (const char *)evbuffer_pullup(s, -1) : "";
+    const char *jp = jlen != 0 ? (const char *)evbuffer_pullup(j, -1) : "";
+
+    /* out holds a new body, or nothing */
+    LK_FUZZ_CHECK((rj == LK_LOOKUP_NEW) == (jlen != 0));
+    if (rs != LK_LOOKUP_DECLINED) {
+        LK_FUZZ_CHECK(rs == rj);
+        LK_FUZZ_CHECK((rs == LK_LOOKUP_NEW) == (slen != 0));
+    }
+    if (rs == LK_LOOKUP_NEW) {
+        json_t *a = json_loadb(sp, slen, 0, NULL), *b = json_loadb(jp, jlen, 0, NULL);
+        LK_FUZZ_CHECK(json_is_object(a) && json_is_object(b));
+        LK_FUZZ_CHECK(json_equal(a, b));
+        LK_FUZZ_CHECK(lk_json_scan(sp, slen, NULL, NULL) == LK_JSON_VALID);
+        json_decref(a);
+        json_decref(b);
+    }
+    if (x->rewrites != 0) {
+        const char *want = rs == LK_LOOKUP_NEW ? sp : jp;
+        size_t wlen = rs == LK_LOOKUP_NEW ? slen : jlen;
+        LK_FUZZ_CHECK(rs == LK_LOOKUP_NEW || (rs == LK_LOOKUP_DECLINED && rj == LK_LOOKUP_NEW));
+        LK_FUZZ_CHECK(olen == wlen && memcmp(o, want, olen) == 0);
+    }
+    evbuffer_free(s);
+    evbuffer_free(j);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -206,6 +302,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(lk_http_content_coding(&x->res) == LK_CODING_IDENTITY);
         check_rewritten(x, plain, plen, o, olen);
     }
+
+    check_scanner(plain, plen);
+    if (x->listener_name != NULL)
+        check_paths(x, plain, plen, o, olen);
 
     lk_fuzz_xchg_free(x);
     evbuffer_free(body);
