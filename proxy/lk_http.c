@@ -978,7 +978,17 @@ add_forwarded(struct hx *hx)
     if (!hx->x.cluster->forwarded_headers)
         return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */
     if (xff != NULL) {
-        struct lk_str joined = lk_pstr_concat(req->pool, *xff, LK_STRLIT(", "));
+        /* Every X-Forwarded-For field, in order, is one list (RFC 9110
+         * §5.3), and the client's address ends it. */
+        struct lk_str joined = LK_STR_NULL;
+        size_t left = lk_http_count_id(req, LK_HDR_X_FORWARDED_FOR);
+        for (size_t i = req->first[LK_HDR_X_FORWARDED_FOR]; left != 0; i++) {
+            if (req->headers[i].id != LK_HDR_X_FORWARDED_FOR)
+                continue;
+            joined = lk_pstr_concat(req->pool, joined, req->headers[i].value);
+            joined = lk_pstr_concat(req->pool, joined, LK_STRLIT(", "));
+            left--;
+        }
         lk_http_set_id(req, LK_HDR_X_FORWARDED_FOR, lk_pstr_concat(req->pool, joined, ip));
     } else {
         lk_http_add_id(req, LK_HDR_X_FORWARDED_FOR, ip);

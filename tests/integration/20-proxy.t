@@ -151,8 +151,9 @@ subtest 'X-Forwarded-For, -Proto, -Host' => sub {
 };
 
 subtest 'X-Forwarded-Host after a repeated X-Forwarded-For' => sub {
-    # Setting X-Forwarded-For drops the second one and moves the fields
-    # after it up: X-Forwarded-Host must still be the Host, not its neighbour.
+    # The two X-Forwarded-For fields become one list, ours at its end; the second
+    # one goes, which moves the fields after it up: X-Forwarded-Host must still be
+    # the Host, not its neighbour.
     my ($raw) = http_raw('127.0.0.1', $q[0],
         "GET /test/headers HTTP/1.1\r\nX-Forwarded-For: 192.0.2.7\r\nX-Forwarded-For: 192.0.2.8\r\n"
         . "Host: example.test\r\nX-Other: z\r\nConnection: close\r\n\r\n",
@@ -162,6 +163,8 @@ subtest 'X-Forwarded-Host after a repeated X-Forwarded-For' => sub {
     my $h = seen_headers($r // {});
     is_deeply([ hdr_values($h, 'X-Forwarded-Host') ], ['example.test'], 'X-Forwarded-Host: the Host');
     is_deeply([ hdr_values($h, 'X-Other') ], ['z'], 'the field after Host unchanged');
+    is_deeply([ hdr_values($h, 'X-Forwarded-For') ], ['192.0.2.7, 192.0.2.8, 127.0.0.1'],
+              'X-Forwarded-For: both fields, in order, then the client');
 };
 
 subtest 'hop-by-hop headers are dropped' => sub {
