@@ -801,23 +801,7 @@ io_park_if_idle(struct lk_io *io)
     io->rtv.tv_usec = (c->park_ms % 1000) * 1000;
     io->reading = 1;
     event_add(io->rev, &io->rtv);
-    /* What a burst of connections left behind is free now, in pages that
-     * malloc keeps; give those back once it is over. */
-    if (++c->w->parked_since_trim == 1) {
-        struct timeval tv = {0, 200000};
-        event_add(c->w->trim_ev, &tv);
-    }
     return 1;
-}
-
-static void
-trim_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct lk_worker *w = arg;
-
-    if (w->parked_since_trim >= 64)
-        malloc_trim(0);
-    w->parked_since_trim = 0;
 }
 
 /* The read event of a parked connection fired: its idle time is over
@@ -1394,7 +1378,6 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
-        w->trim_ev = evtimer_new(w->base, trim_cb, w);
         w->tls_out = lk_xmalloc(LK_TLS_RECORD);
         w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w->base);
         event_add(w->stop_ev, NULL);
@@ -1491,7 +1474,6 @@ lk_workers_free(void)
         free(w->idle);
         event_free(w->stop_ev);
         event_free(w->flush_ev);
-        event_free(w->trim_ev);
         free(w->tls_out);
         close(w->stop_pipe[0]);
         close(w->stop_pipe[1]);

@@ -128,8 +128,6 @@ struct lk_worker {
     char *tls_out;          /* LK_TLS_RECORD bytes: a TLS record's worth of output, gathered */
     struct event *flush_ev; /* writes them out */
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
-    struct event *trim_ev; /* gives the memory of parked connections back */
-    unsigned parked_since_trim;
     struct lk_conn *free_conns; /* lk_conn slab: free ones */
     void **conn_blocks;          /* and the blocks they came in */
     size_t nconn_blocks;
