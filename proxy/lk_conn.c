@@ -1228,10 +1228,12 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct lk_upstream *
-lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int client_tls,
-                lk_upstream_ready_cb cb, void *arg)
+lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, enum lk_scheme scheme,
+                int client_tls, lk_upstream_ready_cb cb, void *arg)
 {
-    const struct lk_url *addr = lk_broker_upstream(b, LK_SCHEME_HTTP, client_tls);
+    const struct lk_url *addr = lk_broker_upstream(b, scheme, client_tls);
+    if (addr == NULL)
+        return NULL; /* no internal address of that family */
     struct lk_idle_list *il = idle_list(w, b, addr);
     struct lk_upstream *u = il->head;
     const struct lk_conf *conf = w->rt->conf;

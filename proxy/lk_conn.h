@@ -256,17 +256,20 @@ extern const char lk_err_tls[];
 extern const char lk_err_reset[];
 
 /*
- * Gets a connection to broker b's internal http or https address (when it
- * has both, the cluster's upstream.tls picks, by default the one with the
- * client's TLS-ness: lk_broker_upstream): an idle pooled
- * one or a new one.  ready_cb reports the outcome from the event loop,
+ * Gets a connection to broker b's internal address of the scheme family
+ * given (LK_SCHEME_HTTP for http or https; each protocol module its own):
+ * when the broker has both the plain and the TLS one, the cluster's
+ * upstream.tls picks, by default the one with the client's TLS-ness
+ * (lk_broker_upstream).  An idle pooled connection or a new one.  ready_cb reports the outcome from the event loop,
  * never before this returns.  NULL if no connection could even be set up.
  * The caller owns the result until lk_upstream_release or lk_upstream_free
  * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */
-struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, int client_tls,
-                                    lk_upstream_ready_cb cb, void *arg);
-/* Returns a healthy, idle connection to the pool (or frees it if full). */
+struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b,
+                                    enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb,
+                                    void *arg);
+/* Returns a healthy, idle connection to the pool (or frees it if full).
+ * HTTP only: the pools are by broker and TLS-ness, not by protocol. */
 void lk_upstream_release(struct lk_upstream *u);
 void lk_upstream_free(struct lk_upstream *u);
 

@@ -355,7 +355,7 @@ get_upstream(struct hx *hx)
 
     hx->waiting_upstream = 1;
     c->action = "connecting to the broker";
-    hx->up = lk_upstream_get(c->w, hx->x.broker, c->tls, up_ready, hx);
+    hx->up = lk_upstream_get(c->w, hx->x.broker, LK_SCHEME_HTTP, c->tls, up_ready, hx);
     if (hx->up == NULL) {
         hx->waiting_upstream = 0;
         reply_error(hx, 502, "cannot create a connection to the broker", 0);

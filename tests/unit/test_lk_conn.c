@@ -88,7 +88,7 @@ test_upstream_reuse(void)
         lk_upstream_release(u);
         ok(w.idle[b->index * 2].count == 1, "round %d: released into the idle pool", round);
         called = 0;
-        struct lk_upstream *got = lk_upstream_get(&w, b, 0, ready, &called);
+        struct lk_upstream *got = lk_upstream_get(&w, b, LK_SCHEME_HTTP, 0, ready, &called);
         ok(got == u && got->reused && w.idle[b->index * 2].count == 0, "handed out again");
         ok(called == 0, "not reported from the caller's stack");
         if (round == 0)
