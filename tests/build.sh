@@ -3,7 +3,8 @@
 # autogen.sh and configure when needed.  Extra arguments go to configure.
 #   tests/build.sh                 -> build/plain/lookout
 #   tests/build.sh asan --enable-asan
-# It makes lookout, the unit tests and the fuzz corpus replays.
+# It makes lookout, the unit tests, the fuzz corpus replays and, when
+# librdkafka is installed, the Kafka mock cluster (tests/kafka/kafka-mock).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 name=${1:-plain}
@@ -21,5 +22,5 @@ if [ ! -f Makefile ]; then
     "$top/configure" "$@" >configure.log 2>&1 ||
         { tail -n 20 configure.log >&2; echo "build: configure failed, see build/$name/configure.log" >&2; exit 1; }
 fi
-make -j"$(nproc)" lookout tests/unit/run fuzz-replay >make.log 2>&1 ||
+make -j"$(nproc)" lookout tests/unit/run fuzz-replay kafka-fixtures >make.log 2>&1 ||
     { tail -n 30 make.log >&2; echo "build: make failed, see build/$name/make.log" >&2; exit 1; }

@@ -6,6 +6,11 @@ set -e
 PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
 libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
 curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
+# The Kafka fixtures and the clients run against them: librdkafka's mock
+# cluster (tests/kafka/kafka-mock), kcat, kafka-python (run with
+# /usr/bin/python3), and tshark to decode the test broker's bytes
+# independently (tests/integration/100-kafka-fixtures.t).
+PKGS="$PKGS librdkafka-dev kcat python3-kafka tshark"
 # clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
 # CI) runs; LOOKOUT_FUZZ=no leaves them out.
 [ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"
@@ -28,6 +33,14 @@ if [ "$(id -u)" -ne 0 ]; then
     SUDO=sudo
 fi
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture; answer no
+# (the tests capture as root) so that the install never waits for a human.
+case " $missing " in
+*" tshark "*)
+    echo "wireshark-common wireshark-common/install-setuid boolean false" |
+        $SUDO debconf-set-selections 2>/dev/null || true
+    ;;
+esac
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
