@@ -1,0 +1,213 @@
+package KafkaMock;
+
+# Kafka peers for lookout's integration tests: librdkafka's mock cluster.
+#
+# KafkaMock->start runs tests/kafka/kafka-mock (built by tests/build.sh when librdkafka-dev
+# is installed): an N-broker librdkafka 2.0.2 mock cluster, node ids 1..N, each broker on
+# 127.0.0.1 and an ephemeral port. The fixture prints one JSON line once the cluster
+# answers Metadata (what a client is told: ids, hosts, ports, partition leaders), then runs
+# until its stdin closes. We hold the write end of that pipe, so the cluster dies with the
+# test even when the test itself is killed. The mock speaks only Metadata v0-2,
+# FindCoordinator v0-2, Produce v0-7 and Fetch v0-11, and answers ApiVersions v3+ with a
+# non-standard error-35 body (facts/kafka.md §5); KafkaTestBroker covers the rest.
+#
+# The process handling here (spawn with a stdin pipe, read the ready line with a deadline,
+# stop by closing stdin, then TERM and KILL by pid) is shared with KafkaTestBroker.
+
+use strict;
+use warnings;
+
+use Carp qw(croak);
+use File::Basename qw(dirname);
+use IO::Handle;
+use IO::Select;
+use JSON::PP ();
+use POSIX qw(WNOHANG);
+use Time::HiRes qw(time sleep);
+
+use Lookout qw(lookout_bin repo_top tmp_dir slurp);
+
+my %LIVE;    # fixtures started by this process, stopped at END if a test forgets
+
+=head1 SYNOPSIS
+
+  my $m = KafkaMock->start(brokers => 3, topics => ['t1:3', 't2:1:1']);
+  $m->bootstrap;                 # "127.0.0.1:40001,127.0.0.1:40002,127.0.0.1:40003"
+  $m->brokers;                   # [{id => 1, host => '127.0.0.1', port => 40001}, ...]
+  $m->broker(2)->{port};
+  $m->topic('t1')->{leaders};    # [1, 2, 3]: the leader of each partition
+  $m->stop;                      # 0 when the fixture shut the cluster down cleanly
+
+=cut
+
+# KafkaMock::bin(): the kafka-mock program, or undef. $ENV{LOOKOUT_KAFKA_MOCK}, else
+# tests/kafka/kafka-mock beside the lookout under test (out-of-tree builds put lookout in
+# build/NAME/ and the fixture in build/NAME/tests/kafka/).
+sub bin {
+    my $b = $ENV{LOOKOUT_KAFKA_MOCK} // dirname(lookout_bin()) . '/tests/kafka/kafka-mock';
+    return -x $b ? $b : undef;
+}
+
+# KafkaMock::missing(): why the mock cannot run here (a skip reason), or undef.
+sub missing {
+    return undef if bin();
+    return 'tests/kafka/kafka-mock is not built (apt-get install librdkafka-dev, then tests/build.sh)';
+}
+
+# KafkaMock->start(%opt): start a mock cluster and return it once it answers Metadata.
+#   brokers  => N (1-16, default 3)
+#   topics   => ['name:partitions[:replicas]', ...] (replicas default min(3, N))
+#   rack     => 1 gives broker N the rack "rN"
+#   dir      => where its stderr goes (kafka-mock.log; default a temp dir)
+#   lifetime => seconds before it stops by itself (default 600)
+#   timeout  => seconds to wait for the ready line (default 30)
+# Croaks if the fixture is missing, exits, or does not get ready in time.
+sub start {
+    my ($class, %o) = @_;
+    my $bin = bin() or croak 'KafkaMock: ' . missing();
+    my @argv = ($bin, '--lifetime', $o{lifetime} // 600);
+    push @argv, '--rack' if $o{rack};
+    push @argv, $o{brokers} // 3, @{ $o{topics} // [] };
+    my $self = $class->_spawn(\@argv, $o{dir}, 'kafka-mock', $o{timeout} // 30,
+                              # librdkafka's own allocations are not ours to judge
+                              { ASAN_OPTIONS => 'detect_leaks=0' });
+    return $self;
+}
+
+sub bootstrap { $_[0]{ready}{bootstrap} }
+sub brokers   { $_[0]{ready}{brokers} }
+sub topics    { $_[0]{ready}{topics} }
+sub ready     { $_[0]{ready} }
+sub pid       { $_[0]{pid} }
+sub log_file  { $_[0]{log_file} }
+sub log       { slurp($_[0]{log_file}) // '' }
+
+# $m->broker(ID): the broker entry {id, host, port} for node id ID, or undef.
+sub broker {
+    my ($self, $id) = @_;
+    my ($b) = grep { $_->{id} == $id } @{ $self->brokers };
+    return $b;
+}
+
+# $m->topic(NAME): {name, partitions, leaders} or undef.
+sub topic {
+    my ($self, $name) = @_;
+    my ($t) = grep { $_->{name} eq $name } @{ $self->topics };
+    return $t;
+}
+
+# KafkaMock::run(ARGV, %opt): run a client (kcat, a Python script...) to completion, bounded
+# by coreutils' timeout: in => text for its stdin (default none), timeout => seconds (default
+# 60; then TERM, and KILL 2 s later), env => {...}. Returns {exit => code (124 = timed out),
+# out => stdout, err => stderr}.
+sub run {
+    my ($argv, %o) = @_;
+    my $dir = tmp_dir();
+    my $in = "$dir/in";
+    Lookout::spew($in, $o{in} // '');
+    my $pid = fork;
+    croak "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDIN, '<', $in or POSIX::_exit(126);
+        open STDOUT, '>', "$dir/out" or POSIX::_exit(126);
+        open STDERR, '>', "$dir/err" or POSIX::_exit(126);
+        $ENV{$_} = $o{env}{$_} for keys %{ $o{env} // {} };
+        my @cmd = ('timeout', '-k', '2', $o{timeout} // 60, @$argv);
+        { no warnings 'exec'; exec { $cmd[0] } @cmd; }
+        POSIX::_exit(127);
+    }
+    waitpid($pid, 0);
+    return { exit => $? >> 8, out => slurp("$dir/out") // '', err => slurp("$dir/err") // '' };
+}
+
+# ---- process handling, shared with KafkaTestBroker -----------------------------------------
+
+# $class->_spawn(ARGV, DIR, NAME, TIMEOUT, ENV): fork+exec ARGV with stdin a pipe we hold,
+# stdout a pipe we read one JSON line from (within TIMEOUT seconds), stderr to
+# DIR/NAME.log. Returns the object with {ready} = that line, decoded.
+sub _spawn {
+    my ($class, $argv, $dir, $name, $timeout, $env) = @_;
+    $dir //= tmp_dir();
+    my $log = "$dir/$name.log";
+    pipe(my $in_r, my $in_w) or croak "pipe: $!";
+    pipe(my $out_r, my $out_w) or croak "pipe: $!";
+    my $pid = fork;
+    croak "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        # Child: never return into the test's code.
+        close $in_w;
+        close $out_r;
+        open STDIN, '<&', $in_r or POSIX::_exit(126);
+        open STDOUT, '>&', $out_w or POSIX::_exit(126);
+        open STDERR, '>>', $log or POSIX::_exit(126);
+        $ENV{$_} = $env->{$_} for keys %{ $env // {} };
+        { no warnings 'exec'; exec { $argv->[0] } @$argv; }
+        print STDERR "exec $argv->[0]: $!\n";
+        POSIX::_exit(127);
+    }
+    close $in_r;
+    close $out_w;
+    $in_w->autoflush(1);
+    my $self = bless { pid => $pid, in => $in_w, out => $out_r, log_file => $log, dir => $dir,
+                       name => $name, owner => $$ }, $class;
+    $LIVE{"$self"} = $self;
+
+    my ($line, $buf) = ('', '');
+    my $sel = IO::Select->new($out_r);
+    my $end = time + $timeout;
+    while ($line !~ /\n/) {
+        my $left = $end - time;
+        last if $left <= 0;
+        next unless $sel->can_read($left > 0.5 ? 0.5 : $left);
+        my $n = sysread($out_r, $buf, 65536);
+        last unless $n;    # EOF: it exited
+        $line .= $buf;
+    }
+    my ($first) = $line =~ /^(.*?)\n/;
+    my $ready = defined $first ? eval { JSON::PP::decode_json($first) } : undef;
+    unless ($ready) {
+        $self->stop(2);
+        croak "$name did not get ready within $timeout s: " . ($self->log || '(no output)');
+    }
+    $self->{ready} = $ready;
+    return $self;
+}
+
+# $x->alive: still running (reaps it if it has exited).
+sub alive {
+    my ($self) = @_;
+    return 0 if defined $self->{status};
+    my $r = waitpid($self->{pid}, WNOHANG);
+    return 1 if $r == 0;
+    $self->{status} = $r == $self->{pid} ? $? : -1;
+    return 0;
+}
+
+# $x->stop([TIMEOUT=10]): close its stdin and wait for it to exit; TERM, then KILL, when it
+# has not within TIMEOUT seconds. Returns the wait status (0 = it shut down cleanly).
+# Idempotent.
+sub stop {
+    my ($self, $timeout) = @_;
+    return $self->{status} if defined $self->{status};
+    close $self->{in} if $self->{in};
+    delete $self->{in};
+    for my $sig (undef, 'TERM', 'KILL') {
+        kill $sig, $self->{pid} if $sig;
+        my $end = time + ($sig ? 5 : $timeout // 10);
+        while (time < $end) {
+            last unless $self->alive;
+            sleep 0.05;
+        }
+        last unless $self->alive;
+    }
+    close $self->{out} if $self->{out};
+    delete $self->{out};
+    delete $LIVE{"$self"};
+    return $self->{status};
+}
+
+sub DESTROY { local ($?, $@); $_[0]->stop(5) if $_[0]{owner} && $_[0]{owner} == $$ }
+
+END { local $?; $_->stop(5) for grep { $_->{owner} == $$ } values %LIVE }
+
+1;
