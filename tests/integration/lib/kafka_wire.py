@@ -315,3 +315,14 @@ def split_batches(records):
 def frame(payload):
     """A size-prefixed frame."""
     return struct.pack('>i', len(payload)) + payload
+
+
+def recv_exact(sock, n):
+    """n bytes from a socket, or None if the peer closed first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 65536))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
