@@ -18,6 +18,8 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use IO::Select;
+use IO::Socket::INET;
 use JSON::PP qw(decode_json);
 use Test::More;
 
@@ -226,6 +228,47 @@ subtest 'test broker: flexible versions, request log, acks=0' => sub {
     $r = KafkaMock::run([ $PY, $PROBE, $tb->bootstrap, 'ApiVersions:7' ], timeout => 30);
     my ($a) = json_lines($r->{out});
     like($a->{response_hex} // '', qr/^0000000100230000000100120000/, 'ApiVersions v7: error 35 and our range in a v0 body');
+};
+
+subtest 'test broker: header tags, unknown APIs, bad frames' => sub {
+    my $tag = 'e80713' . unpack('H*', 'lookout:unknown-tag');    # tag 1000, 19 bytes
+    my $b = KafkaTestBroker->start(dir => $dir, unknown_tags => 'all', unknown => 'echo',
+                                   topics => [ { name => $TOPIC, partitions => 1 } ]);
+    my $r = KafkaMock::run([ $PY, $PROBE, $b->bootstrap, '--topic', $TOPIC, '--partitions', '1',
+                             'Metadata:8-9', 'ApiVersions:3', 'Produce:9' ], timeout => 30);
+    my ($m8, $m9, $av, $p9) = json_lines($r->{out});
+    like($m9->{response_hex}, qr/^00000002\Q01$tag\E/, 'unknown_tags all: a tag in response header v1 (Metadata v9)');
+    unlike($m8->{response_hex}, qr/^00000001\Q01$tag\E/, '... none in header v0 (Metadata v8)');
+    like($av->{response_hex}, qr/^000000030000/, '... nor in ApiVersions v3 (header v0 always)');
+    like($p9->{response_hex}, qr/\Q$tag\E$/, '... and still in the body (Produce v9)');
+
+    # unknown => echo: an API the broker does not speak comes back behind a v0 header.
+    my $s = IO::Socket::INET->new(PeerAddr => $b->bootstrap, Timeout => 10) or die "connect: $!";
+    my $req = pack('n n N n/a* a*', 9999, 3, 77, 'raw', 'opaque-body');
+    print $s pack('N/a*', $req);
+    my $got = '';
+    IO::Select->new($s)->can_read(10) and $s->sysread($got, 4096);
+    is($got, pack('N/a*', pack('N', 77) . substr($req, 8)), 'unknown => echo: the request after its 8-byte prefix');
+    close $s;
+    my ($last) = reverse $b->requests;
+    is($last->{answer}, 'echo', '... logged as echoed');
+    $b->stop;
+
+    # unknown => close (the default, as a broker does), and frames out of bounds.
+    for my $case ([ 'unknown API', pack('N/a*', pack('n n N n/a*', 9999, 0, 1, 'raw')) ],
+                  [ 'negative size', pack('N', 0xffffff00) ],
+                  [ 'size below the prefix', pack('N', 4) . 'abcd' ]) {
+        my ($what, $bytes) = @$case;
+        my $c = IO::Socket::INET->new(PeerAddr => $tb->bootstrap, Timeout => 10) or die "connect: $!";
+        print $c $bytes;
+        # EOF, or a reset when our unread bytes were still in its buffer.
+        my $ready = IO::Select->new($c)->can_read(10);
+        my $n = $ready ? $c->sysread(my $buf, 64) : -1;
+        ok(!$n, "$what: the connection is closed, nothing answered");
+        close $c;
+    }
+    $r = KafkaMock::run([ $PY, $PROBE, $tb->bootstrap, 'Metadata:1' ], timeout => 30);
+    is($r->{exit}, 0, '... and the broker serves the next client');
 };
 
 subtest 'test broker: tshark decodes its answers' => sub {
