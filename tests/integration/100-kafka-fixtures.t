@@ -40,6 +40,23 @@ sub have { my ($t) = @_; return grep { -x "$_/$t" } split /:/, $ENV{PATH} // '' 
 # JSON lines from a tool's stdout (lines that are not JSON are skipped).
 sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
 
+sub kafka_python { return -x '/usr/bin/python3' && !system('/usr/bin/python3', '-c', 'import kafka') }
+
+# kafka_python_roundtrip(BOOTSTRAP, PARTITIONS, N): KafkaProducer sends N messages over the
+# partitions, KafkaConsumer reads every partition from offset 0; checks that each sent
+# message came back on its partition, and returns {sent, got, brokers}.
+sub kafka_python_roundtrip {
+    my ($boot, $parts, $n) = @_;
+    my $r = KafkaMock::run([ '/usr/bin/python3', $PYCHECK, $boot, '--topic', $TOPIC, '--partitions', $parts,
+                             '--roundtrip', $n ], timeout => 60);
+    my ($j) = map { $_->{roundtrip} ? $_->{roundtrip} : () } json_lines($r->{out});
+    ok($j, "kafka-python: $n messages produced") or return diag($r->{err}) // {};
+    my %got = map { ("$_->[0]:$_->[1]" => 1) } @{ $j->{got} };
+    my @lost = grep { !$got{"$_->[0]:$_->[1]"} } @{ $j->{sent} };
+    ok(!@lost, 'kafka-python: each consumed back from its partition') or diag(explain(\@lost, $r->{err}));
+    return $j;
+}
+
 # ---- librdkafka's mock cluster ---------------------------------------------------------------
 
 subtest 'mock cluster: 3 brokers, kcat -L' => sub {
@@ -94,6 +111,12 @@ subtest 'mock cluster: kcat produces and consumes' => sub {
         push @got, @lines;
     }
     is(scalar @got, $n, "$n messages round-tripped");
+    SKIP: {
+        skip 'kafka-python not importable by /usr/bin/python3', 3 unless kafka_python();
+        my $rt = kafka_python_roundtrip($m->bootstrap, 3, 12);
+        is_deeply([ sort { $a->[0] <=> $b->[0] } @{ $rt->{brokers} // [] } ],
+                  [ map { [ $_->{id}, $_->{host}, $_->{port} ] } @{ $m->brokers } ], 'kafka-python sees the 3 brokers');
+    }
     # ApiVersions v3+: the 2.0.2 mock answers error 35 with a body that is neither v0 nor v3
     # (facts/kafka.md §5). Pinned here so lookout's tests know what passes through.
     my $r = KafkaMock::run([ $PY, $PROBE, $m->broker(1)->{host} . ':' . $m->broker(1)->{port},
@@ -167,6 +190,14 @@ subtest 'test broker: kafka-python decodes every version it knows' => sub {
     is(scalar @log, scalar @res, 'the broker logged each request, with its client id');
     ok(!(grep { $_->{answer} ne 'ok' || $_->{header_version} != 1 || $_->{trailing} } @log),
        'all answered, request header v1, no trailing bytes left unread');
+
+    # As an application, against a broker whose only node leads every partition.
+    my $one = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => '127.0.0.1', port => 0 } ],
+                                     listen_nodes => 1, topics => [ { name => $TOPIC, partitions => 2 } ]);
+    my $rt = kafka_python_roundtrip('127.0.0.1:' . $one->node(1)->{port}, 2, 10);
+    my @p0 = map { $_->[1] } grep { $_->[0] == 0 } @{ $rt->{got} // [] };
+    is_deeply([ @p0[0, 1] ], [ 'hello', 'world' ], 'kafka-python reads the seed batch first');
+    $one->stop;
 };
 
 subtest 'test broker: kcat (librdkafka) reads it' => sub {
