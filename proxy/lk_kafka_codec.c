@@ -1,0 +1,695 @@
+/*
+ * The Kafka codec (lk_kafka_codec.h): the split-stream frame reader, the
+ * response header version table, and response rewriting.  A rewrite is a
+ * walk over the response as its spec lays it out, recording an edit for
+ * each field that changes (a host string, a port, an ApiVersions max or
+ * count, an entry removed, and the size of the tagged field around the
+ * changes); then the frame is written out as the original bytes with the
+ * edits spliced in and a new size.  Nothing is decoded past the last field
+ * that can change: what follows is copied as it came.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "lk_kafka_codec.h"
+#include "lk_kafka_wire.h"
+#include "lk_pool.h"
+
+/* ---- the frame reader ----------------------------------------------- */
+
+void
+lk_kafka_reader_init(struct lk_kafka_reader *r, enum lk_kafka_dir dir, uint32_t max_frame_bytes)
+{
+    memset(r, 0, sizeof(*r));
+    r->max_size = max_frame_bytes > INT32_MAX ? INT32_MAX : max_frame_bytes;
+    r->prefix_len = dir == LK_KAFKA_REQUEST ? LK_KAFKA_REQ_PREFIX : LK_KAFKA_RES_PREFIX;
+    r->prefix.api_key = -1;
+    r->prefix.api_version = -1;
+}
+
+int
+lk_kafka_reader_feed(struct lk_kafka_reader *r, const uint8_t *p, size_t len, size_t *used)
+{
+    size_t n = 0;
+
+    *used = 0;
+    if (r->failed)
+        return -1;
+    if (lk_kafka_reader_in_body(r)) {
+        n = len < r->left ? len : r->left;
+        r->left -= (uint32_t)n;
+        *used = n;
+        if (r->left != 0)
+            return 0;
+        r->have = 0;
+        return LK_KAFKA_RD_END;
+    }
+    while (n < len && r->have < r->prefix_len) {
+        r->buf[r->have++] = p[n++];
+        if (r->have != 4)
+            continue;
+        /* The size alone decides: a bad one fails before the rest of the
+         * prefix comes (a TLS alert read as a size, a negative one). */
+        r->prefix.size = (int32_t)lk_kw_get32(r->buf);
+        if (r->prefix.size < r->prefix_len - 4 || (uint32_t)r->prefix.size > r->max_size) {
+            r->failed = 1;
+            *used = n;
+            return -1;
+        }
+    }
+    *used = n;
+    if (r->have < r->prefix_len)
+        return 0;
+    if (r->prefix_len == LK_KAFKA_REQ_PREFIX) {
+        r->prefix.api_key = (int16_t)lk_kw_get16(r->buf + 4);
+        r->prefix.api_version = (int16_t)lk_kw_get16(r->buf + 6);
+        r->prefix.correlation_id = (int32_t)lk_kw_get32(r->buf + 8);
+    } else {
+        r->prefix.correlation_id = (int32_t)lk_kw_get32(r->buf + 4);
+    }
+    r->left = (uint32_t)r->prefix.size - (uint32_t)(r->prefix_len - 4);
+    if (r->left != 0)
+        return LK_KAFKA_RD_PREFIX;
+    r->have = 0;
+    return LK_KAFKA_RD_PREFIX | LK_KAFKA_RD_END;
+}
+
+/* ---- header versions ------------------------------------------------ */
+
+#define NEVER 127 /* "flexibleVersions": "none" */
+
+/* The first flexible version of each API key's response, from
+ * apache/kafka's <Name>Response.json "flexibleVersions" (keys 0-87). */
+static const int8_t flex_from[] = {
+    9,  12, 6,  9,  4,  2,  6,     3,  8,  6, /* 0 Produce .. 9 OffsetFetch */
+    3,  6,  4,  4,  4,  5,  3,     NEVER, 3, 5, /* 10 FindCoordinator .. 19 CreateTopics */
+    4,  2,  2,  4,  3,  3,  3,     1,  3,  2, /* 20 DeleteTopics .. 29 DescribeAcls */
+    2,  2,  4,  2,  2,  2,  2,     2,  2,  2, /* 30 CreateAcls .. 39 RenewDelegationToken */
+    2,  2,  2,  2,  1,  0,  0,     NEVER, 1, 1, /* 40 .. 47 OffsetDelete .. 49 */
+    0,  0,  0,  1,  1,  0,  0,     0,  0,  0, /* 50 .. 59 */
+    0,  0,  0,  0,  0,  0,  0,     0,  0,  0, /* 60 DescribeCluster .. 69 */
+    0,  0,  0,  0,  0,  0,  0,     0,  0,  0, /* 70 .. 78 ShareFetch, 79 ShareAcknowledge */
+    0,  0,  0,  0,  0,  0,  0,     0,         /* 80 AddRaftVoter .. 87 */
+};
+#define NKEYS ((int)(sizeof(flex_from) / sizeof(flex_from[0])))
+
+int
+lk_kafka_api_known(int16_t api_key)
+{
+    return api_key >= 0 && api_key < NKEYS;
+}
+
+static int
+flexible(int16_t api_key, int16_t api_version)
+{
+    return flex_from[api_key] != NEVER && api_version >= flex_from[api_key];
+}
+
+int
+lk_kafka_response_header_version(int16_t api_key, int16_t api_version)
+{
+    if (!lk_kafka_api_known(api_key))
+        return -1;
+    if (api_key == LK_KAFKA_API_VERSIONS)
+        return 0; /* KIP-511: clients read it before they know the version */
+    return flexible(api_key, api_version) ? 1 : 0;
+}
+
+/* ---- the rewrite set ------------------------------------------------ */
+
+/* The versions the codec decodes: from `min` (below it the response holds
+ * no endpoint) to `max`. */
+static const struct {
+    int16_t key, min, max;
+} rewrite_set[] = {
+    {LK_KAFKA_PRODUCE, 10, 13},         /* KIP-951 NodeEndpoints (tag 0) */
+    {LK_KAFKA_FETCH, 16, 18},           /* KIP-951 NodeEndpoints (tag 0) */
+    {LK_KAFKA_METADATA, 0, 13},         /* Brokers */
+    {LK_KAFKA_FIND_COORDINATOR, 0, 6},  /* v0-3 single, v4+ Coordinators */
+    {LK_KAFKA_DESCRIBE_CLUSTER, 0, 2},  /* Brokers */
+    {LK_KAFKA_SHARE_FETCH, 0, 1},       /* NodeEndpoints */
+    {LK_KAFKA_SHARE_ACKNOWLEDGE, 0, 2}, /* NodeEndpoints */
+};
+#define NSET (sizeof(rewrite_set) / sizeof(rewrite_set[0]))
+
+#define API_VERSIONS_MAX 4
+
+int
+lk_kafka_rewrite_max_version(int16_t api_key)
+{
+    for (size_t i = 0; i < NSET; i++)
+        if (rewrite_set[i].key == api_key)
+            return rewrite_set[i].max;
+    return -1;
+}
+
+int
+lk_kafka_response_wanted(int16_t api_key, int16_t api_version)
+{
+    if (api_key == LK_KAFKA_API_VERSIONS)
+        return 1;
+    for (size_t i = 0; i < NSET; i++)
+        if (rewrite_set[i].key == api_key)
+            return api_version >= rewrite_set[i].min;
+    return 0;
+}
+
+/* ---- edits ---------------------------------------------------------- */
+
+enum edit_kind { E_NOOP = 0, E_STR, E_I32, E_I16, E_UVARINT, E_DEL };
+
+/* Replace frame[off, off + old_len) with the new value. */
+struct edit {
+    size_t off, old_len;
+    const char *s; /* E_STR */
+    size_t slen;
+    uint32_t v; /* E_I32, E_I16, E_UVARINT */
+    uint8_t kind;
+    uint8_t flex; /* E_STR: compact length */
+};
+
+struct walk {
+    struct lk_kw c;
+    int flex;
+    int16_t ver;
+    struct lk_kafka_rewrite *rw;
+    struct edit *e;
+    size_t ne, cap;
+    struct edit inl[8]; /* most responses change a few fields */
+};
+
+static size_t
+edit_add(struct walk *w, enum edit_kind kind, size_t off, size_t old_len)
+{
+    if (w->ne == w->cap) {
+        size_t cap = w->cap * 2;
+        if (w->e == w->inl) {
+            w->e = lk_xmalloc(cap * sizeof(*w->e));
+            memcpy(w->e, w->inl, sizeof(w->inl));
+        } else {
+            w->e = lk_xrealloc(w->e, cap * sizeof(*w->e));
+        }
+        w->cap = cap;
+    }
+    w->e[w->ne] = (struct edit){.off = off, .old_len = old_len, .kind = (uint8_t)kind};
+    return w->ne++;
+}
+
+static size_t
+edit_len(const struct edit *e)
+{
+    switch (e->kind) {
+    case E_STR:
+        return (e->flex ? lk_kw_uvarint_len((uint32_t)e->slen + 1) : 2) + e->slen;
+    case E_I32:
+        return 4;
+    case E_I16:
+        return 2;
+    case E_UVARINT:
+        return lk_kw_uvarint_len(e->v);
+    case E_NOOP:
+        return e->old_len;
+    default:
+        return 0;
+    }
+}
+
+/* How much the edits from index `from` on lengthen the frame. */
+static int64_t
+edits_delta(const struct walk *w, size_t from)
+{
+    int64_t d = 0;
+
+    for (size_t i = from; i < w->ne; i++)
+        d += (int64_t)edit_len(&w->e[i]) - (int64_t)w->e[i].old_len;
+    return d;
+}
+
+/* ---- the walk ------------------------------------------------------- */
+
+/* NodeId, Host, Port of one endpoint: asks the callback and records what
+ * changes.  With skip_negative, a node id below 0 (FindCoordinator's "no
+ * coordinator") is not asked about. */
+static void
+endpoint(struct walk *w, int skip_negative)
+{
+    struct lk_kw *c = &w->c;
+    struct lk_kafka_rewrite *rw = w->rw;
+    size_t hoff, hstart, hlen, poff;
+
+    int32_t id = lk_kw_i32(c);
+    hoff = c->off;
+    if (lk_kw_lenfield(c, w->flex, 0, 0, &hstart, &hlen) != 0)
+        return;
+    poff = c->off;
+    int32_t port = lk_kw_i32(c);
+    if (c->bad)
+        return;
+    if (skip_negative && id < 0) {
+        rw->skipped++;
+        return;
+    }
+    rw->endpoints++;
+    if (rw->endpoint == NULL)
+        return;
+
+    struct lk_str orig = lk_str_make((const char *)c->p + hstart, hlen), host = orig;
+    int32_t nport = port;
+    switch (rw->endpoint(rw->arg, id, &host, &nport)) {
+    case LK_KAFKA_EP_REWRITE:
+        break;
+    case LK_KAFKA_EP_UNKNOWN:
+        rw->unknown++;
+        return;
+    default:
+        return;
+    }
+    if (host.len > INT16_MAX || (host.p == NULL && host.len != 0)) {
+        rw->unknown++; /* cannot be encoded: never leave a half-done rewrite */
+        return;
+    }
+    int changed = 0;
+    if (!lk_str_eq(host, orig)) {
+        size_t i = edit_add(w, E_STR, hoff, poff - hoff);
+        w->e[i].s = host.p;
+        w->e[i].slen = host.len;
+        w->e[i].flex = (uint8_t)w->flex;
+        changed = 1;
+    }
+    if (nport != port) {
+        size_t i = edit_add(w, E_I32, poff, 4); /* before w->e: it may move */
+        w->e[i].v = (uint32_t)nport;
+        changed = 1;
+    }
+    if (changed)
+        rw->changed++;
+}
+
+/* Skips a struct's tagged fields in flexible versions. */
+static void
+tags(struct walk *w)
+{
+    if (w->flex)
+        lk_kw_tags(&w->c);
+}
+
+/* []NodeEndpoint {NodeId, Host, Port, Rack?} (KIP-951, KIP-932). */
+static void
+node_endpoints(struct walk *w)
+{
+    int64_t n = lk_kw_array(&w->c, w->flex, 0);
+
+    for (int64_t i = 0; i < n && !w->c.bad; i++) {
+        endpoint(w, 0);
+        lk_kw_string(&w->c, w->flex, 1); /* Rack */
+        tags(w);
+    }
+}
+
+/* A top-level tagged-field section whose tag 0 is NodeEndpoints (Produce
+ * v10+, Fetch v16+).  Other tags are copied; the size of tag 0 is
+ * re-encoded when its content changes length. */
+static void
+top_tags(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+    uint32_t n = lk_kw_uvarint(c);
+
+    for (uint32_t i = 0; i < n && !c->bad; i++) {
+        uint32_t tag = lk_kw_uvarint(c);
+        size_t size_off = c->off;
+        uint32_t size = lk_kw_uvarint(c);
+        size_t size_len = c->off - size_off;
+        if (!lk_kw_need(c, size))
+            return;
+        size_t end = c->off + size;
+        if (tag == 0) {
+            size_t slot = edit_add(w, E_NOOP, size_off, size_len);
+            size_t outer = c->len;
+            c->len = end; /* the array must fit in the field */
+            node_endpoints(w);
+            c->len = outer;
+            if (c->bad)
+                return;
+            int64_t d = edits_delta(w, slot + 1);
+            if (d != 0) {
+                if ((int64_t)size + d < 0 || (int64_t)size + d > INT32_MAX) {
+                    c->bad = 1;
+                    return;
+                }
+                w->e[slot].kind = E_UVARINT;
+                w->e[slot].v = (uint32_t)((int64_t)size + d);
+            }
+        }
+        c->off = end;
+    }
+}
+
+/* MetadataResponse: ThrottleTimeMs (v3+), Brokers[]{NodeId, Host, Port,
+ * Rack? (v1+)}; the rest (ClusterId, ControllerId, Topics, ...) is
+ * copied. */
+static void
+metadata(struct walk *w)
+{
+    if (w->ver >= 3)
+        lk_kw_skip(&w->c, 4);
+    int64_t n = lk_kw_array(&w->c, w->flex, 0);
+    for (int64_t i = 0; i < n && !w->c.bad; i++) {
+        endpoint(w, 0);
+        if (w->ver >= 1)
+            lk_kw_string(&w->c, w->flex, 1); /* Rack */
+        tags(w);
+    }
+}
+
+/* FindCoordinatorResponse: ThrottleTimeMs (v1+); v0-3: ErrorCode,
+ * ErrorMessage? (v1+), NodeId, Host, Port; v4+ (KIP-699):
+ * Coordinators[]{Key, NodeId, Host, Port, ErrorCode, ErrorMessage?}. */
+static void
+find_coordinator(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+
+    if (w->ver >= 1)
+        lk_kw_skip(c, 4);
+    if (w->ver <= 3) {
+        lk_kw_skip(c, 2);
+        if (w->ver >= 1)
+            lk_kw_string(c, w->flex, 1);
+        endpoint(w, 1);
+        return;
+    }
+    int64_t n = lk_kw_array(c, w->flex, 0);
+    for (int64_t i = 0; i < n && !c->bad; i++) {
+        lk_kw_string(c, w->flex, 0); /* Key */
+        endpoint(w, 1);
+        lk_kw_skip(c, 2);
+        lk_kw_string(c, w->flex, 1); /* ErrorMessage */
+        tags(w);
+    }
+}
+
+/* DescribeClusterResponse (flexible from v0): ThrottleTimeMs, ErrorCode,
+ * ErrorMessage?, EndpointType int8 (v1+), ClusterId, ControllerId,
+ * Brokers[]{BrokerId, Host, Port, Rack?, IsFenced (v2+)}. */
+static void
+describe_cluster(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+
+    lk_kw_skip(c, 4 + 2);
+    lk_kw_string(c, w->flex, 1);
+    if (w->ver >= 1)
+        lk_kw_skip(c, 1);
+    lk_kw_string(c, w->flex, 0);
+    lk_kw_skip(c, 4);
+    int64_t n = lk_kw_array(c, w->flex, 0);
+    for (int64_t i = 0; i < n && !c->bad; i++) {
+        endpoint(w, 0);
+        lk_kw_string(c, w->flex, 1);
+        if (w->ver >= 2)
+            lk_kw_skip(c, 1);
+        tags(w);
+    }
+}
+
+/* ProduceResponse v10+ (flexible): Responses[]{Name (v0-12) | TopicId
+ * (v13+), PartitionResponses[]{Index, ErrorCode, BaseOffset,
+ * LogAppendTimeMs, LogStartOffset, RecordErrors[]{BatchIndex,
+ * BatchIndexErrorMessage?}, ErrorMessage?}}, ThrottleTimeMs, then the
+ * top-level tags. */
+static void
+produce(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+    int64_t nt = lk_kw_array(c, 1, 0);
+
+    for (int64_t t = 0; t < nt && !c->bad; t++) {
+        if (w->ver <= 12)
+            lk_kw_string(c, 1, 0);
+        else
+            lk_kw_skip(c, 16);
+        int64_t np = lk_kw_array(c, 1, 0);
+        for (int64_t p = 0; p < np && !c->bad; p++) {
+            lk_kw_skip(c, 4 + 2 + 8 + 8 + 8);
+            int64_t ne = lk_kw_array(c, 1, 0);
+            for (int64_t e = 0; e < ne && !c->bad; e++) {
+                lk_kw_skip(c, 4);
+                lk_kw_string(c, 1, 1);
+                lk_kw_tags(c);
+            }
+            lk_kw_string(c, 1, 1);
+            lk_kw_tags(c); /* CurrentLeader is tag 0 here */
+        }
+        lk_kw_tags(c);
+    }
+    lk_kw_skip(c, 4);
+    top_tags(w);
+}
+
+/* FetchResponse v16+ (flexible): ThrottleTimeMs, ErrorCode, SessionId,
+ * Responses[]{TopicId (v13+), Partitions[]{PartitionIndex,
+ * ErrorCode, HighWatermark, LastStableOffset, LogStartOffset,
+ * AbortedTransactions[]?{ProducerId, FirstOffset}, PreferredReadReplica,
+ * Records?}}, then the top-level tags.  Records are stepped over by their
+ * length, never decoded. */
+static void
+fetch(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+
+    lk_kw_skip(c, 4 + 2 + 4);
+    int64_t nt = lk_kw_array(c, 1, 0);
+    for (int64_t t = 0; t < nt && !c->bad; t++) {
+        lk_kw_skip(c, 16); /* TopicId: v13+, so always here */
+        int64_t np = lk_kw_array(c, 1, 0);
+        for (int64_t p = 0; p < np && !c->bad; p++) {
+            lk_kw_skip(c, 4 + 2 + 8 + 8 + 8);
+            int64_t na = lk_kw_array(c, 1, 1);
+            for (int64_t a = 0; a < na && !c->bad; a++) {
+                lk_kw_skip(c, 8 + 8);
+                lk_kw_tags(c);
+            }
+            lk_kw_skip(c, 4);
+            lk_kw_bytes(c, 1);
+            lk_kw_tags(c);
+        }
+        lk_kw_tags(c);
+    }
+    top_tags(w);
+}
+
+/* ShareFetchResponse and ShareAcknowledgeResponse (KIP-932, flexible
+ * from v0): ThrottleTimeMs, ErrorCode, ErrorMessage?,
+ * AcquisitionLockTimeoutMs (ShareFetch v1+, ShareAcknowledge v2+:
+ * KIP-1222), Responses[]{TopicId, Partitions[]{PartitionIndex, ErrorCode,
+ * ErrorMessage?, [ShareFetch: AcknowledgeErrorCode,
+ * AcknowledgeErrorMessage?], CurrentLeader{LeaderId, LeaderEpoch},
+ * [ShareFetch: Records?, AcquiredRecords[]{FirstOffset, LastOffset,
+ * DeliveryCount}]}}, then NodeEndpoints[] as a plain field, last. */
+static void
+share(struct walk *w, int is_fetch)
+{
+    struct lk_kw *c = &w->c;
+
+    lk_kw_skip(c, 4 + 2);
+    lk_kw_string(c, 1, 1);
+    if (w->ver >= (is_fetch ? 1 : 2))
+        lk_kw_skip(c, 4);
+    int64_t nt = lk_kw_array(c, 1, 0);
+    for (int64_t t = 0; t < nt && !c->bad; t++) {
+        lk_kw_skip(c, 16);
+        int64_t np = lk_kw_array(c, 1, 0);
+        for (int64_t p = 0; p < np && !c->bad; p++) {
+            lk_kw_skip(c, 4 + 2);
+            lk_kw_string(c, 1, 1);
+            if (is_fetch) {
+                lk_kw_skip(c, 2);
+                lk_kw_string(c, 1, 1);
+            }
+            lk_kw_skip(c, 4 + 4); /* CurrentLeader */
+            lk_kw_tags(c);
+            if (is_fetch) {
+                lk_kw_bytes(c, 1);
+                int64_t na = lk_kw_array(c, 1, 0);
+                for (int64_t a = 0; a < na && !c->bad; a++) {
+                    lk_kw_skip(c, 8 + 8 + 2);
+                    lk_kw_tags(c);
+                }
+            }
+            lk_kw_tags(c);
+        }
+        lk_kw_tags(c);
+    }
+    node_endpoints(w);
+}
+
+/* ApiVersionsResponse: ErrorCode, ApiKeys[]{ApiKey, MinVersion,
+ * MaxVersion}, ...: clamps and drops entries; the rest is copied.  Returns
+ * 1 for an error-35 reply, which is left undecoded. */
+static int
+api_versions(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+    struct lk_kafka_rewrite *rw = w->rw;
+
+    if (lk_kw_i16(c) == LK_KAFKA_ERR_UNSUPPORTED_VERSION && !c->bad)
+        return 1; /* a v0 body whatever was asked (KIP-511) */
+    size_t count_off = c->off;
+    int64_t n = lk_kw_array(c, w->flex, 0);
+    size_t slot = edit_add(w, E_NOOP, count_off, c->off - count_off);
+    int64_t kept = n;
+    for (int64_t i = 0; i < n && !c->bad; i++) {
+        size_t start = c->off;
+        int16_t key = lk_kw_i16(c);
+        int16_t min = lk_kw_i16(c);
+        size_t max_off = c->off;
+        int16_t max = lk_kw_i16(c);
+        tags(w);
+        if (c->bad)
+            break;
+        int top = lk_kafka_rewrite_max_version(key);
+        if ((rw->drop_unknown_api && !lk_kafka_api_known(key)) || (top >= 0 && min > top)) {
+            /* unknown, or no version left that lookout can rewrite */
+            edit_add(w, E_DEL, start, c->off - start);
+            rw->dropped++;
+            kept--;
+        } else if (top >= 0 && max > top) {
+            size_t k = edit_add(w, E_I16, max_off, 2);
+            w->e[k].v = (uint16_t)top;
+            rw->clamped++;
+        }
+    }
+    if (kept != n) {
+        w->e[slot].kind = w->flex ? E_UVARINT : E_I32;
+        w->e[slot].v = (uint32_t)(w->flex ? kept + 1 : kept);
+    }
+    return 0;
+}
+
+/* Writes the frame with the edits spliced in. */
+static void
+emit(const struct walk *w, const uint8_t *frame, size_t len, uint32_t size, struct evbuffer *out)
+{
+    uint8_t tmp[8];
+    size_t at = 4;
+
+    if (evbuffer_expand(out, (size_t)size + 4) != 0)
+        abort(); /* out of memory, as lk_xmalloc */
+    lk_kw_put32(tmp, size);
+    evbuffer_add(out, tmp, 4);
+    for (size_t i = 0; i < w->ne; i++) {
+        const struct edit *e = &w->e[i];
+        if (e->kind == E_NOOP)
+            continue;
+        evbuffer_add(out, frame + at, e->off - at);
+        switch (e->kind) {
+        case E_STR:
+            if (e->flex) {
+                evbuffer_add(out, tmp, lk_kw_put_uvarint(tmp, (uint32_t)e->slen + 1));
+            } else {
+                lk_kw_put16(tmp, (uint16_t)e->slen);
+                evbuffer_add(out, tmp, 2);
+            }
+            evbuffer_add(out, e->s, e->slen);
+            break;
+        case E_I32:
+            lk_kw_put32(tmp, e->v);
+            evbuffer_add(out, tmp, 4);
+            break;
+        case E_I16:
+            lk_kw_put16(tmp, (uint16_t)e->v);
+            evbuffer_add(out, tmp, 2);
+            break;
+        case E_UVARINT:
+            evbuffer_add(out, tmp, lk_kw_put_uvarint(tmp, e->v));
+            break;
+        default: /* E_DEL */
+            break;
+        }
+        at = e->off + e->old_len;
+    }
+    evbuffer_add(out, frame + at, len - at);
+}
+
+enum lk_kafka_rw
+lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int16_t api_version,
+                          struct lk_kafka_rewrite *rw, struct evbuffer *out)
+{
+    struct walk w;
+    enum lk_kafka_rw rc = LK_KAFKA_RW_UNCHANGED;
+    int64_t size;
+    int any = 0;
+    int hv = lk_kafka_response_header_version(api_key, api_version);
+
+    rw->endpoints = rw->changed = rw->unknown = rw->skipped = rw->clamped = rw->dropped = 0;
+    if (len < LK_KAFKA_RES_PREFIX || len - 4 > INT32_MAX || lk_kw_get32(frame) != len - 4)
+        return LK_KAFKA_RW_MALFORMED;
+    if (hv < 0 || api_version < 0)
+        return LK_KAFKA_RW_UNSUPPORTED;
+    if (!lk_kafka_response_wanted(api_key, api_version))
+        return LK_KAFKA_RW_UNCHANGED; /* it carries no endpoint */
+    if (api_version > (api_key == LK_KAFKA_API_VERSIONS ? API_VERSIONS_MAX
+                                                         : lk_kafka_rewrite_max_version(api_key)))
+        return LK_KAFKA_RW_UNSUPPORTED;
+
+    memset(&w, 0, sizeof(w));
+    w.c = (struct lk_kw){frame, len, 4, 0};
+    w.flex = flexible(api_key, api_version);
+    w.ver = api_version;
+    w.rw = rw;
+    w.e = w.inl;
+    w.cap = sizeof(w.inl) / sizeof(w.inl[0]);
+
+    lk_kw_skip(&w.c, 4); /* CorrelationId */
+    if (hv == 1)
+        lk_kw_tags(&w.c); /* response header v1: copied, tags and all */
+    switch (api_key) {
+    case LK_KAFKA_PRODUCE:
+        produce(&w);
+        break;
+    case LK_KAFKA_FETCH:
+        fetch(&w);
+        break;
+    case LK_KAFKA_METADATA:
+        metadata(&w);
+        break;
+    case LK_KAFKA_FIND_COORDINATOR:
+        find_coordinator(&w);
+        break;
+    case LK_KAFKA_DESCRIBE_CLUSTER:
+        describe_cluster(&w);
+        break;
+    case LK_KAFKA_SHARE_FETCH:
+    case LK_KAFKA_SHARE_ACKNOWLEDGE:
+        share(&w, api_key == LK_KAFKA_SHARE_FETCH);
+        break;
+    case LK_KAFKA_API_VERSIONS:
+        if (api_versions(&w) == 1)
+            goto out;
+        break;
+    default:
+        goto out; /* not reached: lk_kafka_response_wanted said no */
+    }
+    if (w.c.bad) {
+        rc = LK_KAFKA_RW_MALFORMED;
+        goto out;
+    }
+    size = (int64_t)len - 4 + edits_delta(&w, 0);
+    for (size_t i = 0; i < w.ne && !any; i++)
+        any = w.e[i].kind != E_NOOP;
+    if (!any)
+        goto out;
+    if (size > INT32_MAX) {
+        rc = LK_KAFKA_RW_MALFORMED;
+        goto out;
+    }
+    emit(&w, frame, len, (uint32_t)size, out);
+    rc = LK_KAFKA_RW_REWRITTEN;
+out:
+    if (w.e != w.inl)
+        free(w.e);
+    return rc;
+}

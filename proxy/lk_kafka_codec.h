@@ -1,0 +1,213 @@
+/*
+ * The Kafka codec: pure functions over bytes, no sockets, no event loop.
+ * Three parts, for the protocol module and its filters:
+ *   - a reader that finds frame boundaries in a split byte stream and
+ *     reads only a frame's fixed prefix (size, api_key, api_version,
+ *     correlation_id: KAFKA-21160), so that the module forwards request
+ *     frames untouched and never buffers one;
+ *   - which response header version a response to (api_key, api_version)
+ *     carries (flexible versions: 1, else 0; ApiVersions always 0);
+ *   - response rewriting: the broker endpoints of Metadata,
+ *     FindCoordinator, DescribeCluster, Produce and Fetch (KIP-951
+ *     NodeEndpoints), ShareFetch and ShareAcknowledge, matched by node id
+ *     through a callback, and the ApiVersions clamp.  Only what changes is
+ *     re-encoded; every other byte is copied.
+ * Layouts are those of apache/kafka's message specs
+ * (clients/src/main/resources/common/message/<Name>Response.json).
+ */
+#ifndef LK_KAFKA_CODEC_H
+#define LK_KAFKA_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lk_str.h"
+
+struct evbuffer;
+
+enum lk_kafka_api {
+    LK_KAFKA_PRODUCE = 0,
+    LK_KAFKA_FETCH = 1,
+    LK_KAFKA_METADATA = 3,
+    LK_KAFKA_FIND_COORDINATOR = 10,
+    LK_KAFKA_API_VERSIONS = 18,
+    LK_KAFKA_DESCRIBE_CLUSTER = 60,
+    LK_KAFKA_SHARE_FETCH = 78,
+    LK_KAFKA_SHARE_ACKNOWLEDGE = 79,
+};
+
+#define LK_KAFKA_ERR_UNSUPPORTED_VERSION 35
+
+/* ---- the frame reader (requests and responses) ---------------------- */
+
+/* Bytes of the fixed prefix, size field included: a request's size,
+ * api_key, api_version, correlation_id (the same in request header v0-2,
+ * and kept so for later ones: RequestHeader.json, KAFKA-21160); a
+ * response's size and correlation_id. */
+#define LK_KAFKA_REQ_PREFIX 12
+#define LK_KAFKA_RES_PREFIX 8
+
+enum lk_kafka_dir { LK_KAFKA_REQUEST = 0, LK_KAFKA_RESPONSE = 1 };
+
+struct lk_kafka_prefix {
+    int32_t size;           /* the size field: bytes after it */
+    int16_t api_key;        /* requests only; -1 in a response */
+    int16_t api_version;    /* requests only; -1 in a response */
+    int32_t correlation_id;
+};
+
+/* What lk_kafka_reader_feed saw, as bits. */
+#define LK_KAFKA_RD_PREFIX 1 /* r->prefix is complete (the frame's own) */
+#define LK_KAFKA_RD_END 2    /* the frame's last byte was consumed */
+
+struct lk_kafka_reader {
+    uint32_t max_size;    /* the largest size field accepted */
+    uint8_t prefix_len;   /* LK_KAFKA_REQ_PREFIX or LK_KAFKA_RES_PREFIX */
+    uint8_t have;         /* prefix bytes gathered of the current frame */
+    uint8_t failed;       /* a size out of range was seen: dead */
+    uint8_t buf[LK_KAFKA_REQ_PREFIX];
+    uint32_t left;        /* once the prefix is complete: frame bytes still to come */
+    struct lk_kafka_prefix prefix; /* the current (or last) frame's */
+};
+
+/*
+ * Prepares a reader for one direction of one connection.  max_frame_bytes
+ * caps the size field (at most INT32_MAX): a frame whose size is above it,
+ * negative, or below the rest of the prefix (8 for a request, 4 for a
+ * response) is an error.
+ */
+void lk_kafka_reader_init(struct lk_kafka_reader *r, enum lk_kafka_dir dir,
+                          uint32_t max_frame_bytes);
+
+/*
+ * Feeds up to len bytes of the stream.  It consumes bytes up to the next
+ * event and stops there, so that the *used bytes of one call always belong
+ * to one frame (the caller forwards them as they are):
+ *   - the prefix completes: returns LK_KAFKA_RD_PREFIX, r->prefix holds it
+ *     (with LK_KAFKA_RD_END too if the frame is the prefix alone);
+ *   - the frame's last byte: returns LK_KAFKA_RD_END; the next byte
+ *     starts a new frame;
+ *   - all len bytes consumed with no event: returns 0;
+ *   - the size field is out of range: returns -1 once the 4 size bytes
+ *     are in (*used counts them; r->prefix.size holds it for the log), and
+ *     -1 with *used = 0 on every call after.
+ * While the prefix is read, p must hold len bytes.  Between
+ * LK_KAFKA_RD_PREFIX and LK_KAFKA_RD_END the reader only counts: p is not
+ * read and may be NULL, so that the caller moves the body with
+ * evbuffer_remove_buffer() and reports the count here.
+ */
+int lk_kafka_reader_feed(struct lk_kafka_reader *r, const uint8_t *p, size_t len, size_t *used);
+
+/* Whether the reader is between a frame's prefix and its end (bytes are
+ * counted, not read). */
+static inline int
+lk_kafka_reader_in_body(const struct lk_kafka_reader *r)
+{
+    return !r->failed && r->have == r->prefix_len;
+}
+
+/*
+ * The bytes the reader wants next: in the prefix, the prefix bytes still
+ * missing; in the body, the frame bytes still to come (what the caller
+ * may forward before the frame ends).
+ */
+static inline size_t
+lk_kafka_reader_want(const struct lk_kafka_reader *r)
+{
+    return lk_kafka_reader_in_body(r) ? r->left : (size_t)(r->prefix_len - r->have);
+}
+
+/* ---- header versions ------------------------------------------------ */
+
+/*
+ * The response header version of a response to (api_key, api_version): 1
+ * from the API's first flexible version on, else 0; ApiVersions always 0
+ * (KIP-511).  -1 for an api_key the codec does not know (the module
+ * passes such responses through: their correlation id is where it always
+ * is).  The table is that of apache/kafka's specs (keys 0-87).
+ */
+int lk_kafka_response_header_version(int16_t api_key, int16_t api_version);
+
+/* Whether the codec knows api_key at all (ApiVersions' unknown_api). */
+int lk_kafka_api_known(int16_t api_key);
+
+/* ---- response rewriting --------------------------------------------- */
+
+/* A callback's verdict on one broker endpoint. */
+enum lk_kafka_ep {
+    LK_KAFKA_EP_KEEP = 0,  /* leave it as it is */
+    LK_KAFKA_EP_REWRITE,   /* *host and *port were set: write those */
+    LK_KAFKA_EP_UNKNOWN,   /* no endpoint for this node: left as it is, counted */
+};
+
+/*
+ * Decides one endpoint: node_id, and host and port as the broker sent them
+ * (host points into the frame).  For LK_KAFKA_EP_REWRITE it sets *host
+ * (bytes that stay valid until lk_kafka_rewrite_response returns; a host
+ * over 32767 bytes is refused and counted as unknown) and *port.  Node ids
+ * are never changed.
+ */
+typedef enum lk_kafka_ep (*lk_kafka_endpoint_cb)(void *arg, int32_t node_id, struct lk_str *host,
+                                                  int32_t *port);
+
+/* The rewrite's inputs (endpoint, arg, drop_unknown_api) and its counts. */
+struct lk_kafka_rewrite {
+    lk_kafka_endpoint_cb endpoint; /* NULL: every endpoint is kept */
+    void *arg;
+    unsigned drop_unknown_api : 1; /* ApiVersions: unknown_api = drop */
+    /* set by lk_kafka_rewrite_response (zeroed first) */
+    unsigned endpoints;  /* endpoints given to the callback */
+    unsigned changed;    /* ... whose bytes changed */
+    unsigned unknown;    /* ... the callback did not know (left as they were) */
+    unsigned skipped;    /* FindCoordinator entries with node id < 0, not asked */
+    unsigned clamped;    /* ApiVersions entries whose max version was lowered */
+    unsigned dropped;    /* ApiVersions entries removed */
+};
+
+enum lk_kafka_rw {
+    LK_KAFKA_RW_UNCHANGED = 0, /* forward the original bytes; out untouched */
+    LK_KAFKA_RW_REWRITTEN,     /* the new frame was appended to out */
+    LK_KAFKA_RW_MALFORMED,     /* it does not decode: forward untouched, log */
+    LK_KAFKA_RW_UNSUPPORTED,   /* an api key or version the codec does not know */
+};
+
+/*
+ * Whether the codec may change a response to (api_key, api_version): the
+ * module buffers exactly these frames whole and streams the others
+ * (Produce below v10 and Fetch below v16 carry no endpoint, so the produce
+ * and consume paths cost nothing).  Versions beyond the codec's are
+ * wanted too: lk_kafka_rewrite_response says LK_KAFKA_RW_UNSUPPORTED.
+ */
+int lk_kafka_response_wanted(int16_t api_key, int16_t api_version);
+
+/*
+ * The highest version of api_key the codec rewrites (what ApiVersions is
+ * clamped to), or -1 for an API outside the rewrite set:
+ *   Produce 13, Fetch 18, Metadata 13, FindCoordinator 6,
+ *   DescribeCluster 2, ShareFetch 1, ShareAcknowledge 2.
+ */
+int lk_kafka_rewrite_max_version(int16_t api_key);
+
+/*
+ * Rewrites one response frame.  frame[0..len) is the whole frame, its
+ * 4-byte size field included (the size must be len - 4); api_key and
+ * api_version are the request's.  The response header (correlation id,
+ * and its tagged fields in header v1) is copied.  Every endpoint of the
+ * rewrite set goes to rw->endpoint; an ApiVersions response (v0-4) gets
+ * the max version of each API in the rewrite set clamped to
+ * lk_kafka_rewrite_max_version() (an entry whose min is above that is
+ * removed), and with rw->drop_unknown_api the API keys
+ * lk_kafka_api_known() refuses removed.  An ApiVersions error 35
+ * (UNSUPPORTED_VERSION) reply is not decoded: its body is v0 whatever the
+ * request's version (KIP-511), and it stays as it is.
+ * Only changed fields are re-encoded (a host string, a port, an
+ * ApiVersions max or count); the enclosing tagged-field size and the frame
+ * size are recomputed; all other bytes, unknown tagged fields among them,
+ * are copied.  Returns an enum lk_kafka_rw; only LK_KAFKA_RW_REWRITTEN
+ * touches out.
+ */
+enum lk_kafka_rw lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key,
+                                           int16_t api_version, struct lk_kafka_rewrite *rw,
+                                           struct evbuffer *out);
+
+#endif
