@@ -18,6 +18,7 @@ extern const struct lk_test_case lk_test_flt_listener[];
 extern const struct lk_test_case lk_test_flt_lookup[];
 extern const struct lk_test_case lk_test_match[];
 extern const struct lk_test_case lk_test_flt_leak_guard[];
+extern const struct lk_test_case lk_test_kafka_codec[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -31,6 +32,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_flt_lookup,
     lk_test_match,
     lk_test_flt_leak_guard,
+    lk_test_kafka_codec,
     NULL,
 };
 

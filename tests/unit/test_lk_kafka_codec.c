@@ -1,0 +1,1213 @@
+/*
+ * Tests for proxy/lk_kafka_codec.c.  Frames are built by a small encoder
+ * of this file's own, written from the message specs apart from the
+ * codec's walk: every version of every response in the rewrite set is
+ * encoded with internal endpoints, rewritten, and must equal, byte for
+ * byte, the same message encoded with the external endpoints (so node ids,
+ * every other field, unknown tagged fields, compact lengths, tagged-field
+ * sizes and the frame size are all checked at once); the way back gives
+ * the original; frames already external, or a callback that keeps all,
+ * come back unchanged; every truncation is malformed, never a crash.  The
+ * frame reader is fed a stream whole and a byte at a time.
+ *
+ * LK_KAFKA_DUMP=DIR writes each built frame to DIR in the input format of
+ * tests/fuzz/fuzz_kafka_response.c, to seed its corpus.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "lk_kafka_codec.h"
+#include "lk_test.h"
+
+/* ---- a test-side encoder -------------------------------------------- */
+
+struct tb {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void
+put(struct tb *b, const void *d, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        if (b->p == NULL)
+            abort();
+    }
+    if (n != 0)
+        memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+
+static void
+w8(struct tb *b, int v)
+{
+    uint8_t x = (uint8_t)v;
+    put(b, &x, 1);
+}
+
+static void
+w16(struct tb *b, int v)
+{
+    w8(b, (v >> 8) & 0xff);
+    w8(b, v & 0xff);
+}
+
+static void
+w32(struct tb *b, int64_t v)
+{
+    for (int s = 24; s >= 0; s -= 8)
+        w8(b, (int)(((uint64_t)v >> s) & 0xff));
+}
+
+static void
+w64(struct tb *b, int64_t v)
+{
+    w32(b, (int64_t)((uint64_t)v >> 32));
+    w32(b, (int64_t)(uint32_t)v);
+}
+
+static void
+wuv(struct tb *b, uint32_t v)
+{
+    do {
+        w8(b, (int)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+        v >>= 7;
+    } while (v != 0);
+}
+
+static void
+wuuid(struct tb *b, int seed)
+{
+    for (int i = 0; i < 16; i++)
+        w8(b, seed * 31 + i);
+}
+
+/* string: classic int16 length or compact; NULL is null */
+static void
+wstr(struct tb *b, int flex, const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (flex)
+        wuv(b, s != NULL ? (uint32_t)n + 1 : 0);
+    else
+        w16(b, s != NULL ? (int)n : -1);
+    put(b, s, n);
+}
+
+static void
+wbytes(struct tb *b, int flex, const uint8_t *d, int n)
+{
+    if (flex)
+        wuv(b, n >= 0 ? (uint32_t)n + 1 : 0);
+    else
+        w32(b, n);
+    if (n > 0)
+        put(b, d, (size_t)n);
+}
+
+static void
+warr(struct tb *b, int flex, int n)
+{
+    if (flex)
+        wuv(b, n >= 0 ? (uint32_t)n + 1 : 0);
+    else
+        w32(b, n);
+}
+
+/* A struct's tagged fields: none, or (unk) two unknown ones. */
+static void
+wtags(struct tb *b, int flex, int unk)
+{
+    if (!flex)
+        return;
+    if (!unk) {
+        wuv(b, 0);
+        return;
+    }
+    wuv(b, 2);
+    wuv(b, 17);
+    wuv(b, 3);
+    put(b, "\x01\x02\x03", 3);
+    wuv(b, 300); /* a two-byte tag number */
+    wuv(b, 1);
+    w8(b, 0x5a);
+}
+
+/* Sets a frame's size field to what follows it. */
+static void
+set_size(struct tb *b)
+{
+    uint32_t s = (uint32_t)b->len - 4;
+    b->p[0] = (uint8_t)(s >> 24);
+    b->p[1] = (uint8_t)(s >> 16);
+    b->p[2] = (uint8_t)(s >> 8);
+    b->p[3] = (uint8_t)s;
+}
+
+/* ---- messages ------------------------------------------------------- */
+
+struct t_ep {
+    int32_t id;
+    const char *host;
+    int32_t port;
+    const char *rack;
+};
+
+struct t_msg {
+    int16_t key, ver;
+    int unk;            /* unknown tagged fields wherever a struct ends */
+    int no_tag0;        /* Produce/Fetch: no NodeEndpoints tag at all */
+    size_t nep;
+    struct t_ep ep[64];
+    size_t mark;        /* set by build: the end of the last field the codec decodes */
+};
+
+/* First flexible version, from the specs (the codec has its own table). */
+static int
+t_flex(int key, int ver)
+{
+    switch (key) {
+    case 0:
+        return ver >= 9;
+    case 1:
+        return ver >= 12;
+    case 3:
+        return ver >= 9;
+    case 10:
+        return ver >= 3;
+    case 18:
+        return ver >= 3;
+    default:
+        return 1; /* 60, 78, 79 */
+    }
+}
+
+/* NodeId, Host, Port, Rack?, tags: MetadataResponseBroker (v1+),
+ * NodeEndpoint, DescribeClusterBroker (without IsFenced). */
+static void
+w_ep(struct tb *b, int flex, const struct t_ep *e, int rack)
+{
+    w32(b, e->id);
+    wstr(b, flex, e->host);
+    w32(b, e->port);
+    if (rack)
+        wstr(b, flex, e->rack);
+}
+
+static void
+w_node_endpoints(struct tb *b, struct t_msg *m)
+{
+    warr(b, 1, (int)m->nep);
+    for (size_t i = 0; i < m->nep; i++) {
+        w_ep(b, 1, &m->ep[i], 1);
+        wtags(b, 1, m->unk);
+    }
+}
+
+static const uint8_t records[300] = {
+    0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 1, 0x20, 'b', 'r', 'o', 'k', 'e', 'r', '-', '1',
+};
+
+static void
+metadata(struct tb *b, struct t_msg *m, int f)
+{
+    int v = m->ver;
+
+    if (v >= 3)
+        w32(b, 11);
+    warr(b, f, (int)m->nep);
+    for (size_t i = 0; i < m->nep; i++) {
+        w_ep(b, f, &m->ep[i], v >= 1);
+        wtags(b, f, m->unk);
+    }
+    m->mark = b->len;
+    if (v >= 2)
+        wstr(b, f, v % 2 ? NULL : "cluster-Zx9");
+    if (v >= 1)
+        w32(b, 2);
+    warr(b, f, 2);
+    for (int t = 0; t < 2; t++) {
+        w16(b, 0);
+        wstr(b, f, v >= 12 && t == 1 ? NULL : "orders");
+        if (v >= 10)
+            wuuid(b, t);
+        if (v >= 1)
+            w8(b, 0);
+        warr(b, f, 2);
+        for (int p = 0; p < 2; p++) {
+            w16(b, 0);
+            w32(b, p);
+            w32(b, 1 + p);
+            if (v >= 7)
+                w32(b, 7);
+            for (int a = 0; a < (v >= 5 ? 3 : 2); a++) {
+                warr(b, f, 3);
+                w32(b, 1);
+                w32(b, 2);
+                w32(b, 3);
+            }
+            wtags(b, f, m->unk);
+        }
+        if (v >= 8)
+            w32(b, -2147483647 - 1);
+        wtags(b, f, m->unk);
+    }
+    if (v >= 8 && v <= 10)
+        w32(b, 0x0f0f);
+    if (v >= 13)
+        w16(b, 0);
+    wtags(b, f, m->unk);
+}
+
+static void
+find_coordinator(struct tb *b, struct t_msg *m, int f)
+{
+    int v = m->ver;
+
+    if (v >= 1)
+        w32(b, 0);
+    if (v <= 3) {
+        w16(b, m->ep[0].id < 0 ? 15 : 0);
+        if (v >= 1)
+            wstr(b, f, m->ep[0].id < 0 ? "The coordinator is not available." : NULL);
+        w_ep(b, f, &m->ep[0], 0);
+        m->mark = b->len;
+        wtags(b, f, m->unk);
+        return;
+    }
+    warr(b, f, (int)m->nep);
+    for (size_t i = 0; i < m->nep; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "group-%zu", i);
+        wstr(b, f, key);
+        w_ep(b, f, &m->ep[i], 0);
+        w16(b, m->ep[i].id < 0 ? 15 : 0);
+        wstr(b, f, m->ep[i].id < 0 ? "not available" : NULL);
+        wtags(b, f, m->unk);
+    }
+    m->mark = b->len;
+    wtags(b, f, m->unk);
+}
+
+static void
+describe_cluster(struct tb *b, struct t_msg *m, int f)
+{
+    int v = m->ver;
+
+    w32(b, 0);
+    w16(b, 0);
+    wstr(b, f, NULL);
+    if (v >= 1)
+        w8(b, 1);
+    wstr(b, f, "cluster-Zx9");
+    w32(b, 2);
+    warr(b, f, (int)m->nep);
+    for (size_t i = 0; i < m->nep; i++) {
+        w_ep(b, f, &m->ep[i], 1);
+        if (v >= 2)
+            w8(b, (int)(i & 1));
+        wtags(b, f, m->unk);
+    }
+    m->mark = b->len;
+    w32(b, 0x1234);
+    wtags(b, f, m->unk);
+}
+
+/* Top-level tags of Produce/Fetch: NodeEndpoints as tag 0 (unless
+ * no_tag0), then (unk) two unknown tags. */
+static void
+top_tags_tag0(struct tb *b, struct t_msg *m, int with_tag0)
+{
+    struct tb c = {0};
+    int n = (with_tag0 ? 1 : 0) + (m->unk ? 2 : 0);
+
+    wuv(b, (uint32_t)n);
+    if (with_tag0) {
+        w_node_endpoints(&c, m);
+        wuv(b, 0);
+        wuv(b, (uint32_t)c.len);
+        put(b, c.p, c.len);
+    }
+    if (m->unk) {
+        wuv(b, 4);
+        wuv(b, 2);
+        w16(b, 0x0a0b);
+        wuv(b, 1000);
+        wuv(b, 0);
+    }
+    free(c.p);
+}
+
+/* Produce and Fetch: the topic's Name up to v12, its TopicId from v13. */
+static void
+w_topic(struct tb *b, int f, int v, int t)
+{
+    if (v <= 12)
+        wstr(b, f, "orders");
+    else
+        wuuid(b, t);
+}
+
+static void
+produce(struct tb *b, struct t_msg *m, int f)
+{
+    int v = m->ver;
+
+    warr(b, f, 2);
+    for (int t = 0; t < 2; t++) {
+        w_topic(b, f, v, t);
+        warr(b, f, 2);
+        for (int p = 0; p < 2; p++) {
+            w32(b, p);
+            w16(b, p ? 6 : 0);
+            w64(b, 1000 + p);
+            if (v >= 2)
+                w64(b, -1);
+            if (v >= 5)
+                w64(b, 0);
+            if (v >= 8) {
+                warr(b, f, 1);
+                w32(b, 0);
+                wstr(b, f, "bad record");
+                wtags(b, f, m->unk);
+                wstr(b, f, p ? "NOT_LEADER_OR_FOLLOWER" : NULL);
+            }
+            if (f && v >= 10 && p) { /* CurrentLeader, tag 0 */
+                wuv(b, 1);
+                wuv(b, 0);
+                wuv(b, 9);
+                w32(b, 2);
+                w32(b, 5);
+                wuv(b, 0);
+            } else {
+                wtags(b, f, m->unk);
+            }
+        }
+        wtags(b, f, m->unk);
+    }
+    if (v >= 1)
+        w32(b, 0);
+    if (f)
+        top_tags_tag0(b, m, v >= 10 && !m->no_tag0);
+    m->mark = b->len;
+}
+
+static void
+fetch(struct tb *b, struct t_msg *m, int f)
+{
+    int v = m->ver;
+
+    if (v >= 1)
+        w32(b, 0);
+    if (v >= 7) {
+        w16(b, 0);
+        w32(b, 0x7777);
+    }
+    warr(b, f, 2);
+    for (int t = 0; t < 2; t++) {
+        w_topic(b, f, v, t);
+        warr(b, f, 2);
+        for (int p = 0; p < 2; p++) {
+            w32(b, p);
+            w16(b, p ? 6 : 0);
+            w64(b, 500);
+            if (v >= 4)
+                w64(b, 400);
+            if (v >= 5)
+                w64(b, 0);
+            if (v >= 4) {
+                if (p) {
+                    warr(b, f, -1);
+                } else {
+                    warr(b, f, 1);
+                    w64(b, 42);
+                    w64(b, 300);
+                    wtags(b, f, m->unk);
+                }
+            }
+            if (v >= 11)
+                w32(b, -1);
+            wbytes(b, f, records, p ? -1 : (int)sizeof(records));
+            if (f && p) { /* CurrentLeader, tag 1 */
+                wuv(b, 1);
+                wuv(b, 1);
+                wuv(b, 9);
+                w32(b, 2);
+                w32(b, 5);
+                wuv(b, 0);
+            } else {
+                wtags(b, f, m->unk);
+            }
+        }
+        wtags(b, f, m->unk);
+    }
+    if (f)
+        top_tags_tag0(b, m, v >= 16 && !m->no_tag0);
+    m->mark = b->len;
+}
+
+/* ShareFetch (fetch) and ShareAcknowledge: the same but for the
+ * acknowledge error and the records. */
+static void
+share(struct tb *b, struct t_msg *m, int f, int fetch_)
+{
+    w32(b, 0);
+    w16(b, 0);
+    wstr(b, f, NULL);
+    if (m->ver >= (fetch_ ? 1 : 2))
+        w32(b, 30000);
+    warr(b, f, 1);
+    wuuid(b, 3);
+    warr(b, f, 2);
+    for (int p = 0; p < 2; p++) {
+        w32(b, p);
+        w16(b, p ? 6 : 0);
+        wstr(b, f, p ? "not the leader" : NULL);
+        if (fetch_) {
+            w16(b, 0);
+            wstr(b, f, NULL);
+        }
+        w32(b, 2);
+        w32(b, 5);
+        wtags(b, f, m->unk);
+        if (fetch_) {
+            wbytes(b, f, records, p ? -1 : 40);
+            warr(b, f, p ? 0 : 1);
+            if (!p) {
+                w64(b, 10);
+                w64(b, 12);
+                w16(b, 1);
+                wtags(b, f, m->unk);
+            }
+        }
+        wtags(b, f, m->unk);
+    }
+    wtags(b, f, m->unk);
+    w_node_endpoints(b, m);
+    m->mark = b->len;
+    wtags(b, f, m->unk);
+}
+
+/* The whole frame: size, correlation id, header tags (v1), body. */
+static struct tb
+build(struct t_msg *m)
+{
+    struct tb b = {0};
+    int f = t_flex(m->key, m->ver);
+
+    w32(&b, 0); /* size, set below */
+    w32(&b, 0x01020304);
+    if (f && m->key != 18)
+        wtags(&b, 1, m->unk);
+    switch (m->key) {
+    case 0:
+        produce(&b, m, f);
+        break;
+    case 1:
+        fetch(&b, m, f);
+        break;
+    case 3:
+        metadata(&b, m, f);
+        break;
+    case 10:
+        find_coordinator(&b, m, f);
+        break;
+    case 60:
+        describe_cluster(&b, m, f);
+        break;
+    case 78:
+    case 79:
+        share(&b, m, f, m->key == 78);
+        break;
+    }
+    set_size(&b);
+    return b;
+}
+
+/* Writes a frame as a fuzz_kafka_response input when LK_KAFKA_DUMP is set:
+ * api key (int16), api version (int16), flags, then the frame after its
+ * size field. */
+static void
+dump(int16_t key, int16_t ver, int flags, const uint8_t *frame, size_t len)
+{
+    static unsigned seq;
+    const char *dir = getenv("LK_KAFKA_DUMP");
+    char path[512];
+
+    if (dir == NULL || len < 4)
+        return;
+    snprintf(path, sizeof(path), "%s/k%d-v%d-%u", dir, key, ver, seq++);
+    FILE *fp = fopen(path, "wb");
+    if (fp == NULL)
+        return;
+    uint8_t h[5] = {(uint8_t)(key >> 8), (uint8_t)key, (uint8_t)(ver >> 8), (uint8_t)ver,
+                    (uint8_t)flags};
+    fwrite(h, 1, 5, fp);
+    fwrite(frame + 4, 1, len - 4, fp);
+    fclose(fp);
+}
+
+/* ---- the endpoint maps ---------------------------------------------- */
+
+#define LONG_HOST                                                                                  \
+    "a-host-name-long-enough-that-its-compact-length-takes-two-bytes.kafka.example.com."            \
+    "another-label-to-pass-one-hundred-and-twenty-seven.example"
+
+static const struct {
+    int32_t id;
+    const char *in_host;
+    int32_t in_port;
+    const char *ex_host;
+    int32_t ex_port;
+    const char *rack;
+} map[] = {
+    {1, "broker-1.kafka-internal.svc.cluster.local", 9092, "b1.kafka.example.com", 9093, "r1"},
+    {2, "10.0.0.22", 9092, "kafka-broker-number-two.external.example.com", 19092, NULL},
+    {3, "broker-3.internal", 9092, "b3.ex", 9092, ""}, /* only the host changes */
+    {4, "10.0.0.24", 9092, "10.0.0.24", 29092, "rack-4"}, /* only the port */
+    {6, "10.0.0.26", 9092, LONG_HOST, 9096, NULL},
+    {1001, "kafka-1001.internal", 9092, "k1001.example.com", 443, "r1"},
+};
+#define NMAP (sizeof(map) / sizeof(map[0]))
+
+struct t_cb {
+    int external;      /* rewrite into the external address (else internal) */
+    int keep;          /* answer KEEP */
+    int calls;
+    int32_t ids[128];
+};
+
+static enum lk_kafka_ep
+on_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    struct t_cb *cb = arg;
+
+    if (cb->calls < 128)
+        cb->ids[cb->calls] = node_id;
+    cb->calls++;
+    if (cb->keep)
+        return LK_KAFKA_EP_KEEP;
+    for (size_t i = 0; i < NMAP; i++)
+        if (map[i].id == node_id) {
+            *host = lk_str_c(cb->external ? map[i].ex_host : map[i].in_host);
+            *port = cb->external ? map[i].ex_port : map[i].in_port;
+            return LK_KAFKA_EP_REWRITE;
+        }
+    return LK_KAFKA_EP_UNKNOWN;
+}
+
+/* Fills m with n endpoints from the map (cycling), internal or external. */
+static void
+fill(struct t_msg *m, size_t n, int external)
+{
+    m->nep = n;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i % NMAP;
+        m->ep[i] = (struct t_ep){map[k].id, external ? map[k].ex_host : map[k].in_host,
+                                 external ? map[k].ex_port : map[k].in_port, map[k].rack};
+    }
+}
+
+/* Runs the codec; *out gets the output when rewritten. */
+static enum lk_kafka_rw
+run(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct lk_kafka_rewrite *rw,
+    struct tb *out)
+{
+    struct evbuffer *eb = evbuffer_new();
+    struct lk_kafka_rewrite local = {0};
+
+    if (rw == NULL)
+        rw = &local;
+    rw->endpoint = cb != NULL ? on_endpoint : NULL;
+    rw->arg = cb;
+    enum lk_kafka_rw rc = lk_kafka_rewrite_response(f->p, f->len, key, ver, rw, eb);
+    out->len = 0;
+    size_t n = evbuffer_get_length(eb);
+    uint8_t *tmp = malloc(n + 1);
+    evbuffer_remove(eb, tmp, n);
+    put(out, tmp, n);
+    free(tmp);
+    evbuffer_free(eb);
+    if (rc != LK_KAFKA_RW_REWRITTEN && n != 0)
+        lk_test_diag("output although not rewritten (%zu bytes)", n);
+    return rc;
+}
+
+static int
+same(const struct tb *a, const struct tb *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0);
+}
+
+/* Where two byte strings first differ, for a failure's diagnostic. */
+static void
+diff(const struct tb *got, const struct tb *want)
+{
+    size_t i = 0;
+    while (i < got->len && i < want->len && got->p[i] == want->p[i])
+        i++;
+    lk_test_diag("got %zu bytes, want %zu; first difference at %zu", got->len, want->len, i);
+}
+
+/* ---- per message: rewrite, back, identity, truncation --------------- */
+
+static const struct {
+    int16_t key, min, max;
+} versions[] = {
+    {3, 0, 13}, {10, 0, 6}, {60, 0, 2}, {0, 10, 13}, {1, 16, 18}, {78, 0, 1}, {79, 0, 2},
+};
+#define NVERSIONS (sizeof(versions) / sizeof(versions[0]))
+
+static void
+check_message(int16_t key, int16_t ver, int unk, size_t nep)
+{
+    struct t_msg in = {.key = key, .ver = ver, .unk = unk}, ex;
+    struct tb fin, fex, out = {0};
+    struct t_cb cb = {.external = 1};
+    struct lk_kafka_rewrite rw = {0};
+    size_t bad = 0;
+
+    fill(&in, nep, 0);
+    ex = in;
+    fill(&ex, nep, 1);
+    fin = build(&in);
+    fex = build(&ex);
+    dump(key, ver, 0, fin.p, fin.len);
+
+    /* internal -> external: exactly the external encoding (no endpoint:
+     * nothing to do) */
+    enum lk_kafka_rw rc = run(&fin, key, ver, &cb, &rw, &out);
+    if (nep == 0)
+        ok(rc == LK_KAFKA_RW_UNCHANGED && same(&fin, &fex), "no endpoint: unchanged");
+    else if (!ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex), "rewritten to the external frame"))
+        diff(&out, &fex);
+    ok(rw.endpoints == nep && rw.changed == nep && rw.unknown == 0 && cb.calls == (int)nep,
+       "every endpoint asked and changed (%u %u %u, %d calls)", rw.endpoints, rw.changed,
+       rw.unknown, cb.calls);
+    int ids_ok = 1;
+    for (size_t i = 0; i < nep && i < 128; i++)
+        ids_ok &= cb.ids[i] == in.ep[i].id;
+    ok(ids_ok, "node ids in order");
+
+    /* and back */
+    cb = (struct t_cb){.external = 0};
+    rc = run(&fex, key, ver, &cb, NULL, &out);
+    if (nep != 0 &&
+        !ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fin), "rewritten back to the internal frame"))
+        diff(&out, &fin);
+
+    /* identity: already external, and a callback that keeps */
+    cb = (struct t_cb){.external = 1};
+    ok(run(&fex, key, ver, &cb, NULL, &out) == LK_KAFKA_RW_UNCHANGED && out.len == 0,
+       "external frame unchanged");
+    cb = (struct t_cb){.keep = 1};
+    ok(run(&fin, key, ver, &cb, NULL, &out) == LK_KAFKA_RW_UNCHANGED && out.len == 0,
+       "keep-all unchanged");
+    ok(run(&fin, key, ver, NULL, NULL, &out) == LK_KAFKA_RW_UNCHANGED, "no callback unchanged");
+
+    /* truncations: a short frame (size field not matching) is malformed;
+     * a short body with its size fixed is malformed until the last field
+     * the codec decodes, and a rewrite after */
+    cb = (struct t_cb){.external = 1};
+    for (size_t cut = 0; cut < fin.len; cut++) {
+        struct tb t = {0};
+        put(&t, fin.p, cut);
+        if (run(&t, key, ver, &cb, NULL, &out) != LK_KAFKA_RW_MALFORMED)
+            bad++;
+        if (cut >= 8) {
+            set_size(&t);
+            rc = run(&t, key, ver, &cb, NULL, &out);
+            if (cut < in.mark ? rc != LK_KAFKA_RW_MALFORMED
+                              : (nep != 0 && rc != LK_KAFKA_RW_REWRITTEN))
+                bad++;
+        }
+        free(t.p);
+    }
+    ok(bad == 0, "truncations at every byte (%zu wrong)", bad);
+    free(fin.p);
+    free(fex.p);
+    free(out.p);
+}
+
+static void
+test_every_version(void)
+{
+    for (size_t a = 0; a < NVERSIONS; a++)
+        for (int16_t v = versions[a].min; v <= versions[a].max; v++)
+            for (int unk = 0; unk < 2; unk++) {
+                int16_t key = versions[a].key;
+                subtest("api %d v%d%s", key, v, unk ? " +unknown tags" : "");
+                check_message(key, v, unk, key == 10 && v <= 3 ? 1 : NMAP);
+            }
+    subtest(NULL);
+}
+
+/* FindCoordinator v0-3 with each endpoint as the coordinator. */
+static void
+test_find_coordinator_single(void)
+{
+    for (int16_t v = 0; v <= 3; v++)
+        for (size_t k = 0; k < NMAP; k++) {
+            struct t_msg in = {.key = 10, .ver = v, .nep = 1}, ex;
+            struct t_cb cb = {.external = 1};
+            struct tb out = {0};
+            in.ep[0] = (struct t_ep){map[k].id, map[k].in_host, map[k].in_port, NULL};
+            ex = in;
+            ex.ep[0].host = map[k].ex_host;
+            ex.ep[0].port = map[k].ex_port;
+            struct tb fin = build(&in), fex = build(&ex);
+            ok(run(&fin, 10, v, &cb, NULL, &out) == LK_KAFKA_RW_REWRITTEN && same(&out, &fex),
+               "FindCoordinator v%d node %d", v, map[k].id);
+            free(fin.p);
+            free(fex.p);
+            free(out.p);
+        }
+}
+
+/* Node id -1: never asked about, left as it is. */
+static void
+test_find_coordinator_none(void)
+{
+    for (int16_t v = 0; v <= 6; v++) {
+        struct t_msg in = {.key = 10, .ver = v, .nep = v <= 3 ? 1 : 3}, ex;
+        struct t_cb cb = {.external = 1};
+        struct lk_kafka_rewrite rw = {0};
+        struct tb out = {0};
+        in.ep[0] = (struct t_ep){-1, "", -1, NULL};
+        in.ep[1] = (struct t_ep){map[0].id, map[0].in_host, map[0].in_port, NULL};
+        in.ep[2] = (struct t_ep){-1, "", -1, NULL};
+        ex = in;
+        ex.ep[1].host = map[0].ex_host;
+        ex.ep[1].port = map[0].ex_port;
+        struct tb fin = build(&in), fex = build(&ex);
+        enum lk_kafka_rw rc = run(&fin, 10, v, &cb, &rw, &out);
+        if (v <= 3)
+            ok(rc == LK_KAFKA_RW_UNCHANGED && cb.calls == 0 && rw.skipped == 1,
+               "v%d: no coordinator: unchanged, not asked", v);
+        else
+            ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex) && cb.calls == 1 &&
+                   rw.skipped == 2,
+               "v%d: the others rewritten, -1 not asked (%d calls)", v, cb.calls);
+        free(fin.p);
+        free(fex.p);
+        free(out.p);
+    }
+}
+
+/* A node the callback does not know: counted, left as it came. */
+static void
+test_unknown_node(void)
+{
+    struct t_msg in = {.key = 3, .ver = 12, .unk = 1}, ex;
+    struct t_cb cb = {.external = 1};
+    struct lk_kafka_rewrite rw = {0};
+    struct tb out = {0};
+
+    fill(&in, 3, 0);
+    in.ep[1] = (struct t_ep){5, "broker-5.internal", 9092, NULL};
+    ex = in;
+    ex.ep[0].host = map[0].ex_host, ex.ep[0].port = map[0].ex_port;
+    ex.ep[2].host = map[2].ex_host, ex.ep[2].port = map[2].ex_port;
+    struct tb fin = build(&in), fex = build(&ex);
+    ok(run(&fin, 3, 12, &cb, &rw, &out) == LK_KAFKA_RW_REWRITTEN && same(&out, &fex),
+       "known nodes rewritten");
+    ok(rw.unknown == 1 && rw.changed == 2 && rw.endpoints == 3, "one unknown (%u)", rw.unknown);
+    free(fin.p);
+    free(fex.p);
+    free(out.p);
+}
+
+/* More endpoints than the codec keeps inline, and tag sizes that change
+ * their varint length. */
+static void
+test_many(void)
+{
+    static const int16_t keys[][2] = {{3, 0}, {3, 13}, {0, 12}, {1, 17}, {60, 2}, {78, 1}};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        subtest("api %d v%d, 64 endpoints", keys[k][0], keys[k][1]);
+        check_message(keys[k][0], keys[k][1], 1, 64);
+    }
+    subtest("Produce v13 with no endpoints");
+    check_message(0, 13, 1, 0);
+    subtest(NULL);
+}
+
+/* Versions and keys outside the set. */
+static void
+test_outside(void)
+{
+    struct t_cb cb = {.external = 1};
+    struct tb out = {0}, f = {0};
+    struct t_msg m = {.key = 0, .ver = 9};
+
+    /* below the versions with endpoints: never decoded */
+    fill(&m, 2, 0);
+    for (int16_t v = 0; v <= 9; v++) {
+        m.ver = v;
+        struct tb p = build(&m);
+        ok(run(&p, 0, v, &cb, NULL, &out) == LK_KAFKA_RW_UNCHANGED && cb.calls == 0,
+           "Produce v%d unchanged", v);
+        free(p.p);
+    }
+    m.key = 1;
+    for (int16_t v = 0; v <= 15; v++) {
+        m.ver = v;
+        struct tb p = build(&m);
+        ok(run(&p, 1, v, &cb, NULL, &out) == LK_KAFKA_RW_UNCHANGED && cb.calls == 0,
+           "Fetch v%d unchanged", v);
+        free(p.p);
+    }
+    /* Produce v10+ without the tag */
+    m = (struct t_msg){.key = 0, .ver = 11, .no_tag0 = 1, .unk = 1};
+    fill(&m, 2, 0);
+    struct tb p = build(&m);
+    ok(run(&p, 0, 11, &cb, NULL, &out) == LK_KAFKA_RW_UNCHANGED, "Produce v11 without tag 0");
+    free(p.p);
+
+    /* an opaque body of a version or key outside */
+    w32(&f, 12);
+    w32(&f, 7);
+    w32(&f, -1);
+    w32(&f, 0x12345678);
+    static const int16_t t[][3] = {
+        {3, 14, LK_KAFKA_RW_UNSUPPORTED},  {0, 14, LK_KAFKA_RW_UNSUPPORTED},
+        {1, 19, LK_KAFKA_RW_UNSUPPORTED},  {10, 7, LK_KAFKA_RW_UNSUPPORTED},
+        {60, 3, LK_KAFKA_RW_UNSUPPORTED},  {78, 2, LK_KAFKA_RW_UNSUPPORTED},
+        {79, 3, LK_KAFKA_RW_UNSUPPORTED},  {18, 5, LK_KAFKA_RW_UNSUPPORTED},
+        {200, 0, LK_KAFKA_RW_UNSUPPORTED}, {-1, 0, LK_KAFKA_RW_UNSUPPORTED},
+        {88, 0, LK_KAFKA_RW_UNSUPPORTED},  {3, -1, LK_KAFKA_RW_UNSUPPORTED},
+        {8, 9, LK_KAFKA_RW_UNCHANGED},     {55, 2, LK_KAFKA_RW_UNCHANGED},
+        {0, 3, LK_KAFKA_RW_UNCHANGED},     {1, 4, LK_KAFKA_RW_UNCHANGED},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        ok((int)run(&f, t[i][0], t[i][1], &cb, NULL, &out) == t[i][2], "api %d v%d: %d", t[i][0],
+           t[i][1], t[i][2]);
+    ok(run(&f, 3, 5, &cb, NULL, &out) == LK_KAFKA_RW_MALFORMED, "garbage Metadata v5 malformed");
+    free(f.p);
+    free(out.p);
+}
+
+/* ---- ApiVersions ---------------------------------------------------- */
+
+struct t_av {
+    int16_t key, min, max;
+};
+
+static struct tb
+api_versions_frame(int ver, int err, const struct t_av *e, size_t n, int unk)
+{
+    struct tb b = {0};
+    int f = ver >= 3;
+
+    w32(&b, 0);
+    w32(&b, 77); /* response header v0, always */
+    w16(&b, err);
+    warr(&b, f, (int)n);
+    for (size_t i = 0; i < n; i++) {
+        w16(&b, e[i].key);
+        w16(&b, e[i].min);
+        w16(&b, e[i].max);
+        wtags(&b, f, unk);
+    }
+    if (ver >= 1)
+        w32(&b, 0);
+    if (f) { /* SupportedFeatures (tag 0) and an unknown one */
+        wuv(&b, unk ? 2 : 1);
+        struct tb c = {0};
+        warr(&c, 1, 1);
+        wstr(&c, 1, "metadata.version");
+        w16(&c, 1);
+        w16(&c, 25);
+        wtags(&c, 1, 0);
+        wuv(&b, 0);
+        wuv(&b, (uint32_t)c.len);
+        put(&b, c.p, c.len);
+        free(c.p);
+        if (unk) {
+            wuv(&b, 9);
+            wuv(&b, 1);
+            w8(&b, 1);
+        }
+    }
+    set_size(&b);
+    return b;
+}
+
+static void
+test_api_versions(void)
+{
+    static const struct t_av broker[] = {
+        {0, 0, 14}, {1, 4, 19}, {2, 0, 10}, {3, 0, 15}, {8, 0, 10}, {10, 0, 6},   {18, 0, 4},
+        {60, 0, 2}, {78, 1, 3}, {79, 1, 3}, {55, 0, 2}, {88, 0, 1}, {1000, 0, 0},
+    };
+    static const struct t_av clamped[] = {
+        {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10}, {10, 0, 6},   {18, 0, 4},
+        {60, 0, 2}, {78, 1, 1}, {79, 1, 2}, {55, 0, 2}, {88, 0, 1}, {1000, 0, 0},
+    };
+    static const struct t_av dropped[] = {
+        {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10},
+        {10, 0, 6}, {18, 0, 4}, {60, 0, 2}, {78, 1, 1}, {79, 1, 2}, {55, 0, 2},
+    };
+    const size_t nb = sizeof(broker) / sizeof(broker[0]);
+    const size_t nd = sizeof(dropped) / sizeof(dropped[0]);
+    struct tb out = {0};
+
+    for (int v = 0; v <= 4; v++)
+        for (int unk = 0; unk < 2; unk++) {
+            struct lk_kafka_rewrite rw = {0};
+            struct tb in = api_versions_frame(v, 0, broker, nb, unk);
+            struct tb want = api_versions_frame(v, 0, clamped, nb, unk);
+            struct tb wantd = api_versions_frame(v, 0, dropped, nd, unk);
+            struct tb mid = api_versions_frame(v, 0, clamped, nb, unk);
+            dump(18, (int16_t)v, 0, in.p, in.len);
+            dump(18, (int16_t)v, 1, in.p, in.len);
+            subtest("ApiVersions v%d%s", v, unk ? " +unknown tags" : "");
+            ok(run(&in, 18, (int16_t)v, NULL, &rw, &out) == LK_KAFKA_RW_REWRITTEN &&
+                   same(&out, &want),
+               "clamped, others left");
+            ok(rw.clamped == 5 && rw.dropped == 0, "5 clamped (%u)", rw.clamped);
+            rw = (struct lk_kafka_rewrite){.drop_unknown_api = 1};
+            enum lk_kafka_rw rc = run(&in, 18, (int16_t)v, NULL, &rw, &out);
+            if (!ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &wantd), "unknown keys dropped"))
+                diff(&out, &wantd);
+            ok(rw.dropped == 2 && rw.clamped == 5, "2 dropped (%u)", rw.dropped);
+            /* already clamped: nothing to do */
+            ok(run(&mid, 18, (int16_t)v, NULL, NULL, &out) == LK_KAFKA_RW_UNCHANGED,
+               "clamped frame unchanged");
+            /* truncations */
+            size_t bad = 0;
+            for (size_t cut = 8; cut < in.len; cut++) {
+                struct tb t = {0};
+                put(&t, in.p, cut);
+                set_size(&t);
+                rc = run(&t, 18, (int16_t)v, NULL, NULL, &out);
+                if (rc == LK_KAFKA_RW_UNSUPPORTED)
+                    bad++;
+                free(t.p);
+            }
+            ok(bad == 0, "truncations");
+            free(in.p);
+            free(want.p);
+            free(wantd.p);
+            free(mid.p);
+        }
+    subtest(NULL);
+
+    /* a min above what lookout rewrites: the entry goes */
+    static const struct t_av high[] = {{3, 14, 15}, {0, 0, 13}};
+    static const struct t_av high_out[] = {{0, 0, 13}};
+    struct tb in = api_versions_frame(3, 0, high, 2, 0);
+    struct tb want = api_versions_frame(3, 0, high_out, 1, 0);
+    struct lk_kafka_rewrite rw = {0};
+    ok(run(&in, 18, 3, NULL, &rw, &out) == LK_KAFKA_RW_REWRITTEN && same(&out, &want) &&
+           rw.dropped == 1,
+       "Metadata min 14: removed");
+    free(in.p);
+    free(want.p);
+
+    /* error 35: a v0 body whatever the request's version, never decoded */
+    for (int v = 0; v <= 5; v++) {
+        static const struct t_av only[] = {{18, 0, 3}};
+        struct tb e35 = api_versions_frame(0, 35, only, 1, 0);
+        ok(run(&e35, 18, (int16_t)v, NULL, NULL, &out) ==
+               (v <= 4 ? LK_KAFKA_RW_UNCHANGED : LK_KAFKA_RW_UNSUPPORTED),
+           "error 35 to v%d passes", v);
+        free(e35.p);
+    }
+    /* the 2.0.2 mock's error-35 body: neither v0 nor v3 */
+    struct tb odd = {0};
+    w32(&odd, 0);
+    w32(&odd, 1);
+    w16(&odd, 35);
+    w8(&odd, 0x02);
+    w16(&odd, 0xffff);
+    w8(&odd, 0);
+    set_size(&odd);
+    ok(run(&odd, 18, 3, NULL, NULL, &out) == LK_KAFKA_RW_UNCHANGED, "odd error-35 body passes");
+    free(odd.p);
+    free(out.p);
+}
+
+/* ---- header versions ------------------------------------------------ */
+
+static void
+test_header_version(void)
+{
+    static const int16_t t[][3] = {
+        {18, 0, 0},  {18, 3, 0},  {18, 4, 0},  {18, 9, 0},  {3, 8, 0},   {3, 9, 1},  {3, 13, 1},
+        {0, 8, 0},   {0, 9, 1},   {1, 11, 0},  {1, 12, 1},  {10, 2, 0},  {10, 3, 1}, {60, 0, 1},
+        {78, 0, 1},  {79, 1, 1},  {17, 1, 0},  {47, 0, 0},  {7, 0, 0},   {7, 3, 1},  {2, 5, 0},
+        {2, 6, 1},   {9, 5, 0},   {9, 6, 1},   {11, 6, 1},  {36, 2, 1},  {48, 0, 0}, {48, 1, 1},
+        {87, 0, 1},  {88, 0, -1}, {200, 0, -1}, {-1, 0, -1},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        ok(lk_kafka_response_header_version(t[i][0], t[i][1]) == t[i][2],
+           "api %d v%d: header v%d", t[i][0], t[i][1], t[i][2]);
+    ok(lk_kafka_api_known(0) && lk_kafka_api_known(87) && !lk_kafka_api_known(88) &&
+           !lk_kafka_api_known(-1),
+       "known keys");
+    ok(lk_kafka_response_wanted(3, 0) && lk_kafka_response_wanted(0, 10) &&
+           !lk_kafka_response_wanted(0, 9) && !lk_kafka_response_wanted(1, 15) &&
+           lk_kafka_response_wanted(1, 16) && lk_kafka_response_wanted(18, 0) &&
+           !lk_kafka_response_wanted(8, 0) && !lk_kafka_response_wanted(200, 0),
+       "wanted");
+    ok(lk_kafka_rewrite_max_version(3) == 13 && lk_kafka_rewrite_max_version(0) == 13 &&
+           lk_kafka_rewrite_max_version(1) == 18 && lk_kafka_rewrite_max_version(10) == 6 &&
+           lk_kafka_rewrite_max_version(60) == 2 && lk_kafka_rewrite_max_version(8) == -1,
+       "max versions");
+}
+
+/* ---- the frame reader ----------------------------------------------- */
+
+struct t_frame {
+    int32_t size;
+    int16_t key, ver;
+    int32_t corr;
+    size_t start, end; /* stream offsets */
+};
+
+static size_t
+t_request(struct tb *b, int32_t size, int16_t key, int16_t ver, int32_t corr)
+{
+    size_t start = b->len;
+    w32(b, size);
+    w16(b, key);
+    w16(b, ver);
+    w32(b, corr);
+    for (int32_t i = 8; i < size; i++)
+        w8(b, i);
+    return start;
+}
+
+/* Reads the stream in pieces of `piece` bytes (0: all at once); records
+ * frames; returns -1 on a reader error, else the number of frames. */
+static int
+read_stream(const struct tb *s, size_t piece, uint32_t max, struct t_frame *fr, int nfr,
+            int counted)
+{
+    struct lk_kafka_reader r;
+    size_t at = 0;
+    int n = 0;
+
+    lk_kafka_reader_init(&r, LK_KAFKA_REQUEST, max);
+    size_t start = 0;
+    while (at < s->len) {
+        size_t len = piece != 0 && s->len - at > piece ? piece : s->len - at, used;
+        /* in the body the reader only counts: hand it NULL */
+        const uint8_t *p = counted && lk_kafka_reader_in_body(&r) ? NULL : s->p + at;
+        int ev = lk_kafka_reader_feed(&r, p, len, &used);
+        if (ev < 0)
+            return -1;
+        if (used == 0 && len != 0)
+            return -2; /* no progress */
+        if (ev & LK_KAFKA_RD_PREFIX) {
+            if (n == nfr)
+                return -3;
+            fr[n] = (struct t_frame){r.prefix.size, r.prefix.api_key, r.prefix.api_version,
+                                     r.prefix.correlation_id, start, 0};
+            /* the body still to come; after the end, the next prefix */
+            if (lk_kafka_reader_want(&r) !=
+                (ev & LK_KAFKA_RD_END ? LK_KAFKA_REQ_PREFIX : (size_t)r.prefix.size - 8))
+                return -4;
+        }
+        at += used;
+        if (ev & LK_KAFKA_RD_END) {
+            fr[n++].end = at;
+            start = at;
+        }
+    }
+    return n;
+}
+
+static void
+test_reader(void)
+{
+    struct tb s = {0};
+    struct t_frame want[4], got[8];
+
+    want[0] = (struct t_frame){8, 18, 3, 1, t_request(&s, 8, 18, 3, 1), 0};
+    want[1] = (struct t_frame){30, 3, 12, 2, t_request(&s, 30, 3, 12, 2), 0};
+    want[2] = (struct t_frame){1000, 0, 11, -5, t_request(&s, 1000, 0, 11, -5), 0};
+    /* a future request header: only the prefix is read */
+    want[3] = (struct t_frame){9, 18, 99, 0x7fffffff, t_request(&s, 9, 18, 99, 0x7fffffff), 0};
+    for (int i = 0; i < 4; i++)
+        want[i].end = i < 3 ? want[i + 1].start : s.len;
+
+    static const size_t pieces[] = {0, 1, 2, 3, 5, 7, 11, 12, 13, 4096};
+    for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++)
+        for (int counted = 0; counted < 2; counted++) {
+            int n = read_stream(&s, pieces[k], 1 << 20, got, 8, counted);
+            int good = n == 4;
+            for (int i = 0; good && i < 4; i++)
+                good = got[i].size == want[i].size && got[i].key == want[i].key &&
+                       got[i].ver == want[i].ver && got[i].corr == want[i].corr &&
+                       got[i].start == want[i].start && got[i].end == want[i].end;
+            ok(good, "pieces of %zu%s: 4 frames, prefixes and boundaries (%d)", pieces[k],
+               counted ? ", body counted" : "", n);
+        }
+    free(s.p);
+
+    /* sizes at the limits, fed a byte at a time */
+    static const struct {
+        int32_t size;
+        int ok;
+    } lim[] = {{-1, 0}, {0, 0}, {7, 0}, {8, 1}, {100, 1}, {101, 0}, {-2147483647 - 1, 0},
+               {0x7fffffff, 0}};
+    for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+        struct tb t = {0};
+        w32(&t, lim[i].size);
+        w16(&t, 3);
+        w16(&t, 1);
+        w32(&t, 9);
+        for (int32_t j = 8; j < (lim[i].ok ? lim[i].size : 8); j++)
+            w8(&t, 0);
+        int n = read_stream(&t, 1, 100, got, 8, 0);
+        ok(lim[i].ok ? n == 1 && got[0].end == t.len : n == -1, "size %d with max 100: %s",
+           lim[i].size, lim[i].ok ? "one frame" : "error");
+        free(t.p);
+    }
+
+    /* the error comes with the size, before the rest of the prefix */
+    struct lk_kafka_reader r;
+    size_t used;
+    lk_kafka_reader_init(&r, LK_KAFKA_REQUEST, 100);
+    ok(lk_kafka_reader_feed(&r, (const uint8_t *)"\x15\x03\x03\x00\x02\x02\x0a", 7, &used) == -1 &&
+           used == 4,
+       "a TLS alert read as a size fails at byte 4");
+    ok(lk_kafka_reader_feed(&r, (const uint8_t *)"\0", 1, &used) == -1 && used == 0,
+       "and stays failed");
+
+    /* responses: size and correlation id */
+    lk_kafka_reader_init(&r, LK_KAFKA_RESPONSE, 100);
+    int ev = lk_kafka_reader_feed(&r, (const uint8_t *)"\0\0\0\x06\0\0\0\x2a\xff\xff", 10, &used);
+    ok(ev == LK_KAFKA_RD_PREFIX && used == 8 && r.prefix.correlation_id == 42 &&
+           r.prefix.api_key == -1 && lk_kafka_reader_want(&r) == 2,
+       "response prefix");
+    ev = lk_kafka_reader_feed(&r, NULL, 5, &used);
+    ok(ev == LK_KAFKA_RD_END && used == 2, "response end");
+    lk_kafka_reader_init(&r, LK_KAFKA_RESPONSE, 100);
+    ok(lk_kafka_reader_feed(&r, (const uint8_t *)"\0\0\0\x03", 4, &used) == -1,
+       "response size 3 fails");
+    lk_kafka_reader_init(&r, LK_KAFKA_RESPONSE, 100);
+    ok(lk_kafka_reader_feed(&r, (const uint8_t *)"\0\0\0\x04\0\0\0\x01", 8, &used) ==
+           (LK_KAFKA_RD_PREFIX | LK_KAFKA_RD_END),
+       "response size 4: prefix and end");
+}
+
+const struct lk_test_case lk_test_kafka_codec[] = {
+    {"kafka_codec/every_version", test_every_version},
+    {"kafka_codec/find_coordinator_single", test_find_coordinator_single},
+    {"kafka_codec/find_coordinator_none", test_find_coordinator_none},
+    {"kafka_codec/unknown_node", test_unknown_node},
+    {"kafka_codec/many", test_many},
+    {"kafka_codec/outside", test_outside},
+    {"kafka_codec/api_versions", test_api_versions},
+    {"kafka_codec/header_version", test_header_version},
+    {"kafka_codec/reader", test_reader},
+    {NULL, NULL},
+};
