@@ -678,6 +678,7 @@ check_message(int16_t key, int16_t ver, int unk, size_t nep)
     fin = build(&in);
     fex = build(&ex);
     dump(key, ver, 0, fin.p, fin.len);
+    dump(key, ver, 0, fex.p, fex.len);
 
     /* internal -> external: exactly the external encoding (no endpoint:
      * nothing to do) */

@@ -1,0 +1,288 @@
+/*
+ * Fuzzes Kafka response rewriting (proxy/lk_kafka_codec.c,
+ * lk_kafka_rewrite_response) with a rewriting callback attached.  Input:
+ * the request's api_key and api_version (int16 each), a flags byte (bit 0:
+ * unknown_api = drop; bit 1: the input's own bytes are the whole frame,
+ * size field included, rather than the harness prefixing the right size),
+ * then the frame after its size field.  The unit tests write such inputs
+ * (LK_KAFKA_DUMP=DIR tests/unit/run kafka_codec).  The callback rewrites
+ * node ids 0-4 (mod 8) into "ext-N" addresses, one over 127 bytes (a
+ * two-byte compact length), keeps 5 and does not know the others.
+ * Invariants:
+ *   - only a rewritten frame touches the output buffer;
+ *   - without a callback (or with one that keeps every endpoint) nothing
+ *     but ApiVersions is rewritten, and the decode's verdict (malformed or
+ *     not) is the same as with the rewriting callback;
+ *   - a rewritten frame has a size field that matches, decodes again
+ *     (never malformed) with the same node ids in the same order, every
+ *     rewritten node at its external address and every other endpoint as
+ *     it came; rewriting it again changes nothing;
+ *   - a frame left unchanged had no endpoint to change;
+ *   - an ApiVersions frame, decoded by a reader written here, comes out as
+ *     its input with the rewrite set's max versions clamped and the
+ *     dropped entries gone; an error-35 reply is never rewritten.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "fuzz_util.h"
+#include "lk_kafka_codec.h"
+
+#define MAXEP 8192
+
+static char ext[5][300];
+static size_t ext_len[5];
+
+static void
+init_hosts(void)
+{
+    if (ext_len[0] != 0)
+        return;
+    for (int i = 0; i < 5; i++) {
+        int n = snprintf(ext[i], sizeof(ext[i]), "ext-%d.lookout.example", i);
+        if (i == 2) /* a host whose compact length takes two bytes */
+            while (n < 200)
+                ext[i][n++] = 'x';
+        ext[i][n] = '\0';
+        ext_len[i] = (size_t)n;
+    }
+}
+
+struct ep {
+    int32_t id;
+    struct lk_str host;
+    int32_t port;
+};
+
+struct rec {
+    int rewrite; /* 0: keep all */
+    struct ep ep[MAXEP];
+    size_t n;
+};
+
+static enum lk_kafka_ep
+on_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    struct rec *r = arg;
+    int32_t k = node_id & 7;
+
+    if (r->n < MAXEP)
+        r->ep[r->n++] = (struct ep){node_id, *host, *port};
+    if (!r->rewrite || k == 5)
+        return LK_KAFKA_EP_KEEP;
+    if (node_id < 0 || k > 4)
+        return LK_KAFKA_EP_UNKNOWN;
+    *host = lk_str_make(ext[k], ext_len[k]);
+    *port = 9000 + k;
+    return LK_KAFKA_EP_REWRITE;
+}
+
+static int
+rewrites(int32_t id)
+{
+    return id >= 0 && (id & 7) <= 4;
+}
+
+/* ApiVersions entries, read here from the spec (not by the codec). */
+struct av {
+    int16_t key, min, max;
+};
+
+static int
+be16(const uint8_t *p)
+{
+    return (int16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t
+be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Reads a uvarint at *at; -1 on a bad one. */
+static int64_t
+uv(const uint8_t *p, size_t len, size_t *at)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (*at >= len)
+            return -1;
+        uint8_t b = p[(*at)++];
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80))
+            return (int64_t)(v & 0xffffffff);
+    }
+    return -1;
+}
+
+/* Returns the number of entries, -1 if it does not read; *err the error
+ * code. */
+static long
+read_av(const uint8_t *p, size_t len, int ver, struct av *out, size_t max, int *err)
+{
+    size_t at = 8;
+    int64_t n;
+
+    if (len < 10)
+        return -1;
+    *err = be16(p + 8);
+    at = 10;
+    if (ver >= 3) {
+        n = uv(p, len, &at) - 1;
+    } else {
+        if (len - at < 4)
+            return -1;
+        n = (int32_t)be32(p + at);
+        at += 4;
+    }
+    if (n < 0 || (size_t)n > max)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (len - at < 6)
+            return -1;
+        out[i] = (struct av){(int16_t)be16(p + at), (int16_t)be16(p + at + 2),
+                             (int16_t)be16(p + at + 4)};
+        at += 6;
+        if (ver >= 3) {
+            int64_t nt = uv(p, len, &at);
+            for (int64_t t = 0; t < nt; t++) {
+                int64_t size;
+                if (uv(p, len, &at) < 0 || (size = uv(p, len, &at)) < 0 ||
+                    (uint64_t)size > len - at)
+                    return -1;
+                at += (size_t)size;
+            }
+            if (nt < 0)
+                return -1;
+        }
+    }
+    return (long)n;
+}
+
+static void
+check_api_versions(const uint8_t *in, size_t inlen, const uint8_t *out, size_t outlen, int ver,
+                   int drop)
+{
+    static struct av a[4096], b[4096];
+    int ea, eb;
+    long na = read_av(in, inlen, ver, a, 4096, &ea);
+    long nb = read_av(out, outlen, ver, b, 4096, &eb);
+
+    LK_FUZZ_CHECK(na >= 0 && nb >= 0);
+    LK_FUZZ_CHECK(ea == eb && ea != LK_KAFKA_ERR_UNSUPPORTED_VERSION);
+    long j = 0;
+    for (long i = 0; i < na; i++) {
+        int top = lk_kafka_rewrite_max_version(a[i].key);
+        if ((drop && !lk_kafka_api_known(a[i].key)) || (top >= 0 && a[i].min > top))
+            continue;
+        LK_FUZZ_CHECK(j < nb);
+        LK_FUZZ_CHECK(b[j].key == a[i].key && b[j].min == a[i].min);
+        LK_FUZZ_CHECK(b[j].max == (top >= 0 && a[i].max > top ? top : a[i].max));
+        j++;
+    }
+    LK_FUZZ_CHECK(j == nb);
+}
+
+static enum lk_kafka_rw
+rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, int drop, struct rec *r,
+        struct evbuffer *out)
+{
+    struct lk_kafka_rewrite rw = {.endpoint = r != NULL ? on_endpoint : NULL, .arg = r};
+
+    rw.drop_unknown_api = (unsigned)drop;
+    if (r != NULL)
+        r->n = 0;
+    enum lk_kafka_rw rc = lk_kafka_rewrite_response(f, len, key, ver, &rw, out);
+    if (r != NULL)
+        LK_FUZZ_CHECK(rw.endpoints == (r->n < MAXEP ? r->n : rw.endpoints));
+    LK_FUZZ_CHECK(rc == LK_KAFKA_RW_REWRITTEN || evbuffer_get_length(out) == 0);
+    return rc;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct rec first, again, keep;
+    struct evbuffer *out, *out2;
+    uint8_t *frame;
+    size_t len;
+
+    if (size < 5)
+        return 0;
+    init_hosts();
+    int16_t key = (int16_t)be16(data), ver = (int16_t)be16(data + 2);
+    int drop = data[4] & 1;
+    if (data[4] & 2) {
+        len = size - 5;
+        frame = malloc(len != 0 ? len : 1);
+        memcpy(frame, data + 5, len);
+    } else {
+        len = size - 5 + 4;
+        frame = malloc(len);
+        uint32_t s = (uint32_t)(size - 5);
+        frame[0] = (uint8_t)(s >> 24), frame[1] = (uint8_t)(s >> 16);
+        frame[2] = (uint8_t)(s >> 8), frame[3] = (uint8_t)s;
+        memcpy(frame + 4, data + 5, size - 5);
+    }
+    out = evbuffer_new();
+    out2 = evbuffer_new();
+
+    first.rewrite = 1;
+    enum lk_kafka_rw rc = rewrite(frame, len, key, ver, drop, &first, out);
+
+    /* no callback, and a callback that keeps: the same verdict, nothing
+     * rewritten but ApiVersions */
+    enum lk_kafka_rw rc0 = rewrite(frame, len, key, ver, drop, NULL, out2);
+    LK_FUZZ_CHECK(rc0 == rc || (rc == LK_KAFKA_RW_REWRITTEN && rc0 == LK_KAFKA_RW_UNCHANGED));
+    if (key != LK_KAFKA_API_VERSIONS)
+        LK_FUZZ_CHECK(rc0 != LK_KAFKA_RW_REWRITTEN);
+    evbuffer_drain(out2, evbuffer_get_length(out2));
+    keep.rewrite = 0;
+    enum lk_kafka_rw rck = rewrite(frame, len, key, ver, drop, &keep, out2);
+    LK_FUZZ_CHECK(rck == rc0);
+    evbuffer_drain(out2, evbuffer_get_length(out2));
+    LK_FUZZ_CHECK(keep.n == first.n);
+
+    if (rc == LK_KAFKA_RW_UNCHANGED && key != LK_KAFKA_API_VERSIONS) {
+        /* nothing to change: every rewritten node was already external */
+        for (size_t i = 0; i < first.n; i++)
+            if (rewrites(first.ep[i].id)) {
+                int32_t k = first.ep[i].id & 7;
+                LK_FUZZ_CHECK(lk_str_eq(first.ep[i].host, lk_str_make(ext[k], ext_len[k])));
+                LK_FUZZ_CHECK(first.ep[i].port == 9000 + k);
+            }
+    }
+    if (rc == LK_KAFKA_RW_REWRITTEN) {
+        size_t olen = evbuffer_get_length(out);
+        const uint8_t *o = evbuffer_pullup(out, -1);
+        LK_FUZZ_CHECK(olen >= 8 && be32(o) == olen - 4);
+        /* decodes again: same ids, external where rewritten */
+        again.rewrite = 0;
+        LK_FUZZ_CHECK(rewrite(o, olen, key, ver, drop, &again, out2) == LK_KAFKA_RW_UNCHANGED);
+        LK_FUZZ_CHECK(again.n == first.n);
+        for (size_t i = 0; i < again.n; i++) {
+            const struct ep *a = &first.ep[i], *b = &again.ep[i];
+            LK_FUZZ_CHECK(a->id == b->id);
+            if (rewrites(a->id)) {
+                int32_t k = a->id & 7;
+                LK_FUZZ_CHECK(lk_str_eq(b->host, lk_str_make(ext[k], ext_len[k])));
+                LK_FUZZ_CHECK(b->port == 9000 + k);
+            } else {
+                LK_FUZZ_CHECK(lk_str_eq(a->host, b->host) && a->port == b->port);
+            }
+        }
+        /* idempotent */
+        again.rewrite = 1;
+        LK_FUZZ_CHECK(rewrite(o, olen, key, ver, drop, &again, out2) == LK_KAFKA_RW_UNCHANGED);
+        if (key == LK_KAFKA_API_VERSIONS)
+            check_api_versions(frame, len, o, olen, ver, drop);
+    }
+    evbuffer_free(out);
+    evbuffer_free(out2);
+    free(frame);
+    return 0;
+}
