@@ -83,15 +83,15 @@ lk_kafka_reader_feed(struct lk_kafka_reader *r, const uint8_t *p, size_t len, si
 /* The first flexible version of each API key's response, from
  * apache/kafka's <Name>Response.json "flexibleVersions" (keys 0-87). */
 static const int8_t flex_from[] = {
-    9,  12, 6,  9,  4,  2,  6,     3,  8,  6, /* 0 Produce .. 9 OffsetFetch */
-    3,  6,  4,  4,  4,  5,  3,     NEVER, 3, 5, /* 10 FindCoordinator .. 19 CreateTopics */
-    4,  2,  2,  4,  3,  3,  3,     1,  3,  2, /* 20 DeleteTopics .. 29 DescribeAcls */
-    2,  2,  4,  2,  2,  2,  2,     2,  2,  2, /* 30 CreateAcls .. 39 RenewDelegationToken */
-    2,  2,  2,  2,  1,  0,  0,     NEVER, 1, 1, /* 40 .. 47 OffsetDelete .. 49 */
-    0,  0,  0,  1,  1,  0,  0,     0,  0,  0, /* 50 .. 59 */
-    0,  0,  0,  0,  0,  0,  0,     0,  0,  0, /* 60 DescribeCluster .. 69 */
-    0,  0,  0,  0,  0,  0,  0,     0,  0,  0, /* 70 .. 78 ShareFetch, 79 ShareAcknowledge */
-    0,  0,  0,  0,  0,  0,  0,     0,         /* 80 AddRaftVoter .. 87 */
+    9, 12, 6, 9, 4, 2, 6, 3,     8, 6, /* 0 Produce .. 9 OffsetFetch */
+    3, 6,  4, 4, 4, 5, 3, NEVER, 3, 5, /* 10 FindCoordinator .. 19 CreateTopics */
+    4, 2,  2, 4, 3, 3, 3, 1,     3, 2, /* 20 DeleteTopics .. 29 DescribeAcls */
+    2, 2,  4, 2, 2, 2, 2, 2,     2, 2, /* 30 CreateAcls .. 39 RenewDelegationToken */
+    2, 2,  2, 2, 1, 0, 0, NEVER, 1, 1, /* 40 .. 47 OffsetDelete .. 49 */
+    0, 0,  0, 1, 1, 0, 0, 0,     0, 0, /* 50 .. 59 */
+    0, 0,  0, 0, 0, 0, 0, 0,     0, 0, /* 60 DescribeCluster .. 69 */
+    0, 0,  0, 0, 0, 0, 0, 0,     0, 0, /* 70 .. 78 ShareFetch, 79 ShareAcknowledge */
+    0, 0,  0, 0, 0, 0, 0, 0,           /* 80 AddRaftVoter .. 87 */
 };
 #define NKEYS ((int)(sizeof(flex_from) / sizeof(flex_from[0])))
 
@@ -129,7 +129,7 @@ static const struct {
     {LK_KAFKA_METADATA, 0, 13},         /* Brokers */
     {LK_KAFKA_FIND_COORDINATOR, 0, 6},  /* v0-3 single, v4+ Coordinators */
     {LK_KAFKA_DESCRIBE_CLUSTER, 0, 2},  /* Brokers */
-    {LK_KAFKA_SHARE_FETCH, 0, 1},       /* NodeEndpoints */
+    {LK_KAFKA_SHARE_FETCH, 0, 2},       /* NodeEndpoints */
     {LK_KAFKA_SHARE_ACKNOWLEDGE, 0, 2}, /* NodeEndpoints */
 };
 #define NSET (sizeof(rewrite_set) / sizeof(rewrite_set[0]))
@@ -484,11 +484,10 @@ fetch(struct walk *w)
 /* ShareFetchResponse and ShareAcknowledgeResponse (KIP-932, flexible
  * from v0): ThrottleTimeMs, ErrorCode, ErrorMessage?,
  * AcquisitionLockTimeoutMs (ShareFetch v1+, ShareAcknowledge v2+:
- * KIP-1222), Responses[]{TopicId, Partitions[]{PartitionIndex, ErrorCode,
- * ErrorMessage?, [ShareFetch: AcknowledgeErrorCode,
- * AcknowledgeErrorMessage?], CurrentLeader{LeaderId, LeaderEpoch},
- * [ShareFetch: Records?, AcquiredRecords[]{FirstOffset, LastOffset,
- * DeliveryCount}]}}, then NodeEndpoints[] as a plain field, last. */
+ * KIP-1222; ShareFetch v2 is v1's layout), Responses[]{TopicId, Partitions[]{PartitionIndex,
+ * ErrorCode, ErrorMessage?, [ShareFetch: AcknowledgeErrorCode, AcknowledgeErrorMessage?],
+ * CurrentLeader{LeaderId, LeaderEpoch}, [ShareFetch: Records?, AcquiredRecords[]{FirstOffset,
+ * LastOffset, DeliveryCount}]}}, then NodeEndpoints[] as a plain field, last. */
 static void
 share(struct walk *w, int is_fetch)
 {
@@ -632,7 +631,7 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
     if (!lk_kafka_response_wanted(api_key, api_version))
         return LK_KAFKA_RW_UNCHANGED; /* it carries no endpoint */
     if (api_version > (api_key == LK_KAFKA_API_VERSIONS ? API_VERSIONS_MAX
-                                                         : lk_kafka_rewrite_max_version(api_key)))
+                                                        : lk_kafka_rewrite_max_version(api_key)))
         return LK_KAFKA_RW_UNSUPPORTED;
 
     memset(&w, 0, sizeof(w));

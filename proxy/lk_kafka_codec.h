@@ -50,9 +50,9 @@ enum lk_kafka_api {
 enum lk_kafka_dir { LK_KAFKA_REQUEST = 0, LK_KAFKA_RESPONSE = 1 };
 
 struct lk_kafka_prefix {
-    int32_t size;           /* the size field: bytes after it */
-    int16_t api_key;        /* requests only; -1 in a response */
-    int16_t api_version;    /* requests only; -1 in a response */
+    int32_t size;        /* the size field: bytes after it */
+    int16_t api_key;     /* requests only; -1 in a response */
+    int16_t api_version; /* requests only; -1 in a response */
     int32_t correlation_id;
 };
 
@@ -61,12 +61,12 @@ struct lk_kafka_prefix {
 #define LK_KAFKA_RD_END 2    /* the frame's last byte was consumed */
 
 struct lk_kafka_reader {
-    uint32_t max_size;    /* the largest size field accepted */
-    uint8_t prefix_len;   /* LK_KAFKA_REQ_PREFIX or LK_KAFKA_RES_PREFIX */
-    uint8_t have;         /* prefix bytes gathered of the current frame */
-    uint8_t failed;       /* a size out of range was seen: dead */
+    uint32_t max_size;  /* the largest size field accepted */
+    uint8_t prefix_len; /* LK_KAFKA_REQ_PREFIX or LK_KAFKA_RES_PREFIX */
+    uint8_t have;       /* prefix bytes gathered of the current frame */
+    uint8_t failed;     /* a size out of range was seen: dead */
     uint8_t buf[LK_KAFKA_REQ_PREFIX];
-    uint32_t left;        /* once the prefix is complete: frame bytes still to come */
+    uint32_t left;                 /* once the prefix is complete: frame bytes still to come */
     struct lk_kafka_prefix prefix; /* the current (or last) frame's */
 };
 
@@ -135,9 +135,9 @@ int lk_kafka_api_known(int16_t api_key);
 
 /* A callback's verdict on one broker endpoint. */
 enum lk_kafka_ep {
-    LK_KAFKA_EP_KEEP = 0,  /* leave it as it is */
-    LK_KAFKA_EP_REWRITE,   /* *host and *port were set: write those */
-    LK_KAFKA_EP_UNKNOWN,   /* no endpoint for this node: left as it is, counted */
+    LK_KAFKA_EP_KEEP = 0, /* leave it as it is */
+    LK_KAFKA_EP_REWRITE,  /* *host and *port were set: write those */
+    LK_KAFKA_EP_UNKNOWN,  /* no endpoint for this node: left as it is, counted */
 };
 
 /*
@@ -148,7 +148,7 @@ enum lk_kafka_ep {
  * are never changed.
  */
 typedef enum lk_kafka_ep (*lk_kafka_endpoint_cb)(void *arg, int32_t node_id, struct lk_str *host,
-                                                  int32_t *port);
+                                                 int32_t *port);
 
 /* The rewrite's inputs (endpoint, arg, drop_unknown_api) and its counts. */
 struct lk_kafka_rewrite {
@@ -156,12 +156,12 @@ struct lk_kafka_rewrite {
     void *arg;
     unsigned drop_unknown_api : 1; /* ApiVersions: unknown_api = drop */
     /* set by lk_kafka_rewrite_response (zeroed first) */
-    unsigned endpoints;  /* endpoints given to the callback */
-    unsigned changed;    /* ... whose bytes changed */
-    unsigned unknown;    /* ... the callback did not know (left as they were) */
-    unsigned skipped;    /* FindCoordinator entries with node id < 0, not asked */
-    unsigned clamped;    /* ApiVersions entries whose max version was lowered */
-    unsigned dropped;    /* ApiVersions entries removed */
+    unsigned endpoints; /* endpoints given to the callback */
+    unsigned changed;   /* ... whose bytes changed */
+    unsigned unknown;   /* ... the callback did not know (left as they were) */
+    unsigned skipped;   /* FindCoordinator entries with node id < 0, not asked */
+    unsigned clamped;   /* ApiVersions entries whose max version was lowered */
+    unsigned dropped;   /* ApiVersions entries removed */
 };
 
 enum lk_kafka_rw {
@@ -184,7 +184,7 @@ int lk_kafka_response_wanted(int16_t api_key, int16_t api_version);
  * The highest version of api_key the codec rewrites (what ApiVersions is
  * clamped to), or -1 for an API outside the rewrite set:
  *   Produce 13, Fetch 18, Metadata 13, FindCoordinator 6,
- *   DescribeCluster 2, ShareFetch 1, ShareAcknowledge 2.
+ *   DescribeCluster 2, ShareFetch 2, ShareAcknowledge 2.
  */
 int lk_kafka_rewrite_max_version(int16_t api_key);
 

@@ -74,8 +74,7 @@ reference(const uint8_t *s, size_t len, int resp, uint32_t max, struct result *r
 
 /* Feeds the stream in pieces (whole if state is NULL). */
 static void
-read_split(const uint8_t *s, size_t len, int resp, uint32_t max, uint64_t *state,
-           struct result *r)
+read_split(const uint8_t *s, size_t len, int resp, uint32_t max, uint64_t *state, struct result *r)
 {
     struct lk_kafka_reader rd;
     size_t at = 0, start = 0;
@@ -100,9 +99,12 @@ read_split(const uint8_t *s, size_t len, int resp, uint32_t max, uint64_t *state
         LK_FUZZ_CHECK(used > 0);
         if (ev & LK_KAFKA_RD_PREFIX) {
             LK_FUZZ_CHECK(r->n < MAXF);
-            r->f[r->n] = (struct frame){rd.prefix.size, rd.prefix.api_key,
-                                        rd.prefix.api_version, rd.prefix.correlation_id,
-                                        start, 0};
+            r->f[r->n] = (struct frame){rd.prefix.size,
+                                        rd.prefix.api_key,
+                                        rd.prefix.api_version,
+                                        rd.prefix.correlation_id,
+                                        start,
+                                        0};
             LK_FUZZ_CHECK(at + used - start == (resp ? 8u : 12u));
             r->n++;
         } else {

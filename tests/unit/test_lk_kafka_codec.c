@@ -160,11 +160,11 @@ struct t_ep {
 
 struct t_msg {
     int16_t key, ver;
-    int unk;            /* unknown tagged fields wherever a struct ends */
-    int no_tag0;        /* Produce/Fetch: no NodeEndpoints tag at all */
+    int unk;     /* unknown tagged fields wherever a struct ends */
+    int no_tag0; /* Produce/Fetch: no NodeEndpoints tag at all */
     size_t nep;
     struct t_ep ep[64];
-    size_t mark;        /* set by build: the end of the last field the codec decodes */
+    size_t mark; /* set by build: the end of the last field the codec decodes */
 };
 
 /* First flexible version, from the specs (the codec has its own table). */
@@ -555,7 +555,7 @@ dump(int16_t key, int16_t ver, int flags, const uint8_t *frame, size_t len)
 /* ---- the endpoint maps ---------------------------------------------- */
 
 #define LONG_HOST                                                                                  \
-    "a-host-name-long-enough-that-its-compact-length-takes-two-bytes.kafka.example.com."            \
+    "a-host-name-long-enough-that-its-compact-length-takes-two-bytes.kafka.example.com."           \
     "another-label-to-pass-one-hundred-and-twenty-seven.example"
 
 static const struct {
@@ -568,7 +568,7 @@ static const struct {
 } map[] = {
     {1, "broker-1.kafka-internal.svc.cluster.local", 9092, "b1.kafka.example.com", 9093, "r1"},
     {2, "10.0.0.22", 9092, "kafka-broker-number-two.external.example.com", 19092, NULL},
-    {3, "broker-3.internal", 9092, "b3.ex", 9092, ""}, /* only the host changes */
+    {3, "broker-3.internal", 9092, "b3.ex", 9092, ""},    /* only the host changes */
     {4, "10.0.0.24", 9092, "10.0.0.24", 29092, "rack-4"}, /* only the port */
     {6, "10.0.0.26", 9092, LONG_HOST, 9096, NULL},
     {1001, "kafka-1001.internal", 9092, "k1001.example.com", 443, "r1"},
@@ -576,8 +576,8 @@ static const struct {
 #define NMAP (sizeof(map) / sizeof(map[0]))
 
 struct t_cb {
-    int external;      /* rewrite into the external address (else internal) */
-    int keep;          /* answer KEEP */
+    int external; /* rewrite into the external address (else internal) */
+    int keep;     /* answer KEEP */
     int calls;
     int32_t ids[128];
 };
@@ -659,7 +659,7 @@ diff(const struct tb *got, const struct tb *want)
 static const struct {
     int16_t key, min, max;
 } versions[] = {
-    {3, 0, 13}, {10, 0, 6}, {60, 0, 2}, {0, 10, 13}, {1, 16, 18}, {78, 0, 1}, {79, 0, 2},
+    {3, 0, 13}, {10, 0, 6}, {60, 0, 2}, {0, 10, 13}, {1, 16, 18}, {78, 0, 2}, {79, 0, 2},
 };
 #define NVERSIONS (sizeof(versions) / sizeof(versions[0]))
 
@@ -685,7 +685,8 @@ check_message(int16_t key, int16_t ver, int unk, size_t nep)
     enum lk_kafka_rw rc = run(&fin, key, ver, &cb, &rw, &out);
     if (nep == 0)
         ok(rc == LK_KAFKA_RW_UNCHANGED && same(&fin, &fex), "no endpoint: unchanged");
-    else if (!ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex), "rewritten to the external frame"))
+    else if (!ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex),
+                 "rewritten to the external frame"))
         diff(&out, &fex);
     ok(rw.endpoints == nep && rw.changed == nep && rw.unknown == 0 && cb.calls == (int)nep,
        "every endpoint asked and changed (%u %u %u, %d calls)", rw.endpoints, rw.changed,
@@ -698,8 +699,8 @@ check_message(int16_t key, int16_t ver, int unk, size_t nep)
     /* and back */
     cb = (struct t_cb){.external = 0};
     rc = run(&fex, key, ver, &cb, NULL, &out);
-    if (nep != 0 &&
-        !ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fin), "rewritten back to the internal frame"))
+    if (nep != 0 && !ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fin),
+                        "rewritten back to the internal frame"))
         diff(&out, &fin);
 
     /* identity: already external, and a callback that keeps */
@@ -791,8 +792,7 @@ test_find_coordinator_none(void)
             ok(rc == LK_KAFKA_RW_UNCHANGED && cb.calls == 0 && rw.skipped == 1,
                "v%d: no coordinator: unchanged, not asked", v);
         else
-            ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex) && cb.calls == 1 &&
-                   rw.skipped == 2,
+            ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex) && cb.calls == 1 && rw.skipped == 2,
                "v%d: the others rewritten, -1 not asked (%d calls)", v, cb.calls);
         free(fin.p);
         free(fex.p);
@@ -878,7 +878,7 @@ test_outside(void)
     static const int16_t t[][3] = {
         {3, 14, LK_KAFKA_RW_UNSUPPORTED},  {0, 14, LK_KAFKA_RW_UNSUPPORTED},
         {1, 19, LK_KAFKA_RW_UNSUPPORTED},  {10, 7, LK_KAFKA_RW_UNSUPPORTED},
-        {60, 3, LK_KAFKA_RW_UNSUPPORTED},  {78, 2, LK_KAFKA_RW_UNSUPPORTED},
+        {60, 3, LK_KAFKA_RW_UNSUPPORTED},  {78, 3, LK_KAFKA_RW_UNSUPPORTED},
         {79, 3, LK_KAFKA_RW_UNSUPPORTED},  {18, 5, LK_KAFKA_RW_UNSUPPORTED},
         {200, 0, LK_KAFKA_RW_UNSUPPORTED}, {-1, 0, LK_KAFKA_RW_UNSUPPORTED},
         {88, 0, LK_KAFKA_RW_UNSUPPORTED},  {3, -1, LK_KAFKA_RW_UNSUPPORTED},
@@ -948,11 +948,11 @@ test_api_versions(void)
     };
     static const struct t_av clamped[] = {
         {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10}, {10, 0, 6},   {18, 0, 4},
-        {60, 0, 2}, {78, 1, 1}, {79, 1, 2}, {55, 0, 2}, {88, 0, 1}, {1000, 0, 0},
+        {60, 0, 2}, {78, 1, 2}, {79, 1, 2}, {55, 0, 2}, {88, 0, 1}, {1000, 0, 0},
     };
     static const struct t_av dropped[] = {
-        {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10},
-        {10, 0, 6}, {18, 0, 4}, {60, 0, 2}, {78, 1, 1}, {79, 1, 2}, {55, 0, 2},
+        {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10}, {10, 0, 6},
+        {18, 0, 4}, {60, 0, 2}, {78, 1, 2}, {79, 1, 2}, {55, 0, 2},
     };
     const size_t nb = sizeof(broker) / sizeof(broker[0]);
     const size_t nd = sizeof(dropped) / sizeof(dropped[0]);
@@ -1040,15 +1040,15 @@ static void
 test_header_version(void)
 {
     static const int16_t t[][3] = {
-        {18, 0, 0},  {18, 3, 0},  {18, 4, 0},  {18, 9, 0},  {3, 8, 0},   {3, 9, 1},  {3, 13, 1},
-        {0, 8, 0},   {0, 9, 1},   {1, 11, 0},  {1, 12, 1},  {10, 2, 0},  {10, 3, 1}, {60, 0, 1},
-        {78, 0, 1},  {79, 1, 1},  {17, 1, 0},  {47, 0, 0},  {7, 0, 0},   {7, 3, 1},  {2, 5, 0},
-        {2, 6, 1},   {9, 5, 0},   {9, 6, 1},   {11, 6, 1},  {36, 2, 1},  {48, 0, 0}, {48, 1, 1},
-        {87, 0, 1},  {88, 0, -1}, {200, 0, -1}, {-1, 0, -1},
+        {18, 0, 0}, {18, 3, 0},  {18, 4, 0},   {18, 9, 0},  {3, 8, 0},  {3, 9, 1},  {3, 13, 1},
+        {0, 8, 0},  {0, 9, 1},   {1, 11, 0},   {1, 12, 1},  {10, 2, 0}, {10, 3, 1}, {60, 0, 1},
+        {78, 0, 1}, {79, 1, 1},  {17, 1, 0},   {47, 0, 0},  {7, 0, 0},  {7, 3, 1},  {2, 5, 0},
+        {2, 6, 1},  {9, 5, 0},   {9, 6, 1},    {11, 6, 1},  {36, 2, 1}, {48, 0, 0}, {48, 1, 1},
+        {87, 0, 1}, {88, 0, -1}, {200, 0, -1}, {-1, 0, -1},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        ok(lk_kafka_response_header_version(t[i][0], t[i][1]) == t[i][2],
-           "api %d v%d: header v%d", t[i][0], t[i][1], t[i][2]);
+        ok(lk_kafka_response_header_version(t[i][0], t[i][1]) == t[i][2], "api %d v%d: header v%d",
+           t[i][0], t[i][1], t[i][2]);
     ok(lk_kafka_api_known(0) && lk_kafka_api_known(87) && !lk_kafka_api_known(88) &&
            !lk_kafka_api_known(-1),
        "known keys");
@@ -1059,7 +1059,8 @@ test_header_version(void)
        "wanted");
     ok(lk_kafka_rewrite_max_version(3) == 13 && lk_kafka_rewrite_max_version(0) == 13 &&
            lk_kafka_rewrite_max_version(1) == 18 && lk_kafka_rewrite_max_version(10) == 6 &&
-           lk_kafka_rewrite_max_version(60) == 2 && lk_kafka_rewrite_max_version(8) == -1,
+           lk_kafka_rewrite_max_version(60) == 2 && lk_kafka_rewrite_max_version(78) == 2 &&
+           lk_kafka_rewrite_max_version(79) == 2 && lk_kafka_rewrite_max_version(8) == -1,
        "max versions");
 }
 
@@ -1109,8 +1110,12 @@ read_stream(const struct tb *s, size_t piece, uint32_t max, struct t_frame *fr, 
         if (ev & LK_KAFKA_RD_PREFIX) {
             if (n == nfr)
                 return -3;
-            fr[n] = (struct t_frame){r.prefix.size, r.prefix.api_key, r.prefix.api_version,
-                                     r.prefix.correlation_id, start, 0};
+            fr[n] = (struct t_frame){r.prefix.size,
+                                     r.prefix.api_key,
+                                     r.prefix.api_version,
+                                     r.prefix.correlation_id,
+                                     start,
+                                     0};
             /* the body still to come; after the end, the next prefix */
             if (lk_kafka_reader_want(&r) !=
                 (ev & LK_KAFKA_RD_END ? LK_KAFKA_REQ_PREFIX : (size_t)r.prefix.size - 8))
@@ -1157,7 +1162,7 @@ test_reader(void)
     static const struct {
         int32_t size;
         int ok;
-    } lim[] = {{-1, 0}, {0, 0}, {7, 0}, {8, 1}, {100, 1}, {101, 0}, {-2147483647 - 1, 0},
+    } lim[] = {{-1, 0},        {0, 0}, {7, 0}, {8, 1}, {100, 1}, {101, 0}, {-2147483647 - 1, 0},
                {0x7fffffff, 0}};
     for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
         struct tb t = {0};
