@@ -6,9 +6,17 @@
  * pointer into a config past the exchange that took it.
  *
  * The listener map is the heart of it: every broker's listeners (name plus
- * one address per scheme, the brokers' own `advertisedListeners` syntax) and
- * the sockets lookout binds, each with the virtual hosts that route to a
- * broker or to a cluster's service address.
+ * one address per scheme, the brokers' own `advertisedListeners` syntax, or
+ * Kafka's `advertised.listeners` with its security protocol map) and the
+ * sockets lookout binds, each with the virtual hosts that route to a broker
+ * or to a cluster's service address.
+ *
+ * For a Kafka cluster (proto LK_PROTO_KAFKA) each broker has a node id, an
+ * internal listener (lk_kafka_addr(b->internal): where lookout connects,
+ * over TLS when its scheme is kafka+ssl) and a lookup listener
+ * (lk_kafka_addr(b->lookup): what clients are given, TLS terminated when
+ * kafka+ssl, `sasl` set for SASL_*); the cluster has its bootstrap
+ * addresses and an optional broker.pattern for node ids the map lacks.
  */
 #ifndef LK_CONF_H
 #define LK_CONF_H
@@ -21,16 +29,31 @@
 #include "lk_str.h"
 
 struct lk_flt;
+struct lk_kafka_secmap;
 
-/* Address schemes a listener can carry.  Kafka listeners (one address whose
- * security protocol comes from listener.security.protocol.map) will add
- * their own entries here; everything indexes by scheme. */
+/* Address schemes a listener can carry; everything indexes by scheme.  A
+ * Kafka listener has one address, of scheme kafka (PLAINTEXT and
+ * SASL_PLAINTEXT) or kafka+ssl (SSL and SASL_SSL), as its security protocol
+ * in listener.security.protocol.map says; SASL is the listener's `sasl`
+ * flag.  The Kafka schemes are lookout's names: no URL in the config has
+ * them (lk_scheme_parse does not know them), and the HTTP and Pulsar code
+ * never meets them, since only Kafka clusters have such listeners. */
 enum lk_scheme {
     LK_SCHEME_HTTP = 0,
     LK_SCHEME_HTTPS,
     LK_SCHEME_PULSAR,
     LK_SCHEME_PULSAR_SSL,
+    LK_SCHEME_KAFKA,
+    LK_SCHEME_KAFKA_SSL,
     LK_SCHEME__COUNT
+};
+
+/* Kafka's security protocols, as listener.security.protocol.map names them. */
+enum lk_kafka_security {
+    LK_KAFKA_PLAINTEXT = 0,
+    LK_KAFKA_SSL,
+    LK_KAFKA_SASL_PLAINTEXT,
+    LK_KAFKA_SASL_SSL,
 };
 
 /* Which protocol module serves a bound socket. */
@@ -46,19 +69,25 @@ struct lk_url {
     char *host;     /* lower-cased; IPv6 literal without brackets */
     uint16_t port;  /* explicit, or the scheme's default (80, 443, 6650, 6651) */
     char *hostport; /* "host:port" as it appears in a URL ("[::1]:8080") */
-    char *text;     /* "scheme://host:port" */
+    char *text;     /* "scheme://host:port"; Kafka: "NAME://host:port" as
+                     * advertised.listeners writes it, or "host:port" for a
+                     * bootstrap.servers entry */
 };
 
 struct lk_listener {
-    char *name;
+    char *name; /* Kafka: upper-cased, as Kafka normalises listener names */
     struct lk_url *addr[LK_SCHEME__COUNT]; /* NULL: no address of that scheme */
+    int sasl; /* Kafka: SASL_PLAINTEXT or SASL_SSL (SASL frames pass through) */
 };
 
 struct lk_cluster;
 
 struct lk_broker {
     char *name;   /* "prod/b1" */
-    char *id;     /* "b1" (Kafka: the node id) */
+    char *id;     /* "b1" (Kafka: the node id as text, "1") */
+    int32_t node_id; /* Kafka: the node id, >= 0; -1 in a Pulsar cluster */
+    char *registration; /* Kafka: the registration JSON it was read from
+                         * (resolved path), NULL for advertised.listeners */
     size_t index; /* position in lk_conf.brokers */
     struct lk_cluster *cluster;
     struct lk_listener *listeners;
@@ -73,6 +102,29 @@ enum lk_redirects { LK_REDIRECTS_REWRITE = 0, LK_REDIRECTS_FOLLOW };
  * address is reached (lk_broker_upstream). */
 enum lk_upstream_tls { LK_UPSTREAM_TLS_MATCH = 0, LK_UPSTREAM_TLS_PLAIN, LK_UPSTREAM_TLS_TLS };
 enum lk_leak_guard { LK_LEAK_OFF = 0, LK_LEAK_LOG, LK_LEAK_REWRITE, LK_LEAK_BLOCK };
+/* unknown_api (Kafka): what happens to a request whose api key lookout does
+ * not know: forwarded byte for byte, or the connection closed. */
+enum lk_unknown_api { LK_UNKNOWN_API_PASS = 0, LK_UNKNOWN_API_DROP };
+
+/*
+ * broker.pattern (Kafka): the lookup address of a node id the map does not
+ * know, "HOST:PORT" where HOST may hold `$(nodeId)` (the id in decimal) and
+ * PORT is a number or `$(BASE+nodeId)`; at least one of them holds the id,
+ * so that each node gets its own address.  A host with the id is a name,
+ * never an IP literal.  lk_kafka_pattern_expand and lk_kafka_pattern_match
+ * go from id to address and back.
+ */
+struct lk_kafka_pattern {
+    char *text;        /* as written */
+    char *host_prefix; /* lower-cased; the whole host when !host_has_id */
+    char *host_suffix; /* after $(nodeId); "" when !host_has_id */
+    int host_has_id;
+    int port_has_id;
+    uint16_t port;     /* the port, or BASE when port_has_id */
+    enum lk_scheme scheme; /* the lookup listener's: kafka or kafka+ssl */
+    int sasl;
+    int line;
+};
 
 /* One [section] of the file, kept so that filters can read their own keys
  * (lk_conf_section_get) and so that unknown keys are found once everyone has
@@ -84,7 +136,7 @@ struct lk_conf_entry {
 };
 
 struct lk_conf_section {
-    char *kind; /* "lookout", "pulsar", "broker" */
+    char *kind; /* "lookout", "pulsar", "kafka", "broker" */
     char *name; /* "prod", "prod/b1"; NULL for [lookout] */
     const char *file;
     int line;
@@ -95,9 +147,10 @@ struct lk_conf_section {
 struct lk_cluster {
     char *name;
     size_t index; /* position in lk_conf.clusters */
-    unsigned proto; /* wire protocols its clients speak: HTTP|PULSAR (Kafka later) */
-    char *internal_listener; /* internalListenerName; NULL: each broker's first */
-    char *lookup_listener;   /* lookupListenerName; NULL: rewrite nothing */
+    unsigned proto; /* wire protocols its clients speak: HTTP|PULSAR, or KAFKA */
+    char *internal_listener; /* internalListenerName; NULL: each broker's first.
+                              * Kafka: inter.broker.listener.name, default PLAINTEXT */
+    char *lookup_listener;   /* lookupListenerName; NULL: rewrite nothing (Kafka: set) */
     struct lk_url *web_service; /* webServiceUrl on lookout; may be NULL */
     struct lk_url *service;     /* serviceUrl on lookout; may be NULL */
     char *bind;                 /* address for name-hosted listeners, default 0.0.0.0 */
@@ -108,7 +161,17 @@ struct lk_cluster {
     size_t max_frame_bytes;        /* binary protocols */
     int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
     enum lk_upstream_tls upstream_tls; /* default match */
-    struct lk_broker **brokers;
+    /* Kafka: the bootstrap.servers entry points on lookout, each of the
+     * lookup listener's scheme (the same on every broker); broker.pattern,
+     * NULL if unset; unknown_api. */
+    struct lk_kafka_secmap *secmap; /* listener.security.protocol.map, or Kafka's default */
+    size_t nsecmap;
+    struct lk_url *bootstrap;
+    size_t nbootstrap;
+    int bootstrap_sasl;
+    struct lk_kafka_pattern *pattern;
+    enum lk_unknown_api unknown_api;
+    struct lk_broker **brokers; /* Kafka: in file order, node ids unique */
     size_t nbrokers;
     struct lk_flt *filters; /* the chain, in `filters =` order */
     size_t nfilters;
@@ -123,7 +186,12 @@ struct lk_vhost {
     uint16_t port;
     enum lk_scheme scheme;
     const struct lk_cluster *cluster;
-    const struct lk_broker *broker; /* NULL: the service address, any broker */
+    const struct lk_broker *broker; /* NULL: the service address, any broker
+                                     * (Kafka: bootstrap.servers, or pattern) */
+    /* Kafka: a broker.pattern with $(nodeId) in the host serves node ids
+     * the map lacks on this socket (host is the pattern's text); broker is
+     * NULL.  lk_kafka_pattern_match finds the node from the SNI. */
+    const struct lk_kafka_pattern *pattern;
     int line;
 };
 
@@ -134,6 +202,8 @@ struct lk_bind {
     socklen_t addrlen;
     unsigned proto; /* one LK_PROTO_* */
     int tls;        /* terminate TLS here */
+    /* Several vhosts: routed by SNI (or the HTTP Host); plaintext Kafka and
+     * Pulsar binds have exactly one. */
     struct lk_vhost *vhosts;
     size_t nvhosts;
 };
@@ -241,7 +311,8 @@ const struct lk_url *lk_listener_pick(const struct lk_listener *l, enum lk_schem
 const struct lk_url *lk_broker_upstream(const struct lk_broker *b, enum lk_scheme scheme,
                                         int client_tls);
 
-/* Parses a scheme name ("http", "pulsar+ssl"), -1 if unknown. */
+/* Parses a URL scheme name ("http", "pulsar+ssl"), -1 if unknown (the
+ * Kafka schemes are never parsed: no config URL has them). */
 int lk_scheme_parse(struct lk_str name);
 
 /*
@@ -262,5 +333,95 @@ const struct lk_listener *lk_broker_listener(const struct lk_broker *b, const ch
  */
 const struct lk_broker *lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host,
                                              uint16_t port, enum lk_scheme *scheme);
+
+/* Kafka ---------------------------------------------------------------------------- */
+
+/* "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL" (any case) -> the enum, -1
+ * if none.  The name of each, and its scheme and SASL flag. */
+int lk_kafka_security_parse(struct lk_str name);
+const char *lk_kafka_security_name(enum lk_kafka_security sec);
+enum lk_scheme lk_kafka_security_scheme(enum lk_kafka_security sec);
+int lk_kafka_security_sasl(enum lk_kafka_security sec);
+/* The security protocol of a Kafka listener, from its scheme and flag. */
+enum lk_kafka_security lk_kafka_listener_security(const struct lk_listener *l);
+
+/* A Kafka listener name: letters, digits, '_', '-' and '.' (0, or -1 with a
+ * message); and a malloc'd copy upper-cased, as Kafka's ListenerName
+ * normalises it. */
+int lk_kafka_name_check(struct lk_str name, char *err, size_t errlen);
+char *lk_kafka_name_dup(struct lk_str name);
+
+/* One entry of listener.security.protocol.map. */
+struct lk_kafka_secmap {
+    char *name; /* upper-cased */
+    enum lk_kafka_security sec;
+};
+
+/* Kafka's default map: each protocol is a listener of its own name. */
+extern const char lk_kafka_default_secmap[];
+
+/*
+ * Parses listener.security.protocol.map, "NAME:PROTOCOL,NAME:PROTOCOL,...".
+ * Names are case-insensitive (upper-cased, as Kafka's ListenerName does),
+ * empty items are skipped, a name twice is an error.  Returns the number of
+ * entries (malloc'd array in *out, lk_kafka_secmap_free) or -1 with a message.
+ */
+int lk_kafka_secmap_parse(const char *s, struct lk_kafka_secmap **out, char *err, size_t errlen);
+void lk_kafka_secmap_free(struct lk_kafka_secmap *m, size_t n);
+/* The entry for name (case-insensitive), or NULL. */
+const struct lk_kafka_secmap *lk_kafka_secmap_find(const struct lk_kafka_secmap *m, size_t n,
+                                                   struct lk_str name);
+
+/*
+ * Parses a Kafka "host:port": a name, an IPv4 literal, or an IPv6 literal
+ * with or without brackets (the last ':' splits off the port, as Kafka's
+ * parser does).  The port is required, 1-65535; an empty host (Kafka's
+ * "the default interface") is refused, since an advertised address must
+ * name a host.  text gets "host:port"; the caller may replace it.
+ */
+int lk_kafka_addr_parse(const char *s, size_t len, enum lk_scheme scheme, struct lk_url *out,
+                        char *err, size_t errlen);
+
+/*
+ * Adds one "NAME://host:port" item (an advertised.listeners entry, or an
+ * `endpoints` entry of a registration JSON) to the n listeners in *ls; the
+ * name must be in map (its protocol gives the scheme and SASL flag; mapname
+ * names the map in messages) and not already in *ls, and its host:port in
+ * no other listener.  0, or -1 with a message.
+ */
+int lk_kafka_listener_add(struct lk_listener **ls, size_t *n, struct lk_str item,
+                          const struct lk_kafka_secmap *map, size_t nmap, const char *mapname,
+                          char *err, size_t errlen);
+/* Parses advertised.listeners, "NAME://host:port,NAME://[::1]:9093,...":
+ * the number of listeners (malloc'd array in *out) or -1 with a message. */
+int lk_kafka_listeners_parse(const char *s, const struct lk_kafka_secmap *map, size_t nmap,
+                             const char *mapname, struct lk_listener **out, char *err,
+                             size_t errlen);
+
+/* The one address of a Kafka listener: the kafka or kafka+ssl one. */
+const struct lk_url *lk_kafka_addr(const struct lk_listener *l);
+
+/* Parses broker.pattern (see struct lk_kafka_pattern) into *p, whose
+ * scheme, sasl and line the caller sets.  0, or -1 with a message. */
+int lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, size_t errlen);
+void lk_kafka_pattern_free(struct lk_kafka_pattern *p);
+/*
+ * Writes node_id's host under pattern p into host (NUL-terminated) and its
+ * port into *port.  0, or -1 when the node has no address under it: a
+ * negative id, BASE + id over 65535, or a host over 253 bytes or hostlen.
+ */
+int lk_kafka_pattern_expand(const struct lk_kafka_pattern *p, int32_t node_id, char *host,
+                            size_t hostlen, uint16_t *port);
+/*
+ * The node id whose address under p is host:port (host compared
+ * case-insensitively, a trailing dot ignored; port 0 matches any port when
+ * the port holds no id, for an SNI without a port), in *node_id.  1 if
+ * host:port is such an address, 0 if not.
+ */
+int lk_kafka_pattern_match(const struct lk_kafka_pattern *p, struct lk_str host, uint16_t port,
+                           int32_t *node_id);
+
+/* The broker of Kafka cluster cl with that node id, or NULL. */
+const struct lk_broker *lk_cluster_find_node(const struct lk_cluster *cl, int32_t node_id);
 
 #endif

@@ -191,6 +191,8 @@ test_schemes(void)
         {LK_SCHEME_HTTPS, "https", 1, 443, LK_SCHEME_HTTP},
         {LK_SCHEME_PULSAR, "pulsar", 0, 6650, LK_SCHEME_PULSAR_SSL},
         {LK_SCHEME_PULSAR_SSL, "pulsar+ssl", 1, 6651, LK_SCHEME_PULSAR},
+        {LK_SCHEME_KAFKA, "kafka", 0, 0, LK_SCHEME_KAFKA_SSL},
+        {LK_SCHEME_KAFKA_SSL, "kafka+ssl", 1, 0, LK_SCHEME_KAFKA},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -199,7 +201,8 @@ test_schemes(void)
         ok(lk_scheme_is_tls(t[i].s) == t[i].tls, "is_tls");
         ok(lk_scheme_default_port(t[i].s) == t[i].port, "default port");
         ok(lk_scheme_sibling(t[i].s) == t[i].sibling, "sibling");
-        ok(lk_scheme_parse(lk_str_c(t[i].name)) == (int)t[i].s, "parse");
+        /* Kafka's schemes are lookout's names, never a config URL's */
+        ok(lk_scheme_parse(lk_str_c(t[i].name)) == (t[i].port != 0 ? (int)t[i].s : -1), "parse");
     }
     subtest(NULL);
     ok(lk_scheme_parse(LK_STRLIT("HTTPS")) == LK_SCHEME_HTTPS, "parse is case-insensitive");
@@ -391,6 +394,227 @@ test_listeners_err_small(void)
     ok(lk_listeners_parse("nonsense", &l, NULL, 0) == -1, "no buffer at all");
 }
 
+/* Kafka -------------------------------------------------------------------------- */
+
+static void
+test_kafka_security(void)
+{
+    static const char *const names[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
+    static const enum lk_scheme schemes[] = {LK_SCHEME_KAFKA, LK_SCHEME_KAFKA_SSL, LK_SCHEME_KAFKA,
+                                             LK_SCHEME_KAFKA_SSL};
+
+    for (int i = 0; i < 4; i++) {
+        struct lk_listener l = {0};
+        subtest("%s", names[i]);
+        ok(lk_kafka_security_parse(lk_str_c(names[i])) == i, "parse");
+        ok_str(lk_kafka_security_name((enum lk_kafka_security)i), names[i], "name");
+        ok(lk_kafka_security_scheme((enum lk_kafka_security)i) == schemes[i], "scheme");
+        ok(lk_kafka_security_sasl((enum lk_kafka_security)i) == (i >= 2), "sasl");
+        l.addr[schemes[i]] = (struct lk_url *)&l; /* any non-NULL */
+        l.sasl = i >= 2;
+        ok(lk_kafka_listener_security(&l) == (enum lk_kafka_security)i, "from a listener");
+    }
+    subtest(NULL);
+    ok(lk_kafka_security_parse(LK_STRLIT("sasl_ssl")) == LK_KAFKA_SASL_SSL, "any case");
+    ok(lk_kafka_security_parse(LK_STRLIT("TLS")) == -1, "TLS is not a Kafka protocol");
+    ok(lk_kafka_security_parse(LK_STRLIT("SSL ")) == -1, "no trimming");
+    ok_str(lk_kafka_security_name((enum lk_kafka_security)4), "?", "out of range");
+}
+
+static void
+test_kafka_addr(void)
+{
+    static const struct {
+        const char *in, *host, *hostport;
+        unsigned port;
+    } good[] = {
+        {"b1.Kafka.example.com:9093", "b1.kafka.example.com", "b1.kafka.example.com:9093", 9093},
+        {"10.0.0.1:9092", "10.0.0.1", "10.0.0.1:9092", 9092},
+        {"[::1]:9092", "::1", "[::1]:9092", 9092},
+        {"::1:9092", "::1", "[::1]:9092", 9092}, /* Kafka's parser takes bare IPv6 too */
+        {"fd00::22:65535", "fd00::22", "[fd00::22]:65535", 65535},
+        {"h_1:1", "h_1", "h_1:1", 1},
+    };
+    static const struct {
+        const char *in, *err;
+    } bad[] = {
+        {"", "bad address '': no host (Kafka's \"default interface\" cannot be advertised: write "
+             "the host clients connect to)"},
+        {":9092", "bad address ':9092': no host (Kafka's \"default interface\" cannot be "
+                  "advertised: write the host clients connect to)"},
+        {"h", "bad address 'h': expected host:port"},
+        {"h:", "bad address 'h:': no port after ':'"},
+        {"h:65536", "bad address 'h:65536': port 65536 is out of range 1-65535"},
+        {"h:-1", "bad address 'h:-1': no port after ':'"},
+        {"h:1x", "bad address 'h:1x': unexpected 'x' after the port"},
+        {"[::1]", "bad address '[::1]': expected host:port"},
+        {"[::1:9092", "bad address '[::1:9092': '[' without ']'"},
+        {"1.2.3:9092", "bad address '1.2.3:9092': bad IPv4 address '1.2.3'"},
+        {"h h:1", "bad address 'h h:1': bad character ' ' in the host"},
+        {"a:b:1", "bad address 'a:b:1': bad IPv6 address 'a:b'"},
+    };
+    char err[256];
+    struct lk_url u;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        subtest("%s", good[i].in);
+        if (!ok(lk_kafka_addr_parse(good[i].in, strlen(good[i].in), LK_SCHEME_KAFKA_SSL, &u, err,
+                                    sizeof(err)) == 0,
+                "parses (%s)", err))
+            continue;
+        ok(u.scheme == LK_SCHEME_KAFKA_SSL && u.port == good[i].port, "scheme and port");
+        ok_str(u.host, good[i].host, "host");
+        ok_str(u.hostport, good[i].hostport, "hostport");
+        ok_str(u.text, good[i].hostport, "text");
+        lk_url_free(&u);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        subtest("%s", bad[i].in);
+        ok(lk_kafka_addr_parse(bad[i].in, strlen(bad[i].in), LK_SCHEME_KAFKA, &u, err,
+                               sizeof(err)) == -1,
+           "refused");
+        ok_str(err, bad[i].err, "message");
+    }
+    subtest(NULL);
+    ok(lk_kafka_addr_parse("h:12", 3, LK_SCHEME_KAFKA, &u, err, sizeof(err)) == 0 && u.port == 1,
+       "reads only len bytes");
+    lk_url_free(&u);
+    /* a Pulsar URL never takes a Kafka scheme */
+    ok(lk_url_parse("kafka://h:1", 11, &u, err, sizeof(err)) == -1, "kafka:// is no URL");
+}
+
+static void
+test_kafka_listeners(void)
+{
+    struct lk_kafka_secmap *m;
+    struct lk_listener *l;
+    char err[512];
+    int n = lk_kafka_secmap_parse(" internal:PLAINTEXT , EXTERNAL:sasl_ssl,,", &m, err,
+                                  sizeof(err));
+
+    if (!ok(n == 2, "map parses (%s)", err))
+        return;
+    ok_str(m[0].name, "INTERNAL", "names upper-cased");
+    ok(m[0].sec == LK_KAFKA_PLAINTEXT && m[1].sec == LK_KAFKA_SASL_SSL, "protocols");
+    ok(lk_kafka_secmap_find(m, 2, LK_STRLIT("external")) == &m[1], "find is case-insensitive");
+    ok(lk_kafka_secmap_find(m, 2, LK_STRLIT("EXT")) == NULL, "no prefix match");
+
+    n = lk_kafka_listeners_parse("INTERNAL://10.0.0.1:9092, external://[::1]:9093,", m, 2, "M",
+                                 &l, err, sizeof(err));
+    if (ok(n == 2, "listeners parse (%s)", err)) {
+        ok_str(l[0].name, "INTERNAL", "name");
+        ok(l[0].addr[LK_SCHEME_KAFKA] != NULL && !l[0].sasl, "PLAINTEXT: kafka");
+        ok_str(lk_kafka_addr(&l[0])->text, "INTERNAL://10.0.0.1:9092", "text");
+        ok_str(l[1].name, "EXTERNAL", "the map's spelling of the name");
+        ok(l[1].addr[LK_SCHEME_KAFKA_SSL] != NULL && l[1].sasl, "SASL_SSL: kafka+ssl and sasl");
+        ok_str(lk_kafka_addr(&l[1])->text, "EXTERNAL://[::1]:9093", "IPv6 text");
+        for (int s = 0; s < LK_SCHEME__COUNT; s++)
+            if (s != LK_SCHEME_KAFKA)
+                ok(l[0].addr[s] == NULL, "no %s address", lk_scheme_name((enum lk_scheme)s));
+        lk_listeners_free(l, (size_t)n);
+    }
+    ok(lk_kafka_listeners_parse("X://h:1", m, 2, "the map", &l, err, sizeof(err)) == -1 &&
+           strcmp(err, "listener 'X' is not in the map, so its security protocol is unknown") == 0,
+       "a name not in the map (%s)", err);
+    ok(lk_kafka_listeners_parse("INTERNAL://h:1,://g:2", m, 2, "M", &l, err, sizeof(err)) == -1 &&
+           strcmp(err, "empty listener name in '://g:2'") == 0,
+       "an empty name (%s)", err);
+    ok(lk_kafka_listeners_parse("IN TERNAL://h:1", m, 2, "M", &l, err, sizeof(err)) == -1 &&
+           strcmp(err, "bad listener name 'IN TERNAL' (letters, digits, '_', '-' and '.' only)") ==
+               0,
+       "a bad name (%s)", err);
+    lk_kafka_secmap_free(m, 2);
+
+    ok(lk_kafka_secmap_parse(lk_kafka_default_secmap, &m, err, sizeof(err)) == 4 &&
+           strcmp(m[3].name, "SASL_SSL") == 0 && m[3].sec == LK_KAFKA_SASL_SSL,
+       "Kafka's default map");
+    lk_kafka_secmap_free(m, 4);
+    ok(lk_kafka_secmap_parse("A:SSL:x", &m, err, sizeof(err)) == -1 &&
+           strcmp(err, "unknown security protocol 'SSL:x' for listener 'A' (expected PLAINTEXT, "
+                       "SSL, SASL_PLAINTEXT or SASL_SSL)") == 0,
+       "one ':' per item (%s)", err);
+}
+
+static void
+test_kafka_pattern(void)
+{
+    struct lk_kafka_pattern p;
+    char err[512], host[300];
+    uint16_t port;
+    int32_t id;
+
+    /* the id in the host */
+    if (!ok(lk_kafka_pattern_parse("B$(nodeId).Kafka.example.com:9093", &p, err, sizeof(err)) == 0,
+            "host pattern (%s)", err))
+        return;
+    ok(p.host_has_id && !p.port_has_id && p.port == 9093, "host_has_id, port 9093");
+    ok_str(p.host_prefix, "b", "prefix lower-cased");
+    ok_str(p.host_suffix, ".kafka.example.com", "suffix");
+    ok_str(p.text, "B$(nodeId).Kafka.example.com:9093", "text as written");
+    ok(lk_kafka_pattern_expand(&p, 7, host, sizeof(host), &port) == 0 && port == 9093 &&
+           strcmp(host, "b7.kafka.example.com") == 0,
+       "expand 7: %s", host);
+    ok(lk_kafka_pattern_expand(&p, INT32_MAX, host, sizeof(host), &port) == 0 &&
+           strcmp(host, "b2147483647.kafka.example.com") == 0,
+       "expand the largest id");
+    ok(lk_kafka_pattern_expand(&p, -1, host, sizeof(host), &port) == -1, "no negative id");
+    ok(lk_kafka_pattern_expand(&p, 1, host, 5, &port) == -1, "a short buffer");
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("B12.KAFKA.example.com."), 9093, &id) == 1 && id == 12,
+       "match: case and trailing dot ignored");
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("b12.kafka.example.com"), 0, &id) == 1 && id == 12,
+       "match without a port (SNI)");
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("b0.kafka.example.com"), 9093, &id) == 1 && id == 0,
+       "node 0");
+    static const char *const nomatch[] = {"b.kafka.example.com", "b01.kafka.example.com",
+                                          "b-1.kafka.example.com", "b1x.kafka.example.com",
+                                          "b2147483648.kafka.example.com", "c1.kafka.example.com",
+                                          "b1.kafka.example.org", "b99999999999.kafka.example.com",
+                                          NULL};
+    for (size_t i = 0; nomatch[i] != NULL; i++)
+        ok(lk_kafka_pattern_match(&p, lk_str_c(nomatch[i]), 9093, &id) == 0, "no match: %s",
+           nomatch[i]);
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("b1.kafka.example.com"), 9094, &id) == 0,
+       "no match: another port");
+    lk_kafka_pattern_free(&p);
+
+    /* the id in the port */
+    if (!ok(lk_kafka_pattern_parse("[::1]:$(9100+nodeId)", &p, err, sizeof(err)) == 0,
+            "port pattern (%s)", err))
+        return;
+    ok(!p.host_has_id && p.port_has_id && p.port == 9100, "port_has_id, base 9100");
+    ok_str(p.host_prefix, "::1", "the host, without brackets");
+    ok(lk_kafka_pattern_expand(&p, 5, host, sizeof(host), &port) == 0 && port == 9105 &&
+           strcmp(host, "::1") == 0,
+       "expand 5");
+    ok(lk_kafka_pattern_expand(&p, 65535 - 9100, host, sizeof(host), &port) == 0 && port == 65535,
+       "the last port");
+    ok(lk_kafka_pattern_expand(&p, 65536 - 9100, host, sizeof(host), &port) == -1,
+       "no port past 65535");
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("[::1]"), 9107, &id) == 1 && id == 7, "match 9107");
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("::1"), 9099, &id) == 0, "below the base");
+    ok(lk_kafka_pattern_match(&p, LK_STRLIT("::2"), 9107, &id) == 0, "another host");
+    lk_kafka_pattern_free(&p);
+
+    /* both */
+    if (ok(lk_kafka_pattern_parse("n$(nodeId).x:$(20000+nodeId)", &p, err, sizeof(err)) == 0,
+           "both (%s)", err)) {
+        ok(lk_kafka_pattern_match(&p, LK_STRLIT("n3.x"), 20003, &id) == 1 && id == 3, "agree");
+        ok(lk_kafka_pattern_match(&p, LK_STRLIT("n3.x"), 20004, &id) == 0, "disagree");
+        lk_kafka_pattern_free(&p);
+    }
+    /* a host of 243 bytes takes every id; one more byte does not */
+    {
+        char big[300];
+        memset(big, 'a', 243);
+        snprintf(big + 243, sizeof(big) - 243, "$(nodeId):1");
+        ok(lk_kafka_pattern_parse(big, &p, err, sizeof(err)) == 0, "a 253-byte host (%s)", err);
+        lk_kafka_pattern_free(&p);
+        memset(big, 'a', 244);
+        snprintf(big + 244, sizeof(big) - 244, "$(nodeId):1");
+        ok(lk_kafka_pattern_parse(big, &p, err, sizeof(err)) == -1, "a 254-byte host: %s", err);
+    }
+}
+
 const struct lk_test_case lk_test_url[] = {
     {"url/parse", test_parse},
     {"url/parse_len", test_parse_len},
@@ -402,5 +626,9 @@ const struct lk_test_case lk_test_url[] = {
     {"url/listeners_errors", test_listeners_errors},
     {"url/listeners_long", test_listeners_long},
     {"url/listeners_err_small", test_listeners_err_small},
+    {"url/kafka_security", test_kafka_security},
+    {"url/kafka_addr", test_kafka_addr},
+    {"url/kafka_listeners", test_kafka_listeners},
+    {"url/kafka_pattern", test_kafka_pattern},
     {NULL, NULL},
 };
