@@ -2,8 +2,10 @@
  * The config loader: reads conf/lookout.conf (our own INI dialect, see
  * CONTRACT.md section 2) into an immutable struct lk_conf.  It runs in four
  * passes: the reader turns text into sections of key = value entries; the
- * builder turns [lookout], [pulsar NAME] and [broker CLUSTER/ID] sections
- * into settings, clusters and brokers with their listeners; each cluster's
+ * builder turns [lookout], [pulsar NAME], [kafka NAME] and [broker
+ * CLUSTER/ID] sections into settings, clusters and brokers with their
+ * listeners (a Kafka broker's may come from its ZooKeeper registration
+ * JSON file); each cluster's
  * filter chain is built, and its filters take their own keys; and last the
  * binding rule turns every lookup-listener and service address into a
  * virtual host on a socket to bind.  Any entry nobody took is an unknown key.
@@ -22,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <jansson.h>
 
 #include "lk_conf.h"
 #include "lk_filter.h"
@@ -55,6 +60,14 @@
 /* Pulsar's maxMessageSize is 5 MiB; a frame also carries its command and
  * metadata, hence the headroom. */
 #define DEFAULT_PULSAR_MAX_FRAME_BYTES (5u * 1024 * 1024 + 64 * 1024)
+/* Kafka's socket.request.max.bytes default, 100 MiB. */
+#define DEFAULT_KAFKA_MAX_FRAME_BYTES (100u * 1024 * 1024)
+/* A broker registration is a few hundred bytes; ZooKeeper's znode limit is
+ * 1 MiB (jute.maxbuffer). */
+#define MAX_REGISTRATION_BYTES (1024u * 1024)
+/* Kafka's inter.broker.listener.name when unset: the listener named after
+ * security.inter.broker.protocol, whose default is PLAINTEXT. */
+#define DEFAULT_KAFKA_INTERNAL "PLAINTEXT"
 
 /* The keys each section kind knows, for "unknown key" hints. */
 /* clang-format off */
@@ -69,12 +82,19 @@ static const char *const pulsar_keys[] = {
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
     "follow.replay_bytes",  "max_frame_bytes",    "filters",       "forwarded_headers",
     "upstream.tls",         NULL};
+static const char *const kafka_keys[] = {
+    "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
+    "bootstrap.servers",          "bind",               "max_frame_bytes",
+    "broker.pattern",             "unknown_api",        "filters",
+    NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
+static const char *const kafka_broker_keys[] = {"advertised.listeners", "registration", NULL};
 /* clang-format on */
 
 static const char *const redirects_names[] = {"rewrite", "follow", NULL};
 static const char *const leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
 static const char *const upstream_tls_names[] = {"match", "plain", "tls", NULL};
+static const char *const unknown_api_names[] = {"pass", "drop", NULL};
 
 struct loader {
     struct lk_conf *conf;
@@ -243,20 +263,18 @@ read_header(struct loader *ld, struct lk_str l, int line)
     if (rest.len != 0)
         return report(ld, line, NULL, NULL,
                       "section header has more than two words (expected [kind name])");
-    if (lk_str_eq(kind, LK_STRLIT("kafka")))
-        return report(ld, line, NULL, NULL, "[kafka%s%.*s] kafka clusters are not supported yet",
-                      name.len != 0 ? " " : "", (int)name.len, name.p);
     if (lk_str_eq(kind, LK_STRLIT("lookout"))) {
         if (name.len != 0)
             return report(ld, line, NULL, NULL, "[lookout] takes no name");
-    } else if (lk_str_eq(kind, LK_STRLIT("pulsar")) || lk_str_eq(kind, LK_STRLIT("broker"))) {
+    } else if (lk_str_eq(kind, LK_STRLIT("pulsar")) || lk_str_eq(kind, LK_STRLIT("kafka")) ||
+               lk_str_eq(kind, LK_STRLIT("broker"))) {
         if (name.len == 0)
             return report(ld, line, NULL, NULL, "[%.*s] needs a name: [%.*s %s]", (int)kind.len,
                           kind.p, (int)kind.len, kind.p,
-                          lk_str_eq(kind, LK_STRLIT("pulsar")) ? "NAME" : "CLUSTER/ID");
+                          lk_str_eq(kind, LK_STRLIT("broker")) ? "CLUSTER/ID" : "NAME");
     } else {
         return report(ld, line, NULL, NULL,
-                      "unknown section kind '%.*s' (expected lookout, pulsar or broker)",
+                      "unknown section kind '%.*s' (expected lookout, pulsar, kafka or broker)",
                       (int)kind.len, kind.p);
     }
 
@@ -710,34 +728,79 @@ url_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, e
     return 0;
 }
 
-static int
-load_cluster(struct loader *ld, struct lk_conf_section *s)
+static struct lk_cluster *
+find_cluster(const struct lk_conf *c, const char *name, size_t len)
+{
+    for (size_t i = 0; i < c->nclusters; i++)
+        if (lk_str_eq(lk_str_c(c->clusters[i]->name), lk_str_make(name, len)))
+            return c->clusters[i];
+    return NULL;
+}
+
+/* Adds the cluster of section s, of either kind, with the defaults both
+ * kinds share; NULL after an error. */
+static struct lk_cluster *
+new_cluster(struct loader *ld, struct lk_conf_section *s)
 {
     struct lk_conf *c = ld->conf;
     struct lk_cluster *cl = lk_xcalloc(1, sizeof(*cl));
-    struct lk_conf_entry *e, *ie;
-    unsigned long n;
-    int v;
+    const struct lk_cluster *dup = find_cluster(c, s->name, strlen(s->name));
 
     c->clusters = lk_xrealloc(c->clusters, (c->nclusters + 1) * sizeof(*c->clusters));
     cl->index = c->nclusters;
     c->clusters[c->nclusters++] = cl;
     cl->name = lk_xstrdup(s->name);
-    cl->proto = LK_PROTO_HTTP | LK_PROTO_PULSAR; /* Pulsar clients speak both */
     cl->bind = lk_xstrdup("0.0.0.0");
     cl->redirects = LK_REDIRECTS_REWRITE;
     cl->leak_guard = LK_LEAK_LOG;
     cl->follow_max_hops = DEFAULT_FOLLOW_MAX_HOPS;
     cl->follow_replay_bytes = DEFAULT_FOLLOW_REPLAY_BYTES;
-    cl->max_frame_bytes = DEFAULT_PULSAR_MAX_FRAME_BYTES;
     cl->forwarded_headers = 1;
     cl->upstream_tls = LK_UPSTREAM_TLS_MATCH;
     cl->section = s;
     cl->line = s->line;
 
-    if (strchr(s->name, '/') != NULL)
-        return report(ld, s->line, s, NULL,
-                      "a cluster name cannot contain '/' (brokers are named CLUSTER/ID)");
+    if (strchr(s->name, '/') != NULL) {
+        report(ld, s->line, s, NULL,
+               "a cluster name cannot contain '/' (brokers are named CLUSTER/ID)");
+        return NULL;
+    }
+    /* [broker NAME/ID] names the cluster by name alone. */
+    if (dup != NULL) {
+        report(ld, s->line, s, NULL, "cluster '%s' is already defined at line %d (" SECT_FMT ")",
+               s->name, dup->line, SECT_ARGS(dup->section));
+        return NULL;
+    }
+    return cl;
+}
+
+static int
+bind_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+         struct lk_cluster *cl)
+{
+    char ip[INET6_ADDRSTRLEN];
+    int family;
+
+    if (parse_ip(e->value, ip, sizeof(ip), &family) != 0)
+        return entry_err(ld, s, e, "'%s' is not an IP address (e.g. 0.0.0.0, 127.0.0.2, ::)",
+                         e->value);
+    free(cl->bind);
+    cl->bind = lk_xstrdup(ip);
+    return 0;
+}
+
+static int
+load_cluster(struct loader *ld, struct lk_conf_section *s)
+{
+    struct lk_cluster *cl = new_cluster(ld, s);
+    struct lk_conf_entry *e, *ie;
+    unsigned long n;
+    int v;
+
+    if (cl == NULL)
+        return -1;
+    cl->proto = LK_PROTO_HTTP | LK_PROTO_PULSAR; /* Pulsar clients speak both */
+    cl->max_frame_bytes = DEFAULT_PULSAR_MAX_FRAME_BYTES;
 
     if ((ie = take(s, "internalListenerName")) != NULL) {
         if (ie->value[0] == '\0')
@@ -760,16 +823,8 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
     if ((e = take(s, "serviceUrl")) != NULL &&
         url_key(ld, s, e, LK_SCHEME_PULSAR, LK_SCHEME_PULSAR_SSL, &cl->service) != 0)
         return -1;
-    if ((e = take(s, "bind")) != NULL) {
-        char ip[INET6_ADDRSTRLEN];
-        int family;
-
-        if (parse_ip(e->value, ip, sizeof(ip), &family) != 0)
-            return entry_err(ld, s, e, "'%s' is not an IP address (e.g. 0.0.0.0, 127.0.0.2, ::)",
-                             e->value);
-        free(cl->bind);
-        cl->bind = lk_xstrdup(ip);
-    }
+    if ((e = take(s, "bind")) != NULL && bind_key(ld, s, e, cl) != 0)
+        return -1;
     if ((e = take(s, "redirects")) != NULL) {
         if ((v = parse_enum(e->value, redirects_names)) < 0)
             return entry_err(ld, s, e, "'%s' is not rewrite or follow", e->value);
@@ -803,22 +858,487 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
     return 0;
 }
 
-static struct lk_cluster *
-find_cluster(const struct lk_conf *c, const char *name, size_t len)
+/* [kafka NAME] ------------------------------------------------------------------- */
+
+/* A Kafka listener name from key e: non-empty, upper-cased as Kafka's
+ * ListenerName.normalised does. */
+static int
+kafka_name_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, char **out)
 {
-    for (size_t i = 0; i < c->nclusters; i++)
-        if (lk_str_eq(lk_str_c(c->clusters[i]->name), lk_str_make(name, len)))
-            return c->clusters[i];
-    return NULL;
+    char msg[256];
+
+    if (e->value[0] == '\0')
+        return entry_err(ld, s, e, "empty listener name");
+    if (lk_kafka_name_check(lk_str_c(e->value), msg, sizeof(msg)) != 0)
+        return entry_err(ld, s, e, "%s", msg);
+    *out = lk_kafka_name_dup(lk_str_c(e->value));
+    return 0;
+}
+
+/* bootstrap.servers: "host:port,host:port", Kafka's client syntax; empty
+ * items are skipped as the clients skip them.  Their scheme is set once the
+ * lookup listener's protocol is known (resolve_kafka). */
+static int
+bootstrap_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+              struct lk_cluster *cl)
+{
+    const char *p = e->value;
+    char msg[512];
+
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        struct lk_str item = lk_str_trim(lk_str_make(p, comma != NULL ? (size_t)(comma - p) : strlen(p)));
+
+        if (item.len != 0) {
+            struct lk_url u;
+            if (lk_kafka_addr_parse(item.p, item.len, LK_SCHEME_KAFKA, &u, msg, sizeof(msg)) != 0)
+                return entry_err(ld, s, e, "%s", msg);
+            cl->bootstrap = lk_xrealloc(cl->bootstrap, (cl->nbootstrap + 1) * sizeof(*cl->bootstrap));
+            cl->bootstrap[cl->nbootstrap++] = u;
+            for (size_t i = 0; i + 1 < cl->nbootstrap; i++)
+                if (strcmp(cl->bootstrap[i].hostport, u.hostport) == 0)
+                    return entry_err(ld, s, e, "%s is listed twice", u.hostport);
+        }
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+    }
+    if (cl->nbootstrap == 0)
+        return entry_err(ld, s, e, "no address (expected host:port,...)");
+    return 0;
+}
+
+static int
+load_kafka(struct loader *ld, struct lk_conf_section *s)
+{
+    struct lk_cluster *cl = new_cluster(ld, s);
+    struct lk_conf_entry *e, *ie;
+    char msg[512];
+    int n, v;
+
+    if (cl == NULL)
+        return -1;
+    cl->proto = LK_PROTO_KAFKA;
+    cl->max_frame_bytes = DEFAULT_KAFKA_MAX_FRAME_BYTES;
+    cl->unknown_api = LK_UNKNOWN_API_PASS;
+
+    if ((ie = take(s, "inter.broker.listener.name")) != NULL) {
+        if (kafka_name_key(ld, s, ie, &cl->internal_listener) != 0)
+            return -1;
+    } else {
+        cl->internal_listener = lk_xstrdup(DEFAULT_KAFKA_INTERNAL);
+    }
+    /* Kafka clients connect to whatever Metadata names: without a lookup
+     * listener lookout could only hand them the internal addresses. */
+    if ((e = take(s, "lookupListenerName")) == NULL)
+        return report(ld, s->line, s, NULL,
+                      "lookupListenerName is missing (the listener whose addresses clients get; "
+                      "a Kafka cluster cannot run without one)");
+    if (kafka_name_key(ld, s, e, &cl->lookup_listener) != 0)
+        return -1;
+    if (strcmp(cl->lookup_listener, cl->internal_listener) == 0)
+        return entry_err(ld, s, e,
+                         "'%s' is the internal listener (%s%s): lookout would listen on the "
+                         "addresses it connects to",
+                         e->value, ie != NULL ? "inter.broker.listener.name" : "Kafka's default",
+                         ie != NULL ? "" : " inter.broker.listener.name");
+    e = take(s, "listener.security.protocol.map");
+    n = lk_kafka_secmap_parse(e != NULL ? e->value : lk_kafka_default_secmap, &cl->secmap, msg,
+                              sizeof(msg));
+    if (n < 0)
+        return e != NULL ? entry_err(ld, s, e, "%s", msg) : report(ld, s->line, s, NULL, "%s", msg);
+    cl->nsecmap = (size_t)n;
+    if ((e = take(s, "bootstrap.servers")) != NULL && bootstrap_key(ld, s, e, cl) != 0)
+        return -1;
+    if ((e = take(s, "bind")) != NULL && bind_key(ld, s, e, cl) != 0)
+        return -1;
+    if ((e = take(s, "max_frame_bytes")) != NULL &&
+        size_key(ld, s, e, 1, &cl->max_frame_bytes) != 0)
+        return -1;
+    if ((e = take(s, "unknown_api")) != NULL) {
+        if ((v = parse_enum(e->value, unknown_api_names)) < 0)
+            return entry_err(ld, s, e, "'%s' is not pass or drop", e->value);
+        cl->unknown_api = (enum lk_unknown_api)v;
+    }
+    if ((e = take(s, "broker.pattern")) != NULL) {
+        cl->pattern = lk_xcalloc(1, sizeof(*cl->pattern));
+        if (lk_kafka_pattern_parse(e->value, cl->pattern, msg, sizeof(msg)) != 0)
+            return entry_err(ld, s, e, "%s", msg);
+        cl->pattern->line = e->line;
+    }
+    return 0;
 }
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
 
-/* The line of a loaded broker's advertisedListeners. */
+static int
+is_kafka(const struct lk_cluster *cl)
+{
+    return cl->proto == LK_PROTO_KAFKA;
+}
+
+/* The entry a loaded broker's listeners come from: advertisedListeners,
+ * advertised.listeners or registration. */
+static struct lk_conf_entry *
+listeners_entry(const struct lk_conf *c, const struct lk_broker *b)
+{
+    const struct lk_conf_section *s = find_section(c, "broker", b->name);
+    struct lk_conf_entry *e;
+
+    if (!is_kafka(b->cluster))
+        return find_entry(s, "advertisedListeners");
+    e = find_entry(s, "advertised.listeners");
+    return e != NULL ? e : find_entry(s, "registration");
+}
+
 static int
 listeners_line(const struct lk_conf *c, const struct lk_broker *b)
 {
-    return find_entry(find_section(c, "broker", b->name), "advertisedListeners")->line;
+    return listeners_entry(c, b)->line;
+}
+
+/* Addresses are how lookout tells brokers apart (lk_cluster_find_addr), so
+ * two brokers of one cluster cannot share one.  b is the cluster's last
+ * broker, so any other match comes first. */
+static int
+check_broker_addrs(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                   const struct lk_broker *b)
+{
+    for (size_t l = 0; l < b->nlisteners; l++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->listeners[l].addr[sc];
+            const struct lk_broker *o;
+            if (u == NULL)
+                continue;
+            o = lk_cluster_find_addr(b->cluster, lk_str_c(u->host), u->port, NULL);
+            if (o != b)
+                return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)",
+                                 u->hostport, o->name, listeners_line(ld->conf, o));
+        }
+    return 0;
+}
+
+/* Registration JSON ------------------------------------------------------------- */
+
+/* Reads a whole regular file of at most max bytes; NULL with errno set
+ * (EINVAL: not a regular file, EFBIG: too large). */
+static char *
+read_small_file(const char *path, size_t max, size_t *len)
+{
+    /* O_NONBLOCK: a FIFO given by mistake must not hang the load. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int e;
+
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) != 0)
+        goto fail;
+    if (!S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        goto fail;
+    }
+    /* The size is a hint only (a file in /proc says 0, a file may grow):
+     * read to EOF, and stop past max. */
+    *len = 0;
+    do {
+        if (*len == cap) {
+            if (cap > max) {
+                errno = EFBIG;
+                goto fail;
+            }
+            cap = cap == 0 ? (size_t)st.st_size + 1 : cap * 2;
+            if (cap > max + 1)
+                cap = max + 1;
+            buf = lk_xrealloc(buf, cap);
+        }
+        n = read(fd, buf + *len, cap - *len);
+        if (n > 0)
+            *len += (size_t)n;
+    } while (n > 0);
+    if (n < 0)
+        goto fail;
+    if (*len > max) {
+        errno = EFBIG;
+        goto fail;
+    }
+    close(fd);
+    return buf;
+
+fail:
+    e = errno;
+    free(buf);
+    close(fd);
+    errno = e;
+    return NULL;
+}
+
+/* The JSON type's name, for messages. */
+static const char *
+json_type_name(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+/*
+ * Checks a registration's fields and builds the broker's listeners: the
+ * format Kafka's BrokerIdZNode writes, version 4 (Kafka 0.10.0 and later)
+ * or 5 (2.7 and later, adds `features`).  `endpoints` is what
+ * advertised.listeners would say, and `listener_security_protocol_map`
+ * gives each listener's protocol (Kafka's default map when absent, as
+ * Kafka reads it).  The legacy host/port, jmx_port, rack and features are
+ * checked for their types only; other fields are ignored.  Writes the
+ * problem into msg and returns -1.
+ */
+static int
+read_registration(json_t *root, struct lk_broker *b, char *msg, size_t len)
+{
+    json_t *v, *eps, *map;
+    struct lk_kafka_secmap *secmap = NULL;
+    char *maptext = NULL;
+    size_t i, nmap = 0, off = 0;
+    const char *key;
+    json_int_t version;
+    int n, rc = -1;
+
+    if (!json_is_object(root)) {
+        snprintf(msg, len, "not a JSON object but %s", json_type_name(root));
+        return -1;
+    }
+    if ((v = json_object_get(root, "version")) == NULL) {
+        snprintf(msg, len, "no version");
+        return -1;
+    }
+    if (!json_is_integer(v)) {
+        snprintf(msg, len, "version is %s, not an integer", json_type_name(v));
+        return -1;
+    }
+    version = json_integer_value(v);
+    if (version != 4 && version != 5) {
+        snprintf(msg, len,
+                 "version %lld is not supported (lookout reads versions 4 and 5, which name "
+                 "their listeners)",
+                 (long long)version);
+        return -1;
+    }
+    /* The legacy fields, written for clients older than listener names. */
+    if ((v = json_object_get(root, "host")) != NULL && !json_is_string(v) && !json_is_null(v)) {
+        snprintf(msg, len, "host is %s, not a string or null", json_type_name(v));
+        return -1;
+    }
+    static const char *const ints[] = {"port", "jmx_port", NULL};
+    for (i = 0; ints[i] != NULL; i++)
+        if ((v = json_object_get(root, ints[i])) != NULL && !json_is_integer(v)) {
+            snprintf(msg, len, "%s is %s, not an integer", ints[i], json_type_name(v));
+            return -1;
+        }
+    if ((v = json_object_get(root, "rack")) != NULL && !json_is_string(v) && !json_is_null(v)) {
+        snprintf(msg, len, "rack is %s, not a string or null", json_type_name(v));
+        return -1;
+    }
+    if ((v = json_object_get(root, "features")) != NULL) {
+        json_t *f;
+        if (!json_is_object(v)) {
+            snprintf(msg, len, "features is %s, not an object", json_type_name(v));
+            return -1;
+        }
+        json_object_foreach(v, key, f)
+        {
+            json_t *r;
+            const char *k2;
+            if (!json_is_object(f)) {
+                snprintf(msg, len, "features.%.64s is %s, not an object", key, json_type_name(f));
+                return -1;
+            }
+            json_object_foreach(f, k2, r)
+            {
+                if (!json_is_integer(r)) {
+                    snprintf(msg, len, "features.%.64s.%.64s is %s, not an integer", key, k2,
+                             json_type_name(r));
+                    return -1;
+                }
+            }
+        }
+    }
+
+    /* The map as listener.security.protocol.map would write it, so that
+     * it is checked as that is. */
+    map = json_object_get(root, "listener_security_protocol_map");
+    if (map != NULL) {
+        json_t *p;
+        if (!json_is_object(map)) {
+            snprintf(msg, len, "listener_security_protocol_map is %s, not an object",
+                     json_type_name(map));
+            return -1;
+        }
+        json_object_foreach(map, key, p)
+        {
+            size_t need;
+            if (!json_is_string(p)) {
+                snprintf(msg, len, "listener_security_protocol_map.%.64s is %s, not a string",
+                         key, json_type_name(p));
+                goto out;
+            }
+            if (strpbrk(key, ":,") != NULL || key[0] == '\0' ||
+                strpbrk(json_string_value(p), ":,") != NULL) {
+                snprintf(msg, len, "listener_security_protocol_map: bad entry \"%.64s\": \"%.64s\"",
+                         key, json_string_value(p));
+                goto out;
+            }
+            need = off + strlen(key) + 1 + json_string_length(p) + 2;
+            maptext = lk_xrealloc(maptext, need);
+            off += (size_t)sprintf(maptext + off, "%s%s:%s", off != 0 ? "," : "", key,
+                                   json_string_value(p));
+        }
+    }
+    {
+        char m2[400];
+        n = lk_kafka_secmap_parse(maptext != NULL ? maptext : lk_kafka_default_secmap, &secmap,
+                                  m2, sizeof(m2));
+        if (n < 0) {
+            snprintf(msg, len, "listener_security_protocol_map: %s", m2);
+            goto out;
+        }
+        nmap = (size_t)n;
+    }
+
+    if ((eps = json_object_get(root, "endpoints")) == NULL) {
+        snprintf(msg, len, "no endpoints");
+        goto out;
+    }
+    if (!json_is_array(eps) || json_array_size(eps) == 0) {
+        snprintf(msg, len, "endpoints is %s, not a non-empty array of NAME://host:port",
+                 json_is_array(eps) ? "an empty array" : json_type_name(eps));
+        goto out;
+    }
+    for (i = 0; i < json_array_size(eps); i++) {
+        json_t *ep = json_array_get(eps, i);
+        char m2[400];
+        if (!json_is_string(ep)) {
+            snprintf(msg, len, "endpoints[%zu] is %s, not a string", i, json_type_name(ep));
+            goto out;
+        }
+        if (lk_kafka_listener_add(&b->listeners, &b->nlisteners,
+                                  lk_str_make(json_string_value(ep), json_string_length(ep)), secmap,
+                                  nmap,
+                                  map != NULL ? "listener_security_protocol_map"
+                                              : "Kafka's default map (the registration has no "
+                                                "listener_security_protocol_map)",
+                                  m2, sizeof(m2)) != 0) {
+            snprintf(msg, len, "endpoints[%zu]: %s", i, m2);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    lk_kafka_secmap_free(secmap, nmap);
+    free(maptext);
+    return rc;
+}
+
+/* registration = FILE: the broker's listeners from its ZooKeeper
+ * registration (/brokers/ids/ID), relative to the config's directory. */
+static int
+load_registration(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                  struct lk_broker *b)
+{
+    json_error_t jerr;
+    json_t *root;
+    char *text, msg[512];
+    size_t len = 0;
+    int rc;
+
+    if (e->value[0] == '\0')
+        return entry_err(ld, s, e, "empty path");
+    b->registration = resolve_path(ld->conf, e->value);
+    if ((text = read_small_file(b->registration, MAX_REGISTRATION_BYTES, &len)) == NULL)
+        return entry_err(ld, s, e, "cannot read %s: %s", b->registration,
+                         errno == EINVAL  ? "not a regular file"
+                         : errno == EFBIG ? "larger than 1 MiB: is it a registration?"
+                                          : strerror(errno));
+    /* A registration is one object; a duplicate key would hide a value. */
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (root == NULL)
+        return entry_err(ld, s, e, "%s: not valid JSON: %s (line %d, column %d)", e->value,
+                         jerr.text, jerr.line, jerr.column);
+    rc = read_registration(root, b, msg, sizeof(msg));
+    json_decref(root);
+    if (rc != 0)
+        return entry_err(ld, s, e, "%s: %s", e->value, msg);
+    return 0;
+}
+
+/* A Kafka broker: the node id from its name, and its listeners from
+ * advertised.listeners or its registration file. */
+static int
+load_kafka_broker(struct loader *ld, struct lk_conf_section *s, struct lk_broker *b)
+{
+    const struct lk_cluster *cl = b->cluster;
+    struct lk_conf_entry *al = take(s, "advertised.listeners"), *reg = take(s, "registration");
+    unsigned long id;
+    char msg[512];
+    int n;
+
+    /* The canonical decimal form only, so that [broker events/1] and
+     * [broker events/01] cannot both name node 1. */
+    if (parse_uint(b->id, INT32_MAX, &id) != 0 || (b->id[0] == '0' && b->id[1] != '\0'))
+        return report(ld, s->line, s, NULL,
+                      "'%s' is not a node id: Kafka's broker.id, an integer from 0 to 2147483647 "
+                      "without leading zeros, e.g. [broker %s/1]",
+                      b->id, cl->name);
+    b->node_id = (int32_t)id;
+    if (al != NULL && reg != NULL) {
+        struct lk_conf_entry *second = al->line > reg->line ? al : reg;
+        return entry_err(ld, s, second,
+                         "give either advertised.listeners or registration, not both (the other "
+                         "is at line %d)",
+                         (second == al ? reg : al)->line);
+    }
+    if (al == NULL && reg == NULL)
+        return report(ld, s->line, s, NULL, "advertised.listeners or registration is missing%s",
+                      find_entry(s, "advertisedListeners") != NULL
+                          ? " (advertisedListeners is Pulsar's key; Kafka's server.properties "
+                            "spells it advertised.listeners)"
+                          : "");
+    if (al != NULL) {
+        const struct lk_conf_entry *me = find_entry(cl->section, "listener.security.protocol.map");
+        char mapname[128];
+
+        if (me != NULL)
+            snprintf(mapname, sizeof(mapname), "listener.security.protocol.map (line %d)",
+                     me->line);
+        else
+            snprintf(mapname, sizeof(mapname),
+                     "Kafka's default listener.security.protocol.map (%s)",
+                     lk_kafka_default_secmap);
+        if ((n = lk_kafka_listeners_parse(al->value, cl->secmap, cl->nsecmap, mapname,
+                                          &b->listeners, msg, sizeof(msg))) < 0)
+            return entry_err(ld, s, al, "%s", msg);
+        b->nlisteners = (size_t)n;
+    } else if (load_registration(ld, s, reg, b) != 0) {
+        return -1;
+    }
+    return check_broker_addrs(ld, s, al != NULL ? al : reg, b);
 }
 
 static int
@@ -836,12 +1356,15 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
         return report(ld, s->line, s, NULL, "the name must be CLUSTER/ID, e.g. [broker prod/b1]");
     cl = find_cluster(c, s->name, (size_t)(slash - s->name));
     if (cl == NULL)
-        return report(ld, s->line, s, NULL, "cluster '%.*s' is not defined (no [pulsar %.*s])",
-                      (int)(slash - s->name), s->name, (int)(slash - s->name), s->name);
+        return report(ld, s->line, s, NULL,
+                      "cluster '%.*s' is not defined (no [pulsar %.*s] or [kafka %.*s])",
+                      (int)(slash - s->name), s->name, (int)(slash - s->name), s->name,
+                      (int)(slash - s->name), s->name);
 
     b = lk_xcalloc(1, sizeof(*b));
     b->name = lk_xstrdup(s->name);
     b->id = lk_xstrdup(slash + 1);
+    b->node_id = -1;
     b->cluster = cl;
     b->line = s->line;
     b->index = c->nbrokers;
@@ -850,27 +1373,18 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
     cl->brokers = lk_xrealloc(cl->brokers, (cl->nbrokers + 1) * sizeof(*cl->brokers));
     cl->brokers[cl->nbrokers++] = b;
 
+    if (is_kafka(cl))
+        return load_kafka_broker(ld, s, b);
     if ((e = take(s, "advertisedListeners")) == NULL)
-        return report(ld, s->line, s, NULL, "advertisedListeners is missing");
+        return report(ld, s->line, s, NULL, "advertisedListeners is missing%s",
+                      find_entry(s, "advertised.listeners") != NULL
+                          ? " (advertised.listeners is Kafka's key; Pulsar's broker.conf spells "
+                            "it advertisedListeners)"
+                          : "");
     if ((n = lk_listeners_parse(e->value, &b->listeners, msg, sizeof(msg))) < 0)
         return entry_err(ld, s, e, "%s", msg);
     b->nlisteners = (size_t)n;
-
-    /* Addresses are how lookout tells brokers apart (lk_cluster_find_addr),
-     * so two brokers of one cluster cannot share one.  b is the cluster's
-     * last broker, so any other match comes first. */
-    for (size_t l = 0; l < b->nlisteners; l++)
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->listeners[l].addr[sc];
-            const struct lk_broker *o;
-            if (u == NULL)
-                continue;
-            o = lk_cluster_find_addr(cl, lk_str_c(u->host), u->port, NULL);
-            if (o != b)
-                return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)",
-                                 u->hostport, o->name, listeners_line(c, o));
-        }
-    return 0;
+    return check_broker_addrs(ld, s, e, b);
 }
 
 /* Whether any broker of cl has a listener called name. */
@@ -970,12 +1484,84 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
     return 0;
 }
 
+/*
+ * The Kafka counterpart: each broker's inter.broker.listener.name and
+ * lookup listener, by name as Kafka normalises them.  The lookup listener
+ * has one protocol across the cluster, since bootstrap.servers and
+ * broker.pattern serve that protocol for any broker.
+ */
+static int
+resolve_kafka(struct loader *ld, struct lk_cluster *cl)
+{
+    static const char *const keys[] = {"inter.broker.listener.name", "lookupListenerName"};
+    const char *const names[] = {cl->internal_listener, cl->lookup_listener};
+    const struct lk_broker *first = NULL;
+
+    for (int k = 0; k < 2; k++) {
+        struct lk_conf_entry *e = find_entry(cl->section, keys[k]);
+        char have[256];
+
+        if (cluster_has_listener(cl, names[k]))
+            continue;
+        listener_names(cl, have, sizeof(have));
+        if (e == NULL) /* the default PLAINTEXT */
+            return report(ld, cl->line, cl->section, NULL,
+                          "no broker has a listener '%s', Kafka's default "
+                          "inter.broker.listener.name: set inter.broker.listener.name (their "
+                          "listeners: %s)",
+                          names[k], have);
+        return entry_err(ld, cl->section, e, "no broker has a listener '%s' (their listeners: %s)",
+                         names[k], have);
+    }
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        struct lk_broker *b = cl->brokers[i];
+        struct lk_conf_section *s = find_section(ld->conf, "broker", b->name);
+        struct lk_conf_entry *e = listeners_entry(ld->conf, b);
+
+        if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
+            return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
+        if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
+            return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
+        if (first == NULL) {
+            first = b;
+        } else if (lk_kafka_listener_security(b->lookup) !=
+                   lk_kafka_listener_security(first->lookup)) {
+            return entry_err(ld, s, e,
+                             "the lookup listener '%s' is %s here but %s on broker %s (line %d): "
+                             "bootstrap.servers and broker.pattern serve one protocol for every "
+                             "broker",
+                             b->lookup->name,
+                             lk_kafka_security_name(lk_kafka_listener_security(b->lookup)),
+                             lk_kafka_security_name(lk_kafka_listener_security(first->lookup)),
+                             first->name, listeners_line(ld->conf, first));
+        }
+    }
+    /* The entry points speak what the lookup listener speaks. */
+    for (size_t i = 0; i < cl->nbootstrap; i++)
+        cl->bootstrap[i].scheme = lk_kafka_addr(first->lookup)->scheme;
+    cl->bootstrap_sasl = first->lookup->sasl;
+    if (cl->pattern != NULL) {
+        cl->pattern->scheme = lk_kafka_addr(first->lookup)->scheme;
+        cl->pattern->sasl = first->lookup->sasl;
+    }
+    return 0;
+}
+
 /* Binds ---------------------------------------------------------------------------- */
 
 static unsigned
 scheme_proto(enum lk_scheme scheme)
 {
-    return scheme == LK_SCHEME_HTTP || scheme == LK_SCHEME_HTTPS ? LK_PROTO_HTTP : LK_PROTO_PULSAR;
+    switch (scheme) {
+    case LK_SCHEME_HTTP:
+    case LK_SCHEME_HTTPS:
+        return LK_PROTO_HTTP;
+    case LK_SCHEME_KAFKA:
+    case LK_SCHEME_KAFKA_SSL:
+        return LK_PROTO_KAFKA;
+    default:
+        return LK_PROTO_PULSAR;
+    }
 }
 
 static const char *
@@ -993,20 +1579,31 @@ proto_name(unsigned proto)
     }
 }
 
-/* "scheme://host:port" of a vhost, for messages. */
+/* "scheme://host:port" of a vhost, for messages; Kafka addresses have no
+ * scheme, so "host:port". */
 static void
 vhost_url(const struct lk_vhost *v, char *buf, size_t len)
 {
-    snprintf(buf, len, strchr(v->host, ':') != NULL ? "%s://[%s]:%u" : "%s://%s:%u",
-             lk_scheme_name(v->scheme), v->host, (unsigned)v->port);
+    if (scheme_proto(v->scheme) == LK_PROTO_KAFKA)
+        snprintf(buf, len, strchr(v->host, ':') != NULL ? "[%s]:%u" : "%s:%u", v->host,
+                 (unsigned)v->port);
+    else
+        snprintf(buf, len, strchr(v->host, ':') != NULL ? "%s://[%s]:%u" : "%s://%s:%u",
+                 lk_scheme_name(v->scheme), v->host, (unsigned)v->port);
 }
 
 /* "[broker prod/b1] advertisedListeners": where a vhost comes from. */
 static void
 vhost_origin(const struct lk_vhost *v, char *buf, size_t len)
 {
-    if (v->broker != NULL)
+    if (v->broker != NULL && is_kafka(v->cluster))
+        snprintf(buf, len, "[broker %s] %s", v->broker->name,
+                 v->broker->registration != NULL ? "registration" : "advertised.listeners");
+    else if (v->broker != NULL)
         snprintf(buf, len, "[broker %s] advertisedListeners", v->broker->name);
+    else if (is_kafka(v->cluster))
+        snprintf(buf, len, "[kafka %s] %s", v->cluster->name,
+                 v->pattern != NULL ? "broker.pattern" : "bootstrap.servers");
     else
         snprintf(buf, len, "[pulsar %s] %s", v->cluster->name,
                  scheme_proto(v->scheme) == LK_PROTO_HTTP ? "webServiceUrl" : "serviceUrl");
@@ -1067,7 +1664,7 @@ bind_port(const struct lk_bind *b)
  */
 static int
 add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
-          const struct lk_url *u, int line)
+          const struct lk_kafka_pattern *pattern, const struct lk_url *u, int line)
 {
     struct lk_conf *c = ld->conf;
     struct lk_vhost nv = {.host = u->host,
@@ -1075,6 +1672,7 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
                           .scheme = u->scheme,
                           .cluster = cl,
                           .broker = br,
+                          .pattern = pattern,
                           .line = line};
     char ip[INET6_ADDRSTRLEN], text[INET6_ADDRSTRLEN + 8], port[8];
     unsigned proto = scheme_proto(u->scheme);
@@ -1104,11 +1702,18 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
                 return conflict(ld, &nv, &b->vhosts[i],
                                 "both are %s on bind %s, so lookout cannot tell them apart",
                                 u->host, text);
-        if (!tls && proto != LK_PROTO_HTTP)
+        if (!tls && proto == LK_PROTO_PULSAR)
             return conflict(ld, &nv, first,
                             "they share plaintext bind %s, and the Pulsar binary protocol has "
                             "neither TLS SNI nor a Host header to tell them apart (use pulsar+ssl, "
                             "or a distinct port or IP literal for each)",
+                            text);
+        if (!tls && proto == LK_PROTO_KAFKA)
+            return conflict(ld, &nv, first,
+                            "they share plaintext bind %s, and lookout cannot tell them apart: "
+                            "Kafka's PLAINTEXT and SASL_PLAINTEXT carry no TLS SNI and no host "
+                            "name (use SSL or SASL_SSL, or a distinct port or IP literal for "
+                            "each)",
                             text);
     } else {
         struct addrinfo hints = {0}, *ai;
@@ -1263,6 +1868,73 @@ check_self_dial(struct loader *ld)
     return rc;
 }
 
+/* Whether a socket on (family, ip, port) would collide with bind b: the
+ * same port and address, or a wildcard on either side. */
+static int
+bind_overlaps(const struct lk_bind *b, int family, const char *ip, uint16_t port)
+{
+    char bip[INET6_ADDRSTRLEN];
+    const char *any = family == AF_INET ? "0.0.0.0" : "::";
+
+    if (b->addr.ss_family != family || bind_port(b) != port)
+        return 0;
+    bind_ip(b, bip, sizeof(bip));
+    return is_wildcard(b) || strcmp(bip, ip) == 0 || strcmp(ip, any) == 0;
+}
+
+/*
+ * broker.pattern hands out addresses for node ids the map lacks, so none
+ * of them may be an address lookout already serves for something else: an
+ * address of another node (or the bootstrap) that the pattern also spells,
+ * or, for a port pattern, a port some bind already holds on the pattern's
+ * address.  A known node's own address may follow the pattern, which is
+ * the usual layout.
+ */
+static int
+check_patterns(struct loader *ld)
+{
+    const struct lk_conf *c = ld->conf;
+
+    for (size_t i = 0; i < c->nclusters; i++) {
+        const struct lk_cluster *cl = c->clusters[i];
+        const struct lk_kafka_pattern *pt = cl->pattern;
+        char ip[INET6_ADDRSTRLEN];
+        int family;
+
+        if (pt == NULL)
+            continue;
+        if (pt->host_has_id || parse_ip(pt->host_prefix, ip, sizeof(ip), &family) != 0)
+            parse_ip(cl->bind, ip, sizeof(ip), &family); /* checked at load */
+        for (size_t j = 0; j < c->nbinds; j++) {
+            const struct lk_bind *b = c->binds[j];
+            for (size_t k = 0; k < b->nvhosts; k++) {
+                const struct lk_vhost *v = &b->vhosts[k];
+                char u[300], o[300];
+                int32_t id;
+
+                if (v->pattern == pt)
+                    continue;
+                vhost_url(v, u, sizeof(u));
+                vhost_origin(v, o, sizeof(o));
+                if (lk_kafka_pattern_match(pt, lk_str_c(v->host), v->port, &id) &&
+                    lk_cluster_find_node(cl, id) == NULL)
+                    return report(ld, pt->line, cl->section, "broker.pattern",
+                                  "%s is the pattern's address for node %ld, which is not in the "
+                                  "map, but line %d (%s) already serves it",
+                                  u, (long)id, v->line, o);
+                if (pt->port_has_id && bind_port(b) >= pt->port &&
+                    bind_overlaps(b, family, ip, bind_port(b)) &&
+                    lk_cluster_find_node(cl, id = bind_port(b) - pt->port) == NULL)
+                    return report(ld, pt->line, cl->section, "broker.pattern",
+                                  "node %ld, which is not in the map, would get port %u on %s, "
+                                  "but bind %s listens there for %s at line %d (%s)",
+                                  (long)id, (unsigned)bind_port(b), ip, b->text, u, v->line, o);
+            }
+        }
+    }
+    return 0;
+}
+
 static int
 build_binds(struct loader *ld)
 {
@@ -1279,16 +1951,46 @@ build_binds(struct loader *ld)
             int line = listeners_line(c, b);
             for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
                 if (b->lookup->addr[sc] != NULL &&
-                    add_vhost(ld, cl, b, b->lookup->addr[sc], line) != 0)
+                    add_vhost(ld, cl, b, NULL, b->lookup->addr[sc], line) != 0)
                     return -1;
         }
         if (cl->web_service != NULL && (e = find_entry(cl->section, "webServiceUrl")) != NULL &&
-            add_vhost(ld, cl, NULL, cl->web_service, e->line) != 0)
+            add_vhost(ld, cl, NULL, NULL, cl->web_service, e->line) != 0)
             return -1;
         if (cl->service != NULL && (e = find_entry(cl->section, "serviceUrl")) != NULL &&
-            add_vhost(ld, cl, NULL, cl->service, e->line) != 0)
+            add_vhost(ld, cl, NULL, NULL, cl->service, e->line) != 0)
             return -1;
+        for (size_t j = 0; j < cl->nbootstrap; j++)
+            if (add_vhost(ld, cl, NULL, NULL, &cl->bootstrap[j],
+                          find_entry(cl->section, "bootstrap.servers")->line) != 0)
+                return -1;
+        /* A pattern with the id in the host only is one socket, shared by
+         * SNI; one with the id in the port is a socket per node, bound
+         * when the node shows up (check_patterns keeps its ports free). */
+        if (cl->pattern != NULL && cl->pattern->host_has_id && !cl->pattern->port_has_id) {
+            const struct lk_kafka_pattern *pt = cl->pattern;
+            size_t n = strlen(pt->host_prefix) + sizeof("$(nodeId)") + strlen(pt->host_suffix);
+            struct lk_url u = {.scheme = pt->scheme, .port = pt->port};
+            int rc;
+
+            if (!lk_scheme_is_tls(pt->scheme))
+                return report(ld, pt->line, cl->section, "broker.pattern",
+                              "every node it serves would share one plaintext socket on port "
+                              "%u, and lookout cannot tell them apart: Kafka's %s carries no TLS "
+                              "SNI (give each node a port, e.g. kafka.example.com:$(%u+nodeId), "
+                              "or use SSL or SASL_SSL)",
+                              (unsigned)pt->port, pt->sasl ? "SASL_PLAINTEXT" : "PLAINTEXT",
+                              (unsigned)pt->port);
+            u.host = lk_xmalloc(n);
+            snprintf(u.host, n, "%s$(nodeId)%s", pt->host_prefix, pt->host_suffix);
+            rc = add_vhost(ld, cl, NULL, pt, &u, pt->line);
+            free(u.host);
+            if (rc != 0)
+                return -1;
+        }
     }
+    if (check_patterns(ld) != 0)
+        return -1;
 
     /* A TLS bind without any tls.certificate is refused by lk_tls when it
      * builds the runtime, as are unreadable certificate files. */
@@ -1304,12 +2006,8 @@ build_binds(struct loader *ld)
         parse_ip_port(c->admin, ip, sizeof(ip), &family, &port); /* checked at load */
         for (size_t i = 0; i < c->nbinds; i++) {
             const struct lk_bind *b = c->binds[i];
-            char bip[INET6_ADDRSTRLEN];
 
-            bind_ip(b, bip, sizeof(bip));
-            if (bind_port(b) == port && b->addr.ss_family == family &&
-                (is_wildcard(b) || strcmp(bip, ip) == 0 || strcmp(ip, "0.0.0.0") == 0 ||
-                 strcmp(ip, "::") == 0)) {
+            if (bind_overlaps(b, family, ip, port)) {
                 char u[300];
                 vhost_url(&b->vhosts[0], u, sizeof(u));
                 return entry_err(ld, s, e, "%s conflicts with bind %s of %s (line %d)", c->admin,
@@ -1335,27 +2033,47 @@ static int
 check_unknown(struct loader *ld)
 {
     struct lk_conf *c = ld->conf;
+    /* A [broker]'s keys depend on its cluster's kind. */
     static const struct {
         const char *kind;
+        int kafka;
         const char *const *keys;
-    } kinds[] = {{"lookout", lookout_keys}, {"pulsar", pulsar_keys}, {"broker", broker_keys}};
+    } kinds[] = {{"lookout", 0, lookout_keys},
+                 {"pulsar", 0, pulsar_keys},
+                 {"kafka", 1, kafka_keys},
+                 {"broker", 0, broker_keys},
+                 {"broker", 1, kafka_broker_keys}};
+    const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
 
     for (size_t i = 0; i < c->nsections; i++) {
         struct lk_conf_section *s = &c->sections[i];
+        int kafka = strcmp(s->kind, "kafka") == 0;
+        size_t own = 0;
+
+        if (strcmp(s->kind, "broker") == 0)
+            for (size_t b = 0; b < c->nbrokers; b++)
+                if (strcmp(c->brokers[b]->name, s->name) == 0)
+                    kafka = is_kafka(c->brokers[b]->cluster);
+        while (strcmp(kinds[own].kind, s->kind) != 0 || kinds[own].kafka != kafka)
+            own++;
         for (size_t j = 0; j < s->nentries; j++) {
             struct lk_conf_entry *e = &s->entries[j];
-            int k;
+            int at;
 
             if (e->used)
                 continue;
-            for (k = 0; k < 3; k++) {
-                int at = in_list(kinds[k].keys, e->key, 1);
-                if (at < 0)
+            /* A typo of the section's own key first, then a key of
+             * another kind. */
+            if ((at = in_list(kinds[own].keys, e->key, 1)) >= 0)
+                return entry_err(ld, s, e, "unknown key (did you mean %s?)", kinds[own].keys[at]);
+            for (size_t k = 0; k < nkinds; k++) {
+                if (k == own || (at = in_list(kinds[k].keys, e->key, 1)) < 0)
                     continue;
-                if (strcmp(kinds[k].kind, s->kind) == 0)
-                    return entry_err(ld, s, e, "unknown key (did you mean %s?)", kinds[k].keys[at]);
-                return entry_err(ld, s, e, "unknown key (%s belongs in a [%s] section)",
-                                 kinds[k].keys[at], kinds[k].kind);
+                return entry_err(ld, s, e, "unknown key (%s belongs in a [%s] section%s)",
+                                 kinds[k].keys[at], kinds[k].kind,
+                                 strcmp(kinds[k].kind, "broker") != 0 ? ""
+                                 : kinds[k].kafka                     ? " of a Kafka cluster"
+                                                                      : " of a Pulsar cluster");
             }
             return entry_err(ld, s, e, "unknown key");
         }
@@ -1382,6 +2100,12 @@ conf_free(struct lk_conf *c)
         free(cl->web_service);
         lk_url_free(cl->service);
         free(cl->service);
+        lk_kafka_secmap_free(cl->secmap, cl->nsecmap);
+        for (j = 0; j < cl->nbootstrap; j++)
+            lk_url_free(&cl->bootstrap[j]);
+        free(cl->bootstrap);
+        lk_kafka_pattern_free(cl->pattern);
+        free(cl->pattern);
         free(cl->bind);
         free(cl->brokers);
         free(cl);
@@ -1390,6 +2114,7 @@ conf_free(struct lk_conf *c)
     for (i = 0; i < c->nbrokers; i++) {
         free(c->brokers[i]->name);
         free(c->brokers[i]->id);
+        free(c->brokers[i]->registration);
         lk_listeners_free(c->brokers[i]->listeners, c->brokers[i]->nlisteners);
         free(c->brokers[i]);
     }
@@ -1441,9 +2166,13 @@ build(struct loader *ld, const char *text, size_t len)
     if ((s = find_section(c, "lookout", NULL)) != NULL && load_lookout(ld, s) != 0)
         return -1;
     /* Clusters first: a broker may come before its cluster in the file. */
-    for (i = 0; i < c->nsections; i++)
-        if (strcmp(c->sections[i].kind, "pulsar") == 0 && load_cluster(ld, &c->sections[i]) != 0)
+    for (i = 0; i < c->nsections; i++) {
+        s = &c->sections[i];
+        if (strcmp(s->kind, "pulsar") == 0 && load_cluster(ld, s) != 0)
             return -1;
+        if (strcmp(s->kind, "kafka") == 0 && load_kafka(ld, s) != 0)
+            return -1;
+    }
     for (i = 0; i < c->nsections; i++)
         if (strcmp(c->sections[i].kind, "broker") == 0 && load_broker(ld, &c->sections[i]) != 0)
             return -1;
@@ -1453,7 +2182,8 @@ build(struct loader *ld, const char *text, size_t len)
                           "the cluster has no brokers (add [broker %s/ID] sections)",
                           c->clusters[i]->name);
     for (i = 0; i < c->nclusters; i++)
-        if (resolve_listeners(ld, c->clusters[i]) != 0)
+        if ((is_kafka(c->clusters[i]) ? resolve_kafka(ld, c->clusters[i])
+                                      : resolve_listeners(ld, c->clusters[i])) != 0)
             return -1;
 
     /* Filters read their own keys from the cluster's section, so unknown
@@ -1592,6 +2322,16 @@ lk_broker_listener(const struct lk_broker *b, const char *name)
 }
 
 const struct lk_broker *
+lk_cluster_find_node(const struct lk_cluster *cl, int32_t node_id)
+{
+    /* Linear: the module indexes the map if it needs to. */
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        if (cl->brokers[i]->node_id == node_id && node_id >= 0)
+            return cl->brokers[i];
+    return NULL;
+}
+
+const struct lk_broker *
 lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host, uint16_t port,
                      enum lk_scheme *scheme)
 {
@@ -1711,11 +2451,100 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
     }
 }
 
+/* The bind that serves cl's address host:port (for broker b, or the
+ * bootstrap when b is NULL), or NULL. */
+static const struct lk_bind *
+bind_of(const struct lk_conf *conf, const struct lk_cluster *cl, const struct lk_broker *b,
+        const struct lk_kafka_pattern *pt, const char *host, uint16_t port)
+{
+    for (size_t i = 0; i < conf->nbinds; i++)
+        for (size_t j = 0; j < conf->binds[i]->nvhosts; j++) {
+            const struct lk_vhost *v = &conf->binds[i]->vhosts[j];
+            if (v->cluster == cl && v->broker == b && v->pattern == pt && v->port == port &&
+                (host == NULL || strcmp(v->host, host) == 0))
+                return conf->binds[i];
+        }
+    return NULL;
+}
+
+/* "SSL: lookout terminates TLS, SASL passes through": what lookout does on
+ * a Kafka listener, as the client side (lookup) or the broker side. */
+static void
+print_security(FILE *out, enum lk_scheme scheme, int sasl, int upstream)
+{
+    enum lk_kafka_security sec =
+        scheme == LK_SCHEME_KAFKA_SSL ? (sasl ? LK_KAFKA_SASL_SSL : LK_KAFKA_SSL)
+                                      : (sasl ? LK_KAFKA_SASL_PLAINTEXT : LK_KAFKA_PLAINTEXT);
+
+    fprintf(out, " (%s: %s%s)", lk_kafka_security_name(sec),
+            lk_scheme_is_tls(scheme) ? (upstream ? "TLS to the broker" : "lookout terminates TLS")
+                                     : (upstream ? "plaintext to the broker" : "plaintext"),
+            sasl ? ", SASL passes through" : "");
+}
+
+static void
+print_on_bind(FILE *out, const struct lk_bind *b)
+{
+    fprintf(out, " on bind %s\n", b != NULL ? b->text : "?");
+}
+
+static void
+dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
+{
+    const struct lk_kafka_pattern *pt = cl->pattern;
+
+    fprintf(out,
+            "cluster %s (kafka): inter.broker.listener.name '%s', lookup listener '%s', "
+            "unknown_api %s, max_frame_bytes %zu, filters ",
+            cl->name, cl->internal_listener, cl->lookup_listener,
+            unknown_api_names[cl->unknown_api], cl->max_frame_bytes);
+    for (size_t i = 0; i < cl->nfilters; i++)
+        fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);
+    fprintf(out, "%s\n", cl->nfilters == 0 ? "(none)" : "");
+    for (size_t i = 0; i < cl->nbootstrap; i++) {
+        const struct lk_url *u = &cl->bootstrap[i];
+        fprintf(out, "  bootstrap %s", u->hostport);
+        print_security(out, u->scheme, cl->bootstrap_sasl, 0);
+        print_on_bind(out, bind_of(conf, cl, NULL, NULL, u->host, u->port));
+    }
+    if (pt != NULL) {
+        fprintf(out, "  pattern   %s", pt->text);
+        print_security(out, pt->scheme, pt->sasl, 0);
+        fprintf(out, " for node ids not in the map");
+        if (pt->port_has_id)
+            fprintf(out, ", a socket per node, bound when it appears\n");
+        else
+            print_on_bind(out, bind_of(conf, cl, NULL, pt, NULL, pt->port));
+    }
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        const struct lk_url *in = lk_kafka_addr(b->internal), *lu = lk_kafka_addr(b->lookup);
+
+        fprintf(out, "  broker %s: node %ld", b->name, (long)b->node_id);
+        if (b->registration != NULL)
+            fprintf(out, ", from %s", b->registration);
+        fprintf(out, "\n    internal %s", in->text);
+        print_security(out, in->scheme, b->internal->sasl, 1);
+        fprintf(out, "\n    lookup   %s", lu->text);
+        print_security(out, lu->scheme, b->lookup->sasl, 0);
+        print_on_bind(out, bind_of(conf, cl, b, NULL, lu->host, lu->port));
+        for (size_t l = 0; l < b->nlisteners; l++)
+            if (&b->listeners[l] != b->internal && &b->listeners[l] != b->lookup)
+                fprintf(out, "    listener %s\n", lk_kafka_addr(&b->listeners[l])->text);
+        fprintf(out, "    map      node %ld: %s -> %s\n", (long)b->node_id, in->hostport,
+                lu->hostport);
+    }
+}
+
 void
 lk_conf_dump(const struct lk_conf *conf, FILE *out)
 {
-    for (size_t i = 0; i < conf->nclusters; i++)
-        dump_cluster(conf->clusters[i], out);
+    for (size_t i = 0; i < conf->nclusters; i++) {
+        if (is_kafka(conf->clusters[i]))
+            dump_kafka(conf, conf->clusters[i], out);
+        else
+            dump_cluster(conf->clusters[i], out);
+    }
     if (conf->nbinds == 0)
         fprintf(out, "no binds: nothing is exposed\n");
     for (size_t i = 0; i < conf->nbinds; i++) {
@@ -1727,9 +2556,19 @@ lk_conf_dump(const struct lk_conf *conf, FILE *out)
             const struct lk_vhost *v = &b->vhosts[j];
             const struct lk_url *up;
 
+            if (v->pattern != NULL) {
+                fprintf(out, "  %s -> cluster %s broker.pattern (node ids not in the map)\n",
+                        v->host, v->cluster->name);
+                continue;
+            }
             if (v->broker == NULL) {
-                fprintf(out, "  %s -> cluster %s service address (any broker)\n", v->host,
-                        v->cluster->name);
+                fprintf(out, "  %s -> cluster %s %s (any broker)\n", v->host, v->cluster->name,
+                        is_kafka(v->cluster) ? "bootstrap.servers" : "service address");
+                continue;
+            }
+            if (is_kafka(v->cluster)) {
+                fprintf(out, "  %s -> broker %s (node %ld) at %s\n", v->host, v->broker->name,
+                        (long)v->broker->node_id, lk_kafka_addr(v->broker->internal)->text);
                 continue;
             }
             fprintf(out, "  %s -> broker %s at ", v->host, v->broker->name);

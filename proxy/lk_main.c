@@ -21,7 +21,7 @@ usage(FILE *out)
             "       lookout --check -c FILE    validate FILE, print the resolved listener map\n"
             "       lookout --version | --help\n"
             "\n"
-            "lookout is an edge proxy for Apache Pulsar (and, later, Kafka) clusters: it\n"
+            "lookout is an edge proxy for Apache Pulsar and Apache Kafka clusters: it\n"
             "rewrites every broker address it forwards into the listener clients can reach.\n"
             "\n"
             "  -c, --config FILE   configuration file (see conf/lookout.conf)\n"

@@ -514,12 +514,11 @@ test_reader_errors(void)
         {"[lookout]]", "t.conf:1: unexpected text after ']'"},
         {"[ ]", "t.conf:1: empty section header (expected [kind name])"},
         {"[pulsar a b]", "t.conf:1: section header has more than two words (expected [kind name])"},
-        {"[kafka events]", "t.conf:1: [kafka events] kafka clusters are not supported yet"},
-        {"[lookout]\n\n[kafka]", "t.conf:3: [kafka] kafka clusters are not supported yet"},
+        {"[lookout]\n\n[kafka]", "t.conf:3: [kafka] needs a name: [kafka NAME]"},
         {"[zookeeper x]",
-         "t.conf:1: unknown section kind 'zookeeper' (expected lookout, pulsar or broker)"},
+         "t.conf:1: unknown section kind 'zookeeper' (expected lookout, pulsar, kafka or broker)"},
         {"[Pulsar prod]",
-         "t.conf:1: unknown section kind 'Pulsar' (expected lookout, pulsar or broker)"},
+         "t.conf:1: unknown section kind 'Pulsar' (expected lookout, pulsar, kafka or broker)"},
         {"[lookout main]", "t.conf:1: [lookout] takes no name"},
         {"[pulsar]", "t.conf:1: [pulsar] needs a name: [pulsar NAME]"},
         {"[ broker\t]", "t.conf:1: [broker] needs a name: [broker CLUSTER/ID]"},
@@ -773,7 +772,8 @@ test_broker_errors(void)
                "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
                "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80", "",
                "[broker prod/b2]", "advertisedListeners = internal:http://10.0.0.2:8080");
-    EXPECT_ERR("t.conf:1: [broker prdo/b1] cluster 'prdo' is not defined (no [pulsar prdo])",
+    EXPECT_ERR("t.conf:1: [broker prdo/b1] cluster 'prdo' is not defined (no [pulsar prdo] or "
+               "[kafka prdo])",
                "[broker prdo/b1]", "advertisedListeners = a:http://h:1", "[pulsar prod]");
     EXPECT_ERR("t.conf:2: [broker b1] the name must be CLUSTER/ID, e.g. [broker prod/b1]",
                "[pulsar prod]", "[broker b1]");
@@ -847,8 +847,9 @@ test_unknown_keys(void)
                "belongs in a [pulsar] section)",
                "[pulsar prod]", "[broker prod/b1]",
                "advertisedListeners = internal:http://10.0.0.1:8080", "lookupListenerName = x");
-    EXPECT_ERR("t.conf:3: [broker prod/b1] advertised.listeners: unknown key", "[pulsar prod]",
-               "[broker prod/b1]", "advertised.listeners = INTERNAL://h:9092",
+    EXPECT_ERR("t.conf:3: [broker prod/b1] advertised.listeners: unknown key "
+               "(advertised.listeners belongs in a [broker] section of a Kafka cluster)",
+               "[pulsar prod]", "[broker prod/b1]", "advertised.listeners = INTERNAL://h:9092",
                "advertisedListeners = internal:http://10.0.0.1:8080");
     /* in file order */
     EXPECT_ERR("t.conf:2: [lookout] one: unknown key", "[lookout]", "one = 1", "[pulsar p]",
@@ -1663,6 +1664,13 @@ test_reference(void)
                                        "forwarded_headers",
                                        "upstream.tls",
                                        "advertisedListeners",
+                                       "inter.broker.listener.name",
+                                       "listener.security.protocol.map",
+                                       "bootstrap.servers",
+                                       "broker.pattern",
+                                       "unknown_api",
+                                       "advertised.listeners",
+                                       "registration",
                                        NULL};
 #ifdef LK_TOP_SRCDIR
     const char *top = LK_TOP_SRCDIR; /* tests/include.am passes $(abs_top_srcdir) */
@@ -1712,7 +1720,7 @@ test_reference(void)
     }
 
     /* the other shipped examples load too */
-    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", NULL};
+    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", "kafka.conf", NULL};
     for (size_t i = 0; examples[i] != NULL; i++) {
         snprintf(path, sizeof(path), "%s/conf/%s", top != NULL ? top : ".", examples[i]);
         c = lk_conf_load(path, err, sizeof(err));
@@ -1720,6 +1728,812 @@ test_reference(void)
         if (c != NULL)
             lk_conf_unref(c);
     }
+}
+
+/* Kafka ------------------------------------------------------------------------------ */
+
+/* The CONTRACT's Kafka example, lines 1-12. */
+#define KAFKA_CONF                                                                                 \
+    LOOKOUT_TLS, "[kafka events]", "inter.broker.listener.name = INTERNAL",                        \
+        "lookupListenerName = EXTERNAL",                                                           \
+        "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL",                        \
+        "bootstrap.servers = kafka.example.com:9093", "[broker events/1]",                         \
+        "advertised.listeners = INTERNAL://10.0.0.21:9092,EXTERNAL://b1.kafka.example.com:9093",   \
+        "[broker events/2]",                                                                       \
+        "advertised.listeners = INTERNAL://10.0.0.22:9092,EXTERNAL://b2.kafka.example.com:9093"
+/* A small Kafka cluster, lines 1-6, for the error cases. */
+#define K_HEAD                                                                                     \
+    "[kafka k]", "lookupListenerName = EXTERNAL",                                                  \
+        "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL",                        \
+        "inter.broker.listener.name = INTERNAL"
+#define K_B1 "[broker k/1]", "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9093"
+
+static void
+test_kafka_basic(void)
+{
+    struct lk_conf *c = LOAD(KAFKA_CONF);
+    const struct lk_cluster *cl;
+    const struct lk_broker *b;
+    const struct lk_bind *bd;
+    const struct lk_url *u;
+
+    if (!ok(c != NULL, "loads (%s)", err))
+        return;
+    ok(c->nclusters == 1 && c->nbrokers == 2 && c->nbinds == 1,
+       "1 cluster, 2 brokers, 1 bind (%zu %zu %zu)", c->nclusters, c->nbrokers, c->nbinds);
+    cl = c->clusters[0];
+    ok_str(cl->name, "events", "cluster name");
+    ok(cl->proto == LK_PROTO_KAFKA, "a kafka cluster serves kafka only");
+    ok_str(cl->section->kind, "kafka", "section kind");
+    ok_str(cl->internal_listener, "INTERNAL", "inter.broker.listener.name");
+    ok_str(cl->lookup_listener, "EXTERNAL", "lookupListenerName");
+    ok(cl->nsecmap == 2 && strcmp(cl->secmap[0].name, "INTERNAL") == 0 &&
+           cl->secmap[0].sec == LK_KAFKA_PLAINTEXT && strcmp(cl->secmap[1].name, "EXTERNAL") == 0 &&
+           cl->secmap[1].sec == LK_KAFKA_SSL,
+       "the protocol map");
+    ok(cl->max_frame_bytes == 100u * 1024 * 1024, "max_frame_bytes default 100m (%zu)",
+       cl->max_frame_bytes);
+    ok(cl->unknown_api == LK_UNKNOWN_API_PASS, "unknown_api default pass");
+    ok(cl->pattern == NULL, "no broker.pattern");
+    ok(cl->nfilters == 0 || (cl->filters[0].ops->protos & LK_PROTO_KAFKA) != 0,
+       "no HTTP filter in a Kafka chain");
+    if (ok(cl->nbootstrap == 1, "one bootstrap address")) {
+        u = &cl->bootstrap[0];
+        ok(u->scheme == LK_SCHEME_KAFKA_SSL && u->port == 9093 && cl->bootstrap_sasl == 0,
+           "bootstrap speaks the lookup listener's SSL");
+        ok_str(u->host, "kafka.example.com", "bootstrap host");
+        ok_str(u->text, "kafka.example.com:9093", "bootstrap text");
+    }
+
+    b = c->brokers[0];
+    ok_str(b->name, "events/1", "broker name");
+    ok_str(b->id, "1", "id text");
+    ok(b->node_id == 1 && b->cluster == cl && b->line == 9 && b->registration == NULL,
+       "node id 1, line 9, no registration");
+    ok(b->nlisteners == 2 && b->internal == &b->listeners[0] && b->lookup == &b->listeners[1],
+       "internal and lookup listeners");
+    u = lk_kafka_addr(b->internal);
+    ok(u == b->internal->addr[LK_SCHEME_KAFKA] && u->port == 9092 && !b->internal->sasl,
+       "internal: kafka (PLAINTEXT), port 9092");
+    ok_str(u->host, "10.0.0.21", "internal host");
+    ok_str(u->text, "INTERNAL://10.0.0.21:9092", "internal text");
+    ok(lk_kafka_listener_security(b->internal) == LK_KAFKA_PLAINTEXT, "internal PLAINTEXT");
+    u = lk_kafka_addr(b->lookup);
+    ok(u == b->lookup->addr[LK_SCHEME_KAFKA_SSL] && u->port == 9093 && !b->lookup->sasl,
+       "lookup: kafka+ssl (SSL)");
+    ok_str(u->hostport, "b1.kafka.example.com:9093", "lookup hostport");
+    ok(lk_cluster_find_node(cl, 2) == c->brokers[1] && lk_cluster_find_node(cl, 1) == b &&
+           lk_cluster_find_node(cl, 3) == NULL && lk_cluster_find_node(cl, -1) == NULL,
+       "lk_cluster_find_node");
+    ok(lk_cluster_find_addr(cl, LK_STRLIT("10.0.0.22"), 9092, NULL) == c->brokers[1],
+       "lk_cluster_find_addr finds a Kafka internal address");
+
+    bd = c->binds[0];
+    ok_str(bd->text, "0.0.0.0:9093", "the bind");
+    ok(bd->proto == LK_PROTO_KAFKA && bd->tls == 1, "kafka over TLS");
+    if (ok(bd->nvhosts == 3, "three vhosts (%zu)", bd->nvhosts)) {
+        ok(bd->vhosts[0].broker == c->brokers[0] && bd->vhosts[0].line == 10 &&
+               bd->vhosts[0].scheme == LK_SCHEME_KAFKA_SSL && bd->vhosts[0].pattern == NULL,
+           "vhost 0: node 1, line 10");
+        ok_str(bd->vhosts[0].host, "b1.kafka.example.com", "vhost 0 host");
+        ok(bd->vhosts[1].broker == c->brokers[1] && bd->vhosts[1].line == 12, "vhost 1: node 2");
+        ok(bd->vhosts[2].broker == NULL && bd->vhosts[2].cluster == cl &&
+               bd->vhosts[2].line == 8 && bd->vhosts[2].pattern == NULL,
+           "vhost 2: the bootstrap, line 8");
+    }
+    lk_conf_unref(c);
+}
+
+static void
+test_kafka_keys(void)
+{
+    struct lk_conf *c;
+    const struct lk_cluster *cl;
+
+    /* Kafka's defaults: inter.broker.listener.name PLAINTEXT, and the
+     * default map, in which each protocol is a listener of its name */
+    c = LOAD("[kafka k]", "lookupListenerName = SASL_SSL", "[broker k/0]",
+             "advertised.listeners = PLAINTEXT://10.0.0.1:9092,SASL_SSL://b0.example.com:9094");
+    if (ok(c != NULL, "default map loads (%s)", err)) {
+        cl = c->clusters[0];
+        ok_str(cl->internal_listener, "PLAINTEXT", "default inter.broker.listener.name");
+        ok(cl->nsecmap == 4 && cl->secmap[3].sec == LK_KAFKA_SASL_SSL, "default map");
+        ok(c->brokers[0]->node_id == 0, "node id 0");
+        ok(c->brokers[0]->lookup->sasl && lk_kafka_addr(c->brokers[0]->lookup)->scheme ==
+                                              LK_SCHEME_KAFKA_SSL,
+           "SASL_SSL: kafka+ssl and sasl");
+        ok(lk_kafka_listener_security(c->brokers[0]->lookup) == LK_KAFKA_SASL_SSL,
+           "SASL_SSL round trip");
+        ok(c->nbinds == 1 && c->binds[0]->tls && c->binds[0]->proto == LK_PROTO_KAFKA,
+           "a TLS kafka bind");
+    }
+    lk_conf_unref(c);
+
+    /* names are case-insensitive (Kafka upper-cases them); every key */
+    c = LOAD("[kafka k]", "inter.broker.listener.name = internal", "lookupListenerName = Client",
+             "listener.security.protocol.map = Internal:ssl , client:sasl_plaintext,,",
+             "bootstrap.servers = 127.0.0.1:9092, [::1]:9092,,", "bind = 127.0.0.9",
+             "max_frame_bytes = 1m", "unknown_api = drop", "filters =",
+             "broker.pattern = 127.0.0.1:$(9100+nodeId)", "[broker k/7]",
+             "advertised.listeners = INTERNAL://10.0.0.7:9093 , client://127.0.0.2:9092,");
+    if (ok(c != NULL, "every key loads (%s)", err)) {
+        const struct lk_broker *b = c->brokers[0];
+        cl = c->clusters[0];
+        ok_str(cl->internal_listener, "INTERNAL", "upper-cased internal");
+        ok_str(cl->lookup_listener, "CLIENT", "upper-cased lookup");
+        ok(cl->nsecmap == 2 && cl->secmap[0].sec == LK_KAFKA_SSL &&
+               cl->secmap[1].sec == LK_KAFKA_SASL_PLAINTEXT,
+           "map, protocols in any case");
+        ok_str(cl->secmap[1].name, "CLIENT", "map names upper-cased");
+        ok(cl->nbootstrap == 2 && cl->bootstrap[1].port == 9092 && cl->bootstrap_sasl == 1 &&
+               cl->bootstrap[1].scheme == LK_SCHEME_KAFKA,
+           "two bootstrap addresses, SASL_PLAINTEXT");
+        ok_str(cl->bootstrap[1].host, "::1", "IPv6 bootstrap host");
+        ok_str(cl->bootstrap[1].hostport, "[::1]:9092", "IPv6 bootstrap hostport");
+        ok_str(cl->bind, "127.0.0.9", "bind");
+        ok(cl->max_frame_bytes == 1024 * 1024, "max_frame_bytes");
+        ok(cl->unknown_api == LK_UNKNOWN_API_DROP, "unknown_api drop");
+        ok(cl->nfilters == 0, "empty filters");
+        ok(cl->pattern != NULL && cl->pattern->port_has_id && !cl->pattern->host_has_id &&
+               cl->pattern->port == 9100 && cl->pattern->scheme == LK_SCHEME_KAFKA &&
+               cl->pattern->sasl == 1 && cl->pattern->line == 10,
+           "port pattern, of the lookup listener's protocol");
+        ok(b->node_id == 7 && b->internal->addr[LK_SCHEME_KAFKA_SSL] != NULL && !b->internal->sasl,
+           "internal SSL: lookout connects with TLS");
+        ok_str(b->lookup->addr[LK_SCHEME_KAFKA]->text, "CLIENT://127.0.0.2:9092",
+               "the listener name as the map spells it");
+        ok(c->nbinds == 3, "binds: the broker and two bootstrap addresses (%zu)", c->nbinds);
+    }
+    lk_conf_unref(c);
+
+    /* a filter for another protocol is refused */
+    EXPECT_ERR("t.conf:5: [kafka k] filters: filter 'location' does not apply to this cluster's "
+               "protocol",
+               K_HEAD, "filters = location", K_B1);
+    /* two Kafka clusters may share a TLS port (SNI) */
+    c = LOAD(K_HEAD, K_B1, "[kafka j]", "lookupListenerName = EXTERNAL",
+             "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+             "inter.broker.listener.name = INTERNAL", "[broker j/1]",
+             "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://j1.example.com:9093");
+    ok(c != NULL && c->nbinds == 1 && c->binds[0]->nvhosts == 2,
+       "two Kafka clusters on one TLS bind (%s)", err);
+    lk_conf_unref(c);
+}
+
+static void
+test_kafka_errors(void)
+{
+    /* [kafka NAME] keys */
+    EXPECT_ERR("t.conf:1: [kafka k] lookupListenerName is missing (the listener whose addresses "
+               "clients get; a Kafka cluster cannot run without one)",
+               "[kafka k]", "[broker k/1]", "advertised.listeners = PLAINTEXT://10.0.0.1:9092");
+    EXPECT_ERR("t.conf:3: [kafka k] lookupListenerName: 'internal' is the internal listener "
+               "(inter.broker.listener.name): lookout would listen on the addresses it connects to",
+               "[kafka k]", "inter.broker.listener.name = INTERNAL", "lookupListenerName = internal");
+    EXPECT_ERR("t.conf:2: [kafka k] lookupListenerName: 'plaintext' is the internal listener "
+               "(Kafka's default inter.broker.listener.name): lookout would listen on the "
+               "addresses it connects to",
+               "[kafka k]", "lookupListenerName = plaintext");
+    EXPECT_ERR("t.conf:2: [kafka k] inter.broker.listener.name: empty listener name", "[kafka k]",
+               "inter.broker.listener.name =", "lookupListenerName = E");
+    EXPECT_ERR("t.conf:2: [kafka k] lookupListenerName: bad listener name 'EXT:1' (letters, "
+               "digits, '_', '-' and '.' only)",
+               "[kafka k]", "lookupListenerName = EXT:1");
+    EXPECT_ERR("t.conf:3: [kafka k] listener.security.protocol.map: unknown security protocol "
+               "'TLS' for listener 'EXTERNAL' (expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
+               "[kafka k]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:TLS");
+    EXPECT_ERR("t.conf:3: [kafka k] listener.security.protocol.map: 'EXTERNAL' is not "
+               "NAME:PROTOCOL",
+               "[kafka k]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = PLAINTEXT:PLAINTEXT, EXTERNAL");
+    EXPECT_ERR("t.conf:3: [kafka k] listener.security.protocol.map: listener 'external' is in the "
+               "map twice",
+               "[kafka k]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = EXTERNAL:SSL,external:PLAINTEXT");
+    EXPECT_ERR("t.conf:3: [kafka k] listener.security.protocol.map: an empty map (expected "
+               "NAME:PROTOCOL,...)",
+               "[kafka k]", "lookupListenerName = EXTERNAL", "listener.security.protocol.map = ,");
+    EXPECT_ERR("t.conf:3: [kafka k] listener.security.protocol.map: empty listener name in ':SSL'",
+               "[kafka k]", "lookupListenerName = EXTERNAL", "listener.security.protocol.map = :SSL");
+    EXPECT_ERR("t.conf:3: [kafka k] bootstrap.servers: bad address 'kafka.example.com': expected "
+               "host:port",
+               "[kafka k]", "lookupListenerName = E", "bootstrap.servers = kafka.example.com");
+    EXPECT_ERR("t.conf:3: [kafka k] bootstrap.servers: bad address ':9092': no host (Kafka's "
+               "\"default interface\" cannot be advertised: write the host clients connect to)",
+               "[kafka k]", "lookupListenerName = E", "bootstrap.servers = k:1, :9092");
+    EXPECT_ERR("t.conf:3: [kafka k] bootstrap.servers: bad address 'k:0': port 0 is out of range "
+               "1-65535",
+               "[kafka k]", "lookupListenerName = E", "bootstrap.servers = k:0");
+    EXPECT_ERR("t.conf:3: [kafka k] bootstrap.servers: k.example.com:9092 is listed twice",
+               "[kafka k]", "lookupListenerName = E",
+               "bootstrap.servers = k.example.com:9092,K.example.com:9092");
+    EXPECT_ERR("t.conf:3: [kafka k] bootstrap.servers: no address (expected host:port,...)",
+               "[kafka k]", "lookupListenerName = E", "bootstrap.servers = , ");
+    EXPECT_ERR("t.conf:3: [kafka k] bind: 'any' is not an IP address (e.g. 0.0.0.0, 127.0.0.2, ::)",
+               "[kafka k]", "lookupListenerName = E", "bind = any");
+    EXPECT_ERR("t.conf:3: [kafka k] max_frame_bytes: '1g' is not a size (expected e.g. 512, 32k or "
+               "5m)",
+               "[kafka k]", "lookupListenerName = E", "max_frame_bytes = 1g");
+    EXPECT_ERR("t.conf:3: [kafka k] unknown_api: 'close' is not pass or drop", "[kafka k]",
+               "lookupListenerName = E", "unknown_api = close");
+    EXPECT_ERR("t.conf:2: [kafka x] cluster 'x' is already defined at line 1 ([pulsar x])",
+               "[pulsar x]", "[kafka x]");
+    EXPECT_ERR("t.conf:1: [kafka a/b] a cluster name cannot contain '/' (brokers are named "
+               "CLUSTER/ID)",
+               "[kafka a/b]");
+
+    /* [broker NAME/ID]: the node id */
+    static const char *const bad_ids[] = {"b1", "01", "-1", "2147483648", "1x", "+1", NULL};
+    for (size_t i = 0; bad_ids[i] != NULL; i++) {
+        char name[64], want[256];
+        snprintf(name, sizeof(name), "[broker k/%s]", bad_ids[i]);
+        snprintf(want, sizeof(want),
+                 "t.conf:5: [broker k/%s] '%s' is not a node id: Kafka's broker.id, an integer "
+                 "from 0 to 2147483647 without leading zeros, e.g. [broker k/1]",
+                 bad_ids[i], bad_ids[i]);
+        EXPECT_ERR(want, K_HEAD, name, "advertised.listeners = INTERNAL://h:1,EXTERNAL://b1:2");
+    }
+    {
+        struct lk_conf *c =
+            LOAD(K_HEAD, "[broker k/2147483647]",
+                 "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b.example.com:9093");
+        ok(c != NULL && c->brokers[0]->node_id == INT32_MAX, "node id 2147483647 (%s)", err);
+        lk_conf_unref(c);
+    }
+
+    /* [broker NAME/ID]: its listeners */
+    EXPECT_ERR("t.conf:5: [broker k/1] advertised.listeners or registration is missing", K_HEAD,
+               "[broker k/1]");
+    EXPECT_ERR("t.conf:5: [broker k/1] advertised.listeners or registration is missing "
+               "(advertisedListeners is Pulsar's key; Kafka's server.properties spells it "
+               "advertised.listeners)",
+               K_HEAD, "[broker k/1]", "advertisedListeners = INTERNAL://h:1");
+    EXPECT_ERR("t.conf:2: [broker p/1] advertisedListeners is missing (advertised.listeners is "
+               "Kafka's key; Pulsar's broker.conf spells it advertisedListeners)",
+               "[pulsar p]", "[broker p/1]", "advertised.listeners = INTERNAL://h:1");
+    EXPECT_ERR("t.conf:7: [broker k/1] registration: give either advertised.listeners or "
+               "registration, not both (the other is at line 6)",
+               K_HEAD, K_B1, "registration = 1.json");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: listener 'CLIENT' is not in "
+               "listener.security.protocol.map (line 3), so its security protocol is unknown",
+               K_HEAD, "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:9092,CLIENT://b1.example.com:9093");
+    EXPECT_ERR("t.conf:4: [broker k/1] advertised.listeners: listener 'INTERNAL' is not in Kafka's "
+               "default listener.security.protocol.map (PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:"
+               "SASL_PLAINTEXT,SASL_SSL:SASL_SSL), so its security protocol is unknown",
+               "[kafka k]", "lookupListenerName = SSL", "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:9092,SSL://b1.example.com:9093");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: listener 'INTERNAL' is listed twice",
+               K_HEAD, "[broker k/1]", "advertised.listeners = INTERNAL://a:1, internal://b:2");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: bad address ':9093': no host (Kafka's "
+               "\"default interface\" cannot be advertised: write the host clients connect to)",
+               K_HEAD, "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:9092,EXTERNAL://:9093");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: 'INTERNAL:10.0.0.1:9092' is not "
+               "NAME://host:port",
+               K_HEAD, "[broker k/1]", "advertised.listeners = INTERNAL:10.0.0.1:9092");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: b:9093 is in two listeners: "
+               "INTERNAL://b:9093 and EXTERNAL://b:9093",
+               K_HEAD, "[broker k/1]", "advertised.listeners = INTERNAL://b:9093,EXTERNAL://B:9093");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: bad address 'b': expected host:port",
+               K_HEAD, "[broker k/1]", "advertised.listeners = INTERNAL://a:1,EXTERNAL://b");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: bad address 'b:9093/': unexpected '/' "
+               "after the port",
+               K_HEAD, "[broker k/1]", "advertised.listeners = INTERNAL://a:1,EXTERNAL://b:9093/");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: bad address '1::x:9093': bad IPv6 "
+               "address '1::x'",
+               K_HEAD, "[broker k/1]", "advertised.listeners = INTERNAL://a:1,EXTERNAL://1::x:9093");
+    EXPECT_ERR("t.conf:6: [broker k/1] advertised.listeners: no listeners (expected "
+               "NAME://host:port,...)",
+               K_HEAD, "[broker k/1]", "advertised.listeners = ,");
+    EXPECT_ERR("t.conf:8: [broker k/2] advertised.listeners: 10.0.0.1:19092 is also an address of "
+               "broker k/1 (line 6)",
+               K_HEAD, K_B1, "[broker k/2]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b2.example.com:9093");
+    EXPECT_ERR("t.conf:8: [broker k/2] advertised.listeners: listener 'EXTERNAL' is not defined",
+               K_HEAD, K_B1, "[broker k/2]", "advertised.listeners = INTERNAL://10.0.0.2:19092");
+    EXPECT_ERR("t.conf:2: [kafka k] lookupListenerName: no broker has a listener 'EXTRNAL' (their "
+               "listeners: INTERNAL, EXTERNAL)",
+               "[kafka k]", "lookupListenerName = EXTRNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL,EXTRNAL:SSL",
+               "inter.broker.listener.name = INTERNAL", K_B1);
+    EXPECT_ERR("t.conf:1: [kafka k] no broker has a listener 'PLAINTEXT', Kafka's default "
+               "inter.broker.listener.name: set inter.broker.listener.name (their listeners: "
+               "SASL_PLAINTEXT, SSL)",
+               "[kafka k]", "lookupListenerName = SSL", "[broker k/1]",
+               "advertised.listeners = SASL_PLAINTEXT://10.0.0.1:9092,SSL://b1.example.com:9093");
+    EXPECT_ERR("t.conf:1: [kafka k] the cluster has no brokers (add [broker k/ID] sections)",
+               "[kafka k]", "lookupListenerName = E");
+    /* keys of the other kind */
+    EXPECT_ERR("t.conf:5: [kafka k] internalListenerName: unknown key (internalListenerName belongs "
+               "in a [pulsar] section)",
+               K_HEAD, "internalListenerName = INTERNAL", K_B1);
+    EXPECT_ERR("t.conf:5: [kafka k] Bootstrap.Servers: unknown key (did you mean "
+               "bootstrap.servers?)",
+               K_HEAD, "Bootstrap.Servers = k:1", K_B1);
+    EXPECT_ERR("t.conf:7: [broker k/1] advertisedListeners: unknown key (advertisedListeners "
+               "belongs in a [broker] section of a Pulsar cluster)",
+               K_HEAD, K_B1, "advertisedListeners = x");
+    EXPECT_ERR("t.conf:2: [pulsar p] unknown_api: unknown key (unknown_api belongs in a [kafka] "
+               "section)",
+               "[pulsar p]", "unknown_api = pass", "[broker p/b]",
+               "advertisedListeners = i:http://h:1");
+}
+
+static void
+test_kafka_binds(void)
+{
+    struct lk_conf *c;
+
+    /* plaintext brokers on one socket cannot be told apart */
+    EXPECT_ERR("t.conf:8: [broker k/2] advertised.listeners: b2.example.com:9092 conflicts with "
+               "b1.example.com:9092 at line 6 ([broker k/1] advertised.listeners): they share "
+               "plaintext bind 0.0.0.0:9092, and lookout cannot tell them apart: Kafka's PLAINTEXT "
+               "and SASL_PLAINTEXT carry no TLS SNI and no host name (use SSL or SASL_SSL, or a "
+               "distinct port or IP literal for each)",
+               "[kafka k]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+               "inter.broker.listener.name = INTERNAL", "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9092",
+               "[broker k/2]",
+               "advertised.listeners = INTERNAL://10.0.0.2:19092,EXTERNAL://b2.example.com:9092");
+    /* SASL_PLAINTEXT: the same, and the bootstrap against a broker */
+    EXPECT_ERR("t.conf:5: [kafka k] bootstrap.servers: kafka.example.com:9092 conflicts with "
+               "b1.example.com:9092 at line 7 ([broker k/1] advertised.listeners): they share "
+               "plaintext bind 0.0.0.0:9092, and lookout cannot tell them apart: Kafka's PLAINTEXT "
+               "and SASL_PLAINTEXT carry no TLS SNI and no host name (use SSL or SASL_SSL, or a "
+               "distinct port or IP literal for each)",
+               "[kafka k]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+               "inter.broker.listener.name = INTERNAL", "bootstrap.servers = kafka.example.com:9092",
+               "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9092");
+    /* plaintext on distinct IP literals and ports is fine */
+    c = LOAD("[kafka k]", "lookupListenerName = EXTERNAL",
+             "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+             "inter.broker.listener.name = INTERNAL", "bootstrap.servers = 127.0.0.1:9092",
+             "[broker k/1]",
+             "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://127.0.0.2:9092",
+             "[broker k/2]",
+             "advertised.listeners = INTERNAL://10.0.0.2:19092,EXTERNAL://127.0.0.1:9093");
+    if (ok(c != NULL, "plaintext on distinct sockets (%s)", err)) {
+        ok(c->nbinds == 3, "three binds (%zu)", c->nbinds);
+        for (size_t i = 0; i < c->nbinds; i++)
+            ok(c->binds[i]->nvhosts == 1 && c->binds[i]->tls == 0 &&
+                   c->binds[i]->proto == LK_PROTO_KAFKA,
+               "bind %s: one plaintext kafka vhost", c->binds[i]->text);
+    }
+    lk_conf_unref(c);
+    /* SASL_SSL brokers share one socket, told apart by SNI */
+    c = LOAD("[kafka k]", "lookupListenerName = EXTERNAL",
+             "listener.security.protocol.map = INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL",
+             "inter.broker.listener.name = INTERNAL", "bootstrap.servers = kafka.example.com:9093",
+             "[broker k/1]",
+             "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9093",
+             "[broker k/2]",
+             "advertised.listeners = INTERNAL://10.0.0.2:19092,EXTERNAL://b2.example.com:9093");
+    ok(c != NULL && c->nbinds == 1 && c->binds[0]->nvhosts == 3 && c->binds[0]->tls &&
+           c->clusters[0]->bootstrap_sasl,
+       "SASL_SSL shares a TLS socket (%s)", err);
+    lk_conf_unref(c);
+    /* Kafka and HTTP on one socket */
+    EXPECT_ERR("t.conf:10: [broker k/1] advertised.listeners: b1.example.com:8443 conflicts with "
+               "https://pulsar.example.com:8443 at line 2 ([pulsar p] webServiceUrl): bind "
+               "0.0.0.0:8443 cannot serve both http and kafka",
+               "[pulsar p]", "webServiceUrl = https://pulsar.example.com:8443", "[broker p/b1]",
+               "advertisedListeners = internal:http://10.0.0.9:8080", K_HEAD, "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:8443");
+    /* TLS and plaintext Kafka on one socket */
+    EXPECT_ERR("t.conf:12: [broker j/1] advertised.listeners: j1.example.com:9093 conflicts with "
+               "b1.example.com:9093 at line 6 ([broker k/1] advertised.listeners): bind "
+               "0.0.0.0:9093 cannot mix TLS and plaintext",
+               K_HEAD, K_B1, "[kafka j]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+               "inter.broker.listener.name = INTERNAL", "[broker j/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://j1.example.com:9093");
+    /* lookout must not listen where it connects, across clusters */
+    EXPECT_ERR("t.conf:12: [broker j/1] advertised.listeners: lookout would listen on "
+               "10.0.0.1:19092 (bind 10.0.0.1:19092) and connect to it as the internal address "
+               "INTERNAL://10.0.0.1:19092 of broker k/1 (line 6)",
+               K_HEAD, K_B1, "[kafka j]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+               "inter.broker.listener.name = INTERNAL", "[broker j/1]",
+               "advertised.listeners = INTERNAL://10.0.0.2:19092,EXTERNAL://10.0.0.1:19092");
+    /* a TLS bind needs a certificate, which lk_tls checks when it starts */
+    c = LOAD(K_HEAD, K_B1);
+    ok(c != NULL && c->ncerts == 0 && c->nbinds == 1 && c->binds[0]->tls == 1,
+       "loads a Kafka TLS bind without a certificate (%s)", err);
+    lk_conf_unref(c);
+}
+
+static void
+test_kafka_pattern(void)
+{
+    struct lk_conf *c;
+    const struct lk_bind *bd;
+
+    /* a host pattern over TLS: one socket, shared with the known brokers */
+    c = LOAD(K_HEAD, "broker.pattern = B$(nodeId).Example.com:9093", K_B1);
+    if (ok(c != NULL, "host pattern loads (%s)", err)) {
+        const struct lk_kafka_pattern *pt = c->clusters[0]->pattern;
+        ok(pt != NULL && pt->host_has_id && !pt->port_has_id && pt->port == 9093 &&
+               pt->scheme == LK_SCHEME_KAFKA_SSL && pt->line == 5,
+           "the pattern");
+        bd = c->binds[0];
+        if (ok(c->nbinds == 1 && bd->nvhosts == 2, "one bind, two vhosts")) {
+            ok(bd->vhosts[1].pattern == pt && bd->vhosts[1].broker == NULL &&
+                   bd->vhosts[1].line == 5,
+               "the pattern's vhost");
+            ok_str(bd->vhosts[1].host, "b$(nodeId).example.com", "its host");
+        }
+    }
+    lk_conf_unref(c);
+    /* a host pattern in plaintext would put every node on one socket */
+    EXPECT_ERR("t.conf:5: [kafka k] broker.pattern: every node it serves would share one "
+               "plaintext socket on port 9092, and lookout cannot tell them apart: Kafka's "
+               "PLAINTEXT carries no TLS SNI (give each node a port, e.g. "
+               "kafka.example.com:$(9092+nodeId), or use SSL or SASL_SSL)",
+               "[kafka k]", "lookupListenerName = EXTERNAL",
+               "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+               "inter.broker.listener.name = INTERNAL", "broker.pattern = b$(nodeId).x:9092",
+               "[broker k/1]", "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://127.0.0.1:9192");
+    /* a known node's address that fits the pattern with another id */
+    EXPECT_ERR("t.conf:5: [kafka k] broker.pattern: b7.example.com:9093 is the pattern's address "
+               "for node 7, which is not in the map, but line 7 ([broker k/1] "
+               "advertised.listeners) already serves it",
+               K_HEAD, "broker.pattern = b$(nodeId).example.com:9093", "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b7.example.com:9093");
+    /* a port pattern: known nodes on their own ports, the bootstrap below the base */
+    c = LOAD(K_HEAD, "broker.pattern = 127.0.0.1:$(9100+nodeId)",
+             "bootstrap.servers = 127.0.0.1:9099", "[broker k/1]",
+             "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://127.0.0.1:9101");
+    ok(c != NULL && c->nbinds == 2, "port pattern loads (%s)", err);
+    lk_conf_unref(c);
+    EXPECT_ERR("t.conf:5: [kafka k] broker.pattern: 127.0.0.1:9100 is the pattern's address for "
+               "node 0, which is not in the map, but line 6 ([kafka k] bootstrap.servers) already "
+               "serves it",
+               K_HEAD, "broker.pattern = 127.0.0.1:$(9100+nodeId)",
+               "bootstrap.servers = 127.0.0.1:9100", "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://127.0.0.1:9101");
+    /* a port pattern on names binds `bind`: a wildcard takes every address */
+    EXPECT_ERR("t.conf:5: [kafka k] broker.pattern: node 3, which is not in the map, would get "
+               "port 9103 on 0.0.0.0, but bind 127.0.0.5:9103 listens there for 127.0.0.5:9103 "
+               "at line 7 ([broker k/1] advertised.listeners)",
+               K_HEAD, "broker.pattern = k.example.com:$(9100+nodeId)", "[broker k/1]",
+               "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://127.0.0.5:9103");
+    /* syntax */
+    static const struct {
+        const char *value, *err;
+    } t[] = {
+        {"b.example.com:9093", "'b.example.com:9093' holds no $(nodeId): every node would get the "
+                               "same address (write e.g. b$(nodeId).kafka.example.com:9093 or "
+                               "kafka.example.com:$(9100+nodeId))"},
+        {"b$(node).example.com:9093", "'b$(node).example.com:9093': unknown '$' in the host "
+                                      "(expected $(nodeId) in the host, $(BASE+nodeId) as the "
+                                      "port)"},
+        {"b$(nodeId)-$(nodeId).x:9093", "'b$(nodeId)-$(nodeId).x:9093': $(nodeId) twice in the host"},
+        {"10.0.0.$(nodeId):9093", "'10.0.0.$(nodeId):9093': $(nodeId) in an IP address (the host "
+                                  "must be a name; use $(BASE+nodeId) as the port to give each "
+                                  "node a port instead)"},
+        {"b$(nodeId.x:9093", "'b$(nodeId.x:9093': '$(' without ')'"},
+        {"k.example.com:$(9100+node)", "'k.example.com:$(9100+node)': the port must be a number "
+                                       "from 1 to 65535 or $(BASE+nodeId), e.g. $(9100+nodeId)"},
+        {"k.example.com:$(nodeId+9100)", "'k.example.com:$(nodeId+9100)': the port must be a "
+                                         "number from 1 to 65535 or $(BASE+nodeId), e.g. "
+                                         "$(9100+nodeId)"},
+        {"k.example.com:$(70000+nodeId)", "'k.example.com:$(70000+nodeId)': the port base is out "
+                                          "of range 1-65535"},
+        {"b$(nodeId).x:0", "'b$(nodeId).x:0': the port must be a number from 1 to 65535 or "
+                           "$(BASE+nodeId), e.g. $(9100+nodeId)"},
+        {"b$(nodeId).x", "'b$(nodeId).x' is not HOST:PORT"},
+        {"b$(nodeId)_!.x:1", "'b$(nodeId)_!.x:1': bad host 'b$(nodeId)_!.x' (with a node id in "
+                             "place of $(nodeId))"},
+        {":$(9100+nodeId)", "':$(9100+nodeId)': bad host ''"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        char line[256], want[512];
+        snprintf(line, sizeof(line), "broker.pattern = %s", t[i].value);
+        snprintf(want, sizeof(want), "t.conf:5: [kafka k] broker.pattern: %s", t[i].err);
+        EXPECT_ERR(want, K_HEAD, line, K_B1);
+    }
+}
+
+/* Writes text to dir/name. */
+static void
+spew(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void
+test_kafka_registration(void)
+{
+    char dir[] = "/tmp/lk-test-kreg-XXXXXX", conf[64], want[2048], line[256];
+    struct lk_conf *c;
+
+    if (!ok(mkdtemp(dir) != NULL, "mkdtemp"))
+        return;
+    snprintf(conf, sizeof(conf), "%s/k.conf", dir);
+    /* As Kafka's BrokerIdZNode.encode writes them (2.x and 3.x in ZooKeeper mode). */
+    spew(dir, "1.json",
+         "{\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":\"SSL\"},"
+         "\"endpoints\":[\"INTERNAL://10.0.0.21:9092\",\"EXTERNAL://b1.kafka.example.com:9093\"],"
+         "\"jmx_port\":-1,\"host\":\"10.0.0.21\",\"timestamp\":\"1700000000000\",\"port\":9092,"
+         "\"version\":4}");
+    mkdir(strcat(strcpy(want, dir), "/ids"), 0700);
+    spew(dir, "ids/2.json",
+         "{\n  \"features\": {\"metadata.version\": {\"min_version\": 1, \"max_version\": 7}},\n"
+         "  \"listener_security_protocol_map\": {\"INTERNAL\": \"SSL\", \"EXTERNAL\": \"SSL\","
+         " \"REPLICATION\": \"SASL_PLAINTEXT\"},\n"
+         "  \"endpoints\": [\"INTERNAL://[fd00::22]:9094\", \"EXTERNAL://b2.kafka.example.com:9093\","
+         " \"REPLICATION://10.1.0.22:9095\"],\n"
+         "  \"rack\": \"r1\", \"jmx_port\": 9999, \"host\": null, \"timestamp\": \"1700000000000\","
+         " \"port\": -1, \"version\": 5, \"future_field\": [1, 2]\n}\n");
+    c = load_as(conf, CONF(LOOKOUT_TLS, "[kafka events]", "inter.broker.listener.name = INTERNAL",
+                           "lookupListenerName = EXTERNAL",
+                           "bootstrap.servers = kafka.example.com:9093", "[broker events/1]",
+                           "registration = 1.json", "[broker events/2]",
+                           "registration = ./ids/2.json"));
+    if (ok(c != NULL, "v4 and v5 registrations load (%s)", err)) {
+        const struct lk_broker *b1 = c->brokers[0], *b2 = c->brokers[1];
+        snprintf(want, sizeof(want), "%s/1.json", dir);
+        ok_str(b1->registration, want, "registration path, relative to the config");
+        ok(b1->node_id == 1 && b1->nlisteners == 2, "node 1, two listeners");
+        ok_str(lk_kafka_addr(b1->internal)->text, "INTERNAL://10.0.0.21:9092", "v4 internal");
+        ok(lk_kafka_addr(b1->lookup)->scheme == LK_SCHEME_KAFKA_SSL, "v4 lookup SSL");
+        ok(b2->node_id == 2 && b2->nlisteners == 3, "node 2, three listeners");
+        ok_str(lk_kafka_addr(b2->internal)->text, "INTERNAL://[fd00::22]:9094", "v5 internal");
+        ok(lk_kafka_addr(b2->internal)->scheme == LK_SCHEME_KAFKA_SSL,
+           "the registration's own map: INTERNAL is SSL on node 2");
+        ok(b2->listeners[2].sasl && b2->listeners[2].addr[LK_SCHEME_KAFKA] != NULL,
+           "REPLICATION is SASL_PLAINTEXT");
+        ok(c->nbinds == 1 && c->binds[0]->nvhosts == 3, "one bind, three vhosts");
+    }
+    lk_conf_unref(c);
+
+    /* node 2's lookup listener speaks another protocol */
+    spew(dir, "3.json",
+         "{\"version\":5,\"endpoints\":[\"INTERNAL://10.0.0.23:9092\",\"EXTERNAL://b3:9093\"],"
+         "\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":"
+         "\"SASL_SSL\"}}");
+    c = load_as(conf, CONF("[kafka events]", "inter.broker.listener.name = INTERNAL",
+                           "lookupListenerName = EXTERNAL", "[broker events/1]",
+                           "registration = 1.json", "[broker events/3]", "registration = 3.json"));
+    snprintf(want, sizeof(want),
+             "%s:7: [broker events/3] registration: the lookup listener 'EXTERNAL' is SASL_SSL "
+             "here but SSL on broker events/1 (line 5): bootstrap.servers and broker.pattern "
+             "serve one protocol for every broker",
+             conf);
+    ok(c == NULL, "mixed lookup protocols refused");
+    ok_str(err, want, "... naming both brokers");
+    lk_conf_unref(c);
+
+    /* a registration without a map: Kafka's default map */
+    spew(dir, "4.json",
+         "{\"version\":4,\"endpoints\":[\"PLAINTEXT://10.0.0.24:9092\",\"SSL://b4:9093\"]}");
+    c = load_as(conf, CONF("[kafka e]", "lookupListenerName = SSL", "[broker e/4]",
+                           "registration = 4.json"));
+    ok(c != NULL && c->brokers[0]->lookup != NULL &&
+           lk_kafka_addr(c->brokers[0]->lookup)->scheme == LK_SCHEME_KAFKA_SSL,
+       "no listener_security_protocol_map: the default map (%s)", err);
+    lk_conf_unref(c);
+
+    /* each broken file, and what is wrong with it */
+    static const struct {
+        const char *json, *err;
+    } t[] = {
+        {"{\"version\":4,", NULL /* jansson's message */},
+        {"", NULL},
+        {"[1]", "not a JSON object but an array"},
+        {"{\"endpoints\":[\"INTERNAL://h:1\"]}", "no version"},
+        {"{\"version\":\"4\",\"endpoints\":[]}", "version is a string, not an integer"},
+        {"{\"version\":4.0}", "version is a number, not an integer"},
+        {"{\"version\":3,\"endpoints\":[\"PLAINTEXT://h:1\"]}",
+         "version 3 is not supported (lookout reads versions 4 and 5, which name their listeners)"},
+        {"{\"version\":6}", "version 6 is not supported (lookout reads versions 4 and 5, which "
+                            "name their listeners)"},
+        {"{\"version\":4}", "no endpoints"},
+        {"{\"version\":4,\"endpoints\":\"INTERNAL://h:1\"}",
+         "endpoints is a string, not a non-empty array of NAME://host:port"},
+        {"{\"version\":4,\"endpoints\":[]}",
+         "endpoints is an empty array, not a non-empty array of NAME://host:port"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\",7]}",
+         "endpoints[1] is an integer, not a string"},
+        {"{\"version\":4,\"endpoints\":[\"CLIENT://cluster1.foo.com:9092\","
+         "\"REPLICATION: //broker1.replication.local:9093\"],"
+         "\"listener_security_protocol_map\":{\"CLIENT\":\"SSL\",\"REPLICATION\":\"PLAINTEXT\"}}",
+         "endpoints[1]: 'REPLICATION: //broker1.replication.local:9093' is not NAME://host:port"},
+        {"{\"version\":4,\"endpoints\":[\"CLIENT://h:1\"],"
+         "\"listener._security._protocol._map\":{\"CLIENT\":\"SSL\"}}",
+         "endpoints[0]: listener 'CLIENT' is not in Kafka's default map (the registration has "
+         "no listener_security_protocol_map), so its security protocol is unknown"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\"],\"listener_security_protocol_map\":[]}",
+         "listener_security_protocol_map is an array, not an object"},
+        {"{\"version\":4,\"endpoints\":[\"A://h:1\"],\"listener_security_protocol_map\":{\"A\":1}}",
+         "listener_security_protocol_map.A is an integer, not a string"},
+        {"{\"version\":4,\"endpoints\":[\"A://h:1\"],\"listener_security_protocol_map\":"
+         "{\"A\":\"TLS\"}}",
+         "listener_security_protocol_map: unknown security protocol 'TLS' for listener 'A' "
+         "(expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"},
+        {"{\"version\":4,\"endpoints\":[\"A://h:1\"],\"listener_security_protocol_map\":"
+         "{\"A:B\":\"SSL\"}}",
+         "listener_security_protocol_map: bad entry \"A:B\": \"SSL\""},
+        {"{\"version\":4,\"endpoints\":[\"A://h:1\"],\"listener_security_protocol_map\":"
+         "{\"A\":\"SSL\",\"a\":\"SSL\"}}",
+         "listener_security_protocol_map: listener 'a' is in the map twice"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\",\"PLAINTEXT://g:2\"]}",
+         "endpoints[1]: listener 'PLAINTEXT' is listed twice"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://:9092\"]}",
+         "endpoints[0]: bad address ':9092': no host (Kafka's \"default interface\" cannot be "
+         "advertised: write the host clients connect to)"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\"],\"host\":5}",
+         "host is an integer, not a string or null"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\"],\"port\":\"9092\"}",
+         "port is a string, not an integer"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\"],\"jmx_port\":null}",
+         "jmx_port is null, not an integer"},
+        {"{\"version\":4,\"endpoints\":[\"PLAINTEXT://h:1\"],\"rack\":true}",
+         "rack is a boolean, not a string or null"},
+        {"{\"version\":5,\"endpoints\":[\"PLAINTEXT://h:1\"],\"features\":[]}",
+         "features is an array, not an object"},
+        {"{\"version\":5,\"endpoints\":[\"PLAINTEXT://h:1\"],\"features\":{\"f\":1}}",
+         "features.f is an integer, not an object"},
+        {"{\"version\":5,\"endpoints\":[\"PLAINTEXT://h:1\"],\"features\":{\"f\":"
+         "{\"min_version\":\"1\"}}}",
+         "features.f.min_version is a string, not an integer"},
+        {"{\"version\":4,\"version\":5,\"endpoints\":[\"PLAINTEXT://h:1\"]}", NULL},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        subtest("%s", t[i].json);
+        spew(dir, "bad.json", t[i].json);
+        c = load_as(conf, CONF("[kafka e]", "lookupListenerName = SSL", "[broker e/1]",
+                               "registration = bad.json"));
+        ok(c == NULL, "refused");
+        if (t[i].err != NULL) {
+            snprintf(want, sizeof(want), "%s:4: [broker e/1] registration: bad.json: %s", conf,
+                     t[i].err);
+            ok_str(err, want, "message");
+        } else {
+            snprintf(want, sizeof(want), "%s:4: [broker e/1] registration: bad.json: not valid JSON: ",
+                     conf);
+            ok(strncmp(err, want, strlen(want)) == 0 && strstr(err, "(line ") != NULL,
+               "jansson's message, with line and column (%s)", err);
+        }
+        lk_conf_unref(c);
+    }
+    subtest(NULL);
+
+    /* the file itself */
+    c = load_as(conf, CONF("[kafka e]", "lookupListenerName = SSL", "[broker e/1]",
+                           "registration = nope.json"));
+    snprintf(want, sizeof(want),
+             "%s:4: [broker e/1] registration: cannot read %s/nope.json: No such file or directory",
+             conf, dir);
+    ok(c == NULL, "a missing file is refused");
+    ok_str(err, want, "... naming the resolved path");
+    c = load_as(conf, CONF("[kafka e]", "lookupListenerName = SSL", "[broker e/1]",
+                           "registration = ids"));
+    snprintf(want, sizeof(want),
+             "%s:4: [broker e/1] registration: cannot read %s/ids: not a regular file", conf, dir);
+    ok(c == NULL, "a directory is refused");
+    ok_str(err, want, "... as not a regular file");
+    {
+        size_t big = 1024 * 1024 + 2;
+        char *text = malloc(big + 1);
+        memset(text, ' ', big);
+        text[big] = '\0';
+        text[0] = '{';
+        text[big - 1] = '}';
+        spew(dir, "big.json", text);
+        free(text);
+    }
+    c = load_as(conf, CONF("[kafka e]", "lookupListenerName = SSL", "[broker e/1]",
+                           "registration = big.json"));
+    snprintf(want, sizeof(want),
+             "%s:4: [broker e/1] registration: cannot read %s/big.json: larger than 1 MiB: is it "
+             "a registration?",
+             conf, dir);
+    ok(c == NULL, "a file over 1 MiB is refused");
+    ok_str(err, want, "... as too large");
+    snprintf(line, sizeof(line), "registration =");
+    c = load_as(conf, CONF("[kafka e]", "lookupListenerName = SSL", "[broker e/1]", line));
+    snprintf(want, sizeof(want), "%s:4: [broker e/1] registration: empty path", conf);
+    ok(c == NULL, "an empty path is refused");
+    ok_str(err, want, "... as empty");
+
+    static const char *const files[] = {"1.json", "ids/2.json", "3.json", "4.json", "bad.json",
+                                        "big.json", NULL};
+    for (size_t i = 0; files[i] != NULL; i++) {
+        snprintf(want, sizeof(want), "%s/%s", dir, files[i]);
+        unlink(want);
+    }
+    snprintf(want, sizeof(want), "%s/ids", dir);
+    rmdir(want);
+    rmdir(dir);
+}
+
+static void
+test_kafka_dump(void)
+{
+    struct lk_conf *c = LOAD(KAFKA_CONF);
+    char f[256], want[4096], *d;
+
+    if (!ok(c != NULL, "loads (%s)", err))
+        return;
+    filter_names(c->clusters[0], f, sizeof(f));
+    snprintf(want, sizeof(want),
+             "cluster events (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
+             "'EXTERNAL', unknown_api pass, max_frame_bytes 104857600, filters %s\n"
+             "  bootstrap kafka.example.com:9093 (SSL: lookout terminates TLS) on bind "
+             "0.0.0.0:9093\n"
+             "  broker events/1: node 1\n"
+             "    internal INTERNAL://10.0.0.21:9092 (PLAINTEXT: plaintext to the broker)\n"
+             "    lookup   EXTERNAL://b1.kafka.example.com:9093 (SSL: lookout terminates TLS) on "
+             "bind 0.0.0.0:9093\n"
+             "    map      node 1: 10.0.0.21:9092 -> b1.kafka.example.com:9093\n"
+             "  broker events/2: node 2\n"
+             "    internal INTERNAL://10.0.0.22:9092 (PLAINTEXT: plaintext to the broker)\n"
+             "    lookup   EXTERNAL://b2.kafka.example.com:9093 (SSL: lookout terminates TLS) on "
+             "bind 0.0.0.0:9093\n"
+             "    map      node 2: 10.0.0.22:9092 -> b2.kafka.example.com:9093\n"
+             "bind 0.0.0.0:9093 kafka+ssl (kafka)\n"
+             "  b1.kafka.example.com -> broker events/1 (node 1) at INTERNAL://10.0.0.21:9092\n"
+             "  b2.kafka.example.com -> broker events/2 (node 2) at INTERNAL://10.0.0.22:9092\n"
+             "  kafka.example.com -> cluster events bootstrap.servers (any broker)\n",
+             f);
+    d = dump(c);
+    ok_str(d, want, "the CONTRACT example");
+    free(d);
+    lk_conf_unref(c);
+
+    /* SASL, TLS to the broker, other listeners, both pattern kinds */
+    c = LOAD("[kafka k]", "lookupListenerName = EXTERNAL",
+             "listener.security.protocol.map = INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL,REPL:PLAINTEXT",
+             "inter.broker.listener.name = INTERNAL", "unknown_api = drop",
+             "broker.pattern = b$(nodeId).example.com:9093", "max_frame_bytes = 1m",
+             "[broker k/1]",
+             "advertised.listeners = INTERNAL://10.0.0.1:9094,EXTERNAL://b1.example.com:9093,"
+             "REPL://10.0.0.1:9095");
+    if (ok(c != NULL, "loads (%s)", err)) {
+        filter_names(c->clusters[0], f, sizeof(f));
+        snprintf(want, sizeof(want),
+                 "cluster k (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
+                 "'EXTERNAL', unknown_api drop, max_frame_bytes 1048576, filters %s\n"
+                 "  pattern   b$(nodeId).example.com:9093 (SASL_SSL: lookout terminates TLS, SASL "
+                 "passes through) for node ids not in the map on bind 0.0.0.0:9093\n"
+                 "  broker k/1: node 1\n"
+                 "    internal INTERNAL://10.0.0.1:9094 (SASL_SSL: TLS to the broker, SASL passes "
+                 "through)\n"
+                 "    lookup   EXTERNAL://b1.example.com:9093 (SASL_SSL: lookout terminates TLS, "
+                 "SASL passes through) on bind 0.0.0.0:9093\n"
+                 "    listener REPL://10.0.0.1:9095\n"
+                 "    map      node 1: 10.0.0.1:9094 -> b1.example.com:9093\n"
+                 "bind 0.0.0.0:9093 kafka+ssl (kafka)\n"
+                 "  b1.example.com -> broker k/1 (node 1) at INTERNAL://10.0.0.1:9094\n"
+                 "  b$(nodeId).example.com -> cluster k broker.pattern (node ids not in the map)\n",
+                 f);
+        d = dump(c);
+        ok_str(d, want, "SASL and a host pattern");
+        free(d);
+    }
+    lk_conf_unref(c);
+
+    c = LOAD(K_HEAD, "broker.pattern = k.example.com:$(9100+nodeId)", K_B1);
+    if (ok(c != NULL, "loads (%s)", err)) {
+        d = dump(c);
+        ok(strstr(d, "  pattern   k.example.com:$(9100+nodeId) (SSL: lookout terminates TLS) for "
+                     "node ids not in the map, a socket per node, bound when it appears\n") != NULL,
+           "a port pattern: %s", d);
+        free(d);
+    }
+    lk_conf_unref(c);
 }
 
 struct refs_arg {
@@ -1794,5 +2608,12 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/dump", test_dump},
     {"conf/reference", test_reference},
     {"conf/refcount", test_refcount},
+    {"conf/kafka_basic", test_kafka_basic},
+    {"conf/kafka_keys", test_kafka_keys},
+    {"conf/kafka_errors", test_kafka_errors},
+    {"conf/kafka_binds", test_kafka_binds},
+    {"conf/kafka_pattern", test_kafka_pattern},
+    {"conf/kafka_registration", test_kafka_registration},
+    {"conf/kafka_dump", test_kafka_dump},
     {NULL, NULL},
 };
