@@ -10,12 +10,14 @@ extern const struct lk_flt_ops lk_flt_listener;
 extern const struct lk_flt_ops lk_flt_location;
 extern const struct lk_flt_ops lk_flt_lookup;
 extern const struct lk_flt_ops lk_flt_leak_guard;
+extern const struct lk_flt_ops lk_flt_kafka;
 
 const struct lk_flt_ops *const lk_flt_registry[] = {
     &lk_flt_listener,
     &lk_flt_location,
     &lk_flt_lookup,
     &lk_flt_leak_guard,
+    &lk_flt_kafka,
     NULL,
 };
 
@@ -24,5 +26,6 @@ const char *const lk_flt_default_chain[] = {
     "lookup",
     "location",
     "leak_guard", /* last: it checks what every other filter left */
+    "kafka",      /* Kafka clusters' only one */
     NULL,
 };

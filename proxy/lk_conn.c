@@ -49,6 +49,8 @@ proto_for(unsigned proto)
 {
     if (proto == LK_PROTO_HTTP)
         return &lk_proto_http;
+    if (proto == LK_PROTO_KAFKA)
+        return &lk_proto_kafka;
     return NULL;
 }
 

@@ -146,6 +146,7 @@ struct lk_proto_ops {
 };
 
 extern const struct lk_proto_ops lk_proto_http;
+extern const struct lk_proto_ops lk_proto_kafka;
 
 /*
  * A client connection.  While the protocol module has nothing under way and

@@ -265,3 +265,30 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
         evbuffer_add_buffer(out, cur);
     return v;
 }
+
+enum lk_flt_verdict
+lk_flt_run_kafka_response(struct lk_xchg *x, int16_t api_key, int16_t api_version,
+                          struct evbuffer *in, struct evbuffer *out)
+{
+    struct evbuffer *cur = in, *next = NULL, *spare = NULL;
+    enum lk_flt_verdict v = LK_FLT_CONTINUE;
+
+    /* The frames that come here are whole and small (metadata,
+     * coordinators, errors naming leaders): each stage reads one buffer and
+     * fills the other. */
+    for (size_t i = 0; i < x->nflt && v == LK_FLT_CONTINUE; i++) {
+        struct lk_flt *f = &x->cluster->filters[i];
+        if (!x->flt[i].attached || f->ops->kafka_response == NULL)
+            continue;
+        if (spare == NULL)
+            spare = evbuffer_new();
+        next = cur == spare ? in : spare;
+        v = f->ops->kafka_response(f, x, api_key, api_version, cur, next);
+        evbuffer_add_buffer(next, cur); /* anything it left goes on unchanged */
+        cur = next;
+    }
+    evbuffer_add_buffer(out, cur);
+    if (spare != NULL)
+        evbuffer_free(spare);
+    return v;
+}

@@ -23,6 +23,7 @@
 #define LK_FILTER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <event2/buffer.h>
 
 #include "lk_conf.h"
@@ -81,6 +82,14 @@ struct lk_flt_ops {
      * hook always runs before the head goes out). */
     enum lk_flt_verdict (*http_res_body)(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in,
                                          struct evbuffer *out, int last);
+
+    /* A Kafka response frame, whole (its size field included), to the
+     * request api_key/api_version; only frames the codec may change come
+     * here (lk_kafka_response_wanted), the rest stream past.  Move it, as
+     * it is or rewritten, from in to out. */
+    enum lk_flt_verdict (*kafka_response)(struct lk_flt *f, struct lk_xchg *x, int16_t api_key,
+                                          int16_t api_version, struct evbuffer *in,
+                                          struct evbuffer *out);
 };
 
 /* A filter instance in a cluster's chain. */

@@ -79,5 +79,10 @@ enum lk_flt_verdict lk_flt_run_res_headers(struct lk_xchg *x);
  */
 enum lk_flt_verdict lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in,
                                         struct evbuffer *out, int last);
+/* Passes a whole Kafka response frame through the attached filters' kafka
+ * hooks, in chain order; in is drained, the result appended to out. */
+enum lk_flt_verdict lk_flt_run_kafka_response(struct lk_xchg *x, int16_t api_key,
+                                              int16_t api_version, struct evbuffer *in,
+                                              struct evbuffer *out);
 
 #endif

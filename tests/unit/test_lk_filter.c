@@ -329,9 +329,12 @@ test_chain_new(void)
     cl.proto = LK_PROTO_HTTP | LK_PROTO_PULSAR;
     ok(lk_flt_chain_new(&cl, NULL, err, sizeof(err)) == 0 && cl.nfilters >= 1, "default chain");
     size_t n = 0;
-    while (lk_flt_default_chain[n] != NULL)
-        n++;
-    ok(cl.nfilters == n, "every default filter applies to Pulsar (%zu of %zu)", cl.nfilters, n);
+    for (size_t i = 0; lk_flt_default_chain[i] != NULL; i++) {
+        const char *name = lk_flt_default_chain[i];
+        n += (lk_flt_find(name, strlen(name))->protos & cl.proto) != 0;
+    }
+    ok(n >= 4 && cl.nfilters == n, "the default chain's HTTP and Pulsar filters (%zu of %zu)",
+       cl.nfilters, n);
     for (size_t i = 0; i < cl.nfilters && i < n; i++)
         ok(strcmp(cl.filters[i].ops->name, lk_flt_default_chain[i]) == 0, "default order: %s",
            lk_flt_default_chain[i]);
@@ -348,6 +351,12 @@ test_chain_new(void)
     cl.proto = LK_PROTO_KAFKA;
     ok(lk_flt_chain_new(&cl, "location", err, sizeof(err)) == -1 &&
        strstr(err, "does not apply") != NULL, "a filter for another protocol is refused (%s)", err);
+    ok(lk_flt_chain_new(&cl, NULL, err, sizeof(err)) == 0 && cl.nfilters == 1 &&
+       strcmp(cl.filters[0].ops->name, "kafka") == 0, "a Kafka cluster's default chain: kafka alone");
+    lk_flt_chain_free(&cl);
+    cl.proto = LK_PROTO_HTTP | LK_PROTO_PULSAR;
+    ok(lk_flt_chain_new(&cl, "kafka", err, sizeof(err)) == -1 && strstr(err, "does not apply") != NULL,
+       "kafka refused on a Pulsar cluster (%s)", err);
     ok(lk_flt_find("location", 8) != NULL && lk_flt_find("locatio", 7) == NULL, "lk_flt_find");
 }
 

@@ -1,0 +1,84 @@
+/*
+ * kafka: rewrites every broker endpoint a Kafka response hands out (CONTRACT
+ * §4: Metadata, FindCoordinator, DescribeCluster, the Produce and Fetch
+ * NodeEndpoints, ShareFetch and ShareAcknowledge) into the selected
+ * listener's address of the broker with that node id, and clamps
+ * ApiVersions to the versions the codec can rewrite.  Matching is by node
+ * id, never by host.  A node id the map lacks gets its address from
+ * broker.pattern; without one its endpoint is left as the broker sent it,
+ * and that is logged as a warning every time: an internal address reached
+ * the client.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lk_filter.h"
+#include "lk_kafka_codec.h"
+#include "lk_log.h"
+#include "lk_xchg.h"
+
+struct ep_arg {
+    struct lk_flt *f;
+    struct lk_xchg *x;
+    char host[256]; /* an address made from broker.pattern */
+};
+
+static enum lk_kafka_ep
+endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    struct ep_arg *a = arg;
+    const struct lk_cluster *cl = a->x->cluster;
+    const struct lk_broker *b = lk_cluster_find_node(cl, node_id);
+
+    if (b != NULL) {
+        const struct lk_listener *l = lk_xchg_listener(a->x, b);
+        const struct lk_url *u = l != NULL ? lk_kafka_addr(l) : NULL;
+        if (u == NULL)
+            return LK_KAFKA_EP_UNKNOWN;
+        *host = lk_str_c(u->host);
+        *port = u->port;
+        return LK_KAFKA_EP_REWRITE;
+    }
+    uint16_t p;
+    if (cl->pattern != NULL &&
+        lk_kafka_pattern_expand(cl->pattern, node_id, a->host, sizeof(a->host), &p) == 0) {
+        *host = lk_str_c(a->host);
+        *port = p;
+        return LK_KAFKA_EP_REWRITE;
+    }
+    return LK_KAFKA_EP_UNKNOWN;
+}
+
+static enum lk_flt_verdict
+kafka_response(struct lk_flt *f, struct lk_xchg *x, int16_t api_key, int16_t api_version,
+               struct evbuffer *in, struct evbuffer *out)
+{
+    struct ep_arg a = {.f = f, .x = x};
+    struct lk_kafka_rewrite rw = {.endpoint = endpoint, .arg = &a,
+                                  .drop_unknown_api = x->cluster->unknown_api == LK_UNKNOWN_API_DROP};
+    size_t len = evbuffer_get_length(in);
+    const uint8_t *frame = evbuffer_pullup(in, -1);
+
+    enum lk_kafka_rw r = lk_kafka_rewrite_response(frame, len, api_key, api_version, &rw, out);
+    if (r == LK_KAFKA_RW_MALFORMED)
+        lk_log(LK_WARN, x->conn, "%s: api %d v%d response does not decode; passed through unchanged",
+               f->id, api_key, api_version);
+    if (rw.unknown != 0)
+        lk_log(LK_WARN, x->conn,
+               "%s: api %d v%d response names %u node(s) the map lacks and broker.pattern does not "
+               "cover; their internal addresses reached the client",
+               f->id, api_key, api_version, rw.unknown);
+    x->rewrites += rw.changed;
+    if (r == LK_KAFKA_RW_REWRITTEN)
+        evbuffer_drain(in, len);
+    else
+        evbuffer_add_buffer(out, in);
+    return LK_FLT_CONTINUE;
+}
+
+const struct lk_flt_ops lk_flt_kafka = {
+    .name = "kafka",
+    .protos = LK_PROTO_KAFKA,
+    .attach = lk_flt_attach_if_listener,
+    .kafka_response = kafka_response,
+};

@@ -1,0 +1,401 @@
+/*
+ * The Kafka protocol module (KIP-103 at the edge).  A client connection is
+ * paired with one connection to one broker's inter.broker.listener.name
+ * address (ApiVersions answers hold for the connection they came on, so
+ * never more than one): the broker its bound address names, or for a
+ * bootstrap address any healthy broker.
+ *
+ * Requests are never parsed past their fixed prefix (size, api_key,
+ * api_version, correlation_id: KAFKA-21160): each frame is forwarded as it
+ * arrives, and (correlation id, api key, version) is queued.  Responses come
+ * back in request order; each is matched to its request by correlation id
+ * (entries skipped over got no reply: Produce with acks=0), and is forwarded
+ * as it arrives unless the filters may rewrite it (lk_kafka_may_rewrite),
+ * in which case the whole frame is held, rewritten and its size fixed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "lk_conn.h"
+#include "lk_kafka_codec.h"
+#include "lk_log.h"
+#include "lk_xchg.h"
+
+/* Unread input above which the other side stops being read. */
+#define LK_KAFKA_HIGH (256 * 1024)
+
+struct kreq {
+    int32_t corr;
+    int16_t key, version;
+};
+
+struct kconn {
+    struct lk_conn *c;
+    const struct lk_cluster *cluster;
+    const struct lk_broker *broker;
+    struct lk_upstream *up;
+    int connected;
+    int any_broker;      /* a bootstrap address: any broker will do */
+    unsigned connects;   /* brokers tried */
+    struct lk_kafka_reader rq, rs; /* request and response frames */
+    /* requests sent, awaiting their response: a ring */
+    struct kreq *q;
+    size_t qhead, qlen, qcap;
+    /* the response under way, when the filters may change it: held whole */
+    struct kreq cur;
+    struct evbuffer *held; /* made when first needed */
+    int holding;
+    int dead;
+};
+
+static void client_read(struct bufferevent *bev, void *arg);
+static void client_write(struct bufferevent *bev, void *arg);
+static void client_event(struct bufferevent *bev, short what, void *arg);
+static void up_read(struct bufferevent *bev, void *arg);
+static void up_write(struct bufferevent *bev, void *arg);
+static void up_event(struct bufferevent *bev, short what, void *arg);
+
+static void
+kconn_close(struct kconn *k, const char *why)
+{
+    if (k->dead)
+        return;
+    k->dead = 1;
+    if (why != NULL)
+        lk_log(LK_INFO, k->c, "%s", why);
+    lk_conn_close_later(k->c);
+}
+
+static void
+kconn_cleanup(void *arg)
+{
+    struct kconn *k = arg;
+
+    lk_upstream_free(k->up);
+    k->up = NULL;
+    free(k->q);
+    if (k->held != NULL)
+        evbuffer_free(k->held);
+}
+
+/*
+ * The next piece of the frame stream in: the count of bytes at its start
+ * that are one piece (a whole prefix, or body bytes), for the caller to
+ * move; *ev tells what the piece was.  Prefix bytes are fed to the reader
+ * as they come (a bad size field is seen after its 4 bytes) but left in
+ * the buffer until the prefix is complete, so that the caller decides
+ * where the frame goes before any of it moves.  Returns 0 to wait for
+ * more, or -1 on a bad size field.
+ */
+static ssize_t
+next_piece(struct lk_kafka_reader *r, struct evbuffer *in, int *ev)
+{
+    size_t avail = evbuffer_get_length(in), used = 0;
+    uint8_t p[LK_KAFKA_REQ_PREFIX];
+
+    *ev = 0;
+    if (lk_kafka_reader_in_body(r)) {
+        size_t want = lk_kafka_reader_want(r), n = avail < want ? avail : want;
+        if (n == 0)
+            return 0;
+        *ev = lk_kafka_reader_feed(r, NULL, n, &used);
+        return (ssize_t)used;
+    }
+    size_t have = r->have, upto = avail < r->prefix_len ? avail : r->prefix_len;
+    if (upto <= have)
+        return 0;
+    evbuffer_copyout(in, p, upto);
+    *ev = lk_kafka_reader_feed(r, p + have, upto - have, &used);
+    if (*ev < 0)
+        return -1;
+    return (*ev & LK_KAFKA_RD_PREFIX) ? (ssize_t)r->prefix_len : 0;
+}
+
+/* Requests awaiting a response, at most: clients keep a handful in flight
+ * (max.in.flight.requests.per.connection, 5 by default), but Produce with
+ * acks=0 is never answered, so its entries only go when a later response
+ * passes them.  Past this many the oldest is forgotten; should its answer
+ * come after all, it matches nothing and the connection closes. */
+#define LK_KAFKA_MAX_PENDING 4096
+
+static void
+queue_push(struct kconn *k, int32_t corr, int16_t key, int16_t version)
+{
+    if (k->qlen == LK_KAFKA_MAX_PENDING) {
+        k->qhead = (k->qhead + 1) % k->qcap;
+        k->qlen--;
+    }
+    if (k->qlen == k->qcap) {
+        size_t ncap = k->qcap != 0 ? k->qcap * 2 : 16;
+        struct kreq *nq = lk_xmalloc(ncap * sizeof(*nq));
+        for (size_t i = 0; i < k->qlen; i++)
+            nq[i] = k->q[(k->qhead + i) % k->qcap];
+        free(k->q);
+        k->q = nq;
+        k->qcap = ncap;
+        k->qhead = 0;
+    }
+    k->q[(k->qhead + k->qlen) % k->qcap] = (struct kreq){corr, key, version};
+    k->qlen++;
+}
+
+/* The request a response with correlation id corr answers; the requests
+ * queued before it got none (acks=0).  0, or -1 when nothing matches. */
+static int
+queue_match(struct kconn *k, int32_t corr, struct kreq *out)
+{
+    for (size_t i = 0; i < k->qlen; i++) {
+        const struct kreq *r = &k->q[(k->qhead + i) % k->qcap];
+        if (r->corr == corr) {
+            *out = *r;
+            k->qhead = (k->qhead + i + 1) % k->qcap;
+            k->qlen -= i + 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Client to broker: forwards frames as they come, reading only each one's
+ * prefix.  Before the broker is connected, input waits. */
+static void
+pump_requests(struct kconn *k)
+{
+    struct evbuffer *in = bufferevent_get_input(k->c->bev);
+
+    if (k->dead)
+        return;
+    if (!k->connected) { /* input waits, up to a point */
+        if (evbuffer_get_length(in) > LK_KAFKA_HIGH)
+            lk_io_disable(&k->c->io, EV_READ);
+        return;
+    }
+    struct evbuffer *out = bufferevent_get_output(k->up->bev);
+    for (;;) {
+        int ev;
+        ssize_t n = next_piece(&k->rq, in, &ev);
+        if (n < 0) {
+            char why[128];
+            snprintf(why, sizeof(why), "request frame of %d bytes (%s); closing", k->rq.prefix.size,
+                     k->rq.prefix.size < 8 ? "shorter than its header" : "over max_frame_bytes");
+            kconn_close(k, why);
+            return;
+        }
+        if (n == 0)
+            break;
+        if (ev & LK_KAFKA_RD_PREFIX)
+            queue_push(k, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
+                       k->rq.prefix.api_version);
+        evbuffer_remove_buffer(in, out, (size_t)n);
+    }
+    /* Backpressure: a broker that reads slowly stops the client. */
+    if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
+        lk_io_disable(&k->c->io, EV_READ);
+    else
+        lk_io_enable(&k->c->io, EV_READ);
+}
+
+/* A held response is whole: through the filters to the client. */
+static void
+filter_response(struct kconn *k, struct evbuffer *out)
+{
+    struct lk_xchg x;
+
+    memset(&x, 0, sizeof(x));
+    lk_pool_init(&x.pool);
+    x.conn = k->c;
+    x.conf = k->c->conf;
+    x.cluster = k->cluster;
+    x.broker = k->broker;
+    x.listener_name = k->cluster->lookup_listener;
+    x.client_tls = k->c->tls;
+    lk_flt_attach_all(&x);
+    lk_flt_run_kafka_response(&x, k->cur.key, k->cur.version, k->held, out);
+    lk_flt_detach_all(&x);
+    lk_pool_free(&x.pool);
+    evbuffer_drain(k->held, evbuffer_get_length(k->held));
+}
+
+/* Broker to client: each response frame is matched to its request, and
+ * streamed, or held whole when the filters may change it. */
+static void
+pump_responses(struct kconn *k)
+{
+    struct evbuffer *in = bufferevent_get_input(k->up->bev);
+    struct evbuffer *out = bufferevent_get_output(k->c->bev);
+
+    while (!k->dead) {
+        int ev;
+        ssize_t n = next_piece(&k->rs, in, &ev);
+        if (n < 0) {
+            kconn_close(k, "broker sent a response frame of impossible size; closing");
+            return;
+        }
+        if (n == 0)
+            break;
+        if (ev & LK_KAFKA_RD_PREFIX) {
+            int32_t corr = k->rs.prefix.correlation_id;
+            if (queue_match(k, corr, &k->cur) != 0) {
+                char why[128];
+                snprintf(why, sizeof(why),
+                         "broker answered correlation id %d, which no request has; closing", corr);
+                kconn_close(k, why);
+                return;
+            }
+            k->holding = k->cluster->nfilters != 0 &&
+                         lk_kafka_response_wanted(k->cur.key, k->cur.version);
+            if (k->holding && k->held == NULL)
+                k->held = evbuffer_new();
+        }
+        evbuffer_remove_buffer(in, k->holding ? k->held : out, (size_t)n);
+        if ((ev & LK_KAFKA_RD_END) && k->holding) {
+            filter_response(k, out);
+            k->holding = 0;
+        }
+    }
+    if (k->dead)
+        return;
+    if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
+        lk_io_disable(&k->up->io, EV_READ);
+    else
+        lk_io_enable(&k->up->io, EV_READ);
+}
+
+static void
+get_upstream(struct kconn *k);
+
+static void
+up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
+{
+    struct kconn *k = arg;
+
+    if (ev != LK_UP_CONNECTED) {
+        /* A bootstrap connection may go to another broker (nothing was sent). */
+        if (k->any_broker && ++k->connects < k->cluster->nbrokers) {
+            const struct lk_broker *next = lk_pick_broker(k->c->rt, k->cluster);
+            if (next != NULL && next != k->broker && !k->c->closing) {
+                lk_upstream_free(k->up);
+                k->up = NULL;
+                k->broker = next;
+                get_upstream(k);
+                return;
+            }
+        }
+        char why[256];
+        snprintf(why, sizeof(why), "broker %s unreachable: %s; closing", k->broker->name,
+                 u->error != NULL ? u->error : "connect failed");
+        kconn_close(k, why);
+        return;
+    }
+    struct timeval idle = {k->c->conf->timeout_idle_ms / 1000,
+                           (k->c->conf->timeout_idle_ms % 1000) * 1000};
+    k->connected = 1;
+    bufferevent_setcb(u->bev, up_read, up_write, up_event, k);
+    lk_io_set_timeouts(&u->io, &idle, NULL);
+    lk_io_enable(&u->io, EV_READ | EV_WRITE);
+    k->c->action = "proxying";
+    pump_requests(k);
+}
+
+static void
+get_upstream(struct kconn *k)
+{
+    k->up = lk_upstream_get(k->c->w, k->broker, LK_SCHEME_KAFKA, k->c->tls, up_ready, k);
+    if (k->up == NULL)
+        kconn_close(k, "cannot set up a connection to the broker; closing");
+}
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+    pump_requests(arg);
+}
+
+static void
+client_write(struct bufferevent *bev, void *arg)
+{
+    struct kconn *k = arg;
+
+    if (k->connected)
+        pump_responses(k);
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct kconn *k = arg;
+
+    if (what & BEV_EVENT_TIMEOUT)
+        kconn_close(k, "idle client connection timed out");
+    else
+        kconn_close(k, NULL); /* EOF or reset: the client is done */
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+    pump_responses(arg);
+}
+
+static void
+up_write(struct bufferevent *bev, void *arg)
+{
+    pump_requests(arg);
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct kconn *k = arg;
+    char why[160];
+
+    snprintf(why, sizeof(why), "broker %s %s; closing", k->broker->name,
+             (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
+    kconn_close(k, why);
+}
+
+static uint32_t
+frame_cap(const struct lk_cluster *cl)
+{
+    return cl->max_frame_bytes > INT32_MAX ? INT32_MAX : (uint32_t)cl->max_frame_bytes;
+}
+
+static void
+start(struct lk_conn *c)
+{
+    struct kconn *k = lk_palloc(&c->pool, sizeof(*k));
+    struct timeval idle = {c->conf->timeout_idle_ms / 1000, (c->conf->timeout_idle_ms % 1000) * 1000};
+    const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
+
+    k->c = c;
+    c->proto = k;
+    lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
+    bufferevent_setcb(c->bev, client_read, client_write, client_event, k);
+    lk_io_set_timeouts(&c->io, &idle, NULL);
+    if (vh == NULL) {
+        kconn_close(k, c->sni != NULL ? "no Kafka broker on this address for that SNI name; closing"
+                                      : "no Kafka broker on this address without SNI; closing");
+        return;
+    }
+    k->cluster = vh->cluster;
+    lk_kafka_reader_init(&k->rq, LK_KAFKA_REQUEST, frame_cap(k->cluster));
+    lk_kafka_reader_init(&k->rs, LK_KAFKA_RESPONSE, frame_cap(k->cluster));
+    k->any_broker = vh->broker == NULL;
+    k->broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    if (k->broker == NULL) {
+        kconn_close(k, "the cluster has no brokers; closing");
+        return;
+    }
+    c->action = "connecting to the broker";
+    lk_io_enable(&c->io, EV_READ);
+    get_upstream(k);
+}
+
+const struct lk_proto_ops lk_proto_kafka = {
+    .proto = LK_PROTO_KAFKA,
+    .name = "kafka",
+    .start = start,
+};

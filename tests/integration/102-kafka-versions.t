@@ -1,0 +1,165 @@
+#!/usr/bin/perl
+# 102-kafka-versions.t: every version of every response that names brokers, through lookout
+# (issue 8 item 4), against the spec-encoded test broker: Metadata 0-13, FindCoordinator 0-6,
+# DescribeCluster 0-2, Produce 10-13 and Fetch 16-18 (NodeEndpoints). The broker advertises
+# names only it uses (internal-N.kafka.test); every answer that reaches the client through
+# lookout names lookout's addresses and never those. Unknown API keys and versions pass
+# through without closing the connection (KAFKA-21160).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::INET;
+use JSON::PP qw(decode_json);
+use Test::More;
+
+use Lookout;
+use KafkaMock;
+use KafkaTestBroker;
+
+my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
+my $dir = tmp_dir();
+my $top = repo_top();
+my $PROBE = "$top/tests/integration/bin/kafka-probe";
+my $TOPIC = 'lk-v';
+
+# Each node listens on a port of its own on 127.0.0.1 but advertises a name only it uses.
+my @nodes = map { { id => $_, host => "internal-$_.kafka.test", port => 0, bind => '127.0.0.1:0', rack => "r$_" } } 1 .. 3;
+my $tb = KafkaTestBroker->start(dir => $dir, nodes => \@nodes, topics => [ { name => $TOPIC, partitions => 3 } ],
+                                unknown => 'echo', api_versions => { 3 => [ 0, 15 ], 0 => [ 3, 14 ], 1 => [ 4, 19 ] });
+my @ext = map { free_port() } 1 .. 3;
+my $boot = free_port();
+my $brokers = join '', map {
+    "[broker k/$_]\nadvertised.listeners = INTERNAL://" . $tb->node($_)->{listen} . ",EXTERNAL://127.0.0.1:$ext[$_ - 1]\n\n"
+} 1 .. 3;
+my $lk = start_lookout(dir => $dir, conf => <<"EOF" . $brokers);
+[lookout]
+workers = 1
+
+[kafka k]
+inter.broker.listener.name = INTERNAL
+lookupListenerName = EXTERNAL
+listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
+bootstrap.servers = 127.0.0.1:$boot
+
+EOF
+ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));
+
+sub probe {
+    my (@args) = @_;
+    my $r = KafkaMock::run([ $PY, $PROBE, '--topic', $TOPIC, '--topic-id', $tb->topic($TOPIC)->{id},
+                             '--partitions', 3, @args ], timeout => 60);
+    return ($r, map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $r->{out});
+}
+
+my $internal = unpack('H*', 'internal-');
+my %ext_port = map { (unpack('H*', pack('n', $_)) => 1) } @ext;
+
+for my $case ([ 'Metadata', '0-13' ], [ 'FindCoordinator', '0-6' ], [ 'DescribeCluster', '0-2' ],
+              [ 'Produce', '10-13' ], [ 'Fetch', '16-18' ]) {
+    my ($api, $versions) = @$case;
+    subtest "$api $versions" => sub {
+        my ($r, @lines) = probe("127.0.0.1:$boot", "$api:$versions");
+        my ($lo, $hi) = split /-/, $versions;
+        is(scalar @lines, $hi - $lo + 1, 'one answer per version') or diag($r->{err});
+        for my $l (@lines) {
+            my $v = $l->{api_version};
+            ok(!$l->{closed} && defined $l->{response_hex}, "v$v answered") or next;
+            is($l->{response_correlation_id}, $l->{correlation_id}, "v$v: its own correlation id");
+            unlike($l->{response_hex}, qr/$internal/, "v$v: no internal host left");
+            like($l->{response_hex}, qr/7f000001|3132372e302e302e31/, "v$v: lookout's host in it");
+        }
+        # and the broker itself did advertise its own names
+        my ($d) = (probe($tb->bootstrap, "$api:$hi"))[1];
+        like($d->{response_hex} // '', qr/$internal/, "direct v$hi: the broker's names are there");
+    };
+}
+
+subtest 'unknown api keys, versions and headers pass through byte for byte' => sub {
+    # An api key nobody has, Metadata at a version past what lookout rewrites, and a
+    # "header v3" request (bytes after the prefix no version today has): each frame reaches
+    # the broker unchanged, the broker echoes it (unknown => echo), and the client gets the
+    # answer on the same connection (KAFKA-21160: never closed for being new).
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5)
+        or return fail("connect: $@");
+    my @frames = ([ 999, 0, 71, "\xff\xff" . 'opaque body' ], [ 3, 99, 72, "\x00\x02id\x00" . 'future' ],
+                  [ 18, 9, 73, "\x00\x00\x01\x02\x03" . 'header v3?' ]);
+    for my $f (@frames) {
+        my ($key, $ver, $corr, $rest) = @$f;
+        my $payload = pack('nnN', $key, $ver, $corr) . $rest;
+        syswrite($s, pack('N', length $payload) . $payload);
+        local $SIG{ALRM} = sub { die "timeout\n" };
+        alarm 10;
+        my $buf = '';
+        eval {
+            while (length($buf) < 4 || length($buf) < 4 + unpack('N', $buf)) {
+                my $n = sysread($s, my $chunk, 65536);
+                last unless $n;
+                $buf .= $chunk;
+            }
+        };
+        alarm 0;
+        my ($size, $rcorr) = length($buf) >= 8 ? unpack('NN', $buf) : (0, -1);
+        if ($key == 18) {
+            # ApiVersions the broker cannot read: its error-35 answer, passed through
+            is($rcorr, $corr, "ApiVersions v$ver: answered on the same connection");
+            next;
+        }
+        is($rcorr, $corr, "api $key v$ver: the answer to correlation id $corr");
+        is(substr($buf, 8), $rest, "api $key v$ver: the bytes after the prefix arrived unchanged");
+    }
+    my @seen = grep { ($_->{correlation_id} // 0) >= 71 } $tb->requests;
+    is_deeply([ map { [ $_->{api_key}, $_->{api_version}, $_->{correlation_id} ] } @seen ],
+              [ map { [ @$_[0 .. 2] ] } @frames ], 'the broker got all three as sent');
+    close $s;
+};
+
+subtest 'ApiVersions: what lookout cannot rewrite is clamped, the rest kept' => sub {
+    # The broker advertises Metadata 0-15, Produce 3-14 and Fetch 4-19; through lookout the
+    # maxima become 13, 13 and 18 (what it rewrites), and nothing else changes.
+    for my $v (0 .. 2) {
+        my ($direct) = (probe($tb->bootstrap, "ApiVersions:$v"))[1];
+        my ($r, $via) = probe("127.0.0.1:$boot", "ApiVersions:$v");
+        my %d = api_versions($direct->{response_hex} // '');
+        my %l = api_versions($via->{response_hex} // '');
+        is_deeply([ @{ $d{3} // [] }, @{ $d{0} // [] }, @{ $d{1} // [] } ], [ 0, 15, 3, 14, 4, 19 ],
+                  "v$v direct: Metadata 0-15, Produce 3-14, Fetch 4-19");
+        is_deeply([ @{ $l{3} // [] }, @{ $l{0} // [] }, @{ $l{1} // [] } ], [ 0, 13, 3, 13, 4, 18 ],
+                  "v$v through lookout: 0-13, 3-13, 4-18");
+        delete @d{0, 1, 3};
+        delete @l{0, 1, 3};
+        is_deeply(\%l, \%d, "v$v: every other api as the broker said");
+    }
+};
+
+subtest 'Produce with acks=0 gets no answer; the next request still gets its own' => sub {
+    my ($r, @lines) = probe('--acks', 0, "127.0.0.1:$boot", 'Produce:9', 'Metadata:12', 'Produce:9', 'Metadata:1');
+    is(scalar @lines, 4, 'four requests') or diag($r->{err});
+    is_deeply([ map { defined $_->{response_hex} ? 1 : 0 } @lines ], [ 0, 1, 0, 1 ],
+              'answers to the Metadata requests only');
+    is_deeply([ map { $_->{response_correlation_id} // 'none' } grep { defined $_->{response_hex} } @lines ],
+              [ map { $_->{correlation_id} } grep { defined $_->{response_hex} } @lines ],
+              '... each with its own correlation id');
+};
+
+# The (api_key => [min, max]) of a v0-2 ApiVersions response (hex, without its size field):
+# correlation id, error code, int32 count, then key, min, max as int16.
+sub api_versions {
+    my $b = pack('H*', $_[0]);
+    return () if length($b) < 10;
+    my ($corr, $err, $n) = unpack('NnN', $b);
+    my %v;
+    for my $i (0 .. $n - 1) {
+        my ($k, $lo, $hi) = unpack('nnn', substr($b, 10 + 6 * $i, 6));
+        $v{$k} = [ $lo, $hi ];
+    }
+    return %v;
+}
+
+ok($lk->alive, 'lookout still running');
+$lk->stop;
+$tb->stop;
+done_testing();
