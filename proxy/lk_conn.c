@@ -1276,6 +1276,10 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, enum lk_scheme s
                     inet_pton(AF_INET6, u->addr->host, &a6) == 1;
         if (!is_ip)
             SSL_set_tlsext_host_name(ssl, u->addr->host);
+        if (scheme == LK_SCHEME_HTTP) {
+            static const unsigned char h11[] = "\x08http/1.1";
+            SSL_set_alpn_protos(ssl, h11, sizeof(h11) - 1);
+        }
         if (conf->upstream_verify) {
             X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
             if (is_ip)
@@ -1389,8 +1393,9 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
             const struct lk_bind *b = conf->binds[k];
             if (proto_for(b->proto) == NULL) {
                 if (i == 0)
-                    lk_log(LK_WARN, NULL, "%s: the %s protocol is not served yet; not listening",
-                           b->text, b->proto == LK_PROTO_PULSAR ? "Pulsar binary" : "Kafka");
+                    lk_log(LK_WARN, NULL,
+                           "%s: the Pulsar binary protocol is not served yet; not listening",
+                           b->text);
                 continue;
             }
             evutil_socket_t fd = bind_socket(b, conf->listen_backlog, err, errlen);

@@ -186,9 +186,18 @@ pump_requests(struct kconn *k)
         }
         if (n == 0)
             break;
-        if (ev & LK_KAFKA_RD_PREFIX)
+        if (ev & LK_KAFKA_RD_PREFIX) {
+            if (k->cluster->unknown_api == LK_UNKNOWN_API_DROP &&
+                !lk_kafka_api_known(k->rq.prefix.api_key)) {
+                char why[128];
+                snprintf(why, sizeof(why), "request with api key %d, unknown (unknown_api = drop); closing",
+                         k->rq.prefix.api_key);
+                kconn_close(k, why);
+                return;
+            }
             queue_push(k, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
                        k->rq.prefix.api_version);
+        }
         evbuffer_remove_buffer(in, out, (size_t)n);
     }
     /* Backpressure: a broker that reads slowly stops the client. */

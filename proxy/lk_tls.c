@@ -360,9 +360,7 @@ client_ctx_new(const struct lk_conf *conf, char *err, size_t errlen)
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     }
-    static const unsigned char h11[] = "\x08http/1.1";
-    SSL_CTX_set_alpn_protos(ctx, h11, sizeof(h11) - 1);
-    return ctx;
+    return ctx; /* ALPN is per connection: lk_upstream_get offers http/1.1 to HTTP brokers */
 }
 
 static int
@@ -376,8 +374,9 @@ needs_tls(const struct lk_conf *conf, int server)
     }
     for (size_t i = 0; i < conf->nbrokers; i++) {
         const struct lk_listener *l = conf->brokers[i]->internal;
-        if (l != NULL && l->addr[LK_SCHEME_HTTPS] != NULL)
-            return 1;
+        for (int sc = 0; l != NULL && sc < LK_SCHEME__COUNT; sc++)
+            if (l->addr[sc] != NULL && lk_scheme_is_tls((enum lk_scheme)sc))
+                return 1;
     }
     return 0;
 }

@@ -159,6 +159,27 @@ sub api_versions {
     return %v;
 }
 
+subtest 'unknown_api = drop closes a connection that sends an unknown api key' => sub {
+    my $boot2 = free_port();
+    (my $conf2 = slurp($lk->conf)) =~ s/^bootstrap\.servers = .*$/bootstrap.servers = 127.0.0.1:$boot2\nunknown_api = drop/m;
+    $conf2 =~ s/EXTERNAL:\/\/127\.0\.0\.1:(\d+)/'EXTERNAL:\/\/127.0.0.1:' . free_port()/ge;
+    my $lk2 = start_lookout(dir => $dir, name => 'drop', conf => $conf2);
+    ok($lk2->started, 'a lookout with unknown_api = drop') or return diag($lk2->log);
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot2, Proto => 'tcp', Timeout => 5)
+        or return fail("connect: $@");
+    my $payload = pack('nnN', 999, 0, 81) . "\xff\xff";
+    syswrite($s, pack('N', length $payload) . $payload);
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 10;
+    my $n = eval { sysread($s, my $buf, 64) };
+    alarm 0;
+    is($n, 0, 'closed, no answer');
+    like($lk2->log, qr/api key 999, unknown \(unknown_api = drop\)/, 'logged');
+    my ($r, $l) = probe("127.0.0.1:$boot2", 'Metadata:12');
+    ok($l && defined $l->{response_hex}, 'known apis still served');
+    $lk2->stop;
+};
+
 ok($lk->alive, 'lookout still running');
 $lk->stop;
 $tb->stop;
