@@ -41,14 +41,17 @@ EOF
 ok($lk->started, 'lookout with workers = 2 started') or BAIL_OUT('lookout did not start');
 my $pid = $lk->pid;
 
-# CPU ticks (utime + stime) of each thread of PID.
+# How much each thread of PID has run: its CPU ticks (utime + stime, 10 ms each) plus its
+# voluntary context switches. A worker that served a few requests may spend under one
+# tick, but it woke from epoll_wait to do it; an idle worker sleeps there untouched.
 sub thread_ticks {
     my %t;
     for my $task (glob "/proc/$pid/task/*") {
         my $st = slurp("$task/stat") // next;
         $st =~ s/^.*\) //s;    # the comm field may hold spaces
         my @f = split ' ', $st;
-        $t{ $task =~ s{.*/}{}r } = $f[11] + $f[12];    # fields 14 and 15 of stat
+        my $sw = (slurp("$task/status") // '') =~ /^voluntary_ctxt_switches:\s+(\d+)/m ? $1 : 0;
+        $t{ $task =~ s{.*/}{}r } = $f[11] + $f[12] + $sw;    # fields 14 and 15 of stat
     }
     return \%t;
 }
