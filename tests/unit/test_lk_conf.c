@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lk_conf.h"
+#include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
 #include "lk_test.h"
@@ -1840,6 +1841,30 @@ test_kafka_basic(void)
     lk_conf_unref(c);
 }
 
+/* A broker reached over SSL gets TLS from lookout: the runtime builds the
+ * client TLS context for kafka+ssl internal addresses, as for https. */
+static void
+test_kafka_tls_upstream(void)
+{
+    struct lk_conf *c = LOAD("[kafka k]", "inter.broker.listener.name = INTERNAL",
+                             "lookupListenerName = EXTERNAL",
+                             "listener.security.protocol.map = INTERNAL:SSL,EXTERNAL:PLAINTEXT",
+                             "[broker k/1]",
+                             "advertised.listeners = INTERNAL://10.0.0.1:9093,EXTERNAL://127.0.0.2:9092");
+    char msg[512] = "";
+
+    if (ok(c != NULL, "loads (%s)", err)) {
+        const struct lk_url *up = lk_broker_upstream(c->brokers[0], LK_SCHEME_KAFKA, 0);
+        ok(up != NULL && up->scheme == LK_SCHEME_KAFKA_SSL && up->port == 9093,
+           "the upstream of a plaintext client is the SSL internal address");
+        struct lk_runtime *rt = lk_runtime_new(c, msg, sizeof(msg));
+        ok(rt != NULL && rt->client_ctx != NULL, "a client TLS context for it (%s)", msg);
+        ok(rt != NULL && rt->nserver_ctx == 0, "no server context: nothing terminates TLS");
+        lk_runtime_free(rt);
+    }
+    lk_conf_unref(c);
+}
+
 static void
 test_kafka_keys(void)
 {
@@ -2625,6 +2650,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/reference", test_reference},
     {"conf/refcount", test_refcount},
     {"conf/kafka_basic", test_kafka_basic},
+    {"conf/kafka_tls_upstream", test_kafka_tls_upstream},
     {"conf/kafka_keys", test_kafka_keys},
     {"conf/kafka_errors", test_kafka_errors},
     {"conf/kafka_binds", test_kafka_binds},
