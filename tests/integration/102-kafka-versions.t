@@ -13,6 +13,8 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use IO::Socket::INET;
+use POSIX ();
+use Socket ();
 use JSON::PP qw(decode_json);
 use Test::More;
 
@@ -178,6 +180,93 @@ subtest 'unknown_api = drop closes a connection that sends an unknown api key' =
     my ($r, $l) = probe("127.0.0.1:$boot2", 'Metadata:12');
     ok($l && defined $l->{response_hex}, 'known apis still served');
     $lk2->stop;
+};
+
+subtest 'a request one byte at a time, and 50 connections of garbage at once' => sub {
+    # Metadata v0 for every topic, client id "x", written a byte per write.
+    my $payload = pack('nnN', 3, 0, 91) . pack('n', 1) . 'x' . pack('N', 0);
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5)
+        or return fail("connect: $@");
+    $s->setsockopt(Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1);
+    for my $byte (split //, pack('N', length $payload) . $payload) {
+        syswrite($s, $byte);
+        select(undef, undef, undef, 0.002);
+    }
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 10;
+    my $buf = '';
+    eval { while (length($buf) < 8) { sysread($s, my $c, 65536) or last; $buf .= $c } };
+    alarm 0;
+    is(length($buf) >= 8 ? unpack('N', substr($buf, 4, 4)) : -1, 91, 'answered, to its correlation id');
+    close $s;
+    my @g;
+    for my $i (1 .. 50) {
+        my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5) or next;
+        syswrite($c, join '', map { chr(($i * 31 + $_ * 7) % 256) } 1 .. 64);
+        push @g, $c;
+    }
+    is(scalar @g, 50, '50 garbage connections made');
+    my $closed = 0;
+    for my $c (@g) {
+        alarm 10;
+        my $n = eval { sysread($c, my $x, 4096) };
+        alarm 0;
+        $closed++ if defined $n && $n == 0;
+    }
+    is($closed, 50, 'each closed by lookout (a size field out of range)');
+    my ($r, $l) = probe("127.0.0.1:$boot", 'Metadata:12');
+    ok($l && defined $l->{response_hex}, 'others still served');
+};
+
+subtest 'a broker that answers what nobody asked, or a frame of impossible size' => sub {
+    for my $case ([ 'unknown correlation id', sub { pack('NN', 8, 4242) . pack('N', 0) } ],
+                  [ 'negative size', sub { pack('N', 0xfffffff0) . pack('N', $_[0]) } ]) {
+        my $srv = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 5, ReuseAddr => 1)
+            or return fail("listen: $@");
+        my $bp = $srv->sockport;
+        my $child = fork // die "fork: $!";
+        if ($child == 0) {    # the broker: reads one request, answers with the bad frame
+            $SIG{ALRM} = sub { POSIX::_exit(0) };
+            alarm 15;
+            # (start_lookout's port probe opens a connection that sends nothing)
+            while (my $a = $srv->accept) {
+                my $hdr = '';
+                while (length($hdr) < 12) { sysread($a, $hdr, 12 - length($hdr), length($hdr)) or last }
+                next if length($hdr) < 12;
+                syswrite($a, $case->[1]->(unpack('N', substr($hdr, 8, 4))));
+                sleep 5;
+                POSIX::_exit(0);
+            }
+            POSIX::_exit(0);
+        }
+        my $f = free_port();
+        my $lk3 = start_lookout(dir => $dir, name => 'bad' . $bp, conf => <<"EOF");
+[lookout]
+workers = 1
+
+[kafka k]
+inter.broker.listener.name = INTERNAL
+lookupListenerName = EXTERNAL
+listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
+
+[broker k/1]
+advertised.listeners = INTERNAL://127.0.0.1:$bp,EXTERNAL://127.0.0.1:$f
+EOF
+        ok($lk3->started, "$case->[0]: lookout started") or next;
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $f, Proto => 'tcp', Timeout => 5);
+        my $payload = pack('nnN', 3, 0, 17) . pack('n', 1) . 'x' . pack('N', 0);
+        syswrite($s, pack('N', length $payload) . $payload);
+        local $SIG{ALRM} = sub { die "timeout\n" };
+        alarm 10;
+        my $n = eval { sysread($s, my $x, 4096) };
+        alarm 0;
+        is($n, 0, "$case->[0]: the client connection closes, nothing passed on");
+        like($lk3->log, qr/correlation id 4242, which no request has|impossible size/, "$case->[0]: logged");
+        ok($lk3->alive, "$case->[0]: lookout still running");
+        $lk3->stop;
+        kill 'TERM', $child;
+        waitpid $child, 0;
+    }
 };
 
 ok($lk->alive, 'lookout still running');
