@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lk_conn.h"
+#include "lk_dyn.h"
 #include "lk_filter.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
@@ -20,7 +22,6 @@
 struct ep_arg {
     struct lk_flt *f;
     struct lk_xchg *x;
-    char host[256]; /* an address made from broker.pattern */
 };
 
 static enum lk_kafka_ep
@@ -40,9 +41,14 @@ endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
         return LK_KAFKA_EP_REWRITE;
     }
     uint16_t p;
-    if (cl->pattern != NULL &&
-        lk_kafka_pattern_expand(cl->pattern, node_id, a->host, sizeof(a->host), &p) == 0) {
-        *host = lk_str_c(a->host);
+    char h[256];
+    if (cl->pattern != NULL && lk_kafka_pattern_expand(cl->pattern, node_id, h, sizeof(h), &p) == 0) {
+        /* Where the node is: lookout serves the pattern's address for it
+         * from now on (bound before this response leaves). */
+        if (a->x->conn != NULL && a->x->broker != NULL)
+            lk_dyn_learn_node(a->x->conn->w, cl, a->x->broker, node_id, *host, *port);
+        /* The codec keeps every endpoint's bytes until it is done. */
+        *host = lk_str_c(lk_pstrndup(&a->x->pool, h, strlen(h)));
         *port = p;
         return LK_KAFKA_EP_REWRITE;
     }

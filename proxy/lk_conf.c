@@ -1662,6 +1662,32 @@ bind_port(const struct lk_bind *b)
  * port.  Vhosts sharing (address, port) share one bind, which must agree on
  * TLS and protocol and must be able to tell its vhosts apart.
  */
+/* A socket address for ip (canonical text, of family) and port, without
+ * vhosts; NULL if getaddrinfo will not make one. */
+static struct lk_bind *
+bind_new(const char *ip, int family, uint16_t port, unsigned proto, int tls)
+{
+    struct addrinfo hints = {0}, *ai;
+    char ps[8], text[INET6_ADDRSTRLEN + 8];
+    struct lk_bind *b;
+
+    snprintf(ps, sizeof(ps), "%u", (unsigned)port);
+    snprintf(text, sizeof(text), family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, (unsigned)port);
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+    if (getaddrinfo(ip, ps, &hints, &ai) != 0 || ai == NULL)
+        return NULL;
+    b = lk_xcalloc(1, sizeof(*b));
+    memcpy(&b->addr, ai->ai_addr, ai->ai_addrlen);
+    b->addrlen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    b->text = lk_xstrdup(text);
+    b->proto = proto;
+    b->tls = tls;
+    return b;
+}
+
 static int
 add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
           const struct lk_kafka_pattern *pattern, const struct lk_url *u, int line)
@@ -1674,7 +1700,7 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
                           .broker = br,
                           .pattern = pattern,
                           .line = line};
-    char ip[INET6_ADDRSTRLEN], text[INET6_ADDRSTRLEN + 8], port[8];
+    char ip[INET6_ADDRSTRLEN], text[INET6_ADDRSTRLEN + 8];
     unsigned proto = scheme_proto(u->scheme);
     int tls = lk_scheme_is_tls(u->scheme), family;
     struct lk_bind *b = NULL;
@@ -1716,21 +1742,8 @@ add_vhost(struct loader *ld, struct lk_cluster *cl, const struct lk_broker *br,
                             "each)",
                             text);
     } else {
-        struct addrinfo hints = {0}, *ai;
-
-        snprintf(port, sizeof(port), "%u", (unsigned)u->port);
-        hints.ai_family = family;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-        if (getaddrinfo(ip, port, &hints, &ai) != 0 || ai == NULL)
+        if ((b = bind_new(ip, family, u->port, proto, tls)) == NULL)
             return report(ld, line, NULL, NULL, "cannot make a socket address of %s", text);
-        b = lk_xcalloc(1, sizeof(*b));
-        memcpy(&b->addr, ai->ai_addr, ai->ai_addrlen);
-        b->addrlen = ai->ai_addrlen;
-        freeaddrinfo(ai);
-        b->text = lk_xstrdup(text);
-        b->proto = proto;
-        b->tls = tls;
         c->binds = lk_xrealloc(c->binds, (c->nbinds + 1) * sizeof(*c->binds));
         c->binds[c->nbinds++] = b;
 
@@ -2111,21 +2124,11 @@ conf_free(struct lk_conf *c)
         free(cl);
     }
     free(c->clusters);
-    for (i = 0; i < c->nbrokers; i++) {
-        free(c->brokers[i]->name);
-        free(c->brokers[i]->id);
-        free(c->brokers[i]->registration);
-        lk_listeners_free(c->brokers[i]->listeners, c->brokers[i]->nlisteners);
-        free(c->brokers[i]);
-    }
+    for (i = 0; i < c->nbrokers; i++)
+        lk_broker_free(c->brokers[i]);
     free(c->brokers);
-    for (i = 0; i < c->nbinds; i++) {
-        for (j = 0; j < c->binds[i]->nvhosts; j++)
-            free(c->binds[i]->vhosts[j].host);
-        free(c->binds[i]->vhosts);
-        free(c->binds[i]->text);
-        free(c->binds[i]);
-    }
+    for (i = 0; i < c->nbinds; i++)
+        lk_bind_free(c->binds[i]);
     free(c->binds);
     for (i = 0; i < c->ncerts; i++) {
         free(c->certs[i].cert_file);
@@ -2329,6 +2332,105 @@ lk_cluster_find_node(const struct lk_cluster *cl, int32_t node_id)
         if (cl->brokers[i]->node_id == node_id && node_id >= 0)
             return cl->brokers[i];
     return NULL;
+}
+
+void
+lk_broker_free(struct lk_broker *b)
+{
+    if (b == NULL)
+        return;
+    free(b->name);
+    free(b->id);
+    free(b->registration);
+    lk_listeners_free(b->listeners, b->nlisteners);
+    free(b);
+}
+
+void
+lk_bind_free(struct lk_bind *b)
+{
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < b->nvhosts; i++)
+        free(b->vhosts[i].host);
+    free(b->vhosts);
+    free(b->text);
+    free(b);
+}
+
+struct lk_broker *
+lk_kafka_node_new(const struct lk_cluster *cl, int32_t node_id, struct lk_str host, int32_t port,
+                  enum lk_scheme scheme, size_t index, char *err, size_t errlen)
+{
+    char text[300];
+    struct lk_url u;
+    struct lk_broker *b;
+    int n;
+
+    if (node_id < 0 || port <= 0 || port > 65535 || host.len == 0 || host.len > 253) {
+        snprintf(err, errlen, "node %ld at '%.*s' port %ld is not an address", (long)node_id,
+                 (int)(host.len > 253 ? 253 : host.len), host.p, (long)port);
+        return NULL;
+    }
+    n = snprintf(text, sizeof(text),
+                 memchr(host.p, ':', host.len) != NULL && host.p[0] != '[' ? "[%.*s]:%ld"
+                                                                           : "%.*s:%ld",
+                 (int)host.len, host.p, (long)port);
+    if (lk_kafka_addr_parse(text, (size_t)n, scheme, &u, err, errlen) != 0)
+        return NULL;
+    b = lk_xcalloc(1, sizeof(*b));
+    b->id = lk_xmalloc(16);
+    snprintf(b->id, 16, "%ld", (long)node_id);
+    b->name = lk_xmalloc(strlen(cl->name) + 16);
+    sprintf(b->name, "%s/%ld", cl->name, (long)node_id);
+    b->node_id = node_id;
+    b->index = index;
+    b->cluster = (struct lk_cluster *)cl;
+    b->listeners = lk_xcalloc(1, sizeof(*b->listeners));
+    b->nlisteners = 1;
+    b->listeners[0].name = lk_xstrdup(cl->internal_listener != NULL ? cl->internal_listener : "");
+    b->listeners[0].addr[scheme] = lk_xmalloc(sizeof(u));
+    *b->listeners[0].addr[scheme] = u;
+    b->internal = &b->listeners[0];
+    b->line = cl->pattern != NULL ? cl->pattern->line : cl->line;
+    return b;
+}
+
+struct lk_bind *
+lk_kafka_pattern_bind(const struct lk_cluster *cl, int32_t node_id, char *err, size_t errlen)
+{
+    const struct lk_kafka_pattern *pt = cl->pattern;
+    char host[256], ip[INET6_ADDRSTRLEN];
+    struct lk_bind *b;
+    uint16_t port;
+    int family;
+
+    if (pt == NULL || !pt->port_has_id ||
+        lk_kafka_pattern_expand(pt, node_id, host, sizeof(host), &port) != 0) {
+        snprintf(err, errlen, "node %ld has no port under broker.pattern %s", (long)node_id,
+                 pt != NULL ? pt->text : "(none)");
+        return NULL;
+    }
+    /* Where add_vhost would bind it: the host when it is an IP literal,
+     * else the cluster's bind address. */
+    if ((pt->host_has_id || parse_ip(host, ip, sizeof(ip), &family) != 0) &&
+        parse_ip(cl->bind, ip, sizeof(ip), &family) != 0) {
+        snprintf(err, errlen, "bad bind address '%s'", cl->bind);
+        return NULL;
+    }
+    if ((b = bind_new(ip, family, port, LK_PROTO_KAFKA, lk_scheme_is_tls(pt->scheme))) == NULL) {
+        snprintf(err, errlen, "cannot make a socket address of %s port %u", ip, (unsigned)port);
+        return NULL;
+    }
+    b->vhosts = lk_xcalloc(1, sizeof(*b->vhosts));
+    b->nvhosts = 1;
+    b->vhosts[0] = (struct lk_vhost){.host = lk_xstrdup(host),
+                                     .port = port,
+                                     .scheme = pt->scheme,
+                                     .cluster = cl,
+                                     .pattern = pt,
+                                     .line = pt->line};
+    return b;
 }
 
 const struct lk_broker *

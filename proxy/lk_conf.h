@@ -424,4 +424,29 @@ int lk_kafka_pattern_match(const struct lk_kafka_pattern *p, struct lk_str host,
 /* The broker of Kafka cluster cl with that node id, or NULL. */
 const struct lk_broker *lk_cluster_find_node(const struct lk_cluster *cl, int32_t node_id);
 
+/*
+ * A broker of Kafka cluster cl that the map lacks, learned at run time: node
+ * node_id at host:port (its inter-broker listener's address, as the brokers
+ * name it), reached with scheme (kafka or kafka+ssl).  It has that one
+ * listener, which is its internal one, and no lookup listener: its clients
+ * get the address broker.pattern gives it.  index is what the runtime's
+ * per-broker tables use for it.  NULL with a message when host:port is not
+ * an address.  lk_broker_free releases it.
+ */
+struct lk_broker *lk_kafka_node_new(const struct lk_cluster *cl, int32_t node_id,
+                                    struct lk_str host, int32_t port, enum lk_scheme scheme,
+                                    size_t index, char *err, size_t errlen);
+void lk_broker_free(struct lk_broker *b);
+/*
+ * The socket for node node_id under cl's broker.pattern when that gives
+ * each node a port ($(BASE+nodeId)): on the pattern's host when it is an IP
+ * literal, else on the cluster's bind address, with one vhost (the node's
+ * address under the pattern; broker NULL, pattern set).  NULL with a
+ * message when the node has no port under the pattern.  lk_bind_free
+ * releases it.
+ */
+struct lk_bind *lk_kafka_pattern_bind(const struct lk_cluster *cl, int32_t node_id, char *err,
+                                      size_t errlen);
+void lk_bind_free(struct lk_bind *b);
+
 #endif

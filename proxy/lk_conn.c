@@ -24,6 +24,7 @@
 #include <openssl/x509v3.h>
 
 #include "lk_conn.h"
+#include "lk_dyn.h"
 #include "lk_location.h"
 #include "lk_log.h"
 
@@ -1018,18 +1019,26 @@ split_host(struct lk_str h, struct lk_str *host, unsigned *port)
     return *port > 65535 ? -1 : 0;
 }
 
-/* The vhost named by h (a port, when given, must match too); NULL if none. */
+/* The vhost named by h (a port, when given, must match too); NULL if none.
+ * A Kafka broker.pattern's vhost takes the names the pattern spells, after
+ * every vhost named outright. */
 static const struct lk_vhost *
 find_vhost(const struct lk_bind *b, struct lk_str h)
 {
     struct lk_str host;
     unsigned port;
+    int32_t id;
 
     if (split_host(h, &host, &port) != 0)
         return NULL;
     for (size_t i = 0; i < b->nvhosts; i++)
         if (lk_str_eqi(lk_str_c(b->vhosts[i].host), host) &&
             (port == 0 || port == b->vhosts[i].port))
+            return &b->vhosts[i];
+    for (size_t i = 0; i < b->nvhosts; i++)
+        if (b->vhosts[i].pattern != NULL &&
+            lk_kafka_pattern_match(b->vhosts[i].pattern, host,
+                                   port != 0 ? (uint16_t)port : b->vhosts[i].port, &id))
             return &b->vhosts[i];
     return NULL;
 }
@@ -1342,12 +1351,78 @@ fail:
     return -1;
 }
 
+/* Listens on b on worker w, ls being what the callbacks get. */
+static struct evconnlistener *
+listen_on(struct lk_worker *w, const struct lk_bind *b, struct lk_listen *ls, char *err,
+          size_t errlen)
+{
+    evutil_socket_t fd = bind_socket(b, w->rt->conf->listen_backlog, err, errlen);
+    struct evconnlistener *l;
+
+    if (fd < 0)
+        return NULL;
+    ls->w = w;
+    ls->b = b;
+    l = evconnlistener_new(w->base, accept_cb, ls, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                           0, fd);
+    if (l == NULL) {
+        close(fd);
+        snprintf(err, errlen, "cannot listen on %s", b->text);
+        return NULL;
+    }
+    evconnlistener_set_error_cb(l, accept_error_cb);
+    return l;
+}
+
+/* Listens on the binds added at run time that w does not have yet.  Only
+ * the worker that added them logs a failure; the others would repeat it. */
+static void
+sync_binds(struct lk_worker *w, int log_errors)
+{
+    const struct lk_bind *nb[16];
+    size_t n;
+
+    while ((n = lk_dyn_binds(w->rt, w->ndyn_listen, nb, 16)) != 0) {
+        for (size_t i = 0; i < n; i++) {
+            struct lk_dyn_listen *d = lk_xcalloc(1, sizeof(*d));
+            char err[256];
+
+            d->l = listen_on(w, nb[i], &d->ls, err, sizeof(err));
+            if (d->l == NULL && log_errors)
+                lk_log(LK_ERR, NULL, "%s; the node it was bound for is not served", err);
+            else if (d->l != NULL && log_errors)
+                lk_log(LK_INFO, NULL, "listening on %s (%skafka, for %s)", nb[i]->text,
+                       nb[i]->tls ? "TLS, " : "", nb[i]->vhosts[0].host);
+            d->next = w->dyn_listen;
+            w->dyn_listen = d;
+        }
+        w->ndyn_listen += n;
+    }
+}
+
+void
+lk_workers_binds_changed(struct lk_worker *w)
+{
+    sync_binds(w, 1);
+    for (int i = 0; i < nworkers; i++)
+        if (&workers[i] != w && write(workers[i].stop_pipe[1], "b", 1) != 1)
+            lk_log(LK_ERR, NULL, "cannot reach worker %d: %s", i, strerror(errno));
+}
+
+/* A byte from another thread: 's' stops the loop, 'b' takes new binds. */
 static void
 stop_cb(evutil_socket_t fd, short what, void *arg)
 {
-    char byte;
-    if (read(fd, &byte, 1) == 1)
-        event_base_loopbreak(arg);
+    struct lk_worker *w = arg;
+    char bytes[64];
+    ssize_t n = read(fd, bytes, sizeof(bytes));
+
+    for (ssize_t i = 0; i < n; i++) {
+        if (bytes[i] == 'b')
+            sync_binds(w, 0);
+        else
+            event_base_loopbreak(w->base);
+    }
 }
 
 int
@@ -1382,12 +1457,12 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
                                              EVDNS_BASE_DISABLE_WHEN_INACTIVE);
         if (w->dns == NULL) /* no resolv.conf: IP literals still work */
             w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-        w->idle = lk_xcalloc(conf->nbrokers * 2 + 1, sizeof(*w->idle));
+        w->idle = lk_xcalloc(conf->nbrokers * 2 + 2, sizeof(*w->idle));
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
         w->tls_out = lk_xmalloc(LK_TLS_RECORD);
-        w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w->base);
+        w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w);
         event_add(w->stop_ev, NULL);
         for (size_t k = 0; k < conf->nbinds; k++) {
             const struct lk_bind *b = conf->binds[k];
@@ -1398,20 +1473,9 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
                            b->text);
                 continue;
             }
-            evutil_socket_t fd = bind_socket(b, conf->listen_backlog, err, errlen);
-            if (fd < 0)
+            struct evconnlistener *l = listen_on(w, b, &w->listen[w->nlisteners], err, errlen);
+            if (l == NULL)
                 goto fail;
-            struct evconnlistener *l = evconnlistener_new(
-                w->base, accept_cb, &w->listen[w->nlisteners],
-                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-            if (l == NULL) {
-                close(fd);
-                snprintf(err, errlen, "cannot listen on %s", b->text);
-                goto fail;
-            }
-            evconnlistener_set_error_cb(l, accept_error_cb);
-            w->listen[w->nlisteners].w = w;
-            w->listen[w->nlisteners].b = b;
             w->listeners[w->nlisteners++] = l;
             if (i == 0)
                 lk_log(LK_INFO, NULL, "listening on %s (%s%s)", b->text, b->tls ? "TLS, " : "",
@@ -1467,9 +1531,16 @@ lk_workers_free(void)
         struct lk_worker *w = &workers[i];
         for (size_t k = 0; k < w->nlisteners; k++)
             evconnlistener_free(w->listeners[k]);
+        while (w->dyn_listen != NULL) {
+            struct lk_dyn_listen *d = w->dyn_listen;
+            w->dyn_listen = d->next;
+            if (d->l != NULL)
+                evconnlistener_free(d->l);
+            free(d);
+        }
         while (w->conns != NULL)
             lk_conn_close(w->conns);
-        for (size_t b = 0; b < w->rt->conf->nbrokers * 2; b++)
+        for (size_t b = 0; b < w->rt->conf->nbrokers * 2 + 2; b++)
             while (w->idle[b].head != NULL) {
                 struct lk_upstream *u = w->idle[b].head;
                 idle_remove(u);

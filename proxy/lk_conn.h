@@ -46,6 +46,7 @@ struct lk_runtime {
     struct lk_ticket_keys *tickets;  /* session ticket keys (lk_tls.c); NULL: no tickets */
     struct lk_broker_health *health; /* by broker index */
     unsigned *rr;                    /* round-robin cursor by cluster index (atomic) */
+    struct lk_dyn *dyn;              /* what the map gains at run time (lk_dyn.h) */
 };
 
 /* Builds the runtime (TLS contexts) for conf.  NULL with err on failure. */
@@ -66,6 +67,13 @@ struct lk_worker;
 struct lk_listen {
     struct lk_worker *w;
     const struct lk_bind *b;
+};
+
+/* One bound for a bind added at run time (lk_dyn_binds). */
+struct lk_dyn_listen {
+    struct lk_listen ls;
+    struct evconnlistener *l; /* NULL: the bind failed */
+    struct lk_dyn_listen *next;
 };
 
 /*
@@ -123,7 +131,11 @@ struct lk_worker {
     struct evconnlistener **listeners;
     struct lk_listen *listen; /* what each listener's callbacks get */
     size_t nlisteners;
-    struct lk_idle_list *idle; /* by broker index * 2 + TLS */
+    struct lk_dyn_listen *dyn_listen; /* binds added at run time, newest first */
+    size_t ndyn_listen;               /* how many of lk_dyn_binds' it has taken */
+    /* by broker index * 2 + TLS; index nbrokers is every broker learned at
+     * run time (lk_dyn.h), which no protocol pools */
+    struct lk_idle_list *idle;
     struct lk_io *flushq;   /* outputs written to in this loop iteration */
     char *tls_out;          /* LK_TLS_RECORD bytes: a TLS record's worth of output, gathered */
     struct event *flush_ev; /* writes them out */
@@ -196,6 +208,9 @@ void lk_workers_run(void);
 struct event_base *lk_workers_main_base(void);
 /* Asks every worker to stop (from any thread). */
 void lk_workers_stop(void);
+/* Binds were added at run time (lk_dyn_binds): w, the calling worker,
+ * listens on them at once, and the others are told to. */
+void lk_workers_binds_changed(struct lk_worker *w);
 void lk_workers_free(void);
 
 /* Enables or disables reading (EV_READ) and writing (EV_WRITE: upstream

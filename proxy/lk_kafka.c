@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "lk_conn.h"
+#include "lk_dyn.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
 #include "lk_xchg.h"
@@ -302,6 +303,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     struct timeval idle = {k->c->conf->timeout_idle_ms / 1000,
                            (k->c->conf->timeout_idle_ms % 1000) * 1000};
     k->connected = 1;
+    lk_log(LK_DEBUG, k->c, "to broker %s at %s", k->broker->name, u->addr->hostport);
     bufferevent_setcb(u->bev, up_read, up_write, up_event, k);
     lk_io_set_timeouts(&u->io, &idle, NULL);
     lk_io_enable(&u->io, EV_READ | EV_WRITE);
@@ -372,6 +374,39 @@ frame_cap(const struct lk_cluster *cl)
     return cl->max_frame_bytes > INT32_MAX ? INT32_MAX : (uint32_t)cl->max_frame_bytes;
 }
 
+/*
+ * A broker.pattern address: the node id is in the SNI name or the bound
+ * port, and the node is one the map lacks, learned from a broker's
+ * response (lk_dyn.h), or a known one whose own address follows the
+ * pattern.  0, or -1 having closed.
+ */
+static int
+pattern_broker(struct kconn *k, const struct lk_vhost *vh)
+{
+    struct lk_conn *c = k->c;
+    int32_t id;
+    char why[256];
+
+    if (!(c->sni != NULL && lk_kafka_pattern_match(vh->pattern, lk_str_c(c->sni), vh->port, &id)) &&
+        !lk_kafka_pattern_match(vh->pattern, lk_str_c(vh->host), vh->port, &id)) {
+        kconn_close(k, "broker.pattern address reached without a TLS SNI name that names a node; "
+                       "closing");
+        return -1;
+    }
+    k->broker = lk_cluster_find_node(k->cluster, id);
+    if (k->broker == NULL)
+        k->broker = lk_dyn_find_node(c->rt, k->cluster, id);
+    if (k->broker == NULL) {
+        snprintf(why, sizeof(why),
+                 "node %ld (broker.pattern) has not been named by any broker yet, so lookout does "
+                 "not know where it is; closing",
+                 (long)id);
+        kconn_close(k, why);
+        return -1;
+    }
+    return 0;
+}
+
 static void
 start(struct lk_conn *c)
 {
@@ -392,8 +427,13 @@ start(struct lk_conn *c)
     k->cluster = vh->cluster;
     lk_kafka_reader_init(&k->rq, LK_KAFKA_REQUEST, frame_cap(k->cluster));
     lk_kafka_reader_init(&k->rs, LK_KAFKA_RESPONSE, frame_cap(k->cluster));
-    k->any_broker = vh->broker == NULL;
-    k->broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    if (vh->pattern != NULL) {
+        if (pattern_broker(k, vh) != 0)
+            return;
+    } else {
+        k->any_broker = vh->broker == NULL;
+        k->broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    }
     if (k->broker == NULL) {
         kconn_close(k, "the cluster has no brokers; closing");
         return;

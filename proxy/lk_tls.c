@@ -22,6 +22,7 @@
 #include <event2/bufferevent_ssl.h>
 
 #include "lk_conn.h"
+#include "lk_dyn.h"
 #include "lk_log.h"
 
 static void
@@ -400,6 +401,7 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
     rt->conf = lk_conf_ref(conf);
     rt->health = lk_xcalloc(conf->nbrokers + 1, sizeof(*rt->health));
     rt->rr = lk_xcalloc(conf->nclusters + 1, sizeof(*rt->rr));
+    rt->dyn = lk_dyn_new();
     if (needs_tls(conf, 1)) {
         if (conf->ncerts == 0) {
             for (size_t i = 0; i < conf->nbinds; i++)
@@ -447,6 +449,7 @@ lk_runtime_free(struct lk_runtime *rt)
     SSL_CTX_free(rt->client_ctx);
     free(rt->health);
     free(rt->rr);
+    lk_dyn_free(rt->dyn);
     lk_conf_unref(rt->conf);
     free(rt);
 }

@@ -360,6 +360,87 @@ test_chain_new(void)
     ok(lk_flt_find("location", 8) != NULL && lk_flt_find("locatio", 7) == NULL, "lk_flt_find");
 }
 
+/* A Metadata v1 response (size field first) naming nodes at (host, port). */
+static size_t
+metadata_v1(uint8_t *buf, const int32_t *ids, const char *const *hosts, const int32_t *ports,
+            size_t n)
+{
+    size_t k = 4;
+#define P32(v) (buf[k] = (uint8_t)((uint32_t)(v) >> 24), buf[k + 1] = (uint8_t)((uint32_t)(v) >> 16), \
+                buf[k + 2] = (uint8_t)((uint32_t)(v) >> 8), buf[k + 3] = (uint8_t)(v), k += 4)
+    P32(7); /* correlation id */
+    P32(n);
+    for (size_t i = 0; i < n; i++) {
+        size_t hl = strlen(hosts[i]);
+        P32(ids[i]);
+        buf[k++] = (uint8_t)(hl >> 8);
+        buf[k++] = (uint8_t)hl;
+        memcpy(buf + k, hosts[i], hl);
+        k += hl;
+        P32(ports[i]);
+        buf[k++] = 0xff; /* rack: null */
+        buf[k++] = 0xff;
+    }
+    P32(1); /* controller id */
+    P32(0); /* no topics */
+    size_t len = k;
+    k = 0;
+    P32(len - 4);
+#undef P32
+    return len;
+}
+
+/* The kafka filter: a node the map has gets its lookup address, and every
+ * node it lacks its own broker.pattern address, each from bytes of its own
+ * (one shared buffer would hand every node the last one's address). */
+static void
+test_kafka_pattern(void)
+{
+    static const char text[] =
+        "[kafka k]\n"
+        "inter.broker.listener.name = INTERNAL\n"
+        "lookupListenerName = EXTERNAL\n"
+        "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+        "bootstrap.servers = 127.0.0.1:29092\n"
+        "broker.pattern = b$(nodeId).k.example:$(30000+nodeId)\n"
+        "[broker k/1]\n"
+        "advertised.listeners = INTERNAL://10.0.0.1:9092,EXTERNAL://127.0.0.1:29093\n";
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("kafka.conf", text, strlen(text), err, sizeof(err));
+    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
+    if (conf == NULL)
+        return;
+    static const int32_t ids[] = {1, 2, 3, 9};
+    static const char *const in_hosts[] = {"10.0.0.1", "10.0.0.2", "10.0.0.3", "b9.internal"};
+    static const int32_t in_ports[] = {9092, 9092, 9092, 9092};
+    static const char *const out_hosts[] = {"127.0.0.1", "b2.k.example", "b3.k.example", "b9.k.example"};
+    static const int32_t out_ports[] = {29093, 30002, 30003, 30009};
+    uint8_t frame[512], want[512];
+    size_t flen = metadata_v1(frame, ids, in_hosts, in_ports, 4);
+    size_t wlen = metadata_v1(want, ids, out_hosts, out_ports, 4);
+    struct lk_xchg x;
+    memset(&x, 0, sizeof(x));
+    lk_pool_init(&x.pool);
+    x.conf = conf;
+    x.cluster = conf->clusters[0];
+    x.listener_name = x.cluster->lookup_listener;
+    lk_flt_attach_all(&x);
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    evbuffer_add(in, frame, flen);
+    lk_flt_run_kafka_response(&x, 3, 1, in, out);
+    size_t olen = evbuffer_get_length(out);
+    ok(olen == wlen && memcmp(evbuffer_pullup(out, -1), want, wlen) == 0,
+       "nodes 1, 2, 3 and 9 at 127.0.0.1:29093, b2.k.example:30002, b3.k.example:30003 and "
+       "b9.k.example:30009 (%zu bytes, want %zu)",
+       olen, wlen);
+    ok(x.rewrites == 4, "four endpoints rewritten (%u)", (unsigned)x.rewrites);
+    evbuffer_free(in);
+    evbuffer_free(out);
+    lk_flt_detach_all(&x);
+    lk_pool_free(&x.pool);
+    lk_conf_unref(conf);
+}
+
 const struct lk_test_case lk_test_filter[] = {
     {"filter/order_and_bodies", test_order_and_bodies},
     {"filter/observe", test_observe},
@@ -367,5 +448,6 @@ const struct lk_test_case lk_test_filter[] = {
     {"filter/cap", test_cap},
     {"filter/reply_and_attach", test_reply_and_attach},
     {"filter/chain_new", test_chain_new},
+    {"filter/kafka_pattern", test_kafka_pattern},
     {NULL, NULL},
 };
