@@ -62,6 +62,9 @@
 #define DEFAULT_PULSAR_MAX_FRAME_BYTES (5u * 1024 * 1024 + 64 * 1024)
 /* Kafka's socket.request.max.bytes default, 100 MiB. */
 #define DEFAULT_KAFKA_MAX_FRAME_BYTES (100u * 1024 * 1024)
+/* Kafka's own connections.max.idle.ms: brokers close idle connections
+ * after 10 minutes, and clients after 9; lookout never closes first. */
+#define DEFAULT_KAFKA_IDLE_MS (10u * 60 * 1000)
 /* A broker registration is a few hundred bytes; ZooKeeper's znode limit is
  * 1 MiB (jute.maxbuffer). */
 #define MAX_REGISTRATION_BYTES (1024u * 1024)
@@ -86,7 +89,7 @@ static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
     "broker.pattern",             "unknown_api",        "filters",
-    NULL};
+    "timeout.idle",               NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
 static const char *const kafka_broker_keys[] = {"advertised.listeners", "registration", NULL};
 /* clang-format on */
@@ -920,6 +923,7 @@ load_kafka(struct loader *ld, struct lk_conf_section *s)
         return -1;
     cl->proto = LK_PROTO_KAFKA;
     cl->max_frame_bytes = DEFAULT_KAFKA_MAX_FRAME_BYTES;
+    cl->idle_ms = DEFAULT_KAFKA_IDLE_MS;
     cl->unknown_api = LK_UNKNOWN_API_PASS;
 
     if ((ie = take(s, "inter.broker.listener.name")) != NULL) {
@@ -954,6 +958,8 @@ load_kafka(struct loader *ld, struct lk_conf_section *s)
         return -1;
     if ((e = take(s, "max_frame_bytes")) != NULL &&
         size_key(ld, s, e, 1, &cl->max_frame_bytes) != 0)
+        return -1;
+    if ((e = take(s, "timeout.idle")) != NULL && duration_key(ld, s, e, &cl->idle_ms) != 0)
         return -1;
     if ((e = take(s, "unknown_api")) != NULL) {
         if ((v = parse_enum(e->value, unknown_api_names)) < 0)
@@ -2595,11 +2601,15 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
 {
     const struct lk_kafka_pattern *pt = cl->pattern;
 
+    unsigned idle = cl->idle_ms;
+    const char *unit = idle % 60000 == 0 ? "m" : idle % 1000 == 0 ? "s" : "ms";
+
+    idle /= unit[0] == 'm' && unit[1] == '\0' ? 60000 : unit[0] == 's' ? 1000 : 1;
     fprintf(out,
             "cluster %s (kafka): inter.broker.listener.name '%s', lookup listener '%s', "
-            "unknown_api %s, max_frame_bytes %zu, filters ",
+            "unknown_api %s, max_frame_bytes %zu, timeout.idle %u%s, filters ",
             cl->name, cl->internal_listener, cl->lookup_listener,
-            unknown_api_names[cl->unknown_api], cl->max_frame_bytes);
+            unknown_api_names[cl->unknown_api], cl->max_frame_bytes, idle, unit);
     for (size_t i = 0; i < cl->nfilters; i++)
         fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);
     fprintf(out, "%s\n", cl->nfilters == 0 ? "(none)" : "");

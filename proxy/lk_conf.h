@@ -159,6 +159,7 @@ struct lk_cluster {
     unsigned follow_max_hops;      /* follow.max_hops, default 5 */
     size_t follow_replay_bytes;    /* follow.replay_bytes, default 5m */
     size_t max_frame_bytes;        /* binary protocols */
+    unsigned idle_ms;              /* Kafka: timeout.idle, both sides, default 10m */
     int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
     enum lk_upstream_tls upstream_tls; /* default match */
     /* Kafka: the bootstrap.servers entry points on lookout, each of the

@@ -52,6 +52,14 @@ struct kconn {
     int dead;
 };
 
+/* timeout.idle of the cluster's: Kafka clients keep connections for
+ * minutes between requests (connections.max.idle.ms). */
+static struct timeval
+idle_tv(const struct lk_cluster *cl)
+{
+    return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
+}
+
 static void client_read(struct bufferevent *bev, void *arg);
 static void client_write(struct bufferevent *bev, void *arg);
 static void client_event(struct bufferevent *bev, short what, void *arg);
@@ -300,8 +308,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
         kconn_close(k, why);
         return;
     }
-    struct timeval idle = {k->c->conf->timeout_idle_ms / 1000,
-                           (k->c->conf->timeout_idle_ms % 1000) * 1000};
+    struct timeval idle = idle_tv(k->cluster);
     k->connected = 1;
     lk_log(LK_DEBUG, k->c, "to broker %s at %s", k->broker->name, u->addr->hostport);
     bufferevent_setcb(u->bev, up_read, up_write, up_event, k);
@@ -411,8 +418,9 @@ static void
 start(struct lk_conn *c)
 {
     struct kconn *k = lk_palloc(&c->pool, sizeof(*k));
-    struct timeval idle = {c->conf->timeout_idle_ms / 1000, (c->conf->timeout_idle_ms % 1000) * 1000};
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
+    /* (vh NULL is closed at once below) */
+    struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
 
     k->c = c;
     c->proto = k;

@@ -13,8 +13,10 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use IO::Socket::INET;
+use IO::Socket::SSL qw(SSL_VERIFY_NONE $SSL_ERROR);
 use JSON::PP qw(decode_json);
 use Test::More;
+use Time::HiRes qw(time sleep);
 
 use Lookout;
 use KafkaMock;
@@ -52,6 +54,7 @@ my $lk = start_lookout(dir => $dir, name => 'ports', conf => <<"EOF");
 [lookout]
 workers = 2
 log_level = debug
+timeout.idle = 1s
 
 [kafka k]
 inter.broker.listener.name = INTERNAL
@@ -114,6 +117,31 @@ subtest 'a node no broker has named: its port is never bound' => sub {
     my $s = IO::Socket::INET->new(PeerAddr => $PIP, PeerPort => $base + 7, Proto => 'tcp', Timeout => 2);
     ok(!$s, 'node 7 has no socket');
 };
+# ApiVersions v0 on a raw connection: its answer's correlation id, or undef once closed.
+sub api_versions {
+    my ($s, $corr) = @_;
+    syswrite($s, pack('N n n N n', 10, 18, 0, $corr, 0xffff)) or return undef;
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 10;
+    my ($head, $body) = ('', '');
+    my $ok = eval {
+        sysread($s, $head, 4 - length $head, length $head) || die "eof\n" while length $head < 4;
+        my $n = unpack 'N', $head;
+        sysread($s, $body, $n - length $body, length $body) || die "eof\n" while length $body < $n;
+        1;
+    };
+    alarm 0;
+    return $ok ? unpack('N', $body) : undef;
+}
+
+subtest "Kafka connections idle for the cluster's timeout.idle, not [lookout]'s" => sub {
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5)
+        or return fail("connect: $@");
+    is(api_versions($s, 1), 1, 'answered');
+    sleep 2.5; # [lookout] timeout.idle = 1s is HTTP's; the Kafka default is 10m
+    is(api_versions($s, 2), 2, 'still open after 2.5 s idle');
+    close $s;
+};
 $lk->stop;
 
 subtest 'SSL: nodes the map lacks on one port, told apart by SNI' => sub {
@@ -133,6 +161,7 @@ listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL
 bootstrap.servers = 127.0.0.1:$sboot
 broker.pattern = b\$(nodeId).kafka.test:$port
 bind = 127.0.0.1
+timeout.idle = 1s
 
 [broker k/1]
 advertised.listeners = INTERNAL://$b1->{host}:$b1->{port},EXTERNAL://b1.kafka.test:$port
@@ -168,6 +197,15 @@ EOF
     ($j) = json_lines($r->{out});
     ok($j && $j->{closed}, 'a name the pattern does not spell: closed');
     like($lk2->log, qr/no Kafka broker on this address for that SNI name/, '... and logged');
+
+    my $s = IO::Socket::SSL->new(PeerAddr => '127.0.0.1', PeerPort => $sboot, SSL_hostname => 'kafka.test',
+                                 SSL_verify_mode => SSL_VERIFY_NONE, Timeout => 5)
+        or return fail("TLS connect: $SSL_ERROR");
+    my $t0 = time;
+    my $n = do { local $SIG{ALRM} = sub { die "timeout\n" }; alarm 10; my $r = eval { sysread($s, my $b, 16) }; alarm 0; $r };
+    is($n, 0, 'timeout.idle = 1s in [kafka k]: an idle connection is closed');
+    cmp_ok(time - $t0, '>=', 0.9, '... after about a second');
+    like($lk2->log, qr/idle client connection timed out/, '... and logged');
     $lk2->stop;
 };
 

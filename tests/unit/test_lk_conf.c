@@ -1998,6 +1998,9 @@ test_kafka_errors(void)
                "[kafka k]", "lookupListenerName = E", "max_frame_bytes = 1g");
     EXPECT_ERR("t.conf:3: [kafka k] unknown_api: 'close' is not pass or drop", "[kafka k]",
                "lookupListenerName = E", "unknown_api = close");
+    EXPECT_ERR("t.conf:3: [kafka k] timeout.idle: '0s' is not a duration (expected e.g. 250ms, "
+               "10s or 2m, above 0)",
+               "[kafka k]", "lookupListenerName = E", "timeout.idle = 0s");
     EXPECT_ERR("t.conf:2: [kafka x] cluster 'x' is already defined at line 1 ([pulsar x])",
                "[pulsar x]", "[kafka x]");
     EXPECT_ERR("t.conf:1: [kafka a/b] a cluster name cannot contain '/' (brokers are named "
@@ -2511,7 +2514,7 @@ test_kafka_dump(void)
     filter_names(c->clusters[0], f, sizeof(f));
     snprintf(want, sizeof(want),
              "cluster events (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
-             "'EXTERNAL', unknown_api pass, max_frame_bytes 104857600, filters %s\n"
+             "'EXTERNAL', unknown_api pass, max_frame_bytes 104857600, timeout.idle 10m, filters %s\n"
              "  bootstrap kafka.example.com:9093 (SSL: lookout terminates TLS) on bind "
              "0.0.0.0:9093\n"
              "  broker events/1: node 1\n"
@@ -2538,7 +2541,7 @@ test_kafka_dump(void)
     c = LOAD("[kafka k]", "lookupListenerName = EXTERNAL",
              "listener.security.protocol.map = INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL,REPL:PLAINTEXT",
              "inter.broker.listener.name = INTERNAL", "unknown_api = drop",
-             "broker.pattern = b$(nodeId).example.com:9093", "max_frame_bytes = 1m",
+             "broker.pattern = b$(nodeId).example.com:9093", "max_frame_bytes = 1m", "timeout.idle = 90s",
              "[broker k/1]",
              "advertised.listeners = INTERNAL://10.0.0.1:9094,EXTERNAL://b1.example.com:9093,"
              "REPL://10.0.0.1:9095");
@@ -2546,7 +2549,7 @@ test_kafka_dump(void)
         filter_names(c->clusters[0], f, sizeof(f));
         snprintf(want, sizeof(want),
                  "cluster k (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
-                 "'EXTERNAL', unknown_api drop, max_frame_bytes 1048576, filters %s\n"
+                 "'EXTERNAL', unknown_api drop, max_frame_bytes 1048576, timeout.idle 90s, filters %s\n"
                  "  pattern   b$(nodeId).example.com:9093 (SASL_SSL: lookout terminates TLS, SASL "
                  "passes through) for node ids not in the map on bind 0.0.0.0:9093\n"
                  "  broker k/1: node 1\n"
