@@ -7,6 +7,8 @@
 #     (/usr/bin/python3, bin/kafka-python-check) encodes requests and decodes every answer of
 #     every version it knows, to the last byte, and sees the configured node map; kcat
 #     (librdkafka) reads its ApiVersions v3 and Metadata and round-trips messages through it;
+#     both authenticate to it with SASL (PLAIN, SCRAM-SHA-256/512): kcat with SaslAuthenticate,
+#     kafka-python with bare tokens, and a wrong password is refused;
 #   - tshark's Kafka dissector decodes a loopback capture of kafka-probe against the test
 #     broker: for each version it knows, node ids, hosts and ports match the node map and
 #     nothing is malformed; versions it does not know are listed as notes.
@@ -300,6 +302,41 @@ subtest 'test broker: header tags, unknown APIs, bad frames' => sub {
     }
     $r = KafkaMock::run([ $PY, $PROBE, $tb->bootstrap, 'Metadata:1' ], timeout => 30);
     is($r->{exit}, 0, '... and the broker serves the next client');
+};
+
+subtest 'test broker: SASL, as kcat and kafka-python see it' => sub {
+    my $b = KafkaTestBroker->start(dir => $dir, unknown_tags => 'none', topics => [ { name => $TOPIC, partitions => 1 } ],
+                                   sasl => { mechanisms => [qw(PLAIN SCRAM-SHA-256 SCRAM-SHA-512)],
+                                             users => { alice => 'alice-secret' } });
+    my $r = KafkaMock::run([ $PY, $PROBE, $b->bootstrap, 'Metadata:1' ], timeout => 30);
+    ok($r->{out} =~ /"closed": true/, 'Metadata before authenticating: closed, as Kafka does');
+    for my $mech (qw(PLAIN SCRAM-SHA-256 SCRAM-SHA-512)) {
+        SKIP: {
+            skip 'kcat not found', 2 unless have('kcat');
+            my @kc = ('kcat', '-X', 'security.protocol=SASL_PLAINTEXT', '-X', "sasl.mechanisms=$mech",
+                      '-X', 'sasl.username=alice', '-b', $b->bootstrap, '-L');
+            $r = KafkaMock::run([ @kc, '-X', 'sasl.password=alice-secret', '-m', '10' ], timeout => 30);
+            is($r->{exit}, 0, "kcat (SaslAuthenticate), $mech: authenticated") or diag($r->{err});
+            $r = KafkaMock::run([ @kc, '-X', 'sasl.password=wrong', '-m', '1' ], timeout => 30);
+            like($r->{err}, qr/SASL authentication error: Authentication failed/, '... a wrong password: refused');
+        }
+        SKIP: {
+            skip 'no /usr/bin/python3 with kafka-python', 2 unless kafka_python();
+            for my $pw ('alice-secret', 'wrong') {
+                $r = KafkaMock::run([ '/usr/bin/python3', $PYCHECK, $b->bootstrap, '--auth', '--security-protocol',
+                                      'SASL_PLAINTEXT', '--sasl-mechanism', $mech, '--sasl-user', 'alice',
+                                      '--sasl-password', $pw ], timeout => 30);
+                my ($j) = json_lines($r->{out});
+                is($j && $j->{auth}{connected} ? 1 : 0, $pw eq 'wrong' ? 0 : 1,
+                   "kafka-python (bare tokens), $mech, " . ($pw eq 'wrong' ? 'a wrong password: refused' : 'authenticated'))
+                    or diag($r->{out} . $r->{err});
+            }
+        }
+    }
+    my @log = $b->requests;
+    ok((grep { ($_->{api} // '') eq 'SaslAuthenticate' && $_->{request_hex} && $_->{response_hex} } @log) &&
+       (grep { $_->{bare_token} && $_->{request_hex} } @log), '... logged with the bytes, framed and bare');
+    $b->stop;
 };
 
 subtest 'test broker: tshark decodes its answers' => sub {

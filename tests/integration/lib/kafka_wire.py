@@ -12,18 +12,23 @@ import struct
 # API keys the fixtures speak, with the first flexible version of each (request and response
 # use the same threshold). From each message's "flexibleVersions".
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 18, 60
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 API_NAMES = {PRODUCE: 'Produce', FETCH: 'Fetch', METADATA: 'Metadata',
              FIND_COORDINATOR: 'FindCoordinator', API_VERSIONS: 'ApiVersions',
-             DESCRIBE_CLUSTER: 'DescribeCluster'}
+             DESCRIBE_CLUSTER: 'DescribeCluster', SASL_HANDSHAKE: 'SaslHandshake',
+             SASL_AUTHENTICATE: 'SaslAuthenticate'}
+# SaslHandshake has no flexible version ("flexibleVersions": "none").
 FIRST_FLEXIBLE = {PRODUCE: 9, FETCH: 12, METADATA: 9, FIND_COORDINATOR: 3, API_VERSIONS: 3,
-                  DESCRIBE_CLUSTER: 0}
+                  DESCRIBE_CLUSTER: 0, SASL_AUTHENTICATE: 2}
 API_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 API_BY_NAME.update({'api_versions': API_VERSIONS, 'find_coordinator': FIND_COORDINATOR,
-                    'describe_cluster': DESCRIBE_CLUSTER})
+                    'describe_cluster': DESCRIBE_CLUSTER, 'sasl_handshake': SASL_HANDSHAKE,
+                    'sasl_authenticate': SASL_AUTHENTICATE})
 
 # Error codes (org.apache.kafka.common.protocol.Errors).
 NONE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 2, 3, 6
 COORDINATOR_NOT_AVAILABLE, UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID = 15, 35, 100
+UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
 MISMATCHED_ENDPOINT_TYPE = 114
 
 INT32_MIN = -2147483648
