@@ -11,6 +11,10 @@ curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
 # /usr/bin/python3), and tshark to decode the test broker's bytes
 # independently (tests/integration/100-kafka-fixtures.t).
 PKGS="$PKGS librdkafka-dev kcat python3-kafka tshark"
+# stunnel4 terminates TLS in front of the mock's brokers, so that lookout's TLS to
+# Kafka brokers is tested against a server nobody here wrote (104-kafka-tls.t);
+# util-linux's unshare gives kcat a private /etc/hosts for SNI names there.
+PKGS="$PKGS stunnel4 util-linux mount"
 # clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
 # CI) runs; LOOKOUT_FUZZ=no leaves them out.
 [ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"

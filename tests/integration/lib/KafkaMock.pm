@@ -120,6 +120,31 @@ sub run {
     return { exit => $? >> 8, out => slurp("$dir/out") // '', err => slurp("$dir/err") // '' };
 }
 
+# ---- raw clients ----------------------------------------------------------------------------
+
+# KafkaMock::frame(PAYLOAD): PAYLOAD behind its 4-byte size.
+sub frame { return pack('N', length $_[0]) . $_[0] }
+
+# KafkaMock::read_frame(SOCK, TIMEOUT): the payload of the next size-prefixed frame on SOCK (a
+# plain or an IO::Socket::SSL socket), or undef. In list context also how it ended: "frame",
+# "eof" (closed), "error" (reset) or "timeout". It never reads past the frame's end: what
+# follows stays in the socket for the next call.
+sub read_frame {
+    my ($s, $timeout) = @_;
+    my ($buf, $want) = ('', 4);
+    my $end = time + $timeout;
+    while (length $buf < $want) {
+        my $left = $end - time;
+        return wantarray ? (undef, 'timeout') : undef if $left <= 0;
+        next unless ($s->can('pending') && $s->pending) || IO::Select->new($s)->can_read($left);
+        my $n = sysread($s, $buf, $want - length $buf, length $buf);
+        return wantarray ? (undef, defined $n ? 'eof' : 'error') : undef unless $n;
+        $want = 4 + unpack('N', $buf) if $want == 4 && length $buf == 4;
+    }
+    my $payload = substr($buf, 4);
+    return wantarray ? ($payload, 'frame') : $payload;
+}
+
 # ---- process handling, shared with KafkaTestBroker -----------------------------------------
 
 # $class->_spawn(ARGV, DIR, NAME, TIMEOUT, ENV): fork+exec ARGV with stdin a pipe we hold,

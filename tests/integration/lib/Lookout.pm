@@ -40,7 +40,7 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
-                 lookout_error_problems);
+                 lookout_error_problems hosts_argv);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -614,6 +614,29 @@ sub parse_response {
         }
         return $r;
     }
+}
+
+# hosts_argv(DIR, {NAME => IP, ...}): an argv prefix that runs a client with those names
+# resolving to those addresses, for clients that take no resolve override (librdkafka):
+# util-linux's unshare gives the client a mount namespace of its own, in which a hosts file
+# written to DIR is bind-mounted over /etc/hosts (glibc reads it first: "hosts: files").
+# The machine's own /etc/hosts is never written, and nothing else sees the change. Needs
+# root, or unprivileged user namespaces (then the client runs as a mapped root). Returns
+# the prefix (an array ref), or (undef, why) when this machine cannot do it.
+sub hosts_argv {
+    my ($dir, $map) = @_;
+    my $file = spew("$dir/hosts", join('', map { "$map->{$_} $_\n" } sort keys %$map));
+    my @inner = ('sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', $file);
+    my ($name) = sort keys %$map;
+    my @tried;
+    for my $ns ([ 'unshare', '--mount' ], [ 'unshare', '--user', '--map-root-user', '--mount' ]) {
+        next if $ns->[1] eq '--mount' && $> != 0;
+        my @argv = (@$ns, @inner);
+        my $out = qx{@{[ join ' ', map { "'$_'" } @argv, 'getent', 'hosts', $name ]} 2>&1};
+        return [@argv] if $? == 0 && $out =~ /^\Q$map->{$name}\E\s+\Q$name\E\b/m;
+        push @tried, "@$ns: " . ($out =~ s/\s+$//r || "exit " . ($? >> 8));
+    }
+    return (undef, 'cannot give a client its own /etc/hosts (' . join('; ', @tried) . ')');
 }
 
 # ---- config and checks ---------------------------------------------------------------------
