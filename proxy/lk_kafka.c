@@ -12,6 +12,13 @@
  * (entries skipped over got no reply: Produce with acks=0), and is forwarded
  * as it arrives unless the filters may rewrite it (lk_kafka_may_rewrite),
  * in which case the whole frame is held, rewritten and its size fixed.
+ *
+ * SASL passes through.  SaslHandshake v1 and SaslAuthenticate are Kafka
+ * frames like any other.  After a SaslHandshake v0 (KIP-43's first form,
+ * which kafka-python 2.0.2 still sends) the tokens go bare, size-prefixed
+ * with no header, both ways, until the mechanism is done: the handshake's
+ * mechanism says after how many broker tokens (lk_kafka_sasl_bare_rounds),
+ * and both readers read bare tokens until then.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +56,14 @@ struct kconn {
     struct kreq cur;
     struct evbuffer *held; /* made when first needed */
     int holding;
+    /* a SaslHandshake v0 whose prefix was read (the reader's event, kept)
+     * waits in the input until it is whole, its prefix bytes not moved */
+    int handshake_wait;
+    /* SASL after a SaslHandshake v0: its mechanism's rounds, and once the
+     * broker has accepted it, the bare tokens the broker has still to
+     * send (0: Kafka frames both ways). */
+    int sasl_rounds;
+    int sasl_left;
     int dead;
 };
 
@@ -168,6 +183,61 @@ queue_match(struct kconn *k, int32_t corr, struct kreq *out)
     return -1;
 }
 
+static uint32_t
+frame_cap(const struct lk_cluster *cl)
+{
+    return cl->max_frame_bytes > INT32_MAX ? INT32_MAX : (uint32_t)cl->max_frame_bytes;
+}
+
+/* A SaslHandshake v0 request whose prefix was just read, whole in `in`
+ * (its prefix bytes still there): its mechanism must be one whose bare
+ * tokens can be followed.  0, or -1 when the connection was closed. */
+static int
+handshake_v0(struct kconn *k, struct evbuffer *in)
+{
+    size_t len = 4 + (size_t)k->rq.prefix.size;
+    const uint8_t *f = NULL;
+    struct lk_str mech;
+    char why[256], m[80];
+
+    if (len <= LK_KAFKA_SASL_HANDSHAKE_MAX && evbuffer_get_length(in) >= len)
+        f = evbuffer_pullup(in, (ev_ssize_t)len);
+    if (f == NULL || lk_kafka_sasl_mechanism(f, len, &mech) != 0) {
+        kconn_close(k, "malformed SaslHandshake v0 request; closing");
+        return -1;
+    }
+    k->sasl_rounds = lk_kafka_sasl_bare_rounds(mech);
+    if (k->sasl_rounds == 0) {
+        snprintf(why, sizeof(why),
+                 "SaslHandshake v0 for mechanism '%s', whose bare tokens lookout cannot follow "
+                 "(v0 works with PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER, v1 with any); closing",
+                 lk_log_sanitize(m, mech.p, mech.len, 40));
+        kconn_close(k, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Both readers to bare SASL tokens (sasl_left > 0) or back to Kafka
+ * frames, between frames: the client waits for the broker's token before
+ * it sends anything, so neither direction is inside a frame.  0, or -1
+ * when the client broke that and the connection was closed. */
+static int
+sasl_switch(struct kconn *k, int left)
+{
+    if (k->rq.have != 0 || lk_kafka_reader_in_body(&k->rq) || k->qlen != 0) {
+        kconn_close(k, "client sent more while its SASL exchange (after SaslHandshake v0) was "
+                       "waiting for the broker; closing");
+        return -1;
+    }
+    k->sasl_left = left;
+    lk_kafka_reader_init(&k->rq, left > 0 ? LK_KAFKA_BARE : LK_KAFKA_REQUEST,
+                         frame_cap(k->cluster));
+    lk_kafka_reader_init(&k->rs, left > 0 ? LK_KAFKA_BARE : LK_KAFKA_RESPONSE,
+                         frame_cap(k->cluster));
+    return 0;
+}
+
 /* Client to broker: forwards frames as they come, reading only each one's
  * prefix.  Before the broker is connected, input waits. */
 static void
@@ -184,8 +254,9 @@ pump_requests(struct kconn *k)
     }
     struct evbuffer *out = bufferevent_get_output(k->up->bev);
     for (;;) {
-        int ev;
-        ssize_t n = next_piece(&k->rq, in, &ev);
+        int ev = k->handshake_wait;
+        ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, &ev);
+        k->handshake_wait = 0;
         if (n < 0) {
             char why[128];
             snprintf(why, sizeof(why), "request frame of %d bytes (%s); closing", k->rq.prefix.size,
@@ -195,14 +266,26 @@ pump_requests(struct kconn *k)
         }
         if (n == 0)
             break;
-        if (ev & LK_KAFKA_RD_PREFIX) {
+        if ((ev & LK_KAFKA_RD_PREFIX) && k->sasl_left == 0) { /* else a bare token */
             if (k->cluster->unknown_api == LK_UNKNOWN_API_DROP &&
                 !lk_kafka_api_known(k->rq.prefix.api_key)) {
                 char why[128];
-                snprintf(why, sizeof(why), "request with api key %d, unknown (unknown_api = drop); closing",
+                snprintf(why, sizeof(why),
+                         "request with api key %d, unknown (unknown_api = drop); closing",
                          k->rq.prefix.api_key);
                 kconn_close(k, why);
                 return;
+            }
+            if (k->rq.prefix.api_key == LK_KAFKA_SASL_HANDSHAKE && k->rq.prefix.api_version == 0) {
+                /* Its mechanism decides what follows: it is read whole (it
+                 * is small) before any of it moves. */
+                size_t whole = 4 + (size_t)k->rq.prefix.size;
+                if (whole <= LK_KAFKA_SASL_HANDSHAKE_MAX && evbuffer_get_length(in) < whole) {
+                    k->handshake_wait = ev;
+                    break;
+                }
+                if (handshake_v0(k, in) != 0)
+                    return;
             }
             queue_push(k, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
                        k->rq.prefix.api_version);
@@ -237,6 +320,20 @@ filter_response(struct kconn *k, struct evbuffer *out)
     evbuffer_drain(k->held, evbuffer_get_length(k->held));
 }
 
+/* The broker's answer to a SaslHandshake v0, held whole: forwarded, and
+ * when it accepts the mechanism (ErrorCode 0), bare tokens follow. */
+static void
+handshake_v0_answered(struct kconn *k, struct evbuffer *out)
+{
+    uint8_t p[LK_KAFKA_RES_PREFIX + 2];
+    int accepted = evbuffer_copyout(k->held, p, sizeof(p)) == (ev_ssize_t)sizeof(p) &&
+                   p[LK_KAFKA_RES_PREFIX] == 0 && p[LK_KAFKA_RES_PREFIX + 1] == 0;
+
+    evbuffer_add_buffer(out, k->held);
+    if (accepted)
+        sasl_switch(k, k->sasl_rounds);
+}
+
 /* Broker to client: each response frame is matched to its request, and
  * streamed, or held whole when the filters may change it. */
 static void
@@ -254,6 +351,12 @@ pump_responses(struct kconn *k)
         }
         if (n == 0)
             break;
+        if (k->sasl_left > 0) { /* a bare SASL token: no header, no request to match */
+            evbuffer_remove_buffer(in, out, (size_t)n);
+            if ((ev & LK_KAFKA_RD_END) && --k->sasl_left == 0)
+                sasl_switch(k, 0);
+            continue;
+        }
         if (ev & LK_KAFKA_RD_PREFIX) {
             int32_t corr = k->rs.prefix.correlation_id;
             if (queue_match(k, corr, &k->cur) != 0) {
@@ -263,15 +366,19 @@ pump_responses(struct kconn *k)
                 kconn_close(k, why);
                 return;
             }
-            k->holding = k->cluster->nfilters != 0 &&
-                         lk_kafka_response_wanted(k->cur.key, k->cur.version);
+            k->holding = (k->cluster->nfilters != 0 &&
+                          lk_kafka_response_wanted(k->cur.key, k->cur.version)) ||
+                         (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0);
             if (k->holding && k->held == NULL)
                 k->held = evbuffer_new();
         }
         evbuffer_remove_buffer(in, k->holding ? k->held : out, (size_t)n);
         if ((ev & LK_KAFKA_RD_END) && k->holding) {
-            filter_response(k, out);
             k->holding = 0;
+            if (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0)
+                handshake_v0_answered(k, out);
+            else
+                filter_response(k, out);
         }
     }
     if (k->dead)
@@ -373,12 +480,6 @@ up_event(struct bufferevent *bev, short what, void *arg)
     snprintf(why, sizeof(why), "broker %s %s; closing", k->broker->name,
              (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
     kconn_close(k, why);
-}
-
-static uint32_t
-frame_cap(const struct lk_cluster *cl)
-{
-    return cl->max_frame_bytes > INT32_MAX ? INT32_MAX : (uint32_t)cl->max_frame_bytes;
 }
 
 /*

@@ -24,7 +24,9 @@ lk_kafka_reader_init(struct lk_kafka_reader *r, enum lk_kafka_dir dir, uint32_t 
 {
     memset(r, 0, sizeof(*r));
     r->max_size = max_frame_bytes > INT32_MAX ? INT32_MAX : max_frame_bytes;
-    r->prefix_len = dir == LK_KAFKA_REQUEST ? LK_KAFKA_REQ_PREFIX : LK_KAFKA_RES_PREFIX;
+    r->prefix_len = dir == LK_KAFKA_REQUEST    ? LK_KAFKA_REQ_PREFIX
+                    : dir == LK_KAFKA_RESPONSE ? LK_KAFKA_RES_PREFIX
+                                               : LK_KAFKA_BARE_PREFIX;
     r->prefix.api_key = -1;
     r->prefix.api_version = -1;
 }
@@ -66,7 +68,7 @@ lk_kafka_reader_feed(struct lk_kafka_reader *r, const uint8_t *p, size_t len, si
         r->prefix.api_key = (int16_t)lk_kw_get16(r->buf + 4);
         r->prefix.api_version = (int16_t)lk_kw_get16(r->buf + 6);
         r->prefix.correlation_id = (int32_t)lk_kw_get32(r->buf + 8);
-    } else {
+    } else if (r->prefix_len == LK_KAFKA_RES_PREFIX) {
         r->prefix.correlation_id = (int32_t)lk_kw_get32(r->buf + 4);
     }
     r->left = (uint32_t)r->prefix.size - (uint32_t)(r->prefix_len - 4);
@@ -99,6 +101,43 @@ int
 lk_kafka_api_known(int16_t api_key)
 {
     return api_key >= 0 && api_key < NKEYS;
+}
+
+/* ---- SASL after SaslHandshake v0 ----------------------------------- */
+
+int
+lk_kafka_sasl_mechanism(const uint8_t *frame, size_t len, struct lk_str *mech)
+{
+    struct lk_kw c = {frame, len, 0, 0};
+
+    if (len < LK_KAFKA_REQ_PREFIX || lk_kw_get32(frame) != len - 4 ||
+        lk_kw_get16(frame + 4) != LK_KAFKA_SASL_HANDSHAKE || lk_kw_get16(frame + 6) != 0)
+        return -1;
+    lk_kw_skip(&c, LK_KAFKA_REQ_PREFIX);
+    int16_t n = lk_kw_i16(&c); /* RequestHeader v1 ClientId: nullable */
+    if (n > 0)
+        lk_kw_skip(&c, (size_t)n);
+    else if (n < -1)
+        return -1;
+    n = lk_kw_i16(&c); /* Mechanism: a string, not nullable */
+    if (n < 0 || !lk_kw_need(&c, (size_t)n) || c.len - c.off != (size_t)n)
+        return -1;
+    *mech = (struct lk_str){(const char *)frame + c.off, (size_t)n};
+    return 0;
+}
+
+int
+lk_kafka_sasl_bare_rounds(struct lk_str mech)
+{
+    static const struct {
+        const char *name;
+        int rounds;
+    } known[] = {{"PLAIN", 1}, {"SCRAM-SHA-256", 2}, {"SCRAM-SHA-512", 2}, {"OAUTHBEARER", 1}};
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (mech.len == strlen(known[i].name) && memcmp(mech.p, known[i].name, mech.len) == 0)
+            return known[i].rounds;
+    return 0;
 }
 
 static int

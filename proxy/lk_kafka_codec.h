@@ -30,6 +30,7 @@ enum lk_kafka_api {
     LK_KAFKA_FETCH = 1,
     LK_KAFKA_METADATA = 3,
     LK_KAFKA_FIND_COORDINATOR = 10,
+    LK_KAFKA_SASL_HANDSHAKE = 17,
     LK_KAFKA_API_VERSIONS = 18,
     LK_KAFKA_DESCRIBE_CLUSTER = 60,
     LK_KAFKA_SHARE_FETCH = 78,
@@ -43,17 +44,22 @@ enum lk_kafka_api {
 /* Bytes of the fixed prefix, size field included: a request's size,
  * api_key, api_version, correlation_id (the same in request header v0-2,
  * and kept so for later ones: RequestHeader.json, KAFKA-21160); a
- * response's size and correlation_id. */
+ * response's size and correlation_id; a bare SASL token's size alone. */
 #define LK_KAFKA_REQ_PREFIX 12
 #define LK_KAFKA_RES_PREFIX 8
+#define LK_KAFKA_BARE_PREFIX 4
 
-enum lk_kafka_dir { LK_KAFKA_REQUEST = 0, LK_KAFKA_RESPONSE = 1 };
+/* LK_KAFKA_BARE: the SASL tokens that follow a SaslHandshake v0, in either
+ * direction: size-prefixed bytes with no Kafka header (KIP-43; what
+ * Kafka's SaslServerAuthenticator reads when the client did not ask for
+ * SaslAuthenticate), any size from 0 on. */
+enum lk_kafka_dir { LK_KAFKA_REQUEST = 0, LK_KAFKA_RESPONSE = 1, LK_KAFKA_BARE = 2 };
 
 struct lk_kafka_prefix {
     int32_t size;        /* the size field: bytes after it */
-    int16_t api_key;     /* requests only; -1 in a response */
-    int16_t api_version; /* requests only; -1 in a response */
-    int32_t correlation_id;
+    int16_t api_key;     /* requests only; -1 in a response or bare token */
+    int16_t api_version; /* requests only; -1 in a response or bare token */
+    int32_t correlation_id; /* requests and responses; 0 in a bare token */
 };
 
 /* What lk_kafka_reader_feed saw, as bits. */
@@ -62,7 +68,7 @@ struct lk_kafka_prefix {
 
 struct lk_kafka_reader {
     uint32_t max_size;  /* the largest size field accepted */
-    uint8_t prefix_len; /* LK_KAFKA_REQ_PREFIX or LK_KAFKA_RES_PREFIX */
+    uint8_t prefix_len; /* LK_KAFKA_REQ_PREFIX, _RES_PREFIX or _BARE_PREFIX */
     uint8_t have;       /* prefix bytes gathered of the current frame */
     uint8_t failed;     /* a size out of range was seen: dead */
     uint8_t buf[LK_KAFKA_REQ_PREFIX];
@@ -74,7 +80,9 @@ struct lk_kafka_reader {
  * Prepares a reader for one direction of one connection.  max_frame_bytes
  * caps the size field (at most INT32_MAX): a frame whose size is above it,
  * negative, or below the rest of the prefix (8 for a request, 4 for a
- * response) is an error.
+ * response, 0 for a bare token) is an error.  A reader may be prepared
+ * again for another kind of frame between two frames (SASL bare tokens
+ * and back), never within one.
  */
 void lk_kafka_reader_init(struct lk_kafka_reader *r, enum lk_kafka_dir dir,
                           uint32_t max_frame_bytes);
@@ -130,6 +138,37 @@ int lk_kafka_response_header_version(int16_t api_key, int16_t api_version);
 
 /* Whether the codec knows api_key at all (ApiVersions' unknown_api). */
 int lk_kafka_api_known(int16_t api_key);
+
+/* ---- SASL after SaslHandshake v0 ----------------------------------- */
+
+/* The largest SaslHandshake v0 request: RequestHeader v1 (api_key,
+ * api_version, correlation_id, a client id of at most 32767 bytes) and a
+ * Mechanism string of at most 32767, after the 4-byte size. */
+#define LK_KAFKA_SASL_HANDSHAKE_MAX (4 + 8 + 2 + 32767 + 2 + 32767)
+
+/*
+ * The Mechanism of a SaslHandshake v0 request: frame[0..len) is the whole
+ * frame, size field included (SaslHandshakeRequest.json: v0 is
+ * RequestHeader v1 and one string, and the version can never change,
+ * KAFKA-9577).  Returns 0 with *mech pointing into the frame, or -1 when
+ * the frame does not hold that.
+ */
+int lk_kafka_sasl_mechanism(const uint8_t *frame, size_t len, struct lk_str *mech);
+
+/*
+ * After a SaslHandshake v0 the client and the broker exchange bare tokens
+ * (LK_KAFKA_BARE) until the mechanism is done, then Kafka frames again;
+ * nothing on the wire says when, so the mechanism must.  Returns the
+ * number of broker tokens that end a successful exchange: PLAIN 1 (RFC
+ * 4616: one token each way, the broker's empty), SCRAM-SHA-256 and
+ * SCRAM-SHA-512 2 (RFC 5802: client-first, server-first, client-final,
+ * server-final), OAUTHBEARER 1 (RFC 7628: the broker's answer is empty on
+ * success; on failure it is an error the client acknowledges with one byte
+ * before the broker closes).  0 for any other mechanism (GSSAPI's rounds
+ * depend on the Kerberos exchange): a proxy cannot follow it.  A failure
+ * ends with the broker closing the connection, whatever the mechanism.
+ */
+int lk_kafka_sasl_bare_rounds(struct lk_str mech);
 
 /* ---- response rewriting --------------------------------------------- */
 

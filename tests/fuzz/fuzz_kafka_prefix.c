@@ -3,14 +3,15 @@
  * lk_kafka_reader_feed): a byte stream read once whole and once in pieces
  * whose sizes come from the input (fuzz_util's lk_fuzz_piece), the body
  * bytes sometimes handed over as NULL (the reader only counts them).  The
- * first input byte picks the direction (requests or responses) and
- * max_frame_bytes (a few small values and 100 MiB); the rest is the
- * stream.  Invariants:
+ * first input byte picks the kind of frame (requests, responses, or the
+ * bare SASL tokens after a SaslHandshake v0) and max_frame_bytes (a few
+ * small values and 100 MiB); the rest is the stream.  Invariants:
  *   - the split read gives the same frames (size, api_key, api_version,
  *     correlation_id, start and end) and the same error at the same
  *     offset as the one-shot read;
  *   - both equal a naive reference walk over the stream written here:
- *     4-byte size, refused below the prefix, negative or above the max;
+ *     4-byte size, refused below the prefix (none for a bare token),
+ *     negative or above the max;
  *   - every call makes progress, never consumes past a frame's end, and a
  *     failed reader stays failed and consumes nothing.
  */
@@ -42,10 +43,18 @@ be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static void
-reference(const uint8_t *s, size_t len, int resp, uint32_t max, struct result *r)
+/* The prefix length of each kind (dir): 12, 8, 4 bytes. */
+static size_t
+prefix_of(enum lk_kafka_dir dir)
 {
-    size_t at = 0, pl = resp ? 8 : 12;
+    return dir == LK_KAFKA_REQUEST ? 12 : dir == LK_KAFKA_RESPONSE ? 8 : 4;
+}
+
+static void
+reference(const uint8_t *s, size_t len, enum lk_kafka_dir dir, uint32_t max, struct result *r)
+{
+    size_t at = 0, pl = prefix_of(dir);
+    int req = dir == LK_KAFKA_REQUEST;
 
     r->n = 0;
     r->err_at = -1;
@@ -59,9 +68,9 @@ reference(const uint8_t *s, size_t len, int resp, uint32_t max, struct result *r
             return; /* the prefix is not complete */
         struct frame *f = &r->f[r->n++];
         f->size = size;
-        f->key = resp ? -1 : (int16_t)(s[at + 4] << 8 | s[at + 5]);
-        f->ver = resp ? -1 : (int16_t)(s[at + 6] << 8 | s[at + 7]);
-        f->corr = (int32_t)be32(s + at + (resp ? 4 : 8));
+        f->key = req ? (int16_t)(s[at + 4] << 8 | s[at + 5]) : -1;
+        f->ver = req ? (int16_t)(s[at + 6] << 8 | s[at + 7]) : -1;
+        f->corr = dir == LK_KAFKA_BARE ? 0 : (int32_t)be32(s + at + (req ? 8 : 4));
         f->start = at;
         if (len - at - 4 < (uint32_t)size) {
             f->end = 0; /* not complete */
@@ -74,14 +83,15 @@ reference(const uint8_t *s, size_t len, int resp, uint32_t max, struct result *r
 
 /* Feeds the stream in pieces (whole if state is NULL). */
 static void
-read_split(const uint8_t *s, size_t len, int resp, uint32_t max, uint64_t *state, struct result *r)
+read_split(const uint8_t *s, size_t len, enum lk_kafka_dir dir, uint32_t max, uint64_t *state,
+           struct result *r)
 {
     struct lk_kafka_reader rd;
     size_t at = 0, start = 0;
 
     r->n = 0;
     r->err_at = -1;
-    lk_kafka_reader_init(&rd, resp ? LK_KAFKA_RESPONSE : LK_KAFKA_REQUEST, max);
+    lk_kafka_reader_init(&rd, dir, max);
     while (at < len) {
         size_t want = state != NULL ? lk_fuzz_piece(state, len - at) : len - at, used;
         int in_body = lk_kafka_reader_in_body(&rd);
@@ -105,7 +115,7 @@ read_split(const uint8_t *s, size_t len, int resp, uint32_t max, uint64_t *state
                                         rd.prefix.correlation_id,
                                         start,
                                         0};
-            LK_FUZZ_CHECK(at + used - start == (resp ? 8u : 12u));
+            LK_FUZZ_CHECK(at + used - start == prefix_of(dir));
             r->n++;
         } else {
             LK_FUZZ_CHECK(ev == 0 || ev == LK_KAFKA_RD_END);
@@ -144,15 +154,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size < 1)
         return 0;
-    int resp = data[0] & 1;
+    enum lk_kafka_dir dir = (data[0] & 0x10) ? LK_KAFKA_BARE
+                            : (data[0] & 1)  ? LK_KAFKA_RESPONSE
+                                             : LK_KAFKA_REQUEST;
     uint32_t max = maxes[(data[0] >> 1) & 7];
     const uint8_t *s = data + 1;
     size_t len = size - 1;
     uint64_t state = lk_fuzz_seed(data, size);
 
-    reference(s, len, resp, max, &ref);
-    read_split(s, len, resp, max, NULL, &one);
-    read_split(s, len, resp, max, &state, &split);
+    reference(s, len, dir, max, &ref);
+    read_split(s, len, dir, max, NULL, &one);
+    read_split(s, len, dir, max, &state, &split);
     LK_FUZZ_CHECK(same(&one, &ref));
     LK_FUZZ_CHECK(same(&split, &ref));
     return 0;

@@ -1205,6 +1205,102 @@ test_reader(void)
        "response size 4: prefix and end");
 }
 
+/* A SaslHandshake v0 request (RequestHeader v1): client id (NULL: null)
+ * and mechanism; size_fix is added to the size field. */
+static void
+t_handshake(struct tb *b, const char *client, const char *mech, int size_fix)
+{
+    size_t c = client != NULL ? strlen(client) : 0, m = mech != NULL ? strlen(mech) : 0;
+
+    w32(b, (int64_t)(8 + 2 + c + 2 + m) + size_fix);
+    w16(b, LK_KAFKA_SASL_HANDSHAKE);
+    w16(b, 0);
+    w32(b, 7);
+    wstr(b, 0, client);
+    wstr(b, 0, mech);
+}
+
+static void
+test_sasl(void)
+{
+    struct lk_kafka_reader r;
+    struct lk_str mech;
+    size_t used;
+    struct tb t = {0};
+
+    /* bare tokens: a size alone, 0 included, then the bytes */
+    lk_kafka_reader_init(&r, LK_KAFKA_BARE, 100);
+    int ev = lk_kafka_reader_feed(&r,
+                                  (const uint8_t *)"\0\0\0\0\0\0\0\x02"
+                                                   "ab",
+                                  10, &used);
+    ok(ev == (LK_KAFKA_RD_PREFIX | LK_KAFKA_RD_END) && used == 4 && r.prefix.size == 0 &&
+           r.prefix.api_key == -1 && r.prefix.correlation_id == 0,
+       "bare: an empty token is a prefix and an end");
+    ev = lk_kafka_reader_feed(&r,
+                              (const uint8_t *)"\0\0\0\x02"
+                                               "ab",
+                              6, &used);
+    ok(ev == LK_KAFKA_RD_PREFIX && used == 4 && lk_kafka_reader_want(&r) == 2,
+       "bare: a 2-byte token");
+    ev = lk_kafka_reader_feed(&r, NULL, 2, &used);
+    ok(ev == LK_KAFKA_RD_END && used == 2, "bare: its end");
+    ok(lk_kafka_reader_feed(&r, (const uint8_t *)"\0\0\0\x65", 4, &used) == -1,
+       "bare: over max_frame_bytes fails");
+    lk_kafka_reader_init(&r, LK_KAFKA_BARE, 100);
+    ok(lk_kafka_reader_feed(&r, (const uint8_t *)"\xff\xff\xff\xff", 4, &used) == -1,
+       "bare: a negative size fails");
+
+    /* the mechanism of a SaslHandshake v0 */
+    t_handshake(&t, "kafka-python-2.0.2", "SCRAM-SHA-512", 0);
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == 0 && mech.len == 13 &&
+           memcmp(mech.p, "SCRAM-SHA-512", 13) == 0,
+       "mechanism after a client id");
+    ok(lk_kafka_sasl_mechanism(t.p, t.len - 1, &mech) == -1, "a frame cut short: none");
+    t.len = 0;
+    t_handshake(&t, NULL, "PLAIN", 0);
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == 0 && mech.len == 5,
+       "mechanism after a null client id");
+    t.len = 0;
+    t_handshake(&t, "c", NULL, 0);
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == -1, "a null mechanism: none");
+    t.len = 0;
+    t_handshake(&t, "c", "PLAIN", 0);
+    w8(&t, 0);
+    t.p[3]++; /* a byte after the mechanism, counted in the size */
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == -1, "bytes after the mechanism: none");
+    t.len = 0;
+    t_handshake(&t, "c", "PLAIN", 1);
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == -1, "a size that is not the frame's: none");
+    t.len = 0;
+    t_handshake(&t, "c", "PLAIN", 0);
+    t.p[7] = 1; /* v1 */
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == -1, "SaslHandshake v1: not v0's");
+    t.p[7] = 0;
+    t.p[5] = LK_KAFKA_API_VERSIONS;
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == -1, "another api key: none");
+    t.len = 0;
+    w32(&t, 12);
+    w16(&t, LK_KAFKA_SASL_HANDSHAKE);
+    w16(&t, 0);
+    w32(&t, 7);
+    w16(&t, 40); /* a client id longer than the frame */
+    w16(&t, 0);
+    ok(lk_kafka_sasl_mechanism(t.p, t.len, &mech) == -1, "a client id past the end: none");
+
+    /* how many broker tokens end each mechanism's bare exchange */
+    static const struct {
+        const char *mech;
+        int rounds;
+    } rounds[] = {{"PLAIN", 1},       {"SCRAM-SHA-256", 2}, {"SCRAM-SHA-512", 2},
+                  {"OAUTHBEARER", 1}, {"GSSAPI", 0},        {"SCRAM-SHA-1", 0},
+                  {"plain", 0},       {"PLAINX", 0},        {"", 0}};
+    for (size_t i = 0; i < sizeof(rounds) / sizeof(rounds[0]); i++)
+        ok(lk_kafka_sasl_bare_rounds(lk_str_c(rounds[i].mech)) == rounds[i].rounds, "%s: %d",
+           rounds[i].mech[0] != '\0' ? rounds[i].mech : "(empty)", rounds[i].rounds);
+    free(t.p);
+}
+
 const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/every_version", test_every_version},
     {"kafka_codec/find_coordinator_single", test_find_coordinator_single},
@@ -1215,5 +1311,6 @@ const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/api_versions", test_api_versions},
     {"kafka_codec/header_version", test_header_version},
     {"kafka_codec/reader", test_reader},
+    {"kafka_codec/sasl", test_sasl},
     {NULL, NULL},
 };
