@@ -3,6 +3,8 @@
 # own build dependencies (tests/deps.sh) plus the load generator and the two
 # anchor proxies.  Needs root (or sudo) only when something is missing.
 # On a systemd host, installing nginx-light also starts Debian's default site
-# on port 80; bench/run does not use it.
-LOOKOUT_EXTRA_PKGS="wrk nginx-light haproxy util-linux $LOOKOUT_EXTRA_PKGS" \
+# on port 80; bench/run does not use it.  The kafka scenario needs librdkafka
+# (librdkafka-dev, which tests/deps.sh installs for the Kafka fixtures) and
+# nginx's stream module for its nginx row (libnginx-mod-stream).
+LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux $LOOKOUT_EXTRA_PKGS" \
     exec "$(dirname "$0")/../tests/deps.sh"
