@@ -31,7 +31,8 @@ my $TOPIC = 'lk-v';
 # Each node listens on a port of its own on 127.0.0.1 but advertises a name only it uses.
 my @nodes = map { { id => $_, host => "internal-$_.kafka.test", port => 0, bind => '127.0.0.1:0', rack => "r$_" } } 1 .. 3;
 my $tb = KafkaTestBroker->start(dir => $dir, nodes => \@nodes, topics => [ { name => $TOPIC, partitions => 3 } ],
-                                unknown => 'echo', api_versions => { 3 => [ 0, 15 ], 0 => [ 3, 14 ], 1 => [ 4, 19 ] });
+                                unknown => 'echo', api_versions => { 3 => [ 0, 15 ], 0 => [ 3, 14 ], 1 => [ 4, 19 ] },
+                                coalesce => JSON::PP::true);
 my @ext = map { free_port() } 1 .. 3;
 my $boot = free_port();
 my $brokers = join '', map {
@@ -145,6 +146,22 @@ subtest 'Produce with acks=0 gets no answer; the next request still gets its own
     is_deeply([ map { $_->{response_correlation_id} // 'none' } grep { defined $_->{response_hex} } @lines ],
               [ map { $_->{correlation_id} } grep { defined $_->{response_hex} } @lines ],
               '... each with its own correlation id');
+};
+
+subtest 'requests pipelined in one write: answers in order, streamed ones and rewritten ones' => sub {
+    # lookout forwards whole pieces of one read at once, and holds only the answers it may
+    # rewrite: a held answer between streamed ones must keep its place. The test broker
+    # coalesces answers to pipelined requests, so they reach lookout in one read.
+    my @targets = ('Produce:9', 'Metadata:12', 'Fetch:11', 'Metadata:1', 'Produce:12', 'ApiVersions:3', 'Fetch:4',
+                   'FindCoordinator:4');
+    my ($r, @lines) = probe('--pipeline', "127.0.0.1:$boot", @targets);
+    is(scalar @lines, scalar @targets, 'one answer per request') or diag($r->{err});
+    is_deeply([ map { $_->{response_correlation_id} // 'none' } @lines ], [ 1 .. scalar @targets ],
+              'each with its own correlation id, in order');
+    for my $l (grep { $_->{api} =~ /^(Metadata|FindCoordinator)$/ || ($_->{api} eq 'Produce' && $_->{api_version} >= 10) } @lines) {
+        unlike($l->{response_hex} // '', qr/$internal/, "$l->{api} v$l->{api_version}: no internal host left");
+        like($l->{response_hex} // '', qr/7f000001|3132372e302e302e31/, "... lookout's host in it");
+    }
 };
 
 # The (api_key => [min, max]) of a v0-2 ApiVersions response (hex, without its size field):

@@ -49,7 +49,7 @@ sub script { repo_top() . '/tests/integration/bin/kafka-testbroker' }
 # KafkaTestBroker->start(%opt): every option but dir/timeout goes into its JSON config
 # (see bin/kafka-testbroker --help): nodes, topics, listen (default 127.0.0.1:0),
 # listen_nodes, cluster_id, controller_id, coordinator, coordinators, bootstrap_node,
-# leader_epoch, unknown_tags (body|all|none), unknown (close|echo), api_versions,
+# leader_epoch, unknown_tags (body|all|none), unknown (close|echo), api_versions, coalesce,
 # lifetime (default 600). Returns once it listens; croaks otherwise.
 sub start {
     my ($class, %o) = @_;
