@@ -106,18 +106,20 @@ kconn_cleanup(void *arg)
 }
 
 /*
- * The next piece of the frame stream in: the count of bytes at its start
- * that are one piece (a whole prefix, or body bytes), for the caller to
- * move; *ev tells what the piece was.  Prefix bytes are fed to the reader
- * as they come (a bad size field is seen after its 4 bytes) but left in
- * the buffer until the prefix is complete, so that the caller decides
- * where the frame goes before any of it moves.  Returns 0 to wait for
- * more, or -1 on a bad size field.
+ * The next piece of the frame stream in, from offset off (the bytes before
+ * it are pieces already read, which the caller moves later, all at once:
+ * one evbuffer_remove_buffer() per read rather than two per frame).
+ * Returns the count of bytes after off that are one piece (a whole prefix,
+ * or body bytes), and *ev tells what the piece was.  Prefix bytes are fed
+ * to the reader as they come (a bad size field is seen after its 4 bytes)
+ * but left in the buffer until the prefix is complete, so that the caller
+ * decides where the frame goes before any of it moves.  Returns 0 to wait
+ * for more, or -1 on a bad size field.
  */
 static ssize_t
-next_piece(struct lk_kafka_reader *r, struct evbuffer *in, int *ev)
+next_piece(struct lk_kafka_reader *r, struct evbuffer *in, size_t off, int *ev)
 {
-    size_t avail = evbuffer_get_length(in), used = 0;
+    size_t avail = evbuffer_get_length(in) - off, used = 0;
     uint8_t p[LK_KAFKA_REQ_PREFIX];
 
     *ev = 0;
@@ -131,7 +133,14 @@ next_piece(struct lk_kafka_reader *r, struct evbuffer *in, int *ev)
     size_t have = r->have, upto = avail < r->prefix_len ? avail : r->prefix_len;
     if (upto <= have)
         return 0;
-    evbuffer_copyout(in, p, upto);
+    if (off == 0) {
+        evbuffer_copyout(in, p, upto);
+    } else {
+        struct evbuffer_ptr at;
+        if (evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(in, &at, p, upto) != (ev_ssize_t)upto)
+            return 0; /* cannot happen: off + upto bytes are there */
+    }
     *ev = lk_kafka_reader_feed(r, p + have, upto - have, &used);
     if (*ev < 0)
         return -1;
@@ -253,14 +262,16 @@ pump_requests(struct kconn *k)
         return;
     }
     struct evbuffer *out = bufferevent_get_output(k->up->bev);
+    size_t ready = 0; /* whole pieces at the start of in, to forward */
     for (;;) {
-        int ev = k->handshake_wait;
-        ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, &ev);
+        int ev = k->handshake_wait; /* set only when ready is 0: the prefix is at the start */
+        ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, ready, &ev);
         k->handshake_wait = 0;
         if (n < 0) {
             char why[128];
             snprintf(why, sizeof(why), "request frame of %d bytes (%s); closing", k->rq.prefix.size,
                      k->rq.prefix.size < 8 ? "shorter than its header" : "over max_frame_bytes");
+            evbuffer_remove_buffer(in, out, ready);
             kconn_close(k, why);
             return;
         }
@@ -273,12 +284,15 @@ pump_requests(struct kconn *k)
                 snprintf(why, sizeof(why),
                          "request with api key %d, unknown (unknown_api = drop); closing",
                          k->rq.prefix.api_key);
+                evbuffer_remove_buffer(in, out, ready);
                 kconn_close(k, why);
                 return;
             }
             if (k->rq.prefix.api_key == LK_KAFKA_SASL_HANDSHAKE && k->rq.prefix.api_version == 0) {
                 /* Its mechanism decides what follows: it is read whole (it
-                 * is small) before any of it moves. */
+                 * is small) before any of it moves, from the start of in. */
+                evbuffer_remove_buffer(in, out, ready);
+                ready = 0;
                 size_t whole = 4 + (size_t)k->rq.prefix.size;
                 if (whole <= LK_KAFKA_SASL_HANDSHAKE_MAX && evbuffer_get_length(in) < whole) {
                     k->handshake_wait = ev;
@@ -290,8 +304,10 @@ pump_requests(struct kconn *k)
             queue_push(k, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
                        k->rq.prefix.api_version);
         }
-        evbuffer_remove_buffer(in, out, (size_t)n);
+        ready += (size_t)n;
     }
+    if (ready != 0)
+        evbuffer_remove_buffer(in, out, ready);
     /* Backpressure: a broker that reads slowly stops the client. */
     if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
         lk_io_disable(&k->c->io, EV_READ);
@@ -342,17 +358,19 @@ pump_responses(struct kconn *k)
     struct evbuffer *in = bufferevent_get_input(k->up->bev);
     struct evbuffer *out = bufferevent_get_output(k->c->bev);
 
+    size_t ready = 0; /* whole pieces at the start of in, for the client as they are */
     while (!k->dead) {
         int ev;
-        ssize_t n = next_piece(&k->rs, in, &ev);
+        ssize_t n = next_piece(&k->rs, in, ready, &ev);
         if (n < 0) {
+            evbuffer_remove_buffer(in, out, ready);
             kconn_close(k, "broker sent a response frame of impossible size; closing");
             return;
         }
         if (n == 0)
             break;
         if (k->sasl_left > 0) { /* a bare SASL token: no header, no request to match */
-            evbuffer_remove_buffer(in, out, (size_t)n);
+            ready += (size_t)n;
             if ((ev & LK_KAFKA_RD_END) && --k->sasl_left == 0)
                 sasl_switch(k, 0);
             continue;
@@ -363,6 +381,7 @@ pump_responses(struct kconn *k)
                 char why[128];
                 snprintf(why, sizeof(why),
                          "broker answered correlation id %d, which no request has; closing", corr);
+                evbuffer_remove_buffer(in, out, ready);
                 kconn_close(k, why);
                 return;
             }
@@ -372,8 +391,15 @@ pump_responses(struct kconn *k)
             if (k->holding && k->held == NULL)
                 k->held = evbuffer_new();
         }
-        evbuffer_remove_buffer(in, k->holding ? k->held : out, (size_t)n);
-        if ((ev & LK_KAFKA_RD_END) && k->holding) {
+        if (!k->holding) {
+            ready += (size_t)n;
+            continue;
+        }
+        /* A held frame: what came before it goes first. */
+        evbuffer_remove_buffer(in, out, ready);
+        ready = 0;
+        evbuffer_remove_buffer(in, k->held, (size_t)n);
+        if (ev & LK_KAFKA_RD_END) {
             k->holding = 0;
             if (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0)
                 handshake_v0_answered(k, out);
@@ -381,6 +407,8 @@ pump_responses(struct kconn *k)
                 filter_response(k, out);
         }
     }
+    if (ready != 0)
+        evbuffer_remove_buffer(in, out, ready);
     if (k->dead)
         return;
     if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
