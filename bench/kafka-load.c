@@ -60,7 +60,8 @@ static struct {
     int latency, partition;
     struct addr_map map[MAX_MAPS];
     int nmap;
-} opt = {.count = 30000, .size = 1024, .window = 1000, .batch = 12000, .timeout = 60, .partition = 0};
+} opt = {
+    .count = 30000, .size = 1024, .window = 1000, .batch = 12000, .timeout = 60, .partition = 0};
 
 /* Where the client connected (after --map), for the output. */
 static struct {
@@ -93,8 +94,8 @@ fail(int rc, const char *fmt, ...)
     for (char *p = msg; *p; p++)
         if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
             *p = ' ';
-    printf("{\"ok\":false,\"mode\":\"%s\",\"error\":\"%s\"}\n", opt.latency ? "latency" : "throughput",
-           msg);
+    printf("{\"ok\":false,\"mode\":\"%s\",\"error\":\"%s\"}\n",
+           opt.latency ? "latency" : "throughput", msg);
     fflush(stdout);
     fprintf(stderr, "kafka-load: %s\n", msg);
     _exit(rc); /* never wait on librdkafka's threads */
@@ -238,7 +239,8 @@ partition_count(rd_kafka_t *rk)
         check_deadline("reading the topic's metadata");
         if (rd_kafka_metadata(rk, 0, t, &md, 2000) != RD_KAFKA_RESP_ERR_NO_ERROR)
             continue;
-        rd_kafka_resp_err_t e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+        rd_kafka_resp_err_t e =
+            md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             n = md->topics[0].partition_cnt;
         rd_kafka_metadata_destroy(md);
@@ -361,9 +363,11 @@ print_latencies(const char *name, long n)
     double sum = 0;
     for (long i = 0; i < n; i++)
         sum += pr.lat[i];
-    printf("\"%s\":{\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f}", name,
-           quantile(pr.lat, n, 0.50) * 1e6, quantile(pr.lat, n, 0.90) * 1e6,
-           quantile(pr.lat, n, 0.99) * 1e6, n ? pr.lat[n - 1] * 1e6 : 0.0, n ? sum / (double)n * 1e6 : 0.0);
+    printf(
+        "\"%s\":{\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f}",
+        name, quantile(pr.lat, n, 0.50) * 1e6, quantile(pr.lat, n, 0.90) * 1e6,
+        quantile(pr.lat, n, 0.99) * 1e6, n ? pr.lat[n - 1] * 1e6 : 0.0,
+        n ? sum / (double)n * 1e6 : 0.0);
 }
 
 static void
@@ -452,8 +456,9 @@ consume_batch(int parts, long first, long n)
                RD_KAFKA_RESP_ERR_NO_ERROR)
             check_deadline("querying watermarks");
         if (pr.first_offset[p] >= 0 && pr.first_offset[p] < lo)
-            fail(1, "partition %d starts at %" PRId64 ", after our first offset %" PRId64
-                    " (the broker's retention dropped some: use a smaller batch)",
+            fail(1,
+                 "partition %d starts at %" PRId64 ", after our first offset %" PRId64
+                 " (the broker's retention dropped some: use a smaller batch)",
                  p, lo, pr.first_offset[p]);
     }
     rd_kafka_topic_partition_list_t *tp = rd_kafka_topic_partition_list_new(parts);
@@ -543,7 +548,8 @@ run_throughput(void)
 
     double mb = (double)opt.count * (double)opt.size / 1e6;
     int ok = cs.received == opt.count && cs.dups == 0 && cs.corrupt == 0 && cs.misplaced == 0;
-    printf("{\"ok\":%s,\"mode\":\"throughput\",\"count\":%ld,\"size\":%ld,\"partitions\":%d,\"window\":%ld,"
+    printf("{\"ok\":%s,\"mode\":\"throughput\",\"count\":%ld,\"size\":%ld,\"partitions\":%d,"
+           "\"window\":%ld,"
            "\"batches\":%d,",
            ok ? "true" : "false", opt.count, opt.size, parts, opt.window, batches);
     printf("\"produce\":{\"seconds\":%.4f,\"msgs_per_s\":%.1f,\"mb_per_s\":%.2f,", produce_s,
@@ -589,7 +595,8 @@ usage(FILE *out)
             "Usage: kafka-load -b BOOTSTRAP -t TOPIC [options]\n"
             "  -n COUNT        messages (default 30000)\n"
             "  -s SIZE         bytes per message, 16 or more (default 1024)\n"
-            "  -B BATCH        throughput mode: messages per produce-then-consume cycle (default 12000)\n"
+            "  -B BATCH        throughput mode: messages per produce-then-consume cycle (default "
+            "12000)\n"
             "  -w WINDOW       throughput mode: messages awaiting delivery at most (default 1000)\n"
             "  -T SECONDS      bound on the whole run (default 60); exit 3 past it\n"
             "  --latency       latency mode: one message at a time (linger.ms=0, acks=1)\n"
@@ -652,7 +659,8 @@ main(int argc, char **argv)
         }
     }
     if (opt.bootstrap == NULL || opt.topic == NULL || opt.count < 1 || opt.count > 10000000 ||
-        opt.size < 16 || opt.size > 1000000 || opt.window < 1 || opt.batch < 1 || opt.timeout < 1 || opt.partition < 0) {
+        opt.size < 16 || opt.size > 1000000 || opt.window < 1 || opt.batch < 1 || opt.timeout < 1 ||
+        opt.partition < 0) {
         usage(stderr);
         return 2;
     }
