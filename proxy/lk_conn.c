@@ -232,8 +232,10 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
     }
     evbuffer_freeze(in, 0);
     if (n > 0) {
-        /* A full read asks for more next time; a small one, less. */
-        if ((size_t)n == io->read_size && io->read_size < LK_READ_MAX)
+        /* A full read asks for more next time; a small one, less.  The
+         * reservation can be larger than asked (libevent rounds chains up),
+         * so a full read is one that got at least what was asked. */
+        if ((size_t)n >= io->read_size && io->read_size < LK_READ_MAX)
             io->read_size *= 2;
         else if ((size_t)n < io->read_size / 4 && io->read_size > LK_READ_MIN)
             io->read_size /= 2;
