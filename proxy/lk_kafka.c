@@ -247,6 +247,17 @@ sasl_switch(struct kconn *k, int left)
     return 0;
 }
 
+/* A request frame whose size field is out of range ends the connection. */
+static void
+close_bad_size(struct kconn *k, int32_t size)
+{
+    char why[128];
+
+    snprintf(why, sizeof(why), "request frame of %d bytes (%s); closing", size,
+             size < 8 ? "shorter than its header" : "over max_frame_bytes");
+    kconn_close(k, why);
+}
+
 /* Client to broker: forwards frames as they come, reading only each one's
  * prefix.  Before the broker is connected, input waits. */
 static void
@@ -268,11 +279,8 @@ pump_requests(struct kconn *k)
         ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, ready, &ev);
         k->handshake_wait = 0;
         if (n < 0) {
-            char why[128];
-            snprintf(why, sizeof(why), "request frame of %d bytes (%s); closing", k->rq.prefix.size,
-                     k->rq.prefix.size < 8 ? "shorter than its header" : "over max_frame_bytes");
             evbuffer_remove_buffer(in, out, ready);
-            kconn_close(k, why);
+            close_bad_size(k, k->rq.prefix.size);
             return;
         }
         if (n == 0)
@@ -476,6 +484,63 @@ client_write(struct bufferevent *bev, void *arg)
         pump_responses(k);
 }
 
+/*
+ * The client closed or reset its connection.  Between frames it is simply
+ * done; a frame it cut short (a request, or a bare SASL token after a
+ * SaslHandshake v0) is bad input like a bad size field, and is logged
+ * with how far it got.
+ */
+static void
+client_gone(struct kconn *k)
+{
+    struct evbuffer *in = bufferevent_get_input(k->c->bev);
+    size_t rest = evbuffer_get_length(in);
+    struct lk_kafka_reader r = k->rq;
+    const char *what = k->sasl_left > 0 ? "SASL token" : "request frame";
+    char why[192];
+
+    if (k->handshake_wait) /* a whole prefix, still in the buffer */
+        rest -= r.prefix_len;
+    else if (!lk_kafka_reader_in_body(&r) && !r.failed && rest > 0) {
+        /* A prefix stays in the buffer until it is whole, and so does all
+         * input while the broker is not connected yet: read it again. */
+        uint8_t p[LK_KAFKA_REQ_PREFIX];
+        size_t n = rest < k->rq.prefix_len ? rest : k->rq.prefix_len, used;
+        lk_kafka_reader_init(&r, k->sasl_left > 0 ? LK_KAFKA_BARE : LK_KAFKA_REQUEST,
+                             k->rq.max_size);
+        evbuffer_copyout(in, p, n);
+        int ev = lk_kafka_reader_feed(&r, p, n, &used);
+        if (ev < 0) {
+            close_bad_size(k, r.prefix.size);
+            return;
+        }
+        if (ev == 0) {
+            snprintf(why, sizeof(why),
+                     "client closed the connection %zu bytes into a %s's %d-byte prefix", n, what,
+                     r.prefix_len);
+            kconn_close(k, why);
+            return;
+        }
+        rest -= n;
+    }
+    if (!lk_kafka_reader_in_body(&r) || r.left <= rest) {
+        kconn_close(k, NULL);
+        return;
+    }
+    if (k->sasl_left > 0)
+        snprintf(
+            why, sizeof(why),
+            "client closed the connection %zu bytes short of the end of a SASL token of %d bytes",
+            r.left - rest, r.prefix.size);
+    else
+        snprintf(why, sizeof(why),
+                 "client closed the connection %zu bytes short of the end of a request frame of "
+                 "%d bytes (api key %d v%d, correlation id %d)",
+                 r.left - rest, r.prefix.size, r.prefix.api_key, r.prefix.api_version,
+                 r.prefix.correlation_id);
+    kconn_close(k, why);
+}
+
 static void
 client_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -484,7 +549,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_TIMEOUT)
         kconn_close(k, "idle client connection timed out");
     else
-        kconn_close(k, NULL); /* EOF or reset: the client is done */
+        client_gone(k); /* EOF or reset */
 }
 
 static void

@@ -2,7 +2,8 @@
 # 101-kafka-proxy.t: Kafka through lookout (issue 8), against librdkafka's mock cluster and
 # clients nobody here wrote. lookout bootstraps kcat, hands out only its own (lookup
 # listener) addresses in Metadata and FindCoordinator, and carries produce, consume and a
-# consumer group to the right brokers; bad frames close only their own connection.
+# consumer group to the right brokers; bad frames close only their own connection, and
+# are logged, those the client cuts short too.
 
 use strict;
 use warnings;
@@ -115,6 +116,21 @@ subtest 'bad frames close only their own connection' => sub {
         alarm 0;
         is($n, 0, "$case->[0]: closed");
         close $s;
+    }
+    # Frames the client cuts short, in the prefix or after it: lookout says how far they got.
+    my $p = pack('nnN', 3, 1, 4242) . pack('n/a*', 'cut') . pack('N', 0xffffffff);
+    my $frame = pack('N', length($p) + 100) . $p . 'z' x 100;
+    for my $keep (7, 20) {
+        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5)
+            or return fail("connect: $@");
+        syswrite $s, substr($frame, 0, $keep);
+        sleep 0.2;    # the broker connected, the bytes read
+        my $port = $s->sockport;
+        close $s;
+        my $what = $keep < 12 ? qr/$keep bytes into a request frame's 12-byte prefix/
+            : qr/${\ (length($frame) - $keep)} bytes short of the end of a request frame of ${\ (length($frame) - 4)} bytes \(api key 3 v1, correlation id 4242\)/;
+        ok($lk->wait_log(qr/client closed the connection $what, client: 127\.0\.0\.1:$port\b/),
+           "a frame cut after $keep of its bytes: logged, with the client");
     }
     my $r = KafkaMock::run([ 'kcat', '-L', '-b', "127.0.0.1:$boot", '-m', '10' ], timeout => 30);
     is($r->{exit}, 0, 'kcat still served');

@@ -248,6 +248,18 @@ subtest 'raw client: what lookout refuses after SaslHandshake v0' => sub {
     ok($lk->wait_log(qr/client sent more while its SASL exchange \(after SaslHandshake v0\) was waiting for the broker; closing/, 5),
        'a token sent before the handshake was answered: closed, saying why');
     close $s;
+
+    # A bare token the client cuts short: 10 of its 100 bytes, then it goes.
+    $s = connect_raw() or return fail("connect: $@");
+    syswrite $s, KafkaMock::frame(request(17, 0, 1, 'raw-cut', pack('n/a*', 'PLAIN')));
+    my $r = KafkaMock::read_frame($s, 5);
+    is(defined $r ? unpack('x4 n', $r) : 'none', 0, 'the broker took PLAIN');
+    syswrite $s, substr(KafkaMock::frame('t' x 100), 0, 14);
+    select(undef, undef, undef, 0.2);
+    my $cport = $s->sockport;
+    close $s;
+    ok($lk->wait_log(qr/client closed the connection 90 bytes short of the end of a SASL token of 100 bytes, client: 127\.0\.0\.1:$cport\b/, 5),
+       'a bare token cut short: logged, with how far it got');
     ok($lk->alive, 'lookout still running');
 };
 
