@@ -15,6 +15,10 @@ PKGS="$PKGS librdkafka-dev kcat python3-kafka tshark"
 # Kafka brokers is tested against a server nobody here wrote (104-kafka-tls.t);
 # util-linux's unshare gives kcat a private /etc/hosts for SNI names there.
 PKGS="$PKGS stunnel4 util-linux mount"
+# kafkajs comes from npm (tests/kafka/package-lock.json pins it), so node and
+# npm are needed; Debian's nodejs and npm when the machine has neither.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 # clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
 # CI) runs; LOOKOUT_FUZZ=no leaves them out.
 [ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"
@@ -25,26 +29,38 @@ for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
 
-echo "deps: installing:$missing"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null 2>&1 || {
-        echo "deps: these packages are missing and I am not root:$missing" >&2
-        exit 1
-    }
-    SUDO=sudo
+if [ -n "$missing" ]; then
+    echo "deps: installing:$missing"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || {
+            echo "deps: these packages are missing and I am not root:$missing" >&2
+            exit 1
+        }
+        SUDO=sudo
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    # wireshark-common asks whether non-root users may capture; answer no
+    # (the tests capture as root) so that the install never waits for a human.
+    case " $missing " in
+    *" tshark "*)
+        echo "wireshark-common wireshark-common/install-setuid boolean false" |
+            $SUDO debconf-set-selections 2>/dev/null || true
+        ;;
+    esac
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
-export DEBIAN_FRONTEND=noninteractive
-# wireshark-common asks whether non-root users may capture; answer no
-# (the tests capture as root) so that the install never waits for a human.
-case " $missing " in
-*" tshark "*)
-    echo "wireshark-common wireshark-common/install-setuid boolean false" |
-        $SUDO debconf-set-selections 2>/dev/null || true
-    ;;
-esac
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+
+# The npm packages of tests/kafka (kafkajs), into tests/kafka/node_modules
+# (ignored by git), exactly as the lock file says; again only when the lock
+# file changed since the last install.
+top=$(cd "$(dirname "$0")/.." && pwd)
+kafka="$top/tests/kafka"
+if ! cmp -s "$kafka/package-lock.json" "$kafka/node_modules/.lookout-lock" 2>/dev/null; then
+    echo "deps: npm ci in tests/kafka"
+    (cd "$kafka" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) >&2
+    cp "$kafka/package-lock.json" "$kafka/node_modules/.lookout-lock"
+fi

@@ -3,8 +3,9 @@
 # (issue 8 item 4), against the spec-encoded test broker: Metadata 0-13, FindCoordinator 0-6,
 # DescribeCluster 0-2, Produce 10-13 and Fetch 16-18 (NodeEndpoints). The broker advertises
 # names only it uses (internal-N.kafka.test); every answer that reaches the client through
-# lookout names lookout's addresses and never those. Unknown API keys and versions pass
-# through without closing the connection (KAFKA-21160).
+# lookout names lookout's addresses and never those; kafkajs (npm) reads its newest Metadata
+# (v6) through lookout. Unknown API keys and versions pass through without closing the
+# connection (KAFKA-21160).
 
 use strict;
 use warnings;
@@ -80,6 +81,20 @@ for my $case ([ 'Metadata', '0-13' ], [ 'FindCoordinator', '0-6' ], [ 'DescribeC
         like($d->{response_hex} // '', qr/$internal/, "direct v$hi: the broker's names are there");
     };
 }
+
+subtest 'kafkajs reads lookout\'s answer to its newest Metadata' => sub {
+    plan skip_all => KafkaMock::kafkajs_missing() if KafkaMock::kafkajs_missing();
+    my $r = KafkaMock::run([ 'node', "$top/tests/integration/bin/kafkajs-check", "127.0.0.1:$boot", '--describe',
+                             '--topic', $TOPIC ], timeout => 60);
+    my ($j) = map { my $x = eval { decode_json($_) }; $x && $x->{describe} ? ($x->{describe}) : () } split /\n/, $r->{out};
+    ok($j, 'kafkajs described the cluster') or return diag("exit $r->{exit}: $r->{err}");
+    my %v = map { /^(\w+) v(\d+)$/ ? ($1 => $2) : () } map { @$_ } values %{ $j->{requests} };
+    is($v{Metadata}, 6, 'with Metadata v6, the newest kafkajs speaks (the mock stops at v2)');
+    is_deeply($j->{brokers}, [ map { [ $_, '127.0.0.1', $ext[$_ - 1] ] } 1 .. 3 ], 'brokers: lookout\'s addresses, by node id');
+    is_deeply($j->{topic}, [ [ 0, 1 ], [ 1, 2 ], [ 2, 3 ] ], "$TOPIC: the partition leaders");
+    my %ours = map { ("127.0.0.1:$_" => 1) } $boot, @ext;
+    ok(!(grep { !$ours{$_} } @{ $j->{dialed} }), 'kafkajs dialed lookout only: ' . join(' ', @{ $j->{dialed} }));
+};
 
 subtest 'unknown api keys, versions and headers pass through byte for byte' => sub {
     # An api key nobody has, Metadata at a version past what lookout rewrites, and a

@@ -54,6 +54,15 @@ sub missing {
     return 'tests/kafka/kafka-mock is not built (apt-get install librdkafka-dev, then tests/build.sh)';
 }
 
+# KafkaMock::kafkajs_missing(): why bin/kafkajs-check cannot run here (a skip reason), or
+# undef. It needs node, and kafkajs in tests/kafka/node_modules (or $ENV{LOOKOUT_KAFKAJS}).
+sub kafkajs_missing {
+    return 'node not found (tests/deps.sh installs nodejs and npm)' unless Lookout::_which('node');
+    my $mod = $ENV{LOOKOUT_KAFKAJS} // repo_top() . '/tests/kafka/node_modules/kafkajs';
+    return "kafkajs is not installed in $mod (tests/deps.sh runs npm ci in tests/kafka)" unless -f "$mod/package.json";
+    return undef;
+}
+
 # KafkaMock->start(%opt): start a mock cluster and return it once it answers Metadata.
 #   brokers  => N (1-16, default 3)
 #   topics   => ['name:partitions[:replicas]', ...] (replicas default min(3, N))
