@@ -214,7 +214,8 @@ subtest 'unknown_api = drop closes a connection that sends an unknown api key' =
     $lk2->stop;
 };
 
-subtest 'a request one byte at a time, and 50 connections of garbage at once' => sub {
+# Garbage at scale (200 connections at once, while kcat works) is 103-kafka-clients.t's.
+subtest 'a request one byte at a time' => sub {
     # Metadata v0 for every topic, client id "x", written a byte per write.
     my $payload = pack('nnN', 3, 0, 91) . pack('n', 1) . 'x' . pack('N', 0);
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5)
@@ -231,21 +232,6 @@ subtest 'a request one byte at a time, and 50 connections of garbage at once' =>
     alarm 0;
     is(length($buf) >= 8 ? unpack('N', substr($buf, 4, 4)) : -1, 91, 'answered, to its correlation id');
     close $s;
-    my @g;
-    for my $i (1 .. 50) {
-        my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5) or next;
-        syswrite($c, join '', map { chr(($i * 31 + $_ * 7) % 256) } 1 .. 64);
-        push @g, $c;
-    }
-    is(scalar @g, 50, '50 garbage connections made');
-    my $closed = 0;
-    for my $c (@g) {
-        alarm 10;
-        my $n = eval { sysread($c, my $x, 4096) };
-        alarm 0;
-        $closed++ if defined $n && $n == 0;
-    }
-    is($closed, 50, 'each closed by lookout (a size field out of range)');
     my ($r, $l) = probe("127.0.0.1:$boot", 'Metadata:12');
     ok($l && defined $l->{response_hex}, 'others still served');
 };
