@@ -3,9 +3,9 @@
 # (issue 8 item 4), against the spec-encoded test broker: Metadata 0-13, FindCoordinator 0-6,
 # DescribeCluster 0-2, Produce 10-13 and Fetch 16-18 (NodeEndpoints). The broker advertises
 # names only it uses (internal-N.kafka.test); every answer that reaches the client through
-# lookout names lookout's addresses and never those; kafkajs (npm) reads its newest Metadata
-# (v6) through lookout. Unknown API keys and versions pass through without closing the
-# connection (KAFKA-21160).
+# lookout names lookout's addresses and never those, also as tshark's Kafka dissector decodes
+# them (the versions it knows); kafkajs (npm) reads its newest Metadata (v6) through lookout.
+# Unknown API keys and versions pass through without closing the connection (KAFKA-21160).
 
 use strict;
 use warnings;
@@ -22,6 +22,7 @@ use Test::More;
 use Lookout;
 use KafkaMock;
 use KafkaTestBroker;
+use Tshark;
 
 my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 my $dir = tmp_dir();
@@ -81,6 +82,62 @@ for my $case ([ 'Metadata', '0-13' ], [ 'FindCoordinator', '0-6' ], [ 'DescribeC
         like($d->{response_hex} // '', qr/$internal/, "direct v$hi: the broker's names are there");
     };
 }
+
+# tshark's Kafka dissector, a decoder nobody here wrote, reads lookout's rewritten answers on
+# the client's side of lookout and the broker's own on the other, captured together.
+subtest 'tshark decodes lookout\'s rewritten Metadata, FindCoordinator and DescribeCluster' => sub {
+    plan skip_all => Tshark::missing() if Tshark::missing();
+    my @node_ports = map { (split /:/, $tb->node($_)->{listen})[1] } 1 .. 3;
+    my ($out, @sent);
+    my ($pcap, $why) = Tshark::capture([ $boot, @node_ports ], sub {
+        ($out, @sent) = probe("127.0.0.1:$boot", 'Metadata:0-13', 'FindCoordinator:0-6', 'DescribeCluster:0-2');
+    }, $dir);
+    plan skip_all => "cannot capture: $why" unless $pcap;
+    is($out->{exit}, 0, 'kafka-probe through lookout: every request answered') or diag($out->{err});
+    my $ver = Tshark::version();
+    my @pdus = @{ Tshark::kafka_pdus($pcap, [ $boot, @node_ports ]) };
+    my @client = grep { $_->{dir} eq 'response' && $_->{port} == $boot } @pdus;
+    my @broker = grep { $_->{dir} eq 'response' && $_->{port} != $boot } @pdus;
+    is(scalar @client, scalar @sent, 'tshark found every answer lookout sent the client');
+    is(scalar @broker, scalar @sent, '... and as many from the broker behind it');
+    my $ours = join '|', map { "127\\.0\\.0\\.1:$_" } @ext;
+    my (%known, %unknown);
+    for my $i (0 .. $#sent) {
+        my ($x, $pdu, $up) = ($sent[$i], $client[$i] // {}, $broker[$i] // {});
+        my ($api, $v) = ($x->{api}, $x->{api_version});
+        # Not tshark's: it says so, or could not even match the answer to its request.
+        if ($pdu->{unsupported} || ($pdu->{api} // '') ne $api || $pdu->{version} != $v) {
+            push @{ $unknown{$api} }, $v;
+            next;
+        }
+        push @{ $known{$api} }, $v;
+        ok(!$up->{unsupported} && ($up->{api} // '') eq $api && $up->{version} == $v, "$api v$v: the broker's answer beside it")
+            or next;
+        # Node -1 (no coordinator) has no address to rewrite: lookout leaves it alone.
+        my @got = grep { $_->[0] >= 0 } Tshark::endpoints($pdu);
+        my @had = grep { $_->[0] >= 0 } Tshark::endpoints($up);
+        ok(@got && @had, "$api v$v: endpoints decoded on both sides") or next;
+        is_deeply([ map { $_->[0] } @got ], [ map { $_->[0] } @had ], "$api v$v: the same node ids as the broker's");
+        is_deeply([ map { "$_->[0] $_->[1]:$_->[2]" } @got ], [ map { "$_->[0] 127.0.0.1:$ext[$_->[0] - 1]" } @got ],
+                  "$api v$v: each at its own address on lookout");
+        ok(!(grep { "$_->[1]:$_->[2]" !~ /^(?:$ours)$/ } @got), "$api v$v: no other host:port");
+        ok(!(grep { $_->[1] !~ /^internal-\d\.kafka\.test$/ } @had), "$api v$v: where the broker named internal hosts only");
+    }
+    # tshark marks what it cannot parse as malformed, versions it does not know included;
+    # of those it knows, no request or answer on either side of lookout may be.
+    my $knows = sub { my ($p) = @_; defined $p->{api} && grep { $_ == $p->{version} } @{ $known{ $p->{api} } // [] } };
+    my @malformed = grep { $_->{malformed} } @pdus;
+    is(scalar(grep { $knows->($_) } @malformed), 0,
+       'no PDU of a version tshark knows is malformed, requests and answers, on either side')
+        or diag(explain([ map { $_->{summary} } grep { $knows->($_) } @malformed ]));
+    note("tshark $ver decodes, through lookout: " . join('; ', map { "$_ v" . join(',', @{ $known{$_} }) } sort keys %known));
+    note("tshark $ver does not know: " . join('; ', map { "$_ v" . join(',', @{ $unknown{$_} }) } sort keys %unknown)
+         . ' (' . scalar(@malformed) . ' PDUs of those are malformed to it)');
+    # tshark 4.0 knows Metadata v0-9 and FindCoordinator v0-3, and no DescribeCluster at all:
+    # a check that quietly checked nothing would fail here.
+    ok(@{ $known{Metadata} // [] } >= 10 && @{ $known{FindCoordinator} // [] } >= 4,
+       'tshark decoded at least Metadata v0-9 and FindCoordinator v0-3');
+};
 
 subtest 'kafkajs reads lookout\'s answer to its newest Metadata' => sub {
     plan skip_all => KafkaMock::kafkajs_missing() if KafkaMock::kafkajs_missing();

@@ -84,20 +84,23 @@ sub _stop {
     unless ($ok) { kill 'KILL', $pid; waitpid($pid, 0) }
 }
 
-# Tshark::kafka_pdus(PCAP, PORT): the Kafka PDUs in PCAP, decoding TCP port PORT as Kafka,
-# in capture order: [{ dir => 'request'|'response', summary => 'Kafka (Metadata v5 Response)',
+# Tshark::kafka_pdus(PCAP, PORTS): the Kafka PDUs in PCAP, decoding TCP port PORTS (a port or
+# [ports]: the servers' side) as Kafka, in capture order: [{ dir => 'request'|'response',
+# port => the server's port of the two, summary => 'Kafka (Metadata v5 Response)',
 # api => 'Metadata', version => 5 (both undef when tshark could not match a response to
 # its request), fields => [[name, show], ...] in tree order, unsupported => 1 when tshark
 # says it does not know this PDU's own API version, malformed => 0|1 }].
 sub kafka_pdus {
-    my ($pcap, $port) = @_;
-    my $r = KafkaMock::run([ _which('tshark'), '-n', '-r', $pcap, '-d', "tcp.port==$port,kafka",
+    my ($pcap, $ports) = @_;
+    my %server = map { ($_ => 1) } ref $ports ? @$ports : ($ports);
+    my $r = KafkaMock::run([ _which('tshark'), '-n', '-r', $pcap, (map { ('-d', "tcp.port==$_,kafka") } sort keys %server),
                              '-o', 'tcp.desegment_tcp_streams:TRUE', '-T', 'pdml' ], timeout => 120);
     croak "tshark failed: $r->{err}" if $r->{exit} != 0;
     my @out;
     for my $pkt (split m{</packet>}, $r->{out}) {
         my ($src) = $pkt =~ /<field name="tcp\.srcport"[^>]*\sshow="(\d+)"/;
-        next unless defined $src;
+        my ($dst) = $pkt =~ /<field name="tcp\.dstport"[^>]*\sshow="(\d+)"/;
+        next unless defined $src && defined $dst;
         my $malformed = $pkt =~ /<proto name="_ws\.malformed"/ ? 1 : 0;
         # Each Kafka PDU is one <proto name="kafka"> element; they do not nest.
         while ($pkt =~ m{<proto name="kafka"\s+showname="([^"]*)"(.*?)</proto>}sg) {
@@ -111,7 +114,8 @@ sub kafka_pdus {
             # answer also flags each *advertised* range it does not know, further down.
             my ($vi) = grep { $f[$_][0] =~ /^kafka\.(?:request|response)\.version$/ } 0 .. $#f;
             my $unsupported = defined $vi && $vi < $#f && $f[$vi + 1][0] eq 'kafka.unsupported_api_version';
-            push @out, { dir => $src == $port ? 'response' : 'request', summary => $summary,
+            push @out, { dir => $server{$src} ? 'response' : 'request', port => $server{$src} ? $src : $dst,
+                         summary => $summary,
                          api => $api, version => $ver, fields => \@f, malformed => $malformed,
                          unsupported => $unsupported ? 1 : 0 };
         }
