@@ -30,22 +30,8 @@ my $boot = free_port();
 my %ext_of = map { ($m->brokers->[$_]{id} => "127.0.0.1:$ext[$_]") } 0 .. 2;
 my %internal = map { ("$_->{host}:$_->{port}" => 1) } @{ $m->brokers };
 
-my $brokers = join '', map {
-    my $b = $m->brokers->[$_];
-    "[broker k/$b->{id}]\nadvertised.listeners = INTERNAL://$b->{host}:$b->{port},EXTERNAL://127.0.0.1:$ext[$_]\n\n"
-} 0 .. 2;
-my $lk = start_lookout(dir => $dir, conf => <<"EOF" . $brokers);
-[lookout]
-workers = 1
-log_level = debug
-
-[kafka k]
-inter.broker.listener.name = INTERNAL
-lookupListenerName = EXTERNAL
-listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
-bootstrap.servers = 127.0.0.1:$boot
-
-EOF
+my $lk = start_lookout(dir => $dir, conf => KafkaMock::lookout_conf(nodes => $m->behind(@ext), boot => $boot,
+                                                                    lookout => "log_level = debug\n"));
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));
 
 sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
@@ -141,23 +127,9 @@ subtest 'TLS on the external listener (SSL), plaintext to the brokers' => sub {
     my $certs = test_certs();
     my @sext = map { free_port() } 1 .. 3;
     my $sboot = free_port();
-    my $sb = join '', map {
-        my $b = $m->brokers->[$_];
-        "[broker k/$b->{id}]\nadvertised.listeners = INTERNAL://$b->{host}:$b->{port},EXTERNAL://127.0.0.1:$sext[$_]\n\n"
-    } 0 .. 2;
-    my $lk2 = start_lookout(dir => $dir, name => 'tls', conf => <<"EOF" . $sb);
-[lookout]
-workers = 1
-tls.certificate = $certs->{edge_crt}
-tls.key = $certs->{edge_key}
-
-[kafka k]
-inter.broker.listener.name = INTERNAL
-lookupListenerName = EXTERNAL
-listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL
-bootstrap.servers = 127.0.0.1:$sboot
-
-EOF
+    my $lk2 = start_lookout(dir => $dir, name => 'tls', conf => KafkaMock::lookout_conf(
+        nodes => $m->behind(@sext), boot => $sboot, external => 'SSL',
+        lookout => "tls.certificate = $certs->{edge_crt}\ntls.key = $certs->{edge_key}\n"));
     ok($lk2->started, 'a lookout with SSL external listeners started') or return diag($lk2->log);
     my @tls = ('-X', 'security.protocol=SSL', '-X', "ssl.ca.location=$certs->{edge_ca}");
     my $r = KafkaMock::run([ 'kcat', '-L', '-J', @tls, '-b', "127.0.0.1:$sboot", '-m', '10' ], timeout => 30);

@@ -37,20 +37,8 @@ my $tb = KafkaTestBroker->start(dir => $dir, nodes => \@nodes, topics => [ { nam
                                 coalesce => JSON::PP::true);
 my @ext = map { free_port() } 1 .. 3;
 my $boot = free_port();
-my $brokers = join '', map {
-    "[broker k/$_]\nadvertised.listeners = INTERNAL://" . $tb->node($_)->{listen} . ",EXTERNAL://127.0.0.1:$ext[$_ - 1]\n\n"
-} 1 .. 3;
-my $lk = start_lookout(dir => $dir, conf => <<"EOF" . $brokers);
-[lookout]
-workers = 1
-
-[kafka k]
-inter.broker.listener.name = INTERNAL
-lookupListenerName = EXTERNAL
-listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
-bootstrap.servers = 127.0.0.1:$boot
-
-EOF
+my $lk = start_lookout(dir => $dir, conf => KafkaMock::lookout_conf(
+    nodes => [ map { [ $_, $tb->node($_)->{listen}, $ext[$_ - 1] ] } 1 .. 3 ], boot => $boot));
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));
 
 sub probe {
@@ -315,18 +303,8 @@ subtest 'a broker that answers what nobody asked, or a frame of impossible size'
             POSIX::_exit(0);
         }
         my $f = free_port();
-        my $lk3 = start_lookout(dir => $dir, name => 'bad' . $bp, conf => <<"EOF");
-[lookout]
-workers = 1
-
-[kafka k]
-inter.broker.listener.name = INTERNAL
-lookupListenerName = EXTERNAL
-listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
-
-[broker k/1]
-advertised.listeners = INTERNAL://127.0.0.1:$bp,EXTERNAL://127.0.0.1:$f
-EOF
+        my $lk3 = start_lookout(dir => $dir, name => 'bad' . $bp,
+                                conf => KafkaMock::lookout_conf(nodes => [ [ 1, "127.0.0.1:$bp", $f ] ]));
         ok($lk3->started, "$case->[0]: lookout started") or next;
         my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $f, Proto => 'tcp', Timeout => 5);
         my $payload = pack('nnN', 3, 0, 17) . pack('n', 1) . 'x' . pack('N', 0);

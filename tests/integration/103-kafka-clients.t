@@ -38,21 +38,7 @@ my @ext = map { free_port() } 1 .. 3;
 my $boot = free_port();
 my %ext_of = map { ($m->brokers->[$_]{id} => $ext[$_]) } 0 .. 2;
 my %ours = map { ("127.0.0.1:$_" => 1) } @ext, $boot;
-my $brokers = join '', map {
-    my $b = $m->brokers->[$_];
-    "[broker k/$b->{id}]\nadvertised.listeners = INTERNAL://$b->{host}:$b->{port},EXTERNAL://127.0.0.1:$ext[$_]\n\n"
-} 0 .. 2;
-my $lk = start_lookout(dir => $dir, conf => <<"EOF" . $brokers);
-[lookout]
-workers = 1
-
-[kafka k]
-inter.broker.listener.name = INTERNAL
-lookupListenerName = EXTERNAL
-listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
-bootstrap.servers = 127.0.0.1:$boot
-
-EOF
+my $lk = start_lookout(dir => $dir, conf => KafkaMock::lookout_conf(nodes => $m->behind(@ext), boot => $boot));
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));
 
 sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }

@@ -54,6 +54,24 @@ sub missing {
     return 'tests/kafka/kafka-mock is not built (apt-get install librdkafka-dev, then tests/build.sh)';
 }
 
+# KafkaMock::lookout_conf(%opt): the config of a lookout in front of a Kafka cluster "k",
+# plaintext to its brokers, each broker's external address on its own port of 127.0.0.1:
+#   nodes    => [[node id, internal host:port, external port], ...] (see $m->behind)
+#   boot     => the bootstrap port on 127.0.0.1 (no bootstrap.servers without it)
+#   external => the protocol of the EXTERNAL listener (default PLAINTEXT; SSL wants
+#               tls.certificate and tls.key in lookout)
+#   lookout  => more lines for [lookout]
+sub lookout_conf {
+    my (%o) = @_;
+    my $conf = "[lookout]\nworkers = 1\n" . ($o{lookout} // '')
+        . "\n[kafka k]\ninter.broker.listener.name = INTERNAL\nlookupListenerName = EXTERNAL\n"
+        . 'listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:' . ($o{external} // 'PLAINTEXT') . "\n";
+    $conf .= "bootstrap.servers = 127.0.0.1:$o{boot}\n" if $o{boot};
+    $conf .= "\n[broker k/$_->[0]]\nadvertised.listeners = INTERNAL://$_->[1],EXTERNAL://127.0.0.1:$_->[2]\n"
+        for @{ $o{nodes} };
+    return $conf;
+}
+
 # KafkaMock::kafkajs_missing(): why bin/kafkajs-check cannot run here (a skip reason), or
 # undef. It needs node, and kafkajs in tests/kafka/node_modules (or $ENV{LOOKOUT_KAFKAJS}).
 sub kafkajs_missing {
@@ -90,6 +108,14 @@ sub ready     { $_[0]{ready} }
 sub pid       { $_[0]{pid} }
 sub log_file  { $_[0]{log_file} }
 sub log       { slurp($_[0]{log_file}) // '' }
+
+# $m->behind(PORTS...): its brokers, in order, each with the next of PORTS as its external
+# port: [[node id, host:port, port], ...], the nodes of KafkaMock::lookout_conf.
+sub behind {
+    my ($self, @ports) = @_;
+    my @b = @{ $self->brokers };
+    return [ map { [ $b[$_]{id}, "$b[$_]{host}:$b[$_]{port}", $ports[$_] ] } 0 .. $#b ];
+}
 
 # $m->broker(ID): the broker entry {id, host, port} for node id ID, or undef.
 sub broker {
