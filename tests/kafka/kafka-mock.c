@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -214,6 +216,31 @@ wait_for_eof(long lifetime)
     }
 }
 
+/*
+ * The mock's brokers listen with a backlog of 5.  A burst of connections
+ * (lookout opens one to a broker for each client, and 103-kafka-clients.t
+ * sends 200 at once) overflows that; the kernel then answers with SYN
+ * cookies, and a connection whose first segments were dropped for the full
+ * queue is reset when a later segment fails the cookie check.  Brokers
+ * listen with more room (Kafka's socket.listen.backlog.size is 50), so
+ * every listening socket of ours, all of them the mock's, is given the
+ * system's maximum: listen() again on a listening socket only changes its
+ * backlog.
+ */
+static void
+widen_backlogs(void)
+{
+    struct rlimit rl;
+    int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096 ? (int)rl.rlim_cur : 4096;
+
+    for (int fd = 3; fd < max; fd++) {
+        int on = 0;
+        socklen_t len = sizeof(on);
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on)
+            listen(fd, SOMAXCONN);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -279,6 +306,7 @@ main(int argc, char **argv)
         rd_kafka_destroy(rk);
         return 1;
     }
+    widen_backlogs();
     for (int i = 1; rack && i <= brokers; i++) {
         char name[16];
         snprintf(name, sizeof(name), "r%d", i);
