@@ -86,5 +86,5 @@ const struct lk_flt_ops lk_flt_kafka = {
     .name = "kafka",
     .protos = LK_PROTO_KAFKA,
     .attach = lk_flt_attach_if_listener,
-    .kafka_response = kafka_response,
+    .frame = kafka_response,
 };

@@ -168,7 +168,8 @@ lk_flt_attach_all(struct lk_xchg *x)
     x->flt = lk_palloc(&x->pool, (cl->nfilters + 1) * sizeof(*x->flt));
     for (size_t i = 0; i < cl->nfilters; i++) {
         struct lk_flt *f = &cl->filters[i];
-        x->flt[i].attached = f->ops->attach == NULL || f->ops->attach(f, x);
+        x->flt[i].attached = (f->ops->protos & (x->proto != 0 ? x->proto : LK_PROTO_HTTP)) != 0 &&
+                             (f->ops->attach == NULL || f->ops->attach(f, x));
     }
 }
 
@@ -267,8 +268,8 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
 }
 
 enum lk_flt_verdict
-lk_flt_run_kafka_response(struct lk_xchg *x, int16_t api_key, int16_t api_version,
-                          struct evbuffer *in, struct evbuffer *out)
+lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
+                 struct evbuffer *out)
 {
     struct evbuffer *cur = in, *next = NULL, *spare = NULL;
     enum lk_flt_verdict v = LK_FLT_CONTINUE;
@@ -278,12 +279,12 @@ lk_flt_run_kafka_response(struct lk_xchg *x, int16_t api_key, int16_t api_versio
      * fills the other. */
     for (size_t i = 0; i < x->nflt && v == LK_FLT_CONTINUE; i++) {
         struct lk_flt *f = &x->cluster->filters[i];
-        if (!x->flt[i].attached || f->ops->kafka_response == NULL)
+        if (!x->flt[i].attached || f->ops->frame == NULL)
             continue;
         if (spare == NULL)
             spare = evbuffer_new();
         next = cur == spare ? in : spare;
-        v = f->ops->kafka_response(f, x, api_key, api_version, cur, next);
+        v = f->ops->frame(f, x, key, version, cur, next);
         evbuffer_add_buffer(next, cur); /* anything it left goes on unchanged */
         cur = next;
     }

@@ -83,13 +83,14 @@ struct lk_flt_ops {
     enum lk_flt_verdict (*http_res_body)(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in,
                                          struct evbuffer *out, int last);
 
-    /* A Kafka response frame, whole (its size field included), to the
-     * request api_key/api_version; only frames the codec may change come
-     * here (lk_kafka_response_wanted), the rest stream past.  Move it, as
-     * it is or rewritten, from in to out. */
-    enum lk_flt_verdict (*kafka_response)(struct lk_flt *f, struct lk_xchg *x, int16_t api_key,
-                                          int16_t api_version, struct evbuffer *in,
-                                          struct evbuffer *out);
+    /* A binary protocol's frame, whole, of a kind its codec may change;
+     * the rest stream past.  Kafka: a response (size field included) to
+     * the request api_key/api_version (lk_kafka_response_wanted).  Pulsar:
+     * a command frame of type `key` (version 0) from the broker.  Move it,
+     * as it is or rewritten, from in to out.  Only filters of the
+     * exchange's protocol (x->proto) are attached. */
+    enum lk_flt_verdict (*frame)(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version,
+                                 struct evbuffer *in, struct evbuffer *out);
 };
 
 /* A filter instance in a cluster's chain. */

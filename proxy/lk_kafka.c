@@ -337,8 +337,9 @@ filter_response(struct kconn *k, struct evbuffer *out)
     x.broker = k->broker;
     x.listener_name = k->cluster->lookup_listener;
     x.client_tls = k->c->tls;
+    x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
-    lk_flt_run_kafka_response(&x, k->cur.key, k->cur.version, k->held, out);
+    lk_flt_run_frame(&x, k->cur.key, k->cur.version, k->held, out);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
     evbuffer_drain(k->held, evbuffer_get_length(k->held));

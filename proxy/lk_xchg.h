@@ -30,6 +30,7 @@ struct lk_xchg {
     struct lk_conn *conn;
     const struct lk_conf *conf;
     const struct lk_cluster *cluster;
+    unsigned proto;                  /* LK_PROTO_*: the filters that attach; 0 is HTTP */
     const struct lk_broker *broker;  /* where the request goes */
     const char *listener_name;       /* listener to rewrite into; NULL: none */
     int client_tls;                  /* the client reached us over TLS */
@@ -79,10 +80,10 @@ enum lk_flt_verdict lk_flt_run_res_headers(struct lk_xchg *x);
  */
 enum lk_flt_verdict lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in,
                                         struct evbuffer *out, int last);
-/* Passes a whole Kafka response frame through the attached filters' kafka
- * hooks, in chain order; in is drained, the result appended to out. */
-enum lk_flt_verdict lk_flt_run_kafka_response(struct lk_xchg *x, int16_t api_key,
-                                              int16_t api_version, struct evbuffer *in,
-                                              struct evbuffer *out);
+/* Passes a whole binary frame (a Kafka response, a Pulsar command)
+ * through the attached filters' frame hooks, in chain order; in is
+ * drained, the result appended to out. */
+enum lk_flt_verdict lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version,
+                                     struct evbuffer *in, struct evbuffer *out);
 
 #endif

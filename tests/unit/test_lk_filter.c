@@ -424,10 +424,11 @@ test_kafka_pattern(void)
     x.conf = conf;
     x.cluster = conf->clusters[0];
     x.listener_name = x.cluster->lookup_listener;
+    x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
     struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
     evbuffer_add(in, frame, flen);
-    lk_flt_run_kafka_response(&x, 3, 1, in, out);
+    lk_flt_run_frame(&x, 3, 1, in, out);
     size_t olen = evbuffer_get_length(out);
     ok(olen == wlen && memcmp(evbuffer_pullup(out, -1), want, wlen) == 0,
        "nodes 1, 2, 3 and 9 at 127.0.0.1:29093, b2.k.example:30002, b3.k.example:30003 and "
