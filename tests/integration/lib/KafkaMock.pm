@@ -223,7 +223,8 @@ sub _spawn {
         last unless $n;    # EOF: it exited
         $line .= $buf;
     }
-    my ($first) = $line =~ /^(.*?)\n/;
+    my ($first, $rest) = $line =~ /^(.*?)\n(.*)\z/s;
+    $self->{out_buf} = $rest // '';    # what came after it: see PulsarBinBroker::control
     my $ready = defined $first ? eval { JSON::PP::decode_json($first) } : undef;
     unless ($ready) {
         $self->stop(2);

@@ -44,7 +44,10 @@ sub python {
     return undef;
 }
 
-sub script { repo_top() . '/tests/integration/bin/kafka-testbroker' }
+# $class->script: the program; $class->prog: its name (files in the test's dir are named
+# after it). PulsarBinBroker starts bin/pulsar-testbroker the same way.
+sub prog   { 'kafka-testbroker' }
+sub script { repo_top() . '/tests/integration/bin/' . $_[0]->prog }
 
 # KafkaTestBroker->start(%opt): every option but dir/timeout goes into its JSON config
 # (see bin/kafka-testbroker --help): nodes, topics, listen (default 127.0.0.1:0),
@@ -53,16 +56,17 @@ sub script { repo_top() . '/tests/integration/bin/kafka-testbroker' }
 # lifetime (default 600). Returns once it listens; croaks otherwise.
 sub start {
     my ($class, %o) = @_;
-    my $py = python() or croak 'KafkaTestBroker: python3 not found';
+    my $py = python() or croak "$class: python3 not found";
     my $dir = delete $o{dir} // tmp_dir();
     my $timeout = delete $o{timeout} // 20;
+    my $prog = $class->prog;
     my $n = 0;
-    $n++ while -e "$dir/kafka-testbroker-$n.json";
-    my $name = "kafka-testbroker-$n";
+    $n++ while -e "$dir/$prog-$n.json";
+    my $name = "$prog-$n";
     $o{log} //= "$dir/$name.requests";
     $o{lifetime} //= 600;
     my $conf = spew("$dir/$name.json", JSON::PP->new->canonical->encode(\%o));
-    my $self = $class->_spawn([ $py, script(), '--config', $conf ], $dir, $name, $timeout);
+    my $self = $class->_spawn([ $py, $class->script, '--config', $conf ], $dir, $name, $timeout);
     $self->{requests_file} = $o{log};
     return $self;
 }
