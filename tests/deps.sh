@@ -15,8 +15,9 @@ PKGS="$PKGS librdkafka-dev kcat python3-kafka tshark"
 # Kafka brokers is tested against a server nobody here wrote (104-kafka-tls.t);
 # util-linux's unshare gives kcat a private /etc/hosts for SNI names there.
 PKGS="$PKGS stunnel4 util-linux mount"
-# kafkajs comes from npm (tests/kafka/package-lock.json pins it), so node and
-# npm are needed; Debian's nodejs and npm when the machine has neither.
+# kafkajs and pulsar-flex come from npm (tests/kafka/package-lock.json and
+# tests/pulsar/package-lock.json pin them), so node and npm are needed; Debian's
+# nodejs and npm when the machine has neither.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 # clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
@@ -54,13 +55,16 @@ if [ -n "$missing" ]; then
     $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-# The npm packages of tests/kafka (kafkajs), into tests/kafka/node_modules
-# (ignored by git), exactly as the lock file says; again only when the lock
-# file changed since the last install.
+# The npm packages of a directory under tests/, into its node_modules (ignored by
+# git), exactly as its lock file says; again only when the lock file changed
+# since the last install.
 top=$(cd "$(dirname "$0")/.." && pwd)
-kafka="$top/tests/kafka"
-if ! cmp -s "$kafka/package-lock.json" "$kafka/node_modules/.lookout-lock" 2>/dev/null; then
-    echo "deps: npm ci in tests/kafka"
-    (cd "$kafka" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) >&2
-    cp "$kafka/package-lock.json" "$kafka/node_modules/.lookout-lock"
-fi
+npm_ci() {
+    dir="$top/tests/$1"
+    cmp -s "$dir/package-lock.json" "$dir/node_modules/.lookout-lock" 2>/dev/null && return 0
+    echo "deps: npm ci in tests/$1"
+    (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) >&2
+    cp "$dir/package-lock.json" "$dir/node_modules/.lookout-lock"
+}
+npm_ci kafka     # kafkajs (103-kafka-clients.t)
+npm_ci pulsar    # pulsar-flex (107-pulsar-fixtures.t)
