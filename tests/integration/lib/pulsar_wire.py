@@ -13,11 +13,12 @@ specification") and the field numbers of PulsarApi.proto (../shared/facts/pulsar
     commands [totalSize][commandSize][BaseCommand][0x0e02 size BrokerEntryMetadata]
     [0x0e01 CRC32C][metadataSize][MessageMetadata][payload], the checksum covering
     metadataSize to the end;
-  - CRC-32C, shared with the Kafka fixtures (kafka_wire.crc32c).
+  - CRC-32C and base-128 varints, shared with the Kafka fixtures (kafka_wire.py).
 """
 
 import struct
 
+import kafka_wire
 from kafka_wire import crc32c  # noqa: F401  (re-exported: Castagnoli, reflected)
 
 MAGIC_CRC32C = 0x0e01                 # Commands.magicCrc32c
@@ -189,16 +190,7 @@ VARINT_KINDS = ('uint64', 'int64', 'uint32', 'int32', 'bool', 'enum')
 def uvarint(v):
     """A base-128 varint of v taken as 64 bits: negative int32/int64 values (and uint64 -1,
     as brokers send for "no request id") become their 10-byte two's complement form."""
-    v &= U64
-    out = bytearray()
-    while True:
-        b = v & 0x7f
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return kafka_wire.uvarint(v & U64)
 
 
 def read_uvarint(data, pos):
