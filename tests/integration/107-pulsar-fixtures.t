@@ -9,7 +9,7 @@
 #   - what pulsar-flex 1.1.1 cannot do is pinned here, so that lookout's tests know: it
 #     does not check MESSAGE checksums, dies on 0x0e02 broker entry metadata, on command
 #     types it does not know, and (so) on TOPIC_MIGRATED, which a broker therefore never
-#     sends to its protocol v17;
+#     sends to its protocol v17; it takes any Redirect for the owner, so chains fail;
 #   - google-protobuf, with the code Apache's PulsarApi.proto generates (as pulsar-flex ships
 #     it: bin/pulsar-pb-check), decodes every frame the test broker sent and received and
 #     agrees field by field with the broker's own decoder. tshark 4.0 has no Pulsar
@@ -210,7 +210,7 @@ subtest 'pulsar-flex: CLOSE_PRODUCER and CLOSE_CONSUMER with assigned URLs, mid-
     $c->stop;
 };
 
-subtest 'pulsar-flex limits: checksums, broker entry metadata, unknown commands, TOPIC_MIGRATED' => sub {
+subtest 'pulsar-flex limits: checksums, broker entry metadata, unknown commands, TOPIC_MIGRATED, chains' => sub {
     plan skip_all => $flex_missing if $flex_missing;
     my $one = 'internal:pulsar://127.0.0.1:0';
     my $x = PulsarBinBroker->start(
@@ -257,6 +257,13 @@ subtest 'pulsar-flex limits: checksums, broker entry metadata, unknown commands,
     is($r->{exit}, 3, 'an unknown command type (68): pulsar-flex throws');
     like(join(' ', @{ $j->{errors} // [] }), qr/simpleCommand.*deserializer|deserializer/s, '... in its simple-command decoder');
     $x->stop;
+
+    # A Redirect that does not name the owner (a chain, as through a leader): pulsar-flex
+    # connects to the named broker as if it were the owner and never asks again.
+    ($j, $r) = flex($A{b1}, '--topic', 't-chain', '--messages', 1);
+    is($r->{exit}, 3, 'a Redirect chain (b1 -> b3 -> b2): pulsar-flex fails');
+    like(join(' ', @{ $j->{errors} // [] }), qr/not served by this instance:\Q$A{b3}\E/,
+         '... with ServiceNotReady from b3, the first hop, where it subscribed') or diag(explain($j));
 };
 
 # ---- hand-built frames ------------------------------------------------------------------------
