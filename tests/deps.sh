@@ -5,6 +5,7 @@
 set -e
 PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
 libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
+libprotobuf-c-dev protobuf-c-compiler
 curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
 # The Kafka fixtures and the clients run against them: librdkafka's mock
 # cluster (tests/kafka/kafka-mock), kcat, kafka-python (run with
