@@ -1,0 +1,471 @@
+/*
+ * The Pulsar codec (lk_pulsar_codec.h): frame sizes, the command's type,
+ * and the commands lookout reads or rewrites.  Reading is a walk over the
+ * protobuf wire format written here, not protobuf-c: it allocates nothing,
+ * its strings point into the frame (protobuf-c copies every string it
+ * unpacks), and it checks a command against the schema of proxy/pulsar.proto
+ * at least as strictly as protobuf-c does, so that a command it accepts is
+ * one that protobuf-c unpacks.  Re-encoding is protobuf-c's: unpack, change
+ * the fields, pack.  It keeps every field the edit does not name, unknown
+ * ones included (their bytes as they came; known ones in field order), and
+ * runs only when the walk says that something changes.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "lk_pulsar_codec.h"
+#include "pulsar.pb-c.h"
+
+/* A message with more fields than this is refused: no Pulsar command comes
+ * near it, and protobuf-c spends an allocation or two on each field it
+ * unpacks, which a 5 MiB command of 2-byte fields would turn into millions. */
+#define MAX_FIELDS 4096
+
+static uint32_t
+be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int
+lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t *total,
+                uint32_t *cmd_size)
+{
+    *total = be32(p);
+    *cmd_size = be32(p + 4);
+    /* totalSize counts commandSize's 4 bytes, the command, and a payload
+     * section if any */
+    if (*cmd_size == 0 || *total < 4 || *total - 4 < *cmd_size || *total > max_frame)
+        return -1;
+    return 0;
+}
+
+/* ---- the wire format ------------------------------------------------ */
+
+enum rd { RD_OK, RD_END, RD_SHORT, RD_BAD };
+
+struct field {
+    uint32_t num;
+    unsigned wt;      /* 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
+    uint64_t v;       /* wire type 0 */
+    const uint8_t *p; /* wire type 2: the bytes after the length */
+    size_t len;
+};
+
+/* A varint of at most max bytes at *at: RD_SHORT when it runs past end,
+ * RD_BAD when it is longer or does not fit 64 bits (protobuf-c takes a
+ * 10-byte varint whose last byte is over 1 and drops the bits). */
+static enum rd
+varint(const uint8_t **at, const uint8_t *end, unsigned max, uint64_t *v)
+{
+    const uint8_t *p = *at;
+    uint64_t r = 0;
+
+    for (unsigned i = 0; i < max; i++) {
+        if ((size_t)(end - p) <= i)
+            return RD_SHORT;
+        if (i == 9 && p[i] > 1)
+            return RD_BAD;
+        r |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *at = p + i + 1;
+            *v = r;
+            return RD_OK;
+        }
+    }
+    return RD_BAD;
+}
+
+/* A field's tag: at most 5 bytes (protobuf-c's limit), a field number
+ * from 1 to 2^29 - 1 (protobuf's range; protobuf-c would take a field 0
+ * written in two bytes, and numbers to 2^32 - 1), a wire type protobuf-c
+ * reads (not the groups, 3 and 4, nor 6 and 7). */
+static enum rd
+tag(const uint8_t **at, const uint8_t *end, struct field *f)
+{
+    uint64_t t;
+    enum rd r = varint(at, end, 5, &t);
+
+    if (r != RD_OK)
+        return r;
+    f->num = (uint32_t)(t >> 3);
+    f->wt = (unsigned)(t & 7);
+    if (t > UINT32_MAX || f->num == 0 || (f->wt != 0 && f->wt != 1 && f->wt != 2 && f->wt != 5))
+        return RD_BAD;
+    return RD_OK;
+}
+
+/* The next field of a message that ends at end; RD_END when there is
+ * none.  A length is a varint of at most 5 bytes up to INT_MAX, as in
+ * protobuf-c. */
+static enum rd
+next(const uint8_t **at, const uint8_t *end, struct field *f)
+{
+    enum rd r;
+    size_t n;
+
+    if (*at == end)
+        return RD_END;
+    if ((r = tag(at, end, f)) != RD_OK)
+        return r;
+    switch (f->wt) {
+    case 0:
+        return varint(at, end, 10, &f->v);
+    case 2:
+        if ((r = varint(at, end, 5, &f->v)) != RD_OK)
+            return r;
+        if (f->v > INT_MAX)
+            return RD_BAD;
+        if (f->v > (size_t)(end - *at))
+            return RD_SHORT;
+        f->p = *at;
+        f->len = (size_t)f->v;
+        *at += f->len;
+        return RD_OK;
+    default:
+        n = f->wt == 1 ? 8 : 4;
+        if ((size_t)(end - *at) < n)
+            return RD_SHORT;
+        *at += n;
+        return RD_OK;
+    }
+}
+
+/* ---- the schema of proxy/pulsar.proto ------------------------------- */
+
+enum { V = 1, B = 2 }; /* a declared field: a varint, or bytes */
+#define NF 9           /* declared field numbers are below this */
+
+struct schema {
+    int type;          /* the BaseCommand field, and Type value, of the command */
+    uint8_t kind[NF];  /* by field number; 0 when not declared */
+    uint16_t required; /* bit n: field n is required */
+    uint8_t url;       /* the field of the broker URL (its Tls sibling is the next), or 0 */
+};
+
+static const struct schema schemas[] = {
+    {LK_PULSAR_CONNECT, {[1] = B, [4] = V, [6] = B}, 1u << 1, 0},
+    {LK_PULSAR_LOOKUP, {[1] = B, [2] = V, [3] = V, [7] = B}, 1u << 1 | 1u << 2, 0},
+    {LK_PULSAR_LOOKUP_RESPONSE,
+     {[1] = B, [2] = B, [3] = V, [4] = V, [5] = V, [6] = V, [7] = B, [8] = V},
+     1u << 4,
+     1},
+    {LK_PULSAR_CLOSE_PRODUCER, {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 3},
+    {LK_PULSAR_CLOSE_CONSUMER, {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 3},
+    {LK_PULSAR_TOPIC_MIGRATED, {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 3},
+};
+#define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
+
+static const struct schema *
+schema_of(uint64_t type)
+{
+    for (size_t i = 0; i < NSCHEMAS; i++)
+        if ((uint64_t)schemas[i].type == type)
+            return &schemas[i];
+    return NULL;
+}
+
+/* A command's declared fields, the last of each (as protobuf parsers do). */
+struct vals {
+    uint16_t seen; /* bit n: field n was present */
+    uint64_t v[NF];
+    struct lk_str s[NF];
+};
+
+/* Walks one sub-command: every field well formed, the declared ones of
+ * their wire type, the required ones present.  0, or -1. */
+static int
+walk_sub(const struct schema *sc, const uint8_t *p, size_t len, struct vals *out)
+{
+    const uint8_t *at = p, *end = p + len;
+    struct field f;
+    enum rd r;
+    unsigned n = 0;
+
+    memset(out, 0, sizeof(*out));
+    while ((r = next(&at, end, &f)) == RD_OK) {
+        if (++n > MAX_FIELDS)
+            return -1;
+        if (f.num >= NF || sc->kind[f.num] == 0)
+            continue; /* unknown: kept on re-encode */
+        if (f.wt != (sc->kind[f.num] == V ? 0u : 2u))
+            return -1;
+        out->seen |= (uint16_t)(1u << f.num);
+        out->v[f.num] = f.v;
+        out->s[f.num] = lk_str_make((const char *)f.p, f.wt == 2 ? f.len : 0);
+    }
+    if (r != RD_END || (out->seen & sc->required) != sc->required)
+        return -1;
+    return 0;
+}
+
+struct parsed {
+    uint64_t type;
+    const struct schema *sc; /* the type's, NULL for another type */
+    struct vals sub;         /* the type's sub-command (when sc) */
+};
+
+/*
+ * Walks a whole BaseCommand: every field well formed, field 1 (type) a
+ * varint present once and at most INT32_MAX.  With full, also what
+ * protobuf-c checks when it unpacks with proxy/pulsar.proto: each declared
+ * sub-command, whatever the type, is a valid message; and then reads the
+ * type's, which must be there.  A sub-command given twice is refused:
+ * protobuf-c would merge the two and lose the first one's unknown fields
+ * (no encoder writes that).  0, or -1.
+ */
+static int
+walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
+{
+    const uint8_t *at = cmd, *end = cmd + len, *sub[NSCHEMAS];
+    size_t sub_len[NSCHEMAS];
+    struct field f;
+    enum rd r;
+    unsigned n = 0, seen = 0;
+    int have_type = 0;
+    struct vals scratch;
+
+    while ((r = next(&at, end, &f)) == RD_OK) {
+        if (f.num == 1) {
+            if (f.wt != 0 || have_type)
+                return -1;
+            have_type = 1;
+            out->type = f.v;
+            continue;
+        }
+        if (!full)
+            continue;
+        if (++n > MAX_FIELDS)
+            return -1;
+        const struct schema *sc = schema_of(f.num);
+        if (sc == NULL)
+            continue;
+        size_t i = (size_t)(sc - schemas);
+        if (f.wt != 2 || (seen & 1u << i) || walk_sub(sc, f.p, f.len, &scratch) != 0)
+            return -1;
+        seen |= 1u << i;
+        sub[i] = f.p;
+        sub_len[i] = f.len;
+    }
+    if (r != RD_END || !have_type || out->type > INT32_MAX)
+        return -1;
+    out->sc = schema_of(out->type);
+    if (!full || out->sc == NULL)
+        return 0;
+    size_t i = (size_t)(out->sc - schemas);
+    if (!(seen & 1u << i))
+        return -1; /* e.g. a LOOKUP without its CommandLookupTopic */
+    return walk_sub(out->sc, sub[i], sub_len[i], &out->sub);
+}
+
+int
+lk_pulsar_peek_type(const uint8_t *cmd, size_t len, size_t cmd_size)
+{
+    size_t lim = cmd_size < LK_PULSAR_PEEK ? cmd_size : LK_PULSAR_PEEK;
+    const uint8_t *at = cmd, *end = cmd + (len < lim ? len : lim);
+    int whole = (size_t)(end - cmd) == cmd_size;
+    struct field f;
+    enum rd r;
+
+    /* Only the first min(cmd_size, LK_PULSAR_PEEK) bytes are read, so that
+     * what is found never depends on how the bytes arrived. */
+    if (cmd_size == 0)
+        return -2;
+    if ((r = tag(&at, end, &f)) != RD_OK)
+        return r == RD_BAD || whole ? -2 : -1;
+    if (f.num != 1)
+        return -1; /* not first: lk_pulsar_command_type */
+    if (f.wt != 0)
+        return -2;
+    if ((r = varint(&at, end, 10, &f.v)) != RD_OK)
+        return r == RD_BAD || whole ? -2 : -1;
+    return f.v > INT32_MAX ? -2 : (int)f.v;
+}
+
+int
+lk_pulsar_command_type(const uint8_t *cmd, size_t len)
+{
+    struct parsed d;
+
+    return walk_base(cmd, len, 0, &d) != 0 ? -2 : (int)d.type;
+}
+
+int
+lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out)
+{
+    struct parsed d;
+
+    memset(out, 0, sizeof(*out));
+    out->lookup_type = -1;
+    out->proxy_through = -1;
+    out->protocol_version = -1;
+    if (walk_base(cmd, len, 1, &d) != 0)
+        return -1;
+    out->type = (int)d.type;
+    if (d.sc == NULL)
+        return -2;
+
+    const struct vals *s = &d.sub;
+#define HAS(n) ((s->seen >> (n)) & 1)
+    switch (d.sc->type) {
+    case LK_PULSAR_CONNECT:
+        out->has_proxy_to_broker_url = HAS(6);
+        out->proxy_to_broker_url = s->s[6];
+        if (HAS(4)) {
+            /* an int32 to Pulsar: its low 32 bits; a negative one is older
+             * than every version */
+            int32_t v = (int32_t)(uint32_t)s->v[4];
+            out->protocol_version = v < 0 ? 0 : v;
+        }
+        break;
+    case LK_PULSAR_LOOKUP:
+        out->has_request_id = 1;
+        out->request_id = s->v[2];
+        out->has_listener = HAS(7);
+        out->listener = s->s[7];
+        break;
+    case LK_PULSAR_LOOKUP_RESPONSE:
+        out->has_request_id = 1;
+        out->request_id = s->v[4];
+        if (HAS(3))
+            out->lookup_type = s->v[3] > INT32_MAX ? INT32_MAX : (int)s->v[3];
+        if (HAS(8))
+            out->proxy_through = s->v[8] != 0;
+        break;
+    default: /* CLOSE_PRODUCER, CLOSE_CONSUMER, TOPIC_MIGRATED */
+        if (d.sc->type != LK_PULSAR_TOPIC_MIGRATED) {
+            out->has_request_id = 1;
+            out->request_id = s->v[2];
+        }
+        break;
+    }
+    if (d.sc->url != 0) {
+        out->has_url = HAS(d.sc->url);
+        out->url = s->s[d.sc->url];
+        out->has_url_tls = HAS(d.sc->url + 1);
+        out->url_tls = s->s[d.sc->url + 1];
+    }
+#undef HAS
+    return 0;
+}
+
+/* ---- re-encoding ---------------------------------------------------- */
+
+/* Whether setting bytes field n of s to to (NULL: clearing it) changes it. */
+static int
+changes(const struct vals *s, unsigned n, const struct lk_str *to)
+{
+    int has = (s->seen >> n) & 1;
+
+    return to == NULL ? has : !has || !lk_str_eq(s->s[n], *to);
+}
+
+static void *
+member(ProtobufCMessage *m, size_t offset)
+{
+    return (char *)m + offset;
+}
+
+/* A bytes field set to memory of the caller's, and what it held (which
+ * protobuf-c frees with the message). */
+struct saved {
+    ProtobufCBinaryData *bd;
+    ProtobufCBinaryData was;
+};
+
+/* Sets (to != NULL) or clears optional bytes field n of m. */
+static void
+set_bytes(ProtobufCMessage *m, unsigned n, const struct lk_str *to, struct saved *sv)
+{
+    const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(m->descriptor, n);
+    protobuf_c_boolean *has = member(m, fd->quantifier_offset);
+    ProtobufCBinaryData *bd = member(m, fd->offset);
+
+    *has = to != NULL;
+    if (to == NULL)
+        return; /* left for protobuf-c to free; not packed */
+    sv->bd = bd;
+    sv->was = *bd;
+    bd->data = (uint8_t *)to->p;
+    bd->len = to->len;
+}
+
+int
+lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *edit,
+                   struct evbuffer *out)
+{
+    struct parsed d;
+    int rc = -1;
+
+    if (walk_base(cmd, len, 1, &d) != 0 || d.sc == NULL)
+        return -1;
+
+    /* what changes, from the walk: most frames go back as they came */
+    const struct schema *sc = d.sc;
+    const struct vals *s = &d.sub;
+    int url = sc->url != 0 && edit->set_url && changes(s, sc->url, edit->url);
+    int url_tls = sc->url != 0 && edit->set_url_tls && changes(s, sc->url + 1u, edit->url_tls);
+    /* proxy_through_service_url: absent is false */
+    int proxy =
+        sc->type == LK_PULSAR_LOOKUP_RESPONSE && edit->proxy_through >= 0 &&
+        ((s->seen >> 8) & 1 ? s->v[8] != (uint64_t)edit->proxy_through : edit->proxy_through != 0);
+    int strip = sc->type == LK_PULSAR_LOOKUP && edit->strip_listener && ((s->seen >> 7) & 1);
+    if (!url && !url_tls && !proxy && !strip)
+        return 0;
+
+    LkPb__BaseCommand *base = lk_pb__base_command__unpack(NULL, len, cmd);
+    if (base == NULL)
+        return -1; /* only when out of memory, if the walk is right */
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(base->base.descriptor, (unsigned)sc->type);
+    ProtobufCMessage *m = *(ProtobufCMessage **)member(&base->base, fd->offset);
+    struct saved sv[2] = {{NULL, {0, NULL}}, {NULL, {0, NULL}}};
+
+    if (url)
+        set_bytes(m, sc->url, edit->url, &sv[0]);
+    if (url_tls)
+        set_bytes(m, sc->url + 1u, edit->url_tls, &sv[1]);
+    if (proxy) {
+        LkPb__CommandLookupTopicResponse *r = (LkPb__CommandLookupTopicResponse *)m;
+        r->has_proxy_through_service_url = 1;
+        r->proxy_through_service_url = (uint64_t)edit->proxy_through;
+    }
+    if (strip)
+        ((LkPb__CommandLookupTopic *)m)->has_advertised_listener_name = 0;
+
+    size_t size = lk_pb__base_command__get_packed_size(base);
+    struct evbuffer_iovec v;
+    if (size <= UINT32_MAX - 4 && evbuffer_reserve_space(out, (ev_ssize_t)(8 + size), &v, 1) == 1) {
+        uint8_t *p = v.iov_base;
+        uint32_t total = (uint32_t)size + 4;
+        p[0] = (uint8_t)(total >> 24), p[1] = (uint8_t)(total >> 16);
+        p[2] = (uint8_t)(total >> 8), p[3] = (uint8_t)total;
+        p[4] = (uint8_t)(size >> 24), p[5] = (uint8_t)(size >> 16);
+        p[6] = (uint8_t)(size >> 8), p[7] = (uint8_t)size;
+        lk_pb__base_command__pack(base, p + 8);
+        v.iov_len = 8 + size;
+        if (evbuffer_commit_space(out, &v, 1) == 0)
+            rc = 1;
+    }
+    for (int i = 0; i < 2; i++)
+        if (sv[i].bd != NULL)
+            *sv[i].bd = sv[i].was;
+    lk_pb__base_command__free_unpacked(base, NULL);
+    return rc;
+}
+
+void
+lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len)
+{
+    uint8_t h[LK_PULSAR_PREFIX];
+    uint32_t total = (uint32_t)len + 4;
+
+    h[0] = (uint8_t)(total >> 24), h[1] = (uint8_t)(total >> 16);
+    h[2] = (uint8_t)(total >> 8), h[3] = (uint8_t)total;
+    h[4] = (uint8_t)(len >> 24), h[5] = (uint8_t)(len >> 16);
+    h[6] = (uint8_t)(len >> 8), h[7] = (uint8_t)len;
+    evbuffer_add(out, h, sizeof(h));
+    evbuffer_add(out, cmd, len);
+}

@@ -1,0 +1,159 @@
+/*
+ * The Pulsar binary protocol's frames, as pure functions over bytes
+ * (facts/pulsar.md §4).  A frame is [totalSize u32][commandSize u32]
+ * [BaseCommand] and, for SEND and MESSAGE, a payload section after the
+ * command (magic 0x0e01 or 0x0e02); totalSize counts everything after
+ * itself.  lookout reads each frame's sizes and the command's type; it
+ * decodes just the commands it may rewrite (proxy/pulsar.proto: only the
+ * messages and fields lookout touches; read by a walk over the wire format
+ * that points into the frame), and re-encodes one with protobuf-c only
+ * when something in it changes, keeping its unknown fields.  Every other
+ * frame passes byte for byte.
+ */
+#ifndef LK_PULSAR_CODEC_H
+#define LK_PULSAR_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lk_str.h"
+
+struct evbuffer;
+
+/* BaseCommand.Type values lookout names (facts §4). */
+enum lk_pulsar_type {
+    LK_PULSAR_CONNECT = 2,
+    LK_PULSAR_CONNECTED = 3,
+    LK_PULSAR_SEND = 6,
+    LK_PULSAR_MESSAGE = 9,
+    LK_PULSAR_CLOSE_PRODUCER = 15,
+    LK_PULSAR_CLOSE_CONSUMER = 16,
+    LK_PULSAR_PING = 18,
+    LK_PULSAR_PONG = 19,
+    LK_PULSAR_LOOKUP = 23,
+    LK_PULSAR_LOOKUP_RESPONSE = 24,
+    LK_PULSAR_TOPIC_MIGRATED = 68,
+};
+
+/* CommandLookupTopicResponse.LookupType */
+enum lk_pulsar_lookup_type {
+    LK_PULSAR_REDIRECT = 0,
+    LK_PULSAR_CONNECT_TO = 1,
+    LK_PULSAR_FAILED = 2
+};
+
+/* totalSize + commandSize */
+#define LK_PULSAR_PREFIX 8
+/* Bytes of a command that lk_pulsar_peek_type reads at most: enough for
+ * the type when it is encoded first (every known encoder writes fields in
+ * number order, and type is field 1: a 1-byte tag and a varint of at most
+ * 10 bytes, 2 for every type there is). */
+#define LK_PULSAR_PEEK 12
+/* Default max_frame_bytes: Pulsar's 5 MiB maxMessageSize plus headroom for
+ * the command and metadata (CONTRACT §4). */
+#define LK_PULSAR_DEFAULT_MAX_FRAME (5 * 1024 * 1024 + 64 * 1024)
+
+/*
+ * The sizes of a frame from its first 8 bytes.  0, or -1 when the frame is
+ * impossible: totalSize below 4 + commandSize, commandSize 0, or
+ * totalSize over max_frame (then *total still says what it claimed).
+ */
+int lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t *total,
+                    uint32_t *cmd_size);
+
+/*
+ * The BaseCommand's type from its first bytes: cmd holds len bytes of a
+ * command of cmd_size (len may be less, or more: only the first
+ * min(len, cmd_size, LK_PULSAR_PEEK) are read, so that the answer never
+ * depends on how the bytes arrived).  Returns
+ *   >= 0  the type, when field 1 comes first and is whole;
+ *   -1    when len < min(cmd_size, LK_PULSAR_PEEK): more bytes may tell;
+ *         otherwise the command does not start with its type (or with a
+ *         type written in more bytes than any encoder uses): find it in
+ *         the whole command with lk_pulsar_command_type;
+ *   -2    when the bytes cannot be a BaseCommand (a bad tag, a type that
+ *         is not a varint or is above INT32_MAX, a command that ends
+ *         within its first field).
+ * Only the first field is read: a command with a second type field (that
+ * lk_pulsar_command_type and lk_pulsar_decode refuse) gets the first.
+ */
+int lk_pulsar_peek_type(const uint8_t *cmd, size_t len, size_t cmd_size);
+/* The type from the whole command, wherever field 1 is; -2 if the
+ * command is not well-formed protobuf, or has no type, two of them, or one
+ * above INT32_MAX.  Sub-commands are not looked into. */
+int lk_pulsar_command_type(const uint8_t *cmd, size_t len);
+
+/*
+ * What lookout reads of a command it may touch.  Strings point into the
+ * command's bytes (valid while they are); has_* say whether the field was
+ * present.
+ */
+struct lk_pulsar_cmd {
+    int type;
+    /* LOOKUP (CommandLookupTopic) */
+    uint64_t request_id; /* LOOKUP, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER */
+    int has_request_id;
+    struct lk_str listener; /* advertised_listener_name (7) */
+    int has_listener;
+    /* LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER, TOPIC_MIGRATED: the
+     * broker service URLs (brokerServiceUrl / assignedBrokerServiceUrl /
+     * TOPIC_MIGRATED brokerServiceUrl, and their Tls siblings) */
+    struct lk_str url, url_tls;
+    int has_url, has_url_tls;
+    int lookup_type;   /* LOOKUP_RESPONSE response (3), -1 when absent (INT32_MAX
+                        * for a value above it) */
+    int proxy_through; /* LOOKUP_RESPONSE proxy_through_service_url (8): 1 or 0,
+                        * -1 when absent (false to Pulsar) */
+    /* CONNECT */
+    struct lk_str proxy_to_broker_url; /* (6) */
+    int has_proxy_to_broker_url;
+    int32_t protocol_version; /* (4), -1 when absent; Pulsar reads it as an int32, so its
+                               * low 32 bits, and a negative one is 0 here */
+};
+
+/*
+ * Decodes command bytes (commandSize of them) of a type lookout touches
+ * (CONNECT, LOOKUP, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER,
+ * TOPIC_MIGRATED).  0; -2 for any other type (out->type says which);
+ * -1 when malformed: not well-formed protobuf, a type that
+ * lk_pulsar_command_type refuses, no sub-command for the type, one of the
+ * six sub-commands (whatever the type) twice, or not valid against
+ * proxy/pulsar.proto (a field of the wrong wire type, a required one
+ * missing), or a message of over 4096 fields.  A command that decodes is
+ * one lk_pulsar_reencode can re-encode.  Of a field given twice, the last
+ * counts (as in every protobuf parser).
+ */
+int lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out);
+
+/* The changes lk_pulsar_reencode makes; those that do not apply to the
+ * command's type are ignored. */
+struct lk_pulsar_edit {
+    /* the URL pair (LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER,
+     * TOPIC_MIGRATED): set (with set_url*) to these bytes, or cleared when
+     * the pointer is NULL; left alone unless set_url / set_url_tls.  The
+     * bytes need to live only during the call. */
+    int set_url, set_url_tls;
+    const struct lk_str *url, *url_tls;
+    int proxy_through;  /* LOOKUP_RESPONSE: 1 or 0 to set it, -1 to leave it */
+    int strip_listener; /* LOOKUP: remove advertised_listener_name */
+};
+
+/*
+ * Re-encodes the command with edit's changes and appends the whole simple
+ * frame ([totalSize][commandSize][command]) to out (the commands lookout
+ * edits carry no payload section).  Every field the edit does not name is
+ * kept, unknown ones included, with their bytes as they came (protobuf-c
+ * keeps them, after the known fields); known fields come back in field
+ * order, each once.  Returns 1 when the frame was appended; 0 when the
+ * edit changes nothing (a URL already equal, a field to clear or strip
+ * already absent, proxy_through already so, absent counting as 0): out
+ * untouched, forward the original bytes; -1 when lk_pulsar_decode would
+ * not return 0 (out untouched), or when out of memory.
+ */
+int lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *edit,
+                       struct evbuffer *out);
+
+/* For tests and test brokers: appends a simple frame around command bytes. */
+void lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len);
+
+#endif

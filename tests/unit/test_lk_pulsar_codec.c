@@ -1,0 +1,1145 @@
+/*
+ * Tests for proxy/lk_pulsar_codec.c.  Commands are written by a small
+ * protobuf writer of this file's own, from the wire format and Pulsar's
+ * field numbers (facts/pulsar.md section 4), apart from both the codec's
+ * walk and protobuf-c.  A rewrite must equal, byte for byte, the command
+ * written again with the new values: known fields in field order, each
+ * once, then the unknown ones in the order they came with their bytes as
+ * they were (what protobuf-c's pack writes); so every field the edit does
+ * not name, and the frame sizes, are checked at once.
+ *
+ * LK_PULSAR_DUMP=DIR writes the commands built here as inputs of
+ * tests/fuzz/fuzz_pulsar_command.c into DIR/pulsar_command/ and as framed
+ * streams of tests/fuzz/fuzz_pulsar_frame.c into DIR/pulsar_frame/, to seed
+ * their corpora (LK_PULSAR_DUMP=tests/fuzz/corpus).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <event2/buffer.h>
+
+#include "lk_pulsar_codec.h"
+#include "lk_test.h"
+
+/* ---- a test-side protobuf writer ------------------------------------- */
+
+struct tb {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void
+put(struct tb *b, const void *d, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        if (b->p == NULL)
+            abort();
+    }
+    if (n != 0)
+        memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+
+static void
+w8(struct tb *b, int v)
+{
+    uint8_t x = (uint8_t)v;
+    put(b, &x, 1);
+}
+
+/* base-128, low group first, the high bit saying more follow */
+static void
+wvar(struct tb *b, uint64_t v)
+{
+    while (v > 0x7f) {
+        w8(b, (int)(v & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    w8(b, (int)v);
+}
+
+/* a varint field */
+static void
+fv(struct tb *b, unsigned num, uint64_t v)
+{
+    wvar(b, (uint64_t)num << 3 | 0);
+    wvar(b, v);
+}
+
+/* a length-delimited field */
+static void
+fb(struct tb *b, unsigned num, const void *d, size_t n)
+{
+    wvar(b, (uint64_t)num << 3 | 2);
+    wvar(b, n);
+    put(b, d, n);
+}
+
+static void
+fs(struct tb *b, unsigned num, const char *s)
+{
+    fb(b, num, s, strlen(s));
+}
+
+static void
+fmsg(struct tb *b, unsigned num, const struct tb *m)
+{
+    fb(b, num, m->p, m->len);
+}
+
+static void
+reset(struct tb *b)
+{
+    b->len = 0;
+}
+
+static void
+tb_free(struct tb *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* A BaseCommand of type with sub as its sub-command (field = type). */
+static void
+base(struct tb *out, int type, const struct tb *sub)
+{
+    reset(out);
+    fv(out, 1, (uint64_t)type);
+    if (sub != NULL)
+        fmsg(out, (unsigned)type, sub);
+}
+
+/* ---- seeds for the fuzzers -------------------------------------------- */
+
+static unsigned dump_seq;
+
+static FILE *
+dump_open(const char *sub, const char *name)
+{
+    const char *dir = getenv("LK_PULSAR_DUMP");
+    char path[512];
+
+    if (dir == NULL)
+        return NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, sub);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/%s/%s-%u", dir, sub, name, dump_seq++);
+    return fopen(path, "wb");
+}
+
+/* An input of fuzz_pulsar_command: the edit's two bytes, then the
+ * command (see that file). */
+static void
+dump_command(const char *name, int flags, int urls, const struct tb *cmd)
+{
+    FILE *fp = dump_open("pulsar_command", name);
+
+    if (fp == NULL)
+        return;
+    uint8_t h[2] = {(uint8_t)flags, (uint8_t)urls};
+    fwrite(h, 1, 2, fp);
+    fwrite(cmd->p, 1, cmd->len, fp);
+    fclose(fp);
+}
+
+/* An input of fuzz_pulsar_frame: a byte choosing the max frame size (0:
+ * the default), then the stream. */
+static void
+dump_stream(const char *name, const uint8_t *s, size_t len)
+{
+    FILE *fp = dump_open("pulsar_frame", name);
+
+    if (fp == NULL)
+        return;
+    fputc(0, fp);
+    fwrite(s, 1, len, fp);
+    fclose(fp);
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static int
+str_is(struct lk_str s, const char *want)
+{
+    return lk_str_eq(s, lk_str_c(want));
+}
+
+static int
+points_into(struct lk_str s, const struct tb *b)
+{
+    return s.p >= (const char *)b->p && s.p + s.len <= (const char *)b->p + b->len;
+}
+
+/* Whether out holds exactly the frame of want. */
+static int
+is_frame_of(struct evbuffer *out, const struct tb *want)
+{
+    size_t n = evbuffer_get_length(out);
+    const uint8_t *p = evbuffer_pullup(out, -1);
+    uint32_t total, cmd;
+
+    if (n != want->len + LK_PULSAR_PREFIX ||
+        lk_pulsar_sizes(p, LK_PULSAR_DEFAULT_MAX_FRAME, &total, &cmd) != 0 || total != n - 4 ||
+        cmd != want->len)
+        return 0;
+    if (memcmp(p + LK_PULSAR_PREFIX, want->p, want->len) == 0)
+        return 1;
+    for (size_t i = 0; i < want->len; i++)
+        if (p[LK_PULSAR_PREFIX + i] != want->p[i]) {
+            lk_test_diag("first difference at command byte %zu: %02x, want %02x", i,
+                         p[LK_PULSAR_PREFIX + i], want->p[i]);
+            break;
+        }
+    return 0;
+}
+
+static void
+drain(struct evbuffer *b)
+{
+    evbuffer_drain(b, evbuffer_get_length(b));
+}
+
+static const struct lk_str ext = LK_STRLIT("pulsar://b1.pulsar.example.com:6650");
+static const struct lk_str ext_tls = LK_STRLIT("pulsar+ssl://b1.pulsar.example.com:6651");
+#define INT_URL "pulsar://broker-1.pulsar-broker.pulsar.svc.cluster.local:6650"
+#define INT_URL_TLS "pulsar+ssl://broker-1.pulsar-broker.pulsar.svc.cluster.local:6651"
+
+/* ---- sizes ------------------------------------------------------------- */
+
+static void
+be32_to(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static int
+sizes(uint32_t total, uint32_t cmd, uint32_t max, uint32_t *t, uint32_t *c)
+{
+    uint8_t p[8];
+    be32_to(p, total);
+    be32_to(p + 4, cmd);
+    return lk_pulsar_sizes(p, max, t, c);
+}
+
+static void
+test_sizes(void)
+{
+    uint32_t t, c;
+    const uint32_t max = LK_PULSAR_DEFAULT_MAX_FRAME;
+
+    ok(sizes(9, 5, max, &t, &c) == 0 && t == 9 && c == 5, "a simple frame: 4 + commandSize");
+    ok(sizes(1000, 5, max, &t, &c) == 0 && t == 1000 && c == 5, "a payload frame");
+    ok(sizes(8, 5, max, &t, &c) == -1, "totalSize < 4 + commandSize");
+    ok(sizes(3, 0, max, &t, &c) == -1, "totalSize under 4");
+    ok(sizes(4, 0, max, &t, &c) == -1 && sizes(100, 0, max, &t, &c) == -1, "commandSize 0");
+    ok(sizes(0xffffffff, 0xfffffffb, 0xffffffff, &t, &c) == 0, "the largest sizes, no overflow");
+    ok(sizes(0xffffffff, 0xfffffffc, 0xffffffff, &t, &c) == -1,
+       "commandSize one over, at the largest");
+    ok(sizes(max, 5, max, &t, &c) == 0, "totalSize at max_frame");
+    ok(sizes(max + 1, 5, max, &t, &c) == -1 && t == max + 1, "over max_frame, and what it said");
+    ok(sizes(0x16030100, 0x2a010000, max, &t, &c) == -1, "a TLS ClientHello read as sizes");
+    ok(LK_PULSAR_DEFAULT_MAX_FRAME > 5 * 1024 * 1024, "the default max is over 5 MiB");
+}
+
+/* ---- the type ------------------------------------------------------------ */
+
+/* For every len from 0 to the whole command: peek says -1 before need
+ * bytes and want from need on. */
+static void
+peek_split(const struct tb *c, size_t need, int want, const char *what)
+{
+    int good = 1;
+
+    for (size_t len = 0; len <= c->len + 3; len++) {
+        int got = lk_pulsar_peek_type(c->p, len, c->len);
+        int exp = len < need ? -1 : want;
+        if (got != exp) {
+            lk_test_diag("%s: len %zu: %d, want %d", what, len, got, exp);
+            good = 0;
+        }
+    }
+    ok(good, "%s: split at every byte", what);
+}
+
+static void
+test_type(void)
+{
+    struct tb c = {0}, s = {0};
+
+    base(&c, LK_PULSAR_PING, NULL);
+    fb(&c, LK_PULSAR_PING, "", 0);
+    peek_split(&c, 2, LK_PULSAR_PING, "PING");
+    ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_PING, "PING: whole");
+
+    /* a type written in two bytes (a future command) */
+    base(&c, 200, NULL);
+    peek_split(&c, 3, 200, "type 200");
+    ok(lk_pulsar_command_type(c.p, c.len) == 200, "type 200: whole");
+
+    /* the type after the sub-command: peek cannot tell */
+    reset(&s);
+    fs(&s, 1, "persistent://public/default/t");
+    fv(&s, 2, 7);
+    reset(&c);
+    fmsg(&c, 23, &s);
+    fv(&c, 1, LK_PULSAR_LOOKUP);
+    peek_split(&c, c.len + 99, -1, "type not first");
+    ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_LOOKUP, "type not first: whole");
+
+    /* a tag written in 4 bytes and a 10-byte value: past LK_PULSAR_PEEK */
+    reset(&c);
+    put(&c, "\x88\x80\x80\x00", 4);
+    put(&c, "\x97\x80\x80\x80\x80\x80\x80\x80\x80\x00", 10);
+    ok(lk_pulsar_peek_type(c.p, c.len, c.len) == -1, "type past LK_PULSAR_PEEK: peek says -1");
+    ok(lk_pulsar_command_type(c.p, c.len) == 23, "... and the whole command says 23");
+
+    /* malformed */
+    static const struct {
+        const char *bytes;
+        size_t len;
+        const char *what;
+    } bad[] = {
+        {"\x0a\x01\x02", 3, "field 1 length-delimited"},
+        {"\x0d\x01\x02\x03\x04", 5, "field 1 fixed32"},
+        {"\x00\x02", 2, "field 0"},
+        {"\x0b\x02", 2, "a group (wire type 3)"},
+        {"\x0e\x02", 2, "wire type 6"},
+        {"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11, "a negative type"},
+        {"\x08\x80\x80\x80\x80\x08", 6, "a type of 2^31"},
+        {"\x88\x80\x80\x80\x80\x00\x02", 7, "a tag of 6 bytes"},
+        {"\x08", 1, "a command that ends after the tag"},
+        {"\x08\x92", 2, "a command that ends within the type"},
+        {"\x88", 1, "a command that ends within the tag"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const uint8_t *p = (const uint8_t *)bad[i].bytes;
+        ok(lk_pulsar_peek_type(p, bad[i].len, bad[i].len) == -2 &&
+               lk_pulsar_command_type(p, bad[i].len) == -2,
+           "%s: -2", bad[i].what);
+    }
+    ok(lk_pulsar_peek_type((const uint8_t *)"\x08\x92", 2, 5) == -1,
+       "a type cut short before the command's end: -1");
+
+    /* whole-command refusals that peek cannot see */
+    reset(&c);
+    fv(&c, 1, LK_PULSAR_PING);
+    fv(&c, 1, LK_PULSAR_LOOKUP);
+    ok(lk_pulsar_peek_type(c.p, c.len, c.len) == LK_PULSAR_PING &&
+           lk_pulsar_command_type(c.p, c.len) == -2,
+       "two types: peek sees the first, the whole command is refused");
+    reset(&c);
+    fb(&c, 18, "", 0);
+    ok(lk_pulsar_command_type(c.p, c.len) == -2, "no type: -2");
+    reset(&c);
+    fv(&c, 1, LK_PULSAR_PING);
+    put(&c, "\x92\x01\x05", 3);
+    ok(lk_pulsar_command_type(c.p, c.len) == -2, "a length past the end: -2");
+    ok(lk_pulsar_command_type(c.p, 0) == -2, "an empty command: -2");
+
+    uint8_t stream[64];
+    reset(&c);
+    base(&c, LK_PULSAR_PING, NULL);
+    fb(&c, LK_PULSAR_PING, "", 0);
+    be32_to(stream, (uint32_t)c.len + 4);
+    be32_to(stream + 4, (uint32_t)c.len);
+    memcpy(stream + 8, c.p, c.len);
+    size_t n = 8 + c.len;
+    base(&c, LK_PULSAR_PONG, NULL);
+    fb(&c, LK_PULSAR_PONG, "", 0);
+    be32_to(stream + n, (uint32_t)c.len + 4);
+    be32_to(stream + n + 4, (uint32_t)c.len);
+    memcpy(stream + n + 8, c.p, c.len);
+    dump_stream("ping-pong", stream, n + 8 + c.len);
+    tb_free(&c);
+    tb_free(&s);
+}
+
+/* ---- the commands ----------------------------------------------------- */
+
+/* CommandLookupTopicResponse, fields in number order; NULL strings and
+ * negative numbers are left out. */
+struct lr {
+    const char *url, *url_tls;
+    int response;
+    uint64_t request_id;
+    int authoritative, error;
+    const char *message;
+    int proxy_through;
+};
+
+static void
+lookup_response(struct tb *sub, const struct lr *r)
+{
+    reset(sub);
+    if (r->url != NULL)
+        fs(sub, 1, r->url);
+    if (r->url_tls != NULL)
+        fs(sub, 2, r->url_tls);
+    if (r->response >= 0)
+        fv(sub, 3, (uint64_t)r->response);
+    fv(sub, 4, r->request_id);
+    if (r->authoritative >= 0)
+        fv(sub, 5, (uint64_t)r->authoritative);
+    if (r->error >= 0)
+        fv(sub, 6, (uint64_t)r->error);
+    if (r->message != NULL)
+        fs(sub, 7, r->message);
+    if (r->proxy_through >= 0)
+        fv(sub, 8, (uint64_t)r->proxy_through);
+}
+
+static void
+test_decode(void)
+{
+    struct tb c = {0}, s = {0};
+    struct lk_pulsar_cmd d;
+
+    /* CONNECT, as the Java client writes it */
+    fs(&s, 1, "Pulsar-Java-v3.0.0");
+    fs(&s, 5, "token");
+    fb(&s, 3, "secret", 6);
+    fv(&s, 4, 21);
+    fs(&s, 6, "pulsar://b2.pulsar.example.com:6650");
+    base(&c, LK_PULSAR_CONNECT, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_CONNECT, "CONNECT decodes");
+    ok(d.protocol_version == 21 && d.has_proxy_to_broker_url &&
+           str_is(d.proxy_to_broker_url, "pulsar://b2.pulsar.example.com:6650") &&
+           points_into(d.proxy_to_broker_url, &c),
+       "CONNECT: protocol_version, proxy_to_broker_url pointing into the command");
+    ok(!d.has_url && !d.has_listener && !d.has_request_id, "CONNECT: nothing else");
+    dump_command("connect", 0x1f, 0x32, &c);
+    reset(&s);
+    fs(&s, 1, "c");
+    base(&c, LK_PULSAR_CONNECT, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.protocol_version == -1 &&
+           !d.has_proxy_to_broker_url,
+       "CONNECT without either: -1 and absent");
+    reset(&s);
+    fs(&s, 1, "c");
+    fv(&s, 4, 0xffffffffffffffffull);
+    base(&c, LK_PULSAR_CONNECT, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.protocol_version == 0,
+       "CONNECT with protocol_version -1 (an int32): 0");
+    reset(&s);
+    fs(&s, 1, "c");
+    fv(&s, 4, 0x100000016ull);
+    base(&c, LK_PULSAR_CONNECT, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.protocol_version == 22,
+       "CONNECT with protocol_version over 32 bits: its low 32 (as Pulsar reads it)");
+
+    /* LOOKUP */
+    reset(&s);
+    fs(&s, 1, "persistent://public/default/t1");
+    fv(&s, 2, 0xfffffffffffffff0ull);
+    fv(&s, 3, 1);
+    fs(&s, 7, "external");
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_LOOKUP, "LOOKUP decodes");
+    ok(d.has_request_id && d.request_id == 0xfffffffffffffff0ull, "LOOKUP: a 64-bit request_id");
+    ok(d.has_listener && str_is(d.listener, "external") && points_into(d.listener, &c),
+       "LOOKUP: advertised_listener_name");
+    dump_command("lookup", 0x10, 0, &c);
+    reset(&s);
+    fs(&s, 1, "t");
+    fv(&s, 2, 1);
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && !d.has_listener && d.listener.len == 0,
+       "LOOKUP without a listener");
+
+    /* LOOKUP_RESPONSE */
+    struct lr r = {INT_URL, INT_URL_TLS, LK_PULSAR_CONNECT_TO, 42, 1, -1, NULL, 0};
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_LOOKUP_RESPONSE,
+       "LOOKUP_RESPONSE decodes");
+    ok(d.has_url && str_is(d.url, INT_URL) && d.has_url_tls && str_is(d.url_tls, INT_URL_TLS) &&
+           points_into(d.url, &c) && points_into(d.url_tls, &c),
+       "LOOKUP_RESPONSE: both URLs");
+    ok(d.lookup_type == LK_PULSAR_CONNECT_TO && d.request_id == 42 && d.has_request_id &&
+           d.proxy_through == 0,
+       "LOOKUP_RESPONSE: response, request_id, proxy_through");
+    r = (struct lr){NULL, NULL, -1, 43, -1, 1, "MetadataError", -1};
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && !d.has_url && !d.has_url_tls &&
+           d.lookup_type == -1 && d.proxy_through == -1 && d.request_id == 43,
+       "LOOKUP_RESPONSE with nothing optional: absent");
+    r = (struct lr){INT_URL, NULL, 7, 44, -1, -1, NULL, 2};
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.lookup_type == 7 && d.proxy_through == 1,
+       "LOOKUP_RESPONSE: an unknown response type, a bool of 2");
+
+    /* CLOSE_PRODUCER, CLOSE_CONSUMER */
+    for (int type = LK_PULSAR_CLOSE_PRODUCER; type <= LK_PULSAR_CLOSE_CONSUMER; type++) {
+        subtest("%s", type == LK_PULSAR_CLOSE_PRODUCER ? "CLOSE_PRODUCER" : "CLOSE_CONSUMER");
+        reset(&s);
+        fv(&s, 1, 5);
+        fv(&s, 2, 99);
+        fs(&s, 3, INT_URL);
+        fs(&s, 4, INT_URL_TLS);
+        base(&c, type, &s);
+        ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == type && d.request_id == 99 &&
+               d.has_url && str_is(d.url, INT_URL) && str_is(d.url_tls, INT_URL_TLS),
+           "decodes: request_id, the assigned URLs");
+        reset(&s);
+        fv(&s, 1, 5);
+        fv(&s, 2, 99);
+        base(&c, type, &s);
+        ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && !d.has_url && !d.has_url_tls,
+           "without an assigned broker");
+    }
+    subtest(NULL);
+
+    /* TOPIC_MIGRATED */
+    reset(&s);
+    fv(&s, 1, 5);
+    fv(&s, 2, 1);
+    fs(&s, 3, "pulsar://other-cluster:6650");
+    base(&c, LK_PULSAR_TOPIC_MIGRATED, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_TOPIC_MIGRATED &&
+           str_is(d.url, "pulsar://other-cluster:6650") && !d.has_url_tls && !d.has_request_id,
+       "TOPIC_MIGRATED decodes");
+
+    /* other types */
+    base(&c, LK_PULSAR_PING, NULL);
+    fb(&c, LK_PULSAR_PING, "", 0);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == LK_PULSAR_PING, "PING: -2");
+    reset(&s);
+    fs(&s, 1, "Pulsar Server");
+    fv(&s, 2, 21);
+    base(&c, LK_PULSAR_CONNECTED, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == LK_PULSAR_CONNECTED, "CONNECTED: -2");
+    base(&c, 99, NULL);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == 99, "a type from the future: -2");
+    tb_free(&c);
+    tb_free(&s);
+}
+
+/* Rewrites cmd with e and checks the frame against want (NULL: nothing
+ * changes). */
+static int
+rewrites_to(const struct tb *cmd, const struct lk_pulsar_edit *e, const struct tb *want)
+{
+    struct evbuffer *out = evbuffer_new();
+    int rc = lk_pulsar_reencode(cmd->p, cmd->len, e, out), good;
+
+    if (want == NULL)
+        good = rc == 0 && evbuffer_get_length(out) == 0;
+    else
+        good = rc == 1 && is_frame_of(out, want);
+    if (!good)
+        lk_test_diag("reencode: %d, %zu bytes out", rc, evbuffer_get_length(out));
+    evbuffer_free(out);
+    return good;
+}
+
+static const struct lk_pulsar_edit no_edit = {0, 0, NULL, NULL, -1, 0};
+
+static void
+test_lookup_response(void)
+{
+    struct tb c = {0}, s = {0}, w = {0}, ws = {0};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 0};
+    static const struct {
+        int response, authoritative;
+        const char *what;
+    } kinds[] = {{LK_PULSAR_REDIRECT, 0, "Redirect"},
+                 {LK_PULSAR_REDIRECT, 1, "Redirect, authoritative"},
+                 {LK_PULSAR_CONNECT_TO, 1, "Connect"}};
+
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        subtest("%s", kinds[k].what);
+        struct lr r = {INT_URL, INT_URL_TLS, kinds[k].response, 7, kinds[k].authoritative, -1,
+                       NULL,    -1};
+        lookup_response(&s, &r);
+        base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+        struct lr x = r;
+        x.url = ext.p;
+        x.url_tls = ext_tls.p;
+        lookup_response(&ws, &x);
+        base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+        ok(rewrites_to(&c, &e, &w), "both URLs set");
+        dump_command("lookup-response", 0x03, 0x32, &c);
+
+        /* the broker had no TLS URL, the listener has one: filled in */
+        r.url_tls = NULL;
+        lookup_response(&s, &r);
+        base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+        ok(rewrites_to(&c, &e, &w), "a TLS URL the broker left out: filled in");
+
+        /* the listener has no TLS: cleared */
+        r.url_tls = INT_URL_TLS;
+        lookup_response(&s, &r);
+        base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+        struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0};
+        x.url_tls = NULL;
+        lookup_response(&ws, &x);
+        base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+        ok(rewrites_to(&c, &e1, &w), "TLS URL cleared");
+        dump_command("lookup-response", 0x03, 0x02, &c);
+
+        /* and the other way round */
+        struct lk_pulsar_edit e2 = {1, 1, NULL, &ext_tls, -1, 0};
+        x.url = NULL;
+        x.url_tls = ext_tls.p;
+        lookup_response(&ws, &x);
+        base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+        ok(rewrites_to(&c, &e2, &w), "plain URL cleared");
+
+        /* only one of the pair asked for: the other is left alone */
+        struct lk_pulsar_edit e3 = {1, 0, &ext, NULL, -1, 0};
+        x.url = ext.p;
+        x.url_tls = INT_URL_TLS;
+        lookup_response(&ws, &x);
+        base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+        ok(rewrites_to(&c, &e3, &w), "set_url alone: the TLS URL untouched");
+    }
+    subtest(NULL);
+
+    /* service mode: Connect answered with proxy_through_service_url */
+    struct lr r = {INT_URL, NULL, LK_PULSAR_CONNECT_TO, 9, 1, -1, NULL, -1};
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    struct lr x = {ext.p, ext_tls.p, LK_PULSAR_CONNECT_TO, 9, 1, -1, NULL, 1};
+    lookup_response(&ws, &x);
+    base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+    struct lk_pulsar_edit ep = {1, 1, &ext, &ext_tls, 1, 0};
+    ok(rewrites_to(&c, &ep, &w), "proxy_through set with the URLs");
+    dump_command("lookup-response", 0x0b, 0x32, &c);
+    struct lk_pulsar_edit ep1 = {0, 0, NULL, NULL, 1, 0};
+    x.url = INT_URL;
+    x.url_tls = NULL;
+    lookup_response(&ws, &x);
+    base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+    ok(rewrites_to(&c, &ep1, &w), "proxy_through alone");
+    ok(rewrites_to(&w, &ep1, NULL), "proxy_through already true: nothing to do");
+    struct lk_pulsar_edit ep0 = {0, 0, NULL, NULL, 0, 0};
+    ok(rewrites_to(&c, &ep0, NULL), "proxy_through 0 where it is absent: nothing to do");
+    x.proxy_through = 0;
+    lookup_response(&s, &x);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    ok(rewrites_to(&w, &ep0, &c), "proxy_through true to false");
+    x.proxy_through = 2;
+    lookup_response(&s, &x);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    x.proxy_through = 1;
+    lookup_response(&ws, &x);
+    base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+    ok(rewrites_to(&c, &ep1, &w), "proxy_through 2 (true to Pulsar) written as 1");
+
+    /* Failed: the error and message kept, no URL to set */
+    r = (struct lr){NULL, NULL, LK_PULSAR_FAILED, 10, -1, 11, "Topic not found", -1};
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    struct lk_pulsar_edit clear = {1, 1, NULL, NULL, -1, 0};
+    ok(rewrites_to(&c, &clear, NULL), "Failed: clearing absent URLs changes nothing");
+    x = r;
+    x.url = ext.p;
+    lookup_response(&ws, &x);
+    base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+    struct lk_pulsar_edit e4 = {1, 0, &ext, NULL, -1, 0};
+    ok(rewrites_to(&c, &e4, &w), "Failed: error and message kept");
+    dump_command("lookup-response", 0x01, 0x02, &c);
+    tb_free(&c);
+    tb_free(&s);
+    tb_free(&w);
+    tb_free(&ws);
+}
+
+static void
+test_lookup_strip(void)
+{
+    struct tb c = {0}, s = {0}, w = {0}, ws = {0}, kv = {0};
+    struct lk_pulsar_edit e = {0, 0, NULL, NULL, -1, 1};
+
+    fs(&kv, 1, "client");
+    fs(&kv, 2, "lookout-test");
+    /* topic, request_id, authoritative, the listener, two properties
+     * (PIP-368: repeated KeyValue), an unknown field 99; a NUL in the
+     * topic (bytes, not C strings) */
+    fb(&s, 1, "persistent://public/default/t\0x", 31);
+    fv(&s, 2, 12);
+    fv(&s, 3, 1);
+    fs(&s, 7, "external");
+    fmsg(&s, 8, &kv);
+    fmsg(&s, 8, &kv);
+    fs(&s, 99, "from the future");
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    fb(&ws, 1, "persistent://public/default/t\0x", 31);
+    fv(&ws, 2, 12);
+    fv(&ws, 3, 1);
+    fmsg(&ws, 8, &kv);
+    fmsg(&ws, 8, &kv);
+    fs(&ws, 99, "from the future");
+    base(&w, LK_PULSAR_LOOKUP, &ws);
+    ok(rewrites_to(&c, &e, &w), "the listener stripped; topic, request_id, authoritative, "
+                                "properties and field 99 kept");
+    dump_command("lookup", 0x10, 0, &c);
+    ok(rewrites_to(&w, &e, NULL), "no listener: nothing to strip");
+    ok(rewrites_to(&c, &no_edit, NULL), "not asked: nothing to do");
+    struct lk_pulsar_edit urls = {1, 1, &ext, &ext_tls, 1, 0};
+    ok(rewrites_to(&c, &urls, NULL), "URLs and proxy_through do not apply to LOOKUP");
+
+    /* the listener given twice: the last counts, both go */
+    reset(&s);
+    fs(&s, 1, "t");
+    fs(&s, 7, "internal");
+    fv(&s, 2, 12);
+    fs(&s, 7, "external");
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    struct lk_pulsar_cmd d;
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && str_is(d.listener, "external"),
+       "a listener given twice: the last");
+    reset(&ws);
+    fs(&ws, 1, "t");
+    fv(&ws, 2, 12);
+    base(&w, LK_PULSAR_LOOKUP, &ws);
+    ok(rewrites_to(&c, &e, &w), "... and both stripped");
+    tb_free(&c);
+    tb_free(&s);
+    tb_free(&w);
+    tb_free(&ws);
+    tb_free(&kv);
+}
+
+static void
+test_close_and_migrated(void)
+{
+    struct tb c = {0}, s = {0}, w = {0}, ws = {0};
+    static const int types[] = {LK_PULSAR_CLOSE_PRODUCER, LK_PULSAR_CLOSE_CONSUMER,
+                                LK_PULSAR_TOPIC_MIGRATED};
+    static const char *const names[] = {"CLOSE_PRODUCER", "CLOSE_CONSUMER", "TOPIC_MIGRATED"};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 1};
+
+    for (int i = 0; i < 3; i++) {
+        subtest("%s", names[i]);
+        /* ids, then the URLs (3, 4) */
+        reset(&s);
+        fv(&s, 1, 1234567890123ull);
+        fv(&s, 2, 1);
+        fs(&s, 3, INT_URL);
+        base(&c, types[i], &s);
+        reset(&ws);
+        fv(&ws, 1, 1234567890123ull);
+        fv(&ws, 2, 1);
+        fs(&ws, 3, ext.p);
+        fs(&ws, 4, ext_tls.p);
+        base(&w, types[i], &ws);
+        ok(rewrites_to(&c, &e, &w), "both URLs set, the TLS one added");
+        dump_command("close", 0x03, 0x32, &c);
+        ok(rewrites_to(&w, &e, NULL), "already so: nothing to do");
+        struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0};
+        reset(&ws);
+        fv(&ws, 1, 1234567890123ull);
+        fv(&ws, 2, 1);
+        fs(&ws, 3, ext.p);
+        base(&c, types[i], &ws);
+        ok(rewrites_to(&w, &e1, &c), "the TLS URL cleared");
+        /* a close without an assigned broker stays so when clearing */
+        reset(&s);
+        fv(&s, 1, 3);
+        fv(&s, 2, 0);
+        base(&c, types[i], &s);
+        struct lk_pulsar_edit clear = {1, 1, NULL, NULL, 0, 0};
+        ok(rewrites_to(&c, &clear, NULL), "no URL, cleared: nothing to do");
+    }
+    subtest(NULL);
+    tb_free(&c);
+    tb_free(&s);
+    tb_free(&w);
+    tb_free(&ws);
+}
+
+/* Unknown fields, in the sub-command and in BaseCommand, come back with
+ * their bytes as they were, known fields around them or not. */
+static void
+test_unknown_fields(void)
+{
+    struct tb c = {0}, s = {0}, w = {0}, ws = {0}, unk = {0}, unk_base = {0};
+
+    /* 50 varint, and again with 1 written in a non-minimal 3 bytes; 51
+     * length-delimited; 52 fixed32; 53 fixed64; 55 a 10-byte varint */
+    fv(&unk, 50, 300);
+    put(&unk, "\x90\x03\x81\x80\x00", 5); /* field 50 again: 1 in 3 bytes */
+    fs(&unk, 51, "opaque \x01\x02 bytes");
+    put(&unk, "\xa5\x03\x01\x02\x03\x04", 6);                  /* 52 fixed32 */
+    put(&unk, "\xa9\x03\x01\x02\x03\x04\x05\x06\x07\x08", 10); /* 53 fixed64 */
+    fv(&unk, 55, 0xffffffffffffffffull);
+    /* BaseCommand: the same kinds, and a known sub-command the type is
+     * not (CommandConnect), which stays */
+    fv(&unk_base, 50, 7);
+    fb(&unk_base, 51, "\x00\xff", 2);
+    put(&unk_base, "\xa5\x03\xde\xad\xbe\xef", 6); /* 52 fixed32 */
+
+    /* unknown fields after the known ones: the output is the input */
+    struct lr r = {INT_URL, INT_URL_TLS, 1, 77, 1, -1, NULL, 0};
+    lookup_response(&s, &r);
+    put(&s, unk.p, unk.len);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    put(&c, unk_base.p, unk_base.len);
+    struct lr x = r;
+    x.url = ext.p;
+    x.url_tls = ext_tls.p;
+    lookup_response(&ws, &x);
+    put(&ws, unk.p, unk.len);
+    base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
+    put(&w, unk_base.p, unk_base.len);
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 0};
+    ok(rewrites_to(&c, &e, &w), "unknown fields 50-55 kept in the command and in BaseCommand");
+    dump_command("unknown", 0x03, 0x32, &c);
+
+    /* unknown fields first, between known ones: they come back after the
+     * known fields, in their order, with their bytes */
+    reset(&s);
+    fs(&s, 51, "first");
+    fs(&s, 1, INT_URL);
+    fv(&s, 50, 1);
+    fv(&s, 4, 77);
+    fs(&s, 2, INT_URL_TLS);
+    reset(&c);
+    fb(&c, 99, "x", 1);
+    fmsg(&c, 24, &s);
+    fv(&c, 50, 2);
+    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    reset(&ws);
+    fs(&ws, 1, ext.p);
+    fs(&ws, 2, ext_tls.p);
+    fv(&ws, 4, 77);
+    fs(&ws, 51, "first");
+    fv(&ws, 50, 1);
+    reset(&w);
+    fv(&w, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    fmsg(&w, 24, &ws);
+    fb(&w, 99, "x", 1);
+    fv(&w, 50, 2);
+    ok(rewrites_to(&c, &e, &w), "unknown fields between known ones: after them, in order");
+    dump_command("unknown", 0x03, 0x32, &c);
+
+    /* a sub-command of another type, with unknown fields of its own */
+    reset(&s);
+    fv(&s, 1, 5);
+    fv(&s, 2, 6);
+    fs(&s, 3, INT_URL);
+    reset(&ws);
+    fs(&ws, 1, "client");
+    put(&ws, unk.p, unk.len);
+    base(&c, LK_PULSAR_CLOSE_PRODUCER, &s);
+    fmsg(&c, LK_PULSAR_CONNECT, &ws);
+    struct tb ws2 = {0};
+    fv(&ws2, 1, 5);
+    fv(&ws2, 2, 6);
+    fs(&ws2, 3, ext.p);
+    reset(&w);
+    fv(&w, 1, LK_PULSAR_CLOSE_PRODUCER);
+    fmsg(&w, LK_PULSAR_CONNECT, &ws);
+    fmsg(&w, LK_PULSAR_CLOSE_PRODUCER, &ws2);
+    struct lk_pulsar_edit e1 = {1, 0, &ext, NULL, -1, 0};
+    ok(rewrites_to(&c, &e1, &w), "another sub-command and its unknown fields kept");
+    dump_command("unknown", 0x01, 0x02, &c);
+
+    /* the same bytes through protobuf-c's unpack, untouched: the no-op
+     * path never packs */
+    ok(rewrites_to(&w, &e1, NULL), "and rewriting the result again changes nothing");
+    tb_free(&c);
+    tb_free(&s);
+    tb_free(&w);
+    tb_free(&ws);
+    tb_free(&ws2);
+    tb_free(&unk);
+    tb_free(&unk_base);
+}
+
+static void
+test_noop(void)
+{
+    struct tb c = {0}, s = {0};
+    struct lr r = {ext.p, ext_tls.p, 1, 5, 1, -1, NULL, 1};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, 1, 1};
+
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    ok(rewrites_to(&c, &e, NULL), "every field already as asked: 0, out untouched");
+    ok(rewrites_to(&c, &no_edit, NULL), "an empty edit: 0");
+    struct lk_str copy = lk_str_make(strdup(ext.p), ext.len);
+    struct lk_pulsar_edit e2 = {1, 0, &copy, NULL, -1, 0};
+    ok(rewrites_to(&c, &e2, NULL), "equal bytes elsewhere: 0");
+    free((char *)copy.p);
+    struct lk_str pre = lk_str_make(ext.p, ext.len - 1);
+    struct lk_pulsar_edit e3 = {1, 0, &pre, NULL, -1, 0};
+    struct evbuffer *out = evbuffer_new();
+    ok(lk_pulsar_reencode(c.p, c.len, &e3, out) == 1, "a prefix of the URL is a change");
+    drain(out);
+    struct lk_str empty = LK_STRLIT("");
+    struct lk_pulsar_edit e4 = {1, 0, &empty, NULL, -1, 0};
+    ok(lk_pulsar_reencode(c.p, c.len, &e4, out) == 1, "an empty URL (present) is a change");
+    struct lk_pulsar_cmd d;
+    size_t n = evbuffer_get_length(out);
+    const uint8_t *p = evbuffer_pullup(out, -1);
+    ok(lk_pulsar_decode(p + 8, n - 8, &d) == 0 && d.has_url && d.url.len == 0,
+       "... and decodes as an empty URL, present");
+    evbuffer_free(out);
+
+    /* CONNECT is read, never rewritten */
+    reset(&s);
+    fs(&s, 1, "c");
+    fs(&s, 6, INT_URL);
+    base(&c, LK_PULSAR_CONNECT, &s);
+    ok(rewrites_to(&c, &e, NULL), "CONNECT: no edit applies");
+    base(&c, LK_PULSAR_PING, NULL);
+    out = evbuffer_new();
+    ok(lk_pulsar_reencode(c.p, c.len, &e, out) == -1 && evbuffer_get_length(out) == 0,
+       "PING: -1, out untouched");
+    evbuffer_free(out);
+    tb_free(&c);
+    tb_free(&s);
+}
+
+static void
+test_malformed(void)
+{
+    struct tb c = {0}, s = {0};
+    struct lk_pulsar_cmd d;
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, 1, 1};
+    struct evbuffer *out = evbuffer_new();
+
+#define REFUSED(what)                                                                              \
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1 && lk_pulsar_reencode(c.p, c.len, &e, out) == -1 &&  \
+           evbuffer_get_length(out) == 0,                                                          \
+       "%s: -1", what)
+
+    /* every cut of a valid command */
+    struct lr r = {INT_URL, INT_URL_TLS, 1, 5, 1, 3, "m", 1};
+    lookup_response(&s, &r);
+    fs(&s, 51, "unknown");
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    int good = 1;
+    for (size_t len = 0; len < c.len; len++) {
+        uint8_t *cut = malloc(len + 1);
+        memcpy(cut, c.p, len);
+        int dr = lk_pulsar_decode(cut, len, &d), rr = lk_pulsar_reencode(cut, len, &e, out);
+        /* a cut that ends right after the type is a LOOKUP_RESPONSE
+         * without its sub-command: malformed too */
+        if (dr != -1 || rr != -1 || evbuffer_get_length(out) != 0) {
+            lk_test_diag("cut at %zu: decode %d, reencode %d", len, dr, rr);
+            good = 0;
+        }
+        free(cut);
+    }
+    ok(good, "every cut of a LOOKUP_RESPONSE: -1, out untouched");
+
+    /* a truncated varint inside the sub-command, its length still right */
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x28\xff", 2); /* authoritative: a varint with no end */
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a truncated varint");
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x28\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a varint of 11 bytes");
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x28\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", 11);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a varint over 64 bits");
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x0a\x20pulsar://", 11); /* brokerServiceUrl: 32 bytes said, 9 there */
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a length past the end of the sub-command");
+    reset(&s);
+    fv(&s, 4, 5);
+    reset(&c);
+    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    put(&c, "\xc2\x01\x7f", 3); /* field 24, 127 bytes said */
+    put(&c, s.p, s.len);
+    REFUSED("a sub-command's length past the end");
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x0a\x80\x80\x80\x80\x80\x00", 7);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a length of 6 bytes");
+
+    /* wrong wire types for known fields */
+    reset(&s);
+    fv(&s, 1, 5); /* brokerServiceUrl as a varint */
+    fv(&s, 4, 5);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a URL as a varint");
+    reset(&s);
+    fs(&s, 4, "5"); /* request_id as bytes */
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("request_id as bytes");
+    reset(&s);
+    fv(&s, 4, 5);
+    fs(&s, 8, "\x01"); /* proxy_through (a bool) as bytes */
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a bool as bytes");
+    reset(&s);
+    fv(&s, 4, 5);
+    reset(&c);
+    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    fv(&c, 24, 5); /* the sub-command as a varint */
+    REFUSED("the sub-command as a varint");
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x0b\x0c", 2); /* field 1 as a group */
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("a group");
+    reset(&s);
+    fv(&s, 4, 5);
+    put(&s, "\x83\x03\x84\x03", 4); /* an unknown field 48 as a group */
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("an unknown group");
+
+    /* missing required fields */
+    reset(&s);
+    fs(&s, 1, INT_URL);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("LOOKUP_RESPONSE without request_id");
+    reset(&s);
+    fv(&s, 2, 5);
+    fs(&s, 7, "external");
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    REFUSED("LOOKUP without topic");
+    reset(&s);
+    fs(&s, 1, "t");
+    fs(&s, 7, "external");
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    REFUSED("LOOKUP without request_id");
+    reset(&s);
+    fs(&s, 6, INT_URL);
+    base(&c, LK_PULSAR_CONNECT, &s);
+    REFUSED("CONNECT without client_version");
+    reset(&s);
+    fv(&s, 1, 5);
+    fs(&s, 3, INT_URL);
+    base(&c, LK_PULSAR_TOPIC_MIGRATED, &s);
+    REFUSED("TOPIC_MIGRATED without resource_type");
+    reset(&s);
+    fv(&s, 2, 5);
+    fs(&s, 3, INT_URL);
+    base(&c, LK_PULSAR_CLOSE_CONSUMER, &s);
+    REFUSED("CLOSE_CONSUMER without consumer_id");
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, NULL);
+    REFUSED("LOOKUP_RESPONSE without its sub-command");
+    reset(&c);
+    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("no type");
+
+    /* what protobuf-c would take but merge or lose */
+    reset(&s);
+    fv(&s, 4, 5);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("the sub-command twice");
+    reset(&s);
+    fv(&s, 4, 5);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    REFUSED("the type twice");
+    /* a declared sub-command of another type that protobuf-c refuses */
+    reset(&s);
+    fv(&s, 4, 5);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    reset(&s);
+    fs(&s, 6, INT_URL);
+    fmsg(&c, LK_PULSAR_CONNECT, &s);
+    REFUSED("a CommandConnect without client_version beside a LOOKUP_RESPONSE");
+
+    /* too many fields */
+    reset(&s);
+    fv(&s, 4, 5);
+    for (int i = 0; i < 4096; i++)
+        fv(&s, 50, 1);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("4097 fields in the sub-command");
+    reset(&s);
+    fv(&s, 4, 5);
+    for (int i = 0; i < 4095; i++)
+        fv(&s, 50, 1);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && lk_pulsar_reencode(c.p, c.len, &e, out) == 1,
+       "4096 fields: decoded and re-encoded");
+#undef REFUSED
+    evbuffer_free(out);
+    tb_free(&c);
+    tb_free(&s);
+}
+
+static void
+test_frame(void)
+{
+    struct evbuffer *out = evbuffer_new();
+    struct tb c = {0};
+
+    base(&c, LK_PULSAR_PONG, NULL);
+    fb(&c, LK_PULSAR_PONG, "", 0);
+    lk_pulsar_frame(out, c.p, c.len);
+    ok(is_frame_of(out, &c), "lk_pulsar_frame: sizes, then the command");
+    const uint8_t *p = evbuffer_pullup(out, -1);
+    ok(lk_pulsar_peek_type(p + 8, c.len, c.len) == LK_PULSAR_PONG, "PONG");
+
+    /* a stream for the frame fuzzer: a LOOKUP, a SEND with its payload, a
+     * LOOKUP_RESPONSE, split anywhere */
+    struct tb s = {0}, st = {0};
+    drain(out);
+    fs(&s, 1, "persistent://public/default/t");
+    fv(&s, 2, 1);
+    fs(&s, 7, "external");
+    base(&c, LK_PULSAR_LOOKUP, &s);
+    lk_pulsar_frame(out, c.p, c.len);
+    reset(&s);
+    fv(&s, 1, 1);
+    fv(&s, 2, 0);
+    base(&c, LK_PULSAR_SEND, &s);
+    uint8_t pre[8];
+    static const uint8_t payload[] = "\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x02\x0a\x00hello";
+    be32_to(pre, (uint32_t)(4 + c.len + sizeof(payload) - 1));
+    be32_to(pre + 4, (uint32_t)c.len);
+    evbuffer_add(out, pre, 8);
+    evbuffer_add(out, c.p, c.len);
+    evbuffer_add(out, payload, sizeof(payload) - 1);
+    struct lr r = {INT_URL, INT_URL_TLS, 1, 1, 1, -1, NULL, 0};
+    lookup_response(&s, &r);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    lk_pulsar_frame(out, c.p, c.len);
+    size_t n = evbuffer_get_length(out);
+    put(&st, evbuffer_pullup(out, -1), n);
+    dump_stream("lookup-send-response", st.p, st.len);
+    uint32_t total, cmd;
+    size_t at = 0, frames = 0;
+    while (at + 8 <= st.len &&
+           lk_pulsar_sizes(st.p + at, LK_PULSAR_DEFAULT_MAX_FRAME, &total, &cmd) == 0) {
+        frames++;
+        at += 4 + total;
+    }
+    ok(frames == 3 && at == st.len, "three frames, back to back");
+    evbuffer_free(out);
+    tb_free(&c);
+    tb_free(&s);
+    tb_free(&st);
+}
+
+const struct lk_test_case lk_test_pulsar_codec[] = {
+    {"pulsar_codec/sizes", test_sizes},
+    {"pulsar_codec/type", test_type},
+    {"pulsar_codec/decode", test_decode},
+    {"pulsar_codec/lookup_response", test_lookup_response},
+    {"pulsar_codec/lookup_strip", test_lookup_strip},
+    {"pulsar_codec/close_and_migrated", test_close_and_migrated},
+    {"pulsar_codec/unknown_fields", test_unknown_fields},
+    {"pulsar_codec/noop", test_noop},
+    {"pulsar_codec/malformed", test_malformed},
+    {"pulsar_codec/frame", test_frame},
+    {NULL, NULL},
+};
