@@ -18,10 +18,14 @@
 #include "lk_pulsar_codec.h"
 #include "pulsar.pb-c.h"
 
-/* A message with more fields than this is refused: no Pulsar command comes
- * near it, and protobuf-c spends an allocation or two on each field it
- * unpacks, which a 5 MiB command of 2-byte fields would turn into millions. */
-#define MAX_FIELDS 4096
+/* A message with more unknown fields than MAX_UNKNOWN, or more fields in
+ * all than MAX_FIELDS, is refused: no Pulsar command comes near either,
+ * and protobuf-c spends memory on every field it unpacks and an allocation
+ * on every unknown one, which a 5 MiB command of 2-byte fields would turn
+ * into millions.  A re-encoded message, its known fields each once and its
+ * unknown ones as they were, stays within both. */
+#define MAX_UNKNOWN 4096
+#define MAX_FIELDS 8192
 
 static uint32_t
 be32(const uint8_t *p)
@@ -182,14 +186,17 @@ walk_sub(const struct schema *sc, const uint8_t *p, size_t len, struct vals *out
     const uint8_t *at = p, *end = p + len;
     struct field f;
     enum rd r;
-    unsigned n = 0;
+    unsigned n = 0, unknown = 0;
 
     memset(out, 0, sizeof(*out));
     while ((r = next(&at, end, &f)) == RD_OK) {
         if (++n > MAX_FIELDS)
             return -1;
-        if (f.num >= NF || sc->kind[f.num] == 0)
-            continue; /* unknown: kept on re-encode */
+        if (f.num >= NF || sc->kind[f.num] == 0) {
+            if (++unknown > MAX_UNKNOWN)
+                return -1;
+            continue; /* kept on re-encode */
+        }
         if (f.wt != (sc->kind[f.num] == V ? 0u : 2u))
             return -1;
         out->seen |= (uint16_t)(1u << f.num);
@@ -223,7 +230,7 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
     size_t sub_len[NSCHEMAS];
     struct field f;
     enum rd r;
-    unsigned n = 0, seen = 0;
+    unsigned unknown = 0, seen = 0;
     int have_type = 0;
     struct vals scratch;
 
@@ -237,11 +244,13 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
         }
         if (!full)
             continue;
-        if (++n > MAX_FIELDS)
-            return -1;
+        /* the known fields are the type and the sub-commands, each once */
         const struct schema *sc = schema_of(f.num);
-        if (sc == NULL)
+        if (sc == NULL) {
+            if (++unknown > MAX_UNKNOWN)
+                return -1;
             continue;
+        }
         size_t i = (size_t)(sc - schemas);
         if (f.wt != 2 || (seen & 1u << i) || walk_sub(sc, f.p, f.len, &scratch) != 0)
             return -1;
@@ -407,10 +416,10 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
     const struct vals *s = &d.sub;
     int url = sc->url != 0 && edit->set_url && changes(s, sc->url, edit->url);
     int url_tls = sc->url != 0 && edit->set_url_tls && changes(s, sc->url + 1u, edit->url_tls);
-    /* proxy_through_service_url: absent is false */
-    int proxy =
-        sc->type == LK_PULSAR_LOOKUP_RESPONSE && edit->proxy_through >= 0 &&
-        ((s->seen >> 8) & 1 ? s->v[8] != (uint64_t)edit->proxy_through : edit->proxy_through != 0);
+    /* proxy_through_service_url, a bool: absent is false, any value but 0
+     * true */
+    int proxy = sc->type == LK_PULSAR_LOOKUP_RESPONSE && edit->proxy_through >= 0 &&
+                (((s->seen >> 8) & 1) && s->v[8] != 0) != (edit->proxy_through != 0);
     int strip = sc->type == LK_PULSAR_LOOKUP && edit->strip_listener && ((s->seen >> 7) & 1);
     if (!url && !url_tls && !proxy && !strip)
         return 0;
@@ -430,7 +439,7 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
     if (proxy) {
         LkPb__CommandLookupTopicResponse *r = (LkPb__CommandLookupTopicResponse *)m;
         r->has_proxy_through_service_url = 1;
-        r->proxy_through_service_url = (uint64_t)edit->proxy_through;
+        r->proxy_through_service_url = edit->proxy_through != 0;
     }
     if (strip)
         ((LkPb__CommandLookupTopic *)m)->has_advertised_listener_name = 0;

@@ -119,7 +119,8 @@ struct lk_pulsar_cmd {
  * lk_pulsar_command_type refuses, no sub-command for the type, one of the
  * six sub-commands (whatever the type) twice, or not valid against
  * proxy/pulsar.proto (a field of the wrong wire type, a required one
- * missing), or a message of over 4096 fields.  A command that decodes is
+ * missing), or a message of over 4096 unknown fields or 8192 fields in
+ * all (no Pulsar command comes near).  A command that decodes is
  * one lk_pulsar_reencode can re-encode.  Of a field given twice, the last
  * counts (as in every protobuf parser).
  */
@@ -134,7 +135,7 @@ struct lk_pulsar_edit {
      * bytes need to live only during the call. */
     int set_url, set_url_tls;
     const struct lk_str *url, *url_tls;
-    int proxy_through;  /* LOOKUP_RESPONSE: 1 or 0 to set it, -1 to leave it */
+    int proxy_through;  /* LOOKUP_RESPONSE: 1 (or more) or 0 to set it, -1 to leave it */
     int strip_listener; /* LOOKUP: remove advertised_listener_name */
 };
 
@@ -146,9 +147,10 @@ struct lk_pulsar_edit {
  * keeps them, after the known fields); known fields come back in field
  * order, each once.  Returns 1 when the frame was appended; 0 when the
  * edit changes nothing (a URL already equal, a field to clear or strip
- * already absent, proxy_through already so, absent counting as 0): out
- * untouched, forward the original bytes; -1 when lk_pulsar_decode would
- * not return 0 (out untouched), or when out of memory.
+ * already absent, proxy_through already so, absent counting as 0 and any
+ * value but 0 as 1): out untouched, forward the original bytes; -1 when
+ * lk_pulsar_decode would not return 0 (out untouched), or when out of
+ * memory.
  */
 int lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *edit,
                        struct evbuffer *out);

@@ -117,20 +117,29 @@ base(struct tb *out, int type, const struct tb *sub)
 
 /* ---- seeds for the fuzzers -------------------------------------------- */
 
-static unsigned dump_seq;
-
-static FILE *
-dump_open(const char *sub, const char *name)
+/* Writes an input of a fuzzer into DIR/sub/, named by what it is and a
+ * hash of its bytes (each case runs in a process of its own). */
+static void
+dump(const char *sub, const char *name, const uint8_t *h, size_t hlen, const uint8_t *p, size_t len)
 {
     const char *dir = getenv("LK_PULSAR_DUMP");
     char path[512];
+    uint64_t fnv = 14695981039346656037ull;
 
     if (dir == NULL)
-        return NULL;
+        return;
+    for (size_t i = 0; i < hlen + len; i++)
+        fnv = (fnv ^ (i < hlen ? h[i] : p[i - hlen])) * 1099511628211ull;
+    mkdir(dir, 0755);
     snprintf(path, sizeof(path), "%s/%s", dir, sub);
     mkdir(path, 0755);
-    snprintf(path, sizeof(path), "%s/%s/%s-%u", dir, sub, name, dump_seq++);
-    return fopen(path, "wb");
+    snprintf(path, sizeof(path), "%s/%s/%s-%016llx", dir, sub, name, (unsigned long long)fnv);
+    FILE *fp = fopen(path, "wb");
+    if (fp == NULL)
+        return;
+    fwrite(h, 1, hlen, fp);
+    fwrite(p, 1, len, fp);
+    fclose(fp);
 }
 
 /* An input of fuzz_pulsar_command: the edit's two bytes, then the
@@ -138,14 +147,22 @@ dump_open(const char *sub, const char *name)
 static void
 dump_command(const char *name, int flags, int urls, const struct tb *cmd)
 {
-    FILE *fp = dump_open("pulsar_command", name);
-
-    if (fp == NULL)
-        return;
     uint8_t h[2] = {(uint8_t)flags, (uint8_t)urls};
-    fwrite(h, 1, 2, fp);
-    fwrite(cmd->p, 1, cmd->len, fp);
-    fclose(fp);
+    /* and framed, twice, for fuzz_pulsar_frame: max byte 0, the sizes */
+    uint8_t f[1 + LK_PULSAR_PREFIX] = {0};
+    uint32_t total = (uint32_t)cmd->len + 4;
+    uint8_t *two = malloc(2 * (LK_PULSAR_PREFIX + cmd->len));
+
+    dump("pulsar_command", name, h, 2, cmd->p, cmd->len);
+    f[1] = (uint8_t)(total >> 24), f[2] = (uint8_t)(total >> 16), f[3] = (uint8_t)(total >> 8);
+    f[4] = (uint8_t)total;
+    f[5] = (uint8_t)(cmd->len >> 24), f[6] = (uint8_t)(cmd->len >> 16);
+    f[7] = (uint8_t)(cmd->len >> 8), f[8] = (uint8_t)cmd->len;
+    memcpy(two, f + 1, LK_PULSAR_PREFIX);
+    memcpy(two + LK_PULSAR_PREFIX, cmd->p, cmd->len);
+    memcpy(two + LK_PULSAR_PREFIX + cmd->len, two, LK_PULSAR_PREFIX + cmd->len);
+    dump("pulsar_frame", name, f, 1, two, 2 * (LK_PULSAR_PREFIX + cmd->len));
+    free(two);
 }
 
 /* An input of fuzz_pulsar_frame: a byte choosing the max frame size (0:
@@ -153,13 +170,9 @@ dump_command(const char *name, int flags, int urls, const struct tb *cmd)
 static void
 dump_stream(const char *name, const uint8_t *s, size_t len)
 {
-    FILE *fp = dump_open("pulsar_frame", name);
+    uint8_t h[1] = {0};
 
-    if (fp == NULL)
-        return;
-    fputc(0, fp);
-    fwrite(s, 1, len, fp);
-    fclose(fp);
+    dump("pulsar_frame", name, h, 1, s, len);
 }
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -474,6 +487,7 @@ test_decode(void)
     r = (struct lr){INT_URL, NULL, 7, 44, -1, -1, NULL, 2};
     lookup_response(&s, &r);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    dump_command("lookup-response", 0x07, 0x11, &c);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.lookup_type == 7 && d.proxy_through == 1,
        "LOOKUP_RESPONSE: an unknown response type, a bool of 2");
 
@@ -486,6 +500,7 @@ test_decode(void)
         fs(&s, 3, INT_URL);
         fs(&s, 4, INT_URL_TLS);
         base(&c, type, &s);
+        dump_command("close", 0x03, 0x10, &c);
         ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == type && d.request_id == 99 &&
                d.has_url && str_is(d.url, INT_URL) && str_is(d.url_tls, INT_URL_TLS),
            "decodes: request_id, the assigned URLs");
@@ -504,6 +519,7 @@ test_decode(void)
     fv(&s, 2, 1);
     fs(&s, 3, "pulsar://other-cluster:6650");
     base(&c, LK_PULSAR_TOPIC_MIGRATED, &s);
+    dump_command("migrated", 0x03, 0x32, &c);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_TOPIC_MIGRATED &&
            str_is(d.url, "pulsar://other-cluster:6650") && !d.has_url_tls && !d.has_request_id,
        "TOPIC_MIGRATED decodes");
@@ -516,6 +532,7 @@ test_decode(void)
     fs(&s, 1, "Pulsar Server");
     fv(&s, 2, 21);
     base(&c, LK_PULSAR_CONNECTED, &s);
+    dump_command("connected", 0x1f, 0x32, &c);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == LK_PULSAR_CONNECTED, "CONNECTED: -2");
     base(&c, 99, NULL);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == 99, "a type from the future: -2");
@@ -604,11 +621,12 @@ test_lookup_response(void)
     }
     subtest(NULL);
 
-    /* service mode: Connect answered with proxy_through_service_url */
-    struct lr r = {INT_URL, NULL, LK_PULSAR_CONNECT_TO, 9, 1, -1, NULL, -1};
+    /* service mode: Connect answered with proxy_through_service_url (no
+     * authoritative, which must stay absent) */
+    struct lr r = {INT_URL, NULL, LK_PULSAR_CONNECT_TO, 9, -1, -1, NULL, -1};
     lookup_response(&s, &r);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-    struct lr x = {ext.p, ext_tls.p, LK_PULSAR_CONNECT_TO, 9, 1, -1, NULL, 1};
+    struct lr x = {ext.p, ext_tls.p, LK_PULSAR_CONNECT_TO, 9, -1, -1, NULL, 1};
     lookup_response(&ws, &x);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
     struct lk_pulsar_edit ep = {1, 1, &ext, &ext_tls, 1, 0};
@@ -630,10 +648,16 @@ test_lookup_response(void)
     x.proxy_through = 2;
     lookup_response(&s, &x);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-    x.proxy_through = 1;
+    ok(rewrites_to(&c, &ep1, NULL), "proxy_through 2 is true already: nothing to do");
+    x.proxy_through = 0;
     lookup_response(&ws, &x);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
-    ok(rewrites_to(&c, &ep1, &w), "proxy_through 2 (true to Pulsar) written as 1");
+    ok(rewrites_to(&c, &ep0, &w), "proxy_through 2 to false");
+    x.proxy_through = 1;
+    lookup_response(&c, &x);
+    base(&s, LK_PULSAR_LOOKUP_RESPONSE, &c);
+    struct lk_pulsar_edit ep2 = {0, 0, NULL, NULL, 2, 0};
+    ok(rewrites_to(&w, &ep2, &s), "an edit of 2 writes 1");
 
     /* Failed: the error and message kept, no URL to set */
     r = (struct lr){NULL, NULL, LK_PULSAR_FAILED, 10, -1, 11, "Topic not found", -1};
@@ -911,6 +935,7 @@ test_malformed(void)
     struct evbuffer *out = evbuffer_new();
 
 #define REFUSED(what)                                                                              \
+    dump_command("malformed", 0x1f, 0x32, &c);                                                     \
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1 && lk_pulsar_reencode(c.p, c.len, &e, out) == -1 &&  \
            evbuffer_get_length(out) == 0,                                                          \
        "%s: -1", what)
@@ -1056,20 +1081,42 @@ test_malformed(void)
     fmsg(&c, LK_PULSAR_CONNECT, &s);
     REFUSED("a CommandConnect without client_version beside a LOOKUP_RESPONSE");
 
-    /* too many fields */
+    /* too many fields; a rewrite that adds fields to a command at the
+     * limit still decodes */
     reset(&s);
     fv(&s, 4, 5);
+    for (int i = 0; i < 4097; i++)
+        fv(&s, 50, 1);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("4097 unknown fields in the sub-command");
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, NULL);
+    for (int i = 0; i < 4097; i++)
+        fv(&c, 50, 1);
+    reset(&s);
+    fv(&s, 4, 5);
+    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("4097 unknown fields in BaseCommand");
+    reset(&s);
+    for (int i = 0; i < 8193; i++)
+        fv(&s, 4, 5);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    REFUSED("8193 fields in the sub-command");
+    reset(&s);
+    for (int i = 0; i < 4096; i++)
+        fv(&s, 4, 5);
     for (int i = 0; i < 4096; i++)
         fv(&s, 50, 1);
-    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-    REFUSED("4097 fields in the sub-command");
-    reset(&s);
-    fv(&s, 4, 5);
-    for (int i = 0; i < 4095; i++)
-        fv(&s, 50, 1);
-    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, NULL);
+    for (int i = 0; i < 4096; i++)
+        fv(&c, 50, 1);
+    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && lk_pulsar_reencode(c.p, c.len, &e, out) == 1,
-       "4096 fields: decoded and re-encoded");
+       "8192 fields, 4096 of them unknown, and 4096 in BaseCommand: decoded and re-encoded");
+    size_t n = evbuffer_get_length(out);
+    const uint8_t *o = evbuffer_pullup(out, -1);
+    ok(n > 8 && lk_pulsar_decode(o + 8, n - 8, &d) == 0 && d.proxy_through == 1 && d.has_url &&
+           d.has_url_tls,
+       "... and the result, three fields more, decodes");
 #undef REFUSED
     evbuffer_free(out);
     tb_free(&c);
