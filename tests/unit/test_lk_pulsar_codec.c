@@ -22,34 +22,9 @@
 
 #include "lk_pulsar_codec.h"
 #include "lk_test.h"
+#include "lk_test_wire.h"
 
 /* ---- a test-side protobuf writer ------------------------------------- */
-
-struct tb {
-    uint8_t *p;
-    size_t len, cap;
-};
-
-static void
-put(struct tb *b, const void *d, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (b->p == NULL)
-            abort();
-    }
-    if (n != 0)
-        memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
-
-static void
-w8(struct tb *b, int v)
-{
-    uint8_t x = (uint8_t)v;
-    put(b, &x, 1);
-}
 
 /* base-128, low group first, the high bit saying more follow */
 static void
