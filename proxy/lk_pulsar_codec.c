@@ -231,7 +231,7 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
     struct field f;
     enum rd r;
     unsigned unknown = 0, seen = 0;
-    int have_type = 0;
+    int have_type = 0, read = 0;
     struct vals scratch;
 
     while ((r = next(&at, end, &f)) == RD_OK) {
@@ -251,9 +251,14 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
                 return -1;
             continue;
         }
+        /* the type's sub-command is read as it is checked when the type
+         * came first, as every encoder writes it */
         size_t i = (size_t)(sc - schemas);
-        if (f.wt != 2 || (seen & 1u << i) || walk_sub(sc, f.p, f.len, &scratch) != 0)
+        int mine = have_type && f.num == out->type;
+        if (f.wt != 2 || (seen & 1u << i) ||
+            walk_sub(sc, f.p, f.len, mine ? &out->sub : &scratch) != 0)
             return -1;
+        read |= mine;
         seen |= 1u << i;
         sub[i] = f.p;
         sub_len[i] = f.len;
@@ -266,7 +271,7 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
     size_t i = (size_t)(out->sc - schemas);
     if (!(seen & 1u << i))
         return -1; /* e.g. a LOOKUP without its CommandLookupTopic */
-    return walk_sub(out->sc, sub[i], sub_len[i], &out->sub);
+    return read ? 0 : walk_sub(out->sc, sub[i], sub_len[i], &out->sub);
 }
 
 int
@@ -362,6 +367,18 @@ lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out)
 
 /* ---- re-encoding ---------------------------------------------------- */
 
+/* The sizes of a simple frame around a command of cmd_len bytes. */
+static void
+prefix(uint8_t h[LK_PULSAR_PREFIX], size_t cmd_len)
+{
+    uint32_t c = (uint32_t)cmd_len, total = c + 4;
+
+    h[0] = (uint8_t)(total >> 24), h[1] = (uint8_t)(total >> 16);
+    h[2] = (uint8_t)(total >> 8), h[3] = (uint8_t)total;
+    h[4] = (uint8_t)(c >> 24), h[5] = (uint8_t)(c >> 16), h[6] = (uint8_t)(c >> 8);
+    h[7] = (uint8_t)c;
+}
+
 /* Whether setting bytes field n of s to to (NULL: clearing it) changes it. */
 static int
 changes(const struct vals *s, unsigned n, const struct lk_str *to)
@@ -446,15 +463,11 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
 
     size_t size = lk_pb__base_command__get_packed_size(base);
     struct evbuffer_iovec v;
-    if (size <= UINT32_MAX - 4 && evbuffer_reserve_space(out, (ev_ssize_t)(8 + size), &v, 1) == 1) {
-        uint8_t *p = v.iov_base;
-        uint32_t total = (uint32_t)size + 4;
-        p[0] = (uint8_t)(total >> 24), p[1] = (uint8_t)(total >> 16);
-        p[2] = (uint8_t)(total >> 8), p[3] = (uint8_t)total;
-        p[4] = (uint8_t)(size >> 24), p[5] = (uint8_t)(size >> 16);
-        p[6] = (uint8_t)(size >> 8), p[7] = (uint8_t)size;
-        lk_pb__base_command__pack(base, p + 8);
-        v.iov_len = 8 + size;
+    if (size <= UINT32_MAX - 4 &&
+        evbuffer_reserve_space(out, (ev_ssize_t)(LK_PULSAR_PREFIX + size), &v, 1) == 1) {
+        prefix(v.iov_base, size);
+        lk_pb__base_command__pack(base, (uint8_t *)v.iov_base + LK_PULSAR_PREFIX);
+        v.iov_len = LK_PULSAR_PREFIX + size;
         if (evbuffer_commit_space(out, &v, 1) == 0)
             rc = 1;
     }
@@ -469,12 +482,8 @@ void
 lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len)
 {
     uint8_t h[LK_PULSAR_PREFIX];
-    uint32_t total = (uint32_t)len + 4;
 
-    h[0] = (uint8_t)(total >> 24), h[1] = (uint8_t)(total >> 16);
-    h[2] = (uint8_t)(total >> 8), h[3] = (uint8_t)total;
-    h[4] = (uint8_t)(len >> 24), h[5] = (uint8_t)(len >> 16);
-    h[6] = (uint8_t)(len >> 8), h[7] = (uint8_t)len;
+    prefix(h, len);
     evbuffer_add(out, h, sizeof(h));
     evbuffer_add(out, cmd, len);
 }
