@@ -11,6 +11,7 @@ extern const struct lk_flt_ops lk_flt_location;
 extern const struct lk_flt_ops lk_flt_lookup;
 extern const struct lk_flt_ops lk_flt_leak_guard;
 extern const struct lk_flt_ops lk_flt_kafka;
+extern const struct lk_flt_ops lk_flt_pulsar;
 
 const struct lk_flt_ops *const lk_flt_registry[] = {
     &lk_flt_listener,
@@ -18,6 +19,7 @@ const struct lk_flt_ops *const lk_flt_registry[] = {
     &lk_flt_lookup,
     &lk_flt_leak_guard,
     &lk_flt_kafka,
+    &lk_flt_pulsar,
     NULL,
 };
 
@@ -25,7 +27,8 @@ const char *const lk_flt_default_chain[] = {
     "listener",
     "lookup",
     "location",
-    "leak_guard", /* last: it checks what every other filter left */
+    "pulsar",     /* the Pulsar binary protocol's (binary exchanges only) */
+    "leak_guard", /* last of the HTTP ones: it checks what every other filter left */
     "kafka",      /* Kafka clusters' only one */
     NULL,
 };

@@ -84,7 +84,7 @@ static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
     "follow.replay_bytes",  "max_frame_bytes",    "filters",       "forwarded_headers",
-    "upstream.tls",         NULL};
+    "upstream.tls",         "pulsar_routing",     NULL};
 static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
@@ -95,6 +95,7 @@ static const char *const kafka_broker_keys[] = {"advertised.listeners", "registr
 /* clang-format on */
 
 static const char *const redirects_names[] = {"rewrite", "follow", NULL};
+static const char *const pulsar_routing_names[] = {"per-broker", "service", NULL};
 static const char *const leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
 static const char *const upstream_tls_names[] = {"match", "plain", "tls", NULL};
 static const char *const unknown_api_names[] = {"pass", "drop", NULL};
@@ -856,6 +857,15 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
         if ((v = parse_enum(e->value, upstream_tls_names)) < 0)
             return entry_err(ld, s, e, "'%s' is not match, plain or tls", e->value);
         cl->upstream_tls = (enum lk_upstream_tls)v;
+    }
+    if ((e = take(s, "pulsar_routing")) != NULL) {
+        if ((v = parse_enum(e->value, pulsar_routing_names)) < 0)
+            return entry_err(ld, s, e, "'%s' is not per-broker or service", e->value);
+        if (v == LK_PULSAR_ROUTING_SERVICE && cl->service == NULL)
+            return entry_err(ld, s, e,
+                             "service routing sends every binary client through serviceUrl, "
+                             "which this cluster does not have");
+        cl->pulsar_routing = (enum lk_pulsar_routing)v;
     }
     /* `filters` is taken when the chain is built, after the brokers. */
     return 0;
@@ -2514,6 +2524,8 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
     /* Only when not the default, so that the usual map reads as before. */
     if (cl->upstream_tls != LK_UPSTREAM_TLS_MATCH)
         fprintf(out, ", upstream.tls %s", upstream_tls_names[cl->upstream_tls]);
+    if (cl->pulsar_routing != LK_PULSAR_ROUTING_PER_BROKER)
+        fprintf(out, ", pulsar_routing %s", pulsar_routing_names[cl->pulsar_routing]);
     if (!cl->forwarded_headers)
         fprintf(out, ", forwarded_headers off");
     fprintf(out, ", filters ");

@@ -98,6 +98,11 @@ struct lk_broker {
 };
 
 enum lk_redirects { LK_REDIRECTS_REWRITE = 0, LK_REDIRECTS_FOLLOW };
+/* pulsar_routing (Pulsar binary): per-broker, clients connect to the
+ * owner's lookup-listener address; service, every client connects to
+ * serviceUrl and names the owner in CONNECT proxy_to_broker_url, as
+ * through the Pulsar Proxy. */
+enum lk_pulsar_routing { LK_PULSAR_ROUTING_PER_BROKER = 0, LK_PULSAR_ROUTING_SERVICE };
 /* upstream.tls: how a broker with both an http and an https internal
  * address is reached (lk_broker_upstream). */
 enum lk_upstream_tls { LK_UPSTREAM_TLS_MATCH = 0, LK_UPSTREAM_TLS_PLAIN, LK_UPSTREAM_TLS_TLS };
@@ -162,6 +167,7 @@ struct lk_cluster {
     unsigned idle_ms;              /* Kafka: timeout.idle, both sides, default 10m */
     int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
     enum lk_upstream_tls upstream_tls; /* default match */
+    enum lk_pulsar_routing pulsar_routing; /* default per-broker */
     /* Kafka: the bootstrap.servers entry points on lookout, each of the
      * lookup listener's scheme (the same on every broker); broker.pattern,
      * NULL if unset; unknown_api. */

@@ -52,6 +52,8 @@ proto_for(unsigned proto)
         return &lk_proto_http;
     if (proto == LK_PROTO_KAFKA)
         return &lk_proto_kafka;
+    if (proto == LK_PROTO_PULSAR)
+        return &lk_proto_pulsar;
     return NULL;
 }
 
@@ -1468,13 +1470,6 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         event_add(w->stop_ev, NULL);
         for (size_t k = 0; k < conf->nbinds; k++) {
             const struct lk_bind *b = conf->binds[k];
-            if (proto_for(b->proto) == NULL) {
-                if (i == 0)
-                    lk_log(LK_WARN, NULL,
-                           "%s: the Pulsar binary protocol is not served yet; not listening",
-                           b->text);
-                continue;
-            }
             struct evconnlistener *l = listen_on(w, b, &w->listen[w->nlisteners], err, errlen);
             if (l == NULL)
                 goto fail;

@@ -159,6 +159,7 @@ struct lk_proto_ops {
 
 extern const struct lk_proto_ops lk_proto_http;
 extern const struct lk_proto_ops lk_proto_kafka;
+extern const struct lk_proto_ops lk_proto_pulsar;
 
 /*
  * A client connection.  While the protocol module has nothing under way and

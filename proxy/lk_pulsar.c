@@ -1,0 +1,554 @@
+/*
+ * The Pulsar binary protocol module.  A client connection is paired with one
+ * connection to one broker's internal pulsar (or pulsar+ssl) address: the
+ * broker whose lookup-listener address the client reached, or, on the
+ * serviceUrl, any healthy broker, or the one the client's CONNECT names in
+ * proxy_to_broker_url (pulsar_routing = service, as through the Pulsar
+ * Proxy) when that is a mapped broker's address; anything else is refused,
+ * never dialled.  The broker is chosen once the CONNECT, always a client's
+ * first frame, has arrived.
+ *
+ * Frames are [totalSize][commandSize][BaseCommand][payload]; lookout reads
+ * each frame's sizes and its command's type (the first bytes of the
+ * command: lk_pulsar_peek_type) and forwards everything else as it comes,
+ * payload frames (SEND, MESSAGE) without a copy of their own.  Two kinds
+ * are held whole:
+ *  - from the client, LOOKUP: its advertised_listener_name picks the
+ *    listener that the answer is rewritten into (CONTRACT §3), remembered
+ *    by request_id, and is removed before the broker sees it (a broker
+ *    fails a lookup for a listener it does not have);
+ *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
+ *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_conn.h"
+#include "lk_location.h"
+#include "lk_log.h"
+#include "lk_pulsar_codec.h"
+#include "lk_xchg.h"
+
+/* Unread input above which the other side stops being read. */
+#define LK_PULSAR_HIGH (256 * 1024)
+/* Lookups awaiting their answer, remembered per connection at most; a
+ * client keeps far fewer in flight (maxLookupRequest, 50000 per client in
+ * Java, but per connection a handful), and past this the oldest goes. */
+#define LK_PULSAR_MAX_LOOKUPS 1024
+
+/* One direction's frame stream: where the current frame is. */
+struct pstream {
+    uint64_t left;  /* bytes of the current streamed frame still to move */
+    uint32_t total; /* the frame's totalSize, once its head is read */
+    uint32_t cmd_size;
+    int type;       /* its command's type; -1 until known */
+};
+
+struct lookup {
+    uint64_t request_id;
+    const char *listener; /* the map's name, or NULL: the cluster's */
+};
+
+struct pconn {
+    struct lk_conn *c;
+    const struct lk_cluster *cluster;
+    const struct lk_vhost *vh;
+    const struct lk_broker *broker;
+    struct lk_upstream *up;
+    int connected;
+    int any_broker;   /* the service address: any broker will do */
+    unsigned connects; /* brokers tried */
+    struct pstream rq, rs;
+    struct lookup *lookups; /* a ring */
+    size_t lhead, llen;
+    const char *listener; /* the last one a LOOKUP named: for CLOSE_* and TOPIC_MIGRATED */
+    struct evbuffer *held;
+    int dead;
+};
+
+static void client_read(struct bufferevent *bev, void *arg);
+static void client_write(struct bufferevent *bev, void *arg);
+static void client_event(struct bufferevent *bev, short what, void *arg);
+static void up_read(struct bufferevent *bev, void *arg);
+static void up_write(struct bufferevent *bev, void *arg);
+static void up_event(struct bufferevent *bev, short what, void *arg);
+
+static void
+pconn_close(struct pconn *p, const char *why)
+{
+    if (p->dead)
+        return;
+    p->dead = 1;
+    if (why != NULL)
+        lk_log(LK_INFO, p->c, "%s", why);
+    lk_conn_close_later(p->c);
+}
+
+static void
+pconn_cleanup(void *arg)
+{
+    struct pconn *p = arg;
+
+    lk_upstream_free(p->up);
+    p->up = NULL;
+    free(p->lookups);
+    if (p->held != NULL)
+        evbuffer_free(p->held);
+}
+
+static struct timeval
+idle_tv(const struct lk_conf *conf)
+{
+    return (struct timeval){conf->timeout_idle_ms / 1000, (conf->timeout_idle_ms % 1000) * 1000};
+}
+
+static uint32_t
+frame_cap(const struct lk_cluster *cl)
+{
+    return cl->max_frame_bytes > UINT32_MAX - 4 ? UINT32_MAX - 4 : (uint32_t)cl->max_frame_bytes;
+}
+
+/*
+ * The head of the frame at the start of in: its sizes and its command's
+ * type, read without moving anything.  1 when known (s->total, cmd_size,
+ * type), 0 to wait for more, -1 on an impossible frame (why says what).
+ */
+static int
+frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size_t whylen)
+{
+    uint8_t h[LK_PULSAR_PREFIX + LK_PULSAR_PEEK];
+    size_t avail = evbuffer_get_length(in);
+
+    if (avail < LK_PULSAR_PREFIX)
+        return 0;
+    evbuffer_copyout(in, h, LK_PULSAR_PREFIX);
+    if (lk_pulsar_sizes(h, cap, &s->total, &s->cmd_size) != 0) {
+        snprintf(why, whylen, "frame of %lu bytes with a command of %lu (%s); closing",
+                 (unsigned long)s->total + 4, (unsigned long)s->cmd_size,
+                 s->total > cap ? "over max_frame_bytes" : "impossible sizes");
+        return -1;
+    }
+    size_t want = LK_PULSAR_PREFIX + (s->cmd_size < LK_PULSAR_PEEK ? s->cmd_size : LK_PULSAR_PEEK);
+    if (avail < want)
+        return 0;
+    evbuffer_copyout(in, h, want);
+    s->type = lk_pulsar_peek_type(h + LK_PULSAR_PREFIX, want - LK_PULSAR_PREFIX, s->cmd_size);
+    if (s->type == -1) {
+        /* The type is not the command's first field: the whole command
+         * tells (an encoder lookout has not met; every known one writes
+         * fields in number order). */
+        if (avail < LK_PULSAR_PREFIX + (size_t)s->cmd_size)
+            return 0;
+        const uint8_t *cmd = evbuffer_pullup(in, (ev_ssize_t)(LK_PULSAR_PREFIX + s->cmd_size));
+        s->type = lk_pulsar_command_type(cmd + LK_PULSAR_PREFIX, s->cmd_size);
+    }
+    if (s->type < 0) {
+        snprintf(why, whylen, "frame whose command does not decode (%lu bytes); closing",
+                 (unsigned long)s->cmd_size);
+        return -1;
+    }
+    return 1;
+}
+
+static void
+lookup_push(struct pconn *p, uint64_t id, const char *listener)
+{
+    if (p->lookups == NULL)
+        p->lookups = lk_xcalloc(LK_PULSAR_MAX_LOOKUPS, sizeof(*p->lookups));
+    if (p->llen == LK_PULSAR_MAX_LOOKUPS) {
+        p->lhead = (p->lhead + 1) % LK_PULSAR_MAX_LOOKUPS;
+        p->llen--;
+    }
+    p->lookups[(p->lhead + p->llen) % LK_PULSAR_MAX_LOOKUPS] = (struct lookup){id, listener};
+    p->llen++;
+}
+
+/* The listener the lookup with this request id asked for (and forgets it);
+ * the cluster's when it named none or is unknown. */
+static const char *
+lookup_take(struct pconn *p, uint64_t id)
+{
+    for (size_t i = 0; i < p->llen; i++) {
+        struct lookup *l = &p->lookups[(p->lhead + i) % LK_PULSAR_MAX_LOOKUPS];
+        if (l->request_id == id) {
+            const char *name = l->listener;
+            /* The answers come in any order: fill the hole with the oldest. */
+            *l = p->lookups[p->lhead];
+            p->lhead = (p->lhead + 1) % LK_PULSAR_MAX_LOOKUPS;
+            p->llen--;
+            return name;
+        }
+    }
+    return NULL;
+}
+
+/* A listener name the cluster's map has, as the map spells it. */
+static const char *
+known_listener(const struct lk_cluster *cl, struct lk_str name)
+{
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        for (size_t k = 0; k < b->nlisteners; k++)
+            if (lk_str_eq(lk_str_c(b->listeners[k].name), name))
+                return b->listeners[k].name;
+    }
+    return NULL;
+}
+
+/* A whole LOOKUP from the client (in p->held): its listener is taken and
+ * remembered, and what goes on to the broker is appended to out. */
+static void
+client_lookup(struct pconn *p, struct evbuffer *out)
+{
+    size_t len = evbuffer_get_length(p->held);
+    const uint8_t *fr = evbuffer_pullup(p->held, -1);
+    struct lk_pulsar_cmd c;
+
+    if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &c) != 0 ||
+        !c.has_request_id) {
+        lk_log(LK_WARN, p->c, "LOOKUP does not decode; forwarded unchanged");
+        evbuffer_add_buffer(out, p->held);
+        return;
+    }
+    const char *name = c.has_listener ? known_listener(p->cluster, c.listener) : NULL;
+    lookup_push(p, c.request_id, name);
+    if (name != NULL)
+        p->listener = name;
+    if (c.has_listener) {
+        struct lk_pulsar_edit e = {.proxy_through = -1, .strip_listener = 1};
+        if (lk_pulsar_reencode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &e, out) == 1) {
+            evbuffer_drain(p->held, len);
+            return;
+        }
+    }
+    evbuffer_add_buffer(out, p->held);
+}
+
+/* A whole command from the broker that names brokers: through the filters. */
+static void
+broker_command(struct pconn *p, int type, struct evbuffer *out)
+{
+    const char *listener = p->listener;
+    struct lk_xchg x;
+
+    if (type == LK_PULSAR_LOOKUP_RESPONSE) {
+        size_t len = evbuffer_get_length(p->held);
+        const uint8_t *fr = evbuffer_pullup(p->held, -1);
+        struct lk_pulsar_cmd c;
+        if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &c) == 0 &&
+            c.has_request_id)
+            listener = lookup_take(p, c.request_id);
+    }
+    memset(&x, 0, sizeof(x));
+    lk_pool_init(&x.pool);
+    x.conn = p->c;
+    x.conf = p->c->conf;
+    x.cluster = p->cluster;
+    x.proto = LK_PROTO_PULSAR;
+    x.broker = p->broker;
+    x.listener_name = listener != NULL ? listener : p->cluster->lookup_listener;
+    x.client_tls = p->c->tls;
+    lk_flt_attach_all(&x);
+    lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
+    lk_flt_detach_all(&x);
+    lk_pool_free(&x.pool);
+    evbuffer_drain(p->held, evbuffer_get_length(p->held));
+}
+
+static int
+held_type(int from_client, int type)
+{
+    if (from_client)
+        return type == LK_PULSAR_LOOKUP;
+    return type == LK_PULSAR_LOOKUP_RESPONSE || type == LK_PULSAR_CLOSE_PRODUCER ||
+           type == LK_PULSAR_CLOSE_CONSUMER || type == LK_PULSAR_TOPIC_MIGRATED;
+}
+
+/*
+ * Moves frames from in to out: streamed as they come, or held whole and
+ * handed to client_lookup / broker_command.  0, or -1 having closed.
+ */
+static int
+pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out)
+{
+    struct pstream *s = from_client ? &p->rq : &p->rs;
+    char why[200];
+
+    while (!p->dead) {
+        if (s->left == 0) {
+            int r = frame_head(s, in, frame_cap(p->cluster), why, sizeof(why));
+            if (r < 0) {
+                char msg[260];
+                snprintf(msg, sizeof(msg), "%s %s", from_client ? "client sent a" : "broker sent a",
+                         why);
+                pconn_close(p, msg);
+                return -1;
+            }
+            if (r == 0)
+                return 0;
+            if (held_type(from_client, s->type) &&
+                (from_client || p->cluster->nfilters != 0)) {
+                size_t whole = (size_t)s->total + 4;
+                if (evbuffer_get_length(in) < whole)
+                    return 0; /* held frames are small: wait for all of it */
+                if (p->held == NULL)
+                    p->held = evbuffer_new();
+                evbuffer_remove_buffer(in, p->held, whole);
+                if (from_client)
+                    client_lookup(p, out);
+                else
+                    broker_command(p, s->type, out);
+                continue;
+            }
+            s->left = (uint64_t)s->total + 4;
+        }
+        size_t avail = evbuffer_get_length(in);
+        if (avail == 0)
+            return 0;
+        /* As much of the frame as is here, in one move: no copy of
+         * lookout's own for the payload frames, the hot path. */
+        size_t n = avail < s->left ? avail : (size_t)s->left;
+        evbuffer_remove_buffer(in, out, n);
+        s->left -= n;
+    }
+    return -1;
+}
+
+static void
+pump_requests(struct pconn *p)
+{
+    struct evbuffer *in = bufferevent_get_input(p->c->bev);
+
+    if (p->dead)
+        return;
+    if (!p->connected) { /* input waits, up to a point */
+        if (evbuffer_get_length(in) > LK_PULSAR_HIGH)
+            lk_io_disable(&p->c->io, EV_READ);
+        return;
+    }
+    struct evbuffer *out = bufferevent_get_output(p->up->bev);
+    if (pump(p, 1, in, out) != 0)
+        return;
+    if (evbuffer_get_length(out) > LK_PULSAR_HIGH)
+        lk_io_disable(&p->c->io, EV_READ);
+    else
+        lk_io_enable(&p->c->io, EV_READ);
+}
+
+static void
+pump_responses(struct pconn *p)
+{
+    struct evbuffer *in = bufferevent_get_input(p->up->bev);
+    struct evbuffer *out = bufferevent_get_output(p->c->bev);
+
+    if (p->dead || pump(p, 0, in, out) != 0)
+        return;
+    if (evbuffer_get_length(out) > LK_PULSAR_HIGH)
+        lk_io_disable(&p->up->io, EV_READ);
+    else
+        lk_io_enable(&p->up->io, EV_READ);
+}
+
+static void get_upstream(struct pconn *p);
+
+static void
+up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
+{
+    struct pconn *p = arg;
+
+    if (ev != LK_UP_CONNECTED) {
+        /* A service-address connection may go to another broker (nothing
+         * was sent yet). */
+        if (p->any_broker && ++p->connects < p->cluster->nbrokers) {
+            const struct lk_broker *next = lk_pick_broker(p->c->rt, p->cluster);
+            if (next != NULL && next != p->broker && !p->c->closing) {
+                lk_upstream_free(p->up);
+                p->up = NULL;
+                p->broker = next;
+                get_upstream(p);
+                return;
+            }
+        }
+        char why[256];
+        snprintf(why, sizeof(why), "broker %s unreachable: %s; closing", p->broker->name,
+                 u->error != NULL ? u->error : "connect failed");
+        pconn_close(p, why);
+        return;
+    }
+    struct timeval idle = idle_tv(p->c->conf);
+    p->connected = 1;
+    lk_log(LK_DEBUG, p->c, "to broker %s at %s", p->broker->name, u->addr->hostport);
+    bufferevent_setcb(u->bev, up_read, up_write, up_event, p);
+    lk_io_set_timeouts(&u->io, &idle, NULL);
+    lk_io_enable(&u->io, EV_READ | EV_WRITE);
+    p->c->action = "proxying";
+    pump_requests(p);
+}
+
+static void
+get_upstream(struct pconn *p)
+{
+    p->up = lk_upstream_get(p->c->w, p->broker, LK_SCHEME_PULSAR, p->c->tls, up_ready, p);
+    if (p->up == NULL)
+        pconn_close(p, "the broker has no pulsar or pulsar+ssl internal address; closing");
+}
+
+/*
+ * The client's first frame, CONNECT, is here whole: it decides the broker
+ * (proxy_to_broker_url on the service address), then the connection is
+ * made and the CONNECT goes first.  0 to wait, -1 having closed, 1 when
+ * the broker is chosen.
+ */
+static int
+choose_broker(struct pconn *p)
+{
+    struct evbuffer *in = bufferevent_get_input(p->c->bev);
+    char why[300];
+    int r = frame_head(&p->rq, in, frame_cap(p->cluster), why, sizeof(why));
+
+    if (r < 0) {
+        char msg[340];
+        snprintf(msg, sizeof(msg), "client sent a %s", why);
+        pconn_close(p, msg);
+        return -1;
+    }
+    if (r == 0)
+        return 0;
+    if (p->rq.type != LK_PULSAR_CONNECT) {
+        snprintf(why, sizeof(why), "first frame is command type %d, not CONNECT; closing",
+                 p->rq.type);
+        pconn_close(p, why);
+        return -1;
+    }
+    size_t whole = (size_t)p->rq.total + 4;
+    if (evbuffer_get_length(in) < whole)
+        return 0;
+    const uint8_t *fr = evbuffer_pullup(in, (ev_ssize_t)whole);
+    struct lk_pulsar_cmd c;
+    if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, p->rq.cmd_size, &c) != 0) {
+        pconn_close(p, "CONNECT does not decode; closing");
+        return -1;
+    }
+    if (c.has_proxy_to_broker_url && c.proxy_to_broker_url.len != 0) {
+        /* Only to a broker in the map, by any of its addresses; and on a
+         * broker's own address, only to that broker. */
+        struct lk_url_parts parts;
+        enum lk_scheme scheme;
+        const struct lk_broker *b =
+            lk_url_find_broker(p->cluster, c.proxy_to_broker_url, &parts, &scheme);
+        if (b == NULL || (p->vh->broker != NULL && b != p->vh->broker)) {
+            char u[120];
+            snprintf(why, sizeof(why),
+                     "CONNECT proxy_to_broker_url %s names %s; refused, not dialled; closing",
+                     lk_log_sanitize(u, c.proxy_to_broker_url.p, c.proxy_to_broker_url.len, 100),
+                     b == NULL ? "no broker in the map" : "another broker than this address's");
+            pconn_close(p, why);
+            return -1;
+        }
+        p->broker = b;
+        p->any_broker = 0;
+    }
+    return 1;
+}
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+    struct pconn *p = arg;
+
+    if (p->dead)
+        return;
+    if (p->up == NULL) {
+        int r = choose_broker(p);
+        if (r <= 0) {
+            if (r == 0 && evbuffer_get_length(bufferevent_get_input(bev)) > LK_PULSAR_HIGH)
+                lk_io_disable(&p->c->io, EV_READ);
+            return;
+        }
+        p->c->action = "connecting to the broker";
+        get_upstream(p);
+        return;
+    }
+    pump_requests(p);
+}
+
+static void
+client_write(struct bufferevent *bev, void *arg)
+{
+    struct pconn *p = arg;
+
+    if (p->connected)
+        pump_responses(p);
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct pconn *p = arg;
+
+    if (what & BEV_EVENT_TIMEOUT)
+        pconn_close(p, "idle client connection timed out");
+    else
+        pconn_close(p, NULL); /* EOF or reset: the client is done */
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+    pump_responses(arg);
+}
+
+static void
+up_write(struct bufferevent *bev, void *arg)
+{
+    pump_requests(arg);
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct pconn *p = arg;
+    char why[160];
+
+    snprintf(why, sizeof(why), "broker %s %s; closing", p->broker->name,
+             (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
+    pconn_close(p, why);
+}
+
+static void
+start(struct lk_conn *c)
+{
+    struct pconn *p = lk_palloc(&c->pool, sizeof(*p));
+    struct timeval idle = idle_tv(c->conf);
+    const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
+
+    p->c = c;
+    c->proto = p;
+    lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
+    bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
+    lk_io_set_timeouts(&c->io, &idle, NULL);
+    if (vh == NULL) {
+        pconn_close(p, c->sni != NULL ? "no Pulsar broker on this address for that SNI name; closing"
+                                      : "no Pulsar broker on this address without SNI; closing");
+        return;
+    }
+    p->vh = vh;
+    p->cluster = vh->cluster;
+    p->rq.type = p->rs.type = -1;
+    p->any_broker = vh->broker == NULL;
+    p->broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    if (p->broker == NULL) {
+        pconn_close(p, "the cluster has no brokers; closing");
+        return;
+    }
+    c->action = "waiting for CONNECT";
+    lk_io_enable(&c->io, EV_READ);
+}
+
+const struct lk_proto_ops lk_proto_pulsar = {
+    .proto = LK_PROTO_PULSAR,
+    .name = "pulsar",
+    .start = start,
+};
