@@ -240,4 +240,59 @@ subtest 'pulsar_routing = service: Connect says proxy_through_service_url; CONNE
 };
 
 $t->stop;
+
+subtest 'pulsar+ssl: TLS at the edge, brokers told apart by SNI on one port, TLS to the brokers' => sub {
+    my $c = test_certs();
+    my ($port, $ssvc) = (free_port(), free_port());
+    my $x = PulsarBinBroker->start(
+        dir => $dir, tls_cert => $c->{broker_crt}, tls_key => $c->{broker_key},
+        brokers => [ map { { name => $_, advertisedListeners => "internal:pulsar+ssl://127.0.0.1:0,"
+                                                                . "external:pulsar+ssl://$_.lookout.test:$port" } } qw(b1 b2) ],
+        topics => [ { name => 't-b2', owner => 'b2' } ]);
+    my %web = (b1 => 1, b2 => 2);
+    my $brokers = join '', map {
+        "[broker tls/$_]\nadvertisedListeners = internal:" . $x->url($_, 'internal', 'pulsar+ssl')
+            . ",internal:http://127.0.0.$web{$_}:9,external:pulsar+ssl://$_.lookout.test:$port\n\n"
+    } qw(b1 b2);
+    my $lk3 = start_lookout(dir => $dir, name => 'tls', conf => <<"EOF" . $brokers);
+[lookout]
+workers = 1
+log_level = debug
+tls.certificate = $c->{edge_crt}
+tls.key = $c->{edge_key}
+tls.upstream_ca = $c->{internal_ca}
+
+[pulsar tls]
+internalListenerName = internal
+lookupListenerName = external
+serviceUrl = pulsar+ssl://127.0.0.1:$ssvc
+bind = 127.0.0.1
+EOF
+    ok($lk3->started, 'lookout started') or return diag($lk3->log);
+    my @tls = ('--tls', '--cafile', $c->{edge_ca});
+    my @r = probe("127.0.0.1:$ssvc", [ @tls, '--sni', 'lookout.test' ], { lookup => 'persistent://public/default/t-b2', follow => 0 });
+    my ($l) = grep { $_->{lookup} } @r;
+    my $f = $l->{hops}[0]{fields} // {};
+    is($f->{brokerServiceUrlTls}, "pulsar+ssl://b2.lookout.test:$port", 'the answer names b2 by its name on the shared port')
+        or diag(explain(\@r));
+    ok(!exists $f->{brokerServiceUrl}, '... and no pulsar:// address: the listener has none');
+    my $producer = { send => 'PRODUCER', fields => { topic => 'persistent://public/default/t-b2', producer_id => 1 } };
+    @r = probe("127.0.0.1:$port", [ @tls, '--sni', 'b2.lookout.test' ], $producer);
+    my ($p) = grep { ($_->{step} // '') eq '0' } @r;
+    is(($p->{received}[0]{type} // ''), 'PRODUCER_SUCCESS', 'SNI b2.lookout.test reaches the owner b2') or diag(explain(\@r));
+    @r = probe("127.0.0.1:$port", [ @tls, '--sni', 'b1.lookout.test' ], $producer);
+    ($p) = grep { ($_->{step} // '') eq '0' } @r;
+    is(($p->{received}[0]{type} // ''), 'ERROR', 'SNI b1.lookout.test reaches b1, which does not own the topic');
+    my $b2 = $x->addr('b2');
+    like($lk3->log, qr/to broker tls\/b2 at \Q$b2\E.*sni: b2\.lookout\.test/, 'lookout connected to b2 (over TLS, verified)');
+    my ($acc) = grep { ($_->{event} // '') eq 'accept' && ($_->{broker} // '') eq 'b2' } $x->frames;
+    is($acc->{scheme}, 'pulsar+ssl', '... which the broker took as pulsar+ssl');
+    @r = probe("127.0.0.1:$port", [ @tls, '--sni', 'b9.lookout.test' ], { send => 'PING' });
+    my ($cn) = grep { ($_->{step} // '') eq 'connect' } @r;
+    ok(!@{ $cn->{received} // [] }, 'an SNI name that names no broker: closed');
+    like($lk3->log, qr/no Pulsar broker on this address for that SNI name/, '... and logged');
+    $lk3->stop;
+    $x->stop;
+};
+
 done_testing;
