@@ -30,6 +30,7 @@
 #include "lk_dyn.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
+#include "lk_pair.h"
 #include "lk_xchg.h"
 
 /* Unread input above which the other side stops being read. */
@@ -41,13 +42,7 @@ struct kreq {
 };
 
 struct kconn {
-    struct lk_conn *c;
-    const struct lk_cluster *cluster;
-    const struct lk_broker *broker;
-    struct lk_upstream *up;
-    int connected;
-    int any_broker;      /* a bootstrap address: any broker will do */
-    unsigned connects;   /* brokers tried */
+    struct lk_pair pr; /* first: the pair's callbacks get a kconn */
     struct lk_kafka_reader rq, rs; /* request and response frames */
     /* requests sent, awaiting their response: a ring */
     struct kreq *q;
@@ -64,7 +59,6 @@ struct kconn {
      * send (0: Kafka frames both ways). */
     int sasl_rounds;
     int sasl_left;
-    int dead;
 };
 
 /* timeout.idle of the cluster's: Kafka clients keep connections for
@@ -75,31 +69,11 @@ idle_tv(const struct lk_cluster *cl)
     return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
 }
 
-static void client_read(struct bufferevent *bev, void *arg);
-static void client_write(struct bufferevent *bev, void *arg);
-static void client_event(struct bufferevent *bev, short what, void *arg);
-static void up_read(struct bufferevent *bev, void *arg);
-static void up_write(struct bufferevent *bev, void *arg);
-static void up_event(struct bufferevent *bev, short what, void *arg);
-
-static void
-kconn_close(struct kconn *k, const char *why)
-{
-    if (k->dead)
-        return;
-    k->dead = 1;
-    if (why != NULL)
-        lk_log(LK_INFO, k->c, "%s", why);
-    lk_conn_close_later(k->c);
-}
-
 static void
 kconn_cleanup(void *arg)
 {
     struct kconn *k = arg;
 
-    lk_upstream_free(k->up);
-    k->up = NULL;
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
@@ -212,7 +186,7 @@ handshake_v0(struct kconn *k, struct evbuffer *in)
     if (len <= LK_KAFKA_SASL_HANDSHAKE_MAX && evbuffer_get_length(in) >= len)
         f = evbuffer_pullup(in, (ev_ssize_t)len);
     if (f == NULL || lk_kafka_sasl_mechanism(f, len, &mech) != 0) {
-        kconn_close(k, "malformed SaslHandshake v0 request; closing");
+        lk_pair_close(&k->pr, "malformed SaslHandshake v0 request; closing");
         return -1;
     }
     k->sasl_rounds = lk_kafka_sasl_bare_rounds(mech);
@@ -221,7 +195,7 @@ handshake_v0(struct kconn *k, struct evbuffer *in)
                  "SaslHandshake v0 for mechanism '%s', whose bare tokens lookout cannot follow "
                  "(v0 works with PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER, v1 with any); closing",
                  lk_log_sanitize(m, mech.p, mech.len, 40));
-        kconn_close(k, why);
+        lk_pair_close(&k->pr, why);
         return -1;
     }
     return 0;
@@ -235,15 +209,15 @@ static int
 sasl_switch(struct kconn *k, int left)
 {
     if (k->rq.have != 0 || lk_kafka_reader_in_body(&k->rq) || k->qlen != 0) {
-        kconn_close(k, "client sent more while its SASL exchange (after SaslHandshake v0) was "
+        lk_pair_close(&k->pr, "client sent more while its SASL exchange (after SaslHandshake v0) was "
                        "waiting for the broker; closing");
         return -1;
     }
     k->sasl_left = left;
     lk_kafka_reader_init(&k->rq, left > 0 ? LK_KAFKA_BARE : LK_KAFKA_REQUEST,
-                         frame_cap(k->cluster));
+                         frame_cap(k->pr.cluster));
     lk_kafka_reader_init(&k->rs, left > 0 ? LK_KAFKA_BARE : LK_KAFKA_RESPONSE,
-                         frame_cap(k->cluster));
+                         frame_cap(k->pr.cluster));
     return 0;
 }
 
@@ -255,24 +229,25 @@ close_bad_size(struct kconn *k, int32_t size)
 
     snprintf(why, sizeof(why), "request frame of %d bytes (%s); closing", size,
              size < 8 ? "shorter than its header" : "over max_frame_bytes");
-    kconn_close(k, why);
+    lk_pair_close(&k->pr, why);
 }
 
 /* Client to broker: forwards frames as they come, reading only each one's
  * prefix.  Before the broker is connected, input waits. */
 static void
-pump_requests(struct kconn *k)
+pump_requests(struct lk_pair *pr)
 {
-    struct evbuffer *in = bufferevent_get_input(k->c->bev);
+    struct kconn *k = (struct kconn *)pr;
+    struct evbuffer *in = bufferevent_get_input(k->pr.c->bev);
 
-    if (k->dead)
+    if (k->pr.dead)
         return;
-    if (!k->connected) { /* input waits, up to a point */
+    if (!k->pr.connected) { /* input waits, up to a point */
         if (evbuffer_get_length(in) > LK_KAFKA_HIGH)
-            lk_io_disable(&k->c->io, EV_READ);
+            lk_io_disable(&k->pr.c->io, EV_READ);
         return;
     }
-    struct evbuffer *out = bufferevent_get_output(k->up->bev);
+    struct evbuffer *out = bufferevent_get_output(k->pr.up->bev);
     size_t ready = 0; /* whole pieces at the start of in, to forward */
     for (;;) {
         int ev = k->handshake_wait; /* set only when ready is 0: the prefix is at the start */
@@ -286,14 +261,14 @@ pump_requests(struct kconn *k)
         if (n == 0)
             break;
         if ((ev & LK_KAFKA_RD_PREFIX) && k->sasl_left == 0) { /* else a bare token */
-            if (k->cluster->unknown_api == LK_UNKNOWN_API_DROP &&
+            if (k->pr.cluster->unknown_api == LK_UNKNOWN_API_DROP &&
                 !lk_kafka_api_known(k->rq.prefix.api_key)) {
                 char why[128];
                 snprintf(why, sizeof(why),
                          "request with api key %d, unknown (unknown_api = drop); closing",
                          k->rq.prefix.api_key);
                 evbuffer_remove_buffer(in, out, ready);
-                kconn_close(k, why);
+                lk_pair_close(&k->pr, why);
                 return;
             }
             if (k->rq.prefix.api_key == LK_KAFKA_SASL_HANDSHAKE && k->rq.prefix.api_version == 0) {
@@ -318,9 +293,9 @@ pump_requests(struct kconn *k)
         evbuffer_remove_buffer(in, out, ready);
     /* Backpressure: a broker that reads slowly stops the client. */
     if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
-        lk_io_disable(&k->c->io, EV_READ);
+        lk_io_disable(&k->pr.c->io, EV_READ);
     else
-        lk_io_enable(&k->c->io, EV_READ);
+        lk_io_enable(&k->pr.c->io, EV_READ);
 }
 
 /* A held response is whole: through the filters to the client. */
@@ -331,12 +306,12 @@ filter_response(struct kconn *k, struct evbuffer *out)
 
     memset(&x, 0, sizeof(x));
     lk_pool_init(&x.pool);
-    x.conn = k->c;
-    x.conf = k->c->conf;
-    x.cluster = k->cluster;
-    x.broker = k->broker;
-    x.listener_name = k->cluster->lookup_listener;
-    x.client_tls = k->c->tls;
+    x.conn = k->pr.c;
+    x.conf = k->pr.c->conf;
+    x.cluster = k->pr.cluster;
+    x.broker = k->pr.broker;
+    x.listener_name = k->pr.cluster->lookup_listener;
+    x.client_tls = k->pr.c->tls;
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
     lk_flt_run_frame(&x, k->cur.key, k->cur.version, k->held, out);
@@ -362,18 +337,19 @@ handshake_v0_answered(struct kconn *k, struct evbuffer *out)
 /* Broker to client: each response frame is matched to its request, and
  * streamed, or held whole when the filters may change it. */
 static void
-pump_responses(struct kconn *k)
+pump_responses(struct lk_pair *pr)
 {
-    struct evbuffer *in = bufferevent_get_input(k->up->bev);
-    struct evbuffer *out = bufferevent_get_output(k->c->bev);
+    struct kconn *k = (struct kconn *)pr;
+    struct evbuffer *in = bufferevent_get_input(k->pr.up->bev);
+    struct evbuffer *out = bufferevent_get_output(k->pr.c->bev);
 
     size_t ready = 0; /* whole pieces at the start of in, for the client as they are */
-    while (!k->dead) {
+    while (!k->pr.dead) {
         int ev;
         ssize_t n = next_piece(&k->rs, in, ready, &ev);
         if (n < 0) {
             evbuffer_remove_buffer(in, out, ready);
-            kconn_close(k, "broker sent a response frame of impossible size; closing");
+            lk_pair_close(&k->pr, "broker sent a response frame of impossible size; closing");
             return;
         }
         if (n == 0)
@@ -391,10 +367,10 @@ pump_responses(struct kconn *k)
                 snprintf(why, sizeof(why),
                          "broker answered correlation id %d, which no request has; closing", corr);
                 evbuffer_remove_buffer(in, out, ready);
-                kconn_close(k, why);
+                lk_pair_close(&k->pr, why);
                 return;
             }
-            k->holding = (k->cluster->nfilters != 0 &&
+            k->holding = (k->pr.cluster->nfilters != 0 &&
                           lk_kafka_response_wanted(k->cur.key, k->cur.version)) ||
                          (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0);
             if (k->holding && k->held == NULL)
@@ -418,71 +394,12 @@ pump_responses(struct kconn *k)
     }
     if (ready != 0)
         evbuffer_remove_buffer(in, out, ready);
-    if (k->dead)
+    if (k->pr.dead)
         return;
     if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
-        lk_io_disable(&k->up->io, EV_READ);
+        lk_io_disable(&k->pr.up->io, EV_READ);
     else
-        lk_io_enable(&k->up->io, EV_READ);
-}
-
-static void
-get_upstream(struct kconn *k);
-
-static void
-up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
-{
-    struct kconn *k = arg;
-
-    if (ev != LK_UP_CONNECTED) {
-        /* A bootstrap connection may go to another broker (nothing was sent). */
-        if (k->any_broker && ++k->connects < k->cluster->nbrokers) {
-            const struct lk_broker *next = lk_pick_broker(k->c->rt, k->cluster);
-            if (next != NULL && next != k->broker && !k->c->closing) {
-                lk_upstream_free(k->up);
-                k->up = NULL;
-                k->broker = next;
-                get_upstream(k);
-                return;
-            }
-        }
-        char why[256];
-        snprintf(why, sizeof(why), "broker %s unreachable: %s; closing", k->broker->name,
-                 u->error != NULL ? u->error : "connect failed");
-        kconn_close(k, why);
-        return;
-    }
-    struct timeval idle = idle_tv(k->cluster);
-    k->connected = 1;
-    lk_log(LK_DEBUG, k->c, "to broker %s at %s", k->broker->name, u->addr->hostport);
-    bufferevent_setcb(u->bev, up_read, up_write, up_event, k);
-    lk_io_set_timeouts(&u->io, &idle, NULL);
-    lk_io_enable(&u->io, EV_READ | EV_WRITE);
-    k->c->action = "proxying";
-    pump_requests(k);
-}
-
-static void
-get_upstream(struct kconn *k)
-{
-    k->up = lk_upstream_get(k->c->w, k->broker, LK_SCHEME_KAFKA, k->c->tls, up_ready, k);
-    if (k->up == NULL)
-        kconn_close(k, "cannot set up a connection to the broker; closing");
-}
-
-static void
-client_read(struct bufferevent *bev, void *arg)
-{
-    pump_requests(arg);
-}
-
-static void
-client_write(struct bufferevent *bev, void *arg)
-{
-    struct kconn *k = arg;
-
-    if (k->connected)
-        pump_responses(k);
+        lk_io_enable(&k->pr.up->io, EV_READ);
 }
 
 /*
@@ -492,9 +409,10 @@ client_write(struct bufferevent *bev, void *arg)
  * with how far it got.
  */
 static void
-client_gone(struct kconn *k)
+client_gone(struct lk_pair *pr)
 {
-    struct evbuffer *in = bufferevent_get_input(k->c->bev);
+    struct kconn *k = (struct kconn *)pr;
+    struct evbuffer *in = bufferevent_get_input(k->pr.c->bev);
     size_t rest = evbuffer_get_length(in);
     struct lk_kafka_reader r = k->rq;
     const char *what = k->sasl_left > 0 ? "SASL token" : "request frame";
@@ -519,13 +437,13 @@ client_gone(struct kconn *k)
             snprintf(why, sizeof(why),
                      "client closed the connection %zu bytes into a %s's %d-byte prefix", n, what,
                      r.prefix_len);
-            kconn_close(k, why);
+            lk_pair_close(&k->pr, why);
             return;
         }
         rest -= n;
     }
     if (!lk_kafka_reader_in_body(&r) || r.left <= rest) {
-        kconn_close(k, NULL);
+        lk_pair_close(&k->pr, NULL);
         return;
     }
     if (k->sasl_left > 0)
@@ -539,41 +457,7 @@ client_gone(struct kconn *k)
                  "%d bytes (api key %d v%d, correlation id %d)",
                  r.left - rest, r.prefix.size, r.prefix.api_key, r.prefix.api_version,
                  r.prefix.correlation_id);
-    kconn_close(k, why);
-}
-
-static void
-client_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct kconn *k = arg;
-
-    if (what & BEV_EVENT_TIMEOUT)
-        kconn_close(k, "idle client connection timed out");
-    else
-        client_gone(k); /* EOF or reset */
-}
-
-static void
-up_read(struct bufferevent *bev, void *arg)
-{
-    pump_responses(arg);
-}
-
-static void
-up_write(struct bufferevent *bev, void *arg)
-{
-    pump_requests(arg);
-}
-
-static void
-up_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct kconn *k = arg;
-    char why[160];
-
-    snprintf(why, sizeof(why), "broker %s %s; closing", k->broker->name,
-             (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
-    kconn_close(k, why);
+    lk_pair_close(&k->pr, why);
 }
 
 /*
@@ -585,29 +469,36 @@ up_event(struct bufferevent *bev, short what, void *arg)
 static int
 pattern_broker(struct kconn *k, const struct lk_vhost *vh)
 {
-    struct lk_conn *c = k->c;
+    struct lk_conn *c = k->pr.c;
     int32_t id;
     char why[256];
 
     if (!(c->sni != NULL && lk_kafka_pattern_match(vh->pattern, lk_str_c(c->sni), vh->port, &id)) &&
         !lk_kafka_pattern_match(vh->pattern, lk_str_c(vh->host), vh->port, &id)) {
-        kconn_close(k, "broker.pattern address reached without a TLS SNI name that names a node; "
+        lk_pair_close(&k->pr, "broker.pattern address reached without a TLS SNI name that names a node; "
                        "closing");
         return -1;
     }
-    k->broker = lk_cluster_find_node(k->cluster, id);
-    if (k->broker == NULL)
-        k->broker = lk_dyn_find_node(c->rt, k->cluster, id);
-    if (k->broker == NULL) {
+    k->pr.broker = lk_cluster_find_node(k->pr.cluster, id);
+    if (k->pr.broker == NULL)
+        k->pr.broker = lk_dyn_find_node(c->rt, k->pr.cluster, id);
+    if (k->pr.broker == NULL) {
         snprintf(why, sizeof(why),
                  "node %ld (broker.pattern) has not been named by any broker yet, so lookout does "
                  "not know where it is; closing",
                  (long)id);
-        kconn_close(k, why);
+        lk_pair_close(&k->pr, why);
         return -1;
     }
     return 0;
 }
+
+static const struct lk_pair_ops kafka_pair = {
+    .family = LK_SCHEME_KAFKA,
+    .requests = pump_requests,
+    .responses = pump_responses,
+    .client_gone = client_gone,
+};
 
 static void
 start(struct lk_conn *c)
@@ -617,33 +508,30 @@ start(struct lk_conn *c)
     /* (vh NULL is closed at once below) */
     struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
 
-    k->c = c;
     c->proto = k;
+    lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
-    bufferevent_setcb(c->bev, client_read, client_write, client_event, k);
-    lk_io_set_timeouts(&c->io, &idle, NULL);
     if (vh == NULL) {
-        kconn_close(k, c->sni != NULL ? "no Kafka broker on this address for that SNI name; closing"
+        lk_pair_close(&k->pr, c->sni != NULL ? "no Kafka broker on this address for that SNI name; closing"
                                       : "no Kafka broker on this address without SNI; closing");
         return;
     }
-    k->cluster = vh->cluster;
-    lk_kafka_reader_init(&k->rq, LK_KAFKA_REQUEST, frame_cap(k->cluster));
-    lk_kafka_reader_init(&k->rs, LK_KAFKA_RESPONSE, frame_cap(k->cluster));
+    k->pr.cluster = vh->cluster;
+    lk_kafka_reader_init(&k->rq, LK_KAFKA_REQUEST, frame_cap(k->pr.cluster));
+    lk_kafka_reader_init(&k->rs, LK_KAFKA_RESPONSE, frame_cap(k->pr.cluster));
     if (vh->pattern != NULL) {
         if (pattern_broker(k, vh) != 0)
             return;
     } else {
-        k->any_broker = vh->broker == NULL;
-        k->broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+        k->pr.any_broker = vh->broker == NULL;
+        k->pr.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
     }
-    if (k->broker == NULL) {
-        kconn_close(k, "the cluster has no brokers; closing");
+    if (k->pr.broker == NULL) {
+        lk_pair_close(&k->pr, "the cluster has no brokers; closing");
         return;
     }
-    c->action = "connecting to the broker";
     lk_io_enable(&c->io, EV_READ);
-    get_upstream(k);
+    lk_pair_connect(&k->pr);
 }
 
 const struct lk_proto_ops lk_proto_kafka = {

@@ -28,6 +28,7 @@
 #include "lk_conn.h"
 #include "lk_location.h"
 #include "lk_log.h"
+#include "lk_pair.h"
 #include "lk_pulsar_codec.h"
 #include "lk_xchg.h"
 
@@ -52,47 +53,20 @@ struct lookup {
 };
 
 struct pconn {
-    struct lk_conn *c;
-    const struct lk_cluster *cluster;
+    struct lk_pair pr; /* first: the pair's callbacks get a pconn */
     const struct lk_vhost *vh;
-    const struct lk_broker *broker;
-    struct lk_upstream *up;
-    int connected;
-    int any_broker;   /* the service address: any broker will do */
-    unsigned connects; /* brokers tried */
     struct pstream rq, rs;
     struct lookup *lookups; /* a ring */
     size_t lhead, llen;
     const char *listener; /* the last one a LOOKUP named: for CLOSE_* and TOPIC_MIGRATED */
     struct evbuffer *held;
-    int dead;
 };
-
-static void client_read(struct bufferevent *bev, void *arg);
-static void client_write(struct bufferevent *bev, void *arg);
-static void client_event(struct bufferevent *bev, short what, void *arg);
-static void up_read(struct bufferevent *bev, void *arg);
-static void up_write(struct bufferevent *bev, void *arg);
-static void up_event(struct bufferevent *bev, short what, void *arg);
-
-static void
-pconn_close(struct pconn *p, const char *why)
-{
-    if (p->dead)
-        return;
-    p->dead = 1;
-    if (why != NULL)
-        lk_log(LK_INFO, p->c, "%s", why);
-    lk_conn_close_later(p->c);
-}
 
 static void
 pconn_cleanup(void *arg)
 {
     struct pconn *p = arg;
 
-    lk_upstream_free(p->up);
-    p->up = NULL;
     free(p->lookups);
     if (p->held != NULL)
         evbuffer_free(p->held);
@@ -208,11 +182,11 @@ client_lookup(struct pconn *p, struct evbuffer *out)
 
     if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &c) != 0 ||
         !c.has_request_id) {
-        lk_log(LK_WARN, p->c, "LOOKUP does not decode; forwarded unchanged");
+        lk_log(LK_WARN, p->pr.c, "LOOKUP does not decode; forwarded unchanged");
         evbuffer_add_buffer(out, p->held);
         return;
     }
-    const char *name = c.has_listener ? known_listener(p->cluster, c.listener) : NULL;
+    const char *name = c.has_listener ? known_listener(p->pr.cluster, c.listener) : NULL;
     lookup_push(p, c.request_id, name);
     if (name != NULL)
         p->listener = name;
@@ -243,13 +217,13 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     }
     memset(&x, 0, sizeof(x));
     lk_pool_init(&x.pool);
-    x.conn = p->c;
-    x.conf = p->c->conf;
-    x.cluster = p->cluster;
+    x.conn = p->pr.c;
+    x.conf = p->pr.c->conf;
+    x.cluster = p->pr.cluster;
     x.proto = LK_PROTO_PULSAR;
-    x.broker = p->broker;
-    x.listener_name = listener != NULL ? listener : p->cluster->lookup_listener;
-    x.client_tls = p->c->tls;
+    x.broker = p->pr.broker;
+    x.listener_name = listener != NULL ? listener : p->pr.cluster->lookup_listener;
+    x.client_tls = p->pr.c->tls;
     lk_flt_attach_all(&x);
     lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
     lk_flt_detach_all(&x);
@@ -276,20 +250,20 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
     struct pstream *s = from_client ? &p->rq : &p->rs;
     char why[200];
 
-    while (!p->dead) {
+    while (!p->pr.dead) {
         if (s->left == 0) {
-            int r = frame_head(s, in, frame_cap(p->cluster), why, sizeof(why));
+            int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
             if (r < 0) {
                 char msg[260];
                 snprintf(msg, sizeof(msg), "%s %s", from_client ? "client sent a" : "broker sent a",
                          why);
-                pconn_close(p, msg);
+                lk_pair_close(&p->pr, msg);
                 return -1;
             }
             if (r == 0)
                 return 0;
             if (held_type(from_client, s->type) &&
-                (from_client || p->cluster->nfilters != 0)) {
+                (from_client || p->pr.cluster->nfilters != 0)) {
                 size_t whole = (size_t)s->total + 4;
                 if (evbuffer_get_length(in) < whole)
                     return 0; /* held frames are small: wait for all of it */
@@ -316,83 +290,51 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
     return -1;
 }
 
-static void
-pump_requests(struct pconn *p)
-{
-    struct evbuffer *in = bufferevent_get_input(p->c->bev);
+static int choose_broker(struct pconn *p);
 
-    if (p->dead)
-        return;
-    if (!p->connected) { /* input waits, up to a point */
-        if (evbuffer_get_length(in) > LK_PULSAR_HIGH)
-            lk_io_disable(&p->c->io, EV_READ);
+/* The client's input: its CONNECT first (which decides the broker), then
+ * frames to the broker. */
+static void
+pump_requests(struct lk_pair *pr)
+{
+    struct pconn *p = (struct pconn *)pr;
+    struct evbuffer *in = bufferevent_get_input(p->pr.c->bev);
+
+    if (p->pr.up == NULL) {
+        int r = choose_broker(p);
+        if (r > 0)
+            lk_pair_connect(&p->pr);
+        else if (r == 0 && evbuffer_get_length(in) > LK_PULSAR_HIGH)
+            lk_io_disable(&p->pr.c->io, EV_READ);
         return;
     }
-    struct evbuffer *out = bufferevent_get_output(p->up->bev);
+    if (!p->pr.connected) { /* input waits, up to a point */
+        if (evbuffer_get_length(in) > LK_PULSAR_HIGH)
+            lk_io_disable(&p->pr.c->io, EV_READ);
+        return;
+    }
+    struct evbuffer *out = bufferevent_get_output(p->pr.up->bev);
     if (pump(p, 1, in, out) != 0)
         return;
     if (evbuffer_get_length(out) > LK_PULSAR_HIGH)
-        lk_io_disable(&p->c->io, EV_READ);
+        lk_io_disable(&p->pr.c->io, EV_READ);
     else
-        lk_io_enable(&p->c->io, EV_READ);
+        lk_io_enable(&p->pr.c->io, EV_READ);
 }
 
 static void
-pump_responses(struct pconn *p)
+pump_responses(struct lk_pair *pr)
 {
-    struct evbuffer *in = bufferevent_get_input(p->up->bev);
-    struct evbuffer *out = bufferevent_get_output(p->c->bev);
+    struct pconn *p = (struct pconn *)pr;
+    struct evbuffer *in = bufferevent_get_input(p->pr.up->bev);
+    struct evbuffer *out = bufferevent_get_output(p->pr.c->bev);
 
-    if (p->dead || pump(p, 0, in, out) != 0)
+    if (pump(p, 0, in, out) != 0)
         return;
     if (evbuffer_get_length(out) > LK_PULSAR_HIGH)
-        lk_io_disable(&p->up->io, EV_READ);
+        lk_io_disable(&p->pr.up->io, EV_READ);
     else
-        lk_io_enable(&p->up->io, EV_READ);
-}
-
-static void get_upstream(struct pconn *p);
-
-static void
-up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
-{
-    struct pconn *p = arg;
-
-    if (ev != LK_UP_CONNECTED) {
-        /* A service-address connection may go to another broker (nothing
-         * was sent yet). */
-        if (p->any_broker && ++p->connects < p->cluster->nbrokers) {
-            const struct lk_broker *next = lk_pick_broker(p->c->rt, p->cluster);
-            if (next != NULL && next != p->broker && !p->c->closing) {
-                lk_upstream_free(p->up);
-                p->up = NULL;
-                p->broker = next;
-                get_upstream(p);
-                return;
-            }
-        }
-        char why[256];
-        snprintf(why, sizeof(why), "broker %s unreachable: %s; closing", p->broker->name,
-                 u->error != NULL ? u->error : "connect failed");
-        pconn_close(p, why);
-        return;
-    }
-    struct timeval idle = idle_tv(p->c->conf);
-    p->connected = 1;
-    lk_log(LK_DEBUG, p->c, "to broker %s at %s", p->broker->name, u->addr->hostport);
-    bufferevent_setcb(u->bev, up_read, up_write, up_event, p);
-    lk_io_set_timeouts(&u->io, &idle, NULL);
-    lk_io_enable(&u->io, EV_READ | EV_WRITE);
-    p->c->action = "proxying";
-    pump_requests(p);
-}
-
-static void
-get_upstream(struct pconn *p)
-{
-    p->up = lk_upstream_get(p->c->w, p->broker, LK_SCHEME_PULSAR, p->c->tls, up_ready, p);
-    if (p->up == NULL)
-        pconn_close(p, "the broker has no pulsar or pulsar+ssl internal address; closing");
+        lk_io_enable(&p->pr.up->io, EV_READ);
 }
 
 /*
@@ -404,14 +346,14 @@ get_upstream(struct pconn *p)
 static int
 choose_broker(struct pconn *p)
 {
-    struct evbuffer *in = bufferevent_get_input(p->c->bev);
+    struct evbuffer *in = bufferevent_get_input(p->pr.c->bev);
     char why[300];
-    int r = frame_head(&p->rq, in, frame_cap(p->cluster), why, sizeof(why));
+    int r = frame_head(&p->rq, in, frame_cap(p->pr.cluster), why, sizeof(why));
 
     if (r < 0) {
         char msg[340];
         snprintf(msg, sizeof(msg), "client sent a %s", why);
-        pconn_close(p, msg);
+        lk_pair_close(&p->pr, msg);
         return -1;
     }
     if (r == 0)
@@ -419,7 +361,7 @@ choose_broker(struct pconn *p)
     if (p->rq.type != LK_PULSAR_CONNECT) {
         snprintf(why, sizeof(why), "first frame is command type %d, not CONNECT; closing",
                  p->rq.type);
-        pconn_close(p, why);
+        lk_pair_close(&p->pr, why);
         return -1;
     }
     size_t whole = (size_t)p->rq.total + 4;
@@ -428,7 +370,7 @@ choose_broker(struct pconn *p)
     const uint8_t *fr = evbuffer_pullup(in, (ev_ssize_t)whole);
     struct lk_pulsar_cmd c;
     if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, p->rq.cmd_size, &c) != 0) {
-        pconn_close(p, "CONNECT does not decode; closing");
+        lk_pair_close(&p->pr, "CONNECT does not decode; closing");
         return -1;
     }
     if (c.has_proxy_to_broker_url && c.proxy_to_broker_url.len != 0) {
@@ -437,85 +379,27 @@ choose_broker(struct pconn *p)
         struct lk_url_parts parts;
         enum lk_scheme scheme;
         const struct lk_broker *b =
-            lk_url_find_broker(p->cluster, c.proxy_to_broker_url, &parts, &scheme);
+            lk_url_find_broker(p->pr.cluster, c.proxy_to_broker_url, &parts, &scheme);
         if (b == NULL || (p->vh->broker != NULL && b != p->vh->broker)) {
             char u[120];
             snprintf(why, sizeof(why),
                      "CONNECT proxy_to_broker_url %s names %s; refused, not dialled; closing",
                      lk_log_sanitize(u, c.proxy_to_broker_url.p, c.proxy_to_broker_url.len, 100),
                      b == NULL ? "no broker in the map" : "another broker than this address's");
-            pconn_close(p, why);
+            lk_pair_close(&p->pr, why);
             return -1;
         }
-        p->broker = b;
-        p->any_broker = 0;
+        p->pr.broker = b;
+        p->pr.any_broker = 0;
     }
     return 1;
 }
 
-static void
-client_read(struct bufferevent *bev, void *arg)
-{
-    struct pconn *p = arg;
-
-    if (p->dead)
-        return;
-    if (p->up == NULL) {
-        int r = choose_broker(p);
-        if (r <= 0) {
-            if (r == 0 && evbuffer_get_length(bufferevent_get_input(bev)) > LK_PULSAR_HIGH)
-                lk_io_disable(&p->c->io, EV_READ);
-            return;
-        }
-        p->c->action = "connecting to the broker";
-        get_upstream(p);
-        return;
-    }
-    pump_requests(p);
-}
-
-static void
-client_write(struct bufferevent *bev, void *arg)
-{
-    struct pconn *p = arg;
-
-    if (p->connected)
-        pump_responses(p);
-}
-
-static void
-client_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct pconn *p = arg;
-
-    if (what & BEV_EVENT_TIMEOUT)
-        pconn_close(p, "idle client connection timed out");
-    else
-        pconn_close(p, NULL); /* EOF or reset: the client is done */
-}
-
-static void
-up_read(struct bufferevent *bev, void *arg)
-{
-    pump_responses(arg);
-}
-
-static void
-up_write(struct bufferevent *bev, void *arg)
-{
-    pump_requests(arg);
-}
-
-static void
-up_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct pconn *p = arg;
-    char why[160];
-
-    snprintf(why, sizeof(why), "broker %s %s; closing", p->broker->name,
-             (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
-    pconn_close(p, why);
-}
+static const struct lk_pair_ops pulsar_pair = {
+    .family = LK_SCHEME_PULSAR,
+    .requests = pump_requests,
+    .responses = pump_responses,
+};
 
 static void
 start(struct lk_conn *c)
@@ -524,23 +408,21 @@ start(struct lk_conn *c)
     struct timeval idle = idle_tv(c->conf);
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
 
-    p->c = c;
     c->proto = p;
+    lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
-    bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
-    lk_io_set_timeouts(&c->io, &idle, NULL);
     if (vh == NULL) {
-        pconn_close(p, c->sni != NULL ? "no Pulsar broker on this address for that SNI name; closing"
+        lk_pair_close(&p->pr, c->sni != NULL ? "no Pulsar broker on this address for that SNI name; closing"
                                       : "no Pulsar broker on this address without SNI; closing");
         return;
     }
     p->vh = vh;
-    p->cluster = vh->cluster;
+    p->pr.cluster = vh->cluster;
     p->rq.type = p->rs.type = -1;
-    p->any_broker = vh->broker == NULL;
-    p->broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
-    if (p->broker == NULL) {
-        pconn_close(p, "the cluster has no brokers; closing");
+    p->pr.any_broker = vh->broker == NULL;
+    p->pr.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    if (p->pr.broker == NULL) {
+        lk_pair_close(&p->pr, "the cluster has no brokers; closing");
         return;
     }
     c->action = "waiting for CONNECT";

@@ -727,6 +727,10 @@ test_cluster_errors(void)
         {"lookupListenerName =", "lookupListenerName: empty listener name"},
         {"forwarded_headers = no", "forwarded_headers: 'no' is not on or off"},
         {"upstream.tls = https", "upstream.tls: 'https' is not match, plain or tls"},
+        {"pulsar_routing = proxy", "pulsar_routing: 'proxy' is not per-broker or service"},
+        {"pulsar_routing = service",
+         "pulsar_routing: service routing sends every binary client through serviceUrl, which "
+         "this cluster does not have"},
     };
 
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {

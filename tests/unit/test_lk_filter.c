@@ -10,6 +10,7 @@
 #include "lk_conf.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"
+#include "lk_pulsar_codec.h"
 #include "lk_test.h"
 #include "lk_xchg.h"
 
@@ -442,6 +443,116 @@ test_kafka_pattern(void)
     lk_conf_unref(conf);
 }
 
+/* A LOOKUP_RESPONSE command (Connect, request id 5) naming url, and url_tls
+ * when not NULL; the frame around it goes into buf.  Its length. */
+static size_t
+lookup_response(uint8_t *buf, const char *url, const char *url_tls)
+{
+    uint8_t sub[256], cmd[300];
+    size_t n = 0, m = 0, ul = strlen(url);
+
+    sub[n++] = 0x0a; /* brokerServiceUrl (1) */
+    sub[n++] = (uint8_t)ul;
+    memcpy(sub + n, url, ul);
+    n += ul;
+    if (url_tls != NULL) {
+        size_t tl = strlen(url_tls);
+        sub[n++] = 0x12; /* brokerServiceUrlTls (2) */
+        sub[n++] = (uint8_t)tl;
+        memcpy(sub + n, url_tls, tl);
+        n += tl;
+    }
+    sub[n++] = 0x18, sub[n++] = 1; /* response (3): Connect */
+    sub[n++] = 0x20, sub[n++] = 5; /* request_id (4) */
+    cmd[m++] = 0x08, cmd[m++] = 24; /* type: LOOKUP_RESPONSE */
+    cmd[m++] = 0xc2, cmd[m++] = 0x01; /* lookupTopicResponse (24) */
+    cmd[m++] = (uint8_t)n;
+    memcpy(cmd + m, sub, n);
+    m += n;
+    struct evbuffer *b = evbuffer_new();
+    lk_pulsar_frame(b, cmd, m);
+    size_t len = evbuffer_get_length(b);
+    evbuffer_remove(b, buf, len);
+    evbuffer_free(b);
+    return len;
+}
+
+/* The pulsar filter on one LOOKUP_RESPONSE; the rewritten command decoded
+ * into *c (its strings in out, which the caller frees). */
+static void
+run_pulsar(struct lk_conf *conf, const char *listener, const uint8_t *frame, size_t len,
+           struct evbuffer *out, struct lk_pulsar_cmd *c)
+{
+    struct lk_xchg x;
+    struct evbuffer *in = evbuffer_new();
+
+    memset(&x, 0, sizeof(x));
+    lk_pool_init(&x.pool);
+    x.conf = conf;
+    x.cluster = conf->clusters[0];
+    x.proto = LK_PROTO_PULSAR;
+    x.listener_name = listener;
+    lk_flt_attach_all(&x);
+    evbuffer_add(in, frame, len);
+    lk_flt_run_frame(&x, LK_PULSAR_LOOKUP_RESPONSE, 0, in, out);
+    size_t olen = evbuffer_get_length(out);
+    const uint8_t *o = evbuffer_pullup(out, -1);
+    memset(c, 0, sizeof(*c));
+    ok(olen > LK_PULSAR_PREFIX &&
+           lk_pulsar_decode(o + LK_PULSAR_PREFIX, olen - LK_PULSAR_PREFIX, c) == 0,
+       "listener %s: the answer decodes again", listener);
+    evbuffer_free(in);
+    lk_flt_detach_all(&x);
+    lk_pool_free(&x.pool);
+}
+
+/* The pulsar filter: the URL pair becomes exactly the selected listener's
+ * pulsar and pulsar+ssl addresses: filled in where the broker left one out,
+ * cleared where the listener has none; a URL no broker has stays. */
+static void
+test_pulsar_urls(void)
+{
+    static const char text[] =
+        "[pulsar p]\n"
+        "internalListenerName = internal\n"
+        "lookupListenerName = external\n"
+        "[broker p/b1]\n"
+        "advertisedListeners = internal:pulsar://10.0.0.1:6650,internal:http://10.0.0.1:8080,"
+        "external:pulsar://127.0.0.1:16650,external:pulsar+ssl://b1.example.com:16651,"
+        "tlsonly:pulsar+ssl://b1-tls.example.com:6651\n";
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+    uint8_t frame[512];
+    struct lk_pulsar_cmd c;
+
+    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
+    if (conf == NULL)
+        return;
+    struct evbuffer *out = evbuffer_new();
+    size_t len = lookup_response(frame, "pulsar://10.0.0.1:6650", NULL);
+    run_pulsar(conf, "external", frame, len, out, &c);
+    ok(c.has_url && lk_str_eq(c.url, lk_str_c("pulsar://127.0.0.1:16650")), "brokerServiceUrl: external");
+    ok(c.has_url_tls && lk_str_eq(c.url_tls, lk_str_c("pulsar+ssl://b1.example.com:16651")),
+       "brokerServiceUrlTls filled in, though the broker left it out");
+    ok(c.lookup_type == LK_PULSAR_CONNECT_TO && c.request_id == 5 && c.proxy_through != 1,
+       "the rest as it was");
+    evbuffer_drain(out, evbuffer_get_length(out));
+
+    len = lookup_response(frame, "pulsar://10.0.0.1:6650", "pulsar+ssl://10.0.0.1:6651");
+    run_pulsar(conf, "tlsonly", frame, len, out, &c);
+    ok(!c.has_url, "a listener without pulsar://: brokerServiceUrl cleared");
+    ok(c.has_url_tls && lk_str_eq(c.url_tls, lk_str_c("pulsar+ssl://b1-tls.example.com:6651")),
+       "brokerServiceUrlTls: the listener's");
+    evbuffer_drain(out, evbuffer_get_length(out));
+
+    len = lookup_response(frame, "pulsar://10.9.9.9:6650", NULL);
+    run_pulsar(conf, "external", frame, len, out, &c);
+    ok(evbuffer_get_length(out) == len && memcmp(evbuffer_pullup(out, -1), frame, len) == 0,
+       "a URL of no mapped broker: the frame byte for byte");
+    evbuffer_free(out);
+    lk_conf_unref(conf);
+}
+
 const struct lk_test_case lk_test_filter[] = {
     {"filter/order_and_bodies", test_order_and_bodies},
     {"filter/observe", test_observe},
@@ -450,5 +561,6 @@ const struct lk_test_case lk_test_filter[] = {
     {"filter/reply_and_attach", test_reply_and_attach},
     {"filter/chain_new", test_chain_new},
     {"filter/kafka_pattern", test_kafka_pattern},
+    {"filter/pulsar_urls", test_pulsar_urls},
     {NULL, NULL},
 };

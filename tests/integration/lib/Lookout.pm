@@ -40,7 +40,7 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
-                 lookout_error_problems hosts_argv);
+                 lookout_error_problems hosts_argv closed_after);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -167,6 +167,22 @@ sub wait_port {
         close $s;
         return 1;
     }, $timeout // 10);
+}
+
+# closed_after(PORT, BYTES [, TIMEOUT=10]): connects to 127.0.0.1:PORT, sends BYTES and
+# reads: 0 when the peer closed without answering, the bytes read when it answered, undef
+# when it did neither within TIMEOUT (or the connection failed).
+sub closed_after {
+    my ($port, $bytes, $timeout) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 5)
+        or return undef;
+    syswrite $s, $bytes;
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm($timeout // 10);
+    my $n = eval { sysread($s, my $buf, 16) };
+    alarm 0;
+    close $s;
+    return $n;
 }
 
 # wait_until(CODE [, TIMEOUT=10 [, STEP=0.05]]): poll CODE until it returns true (and

@@ -1,0 +1,142 @@
+/*
+ * A client paired with one broker connection (lk_pair.h).
+ */
+#include <stdio.h>
+
+#include "lk_log.h"
+#include "lk_pair.h"
+
+void
+lk_pair_close(struct lk_pair *p, const char *why)
+{
+    if (p->dead)
+        return;
+    p->dead = 1;
+    if (why != NULL)
+        lk_log(LK_INFO, p->c, "%s", why);
+    lk_conn_close_later(p->c);
+}
+
+static void
+cleanup(void *arg)
+{
+    struct lk_pair *p = arg;
+
+    lk_upstream_free(p->up);
+    p->up = NULL;
+}
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+    struct lk_pair *p = arg;
+
+    if (!p->dead)
+        p->ops->requests(p);
+}
+
+static void
+client_write(struct bufferevent *bev, void *arg)
+{
+    struct lk_pair *p = arg;
+
+    if (p->connected && !p->dead)
+        p->ops->responses(p);
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct lk_pair *p = arg;
+
+    if (what & BEV_EVENT_TIMEOUT)
+        lk_pair_close(p, "idle client connection timed out");
+    else if (p->ops->client_gone != NULL && !p->dead)
+        p->ops->client_gone(p); /* EOF or reset */
+    else
+        lk_pair_close(p, NULL);
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+    struct lk_pair *p = arg;
+
+    if (!p->dead)
+        p->ops->responses(p);
+}
+
+static void
+up_write(struct bufferevent *bev, void *arg)
+{
+    struct lk_pair *p = arg;
+
+    if (!p->dead)
+        p->ops->requests(p);
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct lk_pair *p = arg;
+    char why[160];
+
+    snprintf(why, sizeof(why), "broker %s %s; closing", p->broker->name,
+             (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
+    lk_pair_close(p, why);
+}
+
+static void
+up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
+{
+    struct lk_pair *p = arg;
+
+    if (ev != LK_UP_CONNECTED) {
+        /* A service-address connection may go to another broker (nothing
+         * was sent yet). */
+        if (p->any_broker && ++p->connects < p->cluster->nbrokers) {
+            const struct lk_broker *next = lk_pick_broker(p->c->rt, p->cluster);
+            if (next != NULL && next != p->broker && !p->c->closing) {
+                lk_upstream_free(p->up);
+                p->up = NULL;
+                p->broker = next;
+                lk_pair_connect(p);
+                return;
+            }
+        }
+        char why[256];
+        snprintf(why, sizeof(why), "broker %s unreachable: %s; closing", p->broker->name,
+                 u->error != NULL ? u->error : "connect failed");
+        lk_pair_close(p, why);
+        return;
+    }
+    p->connected = 1;
+    lk_log(LK_DEBUG, p->c, "to broker %s at %s", p->broker->name, u->addr->hostport);
+    bufferevent_setcb(u->bev, up_read, up_write, up_event, p);
+    lk_io_set_timeouts(&u->io, &p->idle, NULL);
+    lk_io_enable(&u->io, EV_READ | EV_WRITE);
+    p->c->action = "proxying";
+    p->ops->requests(p);
+}
+
+void
+lk_pair_connect(struct lk_pair *p)
+{
+    p->c->action = "connecting to the broker";
+    p->up = lk_upstream_get(p->c->w, p->broker, p->ops->family, p->c->tls, up_ready, p);
+    if (p->up == NULL)
+        lk_pair_close(p, "cannot set up a connection to the broker (no internal address of its "
+                         "protocol); closing");
+}
+
+void
+lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *c,
+              struct timeval idle)
+{
+    p->ops = ops;
+    p->c = c;
+    p->idle = idle;
+    lk_pool_cleanup_add(&c->pool, cleanup, p);
+    bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
+    lk_io_set_timeouts(&c->io, &idle, NULL);
+}

@@ -1,0 +1,52 @@
+/*
+ * A client connection paired with one connection to one broker: what the
+ * binary-protocol modules (Kafka, Pulsar) share.  A module embeds struct
+ * lk_pair first in its own state, fills ops, cluster and broker (or
+ * any_broker), and calls lk_pair_start, then lk_pair_connect when it knows
+ * the broker.  The pair owns the callbacks on both bufferevents and calls
+ * the module back: requests when the client has sent something or the
+ * broker can take more, responses the other way round.  Both sides close
+ * together, once, from the event loop.
+ */
+#ifndef LK_PAIR_H
+#define LK_PAIR_H
+
+#include <sys/time.h>
+
+#include "lk_conn.h"
+
+struct lk_pair;
+
+struct lk_pair_ops {
+    enum lk_scheme family; /* of the broker's internal address: LK_SCHEME_KAFKA, _PULSAR */
+    void (*requests)(struct lk_pair *p);
+    void (*responses)(struct lk_pair *p);
+    /* The client closed or reset its connection; NULL: the pair closes
+     * quietly. */
+    void (*client_gone)(struct lk_pair *p);
+};
+
+struct lk_pair {
+    const struct lk_pair_ops *ops;
+    struct lk_conn *c;
+    const struct lk_cluster *cluster;
+    const struct lk_broker *broker;
+    struct lk_upstream *up;
+    struct timeval idle;  /* both sides' read timeout */
+    unsigned connects;    /* brokers tried */
+    unsigned connected : 1;
+    unsigned any_broker : 1; /* a service address: another broker will do */
+    unsigned dead : 1;       /* closing */
+};
+
+/* Takes over c's callbacks, with idle as the read timeout, and frees the
+ * broker connection with c's pool. */
+void lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *c,
+                   struct timeval idle);
+/* Connects to p->broker (another of the cluster's when any_broker and it
+ * cannot be reached); once connected, ops->requests runs. */
+void lk_pair_connect(struct lk_pair *p);
+/* Closes both sides from the loop, logging why (NULL: nothing), once. */
+void lk_pair_close(struct lk_pair *p, const char *why);
+
+#endif
