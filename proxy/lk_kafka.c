@@ -233,7 +233,8 @@ close_bad_size(struct kconn *k, int32_t size)
 }
 
 /* Client to broker: forwards frames as they come, reading only each one's
- * prefix.  Before the broker is connected, input waits. */
+ * prefix.  Before the broker is connected, input waits; it is dialled
+ * when the first request prefix has come. */
 static void
 pump_requests(struct lk_pair *pr)
 {
@@ -242,6 +243,20 @@ pump_requests(struct lk_pair *pr)
 
     if (k->pr.dead)
         return;
+    if (k->pr.up == NULL) {
+        /* The broker is dialled once a whole request prefix with a sane
+         * size has come, so that junk and port scans never reach it.  The
+         * prefix is read by a copy of the reader: it is read again once
+         * the broker is there. */
+        struct lk_kafka_reader r = k->rq;
+        int ev;
+        ssize_t n = next_piece(&r, in, 0, &ev);
+        if (n < 0)
+            close_bad_size(k, r.prefix.size);
+        else if (n > 0)
+            lk_pair_connect(&k->pr);
+        return;
+    }
     if (!k->pr.connected) { /* input waits, up to a point */
         if (evbuffer_get_length(in) > LK_KAFKA_HIGH)
             lk_io_disable(&k->pr.c->io, EV_READ);
@@ -530,8 +545,8 @@ start(struct lk_conn *c)
         lk_pair_close(&k->pr, "the cluster has no brokers; closing");
         return;
     }
+    c->action = "waiting for a request";
     lk_io_enable(&c->io, EV_READ);
-    lk_pair_connect(&k->pr);
 }
 
 const struct lk_proto_ops lk_proto_kafka = {

@@ -142,6 +142,24 @@ subtest "Kafka connections idle for the cluster's timeout.idle, not [lookout]'s"
     is(api_versions($s, 2), 2, 'still open after 2.5 s idle');
     close $s;
 };
+subtest 'the broker is dialled only once a sane request prefix has come' => sub {
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5)
+        or return fail("connect: $@");
+    my $port = $s->sockport;
+    syswrite $s, pack('N', 0xffffffff);
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 10;
+    my $n = eval { sysread($s, my $buf, 16) };
+    alarm 0;
+    is($n, 0, 'a negative size: closed');
+    ok($lk->wait_log(qr/client: 127\.0\.0\.1:$port\b/, 5), '... and logged');
+    unlike($lk->log, qr/to broker [^,]*, client: 127\.0\.0\.1:$port\b/, 'no broker was dialled for it');
+    $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $boot, Proto => 'tcp', Timeout => 5);
+    $port = $s->sockport;
+    is(api_versions($s, 3), 3, 'a request: answered');
+    like($lk->log, qr/to broker k\/1 at [^,]*, client: 127\.0\.0\.1:$port\b/, '... through the broker dialled for it');
+    close $s;
+};
 $lk->stop;
 
 subtest 'SSL: nodes the map lacks on one port, told apart by SNI' => sub {
