@@ -171,21 +171,43 @@ known_listener(const struct lk_cluster *cl, struct lk_str name)
     return NULL;
 }
 
-/* A whole LOOKUP from the client (in p->held): its listener is taken and
- * remembered, and what goes on to the broker is appended to out. */
-static void
-client_lookup(struct pconn *p, struct evbuffer *out)
+/*
+ * A held frame (in p->held), decoded into *c: a simple frame (no payload
+ * section) whose command decodes, with the request id the type needs.  0,
+ * or -1 having closed the connection: a malformed command, like a
+ * malformed frame, ends the connection rather than pass unread (an answer
+ * lookout cannot read could carry an internal address).
+ */
+static int
+held_command(struct pconn *p, int from_client, struct lk_pulsar_cmd *c)
 {
     size_t len = evbuffer_get_length(p->held);
     const uint8_t *fr = evbuffer_pullup(p->held, -1);
+    char why[200];
+
+    if (len == LK_PULSAR_PREFIX + (size_t)(from_client ? p->rq : p->rs).cmd_size &&
+        lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, c) == 0 &&
+        (c->has_request_id || c->type != LK_PULSAR_LOOKUP))
+        return 0;
+    snprintf(why, sizeof(why), "%s sent a command of type %d that does not decode (%zu bytes); "
+             "closing", from_client ? "client" : "broker", (from_client ? p->rq : p->rs).type, len);
+    lk_pair_close(&p->pr, why);
+    return -1;
+}
+
+/* A whole LOOKUP from the client (in p->held): its listener is taken and
+ * remembered, and what goes on to the broker is appended to out.  0, or
+ * -1 having closed. */
+static int
+client_lookup(struct pconn *p, struct evbuffer *out)
+{
+    size_t len = evbuffer_get_length(p->held);
+    const uint8_t *fr;
     struct lk_pulsar_cmd c;
 
-    if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &c) != 0 ||
-        !c.has_request_id) {
-        lk_log(LK_WARN, p->pr.c, "LOOKUP does not decode; forwarded unchanged");
-        evbuffer_add_buffer(out, p->held);
-        return;
-    }
+    if (held_command(p, 1, &c) != 0)
+        return -1;
+    fr = evbuffer_pullup(p->held, -1);
     const char *name = c.has_listener ? known_listener(p->pr.cluster, c.listener) : NULL;
     lookup_push(p, c.request_id, name);
     if (name != NULL)
@@ -194,27 +216,25 @@ client_lookup(struct pconn *p, struct evbuffer *out)
         struct lk_pulsar_edit e = {.proxy_through = -1, .strip_listener = 1};
         if (lk_pulsar_reencode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &e, out) == 1) {
             evbuffer_drain(p->held, len);
-            return;
+            return 0;
         }
     }
     evbuffer_add_buffer(out, p->held);
+    return 0;
 }
 
 /* A whole command from the broker that names brokers: through the filters. */
-static void
+static int
 broker_command(struct pconn *p, int type, struct evbuffer *out)
 {
     const char *listener = p->listener;
+    struct lk_pulsar_cmd c;
     struct lk_xchg x;
 
-    if (type == LK_PULSAR_LOOKUP_RESPONSE) {
-        size_t len = evbuffer_get_length(p->held);
-        const uint8_t *fr = evbuffer_pullup(p->held, -1);
-        struct lk_pulsar_cmd c;
-        if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, &c) == 0 &&
-            c.has_request_id)
-            listener = lookup_take(p, c.request_id);
-    }
+    if (held_command(p, 0, &c) != 0)
+        return -1;
+    if (type == LK_PULSAR_LOOKUP_RESPONSE && c.has_request_id)
+        listener = lookup_take(p, c.request_id);
     memset(&x, 0, sizeof(x));
     lk_pool_init(&x.pool);
     x.conn = p->pr.c;
@@ -229,6 +249,7 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
     evbuffer_drain(p->held, evbuffer_get_length(p->held));
+    return 0;
 }
 
 static int
@@ -270,10 +291,8 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
                 if (p->held == NULL)
                     p->held = evbuffer_new();
                 evbuffer_remove_buffer(in, p->held, whole);
-                if (from_client)
-                    client_lookup(p, out);
-                else
-                    broker_command(p, s->type, out);
+                if ((from_client ? client_lookup(p, out) : broker_command(p, s->type, out)) != 0)
+                    return -1;
                 continue;
             }
             s->left = (uint64_t)s->total + 4;

@@ -56,8 +56,12 @@ my $t = PulsarBinBroker->start(
     brokers => [ map { { name => $_, advertisedListeners => "internal:pulsar://127.0.0.1:0,external:pulsar://127.0.0.1:$E{$_}" } }
                  qw(b1 b2 b3) ],
     topics => [ { name => 't-b2', owner => 'b2' }, { name => 't-chain', owner => 'b2', redirects => ['b3'] },
-                { name => 't-close', owner => 'b1' }, { name => 't-mig', owner => 'b1' } ],
+                { name => 't-close', owner => 'b1' }, { name => 't-mig', owner => 'b1' },
+                { name => 't-bad', owner => 'b1' } ],
     triggers => [
+        # a LOOKUP_RESPONSE whose lookupTopicResponse is not protobuf (a varint cut short)
+        # sent after the lookup's answer, on the connection it came on
+        { on => 'lookup', topic => 't-bad', actions => [ { cmd => 'raw', broker => 'b1', hex => '0000000c000000080818c20103ffffff' } ] },
         { on => 'producer', topic => 't-close',
           actions => [ { cmd => 'close_producer', topic => 't-close', assigned => 'b2', listener => 'internal' } ] },
         { on => 'subscribe', topic => 't-mig',
@@ -199,7 +203,16 @@ subtest 'bad input closes that connection only' => sub {
     }
     like($lk->log, qr/client sent a frame of \d+ bytes with a command of \d+ \(over max_frame_bytes\)/, 'logged with the sizes');
     like($lk->log, qr/first frame is command type 18, not CONNECT/, 'logged with the type');
-    my @r = probe("127.0.0.1:$svc", [], { send => 'PING' });
+    my @r = probe("127.0.0.1:$E{b1}", [], { raw => '0000000c000000080817ba0103ffffff', expect => 1 });
+    my ($m) = grep { ($_->{step} // '') eq '0' } @r;
+    ok($m->{closed}, 'a LOOKUP that does not decode: closed') or diag(explain(\@r));
+    like($lk->log, qr/client sent a command of type 23 that does not decode/, '... and logged');
+    @r = probe("127.0.0.1:$E{b1}", [], { lookup => 'persistent://public/default/t-bad', follow => 0 }, { wait => 1 });
+    my ($w) = grep { ($_->{step} // '') eq '1' } @r;
+    ok($w->{closed} && !@{ $w->{received} // [] },
+       'a LOOKUP_RESPONSE that does not decode: the connection closed, nothing of it passed') or diag(explain(\@r));
+    ok($lk->wait_log(qr/broker sent a command of type 24 that does not decode/, 5), '... and logged');
+    @r = probe("127.0.0.1:$svc", [], { send => 'PING' });
     my ($p) = grep { ($_->{step} // '') eq '0' } @r;
     is(($p->{received}[0]{type} // ''), 'PONG', 'others are still served');
 };
