@@ -7,7 +7,7 @@
 #     (bin/pulsar-testbroker, lib/PulsarBinBroker.pm); it survives CLOSE_PRODUCER and
 #     CLOSE_CONSUMER with assigned URLs mid-stream and answers the broker's PINGs;
 #   - what pulsar-flex 1.1.1 cannot do is pinned here, so that lookout's tests know: it
-#     does not check MESSAGE checksums, dies on 0x0e02 broker entry metadata, on command
+#     does not check MESSAGE checksums, misreads 0x0e02 broker entry metadata, dies on command
 #     types it does not know, and (so) on TOPIC_MIGRATED, which a broker therefore never
 #     sends to its protocol v17; it takes any Redirect for the owner, so chains fail;
 #   - google-protobuf, with the code Apache's PulsarApi.proto generates (as pulsar-flex ships
@@ -245,8 +245,12 @@ subtest 'pulsar-flex limits: checksums, broker entry metadata, unknown commands,
     $x = PulsarBinBroker->start(dir => $dir, broker_entry_metadata => 'always',
                                 brokers => [ { name => 'b1', advertisedListeners => $one } ]);
     ($j, $r) = flex($x->addr('b1'), '--topic', 't', '--messages', 1);
-    is($r->{exit}, 3, 'broker entry metadata (0x0e02): pulsar-flex throws');
-    like(join(' ', @{ $j->{errors} // [] }), qr/MessageMetadata|Assertion/, '... decoding the metadata at the wrong place');
+    # What it makes of those bytes depends on them (the broker timestamp, the time of day):
+    # it throws decoding the metadata, or hands over a message that is not the one sent.
+    isnt($r->{exit}, 0, 'broker entry metadata (0x0e02): pulsar-flex does not get the message');
+    ok(join(' ', @{ $j->{errors} // [] }) =~ /MessageMetadata|Assertion/ || @{ $j->{missing} // [] } == 1,
+       '... it throws decoding the metadata, or the message it hands over is not the one sent')
+        or diag(explain($j));
     $x->stop;
 
     # A command type pulsar-flex does not know (as TOPIC_MIGRATED, 68, would be): it throws
