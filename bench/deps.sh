@@ -5,6 +5,8 @@
 # On a systemd host, installing nginx-light also starts Debian's default site
 # on port 80; bench/run does not use it.  The kafka scenario needs librdkafka
 # (librdkafka-dev, which tests/deps.sh installs for the Kafka fixtures) and
-# nginx's stream module for its nginx row (libnginx-mod-stream).
-LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux $LOOKOUT_EXTRA_PKGS" \
+# nginx's stream module for its nginx row (libnginx-mod-stream); the pulsar
+# scenario runs the Python test broker and its client under pypy3 (python3
+# without it, several times slower).
+LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux pypy3 $LOOKOUT_EXTRA_PKGS" \
     exec "$(dirname "$0")/../tests/deps.sh"
