@@ -92,20 +92,6 @@ take_query_name(struct lk_pool *pool, struct lk_str *target)
     return found;
 }
 
-static int
-known(const struct lk_cluster *cl, struct lk_str name, const char **canon)
-{
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_broker *b = cl->brokers[i];
-        for (size_t k = 0; k < b->nlisteners; k++)
-            if (lk_str_eq(lk_str_c(b->listeners[k].name), name)) {
-                *canon = b->listeners[k].name;
-                return 1;
-            }
-    }
-    return 0;
-}
-
 /*
  * The selection happens at attach time, so that the filters after this one
  * (which is first in the chain) already see it when they decide whether to
@@ -123,7 +109,7 @@ attach(struct lk_flt *f, struct lk_xchg *x)
         name = lk_str_trim(*h);
     lk_http_del_id(req, LK_HDR_X_PULSAR_LISTENER_NAME);
     /* x->listener_name starts as the cluster's lookupListenerName */
-    if (name.len != 0 && known(x->cluster, name, &canon))
+    if (name.len != 0 && (canon = lk_cluster_listener_name(x->cluster, name)) != NULL)
         x->listener_name = canon;
     return 0;
 }

@@ -2340,6 +2340,18 @@ lk_broker_listener(const struct lk_broker *b, const char *name)
     return NULL;
 }
 
+const char *
+lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str name)
+{
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        for (size_t k = 0; k < b->nlisteners; k++)
+            if (lk_str_eq(lk_str_c(b->listeners[k].name), name))
+                return b->listeners[k].name;
+    }
+    return NULL;
+}
+
 const struct lk_broker *
 lk_cluster_find_node(const struct lk_cluster *cl, int32_t node_id)
 {

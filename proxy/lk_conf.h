@@ -332,6 +332,9 @@ int lk_listeners_parse(const char *s, struct lk_listener **out, char *err, size_
 void lk_listeners_free(struct lk_listener *l, size_t n);
 
 const struct lk_listener *lk_broker_listener(const struct lk_broker *b, const char *name);
+/* The map's own spelling of a listener name that some broker of cl has
+ * (what a client names: PIP-338's listenerName), or NULL. */
+const char *lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str name);
 
 /*
  * Finds the broker of cluster cl that has host:port as the address of any of

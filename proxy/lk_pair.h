@@ -32,8 +32,8 @@ struct lk_pair {
     const struct lk_cluster *cluster;
     const struct lk_broker *broker;
     struct lk_upstream *up;
-    struct timeval idle;  /* both sides' read timeout */
-    unsigned connects;    /* brokers tried */
+    struct timeval idle; /* both sides' read timeout */
+    unsigned connects;   /* brokers tried */
     unsigned connected : 1;
     unsigned any_broker : 1; /* a service address: another broker will do */
     unsigned dead : 1;       /* closing */

@@ -44,7 +44,7 @@ struct pstream {
     uint64_t left;  /* bytes of the current streamed frame still to move */
     uint32_t total; /* the frame's totalSize, once its head is read */
     uint32_t cmd_size;
-    int type;       /* its command's type; -1 until known */
+    int type; /* its command's type; -1 until known */
 };
 
 struct lookup {
@@ -97,7 +97,9 @@ frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size
 
     if (avail < LK_PULSAR_PREFIX)
         return 0;
-    evbuffer_copyout(in, h, LK_PULSAR_PREFIX);
+    /* One copy: the sizes and as much of the command as the type needs. */
+    size_t got = avail < sizeof(h) ? avail : sizeof(h);
+    evbuffer_copyout(in, h, got);
     if (lk_pulsar_sizes(h, cap, &s->total, &s->cmd_size) != 0) {
         snprintf(why, whylen, "frame of %lu bytes with a command of %lu (%s); closing",
                  (unsigned long)s->total + 4, (unsigned long)s->cmd_size,
@@ -105,9 +107,8 @@ frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size
         return -1;
     }
     size_t want = LK_PULSAR_PREFIX + (s->cmd_size < LK_PULSAR_PEEK ? s->cmd_size : LK_PULSAR_PEEK);
-    if (avail < want)
+    if (got < want)
         return 0;
-    evbuffer_copyout(in, h, want);
     s->type = lk_pulsar_peek_type(h + LK_PULSAR_PREFIX, want - LK_PULSAR_PREFIX, s->cmd_size);
     if (s->type == -1) {
         /* The type is not the command's first field: the whole command
@@ -158,19 +159,6 @@ lookup_take(struct pconn *p, uint64_t id)
     return NULL;
 }
 
-/* A listener name the cluster's map has, as the map spells it. */
-static const char *
-known_listener(const struct lk_cluster *cl, struct lk_str name)
-{
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_broker *b = cl->brokers[i];
-        for (size_t k = 0; k < b->nlisteners; k++)
-            if (lk_str_eq(lk_str_c(b->listeners[k].name), name))
-                return b->listeners[k].name;
-    }
-    return NULL;
-}
-
 /*
  * A held frame (in p->held), decoded into *c: a simple frame (no payload
  * section) whose command decodes, with the request id the type needs.  0,
@@ -189,8 +177,10 @@ held_command(struct pconn *p, int from_client, struct lk_pulsar_cmd *c)
         lk_pulsar_decode(fr + LK_PULSAR_PREFIX, len - LK_PULSAR_PREFIX, c) == 0 &&
         (c->has_request_id || c->type != LK_PULSAR_LOOKUP))
         return 0;
-    snprintf(why, sizeof(why), "%s sent a command of type %d that does not decode (%zu bytes); "
-             "closing", from_client ? "client" : "broker", (from_client ? p->rq : p->rs).type, len);
+    snprintf(why, sizeof(why),
+             "%s sent a command of type %d that does not decode (%zu bytes); "
+             "closing",
+             from_client ? "client" : "broker", (from_client ? p->rq : p->rs).type, len);
     lk_pair_close(&p->pr, why);
     return -1;
 }
@@ -208,7 +198,7 @@ client_lookup(struct pconn *p, struct evbuffer *out)
     if (held_command(p, 1, &c) != 0)
         return -1;
     fr = evbuffer_pullup(p->held, -1);
-    const char *name = c.has_listener ? known_listener(p->pr.cluster, c.listener) : NULL;
+    const char *name = c.has_listener ? lk_cluster_listener_name(p->pr.cluster, c.listener) : NULL;
     lookup_push(p, c.request_id, name);
     if (name != NULL)
         p->listener = name;
@@ -283,8 +273,7 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
             }
             if (r == 0)
                 return 0;
-            if (held_type(from_client, s->type) &&
-                (from_client || p->pr.cluster->nfilters != 0)) {
+            if (held_type(from_client, s->type) && (from_client || p->pr.cluster->nfilters != 0)) {
                 size_t whole = (size_t)s->total + 4;
                 if (evbuffer_get_length(in) < whole)
                     return 0; /* held frames are small: wait for all of it */
@@ -431,8 +420,9 @@ start(struct lk_conn *c)
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {
-        lk_pair_close(&p->pr, c->sni != NULL ? "no Pulsar broker on this address for that SNI name; closing"
-                                      : "no Pulsar broker on this address without SNI; closing");
+        lk_pair_close(&p->pr, c->sni != NULL
+                                  ? "no Pulsar broker on this address for that SNI name; closing"
+                                  : "no Pulsar broker on this address without SNI; closing");
         return;
     }
     p->vh = vh;
