@@ -14,11 +14,11 @@
  *   - a re-encoded frame has sizes that match, decodes again, with the
  *     edited URLs exactly, the listener gone when stripped,
  *     proxy_through as set, and everything else as it was;
- *   - read by a protobuf reader written here, every message (BaseCommand,
- *     the edited command, any other command of proxy/pulsar.proto it
- *     holds) has the same known fields (the last of each) but the edited
- *     ones, and the same unknown fields in the same order with the same
- *     bytes;
+ *   - read by the harnesses' own protobuf reader (fuzz_util.c), every
+ *     message (BaseCommand, the edited command, any other command of
+ *     proxy/pulsar.proto it holds) has the same known fields (the last of
+ *     each) but the edited ones, and the same unknown fields in the same
+ *     order with the same bytes;
  *   - applying the edit to the result changes nothing.
  */
 #include <stdint.h>
@@ -28,161 +28,6 @@
 
 #include "fuzz_util.h"
 #include "lk_pulsar_codec.h"
-
-/* ---- a protobuf reader of the harness's own ------------------------- */
-
-#define MAXPF 8192
-
-struct pf {
-    uint32_t num;
-    unsigned wt;
-    uint64_t v;         /* wire type 0 */
-    const uint8_t *val; /* wire type 2: the content */
-    size_t val_len;
-    const uint8_t *raw; /* the bytes after the tag, as they came */
-    size_t raw_len;
-};
-
-static int
-rd_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
-{
-    *v = 0;
-    for (unsigned shift = 0; shift < 70; shift += 7) {
-        if (*at >= len)
-            return -1;
-        uint8_t b = p[(*at)++];
-        if (shift < 64)
-            *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return 0;
-    }
-    return -1;
-}
-
-/* All the fields of a message, in order; -1 if it is not protobuf. */
-static long
-fields(const uint8_t *p, size_t len, struct pf *out, size_t max)
-{
-    size_t at = 0, n = 0;
-
-    while (at < len) {
-        uint64_t key, l;
-        if (n == max || rd_varint(p, len, &at, &key) != 0)
-            return -1;
-        struct pf *f = &out[n++];
-        f->num = (uint32_t)(key >> 3);
-        f->wt = (unsigned)(key & 7);
-        f->raw = p + at;
-        switch (f->wt) {
-        case 0:
-            if (rd_varint(p, len, &at, &f->v) != 0)
-                return -1;
-            break;
-        case 1:
-        case 5:
-            l = f->wt == 1 ? 8 : 4;
-            if (len - at < l)
-                return -1;
-            at += l;
-            break;
-        case 2:
-            if (rd_varint(p, len, &at, &l) != 0 || l > len - at)
-                return -1;
-            f->val = p + at;
-            f->val_len = (size_t)l;
-            at += (size_t)l;
-            break;
-        default:
-            return -1;
-        }
-        f->raw_len = (size_t)(p + at - f->raw);
-    }
-    return (long)n;
-}
-
-/* The fields of proxy/pulsar.proto, by command (the BaseCommand field
- * number, which is its type): field numbers and whether bytes. */
-struct decl {
-    int type;
-    uint32_t nums[9];
-    size_t n;
-};
-
-static const struct decl decls[] = {
-    {LK_PULSAR_CONNECT, {1, 4, 6}, 3},
-    {LK_PULSAR_LOOKUP, {1, 2, 3, 7}, 4},
-    {LK_PULSAR_LOOKUP_RESPONSE, {1, 2, 3, 4, 5, 6, 7, 8}, 8},
-    {LK_PULSAR_CLOSE_PRODUCER, {1, 2, 3, 4}, 4},
-    {LK_PULSAR_CLOSE_CONSUMER, {1, 2, 3, 4}, 4},
-    {LK_PULSAR_TOPIC_MIGRATED, {1, 2, 3, 4}, 4},
-};
-#define NDECLS (sizeof(decls) / sizeof(decls[0]))
-
-static const struct decl *
-decl_of(uint32_t num)
-{
-    for (size_t i = 0; i < NDECLS; i++)
-        if ((uint32_t)decls[i].type == num)
-            return &decls[i];
-    return NULL;
-}
-
-static int
-declared(const struct decl *d, uint32_t num)
-{
-    for (size_t i = 0; i < d->n; i++)
-        if (d->nums[i] == num)
-            return 1;
-    return 0;
-}
-
-/* The last occurrence of field num, or NULL. */
-static const struct pf *
-last(const struct pf *f, long n, uint32_t num)
-{
-    const struct pf *r = NULL;
-    for (long i = 0; i < n; i++)
-        if (f[i].num == num)
-            r = &f[i];
-    return r;
-}
-
-static int
-same_value(const struct pf *a, const struct pf *b)
-{
-    if (a == NULL || b == NULL)
-        return a == b;
-    if (a->wt != b->wt)
-        return 0;
-    if (a->wt == 0)
-        return a->v == b->v;
-    return a->val_len == b->val_len && memcmp(a->val, b->val, a->val_len) == 0;
-}
-
-/* The unknown fields of a and b (those d does not declare; for d NULL,
- * BaseCommand's: all but type and the declared commands) are the same,
- * in the same order, with the same bytes. */
-static void
-same_unknown(const struct decl *d, const struct pf *a, long na, const struct pf *b, long nb)
-{
-    long i = 0, j = 0;
-
-    for (;;) {
-        while (i < na &&
-               (d != NULL ? declared(d, a[i].num) : a[i].num == 1 || decl_of(a[i].num) != NULL))
-            i++;
-        while (j < nb &&
-               (d != NULL ? declared(d, b[j].num) : b[j].num == 1 || decl_of(b[j].num) != NULL))
-            j++;
-        if (i == na || j == nb)
-            break;
-        LK_FUZZ_CHECK(a[i].num == b[j].num && a[i].wt == b[j].wt);
-        LK_FUZZ_CHECK(a[i].raw_len == b[j].raw_len &&
-                      memcmp(a[i].raw, b[j].raw, a[i].raw_len) == 0);
-        i++, j++;
-    }
-    LK_FUZZ_CHECK(i == na && j == nb);
-}
 
 /* ---- the edit --------------------------------------------------------- */
 
@@ -239,40 +84,6 @@ check_url(int set, const struct lk_str *to, int has0, struct lk_str v0, int has1
         LK_FUZZ_CHECK(!has1);
     } else {
         LK_FUZZ_CHECK(has1 && lk_str_eq(v1, *to));
-    }
-}
-
-static struct pf fa[MAXPF], fb[MAXPF], sa[MAXPF], sb[MAXPF];
-
-/* Compares the original command (a) and the re-encoded one (b) field by
- * field, with the edit's fields (in the type's command) left out. */
-static void
-compare(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen, int type,
-        const uint32_t *edited, size_t nedited)
-{
-    long na = fields(a, alen, fa, MAXPF), nb = fields(b, blen, fb, MAXPF);
-
-    LK_FUZZ_CHECK(na >= 0 && nb >= 0);
-    LK_FUZZ_CHECK(same_value(last(fa, na, 1), last(fb, nb, 1)));
-    same_unknown(NULL, fa, na, fb, nb);
-    for (size_t k = 0; k < NDECLS; k++) {
-        const struct decl *d = &decls[k];
-        const struct pf *ca = last(fa, na, (uint32_t)d->type),
-                        *cb = last(fb, nb, (uint32_t)d->type);
-        LK_FUZZ_CHECK((ca == NULL) == (cb == NULL));
-        if (ca == NULL)
-            continue;
-        long nsa = fields(ca->val, ca->val_len, sa, MAXPF);
-        long nsb = fields(cb->val, cb->val_len, sb, MAXPF);
-        LK_FUZZ_CHECK(nsa >= 0 && nsb >= 0);
-        for (size_t i = 0; i < d->n; i++) {
-            int skip = 0;
-            for (size_t e = 0; d->type == type && e < nedited; e++)
-                skip |= edited[e] == d->nums[i];
-            if (!skip)
-                LK_FUZZ_CHECK(same_value(last(sa, nsa, d->nums[i]), last(sb, nsb, d->nums[i])));
-        }
-        same_unknown(d, sa, nsa, sb, nsb);
     }
 }
 
@@ -362,7 +173,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         edited[ne++] = 8;
     if (ch_ls)
         edited[ne++] = 7;
-    compare(cmd, len, c2, csize, d.type, edited, ne);
+    lk_fuzz_pulsar_same_fields(cmd, len, c2, csize, d.type, edited, ne);
 
     /* the edit again: nothing to do (a URL copied from the decoded value,
      * which that choice never changes, now points at the new bytes) */

@@ -5,6 +5,7 @@
 
 #include "fuzz_util.h"
 #include "lk_log.h"
+#include "lk_pulsar_codec.h"
 
 uint64_t
 lk_fuzz_seed(const uint8_t *data, size_t len)
@@ -50,7 +51,8 @@ lk_fuzz_piece(uint64_t *state, size_t left)
 /* Every family of b1 on its external listener; b2 only http and pulsar;
  * b3 (an IPv6 internal address) only https outside, so its pulsar
  * addresses have no replacement; b4's internal address is a prefix of
- * b1's ("10.0.0.1:80" and "10.0.0.11:8080"). */
+ * b1's ("10.0.0.1:80" and "10.0.0.11:8080").  The second %s adds keys to
+ * [pulsar prod], the third sections after it (lk_fuzz_pulsar_map). */
 static const char map_fmt[] =
     "[lookout]\n"
     "max_buffer_bytes = 8k\n"
@@ -59,6 +61,7 @@ static const char map_fmt[] =
     "lookupListenerName = external\n"
     "webServiceUrl = http://127.0.0.1:8080\n"
     "leak_guard = %s\n"
+    "%s"
     "[broker prod/b1]\n"
     "advertisedListeners = internal:pulsar://10.0.0.11:6650,internal:pulsar+ssl://10.0.0.11:6651,"
     "internal:http://10.0.0.11:8080,internal:https://10.0.0.11:8443,"
@@ -72,25 +75,89 @@ static const char map_fmt[] =
     "advertisedListeners = internal:http://[fd00::13]:8080,internal:pulsar://[fd00::13]:6650,"
     "external:https://127.0.1.3:8443\n"
     "[broker prod/b4]\n"
-    "advertisedListeners = internal:http://10.0.0.1:80,external:http://127.0.1.4:8080\n";
+    "advertisedListeners = internal:http://10.0.0.1:80,external:http://127.0.1.4:8080\n"
+    "%s";
+
+static struct lk_conf *
+load_map(const char *leak_guard, const char *prod_keys, const char *sections)
+{
+    char text[4096], err[512];
+    struct lk_conf *conf;
+
+    lk_log_level = LK_ERR; /* the filters' warnings are expected here */
+    snprintf(text, sizeof(text), map_fmt, leak_guard, prod_keys, sections);
+    conf = lk_conf_load_buf("fuzz.conf", text, strlen(text), err, sizeof(err));
+    if (conf == NULL) {
+        fprintf(stderr, "fuzz: the listener map does not load: %s\n", err);
+        abort();
+    }
+    return conf;
+}
 
 struct lk_conf *
 lk_fuzz_map(enum lk_leak_guard mode)
 {
     static struct lk_conf *confs[4];
     static const char *const names[] = {"off", "log", "rewrite", "block"};
-    char text[2048], err[512];
 
-    if (confs[mode] != NULL)
-        return confs[mode];
-    lk_log_level = LK_ERR; /* the filters' warnings are expected here */
-    snprintf(text, sizeof(text), map_fmt, names[mode]);
-    confs[mode] = lk_conf_load_buf("fuzz.conf", text, strlen(text), err, sizeof(err));
-    if (confs[mode] == NULL) {
-        fprintf(stderr, "fuzz: the listener map does not load: %s\n", err);
-        abort();
-    }
+    if (confs[mode] == NULL)
+        confs[mode] = load_map(names[mode], "", "");
     return confs[mode];
+}
+
+/* Pulsar brokers elsewhere, for Redirects and TOPIC_MIGRATED that name
+ * another cluster.  west: w1's internal addresses are the ones the codec's
+ * unit tests write (so that their dumped commands name a mapped broker),
+ * its external listener has only pulsar+ssl and its other one only
+ * pulsar; w2 has no other listener, so that the cluster's lookup listener
+ * stands in for it.  east has no lookupListenerName: a listener e1 lacks
+ * has nothing to stand in.  The Kafka broker's addresses are no Pulsar
+ * broker's. */
+static const char pulsar_sections[] =
+    "[pulsar west]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "serviceUrl = pulsar://127.0.4.100:6650\n"
+    "pulsar_routing = %s\n"
+    "[broker west/w1]\n"
+    "advertisedListeners = internal:pulsar://broker-1.pulsar-broker.pulsar.svc.cluster.local:6650,"
+    "internal:pulsar+ssl://broker-1.pulsar-broker.pulsar.svc.cluster.local:6651,"
+    "internal:http://broker-1.pulsar-broker.pulsar.svc.cluster.local:8080,"
+    "external:pulsar+ssl://127.0.4.1:6651,other:pulsar://127.0.4.11:6650\n"
+    "[broker west/w2]\n"
+    "advertisedListeners = internal:pulsar://10.1.0.12:6650,internal:http://10.1.0.12:8080,"
+    "external:pulsar://127.0.4.2:6650,"
+    "external:pulsar+ssl://127.0.4.2:6651\n"
+    "[pulsar east]\n"
+    "internalListenerName = internal\n"
+    "serviceUrl = pulsar://127.0.5.100:6650\n"
+    "pulsar_routing = %s\n"
+    "[broker east/e1]\n"
+    "advertisedListeners = internal:pulsar://10.2.0.11:6650,internal:http://10.2.0.11:8080,"
+    "other:pulsar://127.0.5.11:6650\n"
+    "[kafka events]\n"
+    "inter.broker.listener.name = INTERNAL\n"
+    "lookupListenerName = EXTERNAL\n"
+    "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+    "bootstrap.servers = 127.0.6.100:9092\n"
+    "[broker events/1]\n"
+    "advertised.listeners = INTERNAL://10.3.0.11:9092,EXTERNAL://127.0.6.1:9092\n";
+
+struct lk_conf *
+lk_fuzz_pulsar_map(int service)
+{
+    static struct lk_conf *confs[2];
+    const char *routing = service ? "service" : "per-broker";
+    char keys[128], sections[2048];
+
+    service = service != 0;
+    if (confs[service] != NULL)
+        return confs[service];
+    snprintf(keys, sizeof(keys), "serviceUrl = pulsar://127.0.0.100:6650\npulsar_routing = %s\n",
+             routing);
+    snprintf(sections, sizeof(sections), pulsar_sections, routing, routing);
+    confs[service] = load_map("log", keys, sections);
+    return confs[service];
 }
 
 static int
@@ -224,4 +291,191 @@ lk_fuzz_xchg_free(struct lk_xchg *x)
     lk_flt_detach_all(x);
     lk_pool_free(&x->pool);
     free(x);
+}
+
+/* ---- a protobuf reader of the harnesses' own -------------------------- */
+
+#define MAXPF 8192
+
+struct pf {
+    uint32_t num;
+    unsigned wt;
+    uint64_t v;         /* wire type 0 */
+    const uint8_t *val; /* wire type 2: the content */
+    size_t val_len;
+    const uint8_t *raw; /* the bytes after the tag, as they came */
+    size_t raw_len;
+};
+
+static int
+rd_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        if (*at >= len)
+            return -1;
+        uint8_t b = p[(*at)++];
+        if (shift < 64)
+            *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* All the fields of a message, in order; -1 if it is not protobuf. */
+static long
+fields(const uint8_t *p, size_t len, struct pf *out, size_t max)
+{
+    size_t at = 0, n = 0;
+
+    while (at < len) {
+        uint64_t key, l;
+        if (n == max || rd_varint(p, len, &at, &key) != 0)
+            return -1;
+        struct pf *f = &out[n++];
+        f->num = (uint32_t)(key >> 3);
+        f->wt = (unsigned)(key & 7);
+        f->raw = p + at;
+        switch (f->wt) {
+        case 0:
+            if (rd_varint(p, len, &at, &f->v) != 0)
+                return -1;
+            break;
+        case 1:
+        case 5:
+            l = f->wt == 1 ? 8 : 4;
+            if (len - at < l)
+                return -1;
+            at += l;
+            break;
+        case 2:
+            if (rd_varint(p, len, &at, &l) != 0 || l > len - at)
+                return -1;
+            f->val = p + at;
+            f->val_len = (size_t)l;
+            at += (size_t)l;
+            break;
+        default:
+            return -1;
+        }
+        f->raw_len = (size_t)(p + at - f->raw);
+    }
+    return (long)n;
+}
+
+/* The fields of proxy/pulsar.proto, by command (the BaseCommand field
+ * number, which is its type): field numbers and whether bytes. */
+struct decl {
+    int type;
+    uint32_t nums[9];
+    size_t n;
+};
+
+static const struct decl decls[] = {
+    {LK_PULSAR_CONNECT, {1, 4, 6}, 3},
+    {LK_PULSAR_LOOKUP, {1, 2, 3, 7}, 4},
+    {LK_PULSAR_LOOKUP_RESPONSE, {1, 2, 3, 4, 5, 6, 7, 8}, 8},
+    {LK_PULSAR_CLOSE_PRODUCER, {1, 2, 3, 4}, 4},
+    {LK_PULSAR_CLOSE_CONSUMER, {1, 2, 3, 4}, 4},
+    {LK_PULSAR_TOPIC_MIGRATED, {1, 2, 3, 4}, 4},
+};
+#define NDECLS (sizeof(decls) / sizeof(decls[0]))
+
+static const struct decl *
+decl_of(uint32_t num)
+{
+    for (size_t i = 0; i < NDECLS; i++)
+        if ((uint32_t)decls[i].type == num)
+            return &decls[i];
+    return NULL;
+}
+
+static int
+declared(const struct decl *d, uint32_t num)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->nums[i] == num)
+            return 1;
+    return 0;
+}
+
+/* The last occurrence of field num, or NULL. */
+static const struct pf *
+last(const struct pf *f, long n, uint32_t num)
+{
+    const struct pf *r = NULL;
+    for (long i = 0; i < n; i++)
+        if (f[i].num == num)
+            r = &f[i];
+    return r;
+}
+
+static int
+same_value(const struct pf *a, const struct pf *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    if (a->wt != b->wt)
+        return 0;
+    if (a->wt == 0)
+        return a->v == b->v;
+    return a->val_len == b->val_len && memcmp(a->val, b->val, a->val_len) == 0;
+}
+
+/* The unknown fields of a and b (those d does not declare; for d NULL,
+ * BaseCommand's: all but type and the declared commands) are the same,
+ * in the same order, with the same bytes. */
+static void
+same_unknown(const struct decl *d, const struct pf *a, long na, const struct pf *b, long nb)
+{
+    long i = 0, j = 0;
+
+    for (;;) {
+        while (i < na &&
+               (d != NULL ? declared(d, a[i].num) : a[i].num == 1 || decl_of(a[i].num) != NULL))
+            i++;
+        while (j < nb &&
+               (d != NULL ? declared(d, b[j].num) : b[j].num == 1 || decl_of(b[j].num) != NULL))
+            j++;
+        if (i == na || j == nb)
+            break;
+        LK_FUZZ_CHECK(a[i].num == b[j].num && a[i].wt == b[j].wt);
+        LK_FUZZ_CHECK(a[i].raw_len == b[j].raw_len &&
+                      memcmp(a[i].raw, b[j].raw, a[i].raw_len) == 0);
+        i++, j++;
+    }
+    LK_FUZZ_CHECK(i == na && j == nb);
+}
+
+static struct pf fa[MAXPF], fb[MAXPF], sa[MAXPF], sb[MAXPF];
+
+void
+lk_fuzz_pulsar_same_fields(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen, int type,
+                           const uint32_t *edited, size_t nedited)
+{
+    long na = fields(a, alen, fa, MAXPF), nb = fields(b, blen, fb, MAXPF);
+
+    LK_FUZZ_CHECK(na >= 0 && nb >= 0);
+    LK_FUZZ_CHECK(same_value(last(fa, na, 1), last(fb, nb, 1)));
+    same_unknown(NULL, fa, na, fb, nb);
+    for (size_t k = 0; k < NDECLS; k++) {
+        const struct decl *d = &decls[k];
+        const struct pf *ca = last(fa, na, (uint32_t)d->type),
+                        *cb = last(fb, nb, (uint32_t)d->type);
+        LK_FUZZ_CHECK((ca == NULL) == (cb == NULL));
+        if (ca == NULL)
+            continue;
+        long nsa = fields(ca->val, ca->val_len, sa, MAXPF);
+        long nsb = fields(cb->val, cb->val_len, sb, MAXPF);
+        LK_FUZZ_CHECK(nsa >= 0 && nsb >= 0);
+        for (size_t i = 0; i < d->n; i++) {
+            int skip = 0;
+            for (size_t e = 0; d->type == type && e < nedited; e++)
+                skip |= edited[e] == d->nums[i];
+            if (!skip)
+                LK_FUZZ_CHECK(same_value(last(sa, nsa, d->nums[i]), last(sb, nsb, d->nums[i])));
+        }
+        same_unknown(d, sa, nsa, sb, nsb);
+    }
 }

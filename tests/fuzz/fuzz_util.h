@@ -2,8 +2,9 @@
  * What the fuzz harnesses share: the invariant check that aborts (so that
  * libFuzzer and the replay both stop on a violation), piece sizes derived
  * from the input (a socket delivering a stream in pieces), the fixed
- * listener map the filter harnesses rewrite against, and a naive reference
- * scan for "host:port" finds with the leak guard's boundary rule.
+ * listener maps the filter harnesses rewrite against, a naive reference
+ * scan for "host:port" finds with the leak guard's boundary rule, and a
+ * protobuf reader that compares two Pulsar commands field by field.
  */
 #ifndef LK_FUZZ_UTIL_H
 #define LK_FUZZ_UTIL_H
@@ -32,12 +33,21 @@ uint64_t lk_fuzz_seed(const uint8_t *data, size_t len);
 size_t lk_fuzz_piece(uint64_t *state, size_t left);
 
 /*
- * The listener map of the filter harnesses (see fuzz_util.c): three
+ * The listener map of the filter harnesses (see fuzz_util.c): four
  * brokers of cluster "prod" with internal, external and other listeners,
  * leak_guard as given.  Loaded once per mode and kept for the process;
  * aborts if it does not load.
  */
 struct lk_conf *lk_fuzz_map(enum lk_leak_guard mode);
+/*
+ * The map of the Pulsar binary harness: "prod" as above (leak_guard =
+ * log) with a serviceUrl, and after it two more Pulsar clusters, "west"
+ * (lookupListenerName external) and "east" (none), and a Kafka cluster
+ * "events"; every Pulsar cluster with pulsar_routing = service when
+ * service, else per-broker.  Loaded once per routing, aborts if it does
+ * not load.
+ */
+struct lk_conf *lk_fuzz_pulsar_map(int service);
 
 /* Calls fn for every occurrence of pats[i] (ASCII case-insensitive) in
  * text that the leak guard counts: not preceded by a host character
@@ -73,5 +83,18 @@ size_t lk_fuzz_internal_addrs(const struct lk_cluster *cl, struct lk_fuzz_addr *
 struct lk_xchg *lk_fuzz_xchg_new(struct lk_conf *conf, const struct lk_broker *b,
                                  const char *method, const char *target, int tls);
 void lk_fuzz_xchg_free(struct lk_xchg *x);
+
+/*
+ * Checks, aborting on a difference, that Pulsar command b (BaseCommand
+ * bytes) keeps command a's fields, as read by a protobuf reader of the
+ * harnesses' own, apart from the codec's walk and protobuf-c: the same
+ * type, and in every message (BaseCommand, and each command of
+ * proxy/pulsar.proto it holds) the same known fields (the last of each)
+ * but those listed in edited of the command of that type, and the same
+ * unknown fields in the same order with the same bytes.  Both must be
+ * well-formed protobuf.
+ */
+void lk_fuzz_pulsar_same_fields(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+                                int type, const uint32_t *edited, size_t nedited);
 
 #endif

@@ -9,9 +9,11 @@
  * not name, and the frame sizes, are checked at once.
  *
  * LK_PULSAR_DUMP=DIR writes the commands built here as inputs of
- * tests/fuzz/fuzz_pulsar_command.c into DIR/pulsar_command/ and as framed
- * streams of tests/fuzz/fuzz_pulsar_frame.c into DIR/pulsar_frame/, to seed
- * their corpora (LK_PULSAR_DUMP=tests/fuzz/corpus).
+ * tests/fuzz/fuzz_pulsar_command.c into DIR/pulsar_command/, as framed
+ * streams of tests/fuzz/fuzz_pulsar_frame.c into DIR/pulsar_frame/, and
+ * as inputs of tests/fuzz/fuzz_pulsar_filter.c (whose map has the broker
+ * of INT_URL) into DIR/pulsar_filter/, to seed their corpora
+ * (LK_PULSAR_DUMP=tests/fuzz/corpus).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +131,12 @@ dump_command(const char *name, int flags, int urls, const struct tb *cmd)
     uint8_t *two = malloc(2 * (LK_PULSAR_PREFIX + cmd->len));
 
     dump("pulsar_command", name, h, 2, cmd->p, cmd->len);
+    /* fuzz_pulsar_filter's flags: on prod/b1 with its lookup listener, and
+     * on west/w2 under service routing */
+    for (int i = 0; i < 2; i++) {
+        uint8_t ff = i == 0 ? 0x00 : 0x14;
+        dump("pulsar_filter", name, &ff, 1, cmd->p, cmd->len);
+    }
     f[1] = (uint8_t)(total >> 24), f[2] = (uint8_t)(total >> 16), f[3] = (uint8_t)(total >> 8);
     f[4] = (uint8_t)total;
     f[5] = (uint8_t)(cmd->len >> 24), f[6] = (uint8_t)(cmd->len >> 16);
@@ -847,6 +855,31 @@ test_unknown_fields(void)
     /* the same bytes through protobuf-c's unpack, untouched: the no-op
      * path never packs */
     ok(rewrites_to(&w, &e1, NULL), "and rewriting the result again changes nothing");
+
+    /* CLOSE_CONSUMER and TOPIC_MIGRATED: unknown fields before the URLs
+     * come back after them */
+    static const int types[] = {LK_PULSAR_CLOSE_CONSUMER, LK_PULSAR_TOPIC_MIGRATED};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        reset(&s);
+        fv(&s, 1, 8);
+        fv(&s, 2, 9);
+        put(&s, unk.p, unk.len);
+        fs(&s, 3, INT_URL);
+        fs(&s, 4, INT_URL_TLS);
+        base(&c, types[i], &s);
+        put(&c, unk_base.p, unk_base.len);
+        reset(&ws);
+        fv(&ws, 1, 8);
+        fv(&ws, 2, 9);
+        fs(&ws, 3, ext.p);
+        fs(&ws, 4, ext_tls.p);
+        put(&ws, unk.p, unk.len);
+        base(&w, types[i], &ws);
+        put(&w, unk_base.p, unk_base.len);
+        ok(rewrites_to(&c, &e, &w), "type %d: unknown fields before the URLs, after them",
+           types[i]);
+        dump_command("unknown", 0x03, 0x32, &c);
+    }
     tb_free(&c);
     tb_free(&s);
     tb_free(&w);
