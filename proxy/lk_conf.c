@@ -38,6 +38,7 @@
 #define DEFAULT_TIMEOUT_RESPONSE_MS 60000u
 #define DEFAULT_TIMEOUT_CLIENT_HEADER_MS 10000u
 #define DEFAULT_TIMEOUT_IDLE_MS 60000u
+#define DEFAULT_DRAIN_TIMEOUT_MS 30000u
 #define DEFAULT_MAX_HEADER_BYTES (32u * 1024)
 #define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
 #define DEFAULT_UPSTREAM_IDLE_MAX 64u
@@ -79,7 +80,8 @@ static const char *const lookout_keys[] = {
     "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
     "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
-    "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", NULL};
+    "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", "drain_timeout",
+    NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
@@ -678,6 +680,9 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
                 return -1;
         } else if (strcmp(k, "timeout.idle") == 0) {
             if (duration_key(ld, s, e, &c->timeout_idle_ms) != 0)
+                return -1;
+        } else if (strcmp(k, "drain_timeout") == 0) {
+            if (duration_key(ld, s, e, &c->drain_timeout_ms) != 0)
                 return -1;
         } else if (strcmp(k, "max_header_bytes") == 0) {
             if (size_key(ld, s, e, 1, &c->max_header_bytes) != 0)
@@ -2254,6 +2259,7 @@ lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size
     c->timeout_response_ms = DEFAULT_TIMEOUT_RESPONSE_MS;
     c->timeout_client_header_ms = DEFAULT_TIMEOUT_CLIENT_HEADER_MS;
     c->timeout_idle_ms = DEFAULT_TIMEOUT_IDLE_MS;
+    c->drain_timeout_ms = DEFAULT_DRAIN_TIMEOUT_MS;
     c->max_header_bytes = DEFAULT_MAX_HEADER_BYTES;
     c->max_buffer_bytes = DEFAULT_MAX_BUFFER_BYTES;
     c->upstream_idle_max = DEFAULT_UPSTREAM_IDLE_MAX;

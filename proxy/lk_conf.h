@@ -245,6 +245,7 @@ struct lk_conf {
     unsigned timeout_response_ms;      /* default 60s */
     unsigned timeout_client_header_ms; /* default 10s */
     unsigned timeout_idle_ms;          /* default 60s */
+    unsigned drain_timeout_ms;         /* SIGTERM: exchanges may finish this long, default 30s */
     size_t max_header_bytes;           /* default 32k */
     size_t max_buffer_bytes;           /* default 1m */
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */

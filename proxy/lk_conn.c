@@ -37,6 +37,14 @@ static struct lk_worker *workers;
 static int nworkers;
 static atomic_ullong next_conn_id;
 
+_Atomic unsigned long lk_reloads_ok, lk_reloads_failed;
+/* The current generation: what workers switch to (their own reference
+ * each), under cur_mu since the main thread replaces it. */
+static pthread_mutex_t cur_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct lk_runtime *cur_rt;
+static atomic_int draining;
+static _Atomic long long drain_deadline_ms;
+
 long long
 lk_now_ms(void)
 {
@@ -688,6 +696,11 @@ lk_conn_close(struct lk_conn *c)
         bufferevent_free(bev);
     if (c->fd >= 0)
         evutil_closesocket(c->fd);
+    /* Last: the pool's cleanups above may still use the generation. */
+    lk_runtime_unref(c->rt);
+    c->rt = NULL;
+    if (c->w->draining && c->w->nconns == 0)
+        event_active(c->w->drain_ev, EV_TIMEOUT, 1);
     conn_release(c->w, c);
 }
 
@@ -753,6 +766,56 @@ lk_conn_close_after_flush(struct lk_conn *c)
     if (c->io.ssl == NULL)
         bufferevent_enable(c->bev, EV_WRITE); /* the bufferevent's writes: close_when_drained */
     /* TLS: each flush that makes progress runs close_when_drained */
+}
+
+/* Generations ---------------------------------------------------------------- */
+
+/* Whether a and b are the same socket: address, TLS-ness and protocol (a
+ * kept listener keeps its fd; anything else is a new socket). */
+static int
+same_bind(const struct lk_bind *a, const struct lk_bind *b)
+{
+    if (a->tls != b->tls || a->proto != b->proto || a->addr.ss_family != b->addr.ss_family)
+        return 0;
+    if (a->addr.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)&a->addr, *y = (const void *)&b->addr;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->addr.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)&a->addr, *y = (const void *)&b->addr;
+        return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+    }
+    return 0;
+}
+
+/* conf's bind that is the same socket as b, or NULL. */
+static const struct lk_bind *
+find_bind(const struct lk_conf *conf, const struct lk_bind *b)
+{
+    for (size_t i = 0; i < conf->nbinds; i++)
+        if (same_bind(conf->binds[i], b))
+            return conf->binds[i];
+    return NULL;
+}
+
+int
+lk_conn_renew(struct lk_conn *c)
+{
+    struct lk_runtime *rt = c->w->rt;
+
+    if (c->rt == rt)
+        return 0;
+    const struct lk_bind *b = find_bind(rt->conf, c->bind);
+    if (b == NULL)
+        return -1;
+    /* c->sni is OpenSSL's and c->io.ssl keeps its own reference to the old
+     * generation's SSL_CTX, which only the handshake (done) called into. */
+    c->bind = b;
+    c->conf = rt->conf;
+    lk_runtime_unref(c->rt);
+    c->rt = lk_runtime_ref(rt);
+    return 1;
 }
 
 /* Parking ------------------------------------------------------------------ */
@@ -825,6 +888,11 @@ io_unpark(struct lk_io *io, short what)
         return -1;
     }
     lk_log(LK_DEBUG, c, "idle: the client speaks again");
+    if (lk_conn_renew(c) < 0) {
+        lk_log(LK_DEBUG, c, "idle: its listener was removed by a reload; closing");
+        lk_conn_close(c);
+        return -1;
+    }
     c->bev = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_DEFER_CALLBACKS);
     if (c->bev == NULL) {
         lk_log(LK_ERR, c, "cannot resume an idle connection: out of memory");
@@ -888,7 +956,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
      * (the HTTP module: about 600 bytes) and little else. */
     lk_pool_init_sized(&c->pool, 768);
     c->w = w;
-    c->rt = w->rt;
+    c->rt = lk_runtime_ref(w->rt); /* an atomic per connection: see struct lk_runtime */
     c->conf = w->rt->conf;
     c->bind = b;
     c->tls = b->tls;
@@ -973,7 +1041,8 @@ resume_accept(evutil_socket_t fd, short what, void *arg)
 static void
 accept_error_cb(struct evconnlistener *l, void *arg)
 {
-    const struct lk_bind *b = ((const struct lk_listen *)arg)->b;
+    struct lk_listen *ls = arg;
+    const struct lk_bind *b = ls->b;
     int err = EVUTIL_SOCKET_ERROR();
 
     /* EMFILE/ENFILE: stay up; the listener retries on the next event.  Pause
@@ -981,7 +1050,21 @@ accept_error_cb(struct evconnlistener *l, void *arg)
     lk_log(LK_ERR, NULL, "accept on %s: %s", b->text, evutil_socket_error_to_string(err));
     evconnlistener_disable(l);
     struct timeval tv = {0, 100000};
-    event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, resume_accept, l, &tv);
+    /* The listener's own event: a reload or a drain that closes the
+     * listener first cancels it. */
+    if (ls->resume == NULL)
+        ls->resume = evtimer_new(evconnlistener_get_base(l), resume_accept, l);
+    event_add(ls->resume, &tv);
+}
+
+/* Closes a listener (ls: what its callbacks get). */
+static void
+listener_free(struct evconnlistener *l, struct lk_listen *ls)
+{
+    if (ls->resume != NULL)
+        event_free(ls->resume);
+    ls->resume = NULL;
+    evconnlistener_free(l);
 }
 
 /* Routing ----------------------------------------------------------------- */
@@ -1161,9 +1244,14 @@ idle_event_cb(struct bufferevent *bev, short what, void *arg)
 void
 lk_upstream_release(struct lk_upstream *u)
 {
-    struct lk_idle_list *il = idle_list(u->w, u->broker, u->addr);
     const struct lk_conf *conf = u->w->rt->conf;
 
+    /* The pools are by the current generation's broker index. */
+    if (u->rt != u->w->rt) {
+        lk_upstream_free(u);
+        return;
+    }
+    struct lk_idle_list *il = idle_list(u->w, u->broker, u->addr);
     if (il->count >= conf->upstream_idle_max ||
         evbuffer_get_length(bufferevent_get_input(u->bev)) != 0) {
         lk_upstream_free(u);
@@ -1187,7 +1275,7 @@ static void
 connect_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct lk_upstream *u = arg;
-    struct lk_runtime *rt = u->w->rt;
+    struct lk_runtime *rt = u->rt;
 
     if (what & BEV_EVENT_CONNECTED) {
         /* Before the first request: lookout writes a head and then its body
@@ -1243,15 +1331,15 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct lk_upstream *
-lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, enum lk_scheme scheme,
-                int client_tls, lk_upstream_ready_cb cb, void *arg)
+lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker *b,
+                enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb, void *arg)
 {
     const struct lk_url *addr = lk_broker_upstream(b, scheme, client_tls);
     if (addr == NULL)
         return NULL; /* no internal address of that family */
-    struct lk_idle_list *il = idle_list(w, b, addr);
-    struct lk_upstream *u = il->head;
-    const struct lk_conf *conf = w->rt->conf;
+    /* An exchange still on an older generation never pools. */
+    struct lk_upstream *u = rt == w->rt ? idle_list(w, b, addr)->head : NULL;
+    const struct lk_conf *conf = rt->conf;
 
     if (u != NULL) {
         idle_remove(u);
@@ -1272,13 +1360,14 @@ lk_upstream_get(struct lk_worker *w, const struct lk_broker *b, enum lk_scheme s
 
     u = lk_xcalloc(1, sizeof(*u));
     u->w = w;
+    u->rt = rt;
     u->broker = b;
     u->addr = addr;
     u->ready_cb = cb;
     u->arg = arg;
     int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
     if (lk_scheme_is_tls(u->addr->scheme)) {
-        SSL *ssl = SSL_new(w->rt->client_ctx);
+        SSL *ssl = SSL_new(rt->client_ctx);
         if (ssl == NULL) {
             free(u);
             return NULL;
@@ -1386,6 +1475,8 @@ sync_binds(struct lk_worker *w, int log_errors)
     const struct lk_bind *nb[16];
     size_t n;
 
+    if (w->draining)
+        return; /* stopping: no new listeners */
     while ((n = lk_dyn_binds(w->rt, w->ndyn_listen, nb, 16)) != 0) {
         for (size_t i = 0; i < n; i++) {
             struct lk_dyn_listen *d = lk_xcalloc(1, sizeof(*d));
@@ -1413,7 +1504,150 @@ lk_workers_binds_changed(struct lk_worker *w)
             lk_log(LK_ERR, NULL, "cannot reach worker %d: %s", i, strerror(errno));
 }
 
-/* A byte from another thread: 's' stops the loop, 'b' takes new binds. */
+/* Closes the listeners on binds learned at run time: they belong to w's
+ * generation's lk_dyn, which the next one does not inherit. */
+static void
+drop_dyn_listeners(struct lk_worker *w)
+{
+    while (w->dyn_listen != NULL) {
+        struct lk_dyn_listen *d = w->dyn_listen;
+        w->dyn_listen = d->next;
+        if (d->l != NULL)
+            listener_free(d->l, &d->ls);
+        free(d);
+    }
+    w->ndyn_listen = 0;
+}
+
+/* Frees w's idle upstream connections (pools of nbrokers brokers). */
+static void
+drop_idle(struct lk_worker *w, size_t nbrokers)
+{
+    for (size_t b = 0; b < nbrokers * 2 + 2; b++)
+        while (w->idle[b].head != NULL) {
+            struct lk_upstream *u = w->idle[b].head;
+            idle_remove(u);
+            lk_upstream_free(u);
+        }
+}
+
+/*
+ * A new generation was published: w takes it.  Its listeners are matched
+ * to the new binds by address, TLS-ness and protocol: a kept one goes on
+ * accepting on the same socket (its callbacks get the new bind), so no
+ * client is refused in between; a new bind gets a socket of its own
+ * (SO_REUSEPORT, like every worker's); what is left closes.  Connections
+ * keep their own reference to the old generation.
+ */
+static void
+worker_switch(struct lk_worker *w)
+{
+    pthread_mutex_lock(&cur_mu);
+    struct lk_runtime *rt = lk_runtime_ref(cur_rt);
+    pthread_mutex_unlock(&cur_mu);
+    struct lk_runtime *old = w->rt;
+
+    if (rt == old || w->draining) {
+        lk_runtime_unref(rt);
+        return;
+    }
+    const struct lk_conf *conf = rt->conf;
+    struct evconnlistener **ls = lk_xcalloc(conf->nbinds + 1, sizeof(*ls));
+    struct lk_listen *lsn = lk_xcalloc(conf->nbinds + 1, sizeof(*lsn));
+    size_t n = 0;
+    for (size_t k = 0; k < conf->nbinds; k++) {
+        const struct lk_bind *b = conf->binds[k];
+        size_t i;
+        for (i = 0; i < w->nlisteners; i++)
+            if (w->listeners[i] != NULL && same_bind(w->listen[i].b, b))
+                break;
+        if (i < w->nlisteners) {
+            ls[n] = w->listeners[i];
+            w->listeners[i] = NULL;
+            lsn[n] = w->listen[i];
+            lsn[n].b = b;
+            evconnlistener_set_cb(ls[n], accept_cb, &lsn[n]);
+            n++;
+            continue;
+        }
+        char err[256];
+        /* lk_workers_reload bound it once already: a failure is a race. */
+        if ((ls[n] = listen_on(w, b, &lsn[n], err, sizeof(err))) == NULL) {
+            lk_log(LK_ERR, NULL, "worker %d: %s; not serving it", w->id, err);
+            continue;
+        }
+        if (w->id == 0)
+            lk_log(LK_INFO, NULL, "listening on %s (%s%s)", b->text, b->tls ? "TLS, " : "",
+                   proto_for(b->proto)->name);
+        n++;
+    }
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i] != NULL)
+            listener_free(w->listeners[i], &w->listen[i]); /* removed: its connections finish */
+    free(w->listeners);
+    free(w->listen);
+    w->listeners = ls;
+    w->listen = lsn;
+    w->nlisteners = n;
+    drop_dyn_listeners(w);
+    drop_idle(w, old->conf->nbrokers);
+    free(w->idle);
+    w->idle = lk_xcalloc(conf->nbrokers * 2 + 2, sizeof(*w->idle));
+    w->rt = rt;
+    lk_runtime_unref(old);
+    sync_binds(w, 0); /* nodes another worker learned on rt already */
+}
+
+static void
+drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_worker *w = arg;
+
+    if (w->nconns != 0 && lk_now_ms() < atomic_load(&drain_deadline_ms))
+        return;
+    if (w->nconns != 0)
+        lk_log(LK_WARN, NULL, "worker %d: drain_timeout: closing %u connection%s still open", w->id,
+               w->nconns, w->nconns == 1 ? "" : "s");
+    while (w->conns != NULL)
+        lk_conn_close(w->conns);
+    event_base_loopbreak(w->base);
+}
+
+/* lookout is stopping: w stops accepting and lets its connections finish. */
+static void
+worker_drain(struct lk_worker *w)
+{
+    struct timeval tick = {0, 50000};
+
+    if (w->draining)
+        return; /* a second signal: only the deadline changed */
+    w->draining = 1;
+    /* Made first: the last close below wakes it. */
+    w->drain_ev = event_new(w->base, -1, EV_PERSIST, drain_cb, w);
+    event_add(w->drain_ev, &tick);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        listener_free(w->listeners[i], &w->listen[i]);
+    w->nlisteners = 0;
+    drop_dyn_listeners(w);
+    drop_idle(w, w->rt->conf->nbrokers);
+    for (struct lk_conn *c = w->conns, *next; c != NULL; c = next) {
+        const struct lk_proto_ops *ops = proto_for(c->bind->proto);
+        next = c->next;
+        if (c->closing)
+            continue;
+        /* Parked, still in its TLS handshake, or a protocol without a say:
+         * nothing under way. */
+        if (c->bev == NULL || c->proto == NULL || ops->drain == NULL)
+            lk_conn_close(c);
+        else
+            ops->drain(c);
+    }
+    if (w->nconns == 0)
+        event_active(w->drain_ev, EV_TIMEOUT, 1);
+}
+
+/* A byte from another thread: 's' stops the loop, 'b' takes new binds, 'r'
+ * a new generation, 'd' drains. */
 static void
 stop_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1424,9 +1658,120 @@ stop_cb(evutil_socket_t fd, short what, void *arg)
     for (ssize_t i = 0; i < n; i++) {
         if (bytes[i] == 'b')
             sync_binds(w, 0);
+        else if (bytes[i] == 'r')
+            worker_switch(w);
+        else if (bytes[i] == 'd')
+            worker_drain(w);
         else
             event_base_loopbreak(w->base);
     }
+}
+
+/* One byte down every worker's pipe. */
+static void
+tell_workers(char what)
+{
+    for (int i = 0; i < nworkers; i++)
+        if (write(workers[i].stop_pipe[1], &what, 1) != 1)
+            lk_log(LK_ERR, NULL, "cannot reach worker %d: %s", i, strerror(errno));
+}
+
+/* Whether b can be bound now (it is not yet): bound without listening, so
+ * that no connection lands on a socket that is closed again at once. */
+static int
+can_bind(const struct lk_bind *b, char *err, size_t errlen)
+{
+    evutil_socket_t fd = socket(b->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1, r = -1;
+
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+        if (b->addr.ss_family == AF_INET6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        r = bind(fd, (const struct sockaddr *)&b->addr, b->addrlen);
+    }
+    if (r != 0)
+        snprintf(err, errlen, "cannot listen on %s: %s", b->text, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+int
+lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, size_t errlen)
+{
+    const struct lk_conf *conf = rt->conf;
+    char why[256];
+
+    if (atomic_load(&draining)) {
+        snprintf(err, errlen, "%s: lookout is stopping", conf->file);
+        return -1;
+    }
+    pthread_mutex_lock(&cur_mu);
+    struct lk_runtime *old = cur_rt;
+    pthread_mutex_unlock(&cur_mu);
+    const struct lk_conf *oc = old->conf;
+    memset(st, 0, sizeof(*st));
+    for (size_t i = 0; i < conf->nbinds; i++) {
+        const struct lk_bind *b = conf->binds[i];
+        if (find_bind(oc, b) != NULL) {
+            st->kept++;
+            continue;
+        }
+        if (can_bind(b, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", conf->file, b->vhosts[0].line, why);
+            return -1;
+        }
+        st->added++;
+    }
+    st->removed = oc->nbinds - st->kept;
+    /* A broker that was failing still is: health goes over by name. */
+    for (size_t i = 0; i < conf->nbrokers; i++)
+        for (size_t j = 0; j < oc->nbrokers; j++)
+            if (strcmp(conf->brokers[i]->name, oc->brokers[j]->name) == 0) {
+                struct lk_broker_health *h = &old->health[j];
+                rt->health[i].fails = __atomic_load_n(&h->fails, __ATOMIC_RELAXED);
+                rt->health[i].retry_after_ms =
+                    __atomic_load_n(&h->retry_after_ms, __ATOMIC_RELAXED);
+                break;
+            }
+    rt->generation = old->generation + 1;
+    pthread_mutex_lock(&cur_mu);
+    cur_rt = rt;
+    pthread_mutex_unlock(&cur_mu);
+    lk_runtime_unref(old); /* the workers hold theirs until they switch */
+    tell_workers('r');
+    return 0;
+}
+
+uint64_t
+lk_workers_generation(void)
+{
+    pthread_mutex_lock(&cur_mu);
+    uint64_t g = cur_rt != NULL ? cur_rt->generation : 0;
+    pthread_mutex_unlock(&cur_mu);
+    return g;
+}
+
+void
+lk_workers_drain(unsigned timeout_ms)
+{
+    long long deadline = lk_now_ms() + timeout_ms;
+    long long was = atomic_load(&drain_deadline_ms);
+
+    /* A second signal may bring the end nearer, never put it off. */
+    while ((was == 0 || deadline < was) &&
+           !atomic_compare_exchange_weak(&drain_deadline_ms, &was, deadline))
+        ;
+    if (atomic_exchange(&draining, 1) == 0)
+        tell_workers('d');
+}
+
+int
+lk_workers_draining(void)
+{
+    return atomic_load(&draining);
 }
 
 int
@@ -1447,10 +1792,12 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
     mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
     nworkers = n;
     workers = lk_xcalloc((size_t)n, sizeof(*workers));
+    rt->generation = 1;
+    cur_rt = lk_runtime_ref(rt);
     for (int i = 0; i < n; i++) {
         struct lk_worker *w = &workers[i];
         w->id = i;
-        w->rt = rt;
+        w->rt = lk_runtime_ref(rt);
         w->stop_pipe[0] = w->stop_pipe[1] = -1;
         w->base = event_base_new_with_config(cfg);
         if (w->base == NULL || pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -1516,9 +1863,7 @@ lk_workers_stop(void)
     /* A byte down each worker's pipe: the bases are lock-free, so no
      * event_active across threads.  Signal handlers call this through the
      * main loop's evsignal. */
-    for (int i = 0; i < nworkers; i++)
-        if (write(workers[i].stop_pipe[1], "s", 1) != 1)
-            lk_log(LK_ERR, NULL, "cannot stop worker %d: %s", i, strerror(errno));
+    tell_workers('s');
 }
 
 void
@@ -1527,22 +1872,17 @@ lk_workers_free(void)
     for (int i = 0; i < nworkers; i++) {
         struct lk_worker *w = &workers[i];
         for (size_t k = 0; k < w->nlisteners; k++)
-            evconnlistener_free(w->listeners[k]);
-        while (w->dyn_listen != NULL) {
-            struct lk_dyn_listen *d = w->dyn_listen;
-            w->dyn_listen = d->next;
-            if (d->l != NULL)
-                evconnlistener_free(d->l);
-            free(d);
-        }
+            listener_free(w->listeners[k], &w->listen[k]);
+        drop_dyn_listeners(w);
+        w->draining = 0; /* no drain_ev wake-ups from the closes below */
         while (w->conns != NULL)
             lk_conn_close(w->conns);
-        for (size_t b = 0; b < w->rt->conf->nbrokers * 2 + 2; b++)
-            while (w->idle[b].head != NULL) {
-                struct lk_upstream *u = w->idle[b].head;
-                idle_remove(u);
-                lk_upstream_free(u);
-            }
+        if (w->idle != NULL)
+            drop_idle(w, w->rt->conf->nbrokers);
+        if (w->drain_ev != NULL)
+            event_free(w->drain_ev);
+        lk_runtime_unref(w->rt);
+        w->rt = NULL;
         for (size_t k = 0; k < w->nconn_blocks; k++)
             free(w->conn_blocks[k]);
         free(w->conn_blocks);
@@ -1561,4 +1901,6 @@ lk_workers_free(void)
     free(workers);
     workers = NULL;
     nworkers = 0;
+    lk_runtime_unref(cur_rt);
+    cur_rt = NULL;
 }

@@ -32,6 +32,21 @@ struct lk_ticket_keys;
 /*
  * State shared by the workers for one config generation: the config, the
  * TLS contexts built from it, and broker health.  Only atomics change.
+ *
+ * A SIGHUP builds a new generation beside the old one (lk_workers_reload).
+ * Each worker, each client connection and each upstream connecting for one
+ * holds a reference (refs), so a generation lives until its last exchange
+ * ends.  Client connections move to the newest generation at an exchange
+ * boundary only (lk_conn_renew): HTTP before each request and when a
+ * parked connection wakes; Kafka and Pulsar connections, which have no
+ * such boundary, stay on the generation they started on until they close.
+ * What carries over: broker health, by broker name.  What does not: the
+ * TLS session cache and lookout's own ticket keys (clients of before the
+ * reload do one full handshake; tls.session_ticket_key files keep tickets
+ * valid), round-robin cursors, idle upstream connections (dropped, since
+ * the pools are by broker index), and Kafka nodes learned from the brokers
+ * (lk_dyn.h: learned again from the next Metadata response through the
+ * new generation; their listeners close with the switch).
  */
 struct lk_broker_health {
     unsigned fails;           /* consecutive connect failures (atomic) */
@@ -47,11 +62,19 @@ struct lk_runtime {
     struct lk_broker_health *health; /* by broker index */
     unsigned *rr;                    /* round-robin cursor by cluster index (atomic) */
     struct lk_dyn *dyn;              /* what the map gains at run time (lk_dyn.h) */
+    uint64_t generation;             /* 1 for the config lookout started with, +1 per reload */
+    int refs;                        /* atomic: lk_runtime_ref / lk_runtime_unref */
 };
 
-/* Builds the runtime (TLS contexts) for conf.  NULL with err on failure. */
+/* Builds the runtime (TLS contexts) for conf, with one reference.  NULL
+ * with err on failure. */
 struct lk_runtime *lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen);
+/* Frees rt now, whatever its references (before the workers run). */
 void lk_runtime_free(struct lk_runtime *rt);
+/* Takes a reference (from any thread); returns rt. */
+struct lk_runtime *lk_runtime_ref(struct lk_runtime *rt);
+/* Drops one; the last frees rt. */
+void lk_runtime_unref(struct lk_runtime *rt);
 /* Before a client's TLS connection is freed: keeps its session resumable
  * (tls.session_cache).  Nothing is sent. */
 void lk_tls_keep_session(SSL *ssl);
@@ -66,7 +89,8 @@ struct lk_worker;
 /* One bound socket of one worker. */
 struct lk_listen {
     struct lk_worker *w;
-    const struct lk_bind *b;
+    const struct lk_bind *b; /* the current generation's (a reload repoints it) */
+    struct event *resume;    /* after an accept error: accepting again */
 };
 
 /* One bound for a bind added at run time (lk_dyn_binds). */
@@ -144,6 +168,8 @@ struct lk_worker {
     void **conn_blocks;          /* and the blocks they came in */
     size_t nconn_blocks;
     int stop_pipe[2];
+    int draining;           /* stopping: no listeners, connections finishing */
+    struct event *drain_ev; /* draining: ends the loop when all are closed, or at the deadline */
     pthread_t thread;
     unsigned nconns;
     struct lk_conn *conns; /* open client connections, for shutdown */
@@ -153,8 +179,14 @@ struct lk_worker {
 struct lk_proto_ops {
     unsigned proto;
     const char *name;
-    /* Takes over c: sets the bufferevent callbacks.  Called once. */
+    /* Takes over c: sets the bufferevent callbacks.  Called once (again
+     * after parking). */
     void (*start)(struct lk_conn *c);
+    /* lookout is stopping: finish what is under way on c, take nothing
+     * new, and close c once done; may close c at once (it is not called
+     * from a callback on c).  What is still open at drain_timeout is
+     * closed by the worker.  NULL: c is closed at once. */
+    void (*drain)(struct lk_conn *c);
 };
 
 extern const struct lk_proto_ops lk_proto_http;
@@ -201,8 +233,40 @@ lk_conn_peer_ip(const struct lk_conn *c)
 
 /* Workers --------------------------------------------------------------- */
 
-/* Creates n workers with listeners on every bind of rt->conf; 0/-1 + err. */
+/* Creates n workers with listeners on every bind of rt->conf; 0/-1 + err.
+ * rt becomes generation 1; the workers take their own references. */
 int lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen);
+
+/* What a reload changed, for its log line. */
+struct lk_reload_stats {
+    size_t kept, added, removed; /* listeners (binds of the config) */
+};
+/*
+ * From the main thread (SIGHUP), with rt built from the new config: checks
+ * that every added bind can be bound (else -1 and "file:line: message" in
+ * err: rt is not used, and the caller frees it), carries broker health
+ * over, makes rt the current generation (rt->generation: the next number)
+ * and tells every worker, which switches at once: listeners on the same
+ * address with the same TLS-ness and protocol keep their socket, added
+ * ones open, removed ones close (their connections finish what is under
+ * way).  Takes over the caller's reference on success.
+ */
+int lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, size_t errlen);
+/* The current generation's number (1 until the first reload). */
+uint64_t lk_workers_generation(void);
+/* Reloads, as /metrics counts them (lookout_reloads_total{result}): the
+ * caller of lk_workers_reload counts both, since a reload can fail before
+ * it (a config that does not load). */
+extern _Atomic unsigned long lk_reloads_ok, lk_reloads_failed;
+/*
+ * From the main thread (SIGTERM, SIGINT): every worker stops accepting,
+ * closes idle connections, asks the others to finish (lk_proto_ops.drain)
+ * and, once none is left or timeout_ms have passed (then closing what
+ * is), ends its loop.  Called again, the earlier deadline stands.
+ */
+void lk_workers_drain(unsigned timeout_ms);
+/* 1 once lk_workers_drain was called (/healthz answers 503 then). */
+int lk_workers_draining(void);
 /* Runs them (worker 0 on the calling thread) until lk_workers_stop. */
 void lk_workers_run(void);
 /* The event base of worker 0, which runs on the main thread (signals). */
@@ -244,6 +308,11 @@ void lk_conn_close_later(struct lk_conn *c);
 /* Closes once the output buffer has drained (or after a short grace); never
  * closes synchronously. */
 void lk_conn_close_after_flush(struct lk_conn *c);
+/* At an exchange boundary (nothing under way on c): moves c to the
+ * worker's current generation, its bind to the same address in the new
+ * config.  0 if c was on it already, 1 if it moved (c->conf changed), -1
+ * if its listener is gone from the new config: the caller closes c. */
+int lk_conn_renew(struct lk_conn *c);
 /* ", client: ip:port, sni: name, while <action>" for log lines. */
 void lk_conn_describe(const struct lk_conn *c, char *buf, size_t len);
 
@@ -254,6 +323,7 @@ typedef void (*lk_upstream_ready_cb)(struct lk_upstream *u, enum lk_upstream_eve
 
 struct lk_upstream {
     struct lk_worker *w;
+    struct lk_runtime *rt; /* its broker's generation: its owner holds the reference */
     const struct lk_broker *broker;
     const struct lk_url *addr; /* the internal address used */
     struct bufferevent *bev;
@@ -282,11 +352,12 @@ extern const char lk_err_reset[];
  * The caller owns the result until lk_upstream_release or lk_upstream_free
  * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */
-struct lk_upstream *lk_upstream_get(struct lk_worker *w, const struct lk_broker *b,
-                                    enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb,
-                                    void *arg);
-/* Returns a healthy, idle connection to the pool (or frees it if full).
- * HTTP only: the pools are by broker and TLS-ness, not by protocol. */
+struct lk_upstream *lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt,
+                                    const struct lk_broker *b, enum lk_scheme scheme,
+                                    int client_tls, lk_upstream_ready_cb cb, void *arg);
+/* Returns a healthy, idle connection to the pool (or frees it if full, or
+ * if it belongs to an older generation than the worker's).  HTTP only: the
+ * pools are by broker and TLS-ness, not by protocol. */
 void lk_upstream_release(struct lk_upstream *u);
 void lk_upstream_free(struct lk_upstream *u);
 

@@ -78,10 +78,9 @@ same_addr(const struct lk_broker *b, enum lk_scheme scheme, struct lk_str host, 
 }
 
 void
-lk_dyn_learn_node(struct lk_worker *w, const struct lk_cluster *cl, const struct lk_broker *from,
-                  int32_t node_id, struct lk_str host, int32_t port)
+lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cluster *cl,
+                  const struct lk_broker *from, int32_t node_id, struct lk_str host, int32_t port)
 {
-    struct lk_runtime *rt = w->rt;
     struct lk_dyn *d = rt->dyn;
     const struct lk_url *via = lk_kafka_addr(from->internal);
     struct lk_bind *bind = NULL;
@@ -163,7 +162,7 @@ lk_dyn_learn_node(struct lk_worker *w, const struct lk_cluster *cl, const struct
            bind != NULL ? " on " : "", bind != NULL ? bind->text : "");
     if (cl->pattern->port_has_id && bind == NULL)
         lk_log(LK_WARN, NULL, "cluster %s: node %ld: %s", cl->name, (long)node_id, err);
-    if (bind != NULL)
+    if (bind != NULL && rt == w->rt)
         lk_workers_binds_changed(w);
 }
 

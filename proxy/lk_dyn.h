@@ -33,9 +33,12 @@ void lk_dyn_free(struct lk_dyn *d);
  * learns the node (reached over from's scheme), logs it, and when the
  * pattern gives each node a port, binds that port on every worker (on w at
  * once, before the response that names it reaches the client).  Nothing
- * for a cluster without broker.pattern.
+ * for a cluster without broker.pattern.  rt is the generation of the
+ * connection that carried the response (cl is of its config): a node
+ * learned on an older one than the worker's is served by connections of
+ * that generation only, and gets no listener.
  */
-void lk_dyn_learn_node(struct lk_worker *w, const struct lk_cluster *cl,
+void lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cluster *cl,
                        const struct lk_broker *from, int32_t node_id, struct lk_str host,
                        int32_t port);
 

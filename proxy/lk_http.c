@@ -355,7 +355,7 @@ get_upstream(struct hx *hx)
 
     hx->waiting_upstream = 1;
     c->action = "connecting to the broker";
-    hx->up = lk_upstream_get(c->w, hx->x.broker, LK_SCHEME_HTTP, c->tls, up_ready, hx);
+    hx->up = lk_upstream_get(c->w, c->rt, hx->x.broker, LK_SCHEME_HTTP, c->tls, up_ready, hx);
     if (hx->up == NULL) {
         hx->waiting_upstream = 0;
         reply_error(hx, 502, "cannot create a connection to the broker", 0);
@@ -1182,6 +1182,20 @@ process_input(struct hconn *hc)
                 lk_http_parser_free(&hc->rp);
                 return;
             }
+            /* A request begins: the boundary where the connection moves
+             * to the newest config, should a reload have come. */
+            int moved = lk_conn_renew(c);
+            if (moved < 0) {
+                lk_log(LK_INFO, c, "a reload removed its listener; closing");
+                hc->dead = 1;
+                lk_conn_close_later(c);
+                return;
+            }
+            if (moved > 0) {
+                struct timeval idle = ms_tv(c->conf->timeout_idle_ms);
+                hc->rp.max_head = c->conf->max_header_bytes;
+                lk_io_set_timeouts(&c->io, NULL, &idle);
+            }
             hx = hc->x = hx_new(hc);
             struct timeval tv = ms_tv(c->conf->timeout_client_header_ms);
             c->action = "reading the request head";
@@ -1367,8 +1381,26 @@ start(struct lk_conn *c)
     process(hc);
 }
 
+/* Stopping: an idle connection closes now; one with an exchange under way
+ * finishes it, its response saying Connection: close, and then closes (a
+ * WebSocket tunnel, which never finishes, at drain_timeout). */
+static void
+drain(struct lk_conn *c)
+{
+    struct hconn *hc = c->proto;
+
+    if (hc->dead)
+        return;
+    if (hc->x == NULL && !hc->tunnel) {
+        lk_conn_close(c);
+        return;
+    }
+    hc->closing = 1;
+}
+
 const struct lk_proto_ops lk_proto_http = {
     .proto = LK_PROTO_HTTP,
     .name = "http",
     .start = start,
+    .drain = drain,
 };

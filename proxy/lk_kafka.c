@@ -235,6 +235,33 @@ close_bad_size(struct kconn *k, int32_t size)
 /* Client to broker: forwards frames as they come, reading only each one's
  * prefix.  Before the broker is connected, input waits; it is dialled
  * when the first request prefix has come. */
+/* Draining, between two requests from the client: no request goes to
+ * the broker from here on. */
+static int
+at_boundary(const struct kconn *k)
+{
+    return k->pr.draining && k->sasl_left == 0 && !k->handshake_wait &&
+           !lk_kafka_reader_in_body(&k->rq);
+}
+
+/*
+ * Draining: closes once no request awaits its response (and no response
+ * is part-way to the client).  A connection that never reached its
+ * broker closes at once.  Produce with acks=0 is never answered: its entry
+ * goes only when a later response passes it, so such a connection may
+ * stay until drain_timeout.
+ */
+static void
+drain_check(struct kconn *k)
+{
+    if (!k->pr.draining || k->pr.dead)
+        return;
+    if (k->pr.connected && (k->qlen != 0 || k->holding || k->sasl_left != 0 || !at_boundary(k) ||
+                            lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
+        return;
+    lk_pair_close_drained(&k->pr);
+}
+
 static void
 pump_requests(struct lk_pair *pr)
 {
@@ -265,6 +292,12 @@ pump_requests(struct lk_pair *pr)
     struct evbuffer *out = bufferevent_get_output(k->pr.up->bev);
     size_t ready = 0; /* whole pieces at the start of in, to forward */
     for (;;) {
+        if (at_boundary(k)) {
+            /* Stopping: the request under way goes whole, no new one
+             * starts; the client sends it again on its next connection. */
+            lk_io_disable(&k->pr.c->io, EV_READ);
+            break;
+        }
         int ev = k->handshake_wait; /* set only when ready is 0: the prefix is at the start */
         ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, ready, &ev);
         k->handshake_wait = 0;
@@ -307,10 +340,11 @@ pump_requests(struct lk_pair *pr)
     if (ready != 0)
         evbuffer_remove_buffer(in, out, ready);
     /* Backpressure: a broker that reads slowly stops the client. */
-    if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
+    if (evbuffer_get_length(out) > LK_KAFKA_HIGH || at_boundary(k))
         lk_io_disable(&k->pr.c->io, EV_READ);
     else
         lk_io_enable(&k->pr.c->io, EV_READ);
+    drain_check(k);
 }
 
 /* A held response is whole: through the filters to the client. */
@@ -415,6 +449,7 @@ pump_responses(struct lk_pair *pr)
         lk_io_disable(&k->pr.up->io, EV_READ);
     else
         lk_io_enable(&k->pr.up->io, EV_READ);
+    drain_check(k);
 }
 
 /*
@@ -549,8 +584,20 @@ start(struct lk_conn *c)
     lk_io_enable(&c->io, EV_READ);
 }
 
+static void
+drain(struct lk_conn *c)
+{
+    struct kconn *k = c->proto;
+
+    k->pr.draining = 1;
+    if (at_boundary(k))
+        lk_io_disable(&c->io, EV_READ);
+    drain_check(k);
+}
+
 const struct lk_proto_ops lk_proto_kafka = {
     .proto = LK_PROTO_KAFKA,
     .name = "kafka",
     .start = start,
+    .drain = drain,
 };

@@ -27,16 +27,64 @@ usage(FILE *out)
             "  -c, --config FILE   configuration file (see conf/lookout.conf)\n"
             "  -t, --check         check the configuration and exit: 0 if valid, 1 if not\n"
             "  -V, --version       print the version and exit\n"
-            "  -h, --help          print this help and exit\n");
+            "  -h, --help          print this help and exit\n"
+            "\n"
+            "Signals: SIGHUP reloads FILE and its certificates (a bad one is refused and\n"
+            "the running config kept); SIGTERM stops accepting, lets exchanges under way\n"
+            "finish for up to drain_timeout, and exits 0; SIGINT does the same within 1s.\n");
 }
 
-static struct event *sigs[2];
+static struct event *sigs[3];
+static const char *conf_file;
+static struct lk_conf *first_conf; /* for what a reload cannot change */
+static unsigned drain_timeout_ms;  /* the current generation's */
+
+/* SIGINT: a drain, but short (someone at a terminal wants it gone). */
+#define LK_SIGINT_DRAIN_MS 1000
 
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
-    lk_log(LK_INFO, NULL, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    lk_workers_stop();
+    unsigned ms = drain_timeout_ms;
+
+    if (sig == SIGINT && ms > LK_SIGINT_DRAIN_MS)
+        ms = LK_SIGINT_DRAIN_MS;
+    lk_log(LK_INFO, NULL, "%s: stopping; exchanges under way may take up to %u ms",
+           sig == SIGINT ? "SIGINT" : "SIGTERM", ms);
+    lk_workers_drain(ms);
+}
+
+/* SIGHUP: the config file again, checked as at start, then swapped in for
+ * new connections and exchanges (lk_workers_reload). */
+static void
+on_reload(evutil_socket_t sig, short what, void *arg)
+{
+    char err[1024];
+    struct lk_runtime *rt = NULL;
+    struct lk_reload_stats st;
+    struct lk_conf *conf = lk_conf_load(conf_file, err, sizeof(err));
+
+    if (conf != NULL)
+        rt = lk_runtime_new(conf, err, sizeof(err));
+    if (rt == NULL || lk_workers_reload(rt, &st, err, sizeof(err)) != 0) {
+        lk_runtime_free(rt);
+        lk_conf_unref(conf);
+        lk_reloads_failed++;
+        lk_log(LK_ERR, NULL, "SIGHUP: reload refused: %s; still serving generation %llu", err,
+               (unsigned long long)lk_workers_generation());
+        return;
+    }
+    lk_reloads_ok++;
+    lk_log_level = conf->log_level;
+    drain_timeout_ms = conf->drain_timeout_ms;
+    if (conf->workers != first_conf->workers)
+        lk_log(LK_WARN, NULL, "SIGHUP: workers = %d needs a restart; still %d", conf->workers,
+               first_conf->workers);
+    lk_log(LK_INFO, NULL,
+           "SIGHUP: reloaded %s, generation %llu (%zu listeners kept, %zu added, "
+           "%zu removed)",
+           conf_file, (unsigned long long)rt->generation, st.kept, st.added, st.removed);
+    lk_conf_unref(conf); /* rt holds it */
 }
 
 int
@@ -100,17 +148,21 @@ main(int argc, char **argv)
         lk_conf_unref(conf);
         return 1;
     }
+    conf_file = file;
+    first_conf = conf;
+    drain_timeout_ms = conf->drain_timeout_ms;
     sigs[0] = evsignal_new(lk_workers_main_base(), SIGTERM, on_signal, NULL);
     sigs[1] = evsignal_new(lk_workers_main_base(), SIGINT, on_signal, NULL);
-    event_add(sigs[0], NULL);
-    event_add(sigs[1], NULL);
+    sigs[2] = evsignal_new(lk_workers_main_base(), SIGHUP, on_reload, NULL);
+    for (size_t i = 0; i < 3; i++)
+        event_add(sigs[i], NULL);
     lk_log(LK_INFO, NULL, "lookout %s started with %d worker%s", PACKAGE_VERSION, conf->workers,
            conf->workers == 1 ? "" : "s");
     lk_workers_run();
-    event_free(sigs[0]);
-    event_free(sigs[1]);
+    for (size_t i = 0; i < 3; i++)
+        event_free(sigs[i]);
     lk_workers_free();
-    lk_runtime_free(rt);
+    lk_runtime_unref(rt);
     lk_conf_unref(conf);
     lk_log(LK_INFO, NULL, "stopped");
     return 0;

@@ -17,6 +17,16 @@ lk_pair_close(struct lk_pair *p, const char *why)
     lk_conn_close_later(p->c);
 }
 
+void
+lk_pair_close_drained(struct lk_pair *p)
+{
+    if (p->dead)
+        return;
+    p->dead = 1;
+    lk_log(LK_DEBUG, p->c, "stopping: nothing under way; closing");
+    lk_conn_close_after_flush(p->c);
+}
+
 static void
 cleanup(void *arg)
 {
@@ -123,7 +133,7 @@ void
 lk_pair_connect(struct lk_pair *p)
 {
     p->c->action = "connecting to the broker";
-    p->up = lk_upstream_get(p->c->w, p->broker, p->ops->family, p->c->tls, up_ready, p);
+    p->up = lk_upstream_get(p->c->w, p->c->rt, p->broker, p->ops->family, p->c->tls, up_ready, p);
     if (p->up == NULL)
         lk_pair_close(p, "cannot set up a connection to the broker (no internal address of its "
                          "protocol); closing");

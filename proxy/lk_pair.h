@@ -37,6 +37,7 @@ struct lk_pair {
     unsigned connected : 1;
     unsigned any_broker : 1; /* a service address: another broker will do */
     unsigned dead : 1;       /* closing */
+    unsigned draining : 1;   /* lookout is stopping (lk_proto_ops.drain) */
 };
 
 /* Takes over c's callbacks, with idle as the read timeout, and frees the
@@ -48,5 +49,8 @@ void lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_c
 void lk_pair_connect(struct lk_pair *p);
 /* Closes both sides from the loop, logging why (NULL: nothing), once. */
 void lk_pair_close(struct lk_pair *p, const char *why);
+/* Draining, and nothing under way: closes once the client has what was
+ * sent to it (the broker's side goes at once). */
+void lk_pair_close_drained(struct lk_pair *p);
 
 #endif

@@ -262,6 +262,8 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
     char why[200];
 
     while (!p->pr.dead) {
+        if (s->left == 0 && from_client && p->pr.draining)
+            return 0; /* stopping: no new frame goes to the broker */
         if (s->left == 0) {
             int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
             if (r < 0) {
@@ -300,6 +302,27 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
 
 static int choose_broker(struct pconn *p);
 
+/*
+ * Draining: the connection closes at the first point where neither
+ * direction is part-way through a frame: frames from the client stop at
+ * their next boundary, and the broker's are passed on until one ends.
+ * Nothing is cut mid-frame, but what the broker has not answered yet goes
+ * unanswered: the Pulsar clients treat that as they treat a broker
+ * restart (producers send their pending messages again, unacknowledged
+ * messages are redelivered), which is why waiting for answers is not
+ * worth keeping a connection that a busy client would never let idle.
+ * A connection that never reached its broker closes at once.
+ */
+static void
+drain_check(struct pconn *p)
+{
+    if (!p->pr.draining || p->pr.dead)
+        return;
+    if (p->pr.connected && (p->rq.left != 0 || p->rs.left != 0))
+        return;
+    lk_pair_close_drained(&p->pr);
+}
+
 /* The client's input: its CONNECT first (which decides the broker), then
  * frames to the broker. */
 static void
@@ -324,10 +347,11 @@ pump_requests(struct lk_pair *pr)
     struct evbuffer *out = bufferevent_get_output(p->pr.up->bev);
     if (pump(p, 1, in, out) != 0)
         return;
-    if (evbuffer_get_length(out) > LK_PULSAR_HIGH)
+    if (evbuffer_get_length(out) > LK_PULSAR_HIGH || (p->pr.draining && p->rq.left == 0))
         lk_io_disable(&p->pr.c->io, EV_READ);
     else
         lk_io_enable(&p->pr.c->io, EV_READ);
+    drain_check(p);
 }
 
 static void
@@ -343,6 +367,7 @@ pump_responses(struct lk_pair *pr)
         lk_io_disable(&p->pr.up->io, EV_READ);
     else
         lk_io_enable(&p->pr.up->io, EV_READ);
+    drain_check(p);
 }
 
 /*
@@ -438,8 +463,20 @@ start(struct lk_conn *c)
     lk_io_enable(&c->io, EV_READ);
 }
 
+static void
+drain(struct lk_conn *c)
+{
+    struct pconn *p = c->proto;
+
+    p->pr.draining = 1;
+    if (p->rq.left == 0)
+        lk_io_disable(&c->io, EV_READ);
+    drain_check(p);
+}
+
 const struct lk_proto_ops lk_proto_pulsar = {
     .proto = LK_PROTO_PULSAR,
     .name = "pulsar",
     .start = start,
+    .drain = drain,
 };

@@ -399,6 +399,8 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
     struct lk_runtime *rt = lk_xcalloc(1, sizeof(*rt));
 
     rt->conf = lk_conf_ref(conf);
+    rt->refs = 1;
+    rt->generation = 1;
     rt->health = lk_xcalloc(conf->nbrokers + 1, sizeof(*rt->health));
     rt->rr = lk_xcalloc(conf->nclusters + 1, sizeof(*rt->rr));
     rt->dyn = lk_dyn_new();
@@ -435,6 +437,21 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
 fail:
     lk_runtime_free(rt);
     return NULL;
+}
+
+struct lk_runtime *
+lk_runtime_ref(struct lk_runtime *rt)
+{
+    __atomic_add_fetch(&rt->refs, 1, __ATOMIC_RELAXED);
+    return rt;
+}
+
+void
+lk_runtime_unref(struct lk_runtime *rt)
+{
+    /* Release: what one thread did with rt happens before another frees it. */
+    if (rt != NULL && __atomic_sub_fetch(&rt->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        lk_runtime_free(rt);
 }
 
 void

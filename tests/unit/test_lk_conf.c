@@ -221,6 +221,7 @@ test_defaults(void)
     ok(c->timeout_response_ms == 60000, "timeout.response 60s");
     ok(c->timeout_client_header_ms == 10000, "timeout.client_header 10s");
     ok(c->timeout_idle_ms == 60000, "timeout.idle 60s");
+    ok(c->drain_timeout_ms == 30000, "drain_timeout 30s");
     ok(c->max_header_bytes == 32 * 1024, "max_header_bytes 32k");
     ok(c->max_buffer_bytes == 1024 * 1024, "max_buffer_bytes 1m");
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
@@ -268,7 +269,8 @@ test_lookout_keys(void)
                      "tls.key = b.key", "tls.upstream_ca = ca/internal.crt",
                      "timeout.connect = 250ms", "timeout.response = 2m",
                      "timeout.client_header = 3s", "timeout.idle = 90s", "max_header_bytes = 64k",
-                     "max_buffer_bytes = 2M", "upstream.idle_pool = 0", "listen.backlog = 100"));
+                     "max_buffer_bytes = 2M", "upstream.idle_pool = 0", "listen.backlog = 100",
+                     "drain_timeout = 1500ms"));
 
     if (!ok(c != NULL, "loads (%s)", err))
         return;
@@ -293,6 +295,7 @@ test_lookout_keys(void)
     ok(c->max_buffer_bytes == 2 * 1024 * 1024, "max_buffer_bytes");
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
     ok(c->listen_backlog == 100, "listen.backlog");
+    ok(c->drain_timeout_ms == 1500, "drain_timeout");
     lk_conf_unref(c);
 
     c = load_as("/etc/lookout/t.conf",
@@ -623,6 +626,8 @@ test_value_errors(void)
          "0)"},
         {"timeout.idle = -1s",
          "timeout.idle: '-1s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)"},
+        {"drain_timeout = 0s",
+         "drain_timeout: '0s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)"},
         {"max_header_bytes = 32kb",
          "max_header_bytes: '32kb' is not a size (expected e.g. 512, 32k or 5m)"},
         {"max_header_bytes = 0", "max_header_bytes: 0 is below the minimum of 1 bytes"},

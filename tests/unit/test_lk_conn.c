@@ -80,6 +80,7 @@ test_upstream_reuse(void)
         bufferevent_pair_new(w.base, 0, pair);
         struct lk_upstream *u = calloc(1, sizeof(*u));
         u->w = &w;
+        u->rt = &rt;
         u->broker = b;
         u->addr = b->internal->addr[LK_SCHEME_HTTP];
         u->bev = pair[0];
@@ -88,7 +89,7 @@ test_upstream_reuse(void)
         lk_upstream_release(u);
         ok(w.idle[b->index * 2].count == 1, "round %d: released into the idle pool", round);
         called = 0;
-        struct lk_upstream *got = lk_upstream_get(&w, b, LK_SCHEME_HTTP, 0, ready, &called);
+        struct lk_upstream *got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, 0, ready, &called);
         ok(got == u && got->reused && w.idle[b->index * 2].count == 0, "handed out again");
         ok(called == 0, "not reported from the caller's stack");
         if (round == 0)
@@ -102,6 +103,34 @@ test_upstream_reuse(void)
         }
         bufferevent_free(pair[1]);
     }
+    /* After a reload (w.rt is newer): an exchange of the old generation
+     * neither returns its connection to the pools, which are by the new
+     * config's broker index, nor takes one from them. */
+    struct lk_runtime old_rt = {.conf = conf};
+    bufferevent_pair_new(w.base, 0, pair);
+    struct lk_upstream *u = calloc(1, sizeof(*u));
+    *u = (struct lk_upstream){.w = &w, .rt = &old_rt, .broker = b,
+                              .addr = b->internal->addr[LK_SCHEME_HTTP], .bev = pair[0]};
+    u->io.bev = pair[0];
+    u->io.w = &w;
+    lk_upstream_release(u); /* freed */
+    bufferevent_free(pair[1]);
+    ok(w.idle[b->index * 2].count == 0, "an older generation's connection is not pooled");
+    bufferevent_pair_new(w.base, 0, pair);
+    struct lk_upstream *kept = calloc(1, sizeof(*kept));
+    *kept = (struct lk_upstream){.w = &w, .rt = &rt, .broker = b,
+                                 .addr = b->internal->addr[LK_SCHEME_HTTP], .bev = pair[0]};
+    kept->io.bev = pair[0];
+    kept->io.w = &w;
+    struct bufferevent *kept_peer = pair[1];
+    lk_upstream_release(kept);
+    struct lk_upstream *got = lk_upstream_get(&w, &old_rt, b, LK_SCHEME_HTTP, 0, ready, &called);
+    ok(got != kept && w.idle[b->index * 2].count == 1,
+       "nor does it take the current generation's pooled one");
+    lk_upstream_free(got);
+    lk_upstream_free(kept);
+    bufferevent_free(kept_peer);
+    event_base_loop(w.base, EVLOOP_NONBLOCK);
     free(w.idle);
     event_base_free(w.base);
     lk_conf_unref(conf);
