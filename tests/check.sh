@@ -2,7 +2,8 @@
 # The test command: installs what is missing, builds lookout, and runs every
 # test (unit tests, fuzz corpora replay, integration tests against real curl
 # and openssl), first in a normal build and then in an ASan+UBSan build, and
-# then each libFuzzer harness for a bounded time (tests/fuzz/run.sh).
+# then each libFuzzer harness for a bounded time (tests/fuzz/run.sh).  After
+# the plain build it checks what `make install` ships (tests/install/).
 # The last line is "N passed, N failed".
 #
 #   tests/check.sh            everything
@@ -60,6 +61,20 @@ run_suite() {
 }
 
 run_suite plain
+# What `make install` ships, against the plain build: man pages, systemd
+# unit, Dockerfile (lint.sh, a few seconds; `make check` runs it too), then
+# the tarball built, installed and uninstalled (dist.sh, about 40 s; why not
+# `make distcheck` is in its header).
+echo "== install: man pages, systemd unit, Dockerfile"
+LOOKOUT_BIN="$top/build/plain/lookout" "$top/tests/install/lint.sh" >"$top/build/install-lint.log" 2>&1
+grep -E '^not ok|^# ' "$top/build/install-lint.log"
+tail -n 1 "$top/build/install-lint.log"
+tally "$top/build/install-lint.log"
+echo "== install: make dist, build from the tarball, make install and uninstall, in build/dist"
+"$top/tests/install/dist.sh" >"$top/build/install-dist.log" 2>&1
+grep -E '^not ok|^# ' "$top/build/install-dist.log"
+tail -n 1 "$top/build/install-dist.log"
+tally "$top/build/install-dist.log"
 if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
     # A small quarantine: the backpressure tests measure lookout's RSS, and
     # ASan's default 256 MiB of freed-but-held memory would swamp it.

@@ -21,6 +21,9 @@ PKGS="$PKGS stunnel4 util-linux mount"
 # nodejs and npm when the machine has neither.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+# groff and man check the man pages, systemd-analyze the unit
+# (tests/install/lint.sh).
+PKGS="$PKGS groff-base man-db systemd"
 # clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
 # CI) runs; LOOKOUT_FUZZ=no leaves them out.
 [ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"

@@ -1,0 +1,325 @@
+#!/bin/sh
+# Static checks of what `make install` and the Dockerfile ship, cheap enough
+# for every `make check` (a second or two):
+#  - the man pages format with no groff or man warnings;
+#  - lookout.conf.5 documents every config key, with its default: the keys
+#    proxy/lk_conf.c accepts (its tables, tied to sections by check_unknown's
+#    kinds[]) and the keys conf/*.conf sets, section by section, and no key
+#    the code does not accept;
+#  - conf/lookout.service.in passes systemd-analyze verify (filled in with
+#    this build's lookout), keeps its hardening, and stops later than
+#    drain_timeout;
+#  - the Dockerfile's packages exist in this Debian (12), and its runtime
+#    stage has every library lookout links.
+# TAP lines, then "N passed, N failed, N skipped"; exit 1 on any failure.
+# A check whose tool is missing is skipped, saying so.
+#
+#   tests/install/lint.sh       (LOOKOUT_BIN: the lookout to check the unit
+#                                and Dockerfile against; default build/plain)
+set -u
+top=${srcdir:-$(dirname "$0")/../..}
+top=$(cd "$top" && pwd)
+bin=${LOOKOUT_BIN:-$top/build/plain/lookout}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lookout-lint-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+n=0
+passed=0
+failed=0
+skipped=0
+# ok NAME [DETAIL FILE]: a pass.  not_ok NAME [DETAIL FILE]: a failure,
+# with the file's lines as TAP comments.  skip NAME WHY.
+ok() {
+    n=$((n + 1)); passed=$((passed + 1))
+    echo "ok $n - $1"
+}
+not_ok() {
+    n=$((n + 1)); failed=$((failed + 1))
+    echo "not ok $n - $1"
+    [ $# -gt 1 ] && sed 's/^/# /' "$2" | head -n 40
+}
+skip() {
+    n=$((n + 1)); skipped=$((skipped + 1))
+    echo "ok $n - $1 # SKIP $2"
+}
+# check NAME CMD...: passes when CMD exits 0 and prints nothing.
+check() {
+    name=$1
+    shift
+    if "$@" >"$tmp/out" 2>&1 && [ ! -s "$tmp/out" ]; then ok "$name"; else not_ok "$name" "$tmp/out"; fi
+}
+
+# ---- man pages --------------------------------------------------------
+man8=$top/man/lookout.8
+man5=$top/man/lookout.conf.5
+if command -v groff >/dev/null 2>&1; then
+    # A page with a known fault first, so that a groff that stopped warning
+    # cannot pass the real pages by saying nothing.
+    printf '.TH X 1\n.SH NAME\n.BOGUS\n\\fQx\n' >"$tmp/bad.1"
+    if [ -n "$(groff -man -ww -z "$tmp/bad.1" 2>&1)" ]; then
+        ok "groff -ww reports a broken page"
+    else
+        echo "groff printed nothing for $tmp/bad.1" >"$tmp/out"
+        not_ok "groff -ww reports a broken page" "$tmp/out"
+    fi
+    for p in "$man8" "$man5"; do
+        check "groff -man -ww: $(basename "$p") without warnings" groff -man -ww -z "$p"
+    done
+else
+    skip "groff -man -ww" "groff not found (apt-get install groff-base)"
+fi
+if command -v man >/dev/null 2>&1; then
+    for p in "$man8" "$man5"; do
+        # man sends the page to stdout, its warnings to stderr.
+        if MANWIDTH=80 man --warnings -E UTF-8 -l "$p" >"$tmp/page" 2>"$tmp/out" &&
+            [ ! -s "$tmp/out" ] && grep -q 'NAME' "$tmp/page"; then
+            ok "man --warnings: $(basename "$p") renders without warnings"
+        else
+            not_ok "man --warnings: $(basename "$p") renders without warnings" "$tmp/out"
+        fi
+    done
+else
+    skip "man --warnings" "man not found (apt-get install man-db)"
+fi
+
+# Every key in lookout.conf.5: the page marks each section's key list with
+# '.\" keys: KIND' and each key as '.TP' then '.B key'; KIND is lookout,
+# pulsar, kafka, broker-pulsar or broker-kafka.  Prints what is wrong, if
+# anything.  The arguments: lk_conf.c, the man page, then config files.
+cat >"$tmp/keys.pl" <<'EOF'
+use strict;
+use warnings;
+my ($code, $page, @confs) = @ARGV;
+my (%code, %conf, %man, %nodefault, @err);
+sub slurp { open(my $f, '<', $_[0]) or die "$_[0]: $!"; local $/; return <$f> }
+
+# lk_conf.c: the key tables, and check_unknown's kinds[] saying which
+# section (and, for [broker], which cluster kind) each table serves.
+my $src = slurp($code);
+my %table;
+while ($src =~ /static const char \*const (\w+_keys)\[\] = \{(.*?)\};/sg) {
+    my ($name, $body) = ($1, $2);
+    $table{$name} = [ $body =~ /"([^"]+)"/g ];
+}
+my $kinds = 0;
+while ($src =~ /\{"(lookout|pulsar|kafka|broker)",\s*([01]),\s*(\w+)\}/g) {
+    my $kind = $1 eq 'broker' ? ($2 ? 'broker-kafka' : 'broker-pulsar') : $1;
+    die "no table $3 in $code\n" unless $table{$3};
+    $code{$kind}{$_} = 1 for @{ $table{$3} };
+    $kinds++;
+}
+die "found $kinds section kinds in the kinds[] of $code, expected 5: has its shape changed?\n"
+    unless $kinds == 5;
+
+# The config files: [broker C/N] takes its cluster's kind.
+for my $file (@confs) {
+    my ($kind, %cluster, @pending) = ('');
+    open(my $f, '<', $file) or die "$file: $!";
+    while (my $l = <$f>) {
+        if ($l =~ /^\s*\[\s*(\w+)(?:\s+([^\]\s]+))?\s*\]/) {
+            my ($k, $name) = ($1, $2 // '');
+            if ($k eq 'broker') { $kind = "broker:" . ($name =~ s{/.*}{}r) }
+            else { $kind = $k; $cluster{$name} = $k if $k ne 'lookout' }
+        } elsif ($l =~ /^\s*([^\s#;=][^=]*?)\s*=/) {
+            push @pending, [ $kind, $1, $. ];
+        }
+    }
+    for (@pending) {
+        my ($k, $key, $line) = @$_;
+        $k = "broker-" . ($cluster{$1} // '?') if $k =~ /^broker:(.*)/;
+        $conf{$k}{$key} //= "$file:$line";
+    }
+}
+
+# The man page.
+open(my $m, '<', $page) or die "$page: $!";
+my ($kind, $tp, $cur) = ('', 0, undef);
+while (my $l = <$m>) {
+    chomp $l;
+    if ($l =~ /^\.\\" keys: (\S+)/) { $kind = $1; next }
+    if ($l =~ /^\.(SH|SS)\b/) { $kind = ''; $cur = undef; next }
+    if ($l =~ /^\.TP\b/) { $tp = 1; $cur = undef; next }
+    if ($tp && $kind ne '' && $l =~ /^\.B\s+"?([^"\s]+)/) {
+        push @err, "$page:$.: [$kind] $1 documented twice" if $man{$kind}{$1}++;
+        $cur = $1;
+        $nodefault{$kind}{$cur} = $.;
+    } elsif (defined $cur && $l =~ /\b(Default|Required)\b/) {
+        delete $nodefault{$kind}{$cur};
+    }
+    $tp = 0;
+}
+die "found no keys in $page\n" unless %man;
+
+for my $k (sort keys %code) {
+    push @err, "[$k] $_: accepted by $code, missing from $page"
+        for grep { !$man{$k}{$_} } sort keys %{ $code{$k} };
+}
+for my $k (sort keys %conf) {
+    push @err, "[$k] $_: set at $conf{$k}{$_}, missing from $page"
+        for grep { !$man{$k}{$_} } sort keys %{ $conf{$k} };
+}
+for my $k (sort keys %man) {
+    push @err, "[$k] $_: in $page, but $code does not accept it"
+        for grep { !$code{$k}{$_} } sort keys %{ $man{$k} };
+    push @err, "[$k] $_: $page:$nodefault{$k}{$_} says no Default (or Required)"
+        for sort keys %{ $nodefault{$k} };
+}
+print "$_\n" for @err;
+EOF
+if command -v perl >/dev/null 2>&1; then
+    set -- "$top/proxy/lk_conf.c"
+    confs=$(ls "$top"/conf/*.conf)
+    # shellcheck disable=SC2086
+    check "lookout.conf.5 documents every key, with its default" \
+        perl "$tmp/keys.pl" "$1" "$man5" $confs
+    # The same check must fail on a page with one key taken out.
+    awk '/^\.B tls\.upstream_ca$/ && !done { done = 1; print ".B tls.upstream_c"; next } { print }' \
+        "$man5" >"$tmp/short.5"
+    # shellcheck disable=SC2086
+    if perl "$tmp/keys.pl" "$1" "$tmp/short.5" $confs 2>&1 | grep -q 'tls.upstream_ca: accepted'; then
+        ok "the key check notices a key missing from the page"
+    else
+        echo "no complaint about tls.upstream_ca" >"$tmp/out"
+        not_ok "the key check notices a key missing from the page" "$tmp/out"
+    fi
+else
+    skip "config keys in lookout.conf.5" "perl not found"
+fi
+
+# ---- systemd unit -----------------------------------------------------
+unit_in=$top/conf/lookout.service.in
+# The brief of every directive the unit must keep: systemd-analyze accepts
+# a unit without them, so their absence is checked here.
+missing=""
+for d in 'ExecStart=@sbindir@/lookout -c @sysconfdir@/lookout/lookout.conf' \
+    'ExecReload=/bin/kill -HUP $MAINPID' KillSignal=SIGTERM Restart=on-failure \
+    NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes PrivateDevices=yes \
+    ProtectKernelTunables=yes ProtectKernelModules=yes ProtectKernelLogs=yes \
+    ProtectControlGroups=yes 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX' \
+    RestrictNamespaces=yes LockPersonality=yes MemoryDenyWriteExecute=yes \
+    SystemCallFilter=@system-service CapabilityBoundingSet=CAP_NET_BIND_SERVICE \
+    AmbientCapabilities=CAP_NET_BIND_SERVICE User=lookout LogsDirectory=lookout; do
+    grep -qxF "$d" "$unit_in" || missing="$missing
+$d"
+done
+if [ -z "$missing" ]; then
+    ok "lookout.service.in has its run, reload, stop and sandboxing directives"
+else
+    echo "missing:$missing" >"$tmp/out"
+    not_ok "lookout.service.in has its run, reload, stop and sandboxing directives" "$tmp/out"
+fi
+# TimeoutStopSec must exceed drain_timeout's default, when conf/lookout.conf
+# documents one (as `drain_timeout = 30s # ... (default 30s)`).
+to_ms() {
+    case $1 in
+    *ms) echo "${1%ms}" ;;
+    *s) echo $((${1%s} * 1000)) ;;
+    *m) echo $((${1%m} * 60000)) ;;
+    *) echo "" ;;
+    esac
+}
+stop=$(sed -n 's/^TimeoutStopSec=//p' "$unit_in")
+drain=$(sed -n 's/^drain_timeout *= *\([0-9]*m*s*\).*/\1/p' "$top/conf/lookout.conf" | head -n 1)
+if [ -z "$drain" ]; then
+    skip "TimeoutStopSec above drain_timeout" "conf/lookout.conf has no drain_timeout line"
+elif [ "$(to_ms "$stop")" -gt "$(to_ms "$drain")" ] 2>/dev/null; then
+    ok "TimeoutStopSec ($stop) above drain_timeout ($drain)"
+else
+    echo "TimeoutStopSec=$stop, drain_timeout = $drain" >"$tmp/out"
+    not_ok "TimeoutStopSec above drain_timeout" "$tmp/out"
+fi
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    skip "systemd-analyze verify" "systemd-analyze not found (apt-get install systemd)"
+elif [ ! -x "$bin" ]; then
+    skip "systemd-analyze verify" "no lookout binary at $bin (set LOOKOUT_BIN)"
+else
+    # Filled in as make does, with this build's binary so that verify finds
+    # the executable; verify exits 0 on some faults (an unknown system call
+    # group), so any output fails too.
+    mkdir -p "$tmp/unit"
+    sed -e "s|@sbindir@|$(dirname "$bin")|g" -e "s|@sysconfdir@|$tmp/etc|g" "$unit_in" \
+        >"$tmp/unit/lookout.service"
+    check "systemd-analyze verify lookout.service" \
+        systemd-analyze verify --man=no "$tmp/unit/lookout.service"
+    # Exposure 0 (locked down) to 10 (none): the unit scores 1.5; 2.0 fails
+    # when a hardening line goes.
+    if systemd-analyze security --offline=yes --threshold=20 "$tmp/unit/lookout.service" \
+        >"$tmp/out" 2>&1; then
+        ok "systemd-analyze security: $(grep -o 'exposure level[^:]*: [0-9.]* [A-Z]*' "$tmp/out")"
+    else
+        not_ok "systemd-analyze security: exposure at most 2.0" "$tmp/out"
+    fi
+fi
+
+# ---- Dockerfile -------------------------------------------------------
+# The packages each stage's `apt-get install` names: one line per stage,
+# "STAGE pkg pkg ...".
+awk '
+    /^FROM / { stage = ($3 == "AS" || $3 == "as") ? $4 : "runtime"; next }
+    { line = line " " $0 }
+    !/\\$/ {
+        if (line ~ /apt-get install/) {
+            sub(/.*apt-get install/, "", line); sub(/&&.*/, "", line); gsub(/\\/, " ", line)
+            out = stage
+            n = split(line, w, " ")
+            for (i = 1; i <= n; i++) if (w[i] !~ /^-/) out = out " " w[i]
+            print out
+        }
+        line = ""
+    }' "$top/Dockerfile" >"$tmp/stages"
+if ! grep -q '^build .' "$tmp/stages" || ! grep -q '^runtime .' "$tmp/stages"; then
+    not_ok "Dockerfile: a build and a runtime stage installing packages" "$tmp/stages"
+elif grep '^FROM' "$top/Dockerfile" | grep -vqE 'debian:(12|bookworm)'; then
+    grep '^FROM' "$top/Dockerfile" >"$tmp/out"
+    not_ok "Dockerfile: every stage on Debian 12" "$tmp/out"
+else
+    ok "Dockerfile: build and runtime stages on Debian 12"
+fi
+if ! command -v apt-cache >/dev/null 2>&1 || [ "$(. /etc/os-release && echo "$VERSION_ID")" != 12 ]; then
+    skip "Dockerfile packages exist in Debian 12" "not on Debian 12 with apt"
+elif ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
+    skip "Dockerfile packages exist in Debian 12" "no apt lists (run apt-get update)"
+else
+    # One apt-cache call (each reads every list: about a second).
+    pkgs=$(cut -d' ' -f2- "$tmp/stages" | tr ' ' '\n' | sort -u)
+    # shellcheck disable=SC2086
+    apt-cache show --no-all-versions $pkgs 2>/dev/null | sed -n 's/^Package: //p' | sort -u >"$tmp/known"
+    echo "$pkgs" | grep -vxF -f "$tmp/known" | sed 's/$/: not in Debian 12/' >"$tmp/out"
+    if [ -s "$tmp/out" ]; then not_ok "Dockerfile packages exist in Debian 12" "$tmp/out"
+    else ok "Dockerfile packages exist in Debian 12 ($(echo "$pkgs" | wc -l))"; fi
+fi
+if ! command -v dpkg >/dev/null 2>&1 || ! command -v ldd >/dev/null 2>&1 || [ ! -x "$bin" ]; then
+    skip "Dockerfile runtime stage has lookout's libraries" "no dpkg, ldd or lookout binary"
+else
+    # Each library's package, less those every Debian image has: the ones
+    # an Essential package depends on (libc6, zlib1g...).  Sanitizer
+    # runtimes (an ASan build) are no runtime dependency.
+    : >"$tmp/out"
+    dpkg-query -W -f='${Essential}|${Pre-Depends}, ${Depends}\n' |
+        awk -F'|' '$1 == "yes" { print $2 }' | tr ',|' '\n\n' | sed 's/^ *//; s/[ :(].*//' |
+        sort -u >"$tmp/base"
+    found=0
+    runtime=" $(sed -n 's/^runtime //p' "$tmp/stages") "
+    for lib in $(ldd "$bin" | awk '/=> \// { print $3 }'); do
+        case $lib in */libasan* | */libubsan*) continue ;; esac
+        pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
+            dpkg -S "/usr$(readlink -f "$lib")") 2>/dev/null | head -n 1 | cut -d: -f1)
+        if [ -z "$pkg" ]; then
+            echo "$lib: no package owns it" >>"$tmp/out"
+            continue
+        fi
+        found=$((found + 1))
+        case $runtime in *" $pkg "*) ;; *)
+            grep -qxF "$pkg" "$tmp/base" ||
+                echo "$lib: package $pkg is not in the runtime stage" >>"$tmp/out" ;;
+        esac
+    done
+    if [ -s "$tmp/out" ] || [ "$found" -eq 0 ]; then
+        not_ok "Dockerfile runtime stage has lookout's libraries" "$tmp/out"
+    else
+        ok "Dockerfile runtime stage has lookout's libraries ($found, by ldd)"
+    fi
+fi
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
