@@ -17,6 +17,8 @@
 #   tests/install/dist.sh      builds in build/dist; TAP, then
 #                              "N passed, N failed"; exit 1 on any failure
 set -u
+LC_ALL=C
+export LC_ALL
 top=$(cd "$(dirname "$0")/../.." && pwd)
 work=$top/build/dist
 n=0

@@ -17,6 +17,9 @@
 #   tests/install/lint.sh       (LOOKOUT_BIN: the lookout to check the unit
 #                                and Dockerfile against; default build/plain)
 set -u
+# Whatever locale the caller has (perl and man warn about a missing one).
+LC_ALL=C
+export LC_ALL
 top=${srcdir:-$(dirname "$0")/../..}
 top=$(cd "$top" && pwd)
 bin=${LOOKOUT_BIN:-$top/build/plain/lookout}
