@@ -76,6 +76,7 @@ kafka_response(struct lk_flt *f, struct lk_xchg *x, int16_t api_key, int16_t api
                "cover; their internal addresses reached the client",
                f->id, api_key, api_version, rw.unknown);
     x->rewrites += rw.changed;
+    x->unmapped += rw.unknown;
     if (r == LK_KAFKA_RW_REWRITTEN)
         evbuffer_drain(in, len);
     else

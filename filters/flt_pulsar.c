@@ -113,7 +113,7 @@ pulsar_frame(struct lk_flt *f, struct lk_xchg *x, int16_t type, int16_t version,
                b == NULL ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
                                                              : "no broker in the map")
                          : "a broker without the selected listener");
-        x->leaks++;
+        x->unmapped++;
         return LK_FLT_CONTINUE;
     }
     if (l->addr[LK_SCHEME_PULSAR] != NULL)

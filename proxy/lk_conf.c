@@ -81,7 +81,7 @@ static const char *const lookout_keys[] = {
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
     "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
     "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", "drain_timeout",
-    NULL};
+    "log.format",      "log.access",       "log.kafka",        NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
@@ -617,6 +617,29 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
         } else if (strcmp(k, "log_level") == 0) {
             if ((c->log_level = lk_log_level_parse(v)) < 0)
                 return entry_err(ld, s, e, "'%s' is not error, warn, info or debug", v);
+        } else if (strcmp(k, "log.format") == 0) {
+            static const char *const names[] = {"text", "json", NULL};
+            int f = parse_enum(v, names);
+            if (f < 0)
+                return entry_err(ld, s, e, "'%s' is not text or json", v);
+            c->log_format = f == 1 ? LK_LOG_JSON : LK_LOG_TEXT;
+        } else if (strcmp(k, "log.access") == 0) {
+            if (v[0] == '\0')
+                return entry_err(ld, s, e, "empty value: stderr, off, or a file's path");
+            free(c->log_access_file);
+            c->log_access_file = NULL;
+            if (strcmp(v, "stderr") == 0) {
+                c->log_access = LK_ACCESS_STDERR;
+            } else if (strcmp(v, "off") == 0) {
+                c->log_access = LK_ACCESS_OFF;
+            } else {
+                c->log_access = LK_ACCESS_FILE;
+                c->log_access_file = resolve_path(c, v);
+            }
+        } else if (strcmp(k, "log.kafka") == 0) {
+            static const char *const names[] = {"control", "all", NULL};
+            if ((c->log_kafka_all = parse_enum(v, names)) < 0)
+                return entry_err(ld, s, e, "'%s' is not control or all", v);
         } else if (strcmp(k, "tls.certificate") == 0) {
             if (pending != NULL)
                 return report(ld, pending->line, s, "tls.certificate",
@@ -2048,6 +2071,22 @@ build_binds(struct loader *ld)
                                  b->text, u, b->vhosts[0].line);
             }
         }
+        /* Nor a broker's: lookout would dial its own admin listener as that
+         * broker, and answer the broker's clients with metrics. */
+        int wild = strcmp(ip, "0.0.0.0") == 0 || strcmp(ip, "::") == 0;
+        for (size_t k = 0; k < c->nbrokers; k++)
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+                const struct lk_url *u = c->brokers[k]->internal->addr[sc];
+                if (u == NULL || u->port != port)
+                    continue;
+                if (strcmp(u->host, ip) == 0 ||
+                    (wild && (strncmp(u->host, "127.", 4) == 0 || strcmp(u->host, "::1") == 0 ||
+                              strcmp(u->host, "localhost") == 0)))
+                    return entry_err(ld, s, e,
+                                     "%s is the internal address %s of broker %s (line %d)",
+                                     c->admin, u->text, c->brokers[k]->name,
+                                     listeners_line(c, c->brokers[k]));
+            }
     }
     return check_self_dial(ld);
 }
@@ -2171,6 +2210,7 @@ conf_free(struct lk_conf *c)
     }
     free(c->sections);
     free(c->admin);
+    free(c->log_access_file);
     free(c->upstream_ca);
     free(c->file);
     free(c->dir);

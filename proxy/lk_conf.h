@@ -226,6 +226,9 @@ struct lk_ticket_key_file {
     int line;
 };
 
+enum lk_log_format { LK_LOG_TEXT = 0, LK_LOG_JSON };
+enum lk_log_access { LK_ACCESS_STDERR = 0, LK_ACCESS_OFF, LK_ACCESS_FILE };
+
 struct lk_conf {
     char *file; /* path as given */
     char *dir;  /* directory of the file, for relative paths */
@@ -251,6 +254,10 @@ struct lk_conf {
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
     int listen_backlog;                /* `listen.backlog`: listen(2) backlog of each socket, default 4096 */
     int log_level;                     /* `log_level = error|warn|info|debug`, default info */
+    enum lk_log_format log_format;     /* `log.format`: the access log's lines, default text */
+    enum lk_log_access log_access;     /* `log.access = stderr|off|PATH`, default stderr */
+    char *log_access_file;             /* LK_ACCESS_FILE: the path, resolved */
+    int log_kafka_all;                 /* `log.kafka = all`: Produce and Fetch too (default control) */
 
     struct lk_cluster **clusters;
     size_t nclusters;

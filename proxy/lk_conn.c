@@ -27,6 +27,7 @@
 #include "lk_dyn.h"
 #include "lk_location.h"
 #include "lk_log.h"
+#include "lk_stats.h"
 
 const char lk_err_connect[] = "connect failed";
 const char lk_err_connect_timeout[] = "connect timed out";
@@ -678,6 +679,8 @@ lk_conn_close(struct lk_conn *c)
 
     c->bev = NULL;
     c->w->nconns--;
+    if (c->st != NULL)
+        lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
     if (c->close_ev != NULL)
         event_free(c->close_ev);
     if (c->prev != NULL)
@@ -930,6 +933,8 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         ops->start(c);
         return;
     }
+    if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+        lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->tls_failures, 1);
     if (what & BEV_EVENT_ERROR)
         lk_log_ssl(LK_INFO, c, "TLS handshake failed");
     else if (what & BEV_EVENT_TIMEOUT)
@@ -961,6 +966,10 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     c->bind = b;
     c->tls = b->tls;
     c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
+    c->st = ls->st;
+    struct lk_fe_vals *fv = lk_stat_vals(c->st);
+    lk_stat_add(&fv->total, 1);
+    lk_stat_add(&fv->open, 1);
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
         inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
@@ -1320,6 +1329,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
     lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
            why[0] != '\0' ? ": " : "", why);
     lk_broker_connect_result(rt, u->broker, 0);
+    lk_stats_upstream_error(rt, u->broker, u->error);
     u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
 }
 
@@ -1456,6 +1466,7 @@ listen_on(struct lk_worker *w, const struct lk_bind *b, struct lk_listen *ls, ch
         return NULL;
     ls->w = w;
     ls->b = b;
+    ls->st = lk_stats_frontend(b->text, b->proto);
     l = evconnlistener_new(w->base, accept_cb, ls, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
                            0, fd);
     if (l == NULL) {
@@ -1745,6 +1756,15 @@ lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, 
     return 0;
 }
 
+struct lk_runtime *
+lk_workers_runtime(void)
+{
+    pthread_mutex_lock(&cur_mu);
+    struct lk_runtime *rt = cur_rt != NULL ? lk_runtime_ref(cur_rt) : NULL;
+    pthread_mutex_unlock(&cur_mu);
+    return rt;
+}
+
 uint64_t
 lk_workers_generation(void)
 {
@@ -1837,6 +1857,7 @@ static void *
 worker_main(void *arg)
 {
     struct lk_worker *w = arg;
+    lk_stats_set_shard(w->id);
     event_base_dispatch(w->base);
     return NULL;
 }

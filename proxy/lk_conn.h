@@ -28,6 +28,8 @@
 struct lk_conn;
 struct lk_upstream;
 struct lk_ticket_keys;
+struct lk_rt_stats;
+struct lk_stat_obj;
 
 /*
  * State shared by the workers for one config generation: the config, the
@@ -64,6 +66,7 @@ struct lk_runtime {
     struct lk_dyn *dyn;              /* what the map gains at run time (lk_dyn.h) */
     uint64_t generation;             /* 1 for the config lookout started with, +1 per reload */
     int refs;                        /* atomic: lk_runtime_ref / lk_runtime_unref */
+    struct lk_rt_stats *stats;       /* this generation's metrics series (lk_stats.h) */
 };
 
 /* Builds the runtime (TLS contexts) for conf, with one reference.  NULL
@@ -91,6 +94,7 @@ struct lk_listen {
     struct lk_worker *w;
     const struct lk_bind *b; /* the current generation's (a reload repoints it) */
     struct event *resume;    /* after an accept error: accepting again */
+    struct lk_stat_obj *st;  /* the bound address's metrics series */
 };
 
 /* One bound for a bind added at run time (lk_dyn_binds). */
@@ -213,6 +217,7 @@ struct lk_conn {
     const char *action; /* what we were doing, for logs */
     void *proto;        /* the protocol module's state */
     struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
+    struct lk_stat_obj *st; /* its bound address's metrics series */
     uint64_t id;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
     struct event rev;   /* io.rev */
@@ -252,6 +257,9 @@ struct lk_reload_stats {
  * way).  Takes over the caller's reference on success.
  */
 int lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, size_t errlen);
+/* The current generation, with a reference for the caller (NULL before
+ * lk_workers_start). */
+struct lk_runtime *lk_workers_runtime(void);
 /* The current generation's number (1 until the first reload). */
 uint64_t lk_workers_generation(void);
 /* Reloads, as /metrics counts them (lookout_reloads_total{result}): the

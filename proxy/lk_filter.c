@@ -42,6 +42,8 @@ chain_add(struct lk_cluster *cl, const char *name, size_t len, char *err, size_t
     struct lk_flt *f = &cl->filters[cl->nfilters];
     f->ops = ops;
     f->index = cl->nfilters;
+    for (f->reg_index = 0; lk_flt_registry[f->reg_index] != ops; f->reg_index++)
+        ;
     char id[256];
     snprintf(id, sizeof(id), "%s:filters[%zu]=%s", cl->name, cl->nfilters, ops->name);
     f->id = lk_xstrdup(id);
@@ -197,7 +199,9 @@ lk_flt_detach_all(struct lk_xchg *x)
             struct lk_flt *f = &x->cluster->filters[i];                           \
             if (!x->flt[i].attached || f->ops->hook == NULL)                      \
                 continue;                                                         \
+            unsigned before = x->rewrites;                                        \
             enum lk_flt_verdict v = f->ops->hook(f, x, (msg));                    \
+            x->flt[i].rewrites += x->rewrites - before;                           \
             if (v != LK_FLT_CONTINUE)                                             \
                 return v;                                                         \
         }                                                                         \
@@ -242,7 +246,9 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
                        f->id, x->conf->max_buffer_bytes);
                 evbuffer_add_buffer(next, s->acc);
             } else if (last) {
+                unsigned before = x->rewrites;
                 v = f->ops->http_res_body(f, x, s->acc, next, 1);
+                s->rewrites += x->rewrites - before;
             }
         } else if (s->body == LK_BODY_BUFFER) {
             evbuffer_add_buffer(next, cur);
@@ -250,8 +256,11 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
             /* A streaming filter may keep a tail (a match that straddles two
              * reads): what it leaves in acc is offered again next time. */
             evbuffer_add_buffer(s->acc, cur);
-            if (evbuffer_get_length(s->acc) != 0 || last)
+            if (evbuffer_get_length(s->acc) != 0 || last) {
+                unsigned before = x->rewrites;
                 v = f->ops->http_res_body(f, x, s->acc, next, last);
+                s->rewrites += x->rewrites - before;
+            }
         }
         if (last && v == LK_FLT_CONTINUE && evbuffer_get_length(s->acc) != 0) {
             /* a filter that kept bytes at the end: they go on unchanged,
@@ -284,7 +293,9 @@ lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version, struct evbuffe
         if (spare == NULL)
             spare = evbuffer_new();
         next = cur == spare ? in : spare;
+        unsigned before = x->rewrites;
         v = f->ops->frame(f, x, key, version, cur, next);
+        x->flt[i].rewrites += x->rewrites - before;
         evbuffer_add_buffer(next, cur); /* anything it left goes on unchanged */
         cur = next;
     }

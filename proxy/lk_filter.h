@@ -99,6 +99,7 @@ struct lk_flt {
     void *conf;
     char *id;     /* "prod:filters[1]=location", for logs */
     size_t index; /* position in the chain */
+    size_t reg_index; /* position in lk_flt_registry: what metrics count by */
 };
 
 /* The registry: every filter lookout knows, NULL-terminated (filters/filters.c). */

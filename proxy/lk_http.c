@@ -19,6 +19,7 @@
 #include "lk_http_msg.h"
 #include "lk_location.h"
 #include "lk_log.h"
+#include "lk_stats.h"
 #include "lk_xchg.h"
 
 /* Buffer high and low watermarks: past HWM bytes waiting on the slow side,
@@ -61,7 +62,8 @@ struct hx {
     int retried;
     int any_broker;      /* came in on a service address: any broker will do */
     unsigned connects;   /* brokers tried for this exchange */
-    long long start_ms;
+    long long start_us;
+    long long sent_us, head_us; /* the request head sent, the response head come (last hop) */
     const char *upstream_error;
     unsigned seq; /* hconn.seq when this exchange began */
 
@@ -205,7 +207,7 @@ hx_new(struct hconn *hc)
     hx->x.conn = c;
     hx->x.conf = c->conf;
     hx->x.client_tls = c->tls;
-    hx->start_ms = lk_now_ms();
+    hx->start_us = lk_now_us();
     lk_http_msg_init(&hx->x.req, &hx->x.pool, 1);
     lk_http_msg_init(&hx->x.res, &hx->x.pool, 0);
     if (hc->res_body == NULL) {
@@ -245,24 +247,31 @@ hx_free(struct hx *hx)
     lk_pool_free(&pool);
 }
 
+/* The exchange's record, for the metrics and the access log. */
 static void
 access_log(struct hx *hx)
 {
     struct lk_xchg *x = &hx->x;
-    char target[200];
+    struct lk_xrec r;
 
-    lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160);
-    lk_log(LK_INFO, NULL,
-           "%s \"%.*s %s\" %s %d %llu bytes from broker, %llu bytes to client, %u rewrites, "
-           "%u leaks, %u hops%s, %lld ms%s%s",
-           hx->hc->c->peer, (int)x->req.method.len, x->req.method.p, target,
-           x->broker != NULL ? x->broker->name : "-", hx->status,
-           (unsigned long long)hx->res_bytes, (unsigned long long)hx->res_client_bytes,
-           x->rewrites, x->leaks, hx->hops,
-           x->body_overflows != 0 ? ", body over max_buffer_bytes passed through" : "",
-           lk_now_ms() - hx->start_ms,
-           hx->upstream_error ? ", upstream: " : "",
-           hx->upstream_error ? hx->upstream_error : "");
+    memset(&r, 0, sizeof(r));
+    r.c = hx->hc->c;
+    r.cluster = x->cluster;
+    r.broker = x->broker != NULL ? x->broker->name : NULL;
+    r.proto = LK_SP_HTTP;
+    r.method = x->req.method;
+    r.target = x->req.target;
+    r.status = hx->status;
+    r.bytes_in = hx->req_body_bytes;
+    r.bytes_out = hx->res_client_bytes;
+    r.bytes_upstream = hx->res_bytes;
+    r.hops = hx->hops;
+    r.overflowed = x->body_overflows != 0;
+    r.error = hx->upstream_error;
+    lk_xrec_take(&r, x);
+    r.dur_us = lk_now_us() - hx->start_us;
+    r.upstream_us = hx->sent_us != 0 && hx->head_us >= hx->sent_us ? hx->head_us - hx->sent_us : -1;
+    lk_xrec_done(&r);
 }
 
 /* Ends the current exchange and carries on with the connection: the next
@@ -367,6 +376,8 @@ send_request_head(struct hx *hx)
 {
     struct evbuffer *out = bufferevent_get_output(hx->up->bev);
 
+    hx->sent_us = lk_now_us();
+    hx->head_us = 0;
     if (hx->hops == 0) {
         lk_http_write_head(&hx->x.req, out);
         return;
@@ -667,6 +678,7 @@ on_response_head(struct hx *hx)
 
     hx->status = res->status;
     hx->res_head_seen = 1;
+    hx->head_us = lk_now_us();
     hc->c->action = "reading the broker's response";
     /* timeout.response bounds the wait for the head; the body may pause
      * for up to timeout.idle between reads. */
@@ -935,6 +947,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         hx->upstream_error = "timed out";
+        lk_stats_upstream_error_kind(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
         snprintf(reason, sizeof(reason), "broker %s did not answer within %u ms",
                  hx->x.broker->name, hc->c->conf->timeout_response_ms);
         lk_log(LK_WARN, hc->c, "%s", reason);
@@ -959,6 +972,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
     if (retry_stale(hx))
         return;
     hx->upstream_error = (what & BEV_EVENT_EOF) ? "closed the connection" : lk_err_reset;
+    lk_stats_upstream_error_kind(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
     snprintf(reason, sizeof(reason), "broker %s %s %s", hx->x.broker->name,
              hx->upstream_error, hx->res_head_seen ? "mid-response" : "before responding");
     lk_log(LK_WARN, hc->c, "%s", reason);

@@ -31,6 +31,7 @@
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
 #include "lk_pair.h"
+#include "lk_stats.h"
 #include "lk_xchg.h"
 
 /* Unread input above which the other side stops being read. */
@@ -39,6 +40,8 @@
 struct kreq {
     int32_t corr;
     int16_t key, version;
+    uint32_t size;   /* the request frame's, size field included */
+    long long t_us;  /* when its prefix came */
 };
 
 struct kconn {
@@ -59,6 +62,13 @@ struct kconn {
      * send (0: Kafka frames both ways). */
     int sasl_rounds;
     int sasl_left;
+    /* the response under way: when its head came, and its exchange record
+     * (rewrites) while it is held */
+    long long cur_head_us;
+    struct lk_xrec cur_rec;
+    /* for the connection's closing line */
+    long long start_us;
+    uint64_t bytes_in, bytes_out, frames_in, frames_out;
 };
 
 /* timeout.idle of the cluster's: Kafka clients keep connections for
@@ -69,11 +79,34 @@ idle_tv(const struct lk_cluster *cl)
     return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
 }
 
+/* The connection's closing line in the access log (no exchange). */
+static void
+summary(struct kconn *k)
+{
+    struct lk_xrec r;
+
+    memset(&r, 0, sizeof(r));
+    r.c = k->pr.c;
+    r.cluster = k->pr.cluster;
+    r.broker = k->pr.broker != NULL ? k->pr.broker->name : NULL;
+    r.proto = LK_SP_KAFKA;
+    r.summary = 1;
+    r.bytes_in = k->bytes_in;
+    r.bytes_out = k->bytes_out;
+    r.frames_in = k->frames_in;
+    r.frames_out = k->frames_out;
+    r.dur_us = lk_now_us() - k->start_us;
+    r.upstream_us = -1;
+    lk_xrec_done(&r);
+}
+
 static void
 kconn_cleanup(void *arg)
 {
     struct kconn *k = arg;
 
+    if (k->frames_in != 0)
+        summary(k);
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
@@ -129,7 +162,7 @@ next_piece(struct lk_kafka_reader *r, struct evbuffer *in, size_t off, int *ev)
 #define LK_KAFKA_MAX_PENDING 4096
 
 static void
-queue_push(struct kconn *k, int32_t corr, int16_t key, int16_t version)
+queue_push(struct kconn *k, int32_t corr, int16_t key, int16_t version, uint32_t size)
 {
     if (k->qlen == LK_KAFKA_MAX_PENDING) {
         k->qhead = (k->qhead + 1) % k->qcap;
@@ -145,8 +178,10 @@ queue_push(struct kconn *k, int32_t corr, int16_t key, int16_t version)
         k->qcap = ncap;
         k->qhead = 0;
     }
-    k->q[(k->qhead + k->qlen) % k->qcap] = (struct kreq){corr, key, version};
+    k->q[(k->qhead + k->qlen) % k->qcap] = (struct kreq){corr, key, version, size, lk_now_us()};
     k->qlen++;
+    k->frames_in++;
+    k->bytes_in += size;
 }
 
 /* The request a response with correlation id corr answers; the requests
@@ -333,7 +368,7 @@ pump_requests(struct lk_pair *pr)
                     return;
             }
             queue_push(k, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
-                       k->rq.prefix.api_version);
+                       k->rq.prefix.api_version, 4 + (uint32_t)k->rq.prefix.size);
         }
         ready += (size_t)n;
     }
@@ -364,6 +399,7 @@ filter_response(struct kconn *k, struct evbuffer *out)
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
     lk_flt_run_frame(&x, k->cur.key, k->cur.version, k->held, out);
+    lk_xrec_take(&k->cur_rec, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
     evbuffer_drain(k->held, evbuffer_get_length(k->held));
@@ -381,6 +417,29 @@ handshake_v0_answered(struct kconn *k, struct evbuffer *out)
     evbuffer_add_buffer(out, k->held);
     if (accepted)
         sasl_switch(k, k->sasl_rounds);
+}
+
+/* The response to k->cur is out, bytes_out of it: its exchange ends. */
+static void
+exchange_done(struct kconn *k, uint64_t bytes_out)
+{
+    struct lk_xrec *r = &k->cur_rec;
+    long long now = lk_now_us();
+
+    r->c = k->pr.c;
+    r->cluster = k->pr.cluster;
+    r->broker = k->pr.broker->name;
+    r->proto = LK_SP_KAFKA;
+    r->api_key = k->cur.key;
+    r->api_version = k->cur.version;
+    r->bytes_in = k->cur.size;
+    r->bytes_out = bytes_out;
+    r->dur_us = now - k->cur.t_us;
+    r->upstream_us = k->cur_head_us - k->cur.t_us;
+    lk_xrec_done(r);
+    memset(r, 0, sizeof(*r));
+    k->frames_out++;
+    k->bytes_out += bytes_out;
 }
 
 /* Broker to client: each response frame is matched to its request, and
@@ -419,6 +478,7 @@ pump_responses(struct lk_pair *pr)
                 lk_pair_close(&k->pr, why);
                 return;
             }
+            k->cur_head_us = lk_now_us();
             k->holding = (k->pr.cluster->nfilters != 0 &&
                           lk_kafka_response_wanted(k->cur.key, k->cur.version)) ||
                          (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0);
@@ -427,6 +487,8 @@ pump_responses(struct lk_pair *pr)
         }
         if (!k->holding) {
             ready += (size_t)n;
+            if (ev & LK_KAFKA_RD_END)
+                exchange_done(k, 4 + (uint64_t)k->rs.prefix.size);
             continue;
         }
         /* A held frame: what came before it goes first. */
@@ -434,11 +496,13 @@ pump_responses(struct lk_pair *pr)
         ready = 0;
         evbuffer_remove_buffer(in, k->held, (size_t)n);
         if (ev & LK_KAFKA_RD_END) {
+            size_t before = evbuffer_get_length(out);
             k->holding = 0;
             if (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0)
                 handshake_v0_answered(k, out);
             else
                 filter_response(k, out);
+            exchange_done(k, evbuffer_get_length(out) - before);
         }
     }
     if (ready != 0)
@@ -559,6 +623,7 @@ start(struct lk_conn *c)
     struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
 
     c->proto = k;
+    k->start_us = lk_now_us();
     lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
     if (vh == NULL) {

@@ -9,9 +9,12 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "lk_access.h"
+#include "lk_admin.h"
 #include "lk_conf.h"
 #include "lk_conn.h"
 #include "lk_log.h"
+#include "lk_stats.h"
 
 static void
 usage(FILE *out)
@@ -34,13 +37,25 @@ usage(FILE *out)
             "finish for up to drain_timeout, and exits 0; SIGINT does the same within 1s.\n");
 }
 
-static struct event *sigs[3];
+static struct event *sigs[4];
 static const char *conf_file;
 static struct lk_conf *first_conf; /* for what a reload cannot change */
 static unsigned drain_timeout_ms;  /* the current generation's */
 
 /* SIGINT: a drain, but short (someone at a terminal wants it gone). */
 #define LK_SIGINT_DRAIN_MS 1000
+
+/* SIGUSR1: the access log file was moved away (logrotate); a new one. */
+static void
+on_usr1(evutil_socket_t sig, short what, void *arg)
+{
+    char err[512];
+
+    if (lk_access_reopen(err, sizeof(err)) != 0)
+        lk_log(LK_ERR, NULL, "SIGUSR1: %s; the access log goes to the old file still", err);
+    else
+        lk_log(LK_INFO, NULL, "SIGUSR1: access log reopened");
+}
 
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
@@ -80,6 +95,13 @@ on_reload(evutil_socket_t sig, short what, void *arg)
     if (conf->workers != first_conf->workers)
         lk_log(LK_WARN, NULL, "SIGHUP: workers = %d needs a restart; still %d", conf->workers,
                first_conf->workers);
+    if ((conf->admin == NULL) != (first_conf->admin == NULL) ||
+        (conf->admin != NULL && strcmp(conf->admin, first_conf->admin) != 0))
+        lk_log(LK_WARN, NULL, "SIGHUP: admin = %s needs a restart; still %s",
+               conf->admin != NULL ? conf->admin : "(none)",
+               first_conf->admin != NULL ? first_conf->admin : "(none)");
+    if (lk_access_configure(conf, err, sizeof(err)) != 0)
+        lk_log(LK_ERR, NULL, "SIGHUP: %s; the access log goes where it went", err);
     lk_log(LK_INFO, NULL,
            "SIGHUP: reloaded %s, generation %llu (%zu listeners kept, %zu added, "
            "%zu removed)",
@@ -135,17 +157,20 @@ main(int argc, char **argv)
         printf("configuration %s is valid\n", file);
         lk_runtime_free(rt);
         lk_conf_unref(conf);
+        lk_stats_free();
         return 0;
     }
-    if (conf->admin != NULL)
-        lk_log(LK_WARN, NULL, "admin = %s: the admin listener (/healthz, /map, /metrics) is not "
-               "served by this version", conf->admin);
     signal(SIGPIPE, SIG_IGN);
-    if (lk_workers_start(rt, conf->workers, err, sizeof(err)) != 0) {
+    if (lk_access_configure(conf, err, sizeof(err)) != 0 ||
+        lk_workers_start(rt, conf->workers, err, sizeof(err)) != 0 ||
+        lk_admin_start(lk_workers_main_base(), conf, err, sizeof(err)) != 0) {
         fprintf(stderr, "lookout: %s\n", err);
+        lk_admin_stop();
         lk_workers_free();
         lk_runtime_free(rt);
         lk_conf_unref(conf);
+        lk_access_close();
+        lk_stats_free();
         return 1;
     }
     conf_file = file;
@@ -154,16 +179,20 @@ main(int argc, char **argv)
     sigs[0] = evsignal_new(lk_workers_main_base(), SIGTERM, on_signal, NULL);
     sigs[1] = evsignal_new(lk_workers_main_base(), SIGINT, on_signal, NULL);
     sigs[2] = evsignal_new(lk_workers_main_base(), SIGHUP, on_reload, NULL);
-    for (size_t i = 0; i < 3; i++)
+    sigs[3] = evsignal_new(lk_workers_main_base(), SIGUSR1, on_usr1, NULL);
+    for (size_t i = 0; i < 4; i++)
         event_add(sigs[i], NULL);
     lk_log(LK_INFO, NULL, "lookout %s started with %d worker%s", PACKAGE_VERSION, conf->workers,
            conf->workers == 1 ? "" : "s");
     lk_workers_run();
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 4; i++)
         event_free(sigs[i]);
+    lk_admin_stop();
     lk_workers_free();
     lk_runtime_unref(rt);
     lk_conf_unref(conf);
+    lk_access_close();
+    lk_stats_free();
     lk_log(LK_INFO, NULL, "stopped");
     return 0;
 }

@@ -30,6 +30,7 @@
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_pulsar_codec.h"
+#include "lk_stats.h"
 #include "lk_xchg.h"
 
 /* Unread input above which the other side stops being read. */
@@ -45,11 +46,14 @@ struct pstream {
     uint32_t total; /* the frame's totalSize, once its head is read */
     uint32_t cmd_size;
     int type; /* its command's type; -1 until known */
+    uint64_t frames, bytes; /* for the connection's closing line */
 };
 
 struct lookup {
     uint64_t request_id;
     const char *listener; /* the map's name, or NULL: the cluster's */
+    long long t_us;       /* when it came, for the access log */
+    uint32_t size;        /* its frame's */
 };
 
 struct pconn {
@@ -60,13 +64,37 @@ struct pconn {
     size_t lhead, llen;
     const char *listener; /* the last one a LOOKUP named: for CLOSE_* and TOPIC_MIGRATED */
     struct evbuffer *held;
+    long long start_us;
 };
+
+/* The connection's closing line in the access log (no exchange). */
+static void
+summary(struct pconn *p)
+{
+    struct lk_xrec r;
+
+    memset(&r, 0, sizeof(r));
+    r.c = p->pr.c;
+    r.cluster = p->pr.cluster;
+    r.broker = p->pr.broker != NULL ? p->pr.broker->name : NULL;
+    r.proto = LK_SP_PULSAR;
+    r.summary = 1;
+    r.bytes_in = p->rq.bytes;
+    r.bytes_out = p->rs.bytes;
+    r.frames_in = p->rq.frames;
+    r.frames_out = p->rs.frames;
+    r.dur_us = lk_now_us() - p->start_us;
+    r.upstream_us = -1;
+    lk_xrec_done(&r);
+}
 
 static void
 pconn_cleanup(void *arg)
 {
     struct pconn *p = arg;
 
+    if (p->rq.frames != 0)
+        summary(p);
     free(p->lookups);
     if (p->held != NULL)
         evbuffer_free(p->held);
@@ -128,7 +156,7 @@ frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size
 }
 
 static void
-lookup_push(struct pconn *p, uint64_t id, const char *listener)
+lookup_push(struct pconn *p, uint64_t id, const char *listener, uint32_t size)
 {
     if (p->lookups == NULL)
         p->lookups = lk_xcalloc(LK_PULSAR_MAX_LOOKUPS, sizeof(*p->lookups));
@@ -136,27 +164,28 @@ lookup_push(struct pconn *p, uint64_t id, const char *listener)
         p->lhead = (p->lhead + 1) % LK_PULSAR_MAX_LOOKUPS;
         p->llen--;
     }
-    p->lookups[(p->lhead + p->llen) % LK_PULSAR_MAX_LOOKUPS] = (struct lookup){id, listener};
+    p->lookups[(p->lhead + p->llen) % LK_PULSAR_MAX_LOOKUPS] =
+        (struct lookup){id, listener, lk_now_us(), size};
     p->llen++;
 }
 
-/* The listener the lookup with this request id asked for (and forgets it);
- * the cluster's when it named none or is unknown. */
-static const char *
-lookup_take(struct pconn *p, uint64_t id)
+/* The lookup with this request id (and forgets it) into *out: 0, or -1 if
+ * there is none. */
+static int
+lookup_take(struct pconn *p, uint64_t id, struct lookup *out)
 {
     for (size_t i = 0; i < p->llen; i++) {
         struct lookup *l = &p->lookups[(p->lhead + i) % LK_PULSAR_MAX_LOOKUPS];
         if (l->request_id == id) {
-            const char *name = l->listener;
+            *out = *l;
             /* The answers come in any order: fill the hole with the oldest. */
             *l = p->lookups[p->lhead];
             p->lhead = (p->lhead + 1) % LK_PULSAR_MAX_LOOKUPS;
             p->llen--;
-            return name;
+            return 0;
         }
     }
-    return NULL;
+    return -1;
 }
 
 /*
@@ -199,7 +228,7 @@ client_lookup(struct pconn *p, struct evbuffer *out)
         return -1;
     fr = evbuffer_pullup(p->held, -1);
     const char *name = c.has_listener ? lk_cluster_listener_name(p->pr.cluster, c.listener) : NULL;
-    lookup_push(p, c.request_id, name);
+    lookup_push(p, c.request_id, name, (uint32_t)len);
     if (name != NULL)
         p->listener = name;
     if (c.has_listener) {
@@ -213,18 +242,33 @@ client_lookup(struct pconn *p, struct evbuffer *out)
     return 0;
 }
 
-/* A whole command from the broker that names brokers: through the filters. */
+/* A whole command from the broker that names brokers: through the
+ * filters; an exchange of its own (a LOOKUP's, with its LOOKUP_RESPONSE). */
 static int
 broker_command(struct pconn *p, int type, struct evbuffer *out)
 {
     const char *listener = p->listener;
     struct lk_pulsar_cmd c;
     struct lk_xchg x;
+    struct lk_xrec r;
+    struct lookup l;
+    long long now = lk_now_us();
+    size_t before = evbuffer_get_length(out);
 
     if (held_command(p, 0, &c) != 0)
         return -1;
-    if (type == LK_PULSAR_LOOKUP_RESPONSE && c.has_request_id)
-        listener = lookup_take(p, c.request_id);
+    memset(&r, 0, sizeof(r));
+    r.command = type;
+    r.upstream_us = -1;
+    if (type == LK_PULSAR_LOOKUP_RESPONSE && c.has_request_id) {
+        listener = NULL;
+        if (lookup_take(p, c.request_id, &l) == 0) {
+            listener = l.listener;
+            r.command = LK_PULSAR_LOOKUP;
+            r.bytes_in = l.size;
+            r.dur_us = r.upstream_us = now - l.t_us;
+        }
+    }
     memset(&x, 0, sizeof(x));
     lk_pool_init(&x.pool);
     x.conn = p->pr.c;
@@ -236,9 +280,16 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     x.client_tls = p->pr.c->tls;
     lk_flt_attach_all(&x);
     lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
+    lk_xrec_take(&r, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
     evbuffer_drain(p->held, evbuffer_get_length(p->held));
+    r.c = p->pr.c;
+    r.cluster = p->pr.cluster;
+    r.broker = p->pr.broker->name;
+    r.proto = LK_SP_PULSAR;
+    r.bytes_out = evbuffer_get_length(out) - before;
+    lk_xrec_done(&r);
     return 0;
 }
 
@@ -279,6 +330,8 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
                 size_t whole = (size_t)s->total + 4;
                 if (evbuffer_get_length(in) < whole)
                     return 0; /* held frames are small: wait for all of it */
+                s->frames++;
+                s->bytes += whole;
                 if (p->held == NULL)
                     p->held = evbuffer_new();
                 evbuffer_remove_buffer(in, p->held, whole);
@@ -287,6 +340,8 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
                 continue;
             }
             s->left = (uint64_t)s->total + 4;
+            s->frames++;
+            s->bytes += s->left;
         }
         size_t avail = evbuffer_get_length(in);
         if (avail == 0)
@@ -442,6 +497,7 @@ start(struct lk_conn *c)
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
 
     c->proto = p;
+    p->start_us = lk_now_us();
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {

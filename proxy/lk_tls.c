@@ -24,6 +24,7 @@
 #include "lk_conn.h"
 #include "lk_dyn.h"
 #include "lk_log.h"
+#include "lk_stats.h"
 
 static void
 ssl_err(char *err, size_t errlen, const char *what, const char *file, int line,
@@ -404,6 +405,7 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
     rt->health = lk_xcalloc(conf->nbrokers + 1, sizeof(*rt->health));
     rt->rr = lk_xcalloc(conf->nclusters + 1, sizeof(*rt->rr));
     rt->dyn = lk_dyn_new();
+    rt->stats = lk_stats_runtime(conf);
     if (needs_tls(conf, 1)) {
         if (conf->ncerts == 0) {
             for (size_t i = 0; i < conf->nbinds; i++)
@@ -467,6 +469,7 @@ lk_runtime_free(struct lk_runtime *rt)
     free(rt->health);
     free(rt->rr);
     lk_dyn_free(rt->dyn);
+    lk_stats_runtime_free(rt->stats, rt->conf);
     lk_conf_unref(rt->conf);
     free(rt);
 }

@@ -23,6 +23,7 @@ struct lk_flt_state {
     struct evbuffer *acc;   /* the filter's input: bytes it has not yet released */
     struct evbuffer *out;   /* the filter's output, drained by the next stage */
     int overflowed;         /* the body went past the cap: passed through */
+    unsigned rewrites;      /* addresses this filter rewrote (of x->rewrites) */
 };
 
 struct lk_xchg {
@@ -46,6 +47,8 @@ struct lk_xchg {
     size_t body_overflows;    /* buffered bodies passed through over the cap */
     unsigned rewrites;        /* addresses rewritten, for the access log */
     unsigned leaks;           /* internal addresses found by the leak guard */
+    unsigned unmapped;        /* broker addresses no listener could be found for,
+                               * passed through unchanged */
     int body_vetted;          /* a filter rewrote every address field of the body
                                * (LookupData): what is left is no address to refuse */
 };

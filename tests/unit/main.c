@@ -20,6 +20,7 @@ extern const struct lk_test_case lk_test_match[];
 extern const struct lk_test_case lk_test_flt_leak_guard[];
 extern const struct lk_test_case lk_test_kafka_codec[];
 extern const struct lk_test_case lk_test_pulsar_codec[];
+extern const struct lk_test_case lk_test_stats[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -35,6 +36,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_flt_leak_guard,
     lk_test_kafka_codec,
     lk_test_pulsar_codec,
+    lk_test_stats,
     NULL,
 };
 

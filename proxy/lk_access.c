@@ -1,0 +1,332 @@
+/*
+ * The access log (lk_access.h): formatting an exchange record as a text or
+ * JSON line, and where the lines go.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lk_access.h"
+#include "lk_conn.h"
+#include "lk_filter.h"
+#include "lk_kafka_codec.h"
+#include "lk_log.h"
+#include "lk_stats.h"
+
+enum { TO_NOWHERE = 0, TO_STDERR, TO_FILE };
+
+static int target = TO_STDERR; /* atomic: workers read it */
+static int fd = -1;            /* TO_FILE: the file; its number never changes once open */
+static char *path;             /* TO_FILE: the file's name (main thread only) */
+
+static int
+open_file(const char *name, char *err, size_t errlen)
+{
+    int f = open(name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        snprintf(err, errlen, "log.access: cannot open %s: %s", name, strerror(errno));
+    return f;
+}
+
+/* The file's descriptor number stays: dup2 swaps what it refers to in one
+ * step, so a writer on another thread never meets a closed descriptor. */
+static int
+swap_in(const char *name, char *err, size_t errlen)
+{
+    int f = open_file(name, err, errlen);
+    if (f < 0)
+        return -1;
+    if (fd < 0) {
+        fd = f;
+        return 0;
+    }
+    if (dup2(f, fd) < 0) {
+        snprintf(err, errlen, "log.access: dup2: %s", strerror(errno));
+        close(f);
+        return -1;
+    }
+    close(f);
+    return 0;
+}
+
+int
+lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen)
+{
+    if (conf->log_access == LK_ACCESS_FILE) {
+        if (swap_in(conf->log_access_file, err, errlen) != 0)
+            return -1;
+        free(path);
+        path = lk_xstrdup(conf->log_access_file);
+    }
+    __atomic_store_n(&target, conf->log_access == LK_ACCESS_FILE   ? TO_FILE
+                              : conf->log_access == LK_ACCESS_OFF ? TO_NOWHERE
+                                                                  : TO_STDERR,
+                     __ATOMIC_RELEASE);
+    return 0;
+}
+
+int
+lk_access_reopen(char *err, size_t errlen)
+{
+    if (__atomic_load_n(&target, __ATOMIC_ACQUIRE) != TO_FILE || path == NULL)
+        return 0; /* stderr is the supervisor's to rotate */
+    return swap_in(path, err, errlen);
+}
+
+void
+lk_access_close(void)
+{
+    __atomic_store_n(&target, TO_STDERR, __ATOMIC_RELEASE);
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    free(path);
+    path = NULL;
+}
+
+/* Formatting --------------------------------------------------------------- */
+
+struct line {
+    char *p;
+    size_t len, cap; /* cap excludes room kept for the final "\n" */
+};
+
+static void
+put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+put(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (l->len >= l->cap)
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(l->p + l->len, l->cap - l->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        l->len = l->len + (size_t)n < l->cap ? l->len + (size_t)n : l->cap - 1;
+}
+
+/* A JSON string of untrusted bytes: quotes, backslashes and every byte
+ * outside printable ASCII escaped, so that the line is valid JSON (and
+ * UTF-8) whatever the client sent; cut at max bytes. */
+static void
+put_json_str(struct line *l, const char *s, size_t n, size_t max)
+{
+    put(l, "\"");
+    for (size_t i = 0; i < n && i < max && l->len + 8 < l->cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            put(l, "\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f)
+            put(l, "\\u%04x", ch);
+        else
+            l->p[l->len++] = (char)ch;
+    }
+    put(l, "\"");
+}
+
+static void
+put_time(struct line *l, int json, const char *tag)
+{
+    struct timespec ts;
+    struct tm tm;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    if (json)
+        put(l, "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\"", tm.tm_year + 1900,
+            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    else
+        put(l, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s", tm.tm_year + 1900, tm.tm_mon + 1,
+            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, tag);
+}
+
+static const char *
+proto_name(const struct lk_xrec *r)
+{
+    return r->proto == LK_SP_KAFKA ? "kafka" : r->proto == LK_SP_PULSAR ? "pulsar" : "http";
+}
+
+/* What the exchange was, for the text line: "Metadata v12", "LOOKUP". */
+static void
+put_what(struct line *l, const struct lk_xrec *r)
+{
+    char path_text[200];
+
+    if (r->summary) {
+        put(l, "connection");
+    } else if (r->proto == LK_SP_HTTP) {
+        lk_log_sanitize(path_text, r->target.p, r->target.len, 160);
+        put(l, "%.*s %s", (int)(r->method.len > 20 ? 20 : r->method.len), r->method.p, path_text);
+    } else if (r->proto == LK_SP_KAFKA) {
+        const char *name = lk_kafka_api_name(r->api_key);
+        if (name != NULL)
+            put(l, "%s v%d", name, r->api_version);
+        else
+            put(l, "api %d v%d", r->api_key, r->api_version);
+    } else {
+        const char *name = lk_pulsar_command_name(r->command);
+        if (name != NULL)
+            put(l, "%s", name);
+        else
+            put(l, "command %d", r->command);
+    }
+}
+
+static void
+put_filters(struct line *l, const struct lk_xrec *r, int json)
+{
+    int first = 1;
+
+    for (int i = 0; i < LK_STAT_FILTERS && lk_flt_registry[i] != NULL; i++) {
+        if (r->flt_rewrites[i] == 0)
+            continue;
+        put(l, json ? "%s\"%s\":%u" : "%s%s=%u", first ? "" : ",", lk_flt_registry[i]->name,
+            r->flt_rewrites[i]);
+        first = 0;
+    }
+}
+
+static void
+format_text(struct line *l, const struct lk_xrec *r)
+{
+    put(l, "%s > %s %s \"", r->c->peer, r->c->bind->text, proto_name(r));
+    put_what(l, r);
+    put(l, "\" %s ", r->broker != NULL ? r->broker : "-");
+    if (r->proto == LK_SP_HTTP && !r->summary)
+        put(l, "%d", r->status);
+    else
+        put(l, "-");
+    put(l, ", %llu bytes from client, %llu bytes to client", (unsigned long long)r->bytes_in,
+        (unsigned long long)r->bytes_out);
+    if (r->proto == LK_SP_HTTP)
+        put(l, ", %llu bytes from broker", (unsigned long long)r->bytes_upstream);
+    if (r->summary)
+        put(l, ", %llu frames from client, %llu frames to client",
+            (unsigned long long)r->frames_in, (unsigned long long)r->frames_out);
+    else {
+        put(l, ", %u rewrites", r->rewrites);
+        if (r->rewrites != 0) {
+            put(l, " (");
+            put_filters(l, r, 0);
+            put(l, ")");
+        }
+        put(l, ", %u leaks, %u unmapped", r->leaks, r->unmapped);
+        if (r->proto == LK_SP_HTTP)
+            put(l, ", %u hops", r->hops);
+    }
+    if (r->overflowed)
+        put(l, ", body over max_buffer_bytes passed through");
+    put(l, ", %lld ms", r->dur_us / 1000);
+    if (r->upstream_us >= 0)
+        put(l, ", upstream %lld ms", r->upstream_us / 1000);
+    if (r->error != NULL)
+        put(l, ", upstream: %s", r->error);
+}
+
+static void
+format_json(struct line *l, const struct lk_xrec *r)
+{
+    put(l, ",\"client\":\"%s\",\"frontend\":\"%s\",\"protocol\":\"%s\"", r->c->peer,
+        r->c->bind->text, proto_name(r));
+    if (r->cluster != NULL)
+        put(l, ",\"cluster\":\"%s\"", r->cluster->name);
+    if (r->broker != NULL)
+        put(l, ",\"broker\":\"%s\"", r->broker);
+    if (r->summary) {
+        put(l, ",\"event\":\"connection\",\"frames_in\":%llu,\"frames_out\":%llu",
+            (unsigned long long)r->frames_in, (unsigned long long)r->frames_out);
+    } else if (r->proto == LK_SP_HTTP) {
+        put(l, ",\"method\":");
+        put_json_str(l, r->method.p, r->method.len, 20);
+        put(l, ",\"path\":");
+        put_json_str(l, r->target.p, r->target.len, 1024);
+        put(l, ",\"status\":%d", r->status);
+    } else if (r->proto == LK_SP_KAFKA) {
+        const char *name = lk_kafka_api_name(r->api_key);
+        if (name != NULL)
+            put(l, ",\"api\":\"%s\"", name);
+        put(l, ",\"api_key\":%d,\"api_version\":%d", r->api_key, r->api_version);
+    } else {
+        const char *name = lk_pulsar_command_name(r->command);
+        if (name != NULL)
+            put(l, ",\"command\":\"%s\"", name);
+        else
+            put(l, ",\"command\":\"%d\"", r->command);
+    }
+    put(l, ",\"bytes_in\":%llu,\"bytes_out\":%llu", (unsigned long long)r->bytes_in,
+        (unsigned long long)r->bytes_out);
+    if (r->proto == LK_SP_HTTP)
+        put(l, ",\"bytes_from_broker\":%llu,\"hops\":%u", (unsigned long long)r->bytes_upstream,
+            r->hops);
+    if (!r->summary) {
+        put(l, ",\"rewrites\":%u,\"filters\":{", r->rewrites);
+        put_filters(l, r, 1);
+        put(l, "},\"leaks\":%u,\"unmapped\":%u", r->leaks, r->unmapped);
+    }
+    if (r->overflowed)
+        put(l, ",\"body_overflow\":true");
+    put(l, ",\"duration_ms\":%lld.%03lld", r->dur_us / 1000, r->dur_us % 1000);
+    if (r->upstream_us >= 0)
+        put(l, ",\"upstream_ms\":%lld.%03lld", r->upstream_us / 1000, r->upstream_us % 1000);
+    if (r->error != NULL) {
+        put(l, ",\"error\":");
+        put_json_str(l, r->error, strlen(r->error), 200);
+    }
+    put(l, "}");
+}
+
+size_t
+lk_access_format(const struct lk_xrec *r, int json, const char *tag, char *buf, size_t len)
+{
+    struct line l = {buf, 0, len - 1};
+
+    put_time(&l, json, tag);
+    if (json)
+        format_json(&l, r);
+    else
+        format_text(&l, r);
+    if (json && (l.len == 0 || buf[l.len - 1] != '}')) {
+        /* cut short: a line that does not parse is worse than a short one */
+        l.len = 0;
+        put_time(&l, 1, "");
+        put(&l, ",\"client\":\"%s\",\"truncated\":true}", r->c->peer);
+    }
+    buf[l.len++] = '\n';
+    buf[l.len] = '\0';
+    return l.len;
+}
+
+/* Kafka's data path: a line per batch produced or fetched unless
+ * log.kafka = all. */
+static int
+kafka_data(int key)
+{
+    return key == LK_KAFKA_PRODUCE || key == LK_KAFKA_FETCH || key == LK_KAFKA_SHARE_FETCH ||
+           key == LK_KAFKA_SHARE_ACKNOWLEDGE;
+}
+
+void
+lk_access_write(const struct lk_xrec *r)
+{
+    int to = __atomic_load_n(&target, __ATOMIC_ACQUIRE);
+    const struct lk_conf *conf = r->c->conf;
+    char line[4096];
+
+    if (to == TO_NOWHERE || (to == TO_STDERR && lk_log_level < LK_INFO))
+        return;
+    if (r->proto == LK_SP_KAFKA && !r->summary && !conf->log_kafka_all && kafka_data(r->api_key))
+        return;
+    /* On stderr, among the other log lines, in their shape: "time [info] ..." */
+    size_t n = lk_access_format(r, conf->log_format == LK_LOG_JSON,
+                                to == TO_STDERR ? "[info] " : "", line, sizeof(line));
+    ssize_t w = write(to == TO_FILE ? fd : STDERR_FILENO, line, n);
+    (void)w;
+}

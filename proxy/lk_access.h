@@ -1,0 +1,31 @@
+/*
+ * The access log: one line per exchange record (lk_stats.h), as text or
+ * JSON (`log.format`), to stderr, to a file, or nowhere (`log.access`).
+ * Each line is one write(2), so worker threads never interleave.  A file
+ * is reopened on SIGUSR1 (logrotate's postrotate), in place: the new file
+ * takes the old descriptor's number (dup2), so a worker writing at that
+ * moment writes to one or the other, never to a closed descriptor.
+ */
+#ifndef LK_ACCESS_H
+#define LK_ACCESS_H
+
+#include <stddef.h>
+
+struct lk_conf;
+struct lk_xrec;
+
+/* Follows conf's log.access: opens the file (relative paths against the
+ * config's directory), or stderr, or nothing.  0, or -1 with a message
+ * (the file cannot be opened); the previous target stays then. */
+int lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen);
+/* Reopens the file by its name (SIGUSR1).  0, or -1 with a message. */
+int lk_access_reopen(char *err, size_t errlen);
+/* Closes the file (at exit). */
+void lk_access_close(void);
+/* Writes r's line, as r->c->conf's log.format says. */
+void lk_access_write(const struct lk_xrec *r);
+/* Formats r's line into buf (NUL-terminated, ending in '\n'); its length.
+ * json: log.format = json; tag (text only) goes after the time. */
+size_t lk_access_format(const struct lk_xrec *r, int json, const char *tag, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,352 @@
+/*
+ * The admin listener (lk_admin.h): a small HTTP/1.x server of its own, on
+ * worker 0's loop.  It reads one request head, answers, and closes; it
+ * shares nothing with the proxy's HTTP module, so that nothing a broker's
+ * clients send can reach it, nor it them.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <jansson.h>
+
+#include "lk_admin.h"
+#include "lk_conn.h"
+#include "lk_filter.h"
+#include "lk_log.h"
+#include "lk_stats.h"
+
+/* A request head longer than this is refused (431): the admin API takes
+ * no headers that matter. */
+#define LK_ADMIN_HEAD_MAX 8192
+
+struct aconn {
+    struct bufferevent *bev;
+    struct aconn *prev, *next;
+};
+
+static struct evconnlistener *listener;
+static struct aconn *aconns;
+/* /map ------------------------------------------------------------------------ */
+
+static json_t *
+str_or_null(const char *s)
+{
+    return s != NULL ? json_string(s) : json_null();
+}
+
+static json_t *
+listener_json(const struct lk_listener *l)
+{
+    json_t *j = json_object();
+    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+        if (l->addr[sc] != NULL)
+            json_object_set_new(j, lk_scheme_name((enum lk_scheme)sc),
+                                json_string(l->addr[sc]->text));
+    return j;
+}
+
+/* Passive health of broker b: consecutive connect failures, and until when
+ * round-robin skips it (wall-clock time, or null). */
+static json_t *
+health_json(struct lk_runtime *rt, const struct lk_broker *b)
+{
+    unsigned fails = __atomic_load_n(&rt->health[b->index].fails, __ATOMIC_RELAXED);
+    long long until = __atomic_load_n(&rt->health[b->index].retry_after_ms, __ATOMIC_RELAXED);
+    long long left = until - lk_now_ms();
+    json_t *ejected = json_null();
+
+    if (left > 0) {
+        char when[64];
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + left;
+        time_t secs = (time_t)(ms / 1000);
+        gmtime_r(&secs, &tm);
+        snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+        ejected = json_string(when);
+    }
+    return json_pack("{s:b,s:I,s:o}", "up", left <= 0, "consecutive_failures", (json_int_t)fails,
+                     "ejected_until", ejected);
+}
+
+static json_t *
+protos_json(unsigned proto)
+{
+    json_t *a = json_array();
+    if (proto & LK_PROTO_HTTP)
+        json_array_append_new(a, json_string("http"));
+    if (proto & LK_PROTO_PULSAR)
+        json_array_append_new(a, json_string("pulsar"));
+    if (proto & LK_PROTO_KAFKA)
+        json_array_append_new(a, json_string("kafka"));
+    return a;
+}
+
+static json_t *
+cluster_json(struct lk_runtime *rt, const struct lk_cluster *cl)
+{
+    json_t *j = json_object(), *brokers = json_array(), *filters = json_array();
+
+    json_object_set_new(j, "name", json_string(cl->name));
+    json_object_set_new(j, "protocols", protos_json(cl->proto));
+    json_object_set_new(j, "internal_listener", str_or_null(cl->internal_listener));
+    json_object_set_new(j, "lookup_listener", str_or_null(cl->lookup_listener));
+    if (cl->web_service != NULL)
+        json_object_set_new(j, "web_service_url", json_string(cl->web_service->text));
+    if (cl->service != NULL)
+        json_object_set_new(j, "service_url", json_string(cl->service->text));
+    if (cl->nbootstrap != 0) {
+        json_t *bs = json_array();
+        for (size_t i = 0; i < cl->nbootstrap; i++)
+            json_array_append_new(bs, json_string(cl->bootstrap[i].text));
+        json_object_set_new(j, "bootstrap_servers", bs);
+    }
+    if (cl->pattern != NULL)
+        json_object_set_new(j, "broker_pattern", json_string(cl->pattern->text));
+    for (size_t i = 0; i < cl->nfilters; i++)
+        json_array_append_new(filters, json_string(cl->filters[i].ops->name));
+    json_object_set_new(j, "filters", filters);
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        json_t *jb = json_object(), *ls = json_object();
+        json_object_set_new(jb, "name", json_string(b->name));
+        json_object_set_new(jb, "id", json_string(b->id));
+        if (b->node_id >= 0)
+            json_object_set_new(jb, "node_id", json_integer(b->node_id));
+        json_object_set_new(jb, "internal_listener", json_string(b->internal->name));
+        json_object_set_new(jb, "lookup_listener",
+                            b->lookup != NULL ? json_string(b->lookup->name) : json_null());
+        for (size_t k = 0; k < b->nlisteners; k++)
+            json_object_set_new(ls, b->listeners[k].name, listener_json(&b->listeners[k]));
+        json_object_set_new(jb, "listeners", ls);
+        json_object_set_new(jb, "health", health_json(rt, b));
+        json_array_append_new(brokers, jb);
+    }
+    json_object_set_new(j, "brokers", brokers);
+    return j;
+}
+
+static json_t *
+bind_json(const struct lk_bind *b)
+{
+    json_t *routes = json_array();
+
+    for (size_t i = 0; i < b->nvhosts; i++) {
+        const struct lk_vhost *v = &b->vhosts[i];
+        json_t *r = json_pack("{s:s,s:i,s:s,s:s}", "host", v->host, "port", (int)v->port, "scheme",
+                              lk_scheme_name(v->scheme), "cluster", v->cluster->name);
+        json_object_set_new(r, "broker", v->broker != NULL ? json_string(v->broker->name)
+                                                           : json_null());
+        if (v->pattern != NULL)
+            json_object_set_new(r, "broker_pattern", json_true());
+        json_array_append_new(routes, r);
+    }
+    return json_pack("{s:s,s:s,s:b,s:o}", "address", b->text, "protocol",
+                     b->proto == LK_PROTO_KAFKA    ? "kafka"
+                     : b->proto == LK_PROTO_PULSAR ? "pulsar"
+                                                   : "http",
+                     "tls", b->tls, "routes", routes);
+}
+
+void
+lk_admin_map(struct evbuffer *out, struct lk_runtime *rt)
+{
+    const struct lk_conf *conf = rt->conf;
+    json_t *clusters = json_array(), *binds = json_array();
+
+    for (size_t i = 0; i < conf->nclusters; i++)
+        json_array_append_new(clusters, cluster_json(rt, conf->clusters[i]));
+    for (size_t i = 0; i < conf->nbinds; i++)
+        json_array_append_new(binds, bind_json(conf->binds[i]));
+    json_t *root = json_pack("{s:I,s:s,s:o,s:o}", "generation", (json_int_t)rt->generation, "config",
+                             conf->file, "clusters", clusters, "binds", binds);
+    char *text = json_dumps(root, JSON_COMPACT);
+    if (text != NULL) {
+        evbuffer_add(out, text, strlen(text));
+        evbuffer_add(out, "\n", 1);
+        free(text);
+    }
+    json_decref(root);
+}
+
+/* Connections ------------------------------------------------------------------- */
+
+static void
+aconn_free(struct aconn *a)
+{
+    if (a->prev != NULL)
+        a->prev->next = a->next;
+    else
+        aconns = a->next;
+    if (a->next != NULL)
+        a->next->prev = a->prev;
+    bufferevent_free(a->bev);
+    free(a);
+}
+
+static void
+drained(struct bufferevent *bev, void *arg)
+{
+    aconn_free(arg);
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+    aconn_free(arg);
+}
+
+static void
+reply(struct aconn *a, int status, const char *reason, const char *type, struct evbuffer *body)
+{
+    struct evbuffer *out = bufferevent_get_output(a->bev);
+
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                        "%sConnection: close\r\n\r\n",
+                        status, reason, type, evbuffer_get_length(body),
+                        status == 405 ? "Allow: GET\r\n" : "");
+    evbuffer_add_buffer(out, body);
+    /* Whatever else the client sends is not read; once the answer is out,
+     * the connection closes. */
+    bufferevent_disable(a->bev, EV_READ);
+    bufferevent_setcb(a->bev, NULL, drained, on_event, a);
+    bufferevent_enable(a->bev, EV_WRITE);
+}
+
+static void
+serve(struct aconn *a, const char *method, size_t mlen, const char *path, size_t plen)
+{
+    struct evbuffer *body = evbuffer_new();
+    const char *q = memchr(path, '?', plen);
+
+    if (q != NULL)
+        plen = (size_t)(q - path);
+#define IS(p) (plen == sizeof(p) - 1 && memcmp(path, p, plen) == 0)
+    if (!IS("/metrics") && !IS("/healthz") && !IS("/map")) {
+        evbuffer_add_printf(body, "not found: /metrics, /healthz, /map\n");
+        reply(a, 404, "Not Found", "text/plain; charset=utf-8", body);
+    } else if (!(mlen == 3 && memcmp(method, "GET", 3) == 0)) {
+        evbuffer_add_printf(body, "method not allowed: GET only\n");
+        reply(a, 405, "Method Not Allowed", "text/plain; charset=utf-8", body);
+    } else if (IS("/metrics")) {
+        struct lk_runtime *rt = lk_workers_runtime(); /* the generation serving now */
+        lk_stats_write(body, rt, rt != NULL ? rt->generation : 0, atomic_load(&lk_reloads_ok),
+                       atomic_load(&lk_reloads_failed));
+        lk_runtime_unref(rt);
+        reply(a, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body);
+    } else if (IS("/healthz")) {
+        int d = lk_workers_draining();
+        evbuffer_add_printf(body, d ? "draining\n" : "ok\n");
+        reply(a, d ? 503 : 200, d ? "Service Unavailable" : "OK", "text/plain; charset=utf-8",
+              body);
+    } else {
+        struct lk_runtime *rt = lk_workers_runtime();
+        if (rt != NULL)
+            lk_admin_map(body, rt);
+        lk_runtime_unref(rt);
+        reply(a, 200, "OK", "application/json", body);
+    }
+#undef IS
+    evbuffer_free(body);
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+    struct aconn *a = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+
+    if (end.pos < 0)
+        end = evbuffer_search(in, "\n\n", 2, NULL);
+    if (end.pos < 0) {
+        if (evbuffer_get_length(in) > LK_ADMIN_HEAD_MAX) {
+            struct evbuffer *body = evbuffer_new();
+            evbuffer_add_printf(body, "request head too large\n");
+            reply(a, 431, "Request Header Fields Too Large", "text/plain; charset=utf-8", body);
+            evbuffer_free(body);
+        }
+        return;
+    }
+    size_t len = (size_t)end.pos;
+    const char *head = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+    const char *eol = memchr(head, '\n', len);
+    size_t llen = eol != NULL ? (size_t)(eol - head) : len;
+    const char *sp1 = memchr(head, ' ', llen);
+    const char *sp2 = sp1 != NULL ? memchr(sp1 + 1, ' ', llen - (size_t)(sp1 + 1 - head)) : NULL;
+    if (sp1 == NULL || sp2 == NULL || sp2 == sp1 + 1 || sp1 == head) {
+        struct evbuffer *body = evbuffer_new();
+        evbuffer_add_printf(body, "bad request\n");
+        reply(a, 400, "Bad Request", "text/plain; charset=utf-8", body);
+        evbuffer_free(body);
+        return;
+    }
+    serve(a, head, (size_t)(sp1 - head), sp1 + 1, (size_t)(sp2 - sp1 - 1));
+}
+
+static void
+on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+    struct aconn *a = lk_xcalloc(1, sizeof(*a));
+    struct timeval tv = {10, 0};
+
+    a->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    if (a->bev == NULL) {
+        evutil_closesocket(fd);
+        free(a);
+        return;
+    }
+    a->next = aconns;
+    if (aconns != NULL)
+        aconns->prev = a;
+    aconns = a;
+    bufferevent_setcb(a->bev, on_read, NULL, on_event, a);
+    bufferevent_set_timeouts(a->bev, &tv, &tv);
+    bufferevent_enable(a->bev, EV_READ);
+}
+
+int
+lk_admin_start(struct event_base *base, const struct lk_conf *conf, char *err, size_t errlen)
+{
+    const char *addr = conf->admin;
+    struct sockaddr_storage ss;
+    int sslen = sizeof(ss);
+
+    if (addr == NULL)
+        return 0;
+    if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) != 0) {
+        snprintf(err, errlen, "admin = %s: not IP:port", addr);
+        return -1;
+    }
+    listener = evconnlistener_new_bind(base, on_accept, NULL,
+                                       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+                                           LEV_OPT_REUSEABLE,
+                                       64, (struct sockaddr *)&ss, sslen);
+    if (listener == NULL) {
+        int e = EVUTIL_SOCKET_ERROR();
+        snprintf(err, errlen, "admin = %s: cannot listen: %s", addr,
+                 evutil_socket_error_to_string(e));
+        return -1;
+    }
+    lk_log(LK_INFO, NULL, "admin listener on %s (/metrics, /healthz, /map)", addr);
+    return 0;
+}
+
+void
+lk_admin_stop(void)
+{
+    if (listener != NULL)
+        evconnlistener_free(listener);
+    listener = NULL;
+    while (aconns != NULL)
+        aconn_free(aconns);
+}
