@@ -63,9 +63,10 @@ lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen)
         free(path);
         path = lk_xstrdup(conf->log_access_file);
     }
-    __atomic_store_n(&target, conf->log_access == LK_ACCESS_FILE   ? TO_FILE
-                              : conf->log_access == LK_ACCESS_OFF ? TO_NOWHERE
-                                                                  : TO_STDERR,
+    __atomic_store_n(&target,
+                     conf->log_access == LK_ACCESS_FILE  ? TO_FILE
+                     : conf->log_access == LK_ACCESS_OFF ? TO_NOWHERE
+                                                         : TO_STDERR,
                      __ATOMIC_RELEASE);
     return 0;
 }
@@ -96,8 +97,7 @@ struct line {
     size_t len, cap; /* cap excludes room kept for the final "\n" */
 };
 
-static void
-put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 put(struct line *l, const char *fmt, ...)
@@ -154,6 +154,17 @@ proto_name(const struct lk_xrec *r)
     return r->proto == LK_SP_KAFKA ? "kafka" : r->proto == LK_SP_PULSAR ? "pulsar" : "http";
 }
 
+/* A Pulsar command's name (with named), or its number (numbered). */
+static void
+put_command(struct line *l, const struct lk_xrec *r, const char *named, const char *numbered)
+{
+    const char *name = lk_pulsar_command_name(r->command);
+    if (name != NULL)
+        put(l, named, name);
+    else
+        put(l, numbered, r->command);
+}
+
 /* What the exchange was, for the text line: "Metadata v12", "LOOKUP". */
 static void
 put_what(struct line *l, const struct lk_xrec *r)
@@ -172,11 +183,7 @@ put_what(struct line *l, const struct lk_xrec *r)
         else
             put(l, "api %d v%d", r->api_key, r->api_version);
     } else {
-        const char *name = lk_pulsar_command_name(r->command);
-        if (name != NULL)
-            put(l, "%s", name);
-        else
-            put(l, "command %d", r->command);
+        put_command(l, r, "%s", "command %d");
     }
 }
 
@@ -200,46 +207,52 @@ format_text(struct line *l, const struct lk_xrec *r)
     put(l, "%s > %s %s \"", r->c->peer, r->c->bind->text, proto_name(r));
     put_what(l, r);
     put(l, "\" %s ", r->broker != NULL ? r->broker : "-");
-    if (r->proto == LK_SP_HTTP && !r->summary)
-        put(l, "%d", r->status);
-    else
-        put(l, "-");
-    put(l, ", %llu bytes from client, %llu bytes to client", (unsigned long long)r->bytes_in,
-        (unsigned long long)r->bytes_out);
+    /* HTTP's fields in the order lookout has always logged them; what
+     * came later goes after them. */
     if (r->proto == LK_SP_HTTP)
-        put(l, ", %llu bytes from broker", (unsigned long long)r->bytes_upstream);
+        put(l, "%d %llu bytes from broker, ", r->status, (unsigned long long)r->bytes_upstream);
+    else
+        put(l, "- ");
+    put(l, "%llu bytes to client", (unsigned long long)r->bytes_out);
     if (r->summary)
-        put(l, ", %llu frames from client, %llu frames to client",
-            (unsigned long long)r->frames_in, (unsigned long long)r->frames_out);
-    else {
-        put(l, ", %u rewrites", r->rewrites);
-        if (r->rewrites != 0) {
-            put(l, " (");
-            put_filters(l, r, 0);
-            put(l, ")");
-        }
-        put(l, ", %u leaks, %u unmapped", r->leaks, r->unmapped);
-        if (r->proto == LK_SP_HTTP)
-            put(l, ", %u hops", r->hops);
-    }
+        put(l, ", %llu frames to client", (unsigned long long)r->frames_out);
+    else
+        put(l, ", %u rewrites, %u leaks", r->rewrites, r->leaks);
+    if (r->proto == LK_SP_HTTP)
+        put(l, ", %u hops", r->hops);
     if (r->overflowed)
         put(l, ", body over max_buffer_bytes passed through");
+    put(l, ", %llu bytes from client", (unsigned long long)r->bytes_in);
+    if (r->summary)
+        put(l, ", %llu frames from client", (unsigned long long)r->frames_in);
     put(l, ", %lld ms", r->dur_us / 1000);
-    if (r->upstream_us >= 0)
-        put(l, ", upstream %lld ms", r->upstream_us / 1000);
     if (r->error != NULL)
         put(l, ", upstream: %s", r->error);
+    if (r->upstream_us >= 0)
+        put(l, ", broker %lld ms", r->upstream_us / 1000);
+    if (r->unmapped != 0)
+        put(l, ", %u unmapped", r->unmapped);
+    if (r->rewrites != 0) {
+        put(l, ", rewritten by ");
+        put_filters(l, r, 0);
+    }
 }
 
 static void
 format_json(struct line *l, const struct lk_xrec *r)
 {
+    /* peer and bind text are addresses; names come from the config and
+     * are escaped like anything else */
     put(l, ",\"client\":\"%s\",\"frontend\":\"%s\",\"protocol\":\"%s\"", r->c->peer,
         r->c->bind->text, proto_name(r));
-    if (r->cluster != NULL)
-        put(l, ",\"cluster\":\"%s\"", r->cluster->name);
-    if (r->broker != NULL)
-        put(l, ",\"broker\":\"%s\"", r->broker);
+    if (r->cluster != NULL) {
+        put(l, ",\"cluster\":");
+        put_json_str(l, r->cluster->name, strlen(r->cluster->name), 200);
+    }
+    if (r->broker != NULL) {
+        put(l, ",\"broker\":");
+        put_json_str(l, r->broker, strlen(r->broker), 200);
+    }
     if (r->summary) {
         put(l, ",\"event\":\"connection\",\"frames_in\":%llu,\"frames_out\":%llu",
             (unsigned long long)r->frames_in, (unsigned long long)r->frames_out);
@@ -255,11 +268,7 @@ format_json(struct line *l, const struct lk_xrec *r)
             put(l, ",\"api\":\"%s\"", name);
         put(l, ",\"api_key\":%d,\"api_version\":%d", r->api_key, r->api_version);
     } else {
-        const char *name = lk_pulsar_command_name(r->command);
-        if (name != NULL)
-            put(l, ",\"command\":\"%s\"", name);
-        else
-            put(l, ",\"command\":\"%d\"", r->command);
+        put_command(l, r, ",\"command\":\"%s\"", ",\"command\":\"%d\"");
     }
     put(l, ",\"bytes_in\":%llu,\"bytes_out\":%llu", (unsigned long long)r->bytes_in,
         (unsigned long long)r->bytes_out);

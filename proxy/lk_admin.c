@@ -143,8 +143,8 @@ bind_json(const struct lk_bind *b)
         const struct lk_vhost *v = &b->vhosts[i];
         json_t *r = json_pack("{s:s,s:i,s:s,s:s}", "host", v->host, "port", (int)v->port, "scheme",
                               lk_scheme_name(v->scheme), "cluster", v->cluster->name);
-        json_object_set_new(r, "broker", v->broker != NULL ? json_string(v->broker->name)
-                                                           : json_null());
+        json_object_set_new(r, "broker",
+                            v->broker != NULL ? json_string(v->broker->name) : json_null());
         if (v->pattern != NULL)
             json_object_set_new(r, "broker_pattern", json_true());
         json_array_append_new(routes, r);
@@ -327,10 +327,9 @@ lk_admin_start(struct event_base *base, const struct lk_conf *conf, char *err, s
         snprintf(err, errlen, "admin = %s: not IP:port", addr);
         return -1;
     }
-    listener = evconnlistener_new_bind(base, on_accept, NULL,
-                                       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
-                                           LEV_OPT_REUSEABLE,
-                                       64, (struct sockaddr *)&ss, sslen);
+    listener = evconnlistener_new_bind(
+        base, on_accept, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
+        64, (struct sockaddr *)&ss, sslen);
     if (listener == NULL) {
         int e = EVUTIL_SOCKET_ERROR();
         snprintf(err, errlen, "admin = %s: cannot listen: %s", addr,

@@ -67,7 +67,6 @@ struct kconn {
     long long cur_head_us;
     struct lk_xrec cur_rec;
     /* for the connection's closing line */
-    long long start_us;
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
 };
 
@@ -79,34 +78,14 @@ idle_tv(const struct lk_cluster *cl)
     return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
 }
 
-/* The connection's closing line in the access log (no exchange). */
-static void
-summary(struct kconn *k)
-{
-    struct lk_xrec r;
-
-    memset(&r, 0, sizeof(r));
-    r.c = k->pr.c;
-    r.cluster = k->pr.cluster;
-    r.broker = k->pr.broker != NULL ? k->pr.broker->name : NULL;
-    r.proto = LK_SP_KAFKA;
-    r.summary = 1;
-    r.bytes_in = k->bytes_in;
-    r.bytes_out = k->bytes_out;
-    r.frames_in = k->frames_in;
-    r.frames_out = k->frames_out;
-    r.dur_us = lk_now_us() - k->start_us;
-    r.upstream_us = -1;
-    lk_xrec_done(&r);
-}
-
 static void
 kconn_cleanup(void *arg)
 {
     struct kconn *k = arg;
 
     if (k->frames_in != 0)
-        summary(k);
+        lk_pair_log_summary(&k->pr, LK_SP_KAFKA, k->bytes_in, k->bytes_out, k->frames_in,
+                            k->frames_out);
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
@@ -623,7 +602,6 @@ start(struct lk_conn *c)
     struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
 
     c->proto = k;
-    k->start_us = lk_now_us();
     lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
     if (vh == NULL) {

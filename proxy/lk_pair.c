@@ -2,6 +2,7 @@
  * A client paired with one broker connection (lk_pair.h).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "lk_log.h"
 #include "lk_pair.h"
@@ -26,6 +27,27 @@ lk_pair_close_drained(struct lk_pair *p)
     p->dead = 1;
     lk_log(LK_DEBUG, p->c, "stopping: nothing under way; closing");
     lk_conn_close_after_flush(p->c);
+}
+
+void
+lk_pair_log_summary(const struct lk_pair *p, enum lk_stat_proto proto, uint64_t bytes_in,
+                    uint64_t bytes_out, uint64_t frames_in, uint64_t frames_out)
+{
+    struct lk_xrec r;
+
+    memset(&r, 0, sizeof(r));
+    r.c = p->c;
+    r.cluster = p->cluster;
+    r.broker = p->broker != NULL ? p->broker->name : NULL;
+    r.proto = proto;
+    r.summary = 1;
+    r.bytes_in = bytes_in;
+    r.bytes_out = bytes_out;
+    r.frames_in = frames_in;
+    r.frames_out = frames_out;
+    r.dur_us = lk_now_us() - p->start_us;
+    r.upstream_us = -1;
+    lk_xrec_done(&r);
 }
 
 static void
@@ -149,6 +171,7 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
     p->ops = ops;
     p->c = c;
     p->idle = idle;
+    p->start_us = lk_now_us();
     lk_pool_cleanup_add(&c->pool, cleanup, p);
     bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
     lk_io_set_timeouts(&c->io, &idle, NULL);

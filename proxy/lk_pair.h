@@ -14,6 +14,7 @@
 #include <sys/time.h>
 
 #include "lk_conn.h"
+#include "lk_stats.h"
 
 struct lk_pair;
 
@@ -33,6 +34,7 @@ struct lk_pair {
     const struct lk_broker *broker;
     struct lk_upstream *up;
     struct timeval idle; /* both sides' read timeout */
+    long long start_us;  /* when it began, for its closing line */
     unsigned connects;   /* brokers tried */
     unsigned connected : 1;
     unsigned any_broker : 1; /* a service address: another broker will do */
@@ -52,5 +54,9 @@ void lk_pair_close(struct lk_pair *p, const char *why);
 /* Draining, and nothing under way: closes once the client has what was
  * sent to it (the broker's side goes at once). */
 void lk_pair_close_drained(struct lk_pair *p);
+/* The connection's closing line in the access log (no exchange): frames
+ * and bytes each way, and its lifetime. */
+void lk_pair_log_summary(const struct lk_pair *p, enum lk_stat_proto proto, uint64_t bytes_in,
+                         uint64_t bytes_out, uint64_t frames_in, uint64_t frames_out);
 
 #endif

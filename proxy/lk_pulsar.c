@@ -64,29 +64,7 @@ struct pconn {
     size_t lhead, llen;
     const char *listener; /* the last one a LOOKUP named: for CLOSE_* and TOPIC_MIGRATED */
     struct evbuffer *held;
-    long long start_us;
 };
-
-/* The connection's closing line in the access log (no exchange). */
-static void
-summary(struct pconn *p)
-{
-    struct lk_xrec r;
-
-    memset(&r, 0, sizeof(r));
-    r.c = p->pr.c;
-    r.cluster = p->pr.cluster;
-    r.broker = p->pr.broker != NULL ? p->pr.broker->name : NULL;
-    r.proto = LK_SP_PULSAR;
-    r.summary = 1;
-    r.bytes_in = p->rq.bytes;
-    r.bytes_out = p->rs.bytes;
-    r.frames_in = p->rq.frames;
-    r.frames_out = p->rs.frames;
-    r.dur_us = lk_now_us() - p->start_us;
-    r.upstream_us = -1;
-    lk_xrec_done(&r);
-}
 
 static void
 pconn_cleanup(void *arg)
@@ -94,7 +72,8 @@ pconn_cleanup(void *arg)
     struct pconn *p = arg;
 
     if (p->rq.frames != 0)
-        summary(p);
+        lk_pair_log_summary(&p->pr, LK_SP_PULSAR, p->rq.bytes, p->rs.bytes, p->rq.frames,
+                            p->rs.frames);
     free(p->lookups);
     if (p->held != NULL)
         evbuffer_free(p->held);
@@ -497,7 +476,6 @@ start(struct lk_conn *c)
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
 
     c->proto = p;
-    p->start_us = lk_now_us();
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {

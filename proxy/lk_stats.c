@@ -21,8 +21,8 @@ struct lk_stat_obj {
     struct lk_stat_obj *next;
     enum obj_kind kind;
     char *name;
-    unsigned proto;   /* frontend: its LK_PROTO_*; cluster: what it serves */
-    size_t stride;    /* bytes per shard, a multiple of 64 */
+    unsigned proto; /* frontend: its LK_PROTO_*; cluster: what it serves */
+    size_t stride;  /* bytes per shard, a multiple of 64 */
     unsigned char *mem;
 };
 
@@ -32,11 +32,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lk_stat_obj *objs; /* newest first; never freed before exit */
 
 static const long long bounds_us[LK_HIST_BOUNDS] = {
-    1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000,
-    10000000,
+    1000,   2500,   5000,    10000,   25000,   50000,    100000,
+    250000, 500000, 1000000, 2500000, 5000000, 10000000,
 };
 static const char *const bounds_le[LK_HIST_BOUNDS] = {
-    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10",
+    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+    "0.25",  "0.5",    "1",     "2.5",  "5",     "10",
 };
 static const char *const proto_names[LK_SP__COUNT] = {"http", "kafka", "pulsar"};
 static const char *const uperr_names[LK_UPERR__COUNT] = {"connect", "timeout", "reset", "tls"};
@@ -88,9 +89,12 @@ static size_t
 vals_size(enum obj_kind kind)
 {
     switch (kind) {
-    case OBJ_FRONTEND: return sizeof(struct lk_fe_vals);
-    case OBJ_CLUSTER: return sizeof(struct lk_cl_vals);
-    case OBJ_BROKER: return sizeof(struct lk_br_vals);
+    case OBJ_FRONTEND:
+        return sizeof(struct lk_fe_vals);
+    case OBJ_CLUSTER:
+        return sizeof(struct lk_cl_vals);
+    case OBJ_BROKER:
+        return sizeof(struct lk_br_vals);
     }
     return 0;
 }
@@ -232,7 +236,8 @@ count(const struct lk_xrec *r)
     const struct lk_rt_stats *s = r->c->rt->stats;
     if (s == NULL)
         return;
-    struct lk_cl_vals *v = lk_stat_vals(r->cluster != NULL ? s->cluster[r->cluster->index] : s->none);
+    struct lk_cl_vals *v =
+        lk_stat_vals(r->cluster != NULL ? s->cluster[r->cluster->index] : s->none);
 
     switch (r->proto) {
     case LK_SP_HTTP:
@@ -240,15 +245,16 @@ count(const struct lk_xrec *r)
         break;
     case LK_SP_KAFKA:
         lk_stat_add(&v->kafka[r->api_key >= 0 && r->api_key < LK_STAT_KEYS - 1 ? r->api_key
-                                                                                 : LK_STAT_KEYS - 1],
+                                                                               : LK_STAT_KEYS - 1],
                     1);
         break;
     case LK_SP_PULSAR:
         lk_stat_add(&v->pulsar[r->command >= 0 && r->command < LK_STAT_KEYS - 1 ? r->command
-                                                                                 : LK_STAT_KEYS - 1],
+                                                                                : LK_STAT_KEYS - 1],
                     1);
         break;
-    default: break;
+    default:
+        break;
     }
     if (r->rewrites != 0)
         for (int i = 0; i < LK_STAT_FILTERS; i++)
@@ -275,27 +281,94 @@ lk_xrec_done(const struct lk_xrec *r)
 
 /* Kafka's api keys (the protocol guide's names), as far as there are names. */
 static const char *const kafka_apis[] = {
-    "Produce", "Fetch", "ListOffsets", "Metadata", "LeaderAndIsr", "StopReplica",
-    "UpdateMetadata", "ControlledShutdown", "OffsetCommit", "OffsetFetch", "FindCoordinator",
-    "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups",
-    "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
-    "InitProducerId", "OffsetForLeaderEpoch", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
-    "WriteTxnMarkers", "TxnOffsetCommit", "DescribeAcls", "CreateAcls", "DeleteAcls",
-    "DescribeConfigs", "AlterConfigs", "AlterReplicaLogDirs", "DescribeLogDirs",
-    "SaslAuthenticate", "CreatePartitions", "CreateDelegationToken", "RenewDelegationToken",
-    "ExpireDelegationToken", "DescribeDelegationToken", "DeleteGroups", "ElectLeaders",
-    "IncrementalAlterConfigs", "AlterPartitionReassignments", "ListPartitionReassignments",
-    "OffsetDelete", "DescribeClientQuotas", "AlterClientQuotas", "DescribeUserScramCredentials",
-    "AlterUserScramCredentials", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum",
-    "AlterPartition", "UpdateFeatures", "Envelope", "FetchSnapshot", "DescribeCluster",
-    "DescribeProducers", "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
-    "DescribeTransactions", "ListTransactions", "AllocateProducerIds", "ConsumerGroupHeartbeat",
-    "ConsumerGroupDescribe", "ControllerRegistration", "GetTelemetrySubscriptions",
-    "PushTelemetry", "AssignReplicasToDirs", "ListClientMetricsResources",
-    "DescribeTopicPartitions", "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
-    "ShareAcknowledge", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
-    "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
-    "DeleteShareGroupState", "ReadShareGroupStateSummary",
+    "Produce",
+    "Fetch",
+    "ListOffsets",
+    "Metadata",
+    "LeaderAndIsr",
+    "StopReplica",
+    "UpdateMetadata",
+    "ControlledShutdown",
+    "OffsetCommit",
+    "OffsetFetch",
+    "FindCoordinator",
+    "JoinGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "SyncGroup",
+    "DescribeGroups",
+    "ListGroups",
+    "SaslHandshake",
+    "ApiVersions",
+    "CreateTopics",
+    "DeleteTopics",
+    "DeleteRecords",
+    "InitProducerId",
+    "OffsetForLeaderEpoch",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "WriteTxnMarkers",
+    "TxnOffsetCommit",
+    "DescribeAcls",
+    "CreateAcls",
+    "DeleteAcls",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "AlterReplicaLogDirs",
+    "DescribeLogDirs",
+    "SaslAuthenticate",
+    "CreatePartitions",
+    "CreateDelegationToken",
+    "RenewDelegationToken",
+    "ExpireDelegationToken",
+    "DescribeDelegationToken",
+    "DeleteGroups",
+    "ElectLeaders",
+    "IncrementalAlterConfigs",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "OffsetDelete",
+    "DescribeClientQuotas",
+    "AlterClientQuotas",
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",
+    "Vote",
+    "BeginQuorumEpoch",
+    "EndQuorumEpoch",
+    "DescribeQuorum",
+    "AlterPartition",
+    "UpdateFeatures",
+    "Envelope",
+    "FetchSnapshot",
+    "DescribeCluster",
+    "DescribeProducers",
+    "BrokerRegistration",
+    "BrokerHeartbeat",
+    "UnregisterBroker",
+    "DescribeTransactions",
+    "ListTransactions",
+    "AllocateProducerIds",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
+    "ControllerRegistration",
+    "GetTelemetrySubscriptions",
+    "PushTelemetry",
+    "AssignReplicasToDirs",
+    "ListClientMetricsResources",
+    "DescribeTopicPartitions",
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+    "AddRaftVoter",
+    "RemoveRaftVoter",
+    "UpdateRaftVoter",
+    "InitializeShareGroupState",
+    "ReadShareGroupState",
+    "WriteShareGroupState",
+    "DeleteShareGroupState",
+    "ReadShareGroupStateSummary",
 };
 
 const char *
@@ -310,14 +383,22 @@ const char *
 lk_pulsar_command_name(int type)
 {
     switch (type) {
-    case 2: return "CONNECT";
-    case 3: return "CONNECTED";
-    case 15: return "CLOSE_PRODUCER";
-    case 16: return "CLOSE_CONSUMER";
-    case 23: return "LOOKUP";
-    case 24: return "LOOKUP_RESPONSE";
-    case 68: return "TOPIC_MIGRATED";
-    default: return NULL;
+    case 2:
+        return "CONNECT";
+    case 3:
+        return "CONNECTED";
+    case 15:
+        return "CLOSE_PRODUCER";
+    case 16:
+        return "CLOSE_CONSUMER";
+    case 23:
+        return "LOOKUP";
+    case 24:
+        return "LOOKUP_RESPONSE";
+    case 68:
+        return "TOPIC_MIGRATED";
+    default:
+        return NULL;
     }
 }
 
@@ -418,31 +499,33 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     char num[16];
 
     pthread_mutex_lock(&lock);
-    family(out, "lookout_connections_open", "gauge", "Client connections open, by bound address.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_FRONTEND) {
-            series(out, "lookout_connections_open", "frontend", o->name, "protocol",
-                   proto_names[o->proto == LK_PROTO_KAFKA ? 1 : o->proto == LK_PROTO_PULSAR ? 2 : 0],
+    /* The frontends' series; open is a sum of +1s and -1s, so signed. */
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+        int with_proto;
+    } fes[] = {
+        {"lookout_connections_open", "gauge", "Client connections open, by bound address.",
+         offsetof(struct lk_fe_vals, open), 1},
+        {"lookout_connections_total", "counter", "Client connections accepted.",
+         offsetof(struct lk_fe_vals, total), 1},
+        {"lookout_tls_handshake_failures_total", "counter",
+         "Client TLS handshakes that failed or timed out.",
+         offsetof(struct lk_fe_vals, tls_failures), 0},
+    };
+    for (size_t f = 0; f < sizeof(fes) / sizeof(fes[0]); f++) {
+        family(out, fes[f].name, fes[f].type, fes[f].help);
+        for (o = objs; o != NULL; o = o->next) {
+            if (o->kind != OBJ_FRONTEND)
+                continue;
+            series(out, fes[f].name, "frontend", o->name, fes[f].with_proto ? "protocol" : NULL,
+                   proto_names[o->proto == LK_PROTO_KAFKA    ? LK_SP_KAFKA
+                               : o->proto == LK_PROTO_PULSAR ? LK_SP_PULSAR
+                                                             : LK_SP_HTTP],
                    NULL, NULL);
-            evbuffer_add_printf(out, "%lld\n", (long long)SUM(o, struct lk_fe_vals, open));
+            evbuffer_add_printf(out, "%lld\n", (long long)sum_at(o, fes[f].off));
         }
-    family(out, "lookout_connections_total", "counter", "Client connections accepted.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_FRONTEND) {
-            series(out, "lookout_connections_total", "frontend", o->name, "protocol",
-                   proto_names[o->proto == LK_PROTO_KAFKA ? 1 : o->proto == LK_PROTO_PULSAR ? 2 : 0],
-                   NULL, NULL);
-            evbuffer_add_printf(out, "%llu\n", (unsigned long long)SUM(o, struct lk_fe_vals, total));
-        }
-    family(out, "lookout_tls_handshake_failures_total", "counter",
-           "Client TLS handshakes that failed or timed out.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_FRONTEND) {
-            series(out, "lookout_tls_handshake_failures_total", "frontend", o->name, NULL, NULL,
-                   NULL, NULL);
-            evbuffer_add_printf(out, "%llu\n",
-                                (unsigned long long)SUM(o, struct lk_fe_vals, tls_failures));
-        }
+    }
 
     family(out, "lookout_exchanges_total", "counter",
            "Exchanges: HTTP by status class, Kafka by api, Pulsar by command.");
@@ -464,7 +547,9 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                 continue;
             snprintf(num, sizeof(num), "%d", i);
             series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "kafka", "api",
-                   i == LK_STAT_KEYS - 1 ? "other" : name != NULL ? name : num);
+                   i == LK_STAT_KEYS - 1 ? "other"
+                   : name != NULL        ? name
+                                         : num);
             evbuffer_add_printf(out, "%llu\n", (unsigned long long)n);
         }
         for (int i = 0; i < LK_STAT_KEYS; i++) {
@@ -474,7 +559,10 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                 continue;
             snprintf(num, sizeof(num), "%d", i);
             series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "pulsar",
-                   "command", i == LK_STAT_KEYS - 1 ? "other" : name != NULL ? name : num);
+                   "command",
+                   i == LK_STAT_KEYS - 1 ? "other"
+                   : name != NULL        ? name
+                                         : num);
             evbuffer_add_printf(out, "%llu\n", (unsigned long long)n);
         }
     }
@@ -497,7 +585,8 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     for (o = objs; o != NULL; o = o->next)
         if (o->kind == OBJ_CLUSTER && o->proto != 0) {
             series(out, "lookout_leaks_total", "cluster", o->name, NULL, NULL, NULL, NULL);
-            evbuffer_add_printf(out, "%llu\n", (unsigned long long)SUM(o, struct lk_cl_vals, leaks));
+            evbuffer_add_printf(out, "%llu\n",
+                                (unsigned long long)SUM(o, struct lk_cl_vals, leaks));
         }
     family(out, "lookout_unmapped_total", "counter",
            "Broker addresses a filter could not map, passed through unchanged.");
@@ -519,24 +608,27 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                                     (unsigned long long)SUM(o, struct lk_br_vals, err[k]));
             }
 
-    family(out, "lookout_exchange_duration_seconds", "histogram",
-           "Exchange time, from the request's first byte to the response's last.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_CLUSTER)
-            for (int p = 0; p < LK_SP__COUNT; p++)
-                if (shows(o, p))
-                    write_hist(out, "lookout_exchange_duration_seconds", o,
-                               offsetof(struct lk_cl_vals, dur) + (size_t)p * sizeof(struct lk_hist),
-                               proto_names[p]);
-    family(out, "lookout_upstream_response_seconds", "histogram",
-           "Broker time, from the request sent to the response's head.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_CLUSTER)
-            for (int p = 0; p < LK_SP__COUNT; p++)
-                if (shows(o, p))
-                    write_hist(out, "lookout_upstream_response_seconds", o,
-                               offsetof(struct lk_cl_vals, up) + (size_t)p * sizeof(struct lk_hist),
-                               proto_names[p]);
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } hists[] = {
+        {"lookout_exchange_duration_seconds",
+         "Exchange time, from the request's first byte to the response's last.",
+         offsetof(struct lk_cl_vals, dur)},
+        {"lookout_upstream_response_seconds",
+         "Broker time, from the request sent to the response's head.",
+         offsetof(struct lk_cl_vals, up)},
+    };
+    for (size_t h = 0; h < sizeof(hists) / sizeof(hists[0]); h++) {
+        family(out, hists[h].name, "histogram", hists[h].help);
+        for (o = objs; o != NULL; o = o->next)
+            if (o->kind == OBJ_CLUSTER)
+                for (int p = 0; p < LK_SP__COUNT; p++)
+                    if (shows(o, p))
+                        write_hist(out, hists[h].name, o,
+                                   hists[h].off + (size_t)p * sizeof(struct lk_hist),
+                                   proto_names[p]);
+    }
     pthread_mutex_unlock(&lock);
 
     /* Passive health, from the runtime serving now (the map's brokers). */

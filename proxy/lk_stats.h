@@ -35,8 +35,13 @@ struct lk_xchg;
 #define LK_STAT_FILTERS 16
 
 enum lk_stat_proto { LK_SP_HTTP = 0, LK_SP_KAFKA, LK_SP_PULSAR, LK_SP__COUNT };
-enum lk_upstream_err_kind { LK_UPERR_CONNECT = 0, LK_UPERR_TIMEOUT, LK_UPERR_RESET, LK_UPERR_TLS,
-                            LK_UPERR__COUNT };
+enum lk_upstream_err_kind {
+    LK_UPERR_CONNECT = 0,
+    LK_UPERR_TIMEOUT,
+    LK_UPERR_RESET,
+    LK_UPERR_TLS,
+    LK_UPERR__COUNT
+};
 
 struct lk_hist {
     uint64_t bucket[LK_HIST_BUCKETS]; /* not cumulative: cumulated when scraped */
@@ -115,20 +120,20 @@ struct lk_xrec {
     const struct lk_cluster *cluster; /* NULL: routed nowhere */
     const char *broker;               /* its name, or NULL */
     enum lk_stat_proto proto;
-    struct lk_str method, target; /* HTTP */
-    int status;                   /* HTTP status; 0 for the binary protocols */
-    int api_key, api_version;     /* Kafka */
-    int command;                  /* Pulsar command type */
-    const char *what;             /* Pulsar/Kafka: the command's name, or "connection" */
-    uint64_t bytes_in, bytes_out; /* from the client, to the client */
-    uint64_t bytes_upstream;      /* HTTP: body bytes from the broker */
+    struct lk_str method, target;   /* HTTP */
+    int status;                     /* HTTP status; 0 for the binary protocols */
+    int api_key, api_version;       /* Kafka */
+    int command;                    /* Pulsar command type */
+    const char *what;               /* Pulsar/Kafka: the command's name, or "connection" */
+    uint64_t bytes_in, bytes_out;   /* from the client, to the client */
+    uint64_t bytes_upstream;        /* HTTP: body bytes from the broker */
     uint64_t frames_in, frames_out; /* a summary's */
     unsigned rewrites, leaks, unmapped, hops;
     uint16_t flt_rewrites[LK_STAT_FILTERS]; /* by filter registry index */
-    long long dur_us;      /* the whole exchange */
-    long long upstream_us; /* request sent to response head; -1: none */
-    const char *error;     /* what went wrong upstream, or NULL */
-    unsigned overflowed : 1; /* a body over max_buffer_bytes passed through */
+    long long dur_us;                       /* the whole exchange */
+    long long upstream_us;                  /* request sent to response head; -1: none */
+    const char *error;                      /* what went wrong upstream, or NULL */
+    unsigned overflowed : 1;                /* a body over max_buffer_bytes passed through */
     unsigned summary : 1;
 };
 

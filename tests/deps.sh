@@ -7,6 +7,9 @@ PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
 libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
 libprotobuf-c-dev protobuf-c-compiler
 curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
+# prometheus_client's parser reads /metrics in 94-observe.t (Debian's prometheus,
+# with promtool, is 96 MB installed; this is 200 kB).
+PKGS="$PKGS python3-prometheus-client"
 # The Kafka fixtures and the clients run against them: librdkafka's mock
 # cluster (tests/kafka/kafka-mock), kcat, kafka-python (run with
 # /usr/bin/python3), and tshark to decode the test broker's bytes
