@@ -7,7 +7,7 @@ PKGS="autoconf automake libtool pkg-config make gcc libc6-dev
 libevent-dev libssl-dev libjansson-dev zlib1g-dev node-llhttp
 libprotobuf-c-dev protobuf-c-compiler
 curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
-# prometheus_client's parser reads /metrics in 94-observe.t (Debian's prometheus,
+# prometheus_client's parser reads /metrics in 96-observe.t (Debian's prometheus,
 # with promtool, is 96 MB installed; this is 200 kB).
 PKGS="$PKGS python3-prometheus-client"
 # The Kafka fixtures and the clients run against them: librdkafka's mock

@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 94-observe.t: the admin listener and the access log (issue 10), for all three protocols
+# 96-observe.t: the admin listener and the access log (issue 10), for all three protocols
 # at once. One lookout serves a Pulsar HTTP cluster (lib/PulsarBroker), a cluster whose
 # only broker is dead (behind a TLS service address), a Pulsar binary cluster
 # (bin/pulsar-testbroker) and a Kafka cluster (librdkafka's mock). Known traffic must
@@ -7,7 +7,8 @@
 # here wrote (python3-prometheus-client); /map must describe the config and the dead
 # broker's health; /healthz, 404 and 405; the admin address may be no broker's. The
 # access log (log.format = json, to a file) has one parseable line per exchange, and
-# SIGUSR1 reopens it after a rename (logrotate).
+# SIGUSR1 reopens it after a rename (logrotate). A reload moves the generation on and
+# leaves the counters counting; draining makes /healthz say 503.
 
 use strict;
 use warnings;
@@ -229,6 +230,30 @@ subtest 'the admin address may be no broker\'s, nor a bound one' => sub {
         is($r->{exit}, 1, "admin = $case->[0] is refused");
         like($r->{out}, $case->[1], '... saying where and why');
     }
+};
+
+subtest 'a reload: the generation moves on, the counters carry on' => sub {
+    my $m1 = scrape();
+    $lk->signal('HUP');
+    ok($lk->wait_log(qr/SIGHUP: reloaded .*generation 2/, 10), 'SIGHUP reloads') or return diag($lk->log);
+    is(curl("http://127.0.0.1:$web_ext/lookup/v2/topic/persistent/public/default/t1")->{status}, 200, 'a lookup after it');
+    my $m = scrape();
+    is($m->{'lookout_config_generation{}'}, 2, 'config generation 2');
+    is(delta($m1, $m, 'lookout_reloads_total{result=ok}'), 1, 'reloads_total ok +1');
+    is(delta($m1, $m, 'lookout_exchanges_total{cluster=web,protocol=http,status=2xx}'), 1,
+       'exchanges_total went on from where it was: +1');
+    my $map = eval { decode_json(curl("http://127.0.0.1:$admin/map")->{body}) } // {};
+    is($map->{generation}, 2, '/map describes generation 2');
+};
+
+subtest 'draining: /healthz says 503 while an exchange finishes' => sub {
+    my $slow = curl_start({ timeout => 20 }, "http://127.0.0.1:$web_ext/test/slow?ms=1500");
+    ok(wait_until(sub { (scrape()->{"lookout_connections_open{frontend=127.0.0.1:$web_ext,protocol=http}"} // 0) == 1 }, 5),
+       'the slow request is under way');
+    $lk->signal('TERM');
+    ok(wait_until(sub { curl("http://127.0.0.1:$admin/healthz")->{status} == 503 }, 5), '/healthz: 503 while draining');
+    is(curl_wait($slow)->{status}, 200, 'the slow request still gets its answer');
+    ok(defined $lk->wait_exit(10), 'and lookout exits');
 };
 
 $lk->stop;
