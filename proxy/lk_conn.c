@@ -45,6 +45,10 @@ static pthread_mutex_t cur_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct lk_runtime *cur_rt;
 static atomic_int draining;
 static _Atomic long long drain_deadline_ms;
+/* Workers whose drain is not over yet.  Worker 0 ends last: its loop also
+ * serves the admin listener, whose /healthz says 503 while the others
+ * finish (lk_admin.h). */
+static atomic_int workers_draining;
 
 long long
 lk_now_ms(void)
@@ -1621,6 +1625,13 @@ drain_cb(evutil_socket_t fd, short what, void *arg)
                w->nconns, w->nconns == 1 ? "" : "s");
     while (w->conns != NULL)
         lk_conn_close(w->conns);
+    if (w->id == 0 && atomic_load(&workers_draining) > 1 &&
+        lk_now_ms() < atomic_load(&drain_deadline_ms) + 1000)
+        return; /* the others have not finished (nor passed the deadline) */
+    if (!w->drained) {
+        w->drained = 1;
+        atomic_fetch_sub(&workers_draining, 1);
+    }
     event_base_loopbreak(w->base);
 }
 
@@ -1784,8 +1795,10 @@ lk_workers_drain(unsigned timeout_ms)
     while ((was == 0 || deadline < was) &&
            !atomic_compare_exchange_weak(&drain_deadline_ms, &was, deadline))
         ;
-    if (atomic_exchange(&draining, 1) == 0)
+    if (atomic_exchange(&draining, 1) == 0) {
+        atomic_store(&workers_draining, nworkers);
         tell_workers('d');
+    }
 }
 
 int

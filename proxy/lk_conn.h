@@ -173,6 +173,7 @@ struct lk_worker {
     size_t nconn_blocks;
     int stop_pipe[2];
     int draining;           /* stopping: no listeners, connections finishing */
+    int drained;            /* ... and finished (counted off workers_draining) */
     struct event *drain_ev; /* draining: ends the loop when all are closed, or at the deadline */
     pthread_t thread;
     unsigned nconns;

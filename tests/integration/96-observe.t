@@ -247,6 +247,8 @@ subtest 'a reload: the generation moves on, the counters carry on' => sub {
 };
 
 subtest 'draining: /healthz says 503 while an exchange finishes' => sub {
+    # Two workers: whichever the request lands on, worker 0 (whose loop serves the admin
+    # listener) must stay up until it is answered.
     my $slow = curl_start({ timeout => 20 }, "http://127.0.0.1:$web_ext/test/slow?ms=1500");
     ok(wait_until(sub { (scrape()->{"lookout_connections_open{frontend=127.0.0.1:$web_ext,protocol=http}"} // 0) == 1 }, 5),
        'the slow request is under way');
