@@ -73,6 +73,18 @@
  * security.inter.broker.protocol, whose default is PLAINTEXT. */
 #define DEFAULT_KAFKA_INTERNAL "PLAINTEXT"
 
+/* Broker health, either kind of cluster (struct lk_health_conf). */
+#define DEFAULT_HEALTH_BACKOFF_MS 1000u
+#define DEFAULT_HEALTH_BACKOFF_MAX_MS 30000u
+#define DEFAULT_HEALTH_INTERVAL_MS 5000u
+#define DEFAULT_HEALTH_TIMEOUT_MS 2000u
+/* Pulsar's readiness endpoint: 200 "ok" once the broker serves; what
+ * Kubernetes readiness probes of Pulsar brokers ask. */
+#define DEFAULT_HEALTH_PATH "/admin/v2/brokers/ready"
+#define HEALTH_KEYS                                                                                \
+    "health.fails", "health.backoff", "health.backoff_max", "health.check", "health.interval",    \
+        "health.timeout", "health.path"
+
 /* The keys each section kind knows, for "unknown key" hints. */
 /* clang-format off */
 static const char *const lookout_keys[] = {
@@ -86,12 +98,12 @@ static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
     "follow.replay_bytes",  "max_frame_bytes",    "filters",       "forwarded_headers",
-    "upstream.tls",         "pulsar_routing",     NULL};
+    "upstream.tls",         "pulsar_routing",     HEALTH_KEYS,     NULL};
 static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
     "broker.pattern",             "unknown_api",        "filters",
-    "timeout.idle",               NULL};
+    "timeout.idle",               HEALTH_KEYS,          NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
 static const char *const kafka_broker_keys[] = {"advertised.listeners", "registration", NULL};
 /* clang-format on */
@@ -101,6 +113,7 @@ static const char *const pulsar_routing_names[] = {"per-broker", "service", NULL
 static const char *const leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
 static const char *const upstream_tls_names[] = {"match", "plain", "tls", NULL};
 static const char *const unknown_api_names[] = {"pass", "drop", NULL};
+static const char *const health_check_names[] = {"off", "tcp", "http", NULL};
 
 struct loader {
     struct lk_conf *conf;
@@ -789,6 +802,12 @@ new_cluster(struct loader *ld, struct lk_conf_section *s)
     cl->follow_replay_bytes = DEFAULT_FOLLOW_REPLAY_BYTES;
     cl->forwarded_headers = 1;
     cl->upstream_tls = LK_UPSTREAM_TLS_MATCH;
+    cl->health.fails = 1;
+    cl->health.backoff_ms = DEFAULT_HEALTH_BACKOFF_MS;
+    cl->health.backoff_max_ms = DEFAULT_HEALTH_BACKOFF_MAX_MS;
+    cl->health.interval_ms = DEFAULT_HEALTH_INTERVAL_MS;
+    cl->health.timeout_ms = DEFAULT_HEALTH_TIMEOUT_MS;
+    cl->health.path = lk_xstrdup(DEFAULT_HEALTH_PATH);
     cl->section = s;
     cl->line = s->line;
 
@@ -818,6 +837,65 @@ bind_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
                          e->value);
     free(cl->bind);
     cl->bind = lk_xstrdup(ip);
+    return 0;
+}
+
+/* The health.* keys of either kind of cluster.  http checks need no test
+ * of the brokers: a Pulsar broker's internal listener always has an http or
+ * https address (resolve_listeners). */
+static int
+health_keys(struct loader *ld, struct lk_conf_section *s, struct lk_cluster *cl)
+{
+    struct lk_health_conf *h = &cl->health;
+    struct lk_conf_entry *e, *be = NULL;
+    unsigned long n;
+    int v;
+
+    if ((e = take(s, "health.fails")) != NULL) {
+        if (parse_uint(e->value, 100, &n) != 0 || n == 0)
+            return entry_err(ld, s, e, "'%s' is not a number from 1 to 100", e->value);
+        h->fails = (unsigned)n;
+    }
+    if ((be = take(s, "health.backoff")) != NULL && duration_key(ld, s, be, &h->backoff_ms) != 0)
+        return -1;
+    if ((e = take(s, "health.backoff_max")) != NULL) {
+        if (duration_key(ld, s, e, &h->backoff_max_ms) != 0)
+            return -1;
+        if (h->backoff_max_ms < h->backoff_ms)
+            return entry_err(ld, s, e, "%s is below health.backoff (%u ms)", e->value,
+                             h->backoff_ms);
+    } else if (h->backoff_max_ms < h->backoff_ms) {
+        h->backoff_max_ms = h->backoff_ms; /* a long health.backoff alone: no doubling */
+    }
+    if ((e = take(s, "health.check")) != NULL) {
+        if ((v = parse_enum(e->value, health_check_names)) < 0)
+            return entry_err(ld, s, e, "'%s' is not off, tcp or http", e->value);
+        if (v == LK_HEALTH_CHECK_HTTP && cl->proto == LK_PROTO_KAFKA)
+            return entry_err(ld, s, e, "Kafka brokers have no HTTP address to check: use tcp");
+        h->check = (enum lk_health_check)v;
+    }
+    if ((e = take(s, "health.interval")) != NULL &&
+        duration_key(ld, s, e, &h->interval_ms) != 0)
+        return -1;
+    if ((e = take(s, "health.timeout")) != NULL) {
+        if (duration_key(ld, s, e, &h->timeout_ms) != 0)
+            return -1;
+        if (h->timeout_ms > h->interval_ms)
+            return entry_err(ld, s, e,
+                             "%s is above health.interval (%u ms): checks would overlap",
+                             e->value, h->interval_ms);
+    } else if (h->timeout_ms > h->interval_ms) {
+        h->timeout_ms = h->interval_ms;
+    }
+    if ((e = take(s, "health.path")) != NULL) {
+        if (e->value[0] != '/')
+            return entry_err(ld, s, e, "'%s' is not a path (it must start with '/')", e->value);
+        for (const char *p = e->value; *p != '\0'; p++)
+            if ((unsigned char)*p <= ' ' || *p == 0x7f)
+                return entry_err(ld, s, e, "a path cannot hold spaces or control characters");
+        free(h->path);
+        h->path = lk_xstrdup(e->value);
+    }
     return 0;
 }
 
@@ -896,7 +974,7 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
         cl->pulsar_routing = (enum lk_pulsar_routing)v;
     }
     /* `filters` is taken when the chain is built, after the brokers. */
-    return 0;
+    return health_keys(ld, s, cl);
 }
 
 /* [kafka NAME] ------------------------------------------------------------------- */
@@ -1010,7 +1088,7 @@ load_kafka(struct loader *ld, struct lk_conf_section *s)
             return entry_err(ld, s, e, "%s", msg);
         cl->pattern->line = e->line;
     }
-    return 0;
+    return health_keys(ld, s, cl);
 }
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
@@ -2180,6 +2258,7 @@ conf_free(struct lk_conf *c)
         lk_kafka_pattern_free(cl->pattern);
         free(cl->pattern);
         free(cl->bind);
+        free(cl->health.path);
         free(cl->brokers);
         free(cl);
     }

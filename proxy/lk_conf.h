@@ -107,6 +107,25 @@ enum lk_pulsar_routing { LK_PULSAR_ROUTING_PER_BROKER = 0, LK_PULSAR_ROUTING_SER
  * address is reached (lk_broker_upstream). */
 enum lk_upstream_tls { LK_UPSTREAM_TLS_MATCH = 0, LK_UPSTREAM_TLS_PLAIN, LK_UPSTREAM_TLS_TLS };
 enum lk_leak_guard { LK_LEAK_OFF = 0, LK_LEAK_LOG, LK_LEAK_REWRITE, LK_LEAK_BLOCK };
+/*
+ * Broker health (lk_conn.h has the state, lk_health.h the active checks):
+ * health.fails consecutive failures, of client connects or of checks,
+ * eject a broker from service-address rotation; a connect failure backs
+ * off health.backoff, doubling with each further failure up to
+ * health.backoff_max, after which traffic tries the broker again; with
+ * health.check on, a broker whose checks fail stays out until one passes.
+ */
+enum lk_health_check { LK_HEALTH_CHECK_OFF = 0, LK_HEALTH_CHECK_TCP, LK_HEALTH_CHECK_HTTP };
+struct lk_health_conf {
+    unsigned fails;          /* health.fails, default 1 */
+    unsigned backoff_ms;     /* health.backoff, default 1s */
+    unsigned backoff_max_ms; /* health.backoff_max, default 30s */
+    enum lk_health_check check; /* health.check, default off */
+    unsigned interval_ms;    /* health.interval, default 5s */
+    unsigned timeout_ms;     /* health.timeout, default 2s */
+    char *path;              /* health.path (http), default /admin/v2/brokers/ready */
+};
+
 /* unknown_api (Kafka): what happens to a request whose api key lookout does
  * not know: forwarded byte for byte, or the connection closed. */
 enum lk_unknown_api { LK_UNKNOWN_API_PASS = 0, LK_UNKNOWN_API_DROP };
@@ -180,6 +199,7 @@ struct lk_cluster {
     enum lk_unknown_api unknown_api;
     struct lk_broker **brokers; /* Kafka: in file order, node ids unique */
     size_t nbrokers;
+    struct lk_health_conf health;
     struct lk_flt *filters; /* the chain, in `filters =` order */
     size_t nfilters;
     struct lk_conf_section *section;

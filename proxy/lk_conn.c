@@ -1165,17 +1165,40 @@ lk_route(const struct lk_bind *b, struct lk_str sni, struct lk_str host, int hos
 
 /* Broker health ----------------------------------------------------------- */
 
+int
+lk_broker_up(const struct lk_runtime *rt, const struct lk_broker *b)
+{
+    const struct lk_broker_health *h = &rt->health[b->index];
+
+    /* check_down counts only while checks run: a reload that turns them
+     * off must not leave a broker out with nothing to readmit it. */
+    if (b->cluster->health.check != LK_HEALTH_CHECK_OFF &&
+        __atomic_load_n(&h->check_down, __ATOMIC_RELAXED))
+        return 0;
+    return __atomic_load_n(&h->retry_after_ms, __ATOMIC_RELAXED) <= lk_now_ms();
+}
+
+unsigned
+lk_broker_fails(const struct lk_runtime *rt, const struct lk_broker *b)
+{
+    return __atomic_load_n(&rt->health[b->index].fails, __ATOMIC_RELAXED);
+}
+
+unsigned
+lk_broker_check_fails(const struct lk_runtime *rt, const struct lk_broker *b)
+{
+    return __atomic_load_n(&rt->health[b->index].check_fails, __ATOMIC_RELAXED);
+}
+
 const struct lk_broker *
 lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl)
 {
-    long long now = lk_now_ms();
-
     if (cl->nbrokers == 0)
         return NULL;
     unsigned start = __atomic_fetch_add(&rt->rr[cl->index], 1, __ATOMIC_RELAXED);
     for (size_t k = 0; k < cl->nbrokers; k++) {
         const struct lk_broker *b = cl->brokers[(start + k) % cl->nbrokers];
-        if (__atomic_load_n(&rt->health[b->index].retry_after_ms, __ATOMIC_RELAXED) <= now)
+        if (lk_broker_up(rt, b))
             return b;
     }
     /* All are failing: try anyway rather than refuse outright. */
@@ -1186,18 +1209,45 @@ void
 lk_broker_connect_result(struct lk_runtime *rt, const struct lk_broker *b, int ok)
 {
     struct lk_broker_health *h = &rt->health[b->index];
+    const struct lk_health_conf *hc = &b->cluster->health;
 
     if (ok) {
-        __atomic_store_n(&h->fails, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&h->retry_after_ms, 0, __ATOMIC_RELAXED);
+        if (__atomic_exchange_n(&h->fails, 0, __ATOMIC_RELAXED) != 0)
+            __atomic_store_n(&h->retry_after_ms, 0, __ATOMIC_RELAXED);
         return;
     }
     unsigned fails = __atomic_add_fetch(&h->fails, 1, __ATOMIC_RELAXED);
-    /* back off 1s, 2s, 4s ... up to 30s */
-    long long backoff = 1000LL << (fails < 5 ? fails - 1 : 5);
-    if (backoff > 30000)
-        backoff = 30000;
+    if (fails < hc->fails)
+        return;
+    /* health.backoff, doubled per failure past the threshold, capped;
+     * the shift is bounded so that it cannot overflow. */
+    unsigned extra = fails - hc->fails;
+    long long backoff = (long long)hc->backoff_ms << (extra < 20 ? extra : 20);
+    if (backoff > hc->backoff_max_ms)
+        backoff = hc->backoff_max_ms;
     __atomic_store_n(&h->retry_after_ms, lk_now_ms() + backoff, __ATOMIC_RELAXED);
+    lk_log(fails == hc->fails ? LK_WARN : LK_DEBUG, NULL,
+           "broker %s: %u connect failure%s in a row: out of rotation for %lld ms", b->name, fails,
+           fails == 1 ? "" : "s", backoff);
+}
+
+void
+lk_broker_check_result(struct lk_runtime *rt, const struct lk_broker *b, int ok)
+{
+    struct lk_broker_health *h = &rt->health[b->index];
+
+    if (ok) {
+        __atomic_store_n(&h->check_fails, 0, __ATOMIC_RELAXED);
+        /* It takes connections again: whatever clients saw before is past. */
+        lk_broker_connect_result(rt, b, 1);
+        if (__atomic_exchange_n(&h->check_down, 0, __ATOMIC_RELAXED))
+            lk_log(LK_WARN, NULL, "broker %s: health check passed: back in rotation", b->name);
+        return;
+    }
+    unsigned fails = __atomic_add_fetch(&h->check_fails, 1, __ATOMIC_RELAXED);
+    if (fails >= b->cluster->health.fails && !__atomic_exchange_n(&h->check_down, 1, __ATOMIC_RELAXED))
+        lk_log(LK_WARN, NULL, "broker %s: %u health check%s failed in a row: out of rotation",
+               b->name, fails, fails == 1 ? "" : "s");
 }
 
 /* Upstreams --------------------------------------------------------------- */
@@ -1344,6 +1394,31 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
     u->ready_cb(u, LK_UP_CONNECTED, u->arg);
 }
 
+SSL *
+lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr, int http)
+{
+    SSL *ssl = SSL_new(rt->client_ctx);
+    if (ssl == NULL)
+        return NULL;
+    struct in6_addr a6;
+    struct in_addr a4;
+    int is_ip = inet_pton(AF_INET, addr->host, &a4) == 1 || inet_pton(AF_INET6, addr->host, &a6) == 1;
+    if (!is_ip)
+        SSL_set_tlsext_host_name(ssl, addr->host);
+    if (http) {
+        static const unsigned char h11[] = "\x08http/1.1";
+        SSL_set_alpn_protos(ssl, h11, sizeof(h11) - 1);
+    }
+    if (rt->conf->upstream_verify) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+        if (is_ip)
+            X509_VERIFY_PARAM_set1_ip_asc(vp, addr->host);
+        else
+            X509_VERIFY_PARAM_set1_host(vp, addr->host, 0);
+    }
+    return ssl;
+}
+
 struct lk_upstream *
 lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker *b,
                 enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb, void *arg)
@@ -1381,27 +1456,10 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
     u->arg = arg;
     int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
     if (lk_scheme_is_tls(u->addr->scheme)) {
-        SSL *ssl = SSL_new(rt->client_ctx);
+        SSL *ssl = lk_upstream_ssl_new(rt, u->addr, scheme == LK_SCHEME_HTTP);
         if (ssl == NULL) {
             free(u);
             return NULL;
-        }
-        struct in6_addr a6;
-        struct in_addr a4;
-        int is_ip = inet_pton(AF_INET, u->addr->host, &a4) == 1 ||
-                    inet_pton(AF_INET6, u->addr->host, &a6) == 1;
-        if (!is_ip)
-            SSL_set_tlsext_host_name(ssl, u->addr->host);
-        if (scheme == LK_SCHEME_HTTP) {
-            static const unsigned char h11[] = "\x08http/1.1";
-            SSL_set_alpn_protos(ssl, h11, sizeof(h11) - 1);
-        }
-        if (conf->upstream_verify) {
-            X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
-            if (is_ip)
-                X509_VERIFY_PARAM_set1_ip_asc(vp, u->addr->host);
-            else
-                X509_VERIFY_PARAM_set1_host(vp, u->addr->host, 0);
         }
         u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
         if (u->bev == NULL) {
@@ -1756,6 +1814,8 @@ lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, 
                 rt->health[i].fails = __atomic_load_n(&h->fails, __ATOMIC_RELAXED);
                 rt->health[i].retry_after_ms =
                     __atomic_load_n(&h->retry_after_ms, __ATOMIC_RELAXED);
+                rt->health[i].check_fails = __atomic_load_n(&h->check_fails, __ATOMIC_RELAXED);
+                rt->health[i].check_down = __atomic_load_n(&h->check_down, __ATOMIC_RELAXED);
                 break;
             }
     rt->generation = old->generation + 1;

@@ -53,7 +53,11 @@ struct lk_stat_obj;
 struct lk_broker_health {
     unsigned fails;           /* consecutive connect failures (atomic) */
     long long retry_after_ms; /* skip for round-robin until then (atomic) */
+    unsigned check_fails;     /* consecutive failed active checks (atomic) */
+    int check_down;           /* the checks eject it until one passes (atomic) */
 };
+
+struct lk_health_checker;
 
 struct lk_runtime {
     struct lk_conf *conf;
@@ -67,6 +71,7 @@ struct lk_runtime {
     uint64_t generation;             /* 1 for the config lookout started with, +1 per reload */
     int refs;                        /* atomic: lk_runtime_ref / lk_runtime_unref */
     struct lk_rt_stats *stats;       /* this generation's metrics series (lk_stats.h) */
+    struct lk_health_checker *checker; /* active checks (lk_health.h); NULL: none running */
 };
 
 /* Builds the runtime (TLS contexts) for conf, with one reference.  NULL
@@ -364,17 +369,39 @@ extern const char lk_err_reset[];
 struct lk_upstream *lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt,
                                     const struct lk_broker *b, enum lk_scheme scheme,
                                     int client_tls, lk_upstream_ready_cb cb, void *arg);
+/* A client SSL for broker address addr, from rt->client_ctx: SNI when the
+ * host is a name, its name or IP verified unless tls.upstream_verify =
+ * off, ALPN http/1.1 when http.  NULL on allocation failure. */
+SSL *lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr, int http);
 /* Returns a healthy, idle connection to the pool (or frees it if full, or
  * if it belongs to an older generation than the worker's).  HTTP only: the
  * pools are by broker and TLS-ness, not by protocol. */
 void lk_upstream_release(struct lk_upstream *u);
 void lk_upstream_free(struct lk_upstream *u);
 
-/* Picks a broker of cl round-robin, skipping brokers whose connects are
- * failing (unless all are). */
+/* Picks a broker of cl round-robin, skipping brokers that are not up
+ * (lk_broker_up), unless none is. */
 const struct lk_broker *lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl);
-/* Health bookkeeping from connect results. */
+/*
+ * Health bookkeeping (struct lk_health_conf has the rules), callable from
+ * any worker.  A connect result: a success clears the broker's failures; a
+ * failure counts, and from the cluster's health.fails-th in a row on backs
+ * the broker off (health.backoff, doubled per further failure, up to
+ * health.backoff_max).  An active check's result: health.fails failed
+ * checks in a row eject the broker until one passes; a pass also clears
+ * the connect failures.
+ */
 void lk_broker_connect_result(struct lk_runtime *rt, const struct lk_broker *b, int ok);
+void lk_broker_check_result(struct lk_runtime *rt, const struct lk_broker *b, int ok);
+/*
+ * What the health state says now, for /map and /metrics as well as the
+ * rotation: whether service addresses may send b traffic (neither backed
+ * off nor ejected by checks), and its consecutive connect and check
+ * failures.  Brokers learnt at run time (lk_dyn.h) share one state.
+ */
+int lk_broker_up(const struct lk_runtime *rt, const struct lk_broker *b);
+unsigned lk_broker_fails(const struct lk_runtime *rt, const struct lk_broker *b);
+unsigned lk_broker_check_fails(const struct lk_runtime *rt, const struct lk_broker *b);
 
 /*
  * Routing on a bound socket: the vhost named by sni (if any), else by the

@@ -13,7 +13,9 @@
 #include "lk_admin.h"
 #include "lk_conf.h"
 #include "lk_conn.h"
+#include "lk_health.h"
 #include "lk_log.h"
+#include "lk_probe.h"
 #include "lk_stats.h"
 
 static void
@@ -22,6 +24,7 @@ usage(FILE *out)
     fprintf(out,
             "Usage: lookout -c FILE            run in the foreground, logging to stderr\n"
             "       lookout --check -c FILE    validate FILE, print the resolved listener map\n"
+            "       lookout --probe -c FILE    compare the map with what the brokers advertise\n"
             "       lookout --version | --help\n"
             "\n"
             "lookout is an edge proxy for Apache Pulsar and Apache Kafka clusters: it\n"
@@ -29,6 +32,9 @@ usage(FILE *out)
             "\n"
             "  -c, --config FILE   configuration file (see conf/lookout.conf)\n"
             "  -t, --check         check the configuration and exit: 0 if valid, 1 if not\n"
+            "  -p, --probe         ask every broker what it advertises and print where the\n"
+            "                      map disagrees: exit 0 if it agrees, 1 if not, 2 if FILE\n"
+            "                      is not a valid configuration\n"
             "  -V, --version       print the version and exit\n"
             "  -h, --help          print this help and exit\n"
             "\n"
@@ -41,6 +47,7 @@ static struct event *sigs[4];
 static const char *conf_file;
 static struct lk_conf *first_conf; /* for what a reload cannot change */
 static unsigned drain_timeout_ms;  /* the current generation's */
+static struct lk_runtime *checked_rt; /* whose active health checks run (lk_health.h) */
 
 /* SIGINT: a drain, but short (someone at a terminal wants it gone). */
 #define LK_SIGINT_DRAIN_MS 1000
@@ -90,6 +97,11 @@ on_reload(evutil_socket_t sig, short what, void *arg)
         return;
     }
     lk_reloads_ok++;
+    /* The checks follow the generation: the new one's brokers and keys. */
+    lk_health_stop(checked_rt);
+    checked_rt = rt;
+    if (lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0)
+        lk_log(LK_ERR, NULL, "SIGHUP: %s: brokers are not checked", err);
     lk_log_level = conf->log_level;
     drain_timeout_ms = conf->drain_timeout_ms;
     if (conf->workers != first_conf->workers)
@@ -114,17 +126,19 @@ main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 't'},
-        {"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
+        {"probe", no_argument, NULL, 'p'},        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *file = NULL;
-    int check = 0, ch;
+    int check = 0, probe = 0, ch;
     char err[1024];
 
-    while ((ch = getopt_long(argc, argv, "c:tVh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:tpVh", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': file = optarg; break;
         case 't': check = 1; break;
+        case 'p': probe = 1; break;
         case 'V': printf("lookout %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
@@ -143,14 +157,14 @@ main(int argc, char **argv)
     struct lk_conf *conf = lk_conf_load(file, err, sizeof(err));
     if (conf == NULL) {
         fprintf(stderr, "lookout: %s\n", err);
-        return 1;
+        return probe ? 2 : 1;
     }
     lk_log_level = conf->log_level;
     struct lk_runtime *rt = lk_runtime_new(conf, err, sizeof(err));
     if (rt == NULL) {
         fprintf(stderr, "lookout: %s\n", err);
         lk_conf_unref(conf);
-        return 1;
+        return probe ? 2 : 1;
     }
     if (check) {
         lk_conf_dump(conf, stdout);
@@ -159,6 +173,14 @@ main(int argc, char **argv)
         lk_conf_unref(conf);
         lk_stats_free();
         return 0;
+    }
+    if (probe) {
+        signal(SIGPIPE, SIG_IGN);
+        int rc = lk_probe_run(rt, stdout);
+        lk_runtime_free(rt);
+        lk_conf_unref(conf);
+        lk_stats_free();
+        return rc;
     }
     signal(SIGPIPE, SIG_IGN);
     if (lk_access_configure(conf, err, sizeof(err)) != 0 ||
@@ -173,6 +195,17 @@ main(int argc, char **argv)
         lk_stats_free();
         return 1;
     }
+    if (lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0) {
+        fprintf(stderr, "lookout: %s\n", err);
+        lk_admin_stop();
+        lk_workers_free();
+        lk_runtime_free(rt);
+        lk_conf_unref(conf);
+        lk_access_close();
+        lk_stats_free();
+        return 1;
+    }
+    checked_rt = rt;
     conf_file = file;
     first_conf = conf;
     drain_timeout_ms = conf->drain_timeout_ms;
@@ -185,6 +218,7 @@ main(int argc, char **argv)
     lk_log(LK_INFO, NULL, "lookout %s started with %d worker%s", PACKAGE_VERSION, conf->workers,
            conf->workers == 1 ? "" : "s");
     lk_workers_run();
+    lk_health_stop(checked_rt);
     for (size_t i = 0; i < 4; i++)
         event_free(sigs[i]);
     lk_admin_stop();

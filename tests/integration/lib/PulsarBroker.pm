@@ -216,14 +216,16 @@ sub _write_state {
 }
 
 # $c->set(KEY => VALUE, ...): change own (replaces the table), version, chunked, gzip,
-# leader, unowned_to or cluster. Brokers see it at their next request.
+# leader, unowned_to, cluster or not_ready ([N...]: those brokers answer 503 to
+# /admin/v2/brokers/ready and /health). Brokers see it at their next request.
 sub set {
     my ($self, %kv) = @_;
     for my $k (keys %kv) {
-        croak "PulsarBroker->set: unknown key '$k'" unless $k =~ /^(own|version|chunked|gzip|leader|unowned_to|cluster)$/;
+        croak "PulsarBroker->set: unknown key '$k'" unless $k =~ /^(own|version|chunked|gzip|leader|unowned_to|cluster|not_ready)$/;
         my $v = $kv{$k};
         $v = { %$v } if $k eq 'own';
         $v = $v ? JSON::PP::true : JSON::PP::false if $k eq 'chunked' || $k eq 'gzip';
+        $v = [ @$v ] if $k eq 'not_ready';
         $v = "$v" if $k eq 'version';
         $self->{conf}{$k} = $v;
     }
@@ -805,6 +807,14 @@ sub _dispatch {
     if ($p =~ m{^/admin/v2/brokers/leaderBroker/?$}) {
         my $l = _broker_n($cx, $cx->{st}{leader});
         return _json($cx, 200, { serviceUrl => $l->{http} // $l->{https} });
+    }
+    if ($p =~ m{^/admin/v2/brokers/(ready|health)/?$}) {
+        # BrokersBase: 200 text "ok" when the broker serves (ready), or when a
+        # heartbeat round trip works (health); the not_ready knob makes both fail on
+        # the brokers it lists, as on a broker still starting, or failing.
+        return _reason($cx, 503, "broker is not ready")
+            if grep { $_ == $cx->{b}{n} } @{ $cx->{st}{not_ready} // [] };
+        return _respond($cx, 200, [ [ 'Content-Type', 'text/plain' ] ], 'ok');
     }
     if ($p =~ m{^/admin/v2/brokers(?:/[^/]+)?/?$}) {
         # The classic leak: every broker's internal host:port (its brokerId).

@@ -1,0 +1,129 @@
+#!/usr/bin/perl
+# 95-health.t: broker health (issue 10). Passive: health.fails connect failures in a row
+# take a dead broker out of the service address's rotation for health.backoff, with no
+# client seeing an error, and traffic tries it again after that. Active (health.check =
+# http): a stopped broker, and one whose /admin/v2/brokers/ready says 503, are ejected by
+# the checks alone, before any client request meets them, and readmitted once a check
+# passes. The health.* keys are validated with file:line errors.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+use Lookout;
+use PulsarBroker;
+
+my $dir = tmp_dir();
+
+# N requests to the service address; returns their statuses.
+sub service_requests {
+    my ($w, $n, $tag) = @_;
+    return map { curl({ timeout => 10 }, "http://127.0.0.1:$w/test/echo?$tag=$_")->{status} } 1 .. $n;
+}
+
+# How many requests tagged TAG broker N got.
+sub got {
+    my ($pc, $n, $tag) = @_;
+    return scalar grep { ($_->{query} // '') =~ /^\Q$tag\E=/ } $pc->requests($n);
+}
+
+sub cluster_conf {
+    my ($pc, $w, $keys) = @_;
+    my %ext = map { $_ => [ 'http://127.0.0.1:' . free_port() ] } 1 .. 3;
+    return "[lookout]\nworkers = 1\ntimeout.connect = 1s\n\n[pulsar prod]\n"
+         . "internalListenerName = internal\nlookupListenerName = external\n"
+         . "webServiceUrl = http://127.0.0.1:$w\n$keys\n" . broker_sections($pc, 'prod', \%ext);
+}
+
+# ---- passive --------------------------------------------------------------------------------
+{
+    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 3 ], dir => "$dir/passive");
+    my $w = free_port();
+    my $lk = start_lookout(dir => $dir, name => 'passive', conf => cluster_conf($pc, $w,
+        "health.fails = 2\nhealth.backoff = 3s\nhealth.backoff_max = 3s\n"));
+    ok($lk->started, 'passive: lookout started') or BAIL_OUT($lk->log // '');
+    $pc->kill_broker(3);
+    my $t0 = time;
+    my @st = service_requests($w, 12, 'p');
+    my $took = time - $t0;
+    is_deeply(\@st, [ (200) x 12 ], 'passive: every request succeeds (a failed connect moves on)');
+    my $log = $lk->log;
+    my $fails = () = $log =~ /broker prod\/b3 at \S+: connect failed/g;
+    SKIP: {
+        skip "12 requests took ${took}s, past the 3s backoff", 2 if $took > 2.5;
+        is($fails, 2, 'passive: b3 was tried exactly health.fails = 2 times, then left out');
+        like($log, qr/broker prod\/b3: 2 connect failures in a row: out of rotation for 3000 ms/,
+             'passive: the ejection is logged with its backoff');
+    }
+    is(got($pc, 1, 'p') + got($pc, 2, 'p'), 12, 'passive: b1 and b2 served all 12');
+    # After the backoff, traffic tries b3 again, and finds it back.
+    $pc->restart_broker(3);
+    sleep 0.1 while time - $t0 < 3.2;
+    service_requests($w, 6, 'q');
+    cmp_ok(got($pc, 3, 'q'), '>=', 1, 'passive: after the backoff b3 gets traffic again');
+    $lk->stop;
+    $lk->check_sanitizers if $lk->can('check_sanitizers');
+    $pc->stop;
+}
+
+# ---- active ---------------------------------------------------------------------------------
+{
+    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 3 ], dir => "$dir/active");
+    my $w = free_port();
+    my $lk = start_lookout(dir => $dir, name => 'active', conf => cluster_conf($pc, $w,
+        "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n"));
+    ok($lk->started, 'active: lookout started') or BAIL_OUT($lk->log // '');
+    ok(wait_until(sub { grep { $_->{path} eq '/admin/v2/brokers/ready' } $pc->requests(3) }, 5),
+       'active: the checks GET health.path (/admin/v2/brokers/ready by default)');
+
+    $pc->kill_broker(3);
+    ok($lk->wait_log(qr/broker prod\/b3: 1 health check failed in a row: out of rotation/, 5),
+       'active: a stopped broker is ejected by the checks');
+    my @st = service_requests($w, 9, 'a');
+    is_deeply(\@st, [ (200) x 9 ], 'active: every service-address request succeeds');
+    unlike($lk->log, qr/broker prod\/b3 at \S+: connect|b3 unreachable/,
+           'active: no client request was sent to the dead broker');
+    is(got($pc, 1, 'a') + got($pc, 2, 'a'), 9, 'active: b1 and b2 served them');
+
+    $pc->restart_broker(3);
+    ok($lk->wait_log(qr/broker prod\/b3: health check passed: back in rotation/, 5),
+       'active: readmitted once a check passes');
+    service_requests($w, 6, 'b');
+    cmp_ok(got($pc, 3, 'b'), '>=', 1, 'active: b3 gets service-address traffic again');
+
+    # http checks ask the broker, not only its port: a broker that says it is not
+    # ready is left out too, though it takes connections.
+    $pc->set(not_ready => [2]);
+    ok($lk->wait_log(qr/broker prod\/b2: 1 health check failed in a row/, 5), 'active: a 503 from ready ejects');
+    like($lk->log, qr/broker prod\/b2 at \S+: health check failed: HTTP 503 for \/admin\/v2\/brokers\/ready/,
+         'active: the log says why');
+    service_requests($w, 6, 'c');
+    is(got($pc, 2, 'c'), 0, 'active: the not-ready broker gets no traffic');
+    $pc->set(not_ready => []);
+    ok($lk->wait_log(qr/broker prod\/b2: health check passed: back in rotation/, 5), 'active: and comes back');
+    $lk->stop;
+    $lk->check_sanitizers if $lk->can('check_sanitizers');
+    $pc->stop;
+}
+
+# ---- the keys -------------------------------------------------------------------------------
+my $bad = sub {
+    my ($keys, $re, $what) = @_;
+    my $conf = "[pulsar prod]\n$keys\n\n[broker prod/b1]\nadvertisedListeners = internal:pulsar://127.0.0.1:16651\n";
+    my $r = run_lookout(dir => $dir, name => 'bad', conf => $conf, args => ['--check']);
+    is($r->{exit}, 1, "$what: refused");
+    like($r->{out}, $re, "$what: file:line and why");
+};
+$bad->("health.check = ping", qr/bad\.conf:2: .*health\.check.*'ping' is not off, tcp or http/, 'health.check = ping');
+$bad->("health.check = http\n[kafka k]\nlookupListenerName = EXTERNAL\nhealth.check = http",
+       qr/bad\.conf:5: \[kafka k\] health\.check: Kafka brokers have no HTTP address to check: use tcp/, 'http checks on Kafka');
+$bad->("health.interval = 1s\nhealth.timeout = 2s", qr/bad\.conf:3: .*above health\.interval/, 'timeout over interval');
+$bad->("health.backoff = 5s\nhealth.backoff_max = 1s", qr/bad\.conf:3: .*below health\.backoff/, 'backoff_max below backoff');
+$bad->("health.fails = 0", qr/bad\.conf:2: .*not a number from 1 to 100/, 'health.fails = 0');
+
+done_testing();
