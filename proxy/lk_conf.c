@@ -2641,6 +2641,25 @@ print_addrs(FILE *out, const struct lk_listener *l)
             fprintf(out, " %s", l->addr[sc]->text);
 }
 
+/* The health.* settings, only when not all defaults, so that the usual
+ * map reads as before. */
+static void
+dump_health(const struct lk_cluster *cl, FILE *out)
+{
+    const struct lk_health_conf *h = &cl->health;
+
+    if (h->check == LK_HEALTH_CHECK_OFF && h->fails == 1 &&
+        h->backoff_ms == DEFAULT_HEALTH_BACKOFF_MS && h->backoff_max_ms == DEFAULT_HEALTH_BACKOFF_MAX_MS)
+        return;
+    fprintf(out, "  health   out of rotation after %u failure%s, for %u ms doubling up to %u ms",
+            h->fails, h->fails == 1 ? "" : "s", h->backoff_ms, h->backoff_max_ms);
+    if (h->check != LK_HEALTH_CHECK_OFF)
+        fprintf(out, "; %s checks%s%s every %u ms, timeout %u ms", health_check_names[h->check],
+                h->check == LK_HEALTH_CHECK_HTTP ? " of " : "",
+                h->check == LK_HEALTH_CHECK_HTTP ? h->path : "", h->interval_ms, h->timeout_ms);
+    fputc('\n', out);
+}
+
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)
 {
@@ -2673,6 +2692,7 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
         fprintf(out, "  service  %s%s%s\n", cl->web_service != NULL ? cl->web_service->text : "",
                 cl->web_service != NULL && cl->service != NULL ? " " : "",
                 cl->service != NULL ? cl->service->text : "");
+    dump_health(cl, out);
 
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
@@ -2768,6 +2788,7 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
         print_security(out, u->scheme, cl->bootstrap_sasl, 0);
         print_on_bind(out, bind_of(conf, cl, NULL, NULL, u->host, u->port));
     }
+    dump_health(cl, out);
     if (pt != NULL) {
         fprintf(out, "  pattern   %s", pt->text);
         print_security(out, pt->scheme, pt->sasl, 0);

@@ -646,7 +646,8 @@ kafka_call(struct conn *c, unsigned ms, int16_t key, int16_t ver, int flexible, 
     n += 10 + sizeof(client) - 1;
     if (flexible)
         req[n++] = 0; /* no tagged fields (request header v2) */
-    memcpy(req + n, body, blen);
+    if (blen != 0) /* ApiVersions v0 has no body, and body is NULL then */
+        memcpy(req + n, body, blen);
     n += blen;
     put32(req, (int32_t)(n - 4));
     if (conn_write(c, req, n) != 0) {

@@ -111,6 +111,25 @@ sub cluster_conf {
     $pc->stop;
 }
 
+# ---- active, tcp (what Kafka clusters get) ---------------------------------------------------
+{
+    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 2 ], dir => "$dir/tcp");
+    my $w = free_port();
+    my $lk = start_lookout(dir => $dir, name => 'tcp', conf => cluster_conf($pc, $w,
+        "health.check = tcp\nhealth.interval = 200ms\nhealth.timeout = 150ms\nhealth.fails = 2\n"));
+    ok($lk->started, 'tcp: lookout started') or BAIL_OUT($lk->log // '');
+    $pc->kill_broker(2);
+    ok($lk->wait_log(qr/broker prod\/b2: 2 health checks failed in a row: out of rotation/, 5),
+       'tcp: a stopped broker is ejected after health.fails checks');
+    like($lk->log, qr/broker prod\/b2 at http:\/\/\S+: health check failed: Connection refused/, 'tcp: with the error');
+    is(scalar(grep { $_->{path} =~ m{^/admin/} } $pc->requests(1)), 0, 'tcp: a tcp check sends no request');
+    $pc->restart_broker(2);
+    ok($lk->wait_log(qr/broker prod\/b2: health check passed: back in rotation/, 5), 'tcp: readmitted');
+    $lk->stop;
+    $lk->check_sanitizers if $lk->can('check_sanitizers');
+    $pc->stop;
+}
+
 # ---- the keys -------------------------------------------------------------------------------
 my $bad = sub {
     my ($keys, $re, $what) = @_;
@@ -125,5 +144,13 @@ $bad->("health.check = http\n[kafka k]\nlookupListenerName = EXTERNAL\nhealth.ch
 $bad->("health.interval = 1s\nhealth.timeout = 2s", qr/bad\.conf:3: .*above health\.interval/, 'timeout over interval');
 $bad->("health.backoff = 5s\nhealth.backoff_max = 1s", qr/bad\.conf:3: .*below health\.backoff/, 'backoff_max below backoff');
 $bad->("health.fails = 0", qr/bad\.conf:2: .*not a number from 1 to 100/, 'health.fails = 0');
+
+# --check shows the settings (only when not all defaults).
+my $r = run_lookout(dir => $dir, name => 'good', args => ['--check'], conf =>
+    "[pulsar prod]\nhealth.fails = 2\nhealth.check = tcp\n\n[broker prod/b1]\n"
+  . "advertisedListeners = internal:http://127.0.0.1:18081\n");
+is($r->{exit}, 0, '--check: health keys accepted');
+like($r->{out}, qr/^  health   out of rotation after 2 failures, for 1000 ms doubling up to 30000 ms; tcp checks every 5000 ms, timeout 2000 ms$/m,
+     '--check: prints them');
 
 done_testing();
