@@ -2649,7 +2649,8 @@ dump_health(const struct lk_cluster *cl, FILE *out)
     const struct lk_health_conf *h = &cl->health;
 
     if (h->check == LK_HEALTH_CHECK_OFF && h->fails == 1 &&
-        h->backoff_ms == DEFAULT_HEALTH_BACKOFF_MS && h->backoff_max_ms == DEFAULT_HEALTH_BACKOFF_MAX_MS)
+        h->backoff_ms == DEFAULT_HEALTH_BACKOFF_MS &&
+        h->backoff_max_ms == DEFAULT_HEALTH_BACKOFF_MAX_MS)
         return;
     fprintf(out, "  health   out of rotation after %u failure%s, for %u ms doubling up to %u ms",
             h->fails, h->fails == 1 ? "" : "s", h->backoff_ms, h->backoff_max_ms);

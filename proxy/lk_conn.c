@@ -1245,7 +1245,8 @@ lk_broker_check_result(struct lk_runtime *rt, const struct lk_broker *b, int ok)
         return;
     }
     unsigned fails = __atomic_add_fetch(&h->check_fails, 1, __ATOMIC_RELAXED);
-    if (fails >= b->cluster->health.fails && !__atomic_exchange_n(&h->check_down, 1, __ATOMIC_RELAXED))
+    if (fails >= b->cluster->health.fails &&
+        !__atomic_exchange_n(&h->check_down, 1, __ATOMIC_RELAXED))
         lk_log(LK_WARN, NULL, "broker %s: %u health check%s failed in a row: out of rotation",
                b->name, fails, fails == 1 ? "" : "s");
 }
@@ -1402,7 +1403,8 @@ lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr, int http)
         return NULL;
     struct in6_addr a6;
     struct in_addr a4;
-    int is_ip = inet_pton(AF_INET, addr->host, &a4) == 1 || inet_pton(AF_INET6, addr->host, &a6) == 1;
+    int is_ip =
+        inet_pton(AF_INET, addr->host, &a4) == 1 || inet_pton(AF_INET6, addr->host, &a6) == 1;
     if (!is_ip)
         SSL_set_tlsext_host_name(ssl, addr->host);
     if (http) {

@@ -158,7 +158,8 @@ start_probe(struct probe *p)
         SSL *ssl = lk_upstream_ssl_new(hc->rt, p->addr, 1);
         if (ssl == NULL)
             return;
-        p->bev = bufferevent_openssl_socket_new(hc->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
+        p->bev =
+            bufferevent_openssl_socket_new(hc->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
         if (p->bev == NULL) {
             SSL_free(ssl);
             return;
@@ -206,8 +207,8 @@ lk_health_start(struct lk_runtime *rt, struct event_base *base, char *err, size_
      * on it, and the checks must not outlive it. */
     hc->rt = lk_runtime_ref(rt);
     hc->base = base;
-    hc->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    hc->dns =
+        evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (hc->dns == NULL) /* no resolv.conf: IP literals still work */
         hc->dns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     hc->probes = lk_xcalloc(conf->nbrokers + 1, sizeof(*hc->probes));

@@ -184,7 +184,8 @@ conn_write(struct conn *c, const void *p, size_t len)
 {
     const char *s = p;
     while (len > 0) {
-        ssize_t n = c->ssl != NULL ? SSL_write(c->ssl, s, (int)len) : send(c->fd, s, len, MSG_NOSIGNAL);
+        ssize_t n =
+            c->ssl != NULL ? SSL_write(c->ssl, s, (int)len) : send(c->fd, s, len, MSG_NOSIGNAL);
         if (n <= 0) {
             if (n < 0 && c->ssl == NULL && errno == EINTR)
                 continue;
@@ -470,8 +471,8 @@ static void
 pulsar_lookup(struct lk_runtime *rt, const struct lk_broker *b, const struct lk_url *addr,
               struct finding *f)
 {
-    static const char *const fields[] = {"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls",
-                                         "nativeUrl", NULL};
+    static const char *const fields[] = {"brokerUrl",  "brokerUrlTls", "httpUrl",
+                                         "httpUrlTls", "nativeUrl",    NULL};
     const char *path = "/lookup/v2/topic/persistent/public/default/" LK_PROBE_TOPIC;
     struct http_answer a;
     char why[512];
@@ -590,8 +591,7 @@ collect_node(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
     ns->v = lk_xrealloc(ns->v, (ns->n + 1) * sizeof(*ns->v));
     nd = &ns->v[ns->n++];
     nd->id = node_id;
-    snprintf(nd->host, sizeof(nd->host), "%.*s", (int)(host->len < 255 ? host->len : 255),
-             host->p);
+    snprintf(nd->host, sizeof(nd->host), "%.*s", (int)(host->len < 255 ? host->len : 255), host->p);
     nd->port = *port;
     return LK_KAFKA_EP_KEEP;
 }
@@ -621,7 +621,8 @@ get16(const uint8_t *p)
 static int32_t
 get32(const uint8_t *p)
 {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     p[3]);
 }
 
 /*
@@ -631,8 +632,7 @@ get32(const uint8_t *p)
  */
 static int
 kafka_call(struct conn *c, unsigned ms, int16_t key, int16_t ver, int flexible, int32_t corr,
-           const uint8_t *body, size_t blen, uint8_t **resp, size_t *rlen, char *why,
-           size_t whylen)
+           const uint8_t *body, size_t blen, uint8_t **resp, size_t *rlen, char *why, size_t whylen)
 {
     static const char client[] = "lookout-probe";
     uint8_t req[256];
@@ -646,7 +646,7 @@ kafka_call(struct conn *c, unsigned ms, int16_t key, int16_t ver, int flexible, 
     n += 10 + sizeof(client) - 1;
     if (flexible)
         req[n++] = 0; /* no tagged fields (request header v2) */
-    if (blen != 0) /* ApiVersions v0 has no body, and body is NULL then */
+    if (blen != 0)    /* ApiVersions v0 has no body, and body is NULL then */
         memcpy(req + n, body, blen);
     n += blen;
     put32(req, (int32_t)(n - 4));
@@ -659,7 +659,8 @@ kafka_call(struct conn *c, unsigned ms, int16_t key, int16_t ver, int flexible, 
     while (got < 4) {
         ssize_t r = conn_read(c, head + got, 4 - got);
         if (r <= 0) {
-            snprintf(why, whylen, "%s", r == 0 ? "the broker closed the connection" : read_error(ms));
+            snprintf(why, whylen, "%s",
+                     r == 0 ? "the broker closed the connection" : read_error(ms));
             return -1;
         }
         got += (size_t)r;
@@ -674,7 +675,8 @@ kafka_call(struct conn *c, unsigned ms, int16_t key, int16_t ver, int flexible, 
     for (got = 0; got < size;) {
         ssize_t r = conn_read(c, *resp + 4 + got, size - got);
         if (r <= 0) {
-            snprintf(why, whylen, "%s", r == 0 ? "the broker closed the connection" : read_error(ms));
+            snprintf(why, whylen, "%s",
+                     r == 0 ? "the broker closed the connection" : read_error(ms));
             free(*resp);
             return -1;
         }
@@ -746,8 +748,9 @@ kafka_nodes(struct lk_runtime *rt, const struct lk_url *addr, struct nodes *ns, 
         }
     free(resp);
     resp = NULL;
-    ver = hi < lk_kafka_rewrite_max_version(LK_KAFKA_METADATA) ? hi
-                                                               : lk_kafka_rewrite_max_version(LK_KAFKA_METADATA);
+    ver = hi < lk_kafka_rewrite_max_version(LK_KAFKA_METADATA)
+              ? hi
+              : lk_kafka_rewrite_max_version(LK_KAFKA_METADATA);
     if (hi < 0 || ver < lo) {
         snprintf(why, whylen, "ApiVersions: no Metadata version in common (broker %d-%d)", lo, hi);
         goto out;
@@ -759,8 +762,8 @@ kafka_nodes(struct lk_runtime *rt, const struct lk_url *addr, struct nodes *ns, 
     }
     struct evbuffer *scratch = evbuffer_new();
     struct lk_kafka_rewrite rw = {.endpoint = collect_node, .arg = ns};
-    enum lk_kafka_rw r = lk_kafka_rewrite_response(resp, rlen, LK_KAFKA_METADATA, (int16_t)ver, &rw,
-                                                   scratch);
+    enum lk_kafka_rw r =
+        lk_kafka_rewrite_response(resp, rlen, LK_KAFKA_METADATA, (int16_t)ver, &rw, scratch);
     evbuffer_free(scratch);
     if (r != LK_KAFKA_RW_UNCHANGED) {
         snprintf(why, whylen, "Metadata v%d: the response does not decode", ver);
@@ -818,15 +821,15 @@ probe_kafka(struct lk_runtime *rt, const struct lk_cluster *cl, struct finding *
         if (j == all.n)
             note(&fs[i], V_MISMATCH, "node %d is not in the cluster's metadata", b->node_id);
         else if (!node_at(&all.v[j], in))
-            note(&fs[i], V_MISMATCH,
-                 "node %d advertises %s:%d on %s, which the map has at %s", b->node_id,
-                 all.v[j].host, all.v[j].port, b->internal->name, in->hostport);
+            note(&fs[i], V_MISMATCH, "node %d advertises %s:%d on %s, which the map has at %s",
+                 b->node_id, all.v[j].host, all.v[j].port, b->internal->name, in->hostport);
     }
     for (size_t j = 0; j < all.n; j++) {
         if (lk_cluster_find_node(cl, all.v[j].id) != NULL)
             continue;
         if (cl->pattern != NULL) {
-            fprintf(out, "OK          %s node %d %s:%d: not in the map, served by broker.pattern %s\n",
+            fprintf(out,
+                    "OK          %s node %d %s:%d: not in the map, served by broker.pattern %s\n",
                     cl->name, all.v[j].id, all.v[j].host, all.v[j].port, cl->pattern->text);
             continue;
         }
@@ -865,7 +868,9 @@ lk_probe_run(struct lk_runtime *rt, FILE *out)
                 kafka ? lk_kafka_addr(b->internal) : lk_broker_upstream(b, LK_SCHEME_HTTP, 0);
             /* Kafka's text is "NAME://host:port": the listener is in the details. */
             fprintf(out, "%-11s %s %s: %s\n", verdict_names[fs[i].v], b->name,
-                    addr == NULL ? "-" : kafka ? addr->hostport : addr->text,
+                    addr == NULL ? "-"
+                    : kafka      ? addr->hostport
+                                 : addr->text,
                     fs[i].detail[0] != '\0' ? fs[i].detail : "agrees with the map");
             counts[fs[i].v]++;
         }
@@ -881,15 +886,15 @@ lk_probe_run(struct lk_runtime *rt, FILE *out)
                 extra++;
             }
         } else if (!kafka) {
-            fprintf(out, "note        %s: active brokers not compared: %s\n", cl->name,
-                    active_why);
+            fprintf(out, "note        %s: active brokers not compared: %s\n", cl->name, active_why);
         }
         unmapped += extra;
         active_free(&ac);
         free(fs);
     }
-    fprintf(out, "probe: %zu broker%s: %u OK, %u MISMATCH, %u UNREACHABLE; %u in the cluster, not in "
-                 "the map\n",
+    fprintf(out,
+            "probe: %zu broker%s: %u OK, %u MISMATCH, %u UNREACHABLE; %u in the cluster, not in "
+            "the map\n",
             conf->nbrokers, conf->nbrokers == 1 ? "" : "s", counts[V_OK], counts[V_MISMATCH],
             counts[V_UNREACHABLE], unmapped);
     return counts[V_MISMATCH] != 0 || counts[V_UNREACHABLE] != 0 || unmapped != 0 ? 1 : 0;
