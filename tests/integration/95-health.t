@@ -75,8 +75,8 @@ sub cluster_conf {
 {
     my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 3 ], dir => "$dir/active");
     my $w = free_port();
-    my $lk = start_lookout(dir => $dir, name => 'active', conf => cluster_conf($pc, $w,
-        "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n"));
+    my $aconf = cluster_conf($pc, $w, "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n");
+    my $lk = start_lookout(dir => $dir, name => 'active', conf => $aconf);
     ok($lk->started, 'active: lookout started') or BAIL_OUT($lk->log // '');
     ok(wait_until(sub { grep { $_->{path} eq '/admin/v2/brokers/ready' } $pc->requests(3) }, 5),
        'active: the checks GET health.path (/admin/v2/brokers/ready by default)');
@@ -106,6 +106,22 @@ sub cluster_conf {
     is(got($pc, 2, 'c'), 0, 'active: the not-ready broker gets no traffic');
     $pc->set(not_ready => []);
     ok($lk->wait_log(qr/broker prod\/b2: health check passed: back in rotation/, 5), 'active: and comes back');
+
+    # SIGHUP: the old generation's checks stop, the new one's start with its keys.
+    (my $slow = $aconf) =~ s/health\.interval = 300ms/health.interval = 5s/;
+    spew($lk->conf, $slow);
+    $lk->signal('HUP');
+    ok($lk->wait_log(qr/SIGHUP: reloaded/, 5), 'reload: done');
+    my $ready = sub { scalar grep { $_->{path} eq '/admin/v2/brokers/ready' } $pc->requests(1) };
+    my $n0 = $ready->();
+    sleep 1.5;
+    cmp_ok($ready->() - $n0, '<=', 1, 'reload: the 300ms checks stopped (the new ones run every 5s)');
+    spew($lk->conf, $aconf =~ s/health\.check = http/health.check = off/r);
+    $lk->signal('HUP');
+    ok(wait_until(sub { (() = ($lk->log // '') =~ /SIGHUP: reloaded/g) >= 2 }, 5), 'reload: checks off');
+    $n0 = $ready->();
+    sleep 0.8;
+    is($ready->() - $n0, 0, 'reload: no checks at all once health.check = off');
     $lk->stop;
     $lk->check_sanitizers if $lk->can('check_sanitizers');
     $pc->stop;
