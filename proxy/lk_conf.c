@@ -81,9 +81,6 @@
 /* Pulsar's readiness endpoint: 200 "ok" once the broker serves; what
  * Kubernetes readiness probes of Pulsar brokers ask. */
 #define DEFAULT_HEALTH_PATH "/admin/v2/brokers/ready"
-#define HEALTH_KEYS                                                                                \
-    "health.fails", "health.backoff", "health.backoff_max", "health.check", "health.interval",    \
-        "health.timeout", "health.path"
 
 /* The keys each section kind knows, for "unknown key" hints. */
 /* clang-format off */
@@ -98,12 +95,16 @@ static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
     "follow.replay_bytes",  "max_frame_bytes",    "filters",       "forwarded_headers",
-    "upstream.tls",         "pulsar_routing",     HEALTH_KEYS,     NULL};
+    "upstream.tls",         "pulsar_routing",     "health.fails",  "health.backoff",
+    "health.backoff_max",   "health.check",       "health.interval", "health.timeout",
+    "health.path",          NULL};
 static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
     "broker.pattern",             "unknown_api",        "filters",
-    "timeout.idle",               HEALTH_KEYS,          NULL};
+    "timeout.idle",               "health.fails",       "health.backoff",
+    "health.backoff_max",         "health.check",       "health.interval",
+    "health.timeout",             NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
 static const char *const kafka_broker_keys[] = {"advertised.listeners", "registration", NULL};
 /* clang-format on */
@@ -887,7 +888,8 @@ health_keys(struct loader *ld, struct lk_conf_section *s, struct lk_cluster *cl)
     } else if (h->timeout_ms > h->interval_ms) {
         h->timeout_ms = h->interval_ms;
     }
-    if ((e = take(s, "health.path")) != NULL) {
+    /* Only http checks ask for a path: a Kafka cluster has none to set. */
+    if (cl->proto != LK_PROTO_KAFKA && (e = take(s, "health.path")) != NULL) {
         if (e->value[0] != '/')
             return entry_err(ld, s, e, "'%s' is not a path (it must start with '/')", e->value);
         for (const char *p = e->value; *p != '\0'; p++)

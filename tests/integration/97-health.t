@@ -160,6 +160,13 @@ $bad->("health.check = http\n[kafka k]\nlookupListenerName = EXTERNAL\nhealth.ch
        qr/bad\.conf:5: \[kafka k\] health\.check: Kafka brokers have no HTTP address to check: use tcp/, 'http checks on Kafka');
 $bad->("health.interval = 1s\nhealth.timeout = 2s", qr/bad\.conf:3: .*above health\.interval/, 'timeout over interval');
 $bad->("health.backoff = 5s\nhealth.backoff_max = 1s", qr/bad\.conf:3: .*below health\.backoff/, 'backoff_max below backoff');
+{
+    my $r = run_lookout(dir => $dir, name => 'bad', args => ['--check'], conf =>
+        "[kafka k]\nlookupListenerName = EXTERNAL\nlistener.security.protocol.map = PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+      . "health.path = /x\n\n[broker k/1]\nadvertised.listeners = PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093\n");
+    is($r->{exit}, 1, 'health.path on Kafka (no http checks): refused');
+    like($r->{out}, qr/bad\.conf:4: .*health\.path/, 'health.path on Kafka: at its line');
+}
 $bad->("health.fails = 0", qr/bad\.conf:2: .*not a number from 1 to 100/, 'health.fails = 0');
 
 # --check shows the settings (only when not all defaults).
