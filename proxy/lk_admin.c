@@ -51,12 +51,14 @@ listener_json(const struct lk_listener *l)
     return j;
 }
 
-/* Passive health of broker b: consecutive connect failures, and until when
- * round-robin skips it (wall-clock time, or null). */
+/* Health of broker b: whether service addresses send it traffic
+ * (lk_broker_up: neither backed off nor ejected by active checks), its
+ * consecutive connect failures and until when round-robin skips it for
+ * them (wall-clock time, or null), and its consecutive failed checks. */
 static json_t *
 health_json(struct lk_runtime *rt, const struct lk_broker *b)
 {
-    unsigned fails = __atomic_load_n(&rt->health[b->index].fails, __ATOMIC_RELAXED);
+    unsigned fails = lk_broker_fails(rt, b);
     long long until = __atomic_load_n(&rt->health[b->index].retry_after_ms, __ATOMIC_RELAXED);
     long long left = until - lk_now_ms();
     json_t *ejected = json_null();
@@ -73,8 +75,9 @@ health_json(struct lk_runtime *rt, const struct lk_broker *b)
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
         ejected = json_string(when);
     }
-    return json_pack("{s:b,s:I,s:o}", "up", left <= 0, "consecutive_failures", (json_int_t)fails,
-                     "ejected_until", ejected);
+    return json_pack("{s:b,s:I,s:o,s:I}", "up", lk_broker_up(rt, b), "consecutive_failures",
+                     (json_int_t)fails, "ejected_until", ejected, "check_failures",
+                     (json_int_t)lk_broker_check_fails(rt, b));
 }
 
 static json_t *

@@ -631,17 +631,16 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     }
     pthread_mutex_unlock(&lock);
 
-    /* Passive health, from the runtime serving now (the map's brokers). */
+    /* Health, from the runtime serving now (the map's brokers). */
     if (rt != NULL) {
         const struct lk_conf *conf = rt->conf;
-        long long now = lk_now_ms();
         family(out, "lookout_broker_up", "gauge",
-               "1 unless the broker's connects are failing and it is skipped for now.");
+               "1 unless the broker is skipped for now: its connects are failing, or its health "
+               "checks.");
         for (size_t i = 0; i < conf->nbrokers; i++) {
-            long long until = __atomic_load_n(&rt->health[i].retry_after_ms, __ATOMIC_RELAXED);
             series(out, "lookout_broker_up", "broker", conf->brokers[i]->name, NULL, NULL, NULL,
                    NULL);
-            evbuffer_add_printf(out, "%d\n", until > now ? 0 : 1);
+            evbuffer_add_printf(out, "%d\n", lk_broker_up(rt, conf->brokers[i]));
         }
         family(out, "lookout_broker_connect_failures", "gauge",
                "Consecutive failed connects to the broker (0 after a success).");

@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 96-probe.t: `lookout --probe -c FILE` (issue 10) against the fake Pulsar cluster's admin
+# 98-probe.t: `lookout --probe -c FILE` (issue 10) against the fake Pulsar cluster's admin
 # API and lookups, and the Kafka test broker's ApiVersions and Metadata: a map that agrees
 # exits 0; a broker or node the map lacks, an address no listener covers, and a dead
 # broker each exit 1 naming it; a bad config exits 2. Every run is bounded by

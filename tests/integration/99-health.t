@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 97-health.t: broker health (issue 10). Passive: health.fails connect failures in a row
+# 99-health.t: broker health (issue 10). Passive: health.fails connect failures in a row
 # take a dead broker out of the service address's rotation for health.backoff, with no
 # client seeing an error, and traffic tries it again after that. Active (health.check =
 # http): a stopped broker, and one whose /admin/v2/brokers/ready says 503, are ejected by
@@ -33,9 +33,9 @@ sub got {
 }
 
 sub cluster_conf {
-    my ($pc, $w, $keys) = @_;
+    my ($pc, $w, $keys, $lookout) = @_;
     my %ext = map { $_ => [ 'http://127.0.0.1:' . free_port() ] } 1 .. 3;
-    return "[lookout]\nworkers = 1\ntimeout.connect = 1s\n\n[pulsar prod]\n"
+    return "[lookout]\nworkers = 1\ntimeout.connect = 1s\n" . ($lookout // '') . "\n[pulsar prod]\n"
          . "internalListenerName = internal\nlookupListenerName = external\n"
          . "webServiceUrl = http://127.0.0.1:$w\n$keys\n" . broker_sections($pc, 'prod', \%ext);
 }
@@ -76,7 +76,9 @@ sub cluster_conf {
 {
     my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 3 ], dir => "$dir/active");
     my $w = free_port();
-    my $aconf = cluster_conf($pc, $w, "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n");
+    my $admin = free_port();
+    my $aconf = cluster_conf($pc, $w, "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n",
+                             "admin = 127.0.0.1:$admin\n");
     my $lk = start_lookout(dir => $dir, name => 'active', conf => $aconf);
     ok($lk->started, 'active: lookout started') or BAIL_OUT($lk->log // '');
     ok(wait_until(sub { grep { $_->{path} eq '/admin/v2/brokers/ready' } $pc->requests(3) }, 5),
@@ -105,6 +107,13 @@ sub cluster_conf {
          'active: the log says why');
     service_requests($w, 6, 'c');
     is(got($pc, 2, 'c'), 0, 'active: the not-ready broker gets no traffic');
+    # The admin pages read the same state.
+    my $m = curl("http://127.0.0.1:$admin/metrics")->{body} // '';
+    like($m, qr/^lookout_broker_up\{broker="prod\/b2"\} 0$/m, 'active: /metrics says b2 is down');
+    like($m, qr/^lookout_broker_up\{broker="prod\/b1"\} 1$/m, 'active: and b1 up');
+    my $map = curl("http://127.0.0.1:$admin/map")->{body} // '';
+    like($map, qr/"name":\s*"prod\/b2".*?"health":\s*\{[^}]*"check_failures":\s*[1-9]/s,
+         'active: /map counts its failed checks') or diag($map);
     $pc->set(not_ready => []);
     ok($lk->wait_log(qr/broker prod\/b2: health check passed: back in rotation/, 5), 'active: and comes back');
 
