@@ -40,13 +40,22 @@ sub cluster_conf {
          . "webServiceUrl = http://127.0.0.1:$w\n$keys\n" . broker_sections($pc, 'prod', \%ext);
 }
 
+# start_case(NAME, BROKERS, KEYS [, LOOKOUT_KEYS]): a fake cluster of BROKERS and a
+# lookout in front with KEYS in [pulsar prod]; returns (cluster, service port, lookout,
+# its config text).
+sub start_case {
+    my ($name, $n, $keys, $lookout) = @_;
+    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. $n ], dir => "$dir/$name");
+    my $w = free_port();
+    my $conf = cluster_conf($pc, $w, $keys, $lookout);
+    my $lk = start_lookout(dir => $dir, name => $name, conf => $conf);
+    ok($lk->started, "$name: lookout started") or BAIL_OUT($lk->log // '');
+    return ($pc, $w, $lk, $conf);
+}
+
 # ---- passive --------------------------------------------------------------------------------
 {
-    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 3 ], dir => "$dir/passive");
-    my $w = free_port();
-    my $lk = start_lookout(dir => $dir, name => 'passive', conf => cluster_conf($pc, $w,
-        "health.fails = 2\nhealth.backoff = 3s\nhealth.backoff_max = 3s\n"));
-    ok($lk->started, 'passive: lookout started') or BAIL_OUT($lk->log // '');
+    my ($pc, $w, $lk) = start_case('passive', 3, "health.fails = 2\nhealth.backoff = 3s\nhealth.backoff_max = 3s\n");
     $pc->kill_broker(3);
     my $t0 = time;
     my @st = service_requests($w, 12, 'p');
@@ -74,13 +83,9 @@ sub cluster_conf {
 
 # ---- active ---------------------------------------------------------------------------------
 {
-    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 3 ], dir => "$dir/active");
-    my $w = free_port();
     my $admin = free_port();
-    my $aconf = cluster_conf($pc, $w, "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n",
-                             "admin = 127.0.0.1:$admin\n");
-    my $lk = start_lookout(dir => $dir, name => 'active', conf => $aconf);
-    ok($lk->started, 'active: lookout started') or BAIL_OUT($lk->log // '');
+    my ($pc, $w, $lk, $aconf) = start_case('active', 3, "health.check = http\nhealth.interval = 300ms\nhealth.timeout = 250ms\n",
+                                           "admin = 127.0.0.1:$admin\n");
     ok(wait_until(sub { grep { $_->{path} eq '/admin/v2/brokers/ready' } $pc->requests(3) }, 5),
        'active: the checks GET health.path (/admin/v2/brokers/ready by default)');
 
@@ -139,11 +144,7 @@ sub cluster_conf {
 
 # ---- active, tcp (what Kafka clusters get) ---------------------------------------------------
 {
-    my $pc = PulsarBroker->start(brokers => [ map { '127.0.0.1:' . free_port() } 1 .. 2 ], dir => "$dir/tcp");
-    my $w = free_port();
-    my $lk = start_lookout(dir => $dir, name => 'tcp', conf => cluster_conf($pc, $w,
-        "health.check = tcp\nhealth.interval = 200ms\nhealth.timeout = 150ms\nhealth.fails = 2\n"));
-    ok($lk->started, 'tcp: lookout started') or BAIL_OUT($lk->log // '');
+    my ($pc, $w, $lk) = start_case('tcp', 2, "health.check = tcp\nhealth.interval = 200ms\nhealth.timeout = 150ms\nhealth.fails = 2\n");
     $pc->kill_broker(2);
     ok($lk->wait_log(qr/broker prod\/b2: 2 health checks failed in a row: out of rotation/, 5),
        'tcp: a stopped broker is ejected after health.fails checks');
