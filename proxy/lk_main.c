@@ -185,17 +185,8 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (lk_access_configure(conf, err, sizeof(err)) != 0 ||
         lk_workers_start(rt, conf->workers, err, sizeof(err)) != 0 ||
-        lk_admin_start(lk_workers_main_base(), conf, err, sizeof(err)) != 0) {
-        fprintf(stderr, "lookout: %s\n", err);
-        lk_admin_stop();
-        lk_workers_free();
-        lk_runtime_free(rt);
-        lk_conf_unref(conf);
-        lk_access_close();
-        lk_stats_free();
-        return 1;
-    }
-    if (lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0) {
+        lk_admin_start(lk_workers_main_base(), conf, err, sizeof(err)) != 0 ||
+        lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0) {
         fprintf(stderr, "lookout: %s\n", err);
         lk_admin_stop();
         lk_workers_free();

@@ -455,6 +455,18 @@ sum_at(const struct lk_stat_obj *o, size_t off)
 
 #define SUM(o, type, field) sum_at((o), offsetof(type, field))
 
+/* A counter with one series per cluster, at off in struct lk_cl_vals. */
+static void
+cluster_counter(struct evbuffer *out, const char *name, const char *help, size_t off)
+{
+    family(out, name, "counter", help);
+    for (const struct lk_stat_obj *o = objs; o != NULL; o = o->next)
+        if (o->kind == OBJ_CLUSTER && o->proto != 0) {
+            series(out, name, "cluster", o->name, NULL, NULL, NULL, NULL);
+            evbuffer_add_printf(out, "%llu\n", (unsigned long long)sum_at(o, off));
+        }
+}
+
 static void
 write_hist(struct evbuffer *out, const char *name, const struct lk_stat_obj *o, size_t off,
            const char *proto)
@@ -580,22 +592,12 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                                 (unsigned long long)SUM(o, struct lk_cl_vals, rewrites[i]));
         }
     }
-    family(out, "lookout_leaks_total", "counter",
-           "Internal addresses the leak guard found in responses.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_CLUSTER && o->proto != 0) {
-            series(out, "lookout_leaks_total", "cluster", o->name, NULL, NULL, NULL, NULL);
-            evbuffer_add_printf(out, "%llu\n",
-                                (unsigned long long)SUM(o, struct lk_cl_vals, leaks));
-        }
-    family(out, "lookout_unmapped_total", "counter",
-           "Broker addresses a filter could not map, passed through unchanged.");
-    for (o = objs; o != NULL; o = o->next)
-        if (o->kind == OBJ_CLUSTER && o->proto != 0) {
-            series(out, "lookout_unmapped_total", "cluster", o->name, NULL, NULL, NULL, NULL);
-            evbuffer_add_printf(out, "%llu\n",
-                                (unsigned long long)SUM(o, struct lk_cl_vals, unmapped));
-        }
+    cluster_counter(out, "lookout_leaks_total",
+                    "Internal addresses the leak guard found in responses.",
+                    offsetof(struct lk_cl_vals, leaks));
+    cluster_counter(out, "lookout_unmapped_total",
+                    "Broker addresses a filter could not map, passed through unchanged.",
+                    offsetof(struct lk_cl_vals, unmapped));
 
     family(out, "lookout_upstream_errors_total", "counter",
            "Failures talking to brokers: connect, timeout, reset, tls.");

@@ -21,18 +21,7 @@ LC_ALL=C
 export LC_ALL
 top=$(cd "$(dirname "$0")/../.." && pwd)
 work=$top/build/dist
-n=0
-passed=0
-failed=0
-ok() {
-    n=$((n + 1)); passed=$((passed + 1))
-    echo "ok $n - $1"
-}
-not_ok() {
-    n=$((n + 1)); failed=$((failed + 1))
-    echo "not ok $n - $1"
-    [ $# -gt 1 ] && sed 's/^/# /' "$2" | head -n 40
-}
+. "$top/tests/install/tap.sh"
 finish() {
     echo "$passed passed, $failed failed"
     [ "$failed" -eq 0 ]

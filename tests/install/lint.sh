@@ -26,25 +26,7 @@ bin=${LOOKOUT_BIN:-$top/build/plain/lookout}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lookout-lint-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-n=0
-passed=0
-failed=0
-skipped=0
-# ok NAME [DETAIL FILE]: a pass.  not_ok NAME [DETAIL FILE]: a failure,
-# with the file's lines as TAP comments.  skip NAME WHY.
-ok() {
-    n=$((n + 1)); passed=$((passed + 1))
-    echo "ok $n - $1"
-}
-not_ok() {
-    n=$((n + 1)); failed=$((failed + 1))
-    echo "not ok $n - $1"
-    [ $# -gt 1 ] && sed 's/^/# /' "$2" | head -n 40
-}
-skip() {
-    n=$((n + 1)); skipped=$((skipped + 1))
-    echo "ok $n - $1 # SKIP $2"
-}
+. "$top/tests/install/tap.sh"
 # check NAME CMD...: passes when CMD exits 0 and prints nothing.
 check() {
     name=$1
