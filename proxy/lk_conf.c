@@ -27,12 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <fcntl.h>
-#include <jansson.h>
 
 #include "lk_conf.h"
 #include "lk_filter.h"
 #include "lk_log.h"
 #include "lk_pool.h"
+#include "lk_registry.h"
 
 #define DEFAULT_TIMEOUT_CONNECT_MS 5000u
 #define DEFAULT_TIMEOUT_RESPONSE_MS 60000u
@@ -97,14 +97,16 @@ static const char *const pulsar_keys[] = {
     "follow.replay_bytes",  "max_frame_bytes",    "filters",       "forwarded_headers",
     "upstream.tls",         "pulsar_routing",     "health.fails",  "health.backoff",
     "health.backoff_max",   "health.check",       "health.interval", "health.timeout",
-    "health.path",          NULL};
+    "health.path",          "internal_networks",  "metadataStoreUrl", "zookeeperServers",
+    NULL};
 static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
     "broker.pattern",             "unknown_api",        "filters",
     "timeout.idle",               "health.fails",       "health.backoff",
     "health.backoff_max",         "health.check",       "health.interval",
-    "health.timeout",             NULL};
+    "health.timeout",             "internal_networks",  "zookeeper.connect",
+    NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
 static const char *const kafka_broker_keys[] = {"advertised.listeners", "registration", NULL};
 /* clang-format on */
@@ -901,6 +903,55 @@ health_keys(struct loader *ld, struct lk_conf_section *s, struct lk_cluster *cl)
     return 0;
 }
 
+/*
+ * The keys of a map read from the cluster's own ZooKeeper, which both
+ * kinds have: internal_networks, and the broker's own key for its store
+ * (Pulsar's metadataStoreUrl, or the older zookeeperServers; Kafka's
+ * zookeeper.connect).  A store needs internal_networks: lookout dials
+ * what registrations name only inside them.
+ */
+static int
+load_registry_keys(struct loader *ld, struct lk_conf_section *s, struct lk_cluster *cl)
+{
+    static const char *const pulsar_zk[] = {"metadataStoreUrl", "zookeeperServers", NULL};
+    static const char *const kafka_zk[] = {"zookeeper.connect", NULL};
+    struct lk_conf_entry *e, *zk = NULL;
+    char msg[512];
+    int n;
+
+    if ((e = take(s, "internal_networks")) != NULL) {
+        if ((n = lk_cidrs_parse(e->value, &cl->internal_networks, msg, sizeof(msg))) < 0)
+            return entry_err(ld, s, e, "%s", msg);
+        cl->ninternal_networks = (size_t)n;
+    }
+    for (const char *const *k = cl->proto == LK_PROTO_KAFKA ? kafka_zk : pulsar_zk; *k != NULL;
+         k++) {
+        if ((e = take(s, *k)) == NULL)
+            continue;
+        if (zk != NULL)
+            return entry_err(ld, s, e, "give either %s or %s, not both (the other is at line %d)",
+                             zk->key, e->key, zk->line);
+        zk = e;
+    }
+    if (zk == NULL)
+        return 0;
+    cl->zk = lk_xcalloc(1, sizeof(*cl->zk));
+    if (lk_zk_connect_parse(zk->value, strcmp(zk->key, "metadataStoreUrl") == 0, cl->zk, msg,
+                            sizeof(msg)) != 0)
+        return entry_err(ld, s, zk, "%s", msg);
+    if (cl->ninternal_networks == 0)
+        return entry_err(ld, s, zk,
+                         "internal_networks is missing: a map read from ZooKeeper needs the "
+                         "networks lookout may dial (e.g. internal_networks = 10.0.0.0/8)");
+    /* TODO: the live map (issue 11) is not wired in yet.  Until it is, a
+     * store key is refused rather than accepted and ignored, so that no
+     * operator believes the map follows ZooKeeper when it is static. */
+    return entry_err(ld, s, zk,
+                     "reading the listener map from ZooKeeper is not supported in this build yet: "
+                     "list the brokers in [broker %s/ID] sections",
+                     cl->name);
+}
+
 static int
 load_cluster(struct loader *ld, struct lk_conf_section *s)
 {
@@ -976,7 +1027,9 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
         cl->pulsar_routing = (enum lk_pulsar_routing)v;
     }
     /* `filters` is taken when the chain is built, after the brokers. */
-    return health_keys(ld, s, cl);
+    if (health_keys(ld, s, cl) != 0)
+        return -1;
+    return load_registry_keys(ld, s, cl);
 }
 
 /* [kafka NAME] ------------------------------------------------------------------- */
@@ -1090,7 +1143,9 @@ load_kafka(struct loader *ld, struct lk_conf_section *s)
             return entry_err(ld, s, e, "%s", msg);
         cl->pattern->line = e->line;
     }
-    return health_keys(ld, s, cl);
+    if (health_keys(ld, s, cl) != 0)
+        return -1;
+    return load_registry_keys(ld, s, cl);
 }
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
@@ -1200,193 +1255,12 @@ fail:
     return NULL;
 }
 
-/* The JSON type's name, for messages. */
-static const char *
-json_type_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
-/*
- * Checks a registration's fields and builds the broker's listeners: the
- * format Kafka's BrokerIdZNode writes, version 4 (Kafka 0.10.0 and later)
- * or 5 (2.7 and later, adds `features`).  `endpoints` is what
- * advertised.listeners would say, and `listener_security_protocol_map`
- * gives each listener's protocol (Kafka's default map when absent, as
- * Kafka reads it).  The legacy host/port, jmx_port, rack and features are
- * checked for their types only; other fields are ignored.  Writes the
- * problem into msg and returns -1.
- */
-static int
-read_registration(json_t *root, struct lk_broker *b, char *msg, size_t len)
-{
-    json_t *v, *eps, *map;
-    struct lk_kafka_secmap *secmap = NULL;
-    char *maptext = NULL;
-    size_t i, nmap = 0, off = 0;
-    const char *key;
-    json_int_t version;
-    int n, rc = -1;
-
-    if (!json_is_object(root)) {
-        snprintf(msg, len, "not a JSON object but %s", json_type_name(root));
-        return -1;
-    }
-    if ((v = json_object_get(root, "version")) == NULL) {
-        snprintf(msg, len, "no version");
-        return -1;
-    }
-    if (!json_is_integer(v)) {
-        snprintf(msg, len, "version is %s, not an integer", json_type_name(v));
-        return -1;
-    }
-    version = json_integer_value(v);
-    if (version != 4 && version != 5) {
-        snprintf(msg, len,
-                 "version %lld is not supported (lookout reads versions 4 and 5, which name "
-                 "their listeners)",
-                 (long long)version);
-        return -1;
-    }
-    /* The legacy fields, written for clients older than listener names. */
-    if ((v = json_object_get(root, "host")) != NULL && !json_is_string(v) && !json_is_null(v)) {
-        snprintf(msg, len, "host is %s, not a string or null", json_type_name(v));
-        return -1;
-    }
-    static const char *const ints[] = {"port", "jmx_port", NULL};
-    for (i = 0; ints[i] != NULL; i++)
-        if ((v = json_object_get(root, ints[i])) != NULL && !json_is_integer(v)) {
-            snprintf(msg, len, "%s is %s, not an integer", ints[i], json_type_name(v));
-            return -1;
-        }
-    if ((v = json_object_get(root, "rack")) != NULL && !json_is_string(v) && !json_is_null(v)) {
-        snprintf(msg, len, "rack is %s, not a string or null", json_type_name(v));
-        return -1;
-    }
-    if ((v = json_object_get(root, "features")) != NULL) {
-        json_t *f;
-        if (!json_is_object(v)) {
-            snprintf(msg, len, "features is %s, not an object", json_type_name(v));
-            return -1;
-        }
-        json_object_foreach(v, key, f)
-        {
-            json_t *r;
-            const char *k2;
-            if (!json_is_object(f)) {
-                snprintf(msg, len, "features.%.64s is %s, not an object", key, json_type_name(f));
-                return -1;
-            }
-            json_object_foreach(f, k2, r)
-            {
-                if (!json_is_integer(r)) {
-                    snprintf(msg, len, "features.%.64s.%.64s is %s, not an integer", key, k2,
-                             json_type_name(r));
-                    return -1;
-                }
-            }
-        }
-    }
-
-    /* The map as listener.security.protocol.map would write it, so that
-     * it is checked as that is. */
-    map = json_object_get(root, "listener_security_protocol_map");
-    if (map != NULL) {
-        json_t *p;
-        if (!json_is_object(map)) {
-            snprintf(msg, len, "listener_security_protocol_map is %s, not an object",
-                     json_type_name(map));
-            return -1;
-        }
-        json_object_foreach(map, key, p)
-        {
-            size_t need;
-            if (!json_is_string(p)) {
-                snprintf(msg, len, "listener_security_protocol_map.%.64s is %s, not a string",
-                         key, json_type_name(p));
-                goto out;
-            }
-            if (strpbrk(key, ":,") != NULL || key[0] == '\0' ||
-                strpbrk(json_string_value(p), ":,") != NULL) {
-                snprintf(msg, len, "listener_security_protocol_map: bad entry \"%.64s\": \"%.64s\"",
-                         key, json_string_value(p));
-                goto out;
-            }
-            need = off + strlen(key) + 1 + json_string_length(p) + 2;
-            maptext = lk_xrealloc(maptext, need);
-            off += (size_t)sprintf(maptext + off, "%s%s:%s", off != 0 ? "," : "", key,
-                                   json_string_value(p));
-        }
-    }
-    {
-        char m2[400];
-        n = lk_kafka_secmap_parse(maptext != NULL ? maptext : lk_kafka_default_secmap, &secmap,
-                                  m2, sizeof(m2));
-        if (n < 0) {
-            snprintf(msg, len, "listener_security_protocol_map: %s", m2);
-            goto out;
-        }
-        nmap = (size_t)n;
-    }
-
-    if ((eps = json_object_get(root, "endpoints")) == NULL) {
-        snprintf(msg, len, "no endpoints");
-        goto out;
-    }
-    if (!json_is_array(eps) || json_array_size(eps) == 0) {
-        snprintf(msg, len, "endpoints is %s, not a non-empty array of NAME://host:port",
-                 json_is_array(eps) ? "an empty array" : json_type_name(eps));
-        goto out;
-    }
-    for (i = 0; i < json_array_size(eps); i++) {
-        json_t *ep = json_array_get(eps, i);
-        char m2[400];
-        if (!json_is_string(ep)) {
-            snprintf(msg, len, "endpoints[%zu] is %s, not a string", i, json_type_name(ep));
-            goto out;
-        }
-        if (lk_kafka_listener_add(&b->listeners, &b->nlisteners,
-                                  lk_str_make(json_string_value(ep), json_string_length(ep)), secmap,
-                                  nmap,
-                                  map != NULL ? "listener_security_protocol_map"
-                                              : "Kafka's default map (the registration has no "
-                                                "listener_security_protocol_map)",
-                                  m2, sizeof(m2)) != 0) {
-            snprintf(msg, len, "endpoints[%zu]: %s", i, m2);
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    lk_kafka_secmap_free(secmap, nmap);
-    free(maptext);
-    return rc;
-}
-
 /* registration = FILE: the broker's listeners from its ZooKeeper
  * registration (/brokers/ids/ID), relative to the config's directory. */
 static int
 load_registration(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
                   struct lk_broker *b)
 {
-    json_error_t jerr;
-    json_t *root;
     char *text, msg[512];
     size_t len = 0;
     int rc;
@@ -1399,14 +1273,8 @@ load_registration(struct loader *ld, struct lk_conf_section *s, struct lk_conf_e
                          errno == EINVAL  ? "not a regular file"
                          : errno == EFBIG ? "larger than 1 MiB: is it a registration?"
                                           : strerror(errno));
-    /* A registration is one object; a duplicate key would hide a value. */
-    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    rc = lk_registry_kafka_listeners(text, len, &b->listeners, &b->nlisteners, msg, sizeof(msg));
     free(text);
-    if (root == NULL)
-        return entry_err(ld, s, e, "%s: not valid JSON: %s (line %d, column %d)", e->value,
-                         jerr.text, jerr.line, jerr.column);
-    rc = read_registration(root, b, msg, sizeof(msg));
-    json_decref(root);
     if (rc != 0)
         return entry_err(ld, s, e, "%s: %s", e->value, msg);
     return 0;
@@ -1560,6 +1428,7 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
 {
     static const char *const keys[] = {"internalListenerName", "lookupListenerName"};
     const char *const names[] = {cl->internal_listener, cl->lookup_listener};
+    char msg[512];
 
     for (int k = 0; k < 2; k++) {
         char have[256];
@@ -1580,11 +1449,6 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
             b->internal = &b->listeners[0];
         else if ((b->internal = lk_broker_listener(b, cl->internal_listener)) == NULL)
             return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
-        if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL)
-            return entry_err(ld, s, e,
-                             "the internal listener '%s' has no http or https address (lookout "
-                             "connects there for HTTP)",
-                             b->internal->name);
         if (cl->lookup_listener != NULL) {
             if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
                 return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
@@ -1594,16 +1458,10 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
                     "the lookup listener '%s' is the internal listener (the first one): "
                     "lookout would listen on the addresses it connects to",
                     b->lookup->name);
-            /* Whatever lookout accepts on the lookup listener it forwards to
-             * the internal listener, in the same protocol. */
-            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
-                if (b->lookup->addr[sc] != NULL && lk_listener_pick(b->internal, sc, 0) == NULL)
-                    return entry_err(ld, s, e,
-                                     "the lookup listener '%s' has %s, but the internal listener "
-                                     "'%s' has no %s or %s address to forward it to",
-                                     b->lookup->name, b->lookup->addr[sc]->text, b->internal->name,
-                                     lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));
         }
+        if (lk_pulsar_listeners_check(b->internal, b->lookup, msg, sizeof(msg)) != 0 ||
+            lk_listener_internal_check(cl, b->internal, msg, sizeof(msg)) != 0)
+            return entry_err(ld, s, e, "%s", msg);
     }
     return 0;
 }
@@ -1620,6 +1478,7 @@ resolve_kafka(struct loader *ld, struct lk_cluster *cl)
     static const char *const keys[] = {"inter.broker.listener.name", "lookupListenerName"};
     const char *const names[] = {cl->internal_listener, cl->lookup_listener};
     const struct lk_broker *first = NULL;
+    char msg[512];
 
     for (int k = 0; k < 2; k++) {
         struct lk_conf_entry *e = find_entry(cl->section, keys[k]);
@@ -1646,6 +1505,8 @@ resolve_kafka(struct loader *ld, struct lk_cluster *cl)
             return entry_err(ld, s, e, "listener '%s' is not defined", cl->internal_listener);
         if ((b->lookup = lk_broker_listener(b, cl->lookup_listener)) == NULL)
             return entry_err(ld, s, e, "listener '%s' is not defined", cl->lookup_listener);
+        if (lk_listener_internal_check(cl, b->internal, msg, sizeof(msg)) != 0)
+            return entry_err(ld, s, e, "%s", msg);
         if (first == NULL) {
             first = b;
         } else if (lk_kafka_listener_security(b->lookup) !=
@@ -2261,6 +2122,9 @@ conf_free(struct lk_conf *c)
         free(cl->pattern);
         free(cl->bind);
         free(cl->health.path);
+        free(cl->internal_networks);
+        lk_zk_connect_free(cl->zk);
+        free(cl->zk);
         free(cl->brokers);
         free(cl);
     }

@@ -30,6 +30,8 @@
 
 struct lk_flt;
 struct lk_kafka_secmap;
+struct lk_cidr;
+struct lk_zk_connect;
 
 /* Address schemes a listener can carry; everything indexes by scheme.  A
  * Kafka listener has one address, of scheme kafka (PLAINTEXT and
@@ -197,6 +199,13 @@ struct lk_cluster {
     int bootstrap_sasl;
     struct lk_kafka_pattern *pattern;
     enum lk_unknown_api unknown_api;
+    /* internal_networks: where lookout may dial; none set: not checked
+     * for static brokers, and no registration is accepted. */
+    struct lk_cidr *internal_networks;
+    size_t ninternal_networks;
+    /* metadataStoreUrl / zookeeperServers / zookeeper.connect; NULL: the
+     * map is static. */
+    struct lk_zk_connect *zk;
     struct lk_broker **brokers; /* Kafka: in file order, node ids unique */
     size_t nbrokers;
     struct lk_health_conf health;
@@ -358,6 +367,12 @@ int lk_scheme_parse(struct lk_str name);
  */
 int lk_listeners_parse(const char *s, struct lk_listener **out, char *err, size_t errlen);
 void lk_listeners_free(struct lk_listener *l, size_t n);
+/* Adds address url ("scheme://host:port") to listener `name` of the n in
+ * *ls, appending the listener if it is new, under the same rules (the
+ * registrations' advertisedListeners map, which is not a list).  0, or -1
+ * with a message; *ls and *n are unchanged then. */
+int lk_listener_add(struct lk_listener **ls, size_t *n, struct lk_str name, struct lk_str url,
+                    char *err, size_t errlen);
 
 const struct lk_listener *lk_broker_listener(const struct lk_broker *b, const char *name);
 /* The map's own spelling of a listener name that some broker of cl has

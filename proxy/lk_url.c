@@ -314,8 +314,6 @@ add_item(struct lk_listener **ls, size_t *n, struct lk_str item, char *err, size
 {
     const char *colon = memchr(item.p, ':', item.len);
     struct lk_str name, url;
-    struct lk_url *u;
-    size_t i;
 
     if (colon == NULL)
         return fail(err, errlen, "'%.*s%s' is not name:scheme://host:port",
@@ -328,6 +326,15 @@ add_item(struct lk_listener **ls, size_t *n, struct lk_str item, char *err, size
         return fail(err, errlen,
                     "empty listener name in '%.*s%s' (expected name:scheme://host:port)",
                     EXCERPT(item.p, item.len));
+    return lk_listener_add(ls, n, name, url, err, errlen);
+}
+
+int
+lk_listener_add(struct lk_listener **ls, size_t *n, struct lk_str name, struct lk_str url,
+                char *err, size_t errlen)
+{
+    struct lk_url *u;
+    size_t i;
 
     u = lk_xmalloc(sizeof(*u));
     if (lk_url_parse(url.p, url.len, u, err, errlen) != 0) {

@@ -21,6 +21,7 @@ extern const struct lk_test_case lk_test_flt_leak_guard[];
 extern const struct lk_test_case lk_test_kafka_codec[];
 extern const struct lk_test_case lk_test_pulsar_codec[];
 extern const struct lk_test_case lk_test_stats[];
+extern const struct lk_test_case lk_test_registry[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -37,6 +38,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_kafka_codec,
     lk_test_pulsar_codec,
     lk_test_stats,
+    lk_test_registry,
     NULL,
 };
 

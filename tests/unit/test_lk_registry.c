@@ -1,0 +1,672 @@
+/*
+ * Tests for proxy/lk_registry.c: broker registrations as Pulsar and Kafka
+ * write them in ZooKeeper (byte for byte in the shapes of the facts:
+ * pulsar.md section 3, kafka.md section 0 and KIP-103), the networks
+ * that bound what lookout dials and binds, the ZooKeeper connect strings,
+ * and the config keys that carry them.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lk_conf.h"
+#include "lk_registry.h"
+#include "lk_test.h"
+
+static char err[1024];
+
+/* Joins lines, each followed by "\n", and loads them as t.conf. */
+static struct lk_conf *
+load(const char *const *lines)
+{
+    char text[4096] = "";
+    struct lk_conf *c;
+
+    for (size_t i = 0; lines[i] != NULL; i++) {
+        strcat(text, lines[i]);
+        strcat(text, "\n");
+    }
+    err[0] = '\0';
+    c = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
+    return c;
+}
+#define CONF(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* A Pulsar cluster with named internal and lookup listeners. */
+#define P_PROD                                                                                     \
+    "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",           \
+        "internal_networks = 10.0.0.0/8, fd00::/8", "[broker prod/s1]",                            \
+        "advertisedListeners = internal:pulsar://10.9.9.9:6650,internal:http://10.9.9.9:8080,"     \
+        "external:pulsar://s1.example.com:16650,external:http://s1.example.com:18080"
+/* One with neither, as a cluster with only internal listeners has. */
+#define P_EDGE                                                                                     \
+    "[pulsar edge]", "internal_networks = 192.168.0.0/16", "[broker edge/s1]",                     \
+        "advertisedListeners = internal:http://192.168.9.9:8080"
+/* A Kafka cluster, the unit tests' usual one. */
+#define K_EVENTS                                                                                   \
+    "[kafka events]", "lookupListenerName = EXTERNAL",                                             \
+        "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL",                        \
+        "inter.broker.listener.name = INTERNAL", "internal_networks = 10.0.0.0/8,fd00::/8",        \
+        "[broker events/1]",                                                                       \
+        "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9093"
+
+static const struct lk_cluster *
+cluster(struct lk_conf *c, const char *name)
+{
+    for (size_t i = 0; c != NULL && i < c->nclusters; i++)
+        if (strcmp(c->clusters[i]->name, name) == 0)
+            return c->clusters[i];
+    return NULL;
+}
+
+/* "name:url,..." of every address, listeners in order, schemes in enum
+ * order, with the internal listener's name starred and the lookup's
+ * marked '>': what the assertions compare. */
+static const char *
+show(const struct lk_registration *r)
+{
+    static char buf[1024];
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->nlisteners; i++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = r->listeners[i].addr[sc];
+            if (u != NULL)
+                off +=
+                    (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s%s:%s", off != 0 ? "," : "",
+                                     i == r->internal ? "*"
+                                     : i == r->lookup ? ">"
+                                                      : "",
+                                     r->listeners[i].name, u->text);
+        }
+    return buf;
+}
+
+/* Parses doc for cl and checks the outcome: want is show()'s text, or
+ * NULL for a refusal whose reason contains why. */
+static void
+expect(const struct lk_cluster *cl, const char *znode, const char *doc, const char *want,
+       const char *why)
+{
+    struct lk_registration r;
+    int rc;
+
+    err[0] = '\0';
+    rc = lk_registration_parse(cl, znode, doc, strlen(doc), &r, err, sizeof(err));
+    if (want != NULL) {
+        if (ok(rc == 0, "accepted (%s)", err)) {
+            ok_str(show(&r), want, "listeners");
+            ok_str(r.id, znode, "id");
+        }
+    } else {
+        ok(rc == -1, "refused");
+        ok(strstr(err, why) != NULL, "reason '%s' says '%s'", err, why);
+        ok(r.listeners == NULL && r.nlisteners == 0 && r.id == NULL, "nothing left over");
+    }
+    lk_registration_free(&r);
+}
+
+/* Pulsar ------------------------------------------------------------------------ */
+
+/* The facts' LocalBrokerData example, with its trimmed cpu filled in. */
+static const char local_broker_data[] =
+    "{\"webServiceUrl\":\"http://broker-1:8080\",\"pulsarServiceUrl\":\"pulsar://broker-1:6650\","
+    "\"persistentTopicsEnabled\":true,\n \"nonPersistentTopicsEnabled\":true,\"cpu\":{\"usage\":"
+    "12.5,\"limit\":400.0},\"bundles\":[\"my-tenant/my-namespace/0x4ccccccb_0x66666664\"],\n "
+    "\"brokerVersionString\":\"3.1.0-SNAPSHOT\",\"protocols\":{},\n "
+    "\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://broker-1:6650\"}},\n "
+    "\"loadManagerClassName\":\"org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl\""
+    ",\n \"startTimestamp\":1690940955211,\"maxResourceUsage\":0.140625,\"loadReportType\":"
+    "\"LocalBrokerData\"}";
+
+static void
+test_pulsar_local_broker_data(void)
+{
+    struct lk_conf *c = load(CONF(P_EDGE, P_PROD));
+    const struct lk_cluster *edge = cluster(c, "edge"), *prod = cluster(c, "prod");
+
+    if (!ok(edge != NULL && prod != NULL, "config loads (%s)", err))
+        goto end;
+    /* The map gives the binary address, webServiceUrl the HTTP one;
+     * broker-1 is a name, checked when it is dialled. */
+    subtest("facts example");
+    expect(edge, "broker-1:8080", local_broker_data,
+           "*internal:http://broker-1:8080,*internal:pulsar://broker-1:6650", NULL);
+    subtest("no external listener");
+    expect(prod, "broker-1:8080", local_broker_data, NULL,
+           "no listener 'external', the lookup listener");
+    /* With TLS, IPs and an external listener, as a 4.x broker with
+     * advertisedListeners writes it. */
+    subtest("with external");
+    expect(
+        prod, "10.0.0.11:8080",
+        "{\"webServiceUrl\":\"http://10.0.0.11:8080\",\"webServiceUrlTls\":"
+        "\"https://10.0.0.11:8443\",\"pulsarServiceUrl\":\"pulsar://10.0.0.11:6650\","
+        "\"pulsarServiceUrlTls\":\"pulsar+ssl://10.0.0.11:6651\",\"persistentTopicsEnabled\":"
+        "true,\"nonPersistentTopicsEnabled\":true,\"cpu\":{\"usage\":1.0,\"limit\":400.0},"
+        "\"bundles\":[],\"brokerVersionString\":\"3.3.2\",\"protocols\":{},"
+        "\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://10.0.0.11:6650\","
+        "\"brokerServiceUrlTls\":\"pulsar+ssl://10.0.0.11:6651\"},\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b1.example.com:16650\",\"brokerHttpUrl\":"
+        "\"http://b1.example.com:18080\"}},\"loadManagerClassName\":"
+        "\"org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl\","
+        "\"startTimestamp\":1690940955211,\"maxResourceUsage\":0.01,\"loadReportType\":"
+        "\"LocalBrokerData\"}",
+        "*internal:http://10.0.0.11:8080,*internal:https://10.0.0.11:8443,"
+        "*internal:pulsar://10.0.0.11:6650,*internal:pulsar+ssl://10.0.0.11:6651,"
+        ">external:http://b1.example.com:18080,>external:pulsar://b1.example.com:16650",
+        NULL);
+end:
+    lk_conf_unref(c);
+}
+
+static void
+test_pulsar_broker_lookup_data(void)
+{
+    struct lk_conf *c = load(CONF(P_PROD));
+    const struct lk_cluster *prod = cluster(c, "prod");
+
+    if (!ok(prod != NULL, "config loads (%s)", err))
+        goto end;
+    /* Extensible load manager, 4.x: no brokerId field, TLS omitted
+     * (NON_NULL), all four URLs in the external listener. */
+    subtest("4.x");
+    expect(
+        prod, "10.0.0.12:8080",
+        "{\"webServiceUrl\":\"http://10.0.0.12:8080\",\"pulsarServiceUrl\":"
+        "\"pulsar://10.0.0.12:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b2.example.com:16650\",\"brokerServiceUrlTls\":"
+        "\"pulsar+ssl://b2.example.com:16651\",\"brokerHttpUrl\":\"http://b2.example.com:18080\","
+        "\"brokerHttpsUrl\":\"https://b2.example.com:18443\"}},\"protocols\":{},"
+        "\"persistentTopicsEnabled\":true,\"nonPersistentTopicsEnabled\":true,"
+        "\"loadManagerClassName\":"
+        "\"org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl\","
+        "\"startTimestamp\":1690940955211,\"brokerVersion\":\"4.0.1\",\"properties\":{}}",
+        ">external:http://b2.example.com:18080,>external:https://b2.example.com:18443,"
+        ">external:pulsar://b2.example.com:16650,>external:pulsar+ssl://b2.example.com:16651,"
+        "*internal:http://10.0.0.12:8080,*internal:pulsar://10.0.0.12:6650",
+        NULL);
+    /* 5.0 prepends brokerId; nulls where a writer keeps them; IPv6. */
+    subtest("5.0, IPv6");
+    expect(prod, "fd00::13:8080",
+           "{\"brokerId\":\"fd00::13:8080\",\"webServiceUrl\":\"http://[fd00::13]:8080\","
+           "\"webServiceUrlTls\":null,\"pulsarServiceUrl\":\"pulsar://[fd00::13]:6650\","
+           "\"pulsarServiceUrlTls\":null,\"advertisedListeners\":{\"internal\":{"
+           "\"brokerServiceUrl\":\"pulsar://[fd00::13]:6650\",\"brokerHttpUrl\":"
+           "\"http://[fd00::13]:8080\"},\"external\":{\"brokerServiceUrl\":"
+           "\"pulsar://b3.example.com:16650\"}},\"protocols\":{},\"persistentTopicsEnabled\":true,"
+           "\"nonPersistentTopicsEnabled\":true,\"loadManagerClassName\":"
+           "\"org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl\","
+           "\"startTimestamp\":1690940955211,\"brokerVersion\":\"5.0.0\",\"properties\":{}}",
+           "*internal:http://[fd00::13]:8080,*internal:pulsar://[fd00::13]:6650,"
+           ">external:pulsar://b3.example.com:16650",
+           NULL);
+    /* Fields lookout does not know, at every level, are ignored. */
+    subtest("unknown fields");
+    expect(
+        prod, "10.0.0.14:8080",
+        "{\"futureField\":{\"a\":[1,2,{\"b\":null}]},\"webServiceUrl\":\"http://10.0.0.14:8080\","
+        "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
+        "\"pulsar://b4.example.com:16650\",\"brokerQuicUrl\":\"quic://x\"},\"x-new\":null},"
+        "\"pulsarServiceUrl\":\"pulsar://10.0.0.14:6650\",\"properties\":{\"k\":\"v\"}}",
+        ">external:pulsar://b4.example.com:16650,*internal:http://10.0.0.14:8080,"
+        "*internal:pulsar://10.0.0.14:6650",
+        NULL);
+end:
+    lk_conf_unref(c);
+}
+
+/* Without internalListenerName, the listener holding pulsarServiceUrl is
+ * the internal one, whatever its name and place in the map. */
+static void
+test_pulsar_internal_by_url(void)
+{
+    struct lk_conf *c = load(CONF(P_EDGE));
+    const struct lk_cluster *edge = cluster(c, "edge");
+
+    if (!ok(edge != NULL, "config loads (%s)", err))
+        goto end;
+    expect(edge, "192.168.1.7:8080",
+           "{\"advertisedListeners\":{\"public\":{\"brokerServiceUrl\":\"pulsar://"
+           "p.example.com:6650\"},"
+           "\"private\":{\"brokerServiceUrl\":\"pulsar://192.168.1.7:6650\"}},"
+           "\"webServiceUrl\":\"http://192.168.1.7:8080\",\"pulsarServiceUrl\":"
+           "\"pulsar://192.168.1.7:6650\"}",
+           "public:pulsar://p.example.com:6650,*private:http://192.168.1.7:8080,"
+           "*private:pulsar://192.168.1.7:6650",
+           NULL);
+    /* The 4.x broker without advertisedListeners writes an empty map. */
+    expect(edge, "192.168.1.7:8080",
+           "{\"webServiceUrl\":\"http://192.168.1.7:8080\",\"pulsarServiceUrl\":"
+           "\"pulsar://192.168.1.7:6650\",\"advertisedListeners\":{}}",
+           "*internal:http://192.168.1.7:8080,*internal:pulsar://192.168.1.7:6650", NULL);
+end:
+    lk_conf_unref(c);
+}
+
+static void
+test_pulsar_refused(void)
+{
+    struct lk_conf *c = load(CONF(P_PROD, P_EDGE));
+    const struct lk_cluster *prod = cluster(c, "prod"), *edge = cluster(c, "edge");
+    static const struct {
+        const char *znode, *doc, *why;
+    } t[] = {
+        {"10.0.0.1:8080", "{\"webServiceUrl\":", "not valid JSON"},
+        {"10.0.0.1:8080", "", "not valid JSON"},
+        {"10.0.0.1:8080", "[]", "not a JSON object but an array"},
+        {"10.0.0.1:8080", "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"webServiceUrl\":\"x\"}",
+         "duplicate object key"},
+        {"10.0.0.1:8080", "{}", "no internal listener 'internal'"},
+        {"10.0.0.1:8080", "{\"advertisedListeners\":[]}", "advertisedListeners is an array"},
+        {"10.0.0.1:8080", "{\"advertisedListeners\":{\"external\":\"pulsar://h:1\"}}",
+         "advertisedListeners.external is a string, not an object"},
+        {"10.0.0.1:8080", "{\"webServiceUrl\":8080}", "webServiceUrl is an integer"},
+        {"10.0.0.1:8080", "{\"webServiceUrl\":\"pulsar://10.0.0.1:6650\"}",
+         "webServiceUrl: pulsar://10.0.0.1:6650 is not a http URL"},
+        {"10.0.0.1:8080",
+         "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"advertisedListeners\":{\"external\":{"
+         "\"brokerServiceUrl\":\"pulsar+ssl://b.example.com:1\"}}}",
+         "advertisedListeners.external.brokerServiceUrl: pulsar+ssl://b.example.com:1 is not a "
+         "pulsar URL"},
+        {"10.0.0.1:8080",
+         "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"advertisedListeners\":{\"ext ernal\":{"
+         "\"brokerServiceUrl\":\"pulsar://b.example.com:1\"}}}",
+         "bad listener name 'ext ernal'"},
+        {"10.0.0.1:8080", "{\"webServiceUrl\":\"http://10.0.0.1:8080/admin\"}",
+         "unexpected '/admin'"},
+        /* the binary address has no HTTP sibling to forward lookups to */
+        {"10.0.0.1:8080",
+         "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
+         "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
+         "the internal listener 'internal' has no http or https address"},
+        /* an external address that is also the internal one */
+        {"10.0.0.1:8080",
+         "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"advertisedListeners\":{\"external\":{"
+         "\"brokerHttpUrl\":\"http://10.0.0.1:8080\"}}}",
+         "10.0.0.1:8080 is in two listeners"},
+        /* outside internal_networks: IPv4, IPv6, IPv4-mapped */
+        {"203.0.113.5:8080",
+         "{\"webServiceUrl\":\"http://203.0.113.5:8080\",\"advertisedListeners\":{\"external\":{"
+         "\"brokerHttpUrl\":\"http://b.example.com:18080\"}}}",
+         "has http://203.0.113.5:8080, outside internal_networks"},
+        {"10.0.0.1:8080",
+         "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"pulsarServiceUrl\":"
+         "\"pulsar://[2001:db8::1]:6650\",\"advertisedListeners\":{\"external\":{"
+         "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
+         "has pulsar://[2001:db8::1]:6650, outside internal_networks"},
+        {"10.0.0.1:8080",
+         "{\"webServiceUrl\":\"http://[::ffff:8.8.8.8]:8080\",\"advertisedListeners\":{"
+         "\"external\":{\"brokerHttpUrl\":\"http://b.example.com:18080\"}}}",
+         "outside internal_networks"},
+        /* an external IP literal lookout would bind, off its bind 0.0.0.0's family */
+        {"10.0.0.1:8080",
+         "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"pulsarServiceUrl\":"
+         "\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
+         "\"brokerServiceUrl\":\"pulsar://[2001:db8::7]:16650\"}}}",
+         "would bind outside the cluster's bind 0.0.0.0"},
+        {"nohost", "{\"webServiceUrl\":\"http://10.0.0.1:8080\"}",
+         "znode name is not a brokerId host:port"},
+        {"10.0.0.1:0", "{\"webServiceUrl\":\"http://10.0.0.1:8080\"}", "out of range"},
+    };
+
+    if (!ok(prod != NULL && edge != NULL, "config loads (%s)", err))
+        goto end;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        subtest("%zu: %.40s", i, t[i].doc);
+        expect(prod, t[i].znode, t[i].doc, NULL, t[i].why);
+    }
+    /* A cluster without internal_networks dials no registration at all. */
+    lk_conf_unref(c);
+    c = load(CONF("[pulsar open]", "[broker open/s1]",
+                  "advertisedListeners = internal:http://10.9.9.9:8080"));
+    subtest("no internal_networks");
+    if (ok(cluster(c, "open") != NULL, "config loads (%s)", err))
+        expect(cluster(c, "open"), "10.0.0.1:8080", "{\"webServiceUrl\":\"http://10.0.0.1:8080\"}",
+               NULL, "the cluster has no internal_networks");
+end:
+    lk_conf_unref(c);
+}
+
+/* External IP literals must be on the cluster's bind. */
+static void
+test_pulsar_bind(void)
+{
+    struct lk_conf *c = load(CONF("[pulsar prod]", "internalListenerName = internal",
+                                  "lookupListenerName = external", "bind = 127.0.0.2",
+                                  "internal_networks = 10.0.0.0/8", "[broker prod/s1]",
+                                  "advertisedListeners = internal:http://10.9.9.9:8080,"
+                                  "external:http://s1.example.com:18080"));
+    const struct lk_cluster *prod = cluster(c, "prod");
+
+    if (!ok(prod != NULL, "config loads (%s)", err))
+        goto end;
+#define DOC(ext)                                                                                   \
+    "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"advertisedListeners\":{\"external\":{"          \
+    "\"brokerHttpUrl\":\"" ext "\"}}}"
+    expect(prod, "10.0.0.1:8080", DOC("http://127.0.0.2:18081"),
+           ">external:http://127.0.0.2:18081,*internal:http://10.0.0.1:8080", NULL);
+    expect(prod, "10.0.0.1:8080", DOC("http://b.example.com:18081"),
+           ">external:http://b.example.com:18081,*internal:http://10.0.0.1:8080", NULL);
+    expect(prod, "10.0.0.1:8080", DOC("http://127.0.0.3:18081"), NULL,
+           "has http://127.0.0.3:18081, which lookout would bind outside the cluster's bind "
+           "127.0.0.2");
+    expect(prod, "10.0.0.1:8080", DOC("http://0.0.0.0:18081"), NULL, "outside the cluster's bind");
+#undef DOC
+end:
+    lk_conf_unref(c);
+}
+
+/* Kafka -------------------------------------------------------------------------- */
+
+static void
+test_kafka(void)
+{
+    struct lk_conf *c = load(CONF(K_EVENTS));
+    const struct lk_cluster *k = cluster(c, "events");
+    struct lk_registration r;
+
+    if (!ok(k != NULL, "config loads (%s)", err))
+        goto end;
+    /* Version 4, as Kafka's BrokerIdZNode writes it (timestamp a string,
+     * host/port the PLAINTEXT endpoint's, null and -1 without one). */
+    subtest("v4");
+    expect(k, "2",
+           "{\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":\"SSL\"},"
+           "\"endpoints\":[\"INTERNAL://10.0.0.2:19092\",\"EXTERNAL://b2.example.com:9093\"],"
+           "\"jmx_port\":-1,\"host\":null,\"timestamp\":\"1690940955211\",\"port\":-1,"
+           "\"version\":4}",
+           "*INTERNAL:INTERNAL://10.0.0.2:19092,>EXTERNAL:EXTERNAL://b2.example.com:9093", NULL);
+    if (lk_registration_parse(k, "2",
+                              "{\"version\":4,\"endpoints\":[\"INTERNAL://10.0.0.2:1\","
+                              "\"EXTERNAL://b.example.com:2\"],\"listener_security_"
+                              "protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":"
+                              "\"SSL\"}}",
+                              strlen("{\"version\":4,\"endpoints\":[\"INTERNAL://10.0.0.2:1\","
+                                     "\"EXTERNAL://b.example.com:2\"],\"listener_security_"
+                                     "protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":"
+                                     "\"SSL\"}}"),
+                              &r, err, sizeof(err)) == 0) {
+        ok(r.node_id == 2, "node id 2");
+        ok(r.listeners[r.lookup].addr[LK_SCHEME_KAFKA_SSL] != NULL, "EXTERNAL is SSL");
+        lk_registration_free(&r);
+    } else {
+        ok(0, "parses (%s)", err);
+    }
+    /* Version 5 adds features; rack, IPv6, unknown fields. */
+    subtest("v5");
+    expect(k, "3",
+           "{\"features\":{},\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\","
+           "\"EXTERNAL\":\"SSL\",\"REPLICATION\":\"PLAINTEXT\"},\"endpoints\":["
+           "\"INTERNAL://[fd00::3]:19092\",\"EXTERNAL://b3.example.com:9093\","
+           "\"REPLICATION://10.0.0.3:19093\"],\"rack\":\"rack1\",\"jmx_port\":9999,\"host\":null,"
+           "\"timestamp\":\"1690940955211\",\"port\":-1,\"version\":5,\"someday\":[1]}",
+           "*INTERNAL:INTERNAL://[fd00::3]:19092,>EXTERNAL:EXTERNAL://b3.example.com:9093,"
+           "REPLICATION:REPLICATION://10.0.0.3:19093",
+           NULL);
+    /* KIP-103's example as the wiki shows it: its map key is mangled
+     * ("listener._security._protocol._map", so unknown, and Kafka's
+     * default map applies), so CLIENT has no protocol. */
+    subtest("KIP-103 wiki text");
+    expect(
+        k, "1",
+        "{\n\t\"version\": 4,\n\t\"jmx_port\": 9999,\n\t\"timestamp\": 2233345666,\n\t\"host\": "
+        "\"localhost\",\n\t\"port\": 9092,\n\t\"rack\": \"rack1\",\n\t"
+        "\"listener._security._protocol._map\": {\n\t\t\"PLAINTEXT\": \"PLAINTEXT\",\n\t\t\"SSL\": "
+        "\"SSL\",\n\t\t\"SASL_PLAINTEXT\": \"SASL_PLAINTEXT\",\n\t\t\"SASL_SSL\": "
+        "\"SASL_SSL\"\n\t},"
+        "\n\t\"endpoints\": [\n\t\t\"CLIENT://cluster1.foo.com:9092\",\n\t\t\"REPLICATION: "
+        "//broker1.replication.local:9093\",\n\t\t\"INTERNAL_PLAINTEXT: //broker1.local:9094\",\n"
+        "\t\t\"INTERNAL_SASL://broker1.local:9095\"\n\t]\n}",
+        NULL, "endpoints[0]");
+    static const struct {
+        const char *znode, *doc, *why;
+    } t[] = {
+        {"1", "{\"version\":4,", "not valid JSON"},
+        {"1", "{\"version\":3,\"host\":\"10.0.0.1\",\"port\":9092}", "version 3 is not supported"},
+        {"1", "{\"version\":4,\"endpoints\":[]}", "endpoints is an empty array"},
+        {"1",
+         "{\"version\":4,\"endpoints\":[\"EXTERNAL://b.example.com:9093\"],"
+         "\"listener_security_protocol_map\":{\"EXTERNAL\":\"SSL\"}}",
+         "no listener 'INTERNAL', the inter.broker.listener.name"},
+        {"1",
+         "{\"version\":4,\"endpoints\":[\"INTERNAL://10.0.0.1:9092\"],"
+         "\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\"}}",
+         "no listener 'EXTERNAL', the lookup listener"},
+        {"1",
+         "{\"version\":4,\"endpoints\":[\"INTERNAL://172.16.0.1:9092\",\"EXTERNAL://b:1\"],"
+         "\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":\"SSL\"}}",
+         "INTERNAL://172.16.0.1:9092, outside internal_networks"},
+        {"1",
+         "{\"version\":4,\"endpoints\":[\"INTERNAL://[2001:db8::1]:9092\",\"EXTERNAL://b:1\"],"
+         "\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":\"SSL\"}}",
+         "outside internal_networks"},
+        {"01", "{}", "znode '01' is not a node id"},
+        {"-1", "{}", "is not a node id"},
+        {"2147483648", "{}", "is not a node id"},
+        {"1", "{\"version\":4,\"host\":7}", "host is an integer"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        subtest("refused %zu: %.40s", i, t[i].doc);
+        expect(k, t[i].znode, t[i].doc, NULL, t[i].why);
+    }
+end:
+    lk_conf_unref(c);
+}
+
+/* Networks ----------------------------------------------------------------------- */
+
+static int
+has(const struct lk_cidr *n, size_t nn, const char *ip)
+{
+    return lk_cidr_contains_host(n, nn, ip);
+}
+
+static void
+test_cidr(void)
+{
+    struct lk_cidr *n = NULL;
+    int nn;
+
+    nn = lk_cidrs_parse(" 10.0.0.0/8, ,192.168.1.7,fd00::/8 , 172.16.0.0/12,2001:db8::/127", &n,
+                        err, sizeof(err));
+    if (!ok(nn == 5, "five networks (%s)", err))
+        goto end;
+    ok(has(n, 5, "10.0.0.0") == 1 && has(n, 5, "10.255.255.255") == 1, "10/8 both ends");
+    ok(has(n, 5, "11.0.0.0") == 0 && has(n, 5, "9.255.255.255") == 0, "10/8 neighbours");
+    ok(has(n, 5, "192.168.1.7") == 1 && has(n, 5, "192.168.1.6") == 0, "a bare address is /32");
+    ok(has(n, 5, "172.31.255.255") == 1 && has(n, 5, "172.32.0.0") == 0, "/12 edge");
+    ok(has(n, 5, "fd12:3456::1") == 1 && has(n, 5, "fe00::1") == 0, "fd00::/8");
+    ok(has(n, 5, "2001:db8::1") == 1 && has(n, 5, "2001:db8::2") == 0, "/127 edge");
+    ok(has(n, 5, "::ffff:10.1.2.3") == 1 && has(n, 5, "::ffff:8.8.8.8") == 0,
+       "IPv4-mapped IPv6 is matched as IPv4");
+    ok(has(n, 5, "::a00:1") == 0, "an IPv4-compatible address is not IPv4");
+    ok(has(n, 5, "broker-1") == -1 && has(n, 5, "10.0.0.1.example.com") == -1, "names: -1");
+    ok(has(n, 0, "10.0.0.1") == 0, "no networks: nothing is inside");
+    free(n);
+    n = NULL;
+    nn = lk_cidrs_parse("0.0.0.0/0,::/0", &n, err, sizeof(err));
+    ok(nn == 2 && has(n, 2, "203.0.113.1") == 1 && has(n, 2, "2001:db8::9") == 1,
+       "/0 takes everything (%s)", err);
+    free(n);
+    n = NULL;
+
+    static const struct {
+        const char *in, *why;
+    } bad[] = {
+        {"", "no network"},
+        {" , ", "no network"},
+        {"10.0.0.0/33", "the prefix length must be 0 to 32"},
+        {"fd00::/129", "the prefix length must be 0 to 128"},
+        {"10.0.0.0/", "the prefix length"},
+        {"10.0.0.0/+8", "the prefix length"},
+        {"10.0.0.0/8/8", "the prefix length"},
+        {"10.1.2.3/8", "has host bits set"},
+        {"fd00::1/8", "has host bits set"},
+        {"10.0.0/8", "is not an IPv4 or IPv6 address"},
+        {"[fd00::]/8", "is not an IPv4 or IPv6 address"},
+        {"localhost", "is not an IPv4 or IPv6 address"},
+        {"10.0.0.0/8,nope", "'nope'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        subtest("%s", bad[i].in);
+        err[0] = '\0';
+        ok(lk_cidrs_parse(bad[i].in, &n, err, sizeof(err)) == -1 && n == NULL, "refused");
+        ok(strstr(err, bad[i].why) != NULL, "'%s' says '%s'", err, bad[i].why);
+    }
+end:
+    free(n);
+}
+
+/* ZooKeeper connect strings -------------------------------------------------------- */
+
+static void
+test_zk_connect(void)
+{
+    static const struct {
+        const char *in;
+        int metadata_url;
+        const char *connect, *chroot;
+        size_t nservers;
+    } t[] = {
+        {"zk:host1:2181,host2:2181/chroot", 1, "host1:2181,host2:2181/chroot", "/chroot", 2},
+        {"host1:2181,host2:2181/chroot", 0, "host1:2181,host2:2181/chroot", "/chroot", 2},
+        {"zk:ZK1.Example.com:2181", 1, "zk1.example.com:2181", NULL, 1},
+        {"zk1,zk2:2182", 0, "zk1:2181,zk2:2182", NULL, 2},
+        {" zk:[::1]:2181,[fd00::2],fd00::3:2183/a/b ", 1,
+         "[::1]:2181,[fd00::2]:2181,[fd00::3]:2183/a/b", "/a/b", 3},
+        {"zk1:2181/", 0, "zk1:2181", NULL, 1},
+        {"zk1:2181,,zk2:2181", 0, "zk1:2181,zk2:2181", NULL, 2},
+        /* an older Pulsar form: no "zk:" prefix */
+        {"10.0.0.5:2181", 1, "10.0.0.5:2181", NULL, 1},
+    };
+    static const struct {
+        const char *in;
+        int metadata_url;
+        const char *why;
+    } bad[] = {
+        {"zk:", 1, "no ZooKeeper server"},
+        {"/chroot", 0, "no ZooKeeper server"},
+        {"etcd:http://etcd:2379", 1, "is not a ZooKeeper store"},
+        {"oxia://oxia:6648", 1, "is not a ZooKeeper store"},
+        {"rocksdb:///data", 1, "is not a ZooKeeper store"},
+        {"memory:local", 1, "is not a ZooKeeper store"},
+        {"zk1:99999", 0, "out of range"},
+        {"zk1:", 0, "no port"},
+        {"zk 1:2181", 0, "bad character"},
+        {"zk1:2181/a//b", 0, "empty, '.' or '..'"},
+        {"zk1:2181/a/../b", 0, "empty, '.' or '..'"},
+        {"zk1:2181/a/", 0, "empty, '.' or '..'"},
+        {"zk1:2181/a b", 0, "bad character"},
+        /* zk: only in metadataStoreUrl; elsewhere it is a host "zk" */
+        {"zk:zk1:2181", 0, "bad address"},
+    };
+
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct lk_zk_connect zc;
+        subtest("%s", t[i].in);
+        if (ok(lk_zk_connect_parse(t[i].in, t[i].metadata_url, &zc, err, sizeof(err)) == 0,
+               "parses (%s)", err)) {
+            ok_str(zc.connect, t[i].connect, "connect");
+            ok_str(zc.chroot, t[i].chroot, "chroot");
+            ok(zc.nservers == t[i].nservers, "%zu servers", zc.nservers);
+        }
+        lk_zk_connect_free(&zc);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct lk_zk_connect zc;
+        subtest("%s", bad[i].in);
+        err[0] = '\0';
+        ok(lk_zk_connect_parse(bad[i].in, bad[i].metadata_url, &zc, err, sizeof(err)) == -1 &&
+               zc.connect == NULL && zc.servers == NULL,
+           "refused");
+        ok(strstr(err, bad[i].why) != NULL, "'%s' says '%s'", err, bad[i].why);
+    }
+}
+
+/* The config keys ------------------------------------------------------------------- */
+
+static void
+expect_conf_err(int line, const char *want, const char *const *lines)
+{
+    struct lk_conf *c = load(lines);
+
+    lk_test_ok(c == NULL, __FILE__, line, "refused");
+    lk_test_ok_str(err, want, __FILE__, line, "message");
+    lk_conf_unref(c);
+}
+#define EXPECT_ERR(want, ...) expect_conf_err(__LINE__, (want), CONF(__VA_ARGS__))
+#define P_B1 "[broker p/b1]", "advertisedListeners = internal:http://10.0.0.1:8080"
+#define K_B1                                                                                       \
+    "[broker k/1]",                                                                                \
+        "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9093"
+#define K_HEAD                                                                                     \
+    "[kafka k]", "lookupListenerName = EXTERNAL",                                                  \
+        "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:SSL",                        \
+        "inter.broker.listener.name = INTERNAL"
+
+static void
+test_conf_keys(void)
+{
+    struct lk_conf *c;
+
+    c = load(CONF("[pulsar p]", "internal_networks = 10.0.0.0/8, fd00::/8", P_B1));
+    if (ok(c != NULL, "internal_networks loads (%s)", err))
+        ok(c->clusters[0]->ninternal_networks == 2 &&
+               c->clusters[0]->internal_networks[1].family == AF_INET6 &&
+               c->clusters[0]->internal_networks[1].bits == 8,
+           "two networks, the second fd00::/8");
+    lk_conf_unref(c);
+    EXPECT_ERR("t.conf:2: [pulsar p] internal_networks: '10.1.0.0/8' has host bits set (write the "
+               "network, or the address alone for one host)",
+               "[pulsar p]", "internal_networks = 10.1.0.0/8", P_B1);
+    /* Static brokers are held to internal_networks too, when it is set. */
+    EXPECT_ERR("t.conf:4: [broker p/b1] advertisedListeners: the internal listener 'internal' has "
+               "http://10.0.0.1:8080, outside internal_networks: lookout dials only inside them",
+               "[pulsar p]", "internal_networks = 192.168.0.0/16", P_B1);
+    EXPECT_ERR("t.conf:7: [broker k/1] advertised.listeners: the internal listener 'INTERNAL' has "
+               "INTERNAL://10.0.0.1:19092, outside internal_networks: lookout dials only inside "
+               "them",
+               K_HEAD, "internal_networks = fd00::/8", K_B1);
+    /* The store keys are checked, then refused until the live map exists. */
+    EXPECT_ERR("t.conf:3: [pulsar p] metadataStoreUrl: reading the listener map from ZooKeeper is "
+               "not supported in this build yet: list the brokers in [broker p/ID] sections",
+               "[pulsar p]", "internal_networks = 10.0.0.0/8",
+               "metadataStoreUrl = zk:zk1:2181,zk2:2181/pulsar", P_B1);
+    EXPECT_ERR("t.conf:2: [pulsar p] zookeeperServers: internal_networks is missing: a map read "
+               "from ZooKeeper needs the networks lookout may dial (e.g. internal_networks = "
+               "10.0.0.0/8)",
+               "[pulsar p]", "zookeeperServers = zk1:2181", P_B1);
+    EXPECT_ERR("t.conf:3: [pulsar p] zookeeperServers: give either metadataStoreUrl or "
+               "zookeeperServers, not both (the other is at line 2)",
+               "[pulsar p]", "metadataStoreUrl = zk:zk1:2181", "zookeeperServers = zk1:2181", P_B1);
+    EXPECT_ERR("t.conf:2: [pulsar p] metadataStoreUrl: 'etcd:http://e:2379' is not a ZooKeeper "
+               "store: lookout reads the map from ZooKeeper only (zk:host:2181,...)",
+               "[pulsar p]", "metadataStoreUrl = etcd:http://e:2379", P_B1);
+    EXPECT_ERR("t.conf:6: [kafka k] zookeeper.connect: bad address 'zk1:0': port 0 is out of "
+               "range 1-65535",
+               K_HEAD, "internal_networks = 10.0.0.0/8", "zookeeper.connect = zk1:0/kafka", K_B1);
+    EXPECT_ERR("t.conf:6: [kafka k] zookeeper.connect: reading the listener map from ZooKeeper is "
+               "not supported in this build yet: list the brokers in [broker k/ID] sections",
+               K_HEAD, "internal_networks = 10.0.0.0/8", "zookeeper.connect = zk1:2181/kafka",
+               K_B1);
+    /* Each kind has its own broker's key. */
+    EXPECT_ERR("t.conf:2: [pulsar p] zookeeper.connect: unknown key (zookeeper.connect belongs "
+               "in a [kafka] section)",
+               "[pulsar p]", "zookeeper.connect = zk1:2181", P_B1);
+}
+
+const struct lk_test_case lk_test_registry[] = {
+    {"registry/pulsar_local_broker_data", test_pulsar_local_broker_data},
+    {"registry/pulsar_broker_lookup_data", test_pulsar_broker_lookup_data},
+    {"registry/pulsar_internal_by_url", test_pulsar_internal_by_url},
+    {"registry/pulsar_refused", test_pulsar_refused},
+    {"registry/pulsar_bind", test_pulsar_bind},
+    {"registry/kafka", test_kafka},
+    {"registry/cidr", test_cidr},
+    {"registry/zk_connect", test_zk_connect},
+    {"registry/conf_keys", test_conf_keys},
+    {NULL, NULL},
+};
