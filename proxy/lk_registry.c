@@ -29,8 +29,9 @@
 
 /* ZooKeeper's own default client port. */
 #define ZK_DEFAULT_PORT "2181"
-/* A registration is a few hundred bytes; ZooKeeper's znode limit is 1 MiB
- * (jute.maxbuffer).  Far above any real list, so a hostile one fails fast. */
+/* A registration is a few hundred bytes, but ZooKeeper's znode limit is
+ * 1 MiB (jute.maxbuffer).  These are far above any real list, so that a
+ * hostile one fails fast. */
 #define MAX_LISTENERS 64
 #define MAX_ZK_SERVERS 64
 #define MAX_NETWORKS 1024
@@ -52,6 +53,9 @@ fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Networks -------------------------------------------------------------------- */
+
+/* ::ffff:0:0/96, where IPv6 sockets carry IPv4 addresses (RFC 4291 2.5.5.2). */
+static const uint8_t mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 /* An IP literal (no brackets) into bytes: its family, or -1. */
 static int
@@ -85,10 +89,9 @@ cidr_parse(struct lk_str item, struct lk_cidr *c, char *err, size_t errlen)
         return fail(err, errlen, "'%s' in '%.*s%s' is not an IPv4 or IPv6 address", buf,
                     EXCERPT(item.p, item.len));
     max = c->family == AF_INET ? 32 : 128;
-    if (slash == NULL) {
-        c->bits = max;
-        return 0;
-    }
+    c->bits = max;
+    if (slash == NULL)
+        goto mapped;
     /* Digits only: strtoul would take "+8", " 8" and "0x8". */
     bits = 0;
     for (const char *p = slash + 1; *p != '\0' || p == slash + 1; p++) {
@@ -109,6 +112,17 @@ cidr_parse(struct lk_str item, struct lk_cidr *c, char *err, size_t errlen)
                         "'%.*s%s' has host bits set (write the network, or the address alone "
                         "for one host)",
                         EXCERPT(item.p, item.len));
+mapped:
+    /* lk_cidr_contains matches an IPv4-mapped address as IPv4, so a
+     * network inside ::ffff:0:0/96 is kept as the IPv4 network it maps
+     * (the fuzzer found ::ffff:8:228 matching nothing).  A wider IPv6
+     * network such as ::/0 does not take IPv4 destinations. */
+    if (c->family == AF_INET6 && c->bits >= 96 && memcmp(c->addr, mapped_prefix, 12) == 0) {
+        memmove(c->addr, c->addr + 12, 4);
+        memset(c->addr + 4, 0, 12);
+        c->family = AF_INET;
+        c->bits -= 96;
+    }
     return 0;
 }
 
@@ -165,11 +179,10 @@ prefix_eq(const uint8_t *a, const uint8_t *b, unsigned bits)
 int
 lk_cidr_contains(const struct lk_cidr *nets, size_t n, int family, const void *addr)
 {
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     const uint8_t *a = addr;
 
     /* ::ffff:10.0.0.1 is 10.0.0.1 on a dual-stack socket. */
-    if (family == AF_INET6 && memcmp(a, mapped, sizeof(mapped)) == 0) {
+    if (family == AF_INET6 && memcmp(a, mapped_prefix, sizeof(mapped_prefix)) == 0) {
         family = AF_INET;
         a += 12;
     }
@@ -469,6 +482,12 @@ read_kafka(json_t *root, struct lk_listener **ls, size_t *nls, char *msg, size_t
     if (!json_is_array(eps) || json_array_size(eps) == 0) {
         snprintf(msg, len, "endpoints is %s, not a non-empty array of NAME://host:port",
                  json_is_array(eps) ? "an empty array" : json_type_name(eps));
+        goto out;
+    }
+    /* Each endpoint is checked against the others: bound the square. */
+    if (json_array_size(eps) > MAX_LISTENERS) {
+        snprintf(msg, len, "endpoints has %zu entries, more than %d", json_array_size(eps),
+                 MAX_LISTENERS);
         goto out;
     }
     for (i = 0; i < json_array_size(eps); i++) {

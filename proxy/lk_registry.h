@@ -103,10 +103,12 @@ struct lk_registration {
  *    level URLs) exists and can carry what lookout forwards to it;
  *  - the lookup listener exists when cl names one;
  *  - every internal address that is an IP literal lies in cl's
- *    internal_networks.  A host name passes here: it must resolve into
- *    internal_networks when it is dialled (lk_cidr_contains on the
- *    resolved address), since names can move and a check at parse time
- *    would not hold;
+ *    internal_networks.  A host name passes here, since brokers often
+ *    register names and a check at parse time would not hold when the
+ *    name moves: whoever dials a registered broker must check the
+ *    resolved address with lk_cidr_contains before connecting (TODO:
+ *    lk_conn.c resolves and connects in one libevent call today, so the
+ *    live map needs an evdns_getaddrinfo step first);
  *  - every lookup address that is an IP literal is on cl's `bind` (equal
  *    to it, or bind is the wildcard of its family), as the binding rule
  *    would bind it; names are bound on `bind` anyway.

@@ -447,6 +447,19 @@ test_kafka(void)
         {"-1", "{}", "is not a node id"},
         {"2147483648", "{}", "is not a node id"},
         {"1", "{\"version\":4,\"host\":7}", "host is an integer"},
+        {"1",
+         "{\"version\":4,\"endpoints\":[\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://"
+         "a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\","
+         "\"A://a:1\",\"A://a:1\",\"A://a:1\",\"A://a:1\"]}",
+         "endpoints has 65 entries, more than 64"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         subtest("refused %zu: %.40s", i, t[i].doc);
@@ -485,6 +498,22 @@ test_cidr(void)
     ok(has(n, 5, "::a00:1") == 0, "an IPv4-compatible address is not IPv4");
     ok(has(n, 5, "broker-1") == -1 && has(n, 5, "10.0.0.1.example.com") == -1, "names: -1");
     ok(has(n, 0, "10.0.0.1") == 0, "no networks: nothing is inside");
+    free(n);
+    n = NULL;
+    /* A mapped network is the IPv4 network it maps (the fuzzer's find). */
+    nn = lk_cidrs_parse("::ffff:8:228, ::ffff:10.0.0.0/104", &n, err, sizeof(err));
+    ok(nn == 2 && n[0].family == AF_INET && n[0].bits == 32 && n[1].family == AF_INET &&
+           n[1].bits == 8,
+       "mapped networks become IPv4 (%s)", err);
+    ok(nn == 2 && has(n, 2, "0.8.2.40") == 1 && has(n, 2, "::ffff:0.8.2.40") == 1 &&
+           has(n, 2, "10.9.9.9") == 1 && has(n, 2, "::ffff:10.9.9.9") == 1 &&
+           has(n, 2, "11.0.0.1") == 0,
+       "and match both spellings");
+    free(n);
+    n = NULL;
+    nn = lk_cidrs_parse("::/0", &n, err, sizeof(err));
+    ok(nn == 1 && has(n, 1, "2001:db8::1") == 1 && has(n, 1, "::ffff:10.0.0.1") == 0,
+       "::/0 takes no IPv4-mapped address");
     free(n);
     n = NULL;
     nn = lk_cidrs_parse("0.0.0.0/0,::/0", &n, err, sizeof(err));
