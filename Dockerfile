@@ -22,7 +22,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         autoconf automake make gcc libc6-dev pkg-config \
         libevent-dev libssl-dev libjansson-dev zlib1g-dev \
-        libprotobuf-c-dev protobuf-c-compiler node-llhttp \
+        libprotobuf-c-dev protobuf-c-compiler node-llhttp libzookeeper-mt-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -37,7 +37,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libevent-2.1-7 libevent-core-2.1-7 libevent-openssl-2.1-7 \
-        libssl3 libjansson4 libprotobuf-c1 zlib1g ca-certificates \
+        libssl3 libjansson4 libprotobuf-c1 libzookeeper-mt2 zlib1g ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 999 lookout \
     && useradd --system --uid 999 --gid lookout --no-create-home --home-dir /nonexistent \

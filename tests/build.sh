@@ -4,7 +4,8 @@
 #   tests/build.sh                 -> build/plain/lookout
 #   tests/build.sh asan --enable-asan
 # It makes lookout, the unit tests, the fuzz corpus replays and, when
-# librdkafka is installed, the Kafka mock cluster (tests/kafka/kafka-mock).
+# librdkafka is installed, the Kafka mock cluster (tests/kafka/kafka-mock);
+# and tests/zk/zk-watch, proxy/lk_zk.c on a loop (tests/zk/include.am).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 name=${1:-plain}
@@ -22,5 +23,5 @@ if [ ! -f Makefile ]; then
     "$top/configure" "$@" >configure.log 2>&1 ||
         { tail -n 20 configure.log >&2; echo "build: configure failed, see build/$name/configure.log" >&2; exit 1; }
 fi
-make -j"$(nproc)" lookout tests/unit/run fuzz-replay kafka-fixtures >make.log 2>&1 ||
+make -j"$(nproc)" lookout tests/unit/run fuzz-replay kafka-fixtures zk-fixtures >make.log 2>&1 ||
     { tail -n 30 make.log >&2; echo "build: make failed, see build/$name/make.log" >&2; exit 1; }

@@ -24,6 +24,11 @@ PKGS="$PKGS stunnel4 util-linux mount"
 # nodejs and npm when the machine has neither.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+# A real ZooKeeper for the listener map read live from the cluster (issue 11):
+# Debian's zookeeper (its jars, started by tests/integration/lib/ZooKeeper.pm
+# on a loopback port; it brings a JRE), the official C client lookout links,
+# and kazoo, which writes registrations and holds ephemeral znodes in tests.
+PKGS="$PKGS zookeeper libzookeeper-mt-dev python3-kazoo"
 # groff and man check the man pages, systemd-analyze the unit
 # (tests/install/lint.sh).
 PKGS="$PKGS groff-base man-db systemd"

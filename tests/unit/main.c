@@ -22,6 +22,7 @@ extern const struct lk_test_case lk_test_kafka_codec[];
 extern const struct lk_test_case lk_test_pulsar_codec[];
 extern const struct lk_test_case lk_test_stats[];
 extern const struct lk_test_case lk_test_registry[];
+extern const struct lk_test_case lk_test_zk[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -39,6 +40,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_pulsar_codec,
     lk_test_stats,
     lk_test_registry,
+    lk_test_zk,
     NULL,
 };
 

@@ -1,0 +1,101 @@
+/*
+ * proxy/lk_zk.c without a ZooKeeper: what it refuses, and what it reports
+ * while nothing answers (tests/integration/110-zk-watch.t runs it against a
+ * real server).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "lk_test.h"
+#include "lk_zk.h"
+
+static int ncalls;
+
+static void
+on_snapshot(const struct lk_meta_node *nodes, size_t n, void *arg)
+{
+    ncalls++;
+}
+
+static void
+test_args(void)
+{
+    struct event_base *base;
+    char err[256] = "";
+
+    evthread_use_pthreads();
+    base = event_base_new();
+    ok(lk_zk_start(base, "", "/loadbalance/brokers", NULL, on_snapshot, NULL, err, sizeof(err)) ==
+           NULL,
+       "no servers: refused (%s)", err);
+    ok(lk_zk_start(base, "/chroot", "/x", NULL, on_snapshot, NULL, err, sizeof(err)) == NULL,
+       "a chroot alone: refused (%s)", err);
+    ok(lk_zk_start(base, "127.0.0.1:2181", "loadbalance/brokers", NULL, on_snapshot, NULL, err,
+                   sizeof(err)) == NULL,
+       "a relative path: refused (%s)", err);
+    ok_str(lk_meta_zk.scheme, "zk", "the ops table's scheme");
+    event_base_free(base);
+}
+
+/* A port nothing listens on: refused connections, so no session. */
+static int
+closed_port(void)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd == -1 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) != 0) {
+        if (fd != -1)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+static void
+test_unreachable(void)
+{
+    struct event_base *base;
+    struct lk_zk *zk = NULL;
+    struct lk_meta_state st;
+    struct lk_meta_opts opts = {.session_timeout_ms = 2000};
+    struct timeval tv = {0, 300000};
+    char servers[64], err[256] = "";
+    int port = closed_port();
+
+    evthread_use_pthreads();
+    base = event_base_new();
+    if (!ok(port > 0, "a closed port"))
+        goto end;
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d/chroot", port);
+    zk = lk_meta_zk.start(base, servers, "/loadbalance/brokers/", &opts, on_snapshot, NULL, err,
+                          sizeof(err));
+    if (!ok(zk != NULL, "started with nothing listening: %s", err))
+        goto end;
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+    lk_meta_zk.state(zk, &st);
+    ok(!st.connected && st.session_id == 0 && st.sessions == 0, "not connected, no session");
+    ok(st.stale_since_ms > 0, "stale since it started");
+    ok(st.snapshots == 0 && ncalls == 0, "no snapshot: there is nothing to show yet");
+end:
+    lk_zk_stop(zk); /* joins the client's threads: LSan sees no leak */
+    event_base_free(base);
+}
+
+const struct lk_test_case lk_test_zk[] = {
+    {"zk/args", test_args},
+    {"zk/unreachable", test_unreachable},
+    {NULL, NULL},
+};
