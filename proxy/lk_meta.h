@@ -46,7 +46,9 @@ struct lk_meta_state {
     int64_t last_change_ms; /* when the last snapshot was delivered */
     size_t nodes;           /* children in the last snapshot */
     uint64_t snapshots;     /* delivered so far */
-    uint64_t sessions;      /* sessions established: 1, plus one per expiry */
+    uint64_t sessions;      /* sessions established: the first, then one per expiry
+                             * or per session given up after an outage */
+    uint64_t attempts;      /* sessions tried (handles opened), backoff included */
     uint64_t expiries;      /* sessions the store expired */
     uint64_t errors;        /* failed reads (each logged) */
     int64_t session_id;     /* the store's id of the current session, 0 = none */

@@ -9,11 +9,12 @@
  * delivers a snapshot once no read of a change is outstanding.
  *
  * Sessions.  The client reconnects by itself (to the next server of the
- * list) while its session lives; we only watch its states.  On every
+ * list) while its session lives; we watch its states and bound its retries.  On every
  * (re)connection we re-read the children and all their data, so that what
  * changed while we were away is picked up whatever became of the watches.
- * An expired session is closed and replaced by a new one, with a doubling
- * backoff when even creating a handle fails.  Each handle has an epoch:
+ * An expired session is closed and replaced by a new one.  A handle that
+ * cannot connect within its window is closed too, and the next one opened
+ * after a doubling pause (arm_giveup says why).  Each handle has an epoch:
  * items of an older handle are dropped, so a late completion of a closed
  * session never touches the table.
  */
@@ -31,8 +32,11 @@
 #include "lk_pool.h"
 #include "lk_zk.h"
 
-#define BACKOFF_MIN_MS 100
+/* The pause between two handles that could not connect doubles from
+ * BACKOFF_MIN_MS to BACKOFF_MAX_MS; each such handle gets RETRY_WINDOW_MS. */
+#define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 10000
+#define RETRY_WINDOW_MS 500
 
 /* A request in flight: the completion's context.  Allocated and freed on the
  * loop thread; the ZooKeeper thread only reads it.  Listed on the source, so
@@ -86,18 +90,19 @@ struct lk_zk {
     unsigned epoch;
     struct req *reqs;
     int connected;
-    int inflight;  /* reads of the current handle not completed yet */
-    int dirty;     /* the table changed since the last snapshot */
-    int published; /* a snapshot was delivered on the current data */
-    int behind;    /* a read failed: the table may lag until the next resync */
-    int backoff_ms;
-    int renew; /* the session expired (1) or failed authentication (2): replace it
-                * once the queue is drained */
+    int inflight;    /* reads of the current handle not completed yet */
+    int dirty;       /* the table changed since the last snapshot */
+    int published;   /* a snapshot was delivered on the current data */
+    int behind;      /* a read failed: the table may lag until the next resync */
+    int backoff_ms;  /* the next pause between handles */
+    int backing_off; /* the last handle never connected: short windows */
+    int renew;       /* the session expired (1) or failed authentication (2): replace it
+                      * once the queue is drained */
     struct child *kids;
     size_t nkids, capkids;
     int64_t id;
     char passwd[16];
-    struct event *wake, *retry;
+    struct event *wake, *retry, *giveup;
 
     /* shared with the ZooKeeper thread, under mu */
     pthread_mutex_t mu;
@@ -496,6 +501,45 @@ reopen_later(struct lk_zk *zk)
     zk->backoff_ms = zk->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : zk->backoff_ms * 2;
 }
 
+/*
+ * The client retries on its own, without backoff: every 1/60th of the session
+ * timeout while connections are refused, and at once when a server takes
+ * the connection and closes it (as a ZooKeeper does while it elects a
+ * leader or loads its database), some fifty times a second.  Against an
+ * ensemble that is down for long, and with many lookouts, that is a storm.
+ * So a handle gets a window to connect: half the session timeout once it
+ * has lost its connection (enough to ride out a server restart and keep the
+ * session), RETRY_WINDOW_MS when the last one never connected.  When the
+ * window passes, the handle is closed and the next one opened after a pause
+ * that doubles up to BACKOFF_MAX_MS.  Giving up a session costs nothing we
+ * hold: the next one reads everything again.
+ */
+static void
+arm_giveup(struct lk_zk *zk, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+    if (!evtimer_pending(zk->giveup, NULL))
+        evtimer_add(zk->giveup, &tv);
+}
+
+static void
+on_giveup(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_zk *zk = arg;
+
+    if (zk->zh == NULL || zk->connected)
+        return;
+    if (!zk->backing_off)
+        lk_log(LK_WARN, NULL,
+               "zookeeper: no server of %s answered; retrying with backoff (%d ms, doubling "
+               "to %d ms), serving the last view",
+               zk->servers, zk->backoff_ms, BACKOFF_MAX_MS);
+    sess_close(zk);
+    zk->backing_off = 1;
+    reopen_later(zk);
+}
+
 static void
 got_session_event(struct lk_zk *zk, struct item *it)
 {
@@ -503,6 +547,8 @@ got_session_event(struct lk_zk *zk, struct item *it)
         int fresh = it->session_id != zk->id;
         zk->connected = 1;
         zk->backoff_ms = BACKOFF_MIN_MS;
+        zk->backing_off = 0;
+        evtimer_del(zk->giveup);
         zk->id = it->session_id;
         memcpy(zk->passwd, it->passwd, sizeof(zk->passwd));
         pthread_mutex_lock(&zk->mu);
@@ -528,6 +574,7 @@ got_session_event(struct lk_zk *zk, struct item *it)
         zk->st.connected = 0;
         pthread_mutex_unlock(&zk->mu);
         set_stale(zk);
+        arm_giveup(zk, zk->timeout_ms / 2);
     } else if (it->state == ZOO_EXPIRED_SESSION_STATE || it->state == ZOO_AUTH_FAILED_STATE) {
         int expired = it->state == ZOO_EXPIRED_SESSION_STATE;
         lk_log(LK_WARN, NULL,
@@ -666,7 +713,12 @@ sess_open(struct lk_zk *zk)
         free(zk->watch_ctx);
         zk->watch_ctx = NULL;
         reopen_later(zk);
+        return;
     }
+    pthread_mutex_lock(&zk->mu);
+    zk->st.attempts++;
+    pthread_mutex_unlock(&zk->mu);
+    arm_giveup(zk, zk->backing_off ? RETRY_WINDOW_MS : zk->timeout_ms / 2);
 }
 
 /* Closes the handle: zookeeper_close joins the client's threads and runs the
@@ -677,6 +729,7 @@ sess_close(struct lk_zk *zk)
 {
     zhandle_t *zh = zk->zh;
 
+    evtimer_del(zk->giveup);
     zk->zh = NULL;
     zk->epoch++; /* everything queued from now on is stale */
     zk->connected = 0;
@@ -726,6 +779,7 @@ lk_zk_start(struct event_base *base, const char *servers, const char *path,
     pthread_mutex_init(&zk->mu, NULL);
     zk->wake = event_new(base, -1, 0, on_wake, zk);
     zk->retry = evtimer_new(base, on_retry, zk);
+    zk->giveup = evtimer_new(base, on_giveup, zk);
     zk->st.stale_since_ms = wall_ms(); /* until the first full read */
     /* The client's library-wide level: its errors and warnings reach
      * on_zk_log, which keeps them at debug. */
@@ -742,6 +796,7 @@ lk_zk_stop(struct lk_zk *zk)
     sess_close(zk);
     event_free(zk->wake);
     event_free(zk->retry);
+    event_free(zk->giveup);
     clear_children(zk);
     free(zk->kids);
     pthread_mutex_destroy(&zk->mu);

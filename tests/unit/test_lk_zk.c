@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <event2/listener.h>
 #include <event2/thread.h>
 
 #include "lk_test.h"
@@ -94,8 +95,63 @@ end:
     event_base_free(base);
 }
 
+static void
+on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
+{
+    (*(int *)arg)++;
+    close(fd);
+}
+
+/*
+ * A server that takes each connection and closes it, as a ZooKeeper does
+ * while it elects a leader: the client alone would retry some fifty times a
+ * second for as long as that lasts.  With a 1 s session timeout a handle gets
+ * 500 ms, and the next ones 500 ms after pauses of 0.5, 1, 2 s: in 4 s, three
+ * or four handles and a fraction of the connections.
+ */
+static void
+test_backoff(void)
+{
+    struct event_base *base;
+    struct evconnlistener *l = NULL;
+    struct lk_zk *zk = NULL;
+    struct lk_meta_state st;
+    struct lk_meta_opts opts = {.session_timeout_ms = 1000};
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    struct timeval tv = {4, 0};
+    char servers[64], err[256] = "";
+    int accepts = 0;
+
+    evthread_use_pthreads();
+    base = event_base_new();
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    l = evconnlistener_new_bind(base, on_accept, &accepts, LEV_OPT_CLOSE_ON_FREE, 64,
+                                (struct sockaddr *)&sin, sizeof(sin));
+    if (!ok(l != NULL, "a listener") ||
+        !ok(getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&sin, &len) == 0, "its port"))
+        goto end;
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d", ntohs(sin.sin_port));
+    zk = lk_zk_start(base, servers, "/x", &opts, on_snapshot, NULL, err, sizeof(err));
+    if (!ok(zk != NULL, "started: %s", err))
+        goto end;
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+    lk_zk_state(zk, &st);
+    ok(st.attempts >= 3 && st.attempts <= 5, "handles opened in 4 s: %llu",
+       (unsigned long long)st.attempts);
+    ok(accepts > 0 && accepts < 150, "connections in 4 s: %d (some 200 without backoff)", accepts);
+    ok(!st.connected && st.sessions == 0 && ncalls == 0, "no session, no snapshot");
+end:
+    lk_zk_stop(zk);
+    if (l != NULL)
+        evconnlistener_free(l);
+    event_base_free(base);
+}
+
 const struct lk_test_case lk_test_zk[] = {
     {"zk/args", test_args},
     {"zk/unreachable", test_unreachable},
+    {"zk/backoff", test_backoff},
     {NULL, NULL},
 };
