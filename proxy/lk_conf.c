@@ -2527,6 +2527,24 @@ dump_health(const struct lk_cluster *cl, FILE *out)
     fputc('\n', out);
 }
 
+/* "  internal networks 10.0.0.0/8, fd00::/8" when the cluster sets
+ * internal_networks: the addresses lookout may dial. */
+static void
+dump_networks(const struct lk_cluster *cl, FILE *out)
+{
+    if (cl->ninternal_networks == 0)
+        return;
+    fprintf(out, "  internal networks ");
+    for (size_t i = 0; i < cl->ninternal_networks; i++) {
+        const struct lk_cidr *n = &cl->internal_networks[i];
+        char a[INET6_ADDRSTRLEN];
+        if (inet_ntop(n->family, n->addr, a, sizeof(a)) == NULL)
+            snprintf(a, sizeof(a), "?");
+        fprintf(out, "%s%s/%u", i != 0 ? ", " : "", a, n->bits);
+    }
+    fputc('\n', out);
+}
+
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)
 {
@@ -2560,6 +2578,7 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
                 cl->web_service != NULL && cl->service != NULL ? " " : "",
                 cl->service != NULL ? cl->service->text : "");
     dump_health(cl, out);
+    dump_networks(cl, out);
 
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
@@ -2656,6 +2675,7 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
         print_on_bind(out, bind_of(conf, cl, NULL, NULL, u->host, u->port));
     }
     dump_health(cl, out);
+    dump_networks(cl, out);
     if (pt != NULL) {
         fprintf(out, "  pattern   %s", pt->text);
         print_security(out, pt->scheme, pt->sasl, 0);

@@ -132,6 +132,18 @@ subtest 'long lines' => sub {
     like($r->{out}, qr/127\.0\.0\.1:$q1\b/, '... and the map still has b1\'s lookup address (after the long line)');
 };
 
+subtest '--check shows internal_networks, normalized' => sub {
+    # The networks lookout may dial: each as a CIDR, a bare address as a /32 or /128, an
+    # IPv4-mapped network as the IPv4 one it maps; a cluster without the key shows none.
+    (my $t = $good) =~ s/^(webServiceUrl = [^\n]*\n)/$1internal_networks = 127.0.0.0\/8, 10.1.2.3 ,fd00::\/8, ::ffff:192.168.0.0\/112\n/m;
+    my $r = run_lookout(conf => $t, args => ['--check'], dir => $dir, name => 'nets', timeout => 5);
+    is($r->{exit}, 0, 'accepted') or diag($r->{out});
+    like($r->{out}, qr{^  internal networks 127\.0\.0\.0/8, 10\.1\.2\.3/32, fd00::/8, 192\.168\.0\.0/16$}m,
+         'listed under the cluster, normalized') or diag($r->{out});
+    $r = run_lookout(conf => $good, args => ['--check'], dir => $dir, name => 'nonets', timeout => 5);
+    unlike($r->{out}, qr/internal networks/, 'and not shown when unset');
+};
+
 # Each bad config: a description, the text, the regex of the line the error must name,
 # and a regex the message must match.
 my @bad;
