@@ -327,6 +327,10 @@ int lk_parse_size(const char *s, size_t *bytes);
 
 /* URLs and listeners ------------------------------------------------------ */
 
+/* Formats fmt into err (when err is not NULL and errlen not 0) and returns
+ * -1: the parsers' one way to fail with a message. */
+int lk_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Parses "scheme://host[:port][/]" for the schemes above.  0, or -1 with a
  * message.  The strings in out are malloc'd; lk_url_free releases them. */
 int lk_url_parse(const char *s, size_t len, struct lk_url *out, char *err, size_t errlen);

@@ -11,7 +11,6 @@
 #endif
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,22 +34,6 @@
 #define MAX_LISTENERS 64
 #define MAX_ZK_SERVERS 64
 #define MAX_NETWORKS 1024
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Networks -------------------------------------------------------------------- */
 
@@ -78,7 +61,7 @@ cidr_parse(struct lk_str item, struct lk_cidr *c, char *err, size_t errlen)
     unsigned max;
 
     if (item.len >= sizeof(buf))
-        return fail(err, errlen, "'%.*s%s' is not a network (expected ADDRESS/BITS)",
+        return lk_fail(err, errlen, "'%.*s%s' is not a network (expected ADDRESS/BITS)",
                     EXCERPT(item.p, item.len));
     memcpy(buf, item.p, item.len);
     buf[item.len] = '\0';
@@ -86,7 +69,7 @@ cidr_parse(struct lk_str item, struct lk_cidr *c, char *err, size_t errlen)
         *slash = '\0';
     memset(c, 0, sizeof(*c));
     if ((c->family = ip_bytes(buf, c->addr)) < 0)
-        return fail(err, errlen, "'%s' in '%.*s%s' is not an IPv4 or IPv6 address", buf,
+        return lk_fail(err, errlen, "'%s' in '%.*s%s' is not an IPv4 or IPv6 address", buf,
                     EXCERPT(item.p, item.len));
     max = c->family == AF_INET ? 32 : 128;
     c->bits = max;
@@ -96,19 +79,19 @@ cidr_parse(struct lk_str item, struct lk_cidr *c, char *err, size_t errlen)
     bits = 0;
     for (const char *p = slash + 1; *p != '\0' || p == slash + 1; p++) {
         if (*p < '0' || *p > '9' || bits > max)
-            return fail(err, errlen, "'%.*s%s': the prefix length must be 0 to %u",
+            return lk_fail(err, errlen, "'%.*s%s': the prefix length must be 0 to %u",
                         EXCERPT(item.p, item.len), max);
         bits = bits * 10 + (unsigned long)(*p - '0');
     }
     if (bits > max)
-        return fail(err, errlen, "'%.*s%s': the prefix length must be 0 to %u",
+        return lk_fail(err, errlen, "'%.*s%s': the prefix length must be 0 to %u",
                     EXCERPT(item.p, item.len), max);
     c->bits = (unsigned)bits;
     /* 10.1.2.3/8 most often means 10.1.2.3/32 or 10.0.0.0/8; guessing
      * either could open more than meant, so say which is which. */
     for (unsigned i = c->bits; i < max; i++)
         if (c->addr[i / 8] & (0x80u >> (i % 8)))
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "'%.*s%s' has host bits set (write the network, or the address alone "
                         "for one host)",
                         EXCERPT(item.p, item.len));
@@ -141,7 +124,7 @@ lk_cidrs_parse(const char *s, struct lk_cidr **out, char *err, size_t errlen)
 
         if (item.len != 0) {
             if (n == MAX_NETWORKS) {
-                fail(err, errlen, "more than %d networks", MAX_NETWORKS);
+                lk_fail(err, errlen, "more than %d networks", MAX_NETWORKS);
                 goto fail;
             }
             nets = lk_xrealloc(nets, (n + 1) * sizeof(*nets));
@@ -154,7 +137,7 @@ lk_cidrs_parse(const char *s, struct lk_cidr **out, char *err, size_t errlen)
         p = comma + 1;
     }
     if (n == 0) {
-        fail(err, errlen, "no network (expected CIDR,CIDR,..., e.g. 10.0.0.0/8, fd00::/8)");
+        lk_fail(err, errlen, "no network (expected CIDR,CIDR,..., e.g. 10.0.0.0/8, fd00::/8)");
         goto fail;
     }
     *out = nets;
@@ -226,11 +209,11 @@ chroot_check(struct lk_str p, char *err, size_t errlen)
 
     for (size_t i = 1; i <= p.len; i++) {
         if (i < p.len && (p.p[i] < 0x21 || p.p[i] > 0x7e))
-            return fail(err, errlen, "chroot '%.*s%s': bad character", EXCERPT(p.p, p.len));
+            return lk_fail(err, errlen, "chroot '%.*s%s': bad character", EXCERPT(p.p, p.len));
         if (i == p.len || p.p[i] == '/') {
             struct lk_str c = lk_str_make(p.p + start, i - start);
             if (c.len == 0 || lk_str_eq(c, LK_STRLIT(".")) || lk_str_eq(c, LK_STRLIT("..")))
-                return fail(err, errlen, "chroot '%.*s%s': empty, '.' or '..' path component",
+                return lk_fail(err, errlen, "chroot '%.*s%s': empty, '.' or '..' path component",
                             EXCERPT(p.p, p.len));
             start = i + 1;
         }
@@ -254,7 +237,7 @@ lk_zk_connect_parse(const char *s, int metadata_url, struct lk_zk_connect *out, 
          * string with no known prefix is ZooKeeper too (the older form). */
         for (int i = 0; others[i] != NULL; i++)
             if (lk_str_has_prefix(all, lk_str_c(others[i])))
-                return fail(err, errlen,
+                return lk_fail(err, errlen,
                             "'%.*s%s' is not a ZooKeeper store: lookout reads the map from "
                             "ZooKeeper only (zk:host:2181,...)",
                             EXCERPT(all.p, all.len));
@@ -283,11 +266,11 @@ lk_zk_connect_parse(const char *s, int metadata_url, struct lk_zk_connect *out, 
         if (item.len != 0) {
             int has_port;
             if (out->nservers == MAX_ZK_SERVERS) {
-                fail(err, errlen, "more than %d ZooKeeper servers", MAX_ZK_SERVERS);
+                lk_fail(err, errlen, "more than %d ZooKeeper servers", MAX_ZK_SERVERS);
                 goto fail;
             }
             if (item.len > 260) {
-                fail(err, errlen, "bad address '%.*s%s': too long", EXCERPT(item.p, item.len));
+                lk_fail(err, errlen, "bad address '%.*s%s': too long", EXCERPT(item.p, item.len));
                 goto fail;
             }
             /* The port is optional, as in ZooKeeper's ConnectStringParser:
@@ -314,7 +297,7 @@ lk_zk_connect_parse(const char *s, int metadata_url, struct lk_zk_connect *out, 
         p = comma + 1;
     }
     if (out->nservers == 0) {
-        fail(err, errlen, "no ZooKeeper server (expected host:2181,host:2181[/chroot])");
+        lk_fail(err, errlen, "no ZooKeeper server (expected host:2181,host:2181[/chroot])");
         goto fail;
     }
     if (out->chroot != NULL)
@@ -526,7 +509,7 @@ lk_registry_kafka_listeners(const char *data, size_t len, struct lk_listener **l
     *n = 0;
     /* A registration is one object; a duplicate key would hide a value. */
     if ((root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr)) == NULL)
-        return fail(err, errlen, "not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+        return lk_fail(err, errlen, "not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                     jerr.column);
     rc = read_kafka(root, ls, n, err, errlen);
     json_decref(root);
@@ -577,14 +560,14 @@ url_field(json_t *obj, const struct url_field *f, const char *where, struct lk_u
     if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_string(v))
-        return fail(err, errlen, "%s%s is %s, not a string", where, f->name, json_type_name(v));
+        return lk_fail(err, errlen, "%s%s is %s, not a string", where, f->name, json_type_name(v));
     u = lk_xmalloc(sizeof(*u));
     if (lk_url_parse(json_string_value(v), json_string_length(v), u, m, sizeof(m)) != 0) {
         free(u);
-        return fail(err, errlen, "%s%s: %s", where, f->name, m);
+        return lk_fail(err, errlen, "%s%s: %s", where, f->name, m);
     }
     if (u->scheme != f->scheme) {
-        fail(err, errlen, "%s%s: %s is not a %s URL", where, f->name, u->text,
+        lk_fail(err, errlen, "%s%s: %s is not a %s URL", where, f->name, u->text,
              lk_scheme_name(f->scheme));
         lk_url_free(u);
         free(u);
@@ -637,24 +620,24 @@ read_pulsar(json_t *root, const char *internal_name, struct lk_listener **ls, si
     ssize_t ii;
 
     if (!json_is_object(root))
-        return fail(err, errlen, "not a JSON object but %s", json_type_name(root));
+        return lk_fail(err, errlen, "not a JSON object but %s", json_type_name(root));
     map = json_object_get(root, "advertisedListeners");
     if (map != NULL && !json_is_null(map) && !json_is_object(map))
-        return fail(err, errlen, "advertisedListeners is %s, not an object", json_type_name(map));
+        return lk_fail(err, errlen, "advertisedListeners is %s, not an object", json_type_name(map));
     if (map != NULL && json_is_object(map)) {
         json_object_foreach(map, name, l)
         {
             if (json_is_null(l))
                 continue;
             if (!json_is_object(l))
-                return fail(err, errlen, "advertisedListeners.%.64s is %s, not an object", name,
+                return lk_fail(err, errlen, "advertisedListeners.%.64s is %s, not an object", name,
                             json_type_name(l));
             /* Pulsar takes a name up to the first ':'; lookout also keeps
              * it printable for its logs and --check. */
             if (name[0] == '\0' || lk_kafka_name_check(lk_str_c(name), m, sizeof(m)) != 0)
-                return fail(err, errlen, "advertisedListeners: bad listener name '%.64s'", name);
+                return lk_fail(err, errlen, "advertisedListeners: bad listener name '%.64s'", name);
             if (*nls == MAX_LISTENERS)
-                return fail(err, errlen, "more than %d listeners", MAX_LISTENERS);
+                return lk_fail(err, errlen, "more than %d listeners", MAX_LISTENERS);
             snprintf(where, sizeof(where), "advertisedListeners.%s.", name);
             for (size_t f = 0; f < 4; f++) {
                 struct lk_url *u;
@@ -665,7 +648,7 @@ read_pulsar(json_t *root, const char *internal_name, struct lk_listener **ls, si
                 if (lk_listener_add(ls, nls, lk_str_c(name), lk_str_c(u->text), m, sizeof(m)) !=
                     0) {
                     url_drop(u);
-                    return fail(err, errlen, "%s%s: %s", where, listener_fields[f].name, m);
+                    return lk_fail(err, errlen, "%s%s: %s", where, listener_fields[f].name, m);
                 }
                 url_drop(u);
             }
@@ -691,14 +674,14 @@ read_pulsar(json_t *root, const char *internal_name, struct lk_listener **ls, si
             continue;
         if (lk_listener_add(ls, nls, lk_str_c(internal_name), lk_str_c(top[f]->text), m,
                             sizeof(m)) != 0) {
-            fail(err, errlen, "%s (for the internal listener '%s'): %s", top_fields[f].name,
+            lk_fail(err, errlen, "%s (for the internal listener '%s'): %s", top_fields[f].name,
                  internal_name, m);
             goto out;
         }
         ii = find_listener(*ls, *nls, internal_name);
     }
     if (ii < 0) {
-        fail(err, errlen,
+        lk_fail(err, errlen,
              "no internal listener '%s': advertisedListeners lacks it and there is no "
              "webServiceUrl or pulsarServiceUrl",
              internal_name);
@@ -720,7 +703,7 @@ lk_pulsar_listeners_check(const struct lk_listener *internal, const struct lk_li
                           char *err, size_t errlen)
 {
     if (lk_listener_pick(internal, LK_SCHEME_HTTP, 0) == NULL)
-        return fail(err, errlen,
+        return lk_fail(err, errlen,
                     "the internal listener '%s' has no http or https address (lookout connects "
                     "there for HTTP)",
                     internal->name);
@@ -730,7 +713,7 @@ lk_pulsar_listeners_check(const struct lk_listener *internal, const struct lk_li
      * internal listener, in the same protocol. */
     for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
         if (lookup->addr[sc] != NULL && lk_listener_pick(internal, sc, 0) == NULL)
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "the lookup listener '%s' has %s, but the internal listener '%s' has no "
                         "%s or %s address to forward it to",
                         lookup->name, lookup->addr[sc]->text, internal->name, lk_scheme_name(sc),
@@ -748,7 +731,7 @@ lk_listener_internal_check(const struct lk_cluster *cl, const struct lk_listener
         const struct lk_url *u = l->addr[sc];
         if (u != NULL &&
             lk_cidr_contains_host(cl->internal_networks, cl->ninternal_networks, u->host) == 0)
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "the internal listener '%s' has %s, outside internal_networks: lookout "
                         "dials only inside them",
                         l->name, u->text);
@@ -777,7 +760,7 @@ lookup_bind_check(const struct lk_cluster *cl, const struct lk_listener *l, char
             continue;
         alen = fam == AF_INET ? 4 : 16;
         if (fam != bfam || (memcmp(bind, zero, alen) != 0 && memcmp(bind, a, alen) != 0))
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "the lookup listener '%s' has %s, which lookout would bind outside the "
                         "cluster's bind %s",
                         l->name, u->text, cl->bind);
@@ -828,7 +811,7 @@ lk_registration_parse(const struct lk_cluster *cl, const char *znode, const char
     out->node_id = -1;
     if (kafka) {
         if (node_id_parse(znode, &out->node_id) != 0)
-            return fail(err, errlen, "znode '%.64s' is not a node id (0 to 2147483647)", znode);
+            return lk_fail(err, errlen, "znode '%.64s' is not a node id (0 to 2147483647)", znode);
         if (lk_registry_kafka_listeners(data, len, &out->listeners, &out->nlisteners, err,
                                         errlen) != 0)
             return -1;
@@ -840,10 +823,10 @@ lk_registration_parse(const struct lk_cluster *cl, const char *znode, const char
 
         /* brokerId is advertisedAddress:webServicePort. */
         if (lk_kafka_addr_parse(znode, strlen(znode), LK_SCHEME_HTTP, &id, m, sizeof(m)) != 0)
-            return fail(err, errlen, "znode name is not a brokerId host:port: %s", m);
+            return lk_fail(err, errlen, "znode name is not a brokerId host:port: %s", m);
         lk_url_free(&id);
         if ((root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr)) == NULL)
-            return fail(err, errlen, "not valid JSON: %s (line %d, column %d)", jerr.text,
+            return lk_fail(err, errlen, "not valid JSON: %s (line %d, column %d)", jerr.text,
                         jerr.line, jerr.column);
         rc = read_pulsar(root, internal, &out->listeners, &out->nlisteners, &internal, err, errlen);
         json_decref(root);
@@ -852,7 +835,7 @@ lk_registration_parse(const struct lk_cluster *cl, const char *znode, const char
     }
     out->id = lk_xstrdup(znode);
     if ((ii = find_listener(out->listeners, out->nlisteners, internal)) < 0) {
-        fail(err, errlen, "no listener '%s', the %s", internal,
+        lk_fail(err, errlen, "no listener '%s', the %s", internal,
              kafka ? "inter.broker.listener.name" : "internal listener");
         goto fail;
     }
@@ -860,14 +843,14 @@ lk_registration_parse(const struct lk_cluster *cl, const char *znode, const char
     out->lookup = out->nlisteners;
     if (cl->lookup_listener != NULL) {
         if ((li = find_listener(out->listeners, out->nlisteners, cl->lookup_listener)) < 0) {
-            fail(err, errlen,
+            lk_fail(err, errlen,
                  "no listener '%s', the lookup listener: clients could not be sent "
                  "to this broker",
                  cl->lookup_listener);
             goto fail;
         }
         if (li == ii) {
-            fail(err, errlen,
+            lk_fail(err, errlen,
                  "the lookup listener '%s' is the internal listener: lookout would listen on the "
                  "addresses it connects to",
                  cl->lookup_listener);
@@ -879,7 +862,7 @@ lk_registration_parse(const struct lk_cluster *cl, const char *znode, const char
                                             li >= 0 ? &out->listeners[li] : NULL, err, errlen) != 0)
         goto fail;
     if (cl->ninternal_networks == 0) {
-        fail(err, errlen,
+        lk_fail(err, errlen,
              "the cluster has no internal_networks: lookout dials no registered "
              "broker without them");
         goto fail;

@@ -92,12 +92,9 @@ lk_scheme_parse(struct lk_str name)
     return -1;
 }
 
-/* Writes fmt into err, if there is an err. */
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+/* Writes fmt into err, if there is an err (lk_conf.h). */
+int
+lk_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
@@ -146,15 +143,15 @@ parse_host(const char *s, size_t len, const char *what, const char **pp, const c
         const char *close = *p == '[' ? memchr(p, ']', (size_t)(end - p)) : last;
 
         if (close == NULL)
-            return fail(err, errlen, "%s '%.*s%s': '[' without ']'", what, EXCERPT(s, len));
+            return lk_fail(err, errlen, "%s '%.*s%s': '[' without ']'", what, EXCERPT(s, len));
         *host = *p == '[' ? p + 1 : p;
         *hlen = (size_t)(close - *host);
         if (*hlen == 0 || *hlen >= sizeof(buf))
-            return fail(err, errlen, "%s '%.*s%s': bad IPv6 address", what, EXCERPT(s, len));
+            return lk_fail(err, errlen, "%s '%.*s%s': bad IPv6 address", what, EXCERPT(s, len));
         memcpy(buf, *host, *hlen);
         buf[*hlen] = '\0';
         if (inet_pton(AF_INET6, buf, &a6) != 1)
-            return fail(err, errlen, "%s '%.*s%s': bad IPv6 address '%s'", what, EXCERPT(s, len),
+            return lk_fail(err, errlen, "%s '%.*s%s': bad IPv6 address '%s'", what, EXCERPT(s, len),
                         buf);
         *v6 = 1;
         *pp = *p == '[' ? close + 1 : close;
@@ -165,17 +162,17 @@ parse_host(const char *s, size_t len, const char *what, const char **pp, const c
         p++;
     *hlen = (size_t)(p - *host);
     if (*hlen == 0)
-        return fail(err, errlen, "%s '%.*s%s': no host", what, EXCERPT(s, len));
+        return lk_fail(err, errlen, "%s '%.*s%s': no host", what, EXCERPT(s, len));
     for (size_t i = 0; i < *hlen; i++) {
         char c = (*host)[i];
         if (!is_host_char(c))
-            return fail(err, errlen, "%s '%.*s%s': bad character '%c' in the host", what,
+            return lk_fail(err, errlen, "%s '%.*s%s': bad character '%c' in the host", what,
                         EXCERPT(s, len), c >= 0x20 && c < 0x7f ? c : '?');
         if (!(c >= '0' && c <= '9') && c != '.')
             numeric = 0;
     }
     if (*hlen > 253)
-        return fail(err, errlen, "%s '%.*s%s': host name longer than 253 bytes", what,
+        return lk_fail(err, errlen, "%s '%.*s%s': host name longer than 253 bytes", what,
                     EXCERPT(s, len));
     if (numeric) {
         /* All digits and dots: an IPv4 literal or a mistake, never a
@@ -184,11 +181,11 @@ parse_host(const char *s, size_t len, const char *what, const char **pp, const c
         struct in_addr a4;
 
         if (*hlen >= sizeof(buf))
-            return fail(err, errlen, "%s '%.*s%s': bad IPv4 address", what, EXCERPT(s, len));
+            return lk_fail(err, errlen, "%s '%.*s%s': bad IPv4 address", what, EXCERPT(s, len));
         memcpy(buf, *host, *hlen);
         buf[*hlen] = '\0';
         if (inet_pton(AF_INET, buf, &a4) != 1)
-            return fail(err, errlen, "%s '%.*s%s': bad IPv4 address '%s'", what, EXCERPT(s, len),
+            return lk_fail(err, errlen, "%s '%.*s%s': bad IPv4 address '%s'", what, EXCERPT(s, len),
                         buf);
     }
     *pp = p;
@@ -209,9 +206,9 @@ parse_port(const char *s, size_t len, const char *what, const char **pp, const c
         p++;
     }
     if (p == digits)
-        return fail(err, errlen, "%s '%.*s%s': no port after ':'", what, EXCERPT(s, len));
+        return lk_fail(err, errlen, "%s '%.*s%s': no port after ':'", what, EXCERPT(s, len));
     if (*port == 0 || *port > 65535)
-        return fail(err, errlen, "%s '%.*s%s': port %.*s is out of range 1-65535", what,
+        return lk_fail(err, errlen, "%s '%.*s%s': port %.*s is out of range 1-65535", what,
                     EXCERPT(s, len), (int)(p - digits > 12 ? 12 : p - digits), digits);
     *pp = p;
     return 0;
@@ -256,10 +253,10 @@ lk_url_parse(const char *s, size_t len, struct lk_url *out, char *err, size_t er
     memset(out, 0, sizeof(*out));
     sep = len >= 3 ? memmem(s, len, "://", 3) : NULL;
     if (sep == NULL)
-        return fail(err, errlen, "bad URL '%.*s%s': expected scheme://host:port", EXCERPT(s, len));
+        return lk_fail(err, errlen, "bad URL '%.*s%s': expected scheme://host:port", EXCERPT(s, len));
     scheme = lk_scheme_parse(lk_str_make(s, (size_t)(sep - s)));
     if (scheme < 0)
-        return fail(err, errlen,
+        return lk_fail(err, errlen,
                     "unknown scheme '%.*s%s' in '%.*s%s' (expected http, https, pulsar or "
                     "pulsar+ssl)",
                     EXCERPT(s, (size_t)(sep - s)), EXCERPT(s, len));
@@ -273,7 +270,7 @@ lk_url_parse(const char *s, size_t len, struct lk_url *out, char *err, size_t er
     if (p < end && *p == '/' && p + 1 == end)
         p++;
     if (p != end)
-        return fail(err, errlen,
+        return lk_fail(err, errlen,
                     "bad URL '%.*s%s': unexpected '%.*s%s' after the address (only a trailing '/' "
                     "is allowed)",
                     EXCERPT(s, len), EXCERPT(p, (size_t)(end - p)));
@@ -316,14 +313,14 @@ add_item(struct lk_listener **ls, size_t *n, struct lk_str item, char *err, size
     struct lk_str name, url;
 
     if (colon == NULL)
-        return fail(err, errlen, "'%.*s%s' is not name:scheme://host:port",
+        return lk_fail(err, errlen, "'%.*s%s' is not name:scheme://host:port",
                     EXCERPT(item.p, item.len));
     name = lk_str_trim(lk_str_make(item.p, (size_t)(colon - item.p)));
     url = lk_str_trim(lk_str_make(colon + 1, item.len - (size_t)(colon + 1 - item.p)));
     /* "http://h:1" splits into name "http" and "//h:1": a URL that lost its
      * name, not a listener called "http". */
     if (name.len == 0 || lk_str_has_prefix(url, LK_STRLIT("//")))
-        return fail(err, errlen,
+        return lk_fail(err, errlen,
                     "empty listener name in '%.*s%s' (expected name:scheme://host:port)",
                     EXCERPT(item.p, item.len));
     return lk_listener_add(ls, n, name, url, err, errlen);
@@ -346,7 +343,7 @@ lk_listener_add(struct lk_listener **ls, size_t *n, struct lk_str name, struct l
         if (lk_str_eq(name, lk_str_c((*ls)[i].name)))
             break;
     if (i < *n && (*ls)[i].addr[u->scheme] != NULL) {
-        fail(err, errlen, "listener '%.*s%s' has two %s addresses: %s and %s",
+        lk_fail(err, errlen, "listener '%.*s%s' has two %s addresses: %s and %s",
              EXCERPT(name.p, name.len), lk_scheme_name(u->scheme), (*ls)[i].addr[u->scheme]->text,
              u->text);
         goto fail;
@@ -360,7 +357,7 @@ lk_listener_add(struct lk_listener **ls, size_t *n, struct lk_str name, struct l
         for (int s = 0; s < LK_SCHEME__COUNT; s++) {
             const struct lk_url *o = (*ls)[j].addr[s];
             if (o != NULL && o->port == u->port && strcmp(o->host, u->host) == 0) {
-                fail(err, errlen, "%s is in two listeners: '%s' (%s) and '%.*s%s' (%s)",
+                lk_fail(err, errlen, "%s is in two listeners: '%s' (%s) and '%.*s%s' (%s)",
                      u->hostport, (*ls)[j].name, o->text, EXCERPT(name.p, name.len), u->text);
                 goto fail;
             }
@@ -404,7 +401,7 @@ lk_listeners_parse(const char *s, struct lk_listener **out, char *err, size_t er
         p = comma + 1;
     }
     if (n == 0) {
-        fail(err, errlen, "no listeners (expected name:scheme://host:port,...)");
+        lk_fail(err, errlen, "no listeners (expected name:scheme://host:port,...)");
         goto fail;
     }
     *out = ls;
@@ -495,7 +492,7 @@ lk_kafka_name_check(struct lk_str name, char *err, size_t errlen)
 {
     for (size_t i = 0; i < name.len; i++)
         if (!is_listener_char(name.p[i]))
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "bad listener name '%.*s%s' (letters, digits, '_', '-' and '.' only)",
                         EXCERPT(name.p, name.len));
     return 0;
@@ -506,7 +503,7 @@ static int
 check_listener_name(struct lk_str name, struct lk_str item, char *err, size_t errlen)
 {
     if (name.len == 0)
-        return fail(err, errlen, "empty listener name in '%.*s%s'", EXCERPT(item.p, item.len));
+        return lk_fail(err, errlen, "empty listener name in '%.*s%s'", EXCERPT(item.p, item.len));
     return lk_kafka_name_check(name, err, errlen);
 }
 
@@ -564,14 +561,14 @@ lk_kafka_secmap_parse(const char *s, struct lk_kafka_secmap **out, char *err, si
             if (check_listener_name(name, item, err, errlen) != 0)
                 goto fail;
             if ((sec = lk_kafka_security_parse(proto)) < 0) {
-                fail(err, errlen,
+                lk_fail(err, errlen,
                      "unknown security protocol '%.*s%s' for listener '%.*s%s' (expected "
                      "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
                      EXCERPT(proto.p, proto.len), EXCERPT(name.p, name.len));
                 goto fail;
             }
             if (lk_kafka_secmap_find(m, n, name) != NULL) {
-                fail(err, errlen, "listener '%.*s%s' is in the map twice", EXCERPT(name.p, name.len));
+                lk_fail(err, errlen, "listener '%.*s%s' is in the map twice", EXCERPT(name.p, name.len));
                 goto fail;
             }
             m = lk_xrealloc(m, (n + 1) * sizeof(*m));
@@ -583,11 +580,11 @@ lk_kafka_secmap_parse(const char *s, struct lk_kafka_secmap **out, char *err, si
         p = comma + 1;
         continue;
     bad:
-        fail(err, errlen, "'%.*s%s' is not NAME:PROTOCOL", EXCERPT(item.p, item.len));
+        lk_fail(err, errlen, "'%.*s%s' is not NAME:PROTOCOL", EXCERPT(item.p, item.len));
         goto fail;
     }
     if (n == 0) {
-        fail(err, errlen, "an empty map (expected NAME:PROTOCOL,...)");
+        lk_fail(err, errlen, "an empty map (expected NAME:PROTOCOL,...)");
         goto fail;
     }
     *out = m;
@@ -610,18 +607,18 @@ lk_kafka_addr_parse(const char *s, size_t len, enum lk_scheme scheme, struct lk_
     memset(out, 0, sizeof(*out));
     /* ":9092" (but not "::1:9092", an IPv6 literal) */
     if (len == 0 || (s[0] == ':' && memchr(s + 1, ':', len - 1) == NULL))
-        return fail(err, errlen,
+        return lk_fail(err, errlen,
                     "bad address '%.*s%s': no host (Kafka's \"default interface\" cannot be "
                     "advertised: write the host clients connect to)",
                     EXCERPT(s, len));
     if (parse_host(s, len, "bad address", &p, end, 1, &host, &hlen, &v6, err, errlen) != 0)
         return -1;
     if (p == end || *p != ':')
-        return fail(err, errlen, "bad address '%.*s%s': expected host:port", EXCERPT(s, len));
+        return lk_fail(err, errlen, "bad address '%.*s%s': expected host:port", EXCERPT(s, len));
     if (parse_port(s, len, "bad address", &p, end, &port, err, errlen) != 0)
         return -1;
     if (p != end)
-        return fail(err, errlen, "bad address '%.*s%s': unexpected '%.*s%s' after the port",
+        return lk_fail(err, errlen, "bad address '%.*s%s': unexpected '%.*s%s' after the port",
                     EXCERPT(s, len), EXCERPT(p, (size_t)(end - p)));
     make_url(out, scheme, host, hlen, v6, port, "");
     return 0;
@@ -639,17 +636,17 @@ lk_kafka_listener_add(struct lk_listener **ls, size_t *n, struct lk_str item,
     char *text;
 
     if (sep == NULL)
-        return fail(err, errlen, "'%.*s%s' is not NAME://host:port", EXCERPT(item.p, item.len));
+        return lk_fail(err, errlen, "'%.*s%s' is not NAME://host:port", EXCERPT(item.p, item.len));
     name = lk_str_make(item.p, (size_t)(sep - item.p));
     addr = lk_str_skip(item, (size_t)(sep + 3 - item.p));
     if (check_listener_name(name, item, err, errlen) != 0)
         return -1;
     if ((m = lk_kafka_secmap_find(map, nmap, name)) == NULL)
-        return fail(err, errlen, "listener '%.*s%s' is not in %s, so its security protocol is unknown",
+        return lk_fail(err, errlen, "listener '%.*s%s' is not in %s, so its security protocol is unknown",
                     EXCERPT(name.p, name.len), mapname);
     for (size_t i = 0; i < *n; i++)
         if (lk_str_eqi(lk_str_c((*ls)[i].name), name))
-            return fail(err, errlen, "listener '%s' is listed twice", (*ls)[i].name);
+            return lk_fail(err, errlen, "listener '%s' is listed twice", (*ls)[i].name);
 
     u = lk_xmalloc(sizeof(*u));
     if (lk_kafka_addr_parse(addr.p, addr.len, lk_kafka_security_scheme(m->sec), u, err, errlen) !=
@@ -662,7 +659,7 @@ lk_kafka_listener_add(struct lk_listener **ls, size_t *n, struct lk_str item,
     for (size_t i = 0; i < *n; i++) {
         const struct lk_url *o = lk_kafka_addr(&(*ls)[i]);
         if (o->port == u->port && strcmp(o->host, u->host) == 0) {
-            fail(err, errlen, "%s is in two listeners: %s and %s://%s", u->hostport, o->text,
+            lk_fail(err, errlen, "%s is in two listeners: %s and %s://%s", u->hostport, o->text,
                  m->name, u->hostport);
             lk_url_free(u);
             free(u);
@@ -708,7 +705,7 @@ lk_kafka_listeners_parse(const char *s, const struct lk_kafka_secmap *map, size_
         p = comma + 1;
     }
     if (n == 0)
-        return fail(err, errlen, "no listeners (expected NAME://host:port,...)");
+        return lk_fail(err, errlen, "no listeners (expected NAME://host:port,...)");
     *out = ls;
     return (int)n;
 }
@@ -743,14 +740,14 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
         if (q[0] == '$' && q[1] == '(') {
             const char *close = strchr(q, ')');
             if (close == NULL)
-                return fail(err, errlen, "'%.*s%s': '$(' without ')'", EXCERPT(s, len));
+                return lk_fail(err, errlen, "'%.*s%s': '$(' without ')'", EXCERPT(s, len));
             q = close;
         } else if (*q == ':') {
             colon = q;
         }
     }
     if (colon == NULL)
-        return fail(err, errlen, "'%.*s%s' is not HOST:PORT", EXCERPT(s, len));
+        return lk_fail(err, errlen, "'%.*s%s' is not HOST:PORT", EXCERPT(s, len));
     hlen = (size_t)(colon - s);
 
     /* The port: a number, or $(BASE+nodeId). */
@@ -764,7 +761,7 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
         if (q == colon + 3 || strcmp(q, "+nodeId)") != 0)
             goto bad_port;
         if (base == 0 || base > 65535)
-            return fail(err, errlen, "'%.*s%s': the port base is out of range 1-65535",
+            return lk_fail(err, errlen, "'%.*s%s': the port base is out of range 1-65535",
                         EXCERPT(s, len));
         p->port_has_id = 1;
         p->port = (uint16_t)base;
@@ -784,14 +781,14 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
     id = hlen >= sizeof(NODE_ID) - 1 ? memmem(s, hlen, NODE_ID, sizeof(NODE_ID) - 1) : NULL;
     dollar = memchr(s, '$', hlen);
     if (dollar != NULL && dollar != id)
-        return fail(err, errlen,
+        return lk_fail(err, errlen,
                     "'%.*s%s': unknown '$' in the host (expected $(nodeId) in the host, "
                     "$(BASE+nodeId) as the port)",
                     EXCERPT(s, len));
     if (id != NULL && memchr(id + 1, '$', hlen - (size_t)(id + 1 - s)) != NULL)
-        return fail(err, errlen, "'%.*s%s': $(nodeId) twice in the host", EXCERPT(s, len));
+        return lk_fail(err, errlen, "'%.*s%s': $(nodeId) twice in the host", EXCERPT(s, len));
     if (hlen + 16 > sizeof(sample))
-        return fail(err, errlen, "'%.*s%s': host name longer than 253 bytes", EXCERPT(s, len));
+        return lk_fail(err, errlen, "'%.*s%s': host name longer than 253 bytes", EXCERPT(s, len));
     if (id != NULL) {
         int digits_and_dots = 1;
         for (const char *q = s; q < s + hlen; q++) {
@@ -801,7 +798,7 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
                 digits_and_dots = 0;
         }
         if (digits_and_dots || memchr(s, ':', hlen) != NULL || s[0] == '[')
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "'%.*s%s': $(nodeId) in an IP address (the host must be a name; use "
                         "$(BASE+nodeId) as the port to give each node a port instead)",
                         EXCERPT(s, len));
@@ -817,7 +814,7 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
     if (lk_kafka_addr_parse(sample, strlen(sample), LK_SCHEME_KAFKA, &u, NULL, 0) != 0) {
         /* The parser's message would quote the sample, not what was
          * written: name the host instead. */
-        return fail(err, errlen, "'%.*s%s': bad host '%.*s%s'%s", EXCERPT(s, len), EXCERPT(s, hlen),
+        return lk_fail(err, errlen, "'%.*s%s': bad host '%.*s%s'%s", EXCERPT(s, len), EXCERPT(s, hlen),
                     id != NULL ? " (with a node id in place of $(nodeId))" : "");
     }
     lk_url_free(&u);
@@ -828,7 +825,7 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
                                      hlen - (size_t)(id - s) - (sizeof(NODE_ID) - 1));
     } else {
         if (!p->port_has_id)
-            return fail(err, errlen,
+            return lk_fail(err, errlen,
                         "'%.*s%s' holds no $(nodeId): every node would get the same address "
                         "(write e.g. b$(nodeId).kafka.example.com:9093 or "
                         "kafka.example.com:$(9100+nodeId))",
@@ -847,7 +844,7 @@ lk_kafka_pattern_parse(const char *s, struct lk_kafka_pattern *p, char *err, siz
     return 0;
 
 bad_port:
-    return fail(err, errlen,
+    return lk_fail(err, errlen,
                 "'%.*s%s': the port must be a number from 1 to 65535 or $(BASE+nodeId), "
                 "e.g. $(9100+nodeId)",
                 EXCERPT(s, len));

@@ -190,6 +190,24 @@ subtest '/healthz, /map, 404, 405' => sub {
     ok(!$binds{"127.0.0.1:$admin"}, 'the admin address is no bind');
 };
 
+subtest 'the admin listener: bad requests get 400 or 431, and it keeps serving' => sub {
+    # raw(TEXT): what the admin listener answers to TEXT, up to its close.
+    my $raw = sub {
+        my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$admin", Timeout => 5) or return '';
+        print $s $_[0];
+        my $got = '';
+        local $SIG{ALRM} = sub { die "timeout\n" };
+        alarm 5;
+        eval { while (my $n = sysread($s, my $buf, 4096)) { $got .= $buf } };
+        alarm 0;
+        return $got;
+    };
+    like($raw->("GARBAGE\r\n\r\n"), qr{^HTTP/1\.[01] 400 }, 'a request line without a path: 400');
+    like($raw->("GET /healthz HTTP/1.1\r\nX-Pad: " . ('a' x 9000)), qr{^HTTP/1\.[01] 431 },
+         'a head over 8 KiB: 431, without waiting for its end');
+    is(curl("http://127.0.0.1:$admin/healthz")->{status}, 200, '/healthz still answers');
+};
+
 subtest 'the access log: one JSON line per exchange, reopened on SIGUSR1' => sub {
     ok(wait_until(sub { (slurp($access) // '') =~ /"command":"LOOKUP"/ }, 5), 'the Pulsar LOOKUP line is there');
     my @lines = split /\n/, slurp($access) // '';
