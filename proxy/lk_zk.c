@@ -3,7 +3,7 @@
  * each, read with the official C client and kept live by its one-shot
  * watches, re-armed by every read.  The client calls us on its completion
  * thread; those callbacks only copy what they got into an item, queue it
- * under a mutex and wake the loop with event_active().  The loop thread
+ * under a mutex and wake the loop with a byte down a pipe.  The loop thread
  * owns every other piece of state: it issues the reads, applies their
  * results to a sorted table of children, handles the session's states and
  * delivers a snapshot once no read of a change is outstanding.
@@ -19,11 +19,13 @@
  * session never touches the table.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <zookeeper/zookeeper.h>
@@ -107,7 +109,13 @@ struct lk_zk {
     /* shared with the ZooKeeper thread, under mu */
     pthread_mutex_t mu;
     struct item *q_head, **q_tail;
+    int woken; /* a byte is in the pipe that the loop has not read yet */
     struct lk_meta_state st;
+
+    /* The wake-up: the ZooKeeper thread writes, the loop reads.  Not
+     * event_active(): that is safe across threads only on a base with locks,
+     * and the workers' bases run without them (lk_workers_start). */
+    int wake_fd[2];
 };
 
 static int64_t
@@ -124,13 +132,18 @@ wall_ms(void)
 static void
 enqueue(struct lk_zk *zk, struct item *it)
 {
+    int wake;
+
     pthread_mutex_lock(&zk->mu);
     *zk->q_tail = it;
     zk->q_tail = &it->next;
+    wake = !zk->woken;
+    zk->woken = 1;
     pthread_mutex_unlock(&zk->mu);
-    /* Thread-safe with evthread_use_pthreads(); the event outlives the
-     * client's threads (lk_zk_stop joins them before freeing it). */
-    event_active(zk->wake, EV_READ, 0);
+    /* One byte per batch, so the pipe never fills.  The pipe outlives the
+     * client's threads (lk_zk_stop joins them before closing it). */
+    if (wake && write(zk->wake_fd[1], "w", 1) != 1)
+        lk_log(LK_ERR, NULL, "zookeeper: cannot wake the loop: %s", strerror(errno));
 }
 
 static struct item *
@@ -666,7 +679,15 @@ static void
 on_wake(evutil_socket_t fd, short what, void *arg)
 {
     struct lk_zk *zk = arg;
+    char buf[64];
 
+    /* Cleared before the queue is taken: an item queued after this point
+     * writes a new byte, so none waits for an unrelated wake-up. */
+    while (read(zk->wake_fd[0], buf, sizeof(buf)) > 0)
+        ;
+    pthread_mutex_lock(&zk->mu);
+    zk->woken = 0;
+    pthread_mutex_unlock(&zk->mu);
     drain(zk);
     if (zk->renew != 0) {
         /* Not from within drain: closing drains the queue itself. */
@@ -776,8 +797,16 @@ lk_zk_start(struct event_base *base, const char *servers, const char *path,
     zk->arg = arg;
     zk->backoff_ms = BACKOFF_MIN_MS;
     zk->q_tail = &zk->q_head;
+    if (pipe2(zk->wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
+        free(zk->servers);
+        free(zk->path);
+        free(zk);
+        return NULL;
+    }
     pthread_mutex_init(&zk->mu, NULL);
-    zk->wake = event_new(base, -1, 0, on_wake, zk);
+    zk->wake = event_new(base, zk->wake_fd[0], EV_READ | EV_PERSIST, on_wake, zk);
+    event_add(zk->wake, NULL);
     zk->retry = evtimer_new(base, on_retry, zk);
     zk->giveup = evtimer_new(base, on_giveup, zk);
     zk->st.stale_since_ms = wall_ms(); /* until the first full read */
@@ -795,6 +824,8 @@ lk_zk_stop(struct lk_zk *zk)
         return;
     sess_close(zk);
     event_free(zk->wake);
+    close(zk->wake_fd[0]);
+    close(zk->wake_fd[1]);
     event_free(zk->retry);
     event_free(zk->giveup);
     clear_children(zk);

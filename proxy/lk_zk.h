@@ -3,12 +3,11 @@
  * the data of each child with the official C client (libzookeeper_mt), and
  * delivers snapshots on an event loop.  The client runs its own IO and
  * completion threads; every watch event and every completion is copied into
- * a mutex-protected queue and the loop is woken with event_active(), the one
- * libevent call made off the loop thread.  Everything else (reads, session
- * changes, snapshots) happens on the loop thread.
- *
- * Precondition: evthread_use_pthreads() was called before the base was
- * created, so that event_active() from the ZooKeeper thread is safe.
+ * a mutex-protected queue and the loop is woken by a byte down a pipe.  No
+ * libevent call is made off the loop thread, so the base needs no locks
+ * (no evthread_use_pthreads()): the workers' lock-free bases serve.
+ * Everything else (reads, session changes, snapshots) happens on the loop
+ * thread.
  */
 #ifndef LK_ZK_H
 #define LK_ZK_H

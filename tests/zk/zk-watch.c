@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <jansson.h>
 
 #include "lk_log.h"
@@ -130,6 +129,7 @@ int
 main(int argc, char **argv)
 {
     struct lk_meta_opts opts = {0};
+    struct event_config *cfg;
     int lifetime = 600;
     char err[256];
 
@@ -151,9 +151,12 @@ main(int argc, char **argv)
         fprintf(stderr, "usage: zk-watch [--timeout MS] [--lifetime S] [--debug] SERVERS PATH\n");
         return 2;
     }
-    /* lk_zk.h's precondition: the ZooKeeper thread calls event_active(). */
-    evthread_use_pthreads();
-    base = event_base_new();
+    /* Without locks, as lookout's workers run theirs: lk_zk makes no
+     * libevent call off the loop thread. */
+    cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+    base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
     zk = lk_zk_start(base, argv[1], argv[2], &opts, on_snapshot, NULL, err, sizeof(err));
     if (zk == NULL) {
         fprintf(stderr, "zk-watch: %s\n", err);
