@@ -16,6 +16,8 @@
 #include <jansson.h>
 
 #include "lk_admin.h"
+#include "lk_live.h"
+#include "lk_registry.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
@@ -122,6 +124,7 @@ cluster_json(struct lk_runtime *rt, const struct lk_cluster *cl)
         json_t *jb = json_object(), *ls = json_object();
         json_object_set_new(jb, "name", json_string(b->name));
         json_object_set_new(jb, "id", json_string(b->id));
+        json_object_set_new(jb, "origin", json_string(b->live ? "live" : "static"));
         if (b->node_id >= 0)
             json_object_set_new(jb, "node_id", json_integer(b->node_id));
         json_object_set_new(jb, "internal_listener", json_string(b->internal->name));
@@ -134,6 +137,21 @@ cluster_json(struct lk_runtime *rt, const struct lk_cluster *cl)
         json_array_append_new(brokers, jb);
     }
     json_object_set_new(j, "brokers", brokers);
+    if (cl->zk != NULL) {
+        json_t *st = json_object(), *refused = json_array();
+        json_object_set_new(st, "zookeeper", json_string(cl->zk->connect));
+        json_object_set_new(st, "path", json_string(cl->zk_path));
+        json_object_set_new(st, "read", json_boolean(cl->zk_read));
+        json_object_set_new(st, "registrations", json_integer((json_int_t)cl->nregistrations));
+        for (size_t i = 0; i < cl->nrejects; i++) {
+            json_t *r = json_object();
+            json_object_set_new(r, "znode", json_string(cl->rejects[i].znode));
+            json_object_set_new(r, "reason", json_string(cl->rejects[i].reason));
+            json_array_append_new(refused, r);
+        }
+        json_object_set_new(st, "refused", refused);
+        json_object_set_new(j, "store", st);
+    }
     return j;
 }
 
@@ -244,13 +262,25 @@ serve(struct aconn *a, const char *method, size_t mlen, const char *path, size_t
         struct lk_runtime *rt = lk_workers_runtime(); /* the generation serving now */
         lk_stats_write(body, rt, rt != NULL ? rt->generation : 0, atomic_load(&lk_reloads_ok),
                        atomic_load(&lk_reloads_failed));
+        if (rt != NULL)
+            lk_live_metrics(body, rt->conf);
         lk_runtime_unref(rt);
         reply(a, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body);
     } else if (IS("/healthz")) {
+        /* Not ready while draining, or until every store has been read
+         * once (the map lacks its brokers until then).  A store outage
+         * later leaves it ready: the last map keeps serving, and the
+         * lines below say since when it may be stale. */
+        struct lk_runtime *rt = lk_workers_runtime();
+        struct evbuffer *lines = evbuffer_new();
         int d = lk_workers_draining();
-        evbuffer_add_printf(body, d ? "draining\n" : "ok\n");
-        reply(a, d ? 503 : 200, d ? "Service Unavailable" : "OK", "text/plain; charset=utf-8",
-              body);
+        int starting = rt != NULL && lk_live_health(lines, rt->conf);
+        evbuffer_add_printf(body, d ? "draining\n" : starting ? "starting\n" : "ok\n");
+        evbuffer_add_buffer(body, lines);
+        evbuffer_free(lines);
+        lk_runtime_unref(rt);
+        reply(a, d || starting ? 503 : 200, d || starting ? "Service Unavailable" : "OK",
+              "text/plain; charset=utf-8", body);
     } else {
         struct lk_runtime *rt = lk_workers_runtime();
         if (rt != NULL)

@@ -31,6 +31,7 @@
 #include "lk_conf.h"
 #include "lk_filter.h"
 #include "lk_log.h"
+#include "lk_meta.h"
 #include "lk_pool.h"
 #include "lk_registry.h"
 
@@ -98,7 +99,7 @@ static const char *const pulsar_keys[] = {
     "upstream.tls",         "pulsar_routing",     "health.fails",  "health.backoff",
     "health.backoff_max",   "health.check",       "health.interval", "health.timeout",
     "health.path",          "internal_networks",  "metadataStoreUrl", "zookeeperServers",
-    NULL};
+    "metadataStoreSessionTimeoutMillis", "zooKeeperSessionTimeoutMillis", NULL};
 static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
@@ -106,7 +107,7 @@ static const char *const kafka_keys[] = {
     "timeout.idle",               "health.fails",       "health.backoff",
     "health.backoff_max",         "health.check",       "health.interval",
     "health.timeout",             "internal_networks",  "zookeeper.connect",
-    NULL};
+    "zookeeper.session.timeout.ms", NULL};
 static const char *const broker_keys[] = {"advertisedListeners", NULL};
 static const char *const kafka_broker_keys[] = {"advertised.listeners", "registration", NULL};
 /* clang-format on */
@@ -122,6 +123,8 @@ struct loader {
     struct lk_conf *conf;
     char *err;
     size_t errlen;
+    const struct lk_live_set *sets; /* lk_conf_load_live: the stores' registrations */
+    size_t nsets;
 };
 
 #define SECT_FMT "[%s%s%s]"
@@ -915,7 +918,11 @@ load_registry_keys(struct loader *ld, struct lk_conf_section *s, struct lk_clust
 {
     static const char *const pulsar_zk[] = {"metadataStoreUrl", "zookeeperServers", NULL};
     static const char *const kafka_zk[] = {"zookeeper.connect", NULL};
-    struct lk_conf_entry *e, *zk = NULL;
+    static const char *const pulsar_to[] = {"metadataStoreSessionTimeoutMillis",
+                                            "zooKeeperSessionTimeoutMillis", NULL};
+    static const char *const kafka_to[] = {"zookeeper.session.timeout.ms", NULL};
+    struct lk_conf_entry *e, *zk = NULL, *to = NULL;
+    unsigned long ms;
     char msg[512];
     int n;
 
@@ -933,6 +940,27 @@ load_registry_keys(struct loader *ld, struct lk_conf_section *s, struct lk_clust
                              zk->key, e->key, zk->line);
         zk = e;
     }
+    /* The session timeout, in the brokers' own keys and unit. */
+    for (const char *const *k = cl->proto == LK_PROTO_KAFKA ? kafka_to : pulsar_to; *k != NULL;
+         k++) {
+        if ((e = take(s, *k)) == NULL)
+            continue;
+        if (to != NULL)
+            return entry_err(ld, s, e, "give either %s or %s, not both (the other is at line %d)",
+                             to->key, e->key, to->line);
+        to = e;
+    }
+    if (to != NULL) {
+        if (zk == NULL)
+            return entry_err(ld, s, to, "there is no ZooKeeper to time out: %s is not set",
+                             cl->proto == LK_PROTO_KAFKA ? "zookeeper.connect"
+                                                         : "metadataStoreUrl");
+        if (parse_uint(to->value, 600000, &ms) != 0 || ms < 1000)
+            return entry_err(ld, s, to,
+                             "'%s' is not a session timeout in milliseconds from 1000 to 600000",
+                             to->value);
+        cl->zk_session_timeout_ms = (unsigned)ms;
+    }
     if (zk == NULL)
         return 0;
     cl->zk = lk_xcalloc(1, sizeof(*cl->zk));
@@ -943,13 +971,9 @@ load_registry_keys(struct loader *ld, struct lk_conf_section *s, struct lk_clust
         return entry_err(ld, s, zk,
                          "internal_networks is missing: a map read from ZooKeeper needs the "
                          "networks lookout may dial (e.g. internal_networks = 10.0.0.0/8)");
-    /* TODO: the live map (issue 11) is not wired in yet.  Until it is, a
-     * store key is refused rather than accepted and ignored, so that no
-     * operator believes the map follows ZooKeeper when it is static. */
-    return entry_err(ld, s, zk,
-                     "reading the listener map from ZooKeeper is not supported in this build yet: "
-                     "list the brokers in [broker %s/ID] sections",
-                     cl->name);
+    cl->zk_path = cl->proto == LK_PROTO_KAFKA ? LK_ZK_KAFKA_PATH : LK_ZK_PULSAR_PATH;
+    cl->zk_line = zk->line;
+    return 0;
 }
 
 static int
@@ -1173,7 +1197,10 @@ listeners_entry(const struct lk_conf *c, const struct lk_broker *b)
 static int
 listeners_line(const struct lk_conf *c, const struct lk_broker *b)
 {
-    return listeners_entry(c, b)->line;
+    const struct lk_conf_entry *e = b->live ? NULL : listeners_entry(c, b);
+
+    /* A live broker has no section: its store key's line stands for it. */
+    return e != NULL ? e->line : b->line;
 }
 
 /* Addresses are how lookout tells brokers apart (lk_cluster_find_addr), so
@@ -1333,6 +1360,36 @@ load_kafka_broker(struct loader *ld, struct lk_conf_section *s, struct lk_broker
     return check_broker_addrs(ld, s, al != NULL ? al : reg, b);
 }
 
+/* A new broker ID of cluster cl, last in both lists. */
+static struct lk_broker *
+broker_add(struct lk_conf *c, struct lk_cluster *cl, const char *id, int line)
+{
+    struct lk_broker *b = lk_xcalloc(1, sizeof(*b));
+    size_t n = strlen(cl->name) + 1 + strlen(id) + 1;
+
+    b->name = lk_xmalloc(n);
+    snprintf(b->name, n, "%s/%s", cl->name, id);
+    b->id = lk_xstrdup(id);
+    b->node_id = -1;
+    b->cluster = cl;
+    b->line = line;
+    b->index = c->nbrokers;
+    c->brokers = lk_xrealloc(c->brokers, (c->nbrokers + 1) * sizeof(*c->brokers));
+    c->brokers[c->nbrokers++] = b;
+    cl->brokers = lk_xrealloc(cl->brokers, (cl->nbrokers + 1) * sizeof(*cl->brokers));
+    cl->brokers[cl->nbrokers++] = b;
+    return b;
+}
+
+/* Undoes broker_add for the last broker, b. */
+static void
+broker_drop(struct lk_conf *c, struct lk_broker *b)
+{
+    c->nbrokers--;
+    b->cluster->nbrokers--;
+    lk_broker_free(b);
+}
+
 static int
 load_broker(struct loader *ld, struct lk_conf_section *s)
 {
@@ -1353,17 +1410,7 @@ load_broker(struct loader *ld, struct lk_conf_section *s)
                       (int)(slash - s->name), s->name, (int)(slash - s->name), s->name,
                       (int)(slash - s->name), s->name);
 
-    b = lk_xcalloc(1, sizeof(*b));
-    b->name = lk_xstrdup(s->name);
-    b->id = lk_xstrdup(slash + 1);
-    b->node_id = -1;
-    b->cluster = cl;
-    b->line = s->line;
-    b->index = c->nbrokers;
-    c->brokers = lk_xrealloc(c->brokers, (c->nbrokers + 1) * sizeof(*c->brokers));
-    c->brokers[c->nbrokers++] = b;
-    cl->brokers = lk_xrealloc(cl->brokers, (cl->nbrokers + 1) * sizeof(*cl->brokers));
-    cl->brokers[cl->nbrokers++] = b;
+    b = broker_add(c, cl, slash + 1, s->line);
 
     if (is_kafka(cl))
         return load_kafka_broker(ld, s, b);
@@ -1433,7 +1480,9 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
     for (int k = 0; k < 2; k++) {
         char have[256];
 
-        if (names[k] == NULL || cluster_has_listener(cl, names[k]))
+        /* A store's brokers bring their listeners later, each checked. */
+        if (names[k] == NULL || cluster_has_listener(cl, names[k]) ||
+            (cl->zk != NULL && cl->nbrokers == 0))
             continue;
         listener_names(cl, have, sizeof(have));
         return entry_err(ld, cl->section, find_entry(cl->section, keys[k]),
@@ -1480,11 +1529,24 @@ resolve_kafka(struct loader *ld, struct lk_cluster *cl)
     const struct lk_broker *first = NULL;
     char msg[512];
 
+    const struct lk_kafka_secmap *lsec = lk_kafka_secmap_find(
+        cl->secmap, cl->nsecmap, lk_str_c(cl->lookup_listener));
+
+    /* With a store, bootstrap.servers must be bound before any broker has
+     * registered, so the cluster's own map gives the lookup listener's
+     * protocol, and every registration must agree with it. */
+    if (cl->zk != NULL && lsec == NULL)
+        return report(ld, cl->line, cl->section, "listener.security.protocol.map",
+                      "does not name the lookup listener '%s': with %s it gives the protocol "
+                      "bootstrap.servers speaks before any broker registers (e.g. "
+                      "listener.security.protocol.map = %s:SSL,%s:PLAINTEXT)",
+                      cl->lookup_listener, "zookeeper.connect", cl->lookup_listener,
+                      cl->internal_listener);
     for (int k = 0; k < 2; k++) {
         struct lk_conf_entry *e = find_entry(cl->section, keys[k]);
         char have[256];
 
-        if (cluster_has_listener(cl, names[k]))
+        if (cluster_has_listener(cl, names[k]) || (cl->zk != NULL && cl->nbrokers == 0))
             continue;
         listener_names(cl, have, sizeof(have));
         if (e == NULL) /* the default PLAINTEXT */
@@ -1521,15 +1583,119 @@ resolve_kafka(struct loader *ld, struct lk_cluster *cl)
                              first->name, listeners_line(ld->conf, first));
         }
     }
-    /* The entry points speak what the lookup listener speaks. */
+    /* The entry points speak what the lookup listener speaks: static
+     * brokers take their protocols from the cluster's map, as a store
+     * cluster does before its brokers register. */
+    enum lk_kafka_security sec =
+        first != NULL ? lk_kafka_listener_security(first->lookup) : lsec->sec;
     for (size_t i = 0; i < cl->nbootstrap; i++)
-        cl->bootstrap[i].scheme = lk_kafka_addr(first->lookup)->scheme;
-    cl->bootstrap_sasl = first->lookup->sasl;
+        cl->bootstrap[i].scheme = lk_kafka_security_scheme(sec);
+    cl->bootstrap_sasl = sec == LK_KAFKA_SASL_PLAINTEXT || sec == LK_KAFKA_SASL_SSL;
     if (cl->pattern != NULL) {
-        cl->pattern->scheme = lk_kafka_addr(first->lookup)->scheme;
-        cl->pattern->sasl = first->lookup->sasl;
+        cl->pattern->scheme = lk_kafka_security_scheme(sec);
+        cl->pattern->sasl = cl->bootstrap_sasl;
     }
     return 0;
+}
+
+/* The store's registrations -------------------------------------------------------- */
+
+void
+lk_conf_reject_add(struct lk_cluster *cl, const char *znode, const char *reason)
+{
+    struct lk_live_reject *r;
+
+    cl->rejects = lk_xrealloc(cl->rejects, (cl->nrejects + 1) * sizeof(*cl->rejects));
+    r = &cl->rejects[cl->nrejects++];
+    r->znode = lk_xstrdup(znode);
+    r->reason = lk_xstrdup(reason);
+}
+
+/* Why live broker b (the cluster's last) cannot join the brokers before it,
+ * or NULL: an address another broker has (lookout tells brokers apart by
+ * address), or, for Kafka, a lookup protocol other than the one
+ * bootstrap.servers speaks. */
+static const char *
+live_conflict(const struct lk_broker *b, char *msg, size_t len)
+{
+    const struct lk_cluster *cl = b->cluster;
+
+    for (size_t l = 0; l < b->nlisteners; l++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->listeners[l].addr[sc];
+            const struct lk_broker *o;
+            if (u == NULL)
+                continue;
+            o = lk_cluster_find_addr(cl, lk_str_c(u->host), u->port, NULL);
+            if (o != b) {
+                snprintf(msg, len, "%s is also an address of broker %s", u->hostport, o->name);
+                return msg;
+            }
+        }
+    if (is_kafka(cl)) {
+        enum lk_kafka_security want =
+            lk_kafka_secmap_find(cl->secmap, cl->nsecmap, lk_str_c(cl->lookup_listener))->sec;
+        enum lk_kafka_security have = lk_kafka_listener_security(b->lookup);
+
+        if (have != want) {
+            snprintf(msg, len,
+                     "the lookup listener '%s' is %s here but %s in the cluster's "
+                     "listener.security.protocol.map, which bootstrap.servers speaks",
+                     b->lookup->name, lk_kafka_security_name(have), lk_kafka_security_name(want));
+            return msg;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Adds the registrations of set (cluster cl's store) as live brokers, in
+ * znode order, after the static ones are resolved: a static broker of the
+ * same name wins, and a registration that does not parse or conflicts with
+ * an earlier broker is left out with its reason.
+ */
+static void
+load_live(struct loader *ld, struct lk_cluster *cl, const struct lk_live_set *set)
+{
+    char msg[768];
+
+    cl->zk_read = 1;
+    cl->nregistrations = set->n;
+    for (size_t i = 0; i < set->n; i++) {
+        const struct lk_meta_node *nd = &set->nodes[i];
+        struct lk_registration reg;
+        struct lk_broker *b = NULL;
+        const char *why;
+
+        if (set->skip != NULL && set->skip[i])
+            continue;
+        for (size_t k = 0; k < cl->nbrokers && b == NULL; k++)
+            if (!cl->brokers[k]->live && strcmp(cl->brokers[k]->id, nd->name) == 0)
+                b = cl->brokers[k];
+        if (b != NULL) {
+            b->overrides = 1;
+            continue;
+        }
+        if (lk_registration_parse(cl, nd->name, (const char *)nd->data, nd->len, &reg, msg,
+                                  sizeof(msg)) != 0) {
+            lk_conf_reject_add(cl, nd->name, msg);
+            continue;
+        }
+        b = broker_add(ld->conf, cl, nd->name, cl->zk_line);
+        b->live = 1;
+        b->node_id = reg.node_id;
+        b->listeners = reg.listeners;
+        b->nlisteners = reg.nlisteners;
+        b->internal = &b->listeners[reg.internal];
+        b->lookup = reg.lookup < reg.nlisteners ? &b->listeners[reg.lookup] : NULL;
+        reg.listeners = NULL;
+        reg.nlisteners = 0;
+        lk_registration_free(&reg);
+        if ((why = live_conflict(b, msg, sizeof(msg))) != NULL) {
+            lk_conf_reject_add(cl, nd->name, why);
+            broker_drop(ld->conf, b);
+        }
+    }
 }
 
 /* Binds ---------------------------------------------------------------------------- */
@@ -2125,6 +2291,11 @@ conf_free(struct lk_conf *c)
         free(cl->internal_networks);
         lk_zk_connect_free(cl->zk);
         free(cl->zk);
+        for (j = 0; j < cl->nrejects; j++) {
+            free(cl->rejects[j].znode);
+            free(cl->rejects[j].reason);
+        }
+        free(cl->rejects);
         free(cl->brokers);
         free(cl);
     }
@@ -2185,15 +2356,24 @@ build(struct loader *ld, const char *text, size_t len)
     for (i = 0; i < c->nsections; i++)
         if (strcmp(c->sections[i].kind, "broker") == 0 && load_broker(ld, &c->sections[i]) != 0)
             return -1;
+    /* A cluster with a store may start empty: its brokers register. */
     for (i = 0; i < c->nclusters; i++)
-        if (c->clusters[i]->nbrokers == 0)
+        if (c->clusters[i]->nbrokers == 0 && c->clusters[i]->zk == NULL)
             return report(ld, c->clusters[i]->line, c->clusters[i]->section, NULL,
-                          "the cluster has no brokers (add [broker %s/ID] sections)",
-                          c->clusters[i]->name);
+                          "the cluster has no brokers (add [broker %s/ID] sections, or read "
+                          "them from ZooKeeper with %s)",
+                          c->clusters[i]->name,
+                          is_kafka(c->clusters[i]) ? "zookeeper.connect" : "metadataStoreUrl");
     for (i = 0; i < c->nclusters; i++)
         if ((is_kafka(c->clusters[i]) ? resolve_kafka(ld, c->clusters[i])
                                       : resolve_listeners(ld, c->clusters[i])) != 0)
             return -1;
+    for (i = 0; i < ld->nsets; i++) {
+        struct lk_cluster *cl = find_cluster(c, ld->sets[i].cluster, strlen(ld->sets[i].cluster));
+        /* A set of a cluster a reload removed, or whose store it dropped */
+        if (cl != NULL && cl->zk != NULL)
+            load_live(ld, cl, &ld->sets[i]);
+    }
 
     /* Filters read their own keys from the cluster's section, so unknown
      * keys can only be told once every chain is built. */
@@ -2219,8 +2399,15 @@ build(struct loader *ld, const char *text, size_t len)
 struct lk_conf *
 lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size_t errlen)
 {
+    return lk_conf_load_live(name, text, len, NULL, 0, err, errlen);
+}
+
+struct lk_conf *
+lk_conf_load_live(const char *name, const char *text, size_t len, const struct lk_live_set *sets,
+                  size_t nsets, char *err, size_t errlen)
+{
     struct lk_conf *c = lk_xcalloc(1, sizeof(*c));
-    struct loader ld = {c, err, errlen};
+    struct loader ld = {c, err, errlen, sets, nsets};
     long cores;
 
     if (err != NULL && errlen > 0)
@@ -2259,11 +2446,10 @@ lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size
     return c;
 }
 
-struct lk_conf *
-lk_conf_load(const char *path, char *err, size_t errlen)
+char *
+lk_conf_read(const char *path, size_t *lenp, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    struct lk_conf *c = NULL;
     char *buf = NULL;
     size_t len = 0, cap = 0, n;
 
@@ -2281,9 +2467,8 @@ lk_conf_load(const char *path, char *err, size_t errlen)
     if (ferror(f))
         goto fail;
     fclose(f);
-    c = lk_conf_load_buf(path, buf, len, err, errlen);
-    free(buf);
-    return c;
+    *lenp = len;
+    return buf;
 
 fail:
     if (err != NULL && errlen > 0)
@@ -2292,6 +2477,20 @@ fail:
         fclose(f);
     free(buf);
     return NULL;
+}
+
+struct lk_conf *
+lk_conf_load(const char *path, char *err, size_t errlen)
+{
+    size_t len;
+    char *buf = lk_conf_read(path, &len, err, errlen);
+    struct lk_conf *c;
+
+    if (buf == NULL)
+        return NULL;
+    c = lk_conf_load_buf(path, buf, len, err, errlen);
+    free(buf);
+    return c;
 }
 
 struct lk_conf *
@@ -2545,6 +2744,36 @@ dump_networks(const struct lk_cluster *cl, FILE *out)
     fputc('\n', out);
 }
 
+/* The store a cluster's map is read from, and what it gave: its
+ * registrations and those the map did not take. */
+static void
+dump_store(const struct lk_cluster *cl, FILE *out)
+{
+    if (cl->zk == NULL)
+        return;
+    fprintf(out, "  store    zookeeper %s %s: ", cl->zk->connect, cl->zk_path);
+    if (!cl->zk_read) {
+        fprintf(out, "not read (--check --live reads it); [broker] sections win over it for "
+                     "the same name\n");
+        return;
+    }
+    fprintf(out, "%zu registration%s, %zu refused\n", cl->nregistrations,
+            cl->nregistrations == 1 ? "" : "s", cl->nrejects);
+    for (size_t i = 0; i < cl->nrejects; i++)
+        fprintf(out, "  refused  %s: %s\n", cl->rejects[i].znode, cl->rejects[i].reason);
+}
+
+/* " (live)" or " (static)" after a broker of a cluster with a store. */
+static const char *
+origin(const struct lk_broker *b)
+{
+    if (b->cluster->zk == NULL)
+        return "";
+    if (b->live)
+        return " (live)";
+    return b->overrides ? " (static, over its registration)" : " (static)";
+}
+
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)
 {
@@ -2579,12 +2808,13 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
                 cl->service != NULL ? cl->service->text : "");
     dump_health(cl, out);
     dump_networks(cl, out);
+    dump_store(cl, out);
 
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
         int first = 1;
 
-        fprintf(out, "  broker %s\n    internal", b->name);
+        fprintf(out, "  broker %s%s\n    internal", b->name, origin(b));
         print_addrs(out, b->internal);
         fputc('\n', out);
         if (b->lookup != NULL) {
@@ -2676,6 +2906,7 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
     }
     dump_health(cl, out);
     dump_networks(cl, out);
+    dump_store(cl, out);
     if (pt != NULL) {
         fprintf(out, "  pattern   %s", pt->text);
         print_security(out, pt->scheme, pt->sasl, 0);
@@ -2692,6 +2923,7 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
         fprintf(out, "  broker %s: node %ld", b->name, (long)b->node_id);
         if (b->registration != NULL)
             fprintf(out, ", from %s", b->registration);
+        fputs(origin(b), out);
         fprintf(out, "\n    internal %s", in->text);
         print_security(out, in->scheme, b->internal->sasl, 1);
         fprintf(out, "\n    lookup   %s", lu->text);

@@ -33,6 +33,11 @@ struct lk_kafka_secmap;
 struct lk_cidr;
 struct lk_zk_connect;
 
+/* Where the brokers register in their cluster's ZooKeeper (under its chroot). */
+#define LK_ZK_PULSAR_PATH "/loadbalance/brokers"
+#define LK_ZK_KAFKA_PATH "/brokers/ids"
+
+
 /* Address schemes a listener can carry; everything indexes by scheme.  A
  * Kafka listener has one address, of scheme kafka (PLAINTEXT and
  * SASL_PLAINTEXT) or kafka+ssl (SSL and SASL_SSL), as its security protocol
@@ -97,6 +102,9 @@ struct lk_broker {
     const struct lk_listener *internal; /* where lookout connects */
     const struct lk_listener *lookup;   /* lookupListenerName; NULL if unset */
     int line;
+    int live;      /* read from the cluster's store, not from a [broker] section */
+    int overrides; /* static, and the store has a registration of the same name,
+                    * which this section overrides */
 };
 
 enum lk_redirects { LK_REDIRECTS_REWRITE = 0, LK_REDIRECTS_FOLLOW };
@@ -206,7 +214,17 @@ struct lk_cluster {
     /* metadataStoreUrl / zookeeperServers / zookeeper.connect; NULL: the
      * map is static. */
     struct lk_zk_connect *zk;
-    struct lk_broker **brokers; /* Kafka: in file order, node ids unique */
+    const char *zk_path; /* what is watched there: /loadbalance/brokers or /brokers/ids */
+    int zk_line;         /* the store key's line */
+    unsigned zk_session_timeout_ms; /* metadataStoreSessionTimeoutMillis,
+                                     * zookeeper.session.timeout.ms; 0: lk_zk's default */
+    int zk_read;         /* the map holds what the store last delivered (a
+                          * snapshot was given to lk_conf_load_live) */
+    size_t nregistrations; /* children in that snapshot */
+    struct lk_live_reject *rejects; /* registrations refused, in znode order */
+    size_t nrejects;
+    struct lk_broker **brokers; /* static ones in file order, then live ones in
+                                 * znode order; Kafka: node ids unique */
     size_t nbrokers;
     struct lk_health_conf health;
     struct lk_flt *filters; /* the chain, in `filters =` order */
@@ -300,6 +318,23 @@ struct lk_conf {
     int refs; /* atomic */
 };
 
+/* A registration that the map does not take, and why (logged and counted
+ * by the caller, shown by --check --live). */
+struct lk_live_reject {
+    char *znode;
+    char *reason;
+};
+
+/* One cluster's store as it last delivered its children (lk_meta.h), for
+ * lk_conf_load_live; skip (NULL, or one flag per node) leaves nodes out. */
+struct lk_meta_node;
+struct lk_live_set {
+    const char *cluster;
+    const struct lk_meta_node *nodes;
+    size_t n;
+    const unsigned char *skip;
+};
+
 /*
  * Loads and validates a config file.  Returns NULL and writes
  * "file:line: message" into err on any error: unknown or duplicate key, bad
@@ -307,10 +342,27 @@ struct lk_conf {
  * The result has one reference.
  */
 struct lk_conf *lk_conf_load(const char *path, char *err, size_t errlen);
+/* The file's bytes (malloc'd, *len of them; a reload keeps them to rebuild
+ * the map when a store changes), or NULL with "path: why" in err. */
+char *lk_conf_read(const char *path, size_t *len, char *err, size_t errlen);
 /* The same over text in memory; `name` stands for the file in messages and
  * its directory anchors relative paths. */
 struct lk_conf *lk_conf_load_buf(const char *name, const char *text, size_t len, char *err,
                                  size_t errlen);
+/*
+ * The same with the brokers that clusters' stores (metadataStoreUrl,
+ * zookeeper.connect) registered: each set's nodes are parsed and checked
+ * (lk_registration_parse) and added as brokers of its cluster after the
+ * static ones.  A static [broker] section of the same name wins over its
+ * registration; a registration that does not parse, or whose addresses
+ * another broker has, is left out and listed in cl->rejects.  Whatever else
+ * fails (a bind conflict) fails the whole load, as for a file.
+ */
+struct lk_conf *lk_conf_load_live(const char *name, const char *text, size_t len,
+                                  const struct lk_live_set *sets, size_t nsets, char *err,
+                                  size_t errlen);
+/* Adds a refused registration to cluster cl of a conf not yet shared. */
+void lk_conf_reject_add(struct lk_cluster *cl, const char *znode, const char *reason);
 struct lk_conf *lk_conf_ref(struct lk_conf *conf);
 void lk_conf_unref(struct lk_conf *conf);
 

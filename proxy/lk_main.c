@@ -14,6 +14,7 @@
 #include "lk_conf.h"
 #include "lk_conn.h"
 #include "lk_health.h"
+#include "lk_live.h"
 #include "lk_log.h"
 #include "lk_probe.h"
 #include "lk_stats.h"
@@ -24,6 +25,8 @@ usage(FILE *out)
     fprintf(out,
             "Usage: lookout -c FILE            run in the foreground, logging to stderr\n"
             "       lookout --check -c FILE    validate FILE, print the resolved listener map\n"
+            "       lookout --check --live -c FILE\n"
+            "                                  the same with the brokers registered in ZooKeeper\n"
             "       lookout --probe -c FILE    compare the map with what the brokers advertise\n"
             "       lookout --version | --help\n"
             "\n"
@@ -32,6 +35,9 @@ usage(FILE *out)
             "\n"
             "  -c, --config FILE   configuration file (see conf/lookout.conf)\n"
             "  -t, --check         check the configuration and exit: 0 if valid, 1 if not\n"
+            "  -l, --live          with --check: also read each cluster's ZooKeeper and print\n"
+            "                      the map as it stands there, each broker marked static or\n"
+            "                      live; 1 if a store cannot be read within 10s\n"
             "  -p, --probe         ask every broker what it advertises and print where the\n"
             "                      map disagrees: exit 0 if it agrees, 1 if not, 2 if FILE\n"
             "                      is not a valid configuration\n"
@@ -48,6 +54,9 @@ static const char *conf_file;
 static struct lk_conf *first_conf; /* for what a reload cannot change */
 static unsigned drain_timeout_ms;  /* the current generation's */
 static struct lk_runtime *checked_rt; /* whose active health checks run (lk_health.h) */
+
+/* --check --live waits this long for each store. */
+#define LK_CHECK_LIVE_MS 10000
 
 /* SIGINT: a drain, but short (someone at a terminal wants it gone). */
 #define LK_SIGINT_DRAIN_MS 1000
@@ -76,32 +85,50 @@ on_signal(evutil_socket_t sig, short what, void *arg)
     lk_workers_drain(ms);
 }
 
-/* SIGHUP: the config file again, checked as at start, then swapped in for
- * new connections and exchanges (lk_workers_reload). */
+/* A new generation in service, for a reload or a change of a store's
+ * brokers (lk_live.h): a runtime swapped in for new connections and
+ * exchanges (lk_workers_reload), and the health checks moved to it. */
+static struct lk_reload_stats last_swap;
+static int
+install(struct lk_conf *conf, char *err, size_t errlen)
+{
+    struct lk_runtime *rt = lk_runtime_new(conf, err, errlen);
+
+    if (rt == NULL || lk_workers_reload(rt, &last_swap, err, errlen) != 0) {
+        lk_runtime_free(rt);
+        return -1;
+    }
+    /* The checks follow the generation: the new one's brokers and keys. */
+    lk_health_stop(checked_rt);
+    checked_rt = rt;
+    if (lk_health_start(rt, lk_workers_main_base(), err, errlen) != 0)
+        lk_log(LK_ERR, NULL, "generation %llu: %s: brokers are not checked",
+               (unsigned long long)rt->generation, err);
+    return 0;
+}
+
+/* SIGHUP: the config file again, checked as at start (with the stores'
+ * brokers as last read), then installed. */
 static void
 on_reload(evutil_socket_t sig, short what, void *arg)
 {
     char err[1024];
-    struct lk_runtime *rt = NULL;
-    struct lk_reload_stats st;
-    struct lk_conf *conf = lk_conf_load(conf_file, err, sizeof(err));
+    size_t len;
+    char *text = lk_conf_read(conf_file, &len, err, sizeof(err));
+    struct lk_conf *conf = text != NULL ? lk_live_build(conf_file, text, len, err, sizeof(err))
+                                        : NULL;
 
-    if (conf != NULL)
-        rt = lk_runtime_new(conf, err, sizeof(err));
-    if (rt == NULL || lk_workers_reload(rt, &st, err, sizeof(err)) != 0) {
-        lk_runtime_free(rt);
+    if (conf == NULL || install(conf, err, sizeof(err)) != 0) {
         lk_conf_unref(conf);
+        free(text);
         lk_reloads_failed++;
         lk_log(LK_ERR, NULL, "SIGHUP: reload refused: %s; still serving generation %llu", err,
                (unsigned long long)lk_workers_generation());
         return;
     }
     lk_reloads_ok++;
-    /* The checks follow the generation: the new one's brokers and keys. */
-    lk_health_stop(checked_rt);
-    checked_rt = rt;
-    if (lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0)
-        lk_log(LK_ERR, NULL, "SIGHUP: %s: brokers are not checked", err);
+    lk_live_follow(lk_workers_main_base(), conf, conf_file, text, len, install);
+    free(text);
     lk_log_level = conf->log_level;
     drain_timeout_ms = conf->drain_timeout_ms;
     if (conf->workers != first_conf->workers)
@@ -117,7 +144,8 @@ on_reload(evutil_socket_t sig, short what, void *arg)
     lk_log(LK_INFO, NULL,
            "SIGHUP: reloaded %s, generation %llu (%zu listeners kept, %zu added, "
            "%zu removed)",
-           conf_file, (unsigned long long)rt->generation, st.kept, st.added, st.removed);
+           conf_file, (unsigned long long)lk_workers_generation(), last_swap.kept, last_swap.added,
+           last_swap.removed);
     lk_conf_unref(conf); /* rt holds it */
 }
 
@@ -126,18 +154,20 @@ main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 't'},
-        {"probe", no_argument, NULL, 'p'},        {"version", no_argument, NULL, 'V'},
+        {"live", no_argument, NULL, 'l'},         {"probe", no_argument, NULL, 'p'},
+        {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *file = NULL;
-    int check = 0, probe = 0, ch;
+    int check = 0, live = 0, probe = 0, ch;
     char err[1024];
 
-    while ((ch = getopt_long(argc, argv, "c:tpVh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:tlpVh", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': file = optarg; break;
         case 't': check = 1; break;
+        case 'l': live = 1; break;
         case 'p': probe = 1; break;
         case 'V': printf("lookout %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
@@ -154,9 +184,18 @@ main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
-    struct lk_conf *conf = lk_conf_load(file, err, sizeof(err));
+    if (live && !check) {
+        fprintf(stderr, "lookout: --live goes with --check\n");
+        usage(stderr);
+        return 1;
+    }
+    size_t text_len;
+    char *text = lk_conf_read(file, &text_len, err, sizeof(err));
+    struct lk_conf *conf =
+        text != NULL ? lk_conf_load_buf(file, text, text_len, err, sizeof(err)) : NULL;
     if (conf == NULL) {
         fprintf(stderr, "lookout: %s\n", err);
+        free(text);
         return probe ? 2 : 1;
     }
     lk_log_level = conf->log_level;
@@ -167,14 +206,21 @@ main(int argc, char **argv)
         return probe ? 2 : 1;
     }
     if (check) {
-        lk_conf_dump(conf, stdout);
-        printf("configuration %s is valid\n", file);
+        int rc = 0;
+        if (live)
+            rc = lk_live_check(conf, file, text, text_len, LK_CHECK_LIVE_MS, stdout);
+        else
+            lk_conf_dump(conf, stdout);
+        if (rc == 0)
+            printf("configuration %s is valid\n", file);
+        free(text);
         lk_runtime_free(rt);
         lk_conf_unref(conf);
         lk_stats_free();
-        return 0;
+        return rc;
     }
     if (probe) {
+        free(text);
         signal(SIGPIPE, SIG_IGN);
         int rc = lk_probe_run(rt, stdout);
         lk_runtime_free(rt);
@@ -188,6 +234,7 @@ main(int argc, char **argv)
         lk_admin_start(lk_workers_main_base(), conf, err, sizeof(err)) != 0 ||
         lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0) {
         fprintf(stderr, "lookout: %s\n", err);
+        free(text);
         lk_admin_stop();
         lk_workers_free();
         lk_runtime_free(rt);
@@ -198,6 +245,8 @@ main(int argc, char **argv)
     }
     checked_rt = rt;
     conf_file = file;
+    lk_live_follow(lk_workers_main_base(), conf, file, text, text_len, install);
+    free(text);
     first_conf = conf;
     drain_timeout_ms = conf->drain_timeout_ms;
     sigs[0] = evsignal_new(lk_workers_main_base(), SIGTERM, on_signal, NULL);
@@ -209,6 +258,7 @@ main(int argc, char **argv)
     lk_log(LK_INFO, NULL, "lookout %s started with %d worker%s", PACKAGE_VERSION, conf->workers,
            conf->workers == 1 ? "" : "s");
     lk_workers_run();
+    lk_live_stop();
     lk_health_stop(checked_rt);
     for (size_t i = 0; i < 4; i++)
         event_free(sigs[i]);

@@ -418,8 +418,8 @@ add_label(struct evbuffer *out, const char *s)
     }
 }
 
-static void
-family(struct evbuffer *out, const char *name, const char *type, const char *help)
+void
+lk_stats_family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
     evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -459,7 +459,7 @@ sum_at(const struct lk_stat_obj *o, size_t off)
 static void
 cluster_counter(struct evbuffer *out, const char *name, const char *help, size_t off)
 {
-    family(out, name, "counter", help);
+    lk_stats_family(out, name, "counter", help);
     for (const struct lk_stat_obj *o = objs; o != NULL; o = o->next)
         if (o->kind == OBJ_CLUSTER && o->proto != 0) {
             series(out, name, "cluster", o->name, NULL, NULL, NULL, NULL);
@@ -526,7 +526,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
          offsetof(struct lk_fe_vals, tls_failures), 0},
     };
     for (size_t f = 0; f < sizeof(fes) / sizeof(fes[0]); f++) {
-        family(out, fes[f].name, fes[f].type, fes[f].help);
+        lk_stats_family(out, fes[f].name, fes[f].type, fes[f].help);
         for (o = objs; o != NULL; o = o->next) {
             if (o->kind != OBJ_FRONTEND)
                 continue;
@@ -539,7 +539,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
         }
     }
 
-    family(out, "lookout_exchanges_total", "counter",
+    lk_stats_family(out, "lookout_exchanges_total", "counter",
            "Exchanges: HTTP by status class, Kafka by api, Pulsar by command.");
     for (o = objs; o != NULL; o = o->next) {
         if (o->kind != OBJ_CLUSTER)
@@ -579,7 +579,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
         }
     }
 
-    family(out, "lookout_rewrites_total", "counter", "Broker addresses rewritten, by filter.");
+    lk_stats_family(out, "lookout_rewrites_total", "counter", "Broker addresses rewritten, by filter.");
     for (o = objs; o != NULL; o = o->next) {
         if (o->kind != OBJ_CLUSTER || o->proto == 0)
             continue;
@@ -599,7 +599,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                     "Broker addresses a filter could not map, passed through unchanged.",
                     offsetof(struct lk_cl_vals, unmapped));
 
-    family(out, "lookout_upstream_errors_total", "counter",
+    lk_stats_family(out, "lookout_upstream_errors_total", "counter",
            "Failures talking to brokers: connect, timeout, reset, tls.");
     for (o = objs; o != NULL; o = o->next)
         if (o->kind == OBJ_BROKER)
@@ -622,7 +622,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
          offsetof(struct lk_cl_vals, up)},
     };
     for (size_t h = 0; h < sizeof(hists) / sizeof(hists[0]); h++) {
-        family(out, hists[h].name, "histogram", hists[h].help);
+        lk_stats_family(out, hists[h].name, "histogram", hists[h].help);
         for (o = objs; o != NULL; o = o->next)
             if (o->kind == OBJ_CLUSTER)
                 for (int p = 0; p < LK_SP__COUNT; p++)
@@ -636,7 +636,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     /* Health, from the runtime serving now (the map's brokers). */
     if (rt != NULL) {
         const struct lk_conf *conf = rt->conf;
-        family(out, "lookout_broker_up", "gauge",
+        lk_stats_family(out, "lookout_broker_up", "gauge",
                "1 unless the broker is skipped for now: its connects are failing, or its health "
                "checks.");
         for (size_t i = 0; i < conf->nbrokers; i++) {
@@ -644,7 +644,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                    NULL);
             evbuffer_add_printf(out, "%d\n", lk_broker_up(rt, conf->brokers[i]));
         }
-        family(out, "lookout_broker_connect_failures", "gauge",
+        lk_stats_family(out, "lookout_broker_connect_failures", "gauge",
                "Consecutive failed connects to the broker (0 after a success).");
         for (size_t i = 0; i < conf->nbrokers; i++) {
             series(out, "lookout_broker_connect_failures", "broker", conf->brokers[i]->name, NULL,
@@ -653,10 +653,10 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                                 __atomic_load_n(&rt->health[i].fails, __ATOMIC_RELAXED));
         }
     }
-    family(out, "lookout_config_generation", "gauge",
+    lk_stats_family(out, "lookout_config_generation", "gauge",
            "The configuration generation serving (1 at start, +1 per reload).");
     evbuffer_add_printf(out, "lookout_config_generation %llu\n", (unsigned long long)generation);
-    family(out, "lookout_reloads_total", "counter", "Configuration reloads, by result.");
+    lk_stats_family(out, "lookout_reloads_total", "counter", "Configuration reloads, by result.");
     evbuffer_add_printf(out, "lookout_reloads_total{result=\"ok\"} %llu\n",
                         (unsigned long long)reloads_ok);
     evbuffer_add_printf(out, "lookout_reloads_total{result=\"failed\"} %llu\n",

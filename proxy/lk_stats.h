@@ -152,6 +152,9 @@ const char *lk_pulsar_command_name(int type);
 
 /* The Prometheus text (format 0.0.4) of every series, and the gauges of
  * the runtime given (broker health), onto out. */
+/* "# HELP name help" and "# TYPE name type": a metric family's head. */
+void lk_stats_family(struct evbuffer *out, const char *name, const char *type, const char *help);
+
 void lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                     uint64_t reloads_ok, uint64_t reloads_failed);
 

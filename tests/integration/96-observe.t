@@ -70,6 +70,8 @@ advertisedListeners = $web_int,external:http://127.0.0.1:$web_ext
 [pulsar dead]
 internalListenerName = internal
 webServiceUrl = https://127.0.0.1:$dead_svc
+# long enough that /map still finds it out of rotation a few subtests later
+health.backoff = 10s
 
 [broker dead/d1]
 advertisedListeners = internal:http://127.0.0.1:$dead_port

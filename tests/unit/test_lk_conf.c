@@ -755,7 +755,7 @@ test_cluster_errors(void)
                "(line 2): lookout would listen on the addresses it connects to",
                "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = internal");
     EXPECT_ERR("t.conf:2: [pulsar prod] the cluster has no brokers (add [broker prod/ID] "
-               "sections)",
+               "sections, or read them from ZooKeeper with metadataStoreUrl)",
                "[lookout]", "[pulsar prod]", "[pulsar other]", "[broker other/b1]",
                "advertisedListeners = i:http://h:1");
 }
@@ -2096,7 +2096,8 @@ test_kafka_errors(void)
                "SASL_PLAINTEXT, SSL)",
                "[kafka k]", "lookupListenerName = SSL", "[broker k/1]",
                "advertised.listeners = SASL_PLAINTEXT://10.0.0.1:9092,SSL://b1.example.com:9093");
-    EXPECT_ERR("t.conf:1: [kafka k] the cluster has no brokers (add [broker k/ID] sections)",
+    EXPECT_ERR("t.conf:1: [kafka k] the cluster has no brokers (add [broker k/ID] sections, or read "
+               "them from ZooKeeper with zookeeper.connect)",
                "[kafka k]", "lookupListenerName = E");
     /* keys of the other kind */
     EXPECT_ERR("t.conf:5: [kafka k] internalListenerName: unknown key (internalListenerName belongs "

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lk_conf.h"
+#include "lk_meta.h"
 #include "lk_registry.h"
 #include "lk_test.h"
 
@@ -659,11 +660,40 @@ test_conf_keys(void)
                "INTERNAL://10.0.0.1:19092, outside internal_networks: lookout dials only inside "
                "them",
                K_HEAD, "internal_networks = fd00::/8", K_B1);
-    /* The store keys are checked, then refused until the live map exists. */
-    EXPECT_ERR("t.conf:3: [pulsar p] metadataStoreUrl: reading the listener map from ZooKeeper is "
-               "not supported in this build yet: list the brokers in [broker p/ID] sections",
+    /* A cluster with a store may start with no broker at all. */
+    c = load(CONF("[pulsar p]", "internal_networks = 10.0.0.0/8",
+                  "metadataStoreUrl = zk:zk1:2181,zk2:2181/pulsar",
+                  "metadataStoreSessionTimeoutMillis = 4000"));
+    if (ok(c != NULL, "metadataStoreUrl without [broker] loads (%s)", err)) {
+        const struct lk_cluster *cl = c->clusters[0];
+        ok(cl->zk != NULL && strcmp(cl->zk->connect, "zk1:2181,zk2:2181/pulsar") == 0 &&
+               strcmp(cl->zk_path, "/loadbalance/brokers") == 0 && cl->nbrokers == 0 &&
+               cl->zk_session_timeout_ms == 4000 && !cl->zk_read,
+           "the store, its path and timeout; no broker, not read");
+    }
+    lk_conf_unref(c);
+    EXPECT_ERR("t.conf:3: [pulsar p] metadataStoreSessionTimeoutMillis: '500' is not a session "
+               "timeout in milliseconds from 1000 to 600000",
                "[pulsar p]", "internal_networks = 10.0.0.0/8",
-               "metadataStoreUrl = zk:zk1:2181,zk2:2181/pulsar", P_B1);
+               "metadataStoreSessionTimeoutMillis = 500", "metadataStoreUrl = zk:zk1:2181", P_B1);
+    EXPECT_ERR("t.conf:2: [pulsar p] zooKeeperSessionTimeoutMillis: there is no ZooKeeper to time "
+               "out: metadataStoreUrl is not set",
+               "[pulsar p]", "zooKeeperSessionTimeoutMillis = 5000", P_B1);
+    /* Kafka: bootstrap.servers is bound before any broker registers, so
+     * the cluster's own map must say what the lookup listener speaks. */
+    EXPECT_ERR("t.conf:1: [kafka k] listener.security.protocol.map: does not name the lookup "
+               "listener 'EXTERNAL': with zookeeper.connect it gives the protocol "
+               "bootstrap.servers speaks before any broker registers (e.g. "
+               "listener.security.protocol.map = EXTERNAL:SSL,INTERNAL:PLAINTEXT)",
+               "[kafka k]", "lookupListenerName = EXTERNAL", "inter.broker.listener.name = INTERNAL",
+               "internal_networks = 10.0.0.0/8", "zookeeper.connect = zk1:2181/kafka");
+    c = load(CONF(K_HEAD, "internal_networks = 10.0.0.0/8", "zookeeper.connect = zk1:2181/kafka",
+                  "zookeeper.session.timeout.ms = 18000", "bootstrap.servers = 127.0.0.1:9093"));
+    if (ok(c != NULL, "zookeeper.connect without [broker] loads (%s)", err))
+        ok(strcmp(c->clusters[0]->zk_path, "/brokers/ids") == 0 &&
+               c->clusters[0]->bootstrap[0].scheme == LK_SCHEME_KAFKA_SSL,
+           "/brokers/ids; bootstrap.servers speaks SSL, as the map says");
+    lk_conf_unref(c);
     EXPECT_ERR("t.conf:2: [pulsar p] zookeeperServers: internal_networks is missing: a map read "
                "from ZooKeeper needs the networks lookout may dial (e.g. internal_networks = "
                "10.0.0.0/8)",
@@ -677,15 +707,163 @@ test_conf_keys(void)
     EXPECT_ERR("t.conf:6: [kafka k] zookeeper.connect: bad address 'zk1:0': port 0 is out of "
                "range 1-65535",
                K_HEAD, "internal_networks = 10.0.0.0/8", "zookeeper.connect = zk1:0/kafka", K_B1);
-    EXPECT_ERR("t.conf:6: [kafka k] zookeeper.connect: reading the listener map from ZooKeeper is "
-               "not supported in this build yet: list the brokers in [broker k/ID] sections",
-               K_HEAD, "internal_networks = 10.0.0.0/8", "zookeeper.connect = zk1:2181/kafka",
-               K_B1);
     /* Each kind has its own broker's key. */
     EXPECT_ERR("t.conf:2: [pulsar p] zookeeper.connect: unknown key (zookeeper.connect belongs "
                "in a [kafka] section)",
                "[pulsar p]", "zookeeper.connect = zk1:2181", P_B1);
 }
+
+/* The live map ------------------------------------------------------------------------ */
+
+/* LocalBrokerData of a broker at internal host:8080 with external http://EXT. */
+#define LBD(in, ext)                                                                               \
+    "{\"webServiceUrl\":\"http://" in ":8080\",\"pulsarServiceUrl\":\"pulsar://" in ":6650\","      \
+    "\"bundles\":[],\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://" in    \
+    ":6650\",\"brokerHttpUrl\":\"http://" in ":8080\"},\"external\":{\"brokerHttpUrl\":\"http://"  \
+    ext "\"}},\"loadReportType\":\"LocalBrokerData\"}"
+
+static struct lk_conf *
+load_live(const char *const *lines, const struct lk_live_set *sets, size_t n)
+{
+    char text[4096] = "";
+
+    for (size_t i = 0; lines[i] != NULL; i++) {
+        strcat(text, lines[i]);
+        strcat(text, "\n");
+    }
+    err[0] = '\0';
+    return lk_conf_load_live("t.conf", text, strlen(text), sets, n, err, sizeof(err));
+}
+
+static const struct lk_broker *
+broker_of(const struct lk_cluster *cl, const char *id)
+{
+    for (size_t i = 0; cl != NULL && i < cl->nbrokers; i++)
+        if (strcmp(cl->brokers[i]->id, id) == 0)
+            return cl->brokers[i];
+    return NULL;
+}
+
+static const char *
+reason_of(const struct lk_cluster *cl, const char *znode)
+{
+    for (size_t i = 0; cl != NULL && i < cl->nrejects; i++)
+        if (strcmp(cl->rejects[i].znode, znode) == 0)
+            return cl->rejects[i].reason;
+    return NULL;
+}
+
+#define NODE(name, doc) {(name), (const uint8_t *)(doc), sizeof(doc) - 1}
+
+static void
+test_live_pulsar(void)
+{
+    static const struct lk_meta_node nodes[] = {
+        NODE("10.0.0.5:8080", LBD("10.0.0.5", "b5.example.com:18080")),
+        NODE("10.0.0.6:8080", "{\"webServiceUrl\":"),
+        NODE("10.0.0.7:8080", LBD("10.0.0.7", "b7.example.com:18080")),
+        NODE("10.0.0.8:8080", LBD("10.0.0.8", "b5.example.com:18080")),
+        NODE("10.0.0.9:8080", LBD("192.168.1.9", "b9.example.com:18080")),
+        NODE("10.0.0.10:8080", LBD("10.0.0.10", "b10.example.com:18080")),
+    };
+    const unsigned char skip[] = {0, 0, 0, 0, 0, 1};
+    const char *const *conf =
+        CONF("[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+             "internal_networks = 10.0.0.0/8", "metadataStoreUrl = zk:zk1:2181/pulsar",
+             "[broker prod/10.0.0.7:8080]",
+             "advertisedListeners = internal:http://10.0.0.7:8080,external:http://s7.example.com:80");
+    struct lk_live_set set = {"prod", nodes, sizeof(nodes) / sizeof(nodes[0]), skip};
+    struct lk_live_set other = {"gone", nodes, 1, NULL};
+    struct lk_live_set sets[] = {other, set};
+    struct lk_conf *c = load_live(conf, sets, 2);
+    const struct lk_cluster *cl = cluster(c, "prod");
+    const struct lk_broker *b;
+    const char *why;
+    char *dump = NULL;
+    size_t dlen = 0;
+
+    if (!ok(cl != NULL, "the map loads with the registrations (%s)", err))
+        goto end;
+    ok(cl->zk_read && cl->nregistrations == 6, "read, six registrations");
+    ok(cl->nbrokers == 2, "two brokers: the static one and 10.0.0.5 (%zu)", cl->nbrokers);
+    b = broker_of(cl, "10.0.0.5:8080");
+    if (ok(b != NULL && b->live && !b->overrides, "10.0.0.5:8080 is live"))
+        ok(strcmp(b->name, "prod/10.0.0.5:8080") == 0 && strcmp(b->internal->name, "internal") == 0 &&
+               b->lookup != NULL &&
+               strcmp(b->lookup->addr[LK_SCHEME_HTTP]->text, "http://b5.example.com:18080") == 0,
+           "its name, internal and lookup listeners");
+    b = broker_of(cl, "10.0.0.7:8080");
+    ok(b != NULL && !b->live && b->overrides &&
+           strcmp(b->lookup->addr[LK_SCHEME_HTTP]->text, "http://s7.example.com:80") == 0,
+       "10.0.0.7:8080: the [broker] section wins, with its own listeners");
+    ok(cl->nrejects == 3, "three refused (%zu)", cl->nrejects);
+    why = reason_of(cl, "10.0.0.6:8080");
+    ok(why != NULL && strstr(why, "not valid JSON") != NULL, "a broken document: %s", why != NULL ? why : "(none)");
+    why = reason_of(cl, "10.0.0.8:8080");
+    ok(why != NULL && strstr(why, "b5.example.com:18080 is also an address of broker "
+                                  "prod/10.0.0.5:8080") != NULL,
+       "an external address another broker has: %s", why != NULL ? why : "(none)");
+    why = reason_of(cl, "10.0.0.9:8080");
+    ok(why != NULL && strstr(why, "192.168.1.9") != NULL && strstr(why, "internal_networks"),
+       "an internal address outside internal_networks: %s", why != NULL ? why : "(none)");
+    ok(broker_of(cl, "10.0.0.10:8080") == NULL && reason_of(cl, "10.0.0.10:8080") == NULL,
+       "a skipped node is neither taken nor refused");
+    ok(c->nbinds == 2, "binds for the two lookup addresses (%zu)", c->nbinds);
+
+    FILE *f = open_memstream(&dump, &dlen);
+    lk_conf_dump(c, f);
+    fclose(f);
+    ok(strstr(dump, "  broker prod/10.0.0.7:8080 (static, over its registration)\n") != NULL &&
+           strstr(dump, "  broker prod/10.0.0.5:8080 (live)\n") != NULL &&
+           strstr(dump, "  store    zookeeper zk1:2181/pulsar /loadbalance/brokers: 6 "
+                        "registrations, 3 refused\n") != NULL &&
+           strstr(dump, "  refused  10.0.0.6:8080: not valid JSON") != NULL,
+       "--check marks each broker and lists the refused:\n%s", dump);
+    free(dump);
+end:
+    lk_conf_unref(c);
+}
+
+static void
+test_live_kafka(void)
+{
+#define KREG(id, ext_proto)                                                                        \
+    "{\"listener_security_protocol_map\":{\"INTERNAL\":\"PLAINTEXT\",\"EXTERNAL\":\"" ext_proto    \
+    "\"},\"endpoints\":[\"INTERNAL://10.0.0." id ":19092\",\"EXTERNAL://b" id                       \
+    ".example.com:9093\"],\"jmx_port\":-1,\"features\":{},\"host\":null,\"timestamp\":"            \
+    "\"1690940955211\",\"port\":-1,\"version\":5}"
+    static const struct lk_meta_node nodes[] = {
+        NODE("1", KREG("1", "SSL")),
+        NODE("2", KREG("2", "PLAINTEXT")),
+        NODE("x", KREG("3", "SSL")),
+    };
+    struct lk_live_set set = {"k", nodes, 3, NULL};
+    struct lk_conf *c = load_live(CONF(K_HEAD, "internal_networks = 10.0.0.0/8",
+                                       "zookeeper.connect = zk1:2181/kafka",
+                                       "bootstrap.servers = b.example.com:9093"),
+                                  &set, 1);
+    const struct lk_cluster *cl = cluster(c, "k");
+    const struct lk_broker *b;
+    const char *why;
+
+    if (!ok(cl != NULL, "the map loads with the registrations (%s)", err))
+        goto end;
+    b = broker_of(cl, "1");
+    ok(b != NULL && b->live && b->node_id == 1 &&
+           strcmp(lk_kafka_addr(b->lookup)->text, "EXTERNAL://b1.example.com:9093") == 0,
+       "node 1 is live, with its EXTERNAL listener");
+    why = reason_of(cl, "2");
+    ok(why != NULL && strstr(why, "is PLAINTEXT here but SSL") != NULL,
+       "a lookup listener of another protocol than bootstrap.servers': %s",
+       why != NULL ? why : "(none)");
+    why = reason_of(cl, "x");
+    ok(why != NULL && strstr(why, "not a node id") != NULL, "a znode that is no node id: %s",
+       why != NULL ? why : "(none)");
+#undef KREG
+end:
+    lk_conf_unref(c);
+}
+#undef NODE
 
 const struct lk_test_case lk_test_registry[] = {
     {"registry/pulsar_local_broker_data", test_pulsar_local_broker_data},
@@ -697,5 +875,7 @@ const struct lk_test_case lk_test_registry[] = {
     {"registry/cidr", test_cidr},
     {"registry/zk_connect", test_zk_connect},
     {"registry/conf_keys", test_conf_keys},
+    {"registry/live_pulsar", test_live_pulsar},
+    {"registry/live_kafka", test_live_kafka},
     {NULL, NULL},
 };

@@ -1,0 +1,607 @@
+/*
+ * The live listener map (lk_live.h): one source per cluster with a store,
+ * each keeping a copy of its last snapshot; every snapshot builds the map
+ * again from the kept file text and all the copies, and installs it when
+ * it differs from the one serving.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "lk_conf.h"
+#include "lk_conn.h"
+#include "lk_live.h"
+#include "lk_log.h"
+#include "lk_meta.h"
+#include "lk_pool.h"
+#include "lk_registry.h"
+#include "lk_stats.h"
+#include "lk_zk.h"
+
+struct source {
+    struct source *next;
+    char *cluster, *connect, *path;
+    unsigned timeout_ms;
+    const struct lk_meta_ops *ops;
+    void *src;
+    int check_only; /* --check --live: keep snapshots, build nothing */
+    int keep;       /* lk_live_follow's scratch */
+
+    /* the last snapshot, copied */
+    struct lk_meta_node *nodes;
+    size_t n;
+    int synced; /* one snapshot at least */
+
+    /* the refusals of the last map built, "znode\n reason", so that each
+     * is logged and counted once and not at every rebuild */
+    char **refused;
+    size_t nrefused;
+
+    uint64_t updates[3]; /* what its snapshots did: UPD_* */
+    uint64_t refused_total;
+};
+
+enum { UPD_INSTALLED = 0, UPD_UNCHANGED, UPD_FAILED };
+static const char *const upd_names[] = {"installed", "unchanged", "failed"};
+
+static struct {
+    struct event_base *base;
+    char *file, *text;
+    size_t len;
+    lk_live_install_fn install;
+    struct source *sources;
+} L;
+
+/* Sources ---------------------------------------------------------------------------- */
+
+static void
+snap_clear(struct source *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free((char *)s->nodes[i].name);
+        free((uint8_t *)s->nodes[i].data);
+    }
+    free(s->nodes);
+    s->nodes = NULL;
+    s->n = 0;
+}
+
+static void
+source_free(struct source *s)
+{
+    if (s->src != NULL)
+        s->ops->stop(s->src);
+    snap_clear(s);
+    for (size_t i = 0; i < s->nrefused; i++)
+        free(s->refused[i]);
+    free(s->refused);
+    free(s->cluster);
+    free(s->connect);
+    free(s->path);
+    free(s);
+}
+
+static void rebuild(struct source *why);
+
+static void
+on_snapshot(const struct lk_meta_node *nodes, size_t n, void *arg)
+{
+    struct source *s = arg;
+
+    snap_clear(s);
+    s->nodes = lk_xcalloc(n + 1, sizeof(*s->nodes));
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *d = lk_xmalloc(nodes[i].len + 1);
+        memcpy(d, nodes[i].data, nodes[i].len);
+        s->nodes[i].name = lk_xstrdup(nodes[i].name);
+        s->nodes[i].data = d;
+        s->nodes[i].len = nodes[i].len;
+    }
+    s->n = n;
+    s->synced = 1;
+    if (!s->check_only)
+        rebuild(s);
+}
+
+static struct source *
+source_start(struct event_base *base, const struct lk_cluster *cl, int check_only)
+{
+    struct source *s = lk_xcalloc(1, sizeof(*s));
+    char err[512];
+
+    s->cluster = lk_xstrdup(cl->name);
+    s->connect = lk_xstrdup(cl->zk->connect);
+    s->path = lk_xstrdup(cl->zk_path);
+    s->timeout_ms = cl->zk_session_timeout_ms;
+    s->ops = &lk_meta_zk;
+    s->check_only = check_only;
+    /* Unusable arguments only (checked at load): an unreachable store is
+     * retried by the source. */
+    struct lk_meta_opts opts = {(int)cl->zk_session_timeout_ms};
+    s->src = s->ops->start(base, s->connect, s->path, &opts, on_snapshot, s, err, sizeof(err));
+    if (s->src == NULL)
+        lk_log(LK_ERR, NULL, "cluster %s: zookeeper %s: %s: the map is not followed", cl->name,
+               s->connect, err);
+    else
+        lk_log(check_only ? LK_DEBUG : LK_INFO, NULL,
+               "cluster %s: following the brokers registered at zookeeper %s %s", cl->name,
+               s->connect, s->path);
+    return s;
+}
+
+/* Building ---------------------------------------------------------------------------- */
+
+static struct lk_cluster *
+conf_cluster(const struct lk_conf *conf, const char *name)
+{
+    for (size_t i = 0; i < conf->nclusters; i++)
+        if (strcmp(conf->clusters[i]->name, name) == 0)
+            return conf->clusters[i];
+    return NULL;
+}
+
+static struct lk_conf *
+build_from(struct source *list, const char *file, const char *text, size_t len, char *err,
+           size_t errlen)
+{
+    struct lk_live_set *sets = NULL;
+    unsigned char **skips;
+    struct lk_conf *conf;
+    size_t n = 0, nodes = 0;
+    char msg[1024];
+
+    for (struct source *s = list; s != NULL; s = s->next)
+        if (s->synced) {
+            sets = lk_xrealloc(sets, (n + 1) * sizeof(*sets));
+            sets[n++] = (struct lk_live_set){s->cluster, s->nodes, s->n, NULL};
+            nodes += s->n;
+        }
+    conf = lk_conf_load_live(file, text, len, sets, n, err, errlen);
+    if (conf != NULL || nodes == 0) {
+        free(sets);
+        return conf;
+    }
+    /* Something the registrations bring breaks the map as a whole (a bind
+     * conflict).  Without any of them, the file's own error is the one to
+     * report; with the file fine, they are added one by one and those that
+     * break it are refused.  Rare, so a build per registration is fine. */
+    skips = lk_xcalloc(n, sizeof(*skips));
+    for (size_t i = 0; i < n; i++) {
+        skips[i] = lk_xmalloc(sets[i].n + 1);
+        memset(skips[i], 1, sets[i].n + 1);
+        sets[i].skip = skips[i];
+    }
+    conf = lk_conf_load_live(file, text, len, sets, n, err, errlen);
+    struct {
+        size_t set, node;
+        char *why;
+    } *bad = NULL;
+    size_t nbad = 0;
+    for (size_t i = 0; conf != NULL && i < n; i++)
+        for (size_t j = 0; j < sets[i].n; j++) {
+            struct lk_conf *c;
+
+            skips[i][j] = 0;
+            if ((c = lk_conf_load_live(file, text, len, sets, n, msg, sizeof(msg))) != NULL) {
+                lk_conf_unref(conf);
+                conf = c;
+                continue;
+            }
+            skips[i][j] = 1;
+            bad = lk_xrealloc(bad, (nbad + 1) * sizeof(*bad));
+            bad[nbad].set = i;
+            bad[nbad].node = j;
+            bad[nbad++].why = lk_xstrdup(msg);
+        }
+    for (size_t k = 0; k < nbad; k++) {
+        struct lk_cluster *cl = conf != NULL ? conf_cluster(conf, sets[bad[k].set].cluster) : NULL;
+        if (cl != NULL)
+            lk_conf_reject_add(cl, sets[bad[k].set].nodes[bad[k].node].name, bad[k].why);
+        free(bad[k].why);
+    }
+    free(bad);
+    for (size_t i = 0; i < n; i++)
+        free(skips[i]);
+    free(skips);
+    free(sets);
+    return conf;
+}
+
+struct lk_conf *
+lk_live_build(const char *file, const char *text, size_t len, char *err, size_t errlen)
+{
+    return build_from(L.sources, file, text, len, err, errlen);
+}
+
+/* Logs and counts the refusals of conf's cluster that the last build did
+ * not have, and keeps them for the next. */
+static void
+note_refused(struct source *s, const struct lk_conf *conf)
+{
+    const struct lk_cluster *cl = conf_cluster(conf, s->cluster);
+    size_t n = cl != NULL ? cl->nrejects : 0;
+    char **now = lk_xcalloc(n + 1, sizeof(*now));
+
+    for (size_t i = 0; i < n; i++) {
+        const struct lk_live_reject *r = &cl->rejects[i];
+        size_t len = strlen(r->znode) + strlen(r->reason) + 2, k;
+
+        now[i] = lk_xmalloc(len);
+        snprintf(now[i], len, "%s\n%s", r->znode, r->reason);
+        for (k = 0; k < s->nrefused && strcmp(s->refused[k], now[i]) != 0; k++)
+            ;
+        if (k < s->nrefused)
+            continue;
+        s->refused_total++;
+        lk_log(LK_WARN, NULL, "cluster %s: registration %s%s%s refused: %s", s->cluster, s->path,
+               strcmp(s->path, "/") == 0 ? "" : "/", r->znode, r->reason);
+    }
+    for (size_t i = 0; i < s->nrefused; i++)
+        free(s->refused[i]);
+    free(s->refused);
+    s->refused = now;
+    s->nrefused = n;
+}
+
+/* The map as --check prints it: two configs that print the same serve the
+ * same. */
+static char *
+map_text(const struct lk_conf *conf)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (f == NULL)
+        return NULL;
+    lk_conf_dump(conf, f);
+    fclose(f);
+    return buf;
+}
+
+static int
+has_live(const struct lk_cluster *cl, const char *name)
+{
+    for (size_t i = 0; cl != NULL && i < cl->nbrokers; i++)
+        if (cl->brokers[i]->live && strcmp(cl->brokers[i]->id, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* "+10.0.0.14:8080 -10.0.0.12:8080": the live brokers of cluster that
+ * came and went from old to conf. */
+static void
+diff_brokers(const struct lk_cluster *old, const struct lk_cluster *cl, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int pass = 0; pass < 2; pass++) {
+        const struct lk_cluster *a = pass == 0 ? cl : old, *b = pass == 0 ? old : cl;
+        for (size_t i = 0; a != NULL && i < a->nbrokers && off + 1 < len; i++) {
+            if (!a->brokers[i]->live || has_live(b, a->brokers[i]->id))
+                continue;
+            int w = snprintf(buf + off, len - off, "%s%c%s", off != 0 ? " " : "",
+                             pass == 0 ? '+' : '-', a->brokers[i]->id);
+            off += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (off == 0)
+        snprintf(buf, len, "listeners changed");
+}
+
+static void
+count_origins(const struct lk_cluster *cl, size_t *live, size_t *stat)
+{
+    *live = *stat = 0;
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        (*(cl->brokers[i]->live ? live : stat))++;
+}
+
+/* A snapshot of why's store: the map again, installed if it changed. */
+static void
+rebuild(struct source *why)
+{
+    char err[1024], diff[512];
+    struct lk_conf *conf = lk_live_build(L.file, L.text, L.len, err, sizeof(err));
+    struct lk_runtime *rt;
+    char *a, *b;
+    int same;
+
+    if (conf == NULL) {
+        why->updates[UPD_FAILED]++;
+        lk_log(LK_ERR, NULL, "cluster %s: the map cannot be built with zookeeper's brokers: %s; "
+               "still serving generation %" PRIu64, why->cluster, err, lk_workers_generation());
+        return;
+    }
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        if (s->synced)
+            note_refused(s, conf);
+    rt = lk_workers_runtime();
+    a = map_text(rt->conf);
+    b = map_text(conf);
+    same = a != NULL && b != NULL && strcmp(a, b) == 0;
+    free(a);
+    free(b);
+    diff_brokers(conf_cluster(rt->conf, why->cluster), conf_cluster(conf, why->cluster), diff,
+                 sizeof(diff));
+    lk_runtime_unref(rt);
+    if (same) {
+        /* Pulsar brokers rewrite their registration with each load report. */
+        why->updates[UPD_UNCHANGED]++;
+        lk_log(LK_DEBUG, NULL, "cluster %s: zookeeper changed, the map did not", why->cluster);
+        lk_conf_unref(conf);
+        return;
+    }
+    if (L.install(conf, err, sizeof(err)) != 0) {
+        why->updates[UPD_FAILED]++;
+        lk_log(LK_ERR, NULL, "cluster %s: the map from zookeeper (%s) was refused: %s; still "
+               "serving generation %" PRIu64, why->cluster, diff, err, lk_workers_generation());
+        lk_conf_unref(conf);
+        return;
+    }
+    why->updates[UPD_INSTALLED]++;
+    const struct lk_cluster *cl = conf_cluster(conf, why->cluster);
+    size_t live = 0, stat = 0;
+    if (cl != NULL)
+        count_origins(cl, &live, &stat);
+    lk_log(LK_INFO, NULL,
+           "cluster %s: map from zookeeper is generation %" PRIu64 ": %s (%zu live, %zu static)",
+           why->cluster, lk_workers_generation(), diff, live, stat);
+    lk_conf_unref(conf); /* the runtime holds it */
+}
+
+/* Following -------------------------------------------------------------------------- */
+
+void
+lk_live_follow(struct event_base *base, const struct lk_conf *conf, const char *file,
+               const char *text, size_t len, lk_live_install_fn install)
+{
+    struct source **pp;
+
+    L.base = base;
+    L.install = install;
+    free(L.file);
+    free(L.text);
+    L.file = lk_xstrdup(file);
+    L.text = lk_xmalloc(len + 1);
+    memcpy(L.text, text, len);
+    L.len = len;
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        s->keep = 0;
+    for (size_t i = 0; i < conf->nclusters; i++) {
+        const struct lk_cluster *cl = conf->clusters[i];
+        struct source *s;
+
+        if (cl->zk == NULL)
+            continue;
+        for (s = L.sources; s != NULL; s = s->next)
+            if (strcmp(s->cluster, cl->name) == 0 && strcmp(s->connect, cl->zk->connect) == 0 &&
+                strcmp(s->path, cl->zk_path) == 0 && s->timeout_ms == cl->zk_session_timeout_ms)
+                break;
+        if (s == NULL) {
+            s = source_start(base, cl, 0);
+            s->next = L.sources;
+            L.sources = s;
+        }
+        s->keep = 1;
+    }
+    for (pp = &L.sources; *pp != NULL;) {
+        struct source *s = *pp;
+        if (s->keep) {
+            pp = &s->next;
+            continue;
+        }
+        lk_log(LK_INFO, NULL, "cluster %s: no longer following zookeeper %s", s->cluster,
+               s->connect);
+        *pp = s->next;
+        source_free(s);
+    }
+}
+
+void
+lk_live_stop(void)
+{
+    while (L.sources != NULL) {
+        struct source *s = L.sources;
+        L.sources = s->next;
+        source_free(s);
+    }
+    free(L.file);
+    free(L.text);
+    memset(&L, 0, sizeof(L));
+}
+
+/* What /metrics and /healthz show ---------------------------------------------------- */
+
+void
+lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
+{
+    struct lk_meta_state st;
+
+    lk_stats_family(out, "lookout_map_brokers", "gauge",
+                    "Brokers in the map serving, by where they come from: a [broker] section "
+                    "(static) or the cluster's ZooKeeper (live).");
+    for (size_t i = 0; i < conf->nclusters; i++) {
+        size_t live, stat;
+        count_origins(conf->clusters[i], &live, &stat);
+        evbuffer_add_printf(out,
+                            "lookout_map_brokers{cluster=\"%s\",origin=\"static\"} %zu\n"
+                            "lookout_map_brokers{cluster=\"%s\",origin=\"live\"} %zu\n",
+                            conf->clusters[i]->name, stat, conf->clusters[i]->name, live);
+    }
+    if (L.sources == NULL)
+        return;
+    lk_stats_family(out, "lookout_map_store_connected", "gauge",
+                    "Whether the session with the cluster's ZooKeeper is up.");
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
+        s->ops->state(s->src, &st);
+        evbuffer_add_printf(out, "lookout_map_store_connected{cluster=\"%s\"} %d\n", s->cluster,
+                            s->src != NULL && st.connected);
+    }
+    lk_stats_family(out, "lookout_map_store_stale_since_seconds", "gauge",
+                    "Since when (Unix time) the map may lag behind the cluster's ZooKeeper; 0 "
+                    "while in step.");
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
+        s->ops->state(s->src, &st);
+        evbuffer_add_printf(out, "lookout_map_store_stale_since_seconds{cluster=\"%s\"} %.3f\n",
+                            s->cluster, (double)st.stale_since_ms / 1000);
+    }
+    lk_stats_family(out, "lookout_map_registrations", "gauge",
+                    "Brokers registered in the cluster's ZooKeeper, as last read.");
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        evbuffer_add_printf(out, "lookout_map_registrations{cluster=\"%s\"} %zu\n", s->cluster,
+                            s->n);
+    lk_stats_family(out, "lookout_map_registrations_refused", "gauge",
+                    "Registrations the map serving leaves out (each logged).");
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        evbuffer_add_printf(out, "lookout_map_registrations_refused{cluster=\"%s\"} %zu\n",
+                            s->cluster, s->nrefused);
+    lk_stats_family(out, "lookout_map_registrations_refused_total", "counter",
+                    "Registrations refused, each counted once until it changes.");
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        evbuffer_add_printf(out, "lookout_map_registrations_refused_total{cluster=\"%s\"} %" PRIu64
+                            "\n", s->cluster, s->refused_total);
+    lk_stats_family(out, "lookout_map_updates_total", "counter",
+                    "Changes read from the cluster's ZooKeeper, by what they did to the map: a "
+                    "new generation installed, unchanged, or failed (logged).");
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        for (int k = 0; k < 3; k++)
+            evbuffer_add_printf(out,
+                                "lookout_map_updates_total{cluster=\"%s\",result=\"%s\"} %" PRIu64
+                                "\n", s->cluster, upd_names[k], s->updates[k]);
+    lk_stats_family(out, "lookout_map_store_sessions_total", "counter",
+                    "ZooKeeper sessions established (the first, then one per expiry).");
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
+        s->ops->state(s->src, &st);
+        evbuffer_add_printf(out, "lookout_map_store_sessions_total{cluster=\"%s\"} %" PRIu64 "\n",
+                            s->cluster, st.sessions);
+    }
+    lk_stats_family(out, "lookout_map_store_expiries_total", "counter",
+                    "ZooKeeper sessions that expired (each followed by a full re-read).");
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
+        s->ops->state(s->src, &st);
+        evbuffer_add_printf(out, "lookout_map_store_expiries_total{cluster=\"%s\"} %" PRIu64 "\n",
+                            s->cluster, st.expiries);
+    }
+}
+
+/* "2026-12-02T02:10:00Z" */
+static void
+iso_time(int64_t ms, char *buf, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int
+lk_live_health(struct evbuffer *out, const struct lk_conf *conf)
+{
+    int starting = 0;
+    struct timespec now;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
+        const struct lk_cluster *cl = conf_cluster(conf, s->cluster);
+        struct lk_meta_state st = {0};
+        size_t live = 0, stat = 0;
+        char since[32];
+
+        if (s->src != NULL)
+            s->ops->state(s->src, &st);
+        if (cl != NULL)
+            count_origins(cl, &live, &stat);
+        evbuffer_add_printf(out, "cluster %s: zookeeper %s %s", s->cluster, s->connect,
+                            st.connected ? "connected" : "disconnected");
+        if (!s->synced) {
+            starting = 1;
+            evbuffer_add_printf(out, ", not read yet");
+        } else if (st.stale_since_ms != 0) {
+            int64_t ago = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - st.stale_since_ms;
+            iso_time(st.stale_since_ms, since, sizeof(since));
+            evbuffer_add_printf(out, ", stale since %s (%" PRId64 " s ago)", since,
+                                ago > 0 ? ago / 1000 : 0);
+        }
+        evbuffer_add_printf(out,
+                            "; generation %" PRIu64 "; %zu broker%s (%zu live, %zu static)"
+                            "; %zu registration%s refused\n",
+                            lk_workers_generation(), live + stat, live + stat == 1 ? "" : "s",
+                            live, stat, s->nrefused, s->nrefused == 1 ? "" : "s");
+    }
+    return starting;
+}
+
+/* --check --live ----------------------------------------------------------------------- */
+
+struct check {
+    struct event_base *base;
+    struct source *list;
+};
+
+/* Every 20 ms: done once every source has delivered. */
+static void
+check_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct check *ck = arg;
+
+    for (struct source *s = ck->list; s != NULL; s = s->next)
+        if (s->src != NULL && !s->synced)
+            return;
+    event_base_loopbreak(ck->base);
+}
+
+int
+lk_live_check(const struct lk_conf *conf, const char *file, const char *text, size_t len,
+              unsigned timeout_ms, FILE *out)
+{
+    struct check ck = {event_base_new(), NULL};
+    struct timeval tick = {0, 20000}, deadline = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    struct event *ev;
+    struct lk_conf *live;
+    char err[1024];
+    int rc = 0;
+
+    if (ck.base == NULL) {
+        fprintf(stderr, "lookout: cannot create an event loop\n");
+        return 1;
+    }
+    for (size_t i = conf->nclusters; i-- > 0;) {
+        if (conf->clusters[i]->zk == NULL)
+            continue;
+        struct source *s = source_start(ck.base, conf->clusters[i], 1);
+        s->next = ck.list;
+        ck.list = s;
+    }
+    ev = event_new(ck.base, -1, EV_PERSIST, check_tick, &ck);
+    event_add(ev, &tick);
+    event_base_loopexit(ck.base, &deadline);
+    event_base_dispatch(ck.base);
+    event_free(ev);
+    for (struct source *s = ck.list; s != NULL; s = s->next)
+        if (!s->synced) {
+            fprintf(stderr, "lookout: cluster %s: zookeeper %s not read within %u ms\n",
+                    s->cluster, s->connect, timeout_ms);
+            rc = 1;
+        }
+    if ((live = build_from(ck.list, file, text, len, err, sizeof(err))) != NULL) {
+        lk_conf_dump(live, out);
+        lk_conf_unref(live);
+    } else {
+        fprintf(stderr, "lookout: %s\n", err);
+        rc = 1;
+    }
+    while (ck.list != NULL) {
+        struct source *s = ck.list;
+        ck.list = s->next;
+        source_free(s);
+    }
+    event_base_free(ck.base);
+    return rc;
+}
