@@ -1100,7 +1100,15 @@ on_request_head(struct hx *hx)
     hx->x.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
     hx->x.listener_name = vh->cluster->lookup_listener;
     if (hx->x.broker == NULL) {
-        reply_error(hx, 502, "the cluster has no brokers", 0);
+        /* A cluster read from ZooKeeper may have none for now: that passes. */
+        if (vh->cluster->zk != NULL)
+            reply_error(hx, 503,
+                        vh->cluster->zk_read
+                            ? "no broker of the cluster is registered in ZooKeeper"
+                            : "the cluster's brokers have not been read from ZooKeeper yet",
+                        0);
+        else
+            reply_error(hx, 502, "the cluster has no brokers", 0);
         return;
     }
 

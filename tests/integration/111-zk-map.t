@@ -241,6 +241,37 @@ subtest 'a broker whose znode goes leaves the rotation' => sub {
     is($r->{status}, 200, 'the others serve on');
 };
 
+subtest 'SIGHUP: the file again, the stores kept' => sub {
+    my ($s0) = get($aport, '/metrics')->{body} =~ /^lookout_map_store_sessions_total\{cluster="prod"\} (\d+)$/m;
+    my ($g0) = get($aport, '/healthz')->{body} =~ /generation (\d+)/;
+    $lk->signal('HUP');
+    ok($lk->wait_log(qr/SIGHUP: reloaded .* generation ${\ ($g0 + 1)}/, 5), 'reloaded: a new generation');
+    my $h = get($aport, '/healthz')->{body};
+    like($h, qr/generation ${\ ($g0 + 1)}; 3 brokers \(3 live, 0 static\)/, '... with the live brokers in it') or diag($h);
+    my ($s1) = get($aport, '/metrics')->{body} =~ /^lookout_map_store_sessions_total\{cluster="prod"\} (\d+)$/m;
+    is($s1, $s0, '... and the same ZooKeeper session');
+    is(http_req(GET => "$ex4{http}$LK/t4")->{status}, 200, 'b4 still served');
+};
+
+subtest 'ZooKeeper unreachable at start' => sub {
+    my $p = free_port();
+    my $svc2 = '127.0.0.41:' . free_port('127.0.0.41');
+    my $a3 = free_port();
+    (my $cf = conf(admin => $a3)) =~ s/zk:\S+/zk:127.0.0.1:$p\/pulsar/;
+    $cf =~ s/\Q$svc\E/$svc2/;
+    my $lk3 = start_lookout(dir => $dir, name => 'c', conf => $cf, wait => [$svc2]);
+    ok($lk3->started, 'lookout starts all the same');
+    my $h = get($a3, '/healthz');
+    is($h->{status}, 503, '/healthz: 503 until the store is read');
+    like($h->{body}, qr/^starting\ncluster prod: zookeeper 127\.0\.0\.1:$p\/pulsar disconnected, not read yet/, '... and why')
+        or diag($h->{body});
+    my $r = http_req(GET => "http://$svc2$LK/t1");
+    lookout_error_ok($r, 503, 'a request meanwhile: 503 from lookout');
+    like($r->{body}, qr/not been read from ZooKeeper yet/, '... saying why');
+    $lk3->stop;
+    is($lk3->exit_code, 0, 'it stops cleanly');
+};
+
 subtest 'malformed registrations are refused, the rest serves' => sub {
     my $m0 = get($aport, '/metrics')->{body};
     my ($before) = $m0 =~ /^lookout_map_registrations_refused_total\{cluster="prod"\} (\d+)$/m;
