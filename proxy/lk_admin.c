@@ -17,7 +17,6 @@
 
 #include "lk_admin.h"
 #include "lk_live.h"
-#include "lk_registry.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
@@ -137,21 +136,8 @@ cluster_json(struct lk_runtime *rt, const struct lk_cluster *cl)
         json_array_append_new(brokers, jb);
     }
     json_object_set_new(j, "brokers", brokers);
-    if (cl->zk != NULL) {
-        json_t *st = json_object(), *refused = json_array();
-        json_object_set_new(st, "zookeeper", json_string(cl->zk->connect));
-        json_object_set_new(st, "path", json_string(cl->zk_path));
-        json_object_set_new(st, "read", json_boolean(cl->zk_read));
-        json_object_set_new(st, "registrations", json_integer((json_int_t)cl->nregistrations));
-        for (size_t i = 0; i < cl->nrejects; i++) {
-            json_t *r = json_object();
-            json_object_set_new(r, "znode", json_string(cl->rejects[i].znode));
-            json_object_set_new(r, "reason", json_string(cl->rejects[i].reason));
-            json_array_append_new(refused, r);
-        }
-        json_object_set_new(st, "refused", refused);
-        json_object_set_new(j, "store", st);
-    }
+    if (cl->zk != NULL)
+        json_object_set_new(j, "store", lk_live_store_json(cl));
     return j;
 }
 

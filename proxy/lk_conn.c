@@ -1781,10 +1781,29 @@ can_bind(const struct lk_bind *b, char *err, size_t errlen)
 }
 
 int
+lk_workers_can_bind(const struct lk_conf *conf, char *err, size_t errlen)
+{
+    char why[256];
+
+    pthread_mutex_lock(&cur_mu);
+    struct lk_runtime *cur = cur_rt != NULL ? lk_runtime_ref(cur_rt) : NULL;
+    pthread_mutex_unlock(&cur_mu);
+    int rc = 0;
+    for (size_t i = 0; cur != NULL && i < conf->nbinds && rc == 0; i++) {
+        const struct lk_bind *b = conf->binds[i];
+        if (find_bind(cur->conf, b) == NULL && can_bind(b, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", conf->file, b->vhosts[0].line, why);
+            rc = -1;
+        }
+    }
+    lk_runtime_unref(cur);
+    return rc;
+}
+
+int
 lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, size_t errlen)
 {
     const struct lk_conf *conf = rt->conf;
-    char why[256];
 
     if (atomic_load(&draining)) {
         snprintf(err, errlen, "%s: lookout is stopping", conf->file);
@@ -1795,18 +1814,12 @@ lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, 
     pthread_mutex_unlock(&cur_mu);
     const struct lk_conf *oc = old->conf;
     memset(st, 0, sizeof(*st));
-    for (size_t i = 0; i < conf->nbinds; i++) {
-        const struct lk_bind *b = conf->binds[i];
-        if (find_bind(oc, b) != NULL) {
+    if (lk_workers_can_bind(conf, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < conf->nbinds; i++)
+        if (find_bind(oc, conf->binds[i]) != NULL)
             st->kept++;
-            continue;
-        }
-        if (can_bind(b, why, sizeof(why)) != 0) {
-            snprintf(err, errlen, "%s:%d: %s", conf->file, b->vhosts[0].line, why);
-            return -1;
-        }
-        st->added++;
-    }
+    st->added = conf->nbinds - st->kept;
     st->removed = oc->nbinds - st->kept;
     /* A broker that was failing still is: health goes over by name. */
     for (size_t i = 0; i < conf->nbrokers; i++)

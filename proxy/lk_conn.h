@@ -263,6 +263,10 @@ struct lk_reload_stats {
  * way).  Takes over the caller's reference on success.
  */
 int lk_workers_reload(struct lk_runtime *rt, struct lk_reload_stats *st, char *err, size_t errlen);
+/* Whether every socket conf adds to the generation serving can be bound
+ * (each is bound without listening, then closed): 0, or -1 with
+ * "file:line: cannot listen on ADDR: why".  0 before the workers start. */
+int lk_workers_can_bind(const struct lk_conf *conf, char *err, size_t errlen);
 /* The current generation, with a reference for the caller (NULL before
  * lk_workers_start). */
 struct lk_runtime *lk_workers_runtime(void);

@@ -11,6 +11,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <jansson.h>
 
 #include "lk_conf.h"
 #include "lk_conn.h"
@@ -144,9 +145,26 @@ conf_cluster(const struct lk_conf *conf, const char *name)
     return NULL;
 }
 
+/* One build: the config with the sets, and, for a map about to serve
+ * (bindcheck), every socket it adds bound once for a test, so that an
+ * address the machine does not have fails here, where the registration
+ * that brought it can be left out, rather than at the swap. */
 static struct lk_conf *
-build_from(struct source *list, const char *file, const char *text, size_t len, char *err,
-           size_t errlen)
+try_build(const char *file, const char *text, size_t len, const struct lk_live_set *sets,
+          size_t n, int bindcheck, char *err, size_t errlen)
+{
+    struct lk_conf *conf = lk_conf_load_live(file, text, len, sets, n, err, errlen);
+
+    if (conf != NULL && bindcheck && lk_workers_can_bind(conf, err, errlen) != 0) {
+        lk_conf_unref(conf);
+        return NULL;
+    }
+    return conf;
+}
+
+static struct lk_conf *
+build_from(struct source *list, const char *file, const char *text, size_t len, int bindcheck,
+           char *err, size_t errlen)
 {
     struct lk_live_set *sets = NULL;
     unsigned char **skips;
@@ -160,13 +178,13 @@ build_from(struct source *list, const char *file, const char *text, size_t len, 
             sets[n++] = (struct lk_live_set){s->cluster, s->nodes, s->n, NULL};
             nodes += s->n;
         }
-    conf = lk_conf_load_live(file, text, len, sets, n, err, errlen);
+    conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
     if (conf != NULL || nodes == 0) {
         free(sets);
         return conf;
     }
     /* Something the registrations bring breaks the map as a whole (a bind
-     * conflict).  Without any of them, the file's own error is the one to
+     * conflict, an address that cannot be bound).  Without any of them, the file's own error is the one to
      * report; with the file fine, they are added one by one and those that
      * break it are refused.  Rare, so a build per registration is fine. */
     skips = lk_xcalloc(n, sizeof(*skips));
@@ -175,7 +193,7 @@ build_from(struct source *list, const char *file, const char *text, size_t len, 
         memset(skips[i], 1, sets[i].n + 1);
         sets[i].skip = skips[i];
     }
-    conf = lk_conf_load_live(file, text, len, sets, n, err, errlen);
+    conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
     struct {
         size_t set, node;
         char *why;
@@ -186,7 +204,7 @@ build_from(struct source *list, const char *file, const char *text, size_t len, 
             struct lk_conf *c;
 
             skips[i][j] = 0;
-            if ((c = lk_conf_load_live(file, text, len, sets, n, msg, sizeof(msg))) != NULL) {
+            if ((c = try_build(file, text, len, sets, n, bindcheck, msg, sizeof(msg))) != NULL) {
                 lk_conf_unref(conf);
                 conf = c;
                 continue;
@@ -214,7 +232,7 @@ build_from(struct source *list, const char *file, const char *text, size_t len, 
 struct lk_conf *
 lk_live_build(const char *file, const char *text, size_t len, char *err, size_t errlen)
 {
-    return build_from(L.sources, file, text, len, err, errlen);
+    return build_from(L.sources, file, text, len, 1, err, errlen);
 }
 
 /* Logs and counts the refusals of conf's cluster that the last build did
@@ -247,12 +265,13 @@ note_refused(struct source *s, const struct lk_conf *conf)
     s->nrefused = n;
 }
 
-/* The map as --check prints it: two configs that print the same serve the
- * same. */
+/* The map as --check prints it, without the store's own lines (how many
+ * registrations, which refused): two configs that print the same serve the
+ * same, and a refused registration coming or going changes nothing served. */
 static char *
 map_text(const struct lk_conf *conf)
 {
-    char *buf = NULL;
+    char *buf = NULL, *r, *w;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
 
@@ -260,6 +279,16 @@ map_text(const struct lk_conf *conf)
         return NULL;
     lk_conf_dump(conf, f);
     fclose(f);
+    for (r = w = buf; *r != '\0';) {
+        char *nl = strchr(r, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - r) + 1 : strlen(r);
+        if (strncmp(r, "  store ", 8) != 0 && strncmp(r, "  refused ", 10) != 0) {
+            memmove(w, r, n);
+            w += n;
+        }
+        r += n;
+    }
+    *w = '\0';
     return buf;
 }
 
@@ -490,6 +519,33 @@ lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
     }
 }
 
+json_t *
+lk_live_store_json(const struct lk_cluster *cl)
+{
+    struct source *s;
+    json_t *st = json_object(), *refused = json_array();
+    struct lk_meta_state ms = {0};
+
+    for (s = L.sources; s != NULL && strcmp(s->cluster, cl->name) != 0; s = s->next)
+        ;
+    if (s != NULL && s->src != NULL)
+        s->ops->state(s->src, &ms);
+    json_object_set_new(st, "zookeeper", json_string(cl->zk->connect));
+    json_object_set_new(st, "path", json_string(cl->zk_path));
+    json_object_set_new(st, "connected", json_boolean(ms.connected));
+    json_object_set_new(st, "read", json_boolean(s != NULL && s->synced));
+    json_object_set_new(st, "registrations", json_integer(s != NULL ? (json_int_t)s->n : 0));
+    for (size_t i = 0; s != NULL && i < s->nrefused; i++) {
+        const char *nl = strchr(s->refused[i], '\n');
+        json_t *r = json_object();
+        json_object_set_new(r, "znode", json_stringn(s->refused[i], (size_t)(nl - s->refused[i])));
+        json_object_set_new(r, "reason", json_string(nl + 1));
+        json_array_append_new(refused, r);
+    }
+    json_object_set_new(st, "refused", refused);
+    return st;
+}
+
 /* "2026-12-02T02:10:00Z" */
 static void
 iso_time(int64_t ms, char *buf, size_t len)
@@ -590,7 +646,7 @@ lk_live_check(const struct lk_conf *conf, const char *file, const char *text, si
                     s->cluster, s->connect, timeout_ms);
             rc = 1;
         }
-    if ((live = build_from(ck.list, file, text, len, err, sizeof(err))) != NULL) {
+    if ((live = build_from(ck.list, file, text, len, 0, err, sizeof(err))) != NULL) {
         lk_conf_dump(live, out);
         lk_conf_unref(live);
     } else {

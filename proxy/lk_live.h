@@ -26,6 +26,7 @@
 struct event_base;
 struct evbuffer;
 struct lk_conf;
+struct lk_cluster;
 
 /* Puts conf in service (a new runtime through lk_workers_reload, with
  * what follows a generation: health checks).  0, or -1 with a message. */
@@ -55,6 +56,11 @@ void lk_live_stop(void);
 
 /* The stores' state as /metrics shows it, for the map conf serves. */
 void lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf);
+
+/* What /map shows of cluster cl's store (cl has one): where, whether
+ * connected and read, the registrations and those refused now. */
+struct json_t;
+struct json_t *lk_live_store_json(const struct lk_cluster *cl);
 
 /* The stores' lines of /healthz; returns 1 while some store has not been
  * read once since start (lookout is not ready: its map lacks the brokers). */

@@ -275,26 +275,40 @@ subtest 'ZooKeeper unreachable at start' => sub {
 subtest 'malformed registrations are refused, the rest serves' => sub {
     my $m0 = get($aport, '/metrics')->{body};
     my ($before) = $m0 =~ /^lookout_map_registrations_refused_total\{cluster="prod"\} (\d+)$/m;
+    my ($gen0) = $m0 =~ /^lookout_config_generation (\d+)$/m;
     $admin->create("/pulsar$DIR/127.0.0.29:8080", '{"webServiceUrl": "http://127.0.0.29:8080", ', ephemeral => 1);
     my %in10 = (http => 'http://10.1.2.3:8080', pulsar => 'pulsar://10.1.2.3:6650');
     my %ex10 = (http => 'http://127.0.0.38:' . free_port('127.0.0.38'), pulsar => 'pulsar://127.0.0.38:6650');
     $admin->create("/pulsar$DIR/10.1.2.3:8080", registration(\%in10, \%ex10), ephemeral => 1);
+    # An external address this machine does not have (TEST-NET-1): it passes the bind rule
+    # (the cluster binds 0.0.0.0) but cannot be bound.
+    my %in28 = (http => 'http://127.0.0.28:8080', pulsar => 'pulsar://127.0.0.28:6650');
+    my %ex28 = (http => 'http://192.0.2.1:18080', pulsar => 'pulsar://192.0.2.1:16650');
+    $admin->create("/pulsar$DIR/127.0.0.28:8080", registration(\%in28, \%ex28), ephemeral => 1);
     ok($lk->wait_log(qr/registration \/loadbalance\/brokers\/127\.0\.0\.29:8080 refused: not valid JSON/, 3),
        'the malformed one is logged with its znode and why');
     ok($lk->wait_log(qr/registration \/loadbalance\/brokers\/10\.1\.2\.3:8080 refused: .*10\.1\.2\.3.*internal_networks/, 3),
        'the one outside internal_networks too');
-    my $m = get($aport, '/metrics')->{body};
-    like($m, qr/^lookout_map_registrations_refused\{cluster="prod"\} 2$/m, '/metrics: 2 refused now');
+    my $m;
+    ok($lk->wait_log(qr/registration \/loadbalance\/brokers\/127\.0\.0\.28:8080 refused: .*cannot listen on 192\.0\.2\.1:\d+/, 3),
+       'the one whose external address cannot be bound too');
+    like($m = get($aport, '/metrics')->{body}, qr/^lookout_map_registrations_refused\{cluster="prod"\} 3$/m, '/metrics: 3 refused now');
     my ($after) = $m =~ /^lookout_map_registrations_refused_total\{cluster="prod"\} (\d+)$/m;
-    is($after - $before, 2, '... counted once each');
+    is($after - $before, 3, '... counted once each');
     ok(!served($ex10{http}), 'nothing bound for the refused one');
+    my ($gen1) = $m =~ /^lookout_config_generation (\d+)$/m;
+    is($gen1, $gen0, 'refused registrations make no new generation');
+    my ($st) = map { $_->{store} } grep { $_->{name} eq 'prod' } @{ json(get($aport, '/map')->{body})->{clusters} // [] };
+    is_deeply([ sort map { $_->{znode} } @{ $st->{refused} // [] } ], [ '10.1.2.3:8080', '127.0.0.28:8080', '127.0.0.29:8080' ],
+              '/map: the store lists the three refused') or diag explain $st;
+    ok($st->{connected} && $st->{read}, '/map: the store is connected and read');
     for my $t (1, 2, 4) {
-        is(http_req(GET => "http://$svc$LK/t$t")->{status}, 200, "t$t still served");
+        # 200 from the owner, or 307 from b4 (it owns only t4), as under load above
+        like(http_req(GET => "http://$svc$LK/t$t")->{status}, qr/^(?:200|307)$/, "t$t still served");
     }
     my $o = check_live("$dir/check.conf")->{out};
     like($o, qr/^  refused  10\.1\.2\.3:8080: .*internal_networks/m, '--check --live lists the refusal');
-    $admin->delete("/pulsar$DIR/127.0.0.29:8080");
-    $admin->delete("/pulsar$DIR/10.1.2.3:8080");
+    $admin->delete("/pulsar$DIR/$_") for '127.0.0.29:8080', '10.1.2.3:8080', '127.0.0.28:8080';
 };
 
 subtest 'a [broker] section wins over the registration of its name' => sub {
