@@ -1203,6 +1203,97 @@ listeners_line(const struct lk_conf *c, const struct lk_broker *b)
     return e != NULL ? e->line : b->line;
 }
 
+/* The address index ------------------------------------------------------------ */
+
+struct lk_addr_slot {
+    const struct lk_url *u; /* NULL: free */
+    const struct lk_broker *b;
+    int sc;
+};
+
+/* host without brackets or a trailing dot, as lk_cluster_find_addr
+ * compares it (case aside). */
+static struct lk_str
+addr_host(struct lk_str host)
+{
+    if (host.len >= 2 && host.p[0] == '[' && host.p[host.len - 1] == ']')
+        host = lk_str_make(host.p + 1, host.len - 2);
+    if (host.len > 1 && host.p[host.len - 1] == '.')
+        host.len--;
+    return host;
+}
+
+static size_t
+addr_hash(struct lk_str host, uint16_t port)
+{
+    uint64_t h = 1469598103934665603ull ^ port;
+
+    for (size_t i = 0; i < host.len; i++)
+        {
+        unsigned char ch = (unsigned char)host.p[i];
+        h = (h ^ (ch >= 'A' && ch <= 'Z' ? ch + 32u : ch)) * 1099511628211ull;
+    }
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot of host:port in cl's index: the one holding it, or the free
+ * one where it would go. */
+static struct lk_addr_slot *
+addr_slot(const struct lk_cluster *cl, struct lk_str host, uint16_t port)
+{
+    size_t i = addr_hash(host, port) & (cl->addr_cap - 1);
+
+    for (;; i = (i + 1) & (cl->addr_cap - 1)) {
+        struct lk_addr_slot *sl = &cl->addr_ix[i];
+        if (sl->u == NULL ||
+            (sl->u->port == port && lk_str_eqi(addr_host(lk_str_c(sl->u->host)), host)))
+            return sl;
+    }
+}
+
+/* The broker of cl other than b that has one of b's addresses, or NULL;
+ * with NULL, every address of b is added to the index. */
+static const struct lk_broker *
+addr_claim(struct lk_cluster *cl, const struct lk_broker *b, const struct lk_url **clash)
+{
+    for (size_t l = 0; cl->addr_cap != 0 && l < b->nlisteners; l++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->listeners[l].addr[sc];
+            struct lk_addr_slot *sl;
+            if (u != NULL && (sl = addr_slot(cl, addr_host(lk_str_c(u->host)), u->port))->u != NULL &&
+                sl->b != b) {
+                *clash = u;
+                return sl->b;
+            }
+        }
+    size_t need = cl->addr_n;
+    for (size_t l = 0; l < b->nlisteners; l++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+            need += b->listeners[l].addr[sc] != NULL;
+    if (need * 2 > cl->addr_cap) { /* at most half full */
+        struct lk_addr_slot *old = cl->addr_ix;
+        size_t ocap = cl->addr_cap;
+        cl->addr_cap = ocap != 0 ? ocap : 64;
+        while (need * 2 > cl->addr_cap)
+            cl->addr_cap *= 2;
+        cl->addr_ix = lk_xcalloc(cl->addr_cap, sizeof(*cl->addr_ix));
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].u != NULL)
+                *addr_slot(cl, addr_host(lk_str_c(old[i].u->host)), old[i].u->port) = old[i];
+        free(old);
+    }
+    for (size_t l = 0; l < b->nlisteners; l++)
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->listeners[l].addr[sc];
+            struct lk_addr_slot *sl;
+            if (u == NULL || (sl = addr_slot(cl, addr_host(lk_str_c(u->host)), u->port))->u != NULL)
+                continue; /* the same address twice in b: lk_listeners_parse refuses it */
+            *sl = (struct lk_addr_slot){u, b, sc};
+            cl->addr_n++;
+        }
+    return NULL;
+}
+
 /* Addresses are how lookout tells brokers apart (lk_cluster_find_addr), so
  * two brokers of one cluster cannot share one.  b is the cluster's last
  * broker, so any other match comes first. */
@@ -1210,17 +1301,12 @@ static int
 check_broker_addrs(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
                    const struct lk_broker *b)
 {
-    for (size_t l = 0; l < b->nlisteners; l++)
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->listeners[l].addr[sc];
-            const struct lk_broker *o;
-            if (u == NULL)
-                continue;
-            o = lk_cluster_find_addr(b->cluster, lk_str_c(u->host), u->port, NULL);
-            if (o != b)
-                return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)",
-                                 u->hostport, o->name, listeners_line(ld->conf, o));
-        }
+    const struct lk_url *u;
+    const struct lk_broker *o = addr_claim(b->cluster, b, &u);
+
+    if (o != NULL)
+        return entry_err(ld, s, e, "%s is also an address of broker %s (line %d)", u->hostport,
+                         o->name, listeners_line(ld->conf, o));
     return 0;
 }
 
@@ -1618,20 +1704,8 @@ lk_conf_reject_add(struct lk_cluster *cl, const char *znode, const char *reason)
 static const char *
 live_conflict(const struct lk_broker *b, char *msg, size_t len)
 {
-    const struct lk_cluster *cl = b->cluster;
+    struct lk_cluster *cl = b->cluster;
 
-    for (size_t l = 0; l < b->nlisteners; l++)
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->listeners[l].addr[sc];
-            const struct lk_broker *o;
-            if (u == NULL)
-                continue;
-            o = lk_cluster_find_addr(cl, lk_str_c(u->host), u->port, NULL);
-            if (o != b) {
-                snprintf(msg, len, "%s is also an address of broker %s", u->hostport, o->name);
-                return msg;
-            }
-        }
     if (is_kafka(cl)) {
         enum lk_kafka_security want =
             lk_kafka_secmap_find(cl->secmap, cl->nsecmap, lk_str_c(cl->lookup_listener))->sec;
@@ -1644,6 +1718,12 @@ live_conflict(const struct lk_broker *b, char *msg, size_t len)
                      b->lookup->name, lk_kafka_security_name(have), lk_kafka_security_name(want));
             return msg;
         }
+    }
+    const struct lk_url *u;
+    const struct lk_broker *o = addr_claim(cl, b, &u);
+    if (o != NULL) {
+        snprintf(msg, len, "%s is also an address of broker %s", u->hostport, o->name);
+        return msg;
     }
     return NULL;
 }
@@ -1659,6 +1739,8 @@ load_live(struct loader *ld, struct lk_cluster *cl, const struct lk_live_set *se
 {
     char msg[768];
 
+    size_t nstatic = cl->nbrokers; /* live ones come after them */
+
     cl->zk_read = 1;
     cl->nregistrations = set->n;
     for (size_t i = 0; i < set->n; i++) {
@@ -1669,8 +1751,8 @@ load_live(struct loader *ld, struct lk_cluster *cl, const struct lk_live_set *se
 
         if (set->skip != NULL && set->skip[i])
             continue;
-        for (size_t k = 0; k < cl->nbrokers && b == NULL; k++)
-            if (!cl->brokers[k]->live && strcmp(cl->brokers[k]->id, nd->name) == 0)
+        for (size_t k = 0; k < nstatic && b == NULL; k++)
+            if (strcmp(cl->brokers[k]->id, nd->name) == 0)
                 b = cl->brokers[k];
         if (b != NULL) {
             b->overrides = 1;
@@ -1986,22 +2068,57 @@ bind_takes(const struct lk_bind *b, const struct host_key *bk, const struct host
  * connection, until it runs out of file descriptors.  Each address is read
  * once, since a config may hold thousands of both.
  */
+/* A broker's internal address, for check_self_dial's port order. */
+struct dial_key {
+    uint16_t port;
+    const struct lk_broker *br;
+    const struct lk_url *u;
+    struct host_key k;
+};
+
+static int
+dial_key_cmp(const void *a, const void *b)
+{
+    const struct dial_key *x = a, *y = b;
+
+    if (x->port != y->port)
+        return x->port < y->port ? -1 : 1;
+    return x->br->index < y->br->index ? -1 : x->br->index > y->br->index;
+}
+
 static int
 check_self_dial(struct loader *ld)
 {
     const struct lk_conf *c = ld->conf;
-    struct host_key *keys = lk_xcalloc(c->nbrokers * LK_SCHEME__COUNT + 1, sizeof(*keys));
+    struct dial_key *keys = lk_xcalloc(c->nbrokers * LK_SCHEME__COUNT + 1, sizeof(*keys));
+    size_t n = 0;
     int rc = 0;
 
+    /* Sorted by port: a bind meets only the addresses on its own port, so
+     * that thousands of brokers cost no more than a sort. */
     for (size_t k = 0; k < c->nbrokers; k++)
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
-            if (c->brokers[k]->internal->addr[sc] != NULL)
-                host_key(c->brokers[k]->internal->addr[sc]->host, &keys[k * LK_SCHEME__COUNT + sc]);
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = c->brokers[k]->internal->addr[sc];
+            if (u == NULL)
+                continue;
+            keys[n] = (struct dial_key){.port = u->port, .br = c->brokers[k], .u = u};
+            host_key(u->host, &keys[n++].k);
+        }
+    qsort(keys, n, sizeof(*keys), dial_key_cmp);
     for (size_t i = 0; i < c->nbinds && rc == 0; i++) {
         const struct lk_bind *bd = c->binds[i];
+        uint16_t port = bind_port(bd);
         char bip[INET6_ADDRSTRLEN];
         struct host_key bk;
+        size_t lo = 0, hi = n;
 
+        while (lo < hi) { /* the first key on port */
+            size_t mid = lo + (hi - lo) / 2;
+            if (keys[mid].port < port)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
         bind_ip(bd, bip, sizeof(bip));
         host_key(bip, &bk);
         for (size_t j = 0; j < bd->nvhosts && rc == 0; j++) {
@@ -2009,22 +2126,18 @@ check_self_dial(struct loader *ld)
             struct host_key vk;
 
             host_key(v->host, &vk);
-            for (size_t k = 0; k < c->nbrokers && rc == 0; k++) {
-                const struct lk_broker *br = c->brokers[k];
-                for (int sc = 0; sc < LK_SCHEME__COUNT && rc == 0; sc++) {
-                    const struct lk_url *u = br->internal->addr[sc];
-                    char vu[300], vo[300];
+            for (size_t k = lo; k < n && keys[k].port == port && rc == 0; k++) {
+                char vu[300], vo[300];
 
-                    if (u == NULL ||
-                        !bind_takes(bd, &bk, &vk, &keys[k * LK_SCHEME__COUNT + sc], u->port))
-                        continue;
-                    vhost_url(v, vu, sizeof(vu));
-                    vhost_origin(v, vo, sizeof(vo));
-                    rc = report(ld, v->line, NULL, NULL,
-                                "%s: lookout would listen on %s (bind %s) and connect to it as "
-                                "the internal address %s of broker %s (line %d)",
-                                vo, vu, bd->text, u->text, br->name, listeners_line(c, br));
-                }
+                if (!bind_takes(bd, &bk, &vk, &keys[k].k, port))
+                    continue;
+                vhost_url(v, vu, sizeof(vu));
+                vhost_origin(v, vo, sizeof(vo));
+                rc = report(ld, v->line, NULL, NULL,
+                            "%s: lookout would listen on %s (bind %s) and connect to it as "
+                            "the internal address %s of broker %s (line %d)",
+                            vo, vu, bd->text, keys[k].u->text, keys[k].br->name,
+                            listeners_line(c, keys[k].br));
             }
         }
     }
@@ -2296,6 +2409,7 @@ conf_free(struct lk_conf *c)
             free(cl->rejects[j].reason);
         }
         free(cl->rejects);
+        free(cl->addr_ix);
         free(cl->brokers);
         free(cl);
     }
@@ -2657,31 +2771,16 @@ lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host, uint16_t p
 {
     /* Accept the host as it appears in a URL too: "[::1]" and the absolute
      * form "b1.example.com." name the same host as the config's. */
-    if (host.len >= 2 && host.p[0] == '[' && host.p[host.len - 1] == ']')
-        host = lk_str_make(host.p + 1, host.len - 2);
-    if (host.len > 1 && host.p[host.len - 1] == '.')
-        host.len--;
-    if (host.len == 0)
+    const struct lk_addr_slot *sl;
+
+    host = addr_host(host);
+    if (host.len == 0 || cl->addr_cap == 0)
         return NULL;
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_broker *b = cl->brokers[i];
-        for (size_t l = 0; l < b->nlisteners; l++)
-            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-                const struct lk_url *u = b->listeners[l].addr[sc];
-                struct lk_str h;
-                if (u == NULL || u->port != port)
-                    continue;
-                h = lk_str_c(u->host);
-                if (h.len > 1 && h.p[h.len - 1] == '.')
-                    h.len--;
-                if (lk_str_eqi(h, host)) {
-                    if (scheme != NULL)
-                        *scheme = (enum lk_scheme)sc;
-                    return b;
-                }
-            }
-    }
-    return NULL;
+    if ((sl = addr_slot(cl, host, port))->u == NULL)
+        return NULL;
+    if (scheme != NULL)
+        *scheme = (enum lk_scheme)sl->sc;
+    return sl->b;
 }
 
 const struct lk_url *

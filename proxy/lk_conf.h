@@ -32,6 +32,7 @@ struct lk_flt;
 struct lk_kafka_secmap;
 struct lk_cidr;
 struct lk_zk_connect;
+struct lk_addr_slot;
 
 /* Where the brokers register in their cluster's ZooKeeper (under its chroot). */
 #define LK_ZK_PULSAR_PATH "/loadbalance/brokers"
@@ -225,6 +226,10 @@ struct lk_cluster {
     size_t nrejects;
     struct lk_broker **brokers; /* static ones in file order, then live ones in
                                  * znode order; Kafka: node ids unique */
+    /* Every broker address of the cluster by host:port (lk_cluster_find_addr):
+     * an open-addressing table, cap a power of two, filled while loading. */
+    struct lk_addr_slot *addr_ix;
+    size_t addr_cap, addr_n;
     size_t nbrokers;
     struct lk_health_conf health;
     struct lk_flt *filters; /* the chain, in `filters =` order */

@@ -32,10 +32,14 @@ struct source {
     int check_only; /* --check --live: keep snapshots, build nothing */
     int keep;       /* lk_live_follow's scratch */
 
-    /* the last snapshot, copied */
+    /* the last snapshot, copied, and what each registration means to the
+     * map (meaning()), NULL when not worked out */
     struct lk_meta_node *nodes;
+    char **means;
     size_t n;
     int synced; /* one snapshot at least */
+    int dirty;  /* a rebuild is due for it */
+    int behind; /* its last rebuild failed: the map serving lags its snapshot */
 
     /* the refusals of the last map built, "znode\n reason", so that each
      * is logged and counted once and not at every rebuild */
@@ -49,8 +53,14 @@ struct source {
 enum { UPD_INSTALLED = 0, UPD_UNCHANGED, UPD_FAILED };
 static const char *const upd_names[] = {"installed", "unchanged", "failed"};
 
+/* Rebuilds come at most this often: a burst of changes (brokers rolling
+ * over) makes one generation, not one each. */
+#define LK_LIVE_MIN_GAP_MS 100
+
 static struct {
     struct event_base *base;
+    struct event *rebuild_ev;
+    long long last_build_ms;
     char *file, *text;
     size_t len;
     lk_live_install_fn install;
@@ -65,9 +75,13 @@ snap_clear(struct source *s)
     for (size_t i = 0; i < s->n; i++) {
         free((char *)s->nodes[i].name);
         free((uint8_t *)s->nodes[i].data);
+        if (s->means != NULL)
+            free(s->means[i]);
     }
     free(s->nodes);
+    free(s->means);
     s->nodes = NULL;
+    s->means = NULL;
     s->n = 0;
 }
 
@@ -86,26 +100,99 @@ source_free(struct source *s)
     free(s);
 }
 
-static void rebuild(struct source *why);
+static struct lk_cluster *conf_cluster(const struct lk_conf *conf, const char *name);
+static void schedule_rebuild(struct source *s);
+
+/* What registration nd means to the map of cluster cl: its listeners as
+ * parsed (names, addresses, which is internal and which lookup), or why it
+ * is refused.  Pulsar brokers rewrite their registration with every load
+ * report; a snapshot whose registrations all mean what they meant needs no
+ * rebuild. */
+static char *
+meaning(const struct lk_cluster *cl, const struct lk_meta_node *nd)
+{
+    struct lk_registration r;
+    char err[512], *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (cl == NULL)
+        return lk_xstrdup("");
+    if (lk_registration_parse(cl, nd->name, (const char *)nd->data, nd->len, &r, err,
+                              sizeof(err)) != 0) {
+        size_t n = strlen(err) + 2;
+        buf = lk_xmalloc(n);
+        snprintf(buf, n, "!%s", err);
+        return buf;
+    }
+    if ((f = open_memstream(&buf, &len)) == NULL) {
+        lk_registration_free(&r);
+        return lk_xstrdup("");
+    }
+    fprintf(f, "%zu %zu", r.internal, r.lookup);
+    for (size_t i = 0; i < r.nlisteners; i++) {
+        fprintf(f, "|%s %d", r.listeners[i].name, r.listeners[i].sasl);
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+            if (r.listeners[i].addr[sc] != NULL) /* Kafka's text has no scheme */
+                fprintf(f, " %d=%s", sc, r.listeners[i].addr[sc]->text);
+    }
+    fclose(f);
+    lk_registration_free(&r);
+    return buf;
+}
 
 static void
 on_snapshot(const struct lk_meta_node *nodes, size_t n, void *arg)
 {
     struct source *s = arg;
+    struct lk_meta_node *copy = lk_xcalloc(n + 1, sizeof(*copy));
+    char **means = NULL;
+    int same = s->synced && !s->behind && n == s->n && s->means != NULL;
 
-    snap_clear(s);
-    s->nodes = lk_xcalloc(n + 1, sizeof(*s->nodes));
+    if (!s->check_only) {
+        struct lk_runtime *rt = lk_workers_runtime();
+        const struct lk_cluster *cl = rt != NULL ? conf_cluster(rt->conf, s->cluster) : NULL;
+        size_t j = 0;
+
+        means = lk_xcalloc(n + 1, sizeof(*means));
+        /* Both lists are sorted by name: a merge finds each node's last
+         * copy, whose meaning holds while its bytes are the same. */
+        for (size_t i = 0; i < n; i++) {
+            int c = 1;
+            while (j < s->n && (c = strcmp(s->nodes[j].name, nodes[i].name)) < 0)
+                j++;
+            if (c == 0 && s->means != NULL && s->means[j] != NULL &&
+                s->nodes[j].len == nodes[i].len &&
+                memcmp(s->nodes[j].data, nodes[i].data, nodes[i].len) == 0)
+                means[i] = lk_xstrdup(s->means[j]);
+            else
+                means[i] = meaning(cl, &nodes[i]);
+            if (c != 0 || s->means == NULL || s->means[j] == NULL ||
+                strcmp(means[i], s->means[j]) != 0)
+                same = 0;
+        }
+        lk_runtime_unref(rt);
+    }
     for (size_t i = 0; i < n; i++) {
         uint8_t *d = lk_xmalloc(nodes[i].len + 1);
         memcpy(d, nodes[i].data, nodes[i].len);
-        s->nodes[i].name = lk_xstrdup(nodes[i].name);
-        s->nodes[i].data = d;
-        s->nodes[i].len = nodes[i].len;
+        copy[i].name = lk_xstrdup(nodes[i].name);
+        copy[i].data = d;
+        copy[i].len = nodes[i].len;
     }
+    snap_clear(s);
+    s->nodes = copy;
+    s->means = means;
     s->n = n;
     s->synced = 1;
-    if (!s->check_only)
-        rebuild(s);
+    if (s->check_only)
+        return;
+    if (same) {
+        s->updates[UPD_UNCHANGED]++;
+        lk_log(LK_DEBUG, NULL, "cluster %s: zookeeper changed, the map did not", s->cluster);
+        return;
+    }
+    schedule_rebuild(s);
 }
 
 static struct source *
@@ -335,6 +422,8 @@ count_origins(const struct lk_cluster *cl, size_t *live, size_t *stat)
 static void
 rebuild(struct source *why)
 {
+    for (struct source *s = L.sources; s != NULL; s = s->next)
+        s->dirty = s->behind = 0;
     char err[1024], diff[512];
     struct lk_conf *conf = lk_live_build(L.file, L.text, L.len, err, sizeof(err));
     struct lk_runtime *rt;
@@ -343,6 +432,7 @@ rebuild(struct source *why)
 
     if (conf == NULL) {
         why->updates[UPD_FAILED]++;
+        why->behind = 1;
         lk_log(LK_ERR, NULL, "cluster %s: the map cannot be built with zookeeper's brokers: %s; "
                "still serving generation %" PRIu64, why->cluster, err, lk_workers_generation());
         return;
@@ -368,6 +458,7 @@ rebuild(struct source *why)
     }
     if (L.install(conf, err, sizeof(err)) != 0) {
         why->updates[UPD_FAILED]++;
+        why->behind = 1;
         lk_log(LK_ERR, NULL, "cluster %s: the map from zookeeper (%s) was refused: %s; still "
                "serving generation %" PRIu64, why->cluster, diff, err, lk_workers_generation());
         lk_conf_unref(conf);
@@ -384,6 +475,46 @@ rebuild(struct source *why)
     lk_conf_unref(conf); /* the runtime holds it */
 }
 
+static long long
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+on_rebuild(evutil_socket_t fd, short what, void *arg)
+{
+    struct source *why = NULL;
+
+    for (struct source *s = L.sources; s != NULL && why == NULL; s = s->next)
+        if (s->dirty)
+            why = s;
+    L.last_build_ms = mono_ms();
+    if (why != NULL)
+        rebuild(why);
+}
+
+/* A rebuild for s's change: at once, or LK_LIVE_MIN_GAP_MS after the last
+ * one, with whatever else changed meanwhile. */
+static void
+schedule_rebuild(struct source *s)
+{
+    long long wait = L.last_build_ms + LK_LIVE_MIN_GAP_MS - mono_ms();
+    struct timeval tv = {0, 0};
+
+    s->dirty = 1;
+    if (L.rebuild_ev == NULL || evtimer_pending(L.rebuild_ev, NULL))
+        return;
+    if (wait > 0) {
+        tv.tv_sec = (time_t)(wait / 1000);
+        tv.tv_usec = (suseconds_t)(wait % 1000) * 1000;
+    }
+    evtimer_add(L.rebuild_ev, &tv);
+}
+
 /* Following -------------------------------------------------------------------------- */
 
 void
@@ -392,6 +523,8 @@ lk_live_follow(struct event_base *base, const struct lk_conf *conf, const char *
 {
     struct source **pp;
 
+    if (L.rebuild_ev == NULL)
+        L.rebuild_ev = evtimer_new(base, on_rebuild, NULL);
     L.base = base;
     L.install = install;
     free(L.file);
@@ -400,8 +533,14 @@ lk_live_follow(struct event_base *base, const struct lk_conf *conf, const char *
     L.text = lk_xmalloc(len + 1);
     memcpy(L.text, text, len);
     L.len = len;
-    for (struct source *s = L.sources; s != NULL; s = s->next)
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
         s->keep = 0;
+        /* Worked out under the old file: the next snapshot rebuilds. */
+        for (size_t i = 0; s->means != NULL && i < s->n; i++) {
+            free(s->means[i]);
+            s->means[i] = NULL;
+        }
+    }
     for (size_t i = 0; i < conf->nclusters; i++) {
         const struct lk_cluster *cl = conf->clusters[i];
         struct source *s;
@@ -435,6 +574,8 @@ lk_live_follow(struct event_base *base, const struct lk_conf *conf, const char *
 void
 lk_live_stop(void)
 {
+    if (L.rebuild_ev != NULL)
+        event_free(L.rebuild_ev);
     while (L.sources != NULL) {
         struct source *s = L.sources;
         L.sources = s->next;

@@ -241,6 +241,18 @@ subtest 'a broker whose znode goes leaves the rotation' => sub {
     is($r->{status}, 200, 'the others serve on');
 };
 
+subtest 'a load report rewrites a registration: no new generation' => sub {
+    my $m0 = get($aport, '/metrics')->{body};
+    my ($g0) = $m0 =~ /^lookout_config_generation (\d+)$/m;
+    my ($u0) = $m0 =~ /^lookout_map_updates_total\{cluster="prod",result="unchanged"\} (\d+)$/m;
+    sleep 0.002;    # another startTimestamp: other bytes, the same listeners
+    $sess{1}->set("/pulsar$DIR/" . id_of($c->broker(1)), registration($L->{internal}{1}, $L->{external}{1}));
+    ok(wait_until(sub { my ($u) = get($aport, '/metrics')->{body} =~ /^lookout_map_updates_total\{cluster="prod",result="unchanged"\} (\d+)$/m;
+                        $u > $u0 }, 3, 0.02), 'the change is read, and counted as unchanged');
+    my ($g1) = get($aport, '/metrics')->{body} =~ /^lookout_config_generation (\d+)$/m;
+    is($g1, $g0, '... with no new generation');
+};
+
 subtest 'SIGHUP: the file again, the stores kept' => sub {
     my ($s0) = get($aport, '/metrics')->{body} =~ /^lookout_map_store_sessions_total\{cluster="prod"\} (\d+)$/m;
     my ($g0) = get($aport, '/healthz')->{body} =~ /generation (\d+)/;
