@@ -249,31 +249,25 @@ try_build(const char *file, const char *text, size_t len, const struct lk_live_s
     return conf;
 }
 
-static struct lk_conf *
-build_from(struct source *list, const char *file, const char *text, size_t len, int bindcheck,
-           char *err, size_t errlen)
+struct lk_conf *
+lk_live_build_sets(const char *file, const char *text, size_t len, struct lk_live_set *sets,
+                   size_t n, int bindcheck, char *err, size_t errlen)
 {
-    struct lk_live_set *sets = NULL;
     unsigned char **skips;
     struct lk_conf *conf;
-    size_t n = 0, nodes = 0;
+    size_t nodes = 0;
     char msg[1024];
 
-    for (struct source *s = list; s != NULL; s = s->next)
-        if (s->synced) {
-            sets = lk_xrealloc(sets, (n + 1) * sizeof(*sets));
-            sets[n++] = (struct lk_live_set){s->cluster, s->nodes, s->n, NULL};
-            nodes += s->n;
-        }
+    for (size_t i = 0; i < n; i++)
+        nodes += sets[i].n;
     conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
-    if (conf != NULL || nodes == 0) {
-        free(sets);
+    if (conf != NULL || nodes == 0)
         return conf;
-    }
     /* Something the registrations bring breaks the map as a whole (a bind
-     * conflict, an address that cannot be bound).  Without any of them, the file's own error is the one to
-     * report; with the file fine, they are added one by one and those that
-     * break it are refused.  Rare, so a build per registration is fine. */
+     * conflict, an address that cannot be bound).  Without any of them,
+     * the file's own error is the one to report; with the file fine, they
+     * are added one by one and those that break it are refused.  Rare, so
+     * a build per registration is fine. */
     skips = lk_xcalloc(n, sizeof(*skips));
     for (size_t i = 0; i < n; i++) {
         skips[i] = lk_xmalloc(sets[i].n + 1);
@@ -309,9 +303,28 @@ build_from(struct source *list, const char *file, const char *text, size_t len, 
         free(bad[k].why);
     }
     free(bad);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(skips[i]);
+        sets[i].skip = NULL;
+    }
     free(skips);
+    return conf;
+}
+
+static struct lk_conf *
+build_from(struct source *list, const char *file, const char *text, size_t len, int bindcheck,
+           char *err, size_t errlen)
+{
+    struct lk_live_set *sets = NULL;
+    struct lk_conf *conf;
+    size_t n = 0;
+
+    for (struct source *s = list; s != NULL; s = s->next)
+        if (s->synced) {
+            sets = lk_xrealloc(sets, (n + 1) * sizeof(*sets));
+            sets[n++] = (struct lk_live_set){s->cluster, s->nodes, s->n, NULL};
+        }
+    conf = lk_live_build_sets(file, text, len, sets, n, bindcheck, err, errlen);
     free(sets);
     return conf;
 }

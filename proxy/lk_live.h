@@ -43,6 +43,16 @@ struct lk_conf *lk_live_build(const char *file, const char *text, size_t len, ch
                               size_t errlen);
 
 /*
+ * The same from given sets (each skip NULL: the fallback uses them), with
+ * the sockets a map about to serve would add bound once for a test when
+ * bindcheck is set.  Pure otherwise: the fuzzer's way in.
+ */
+struct lk_live_set;
+struct lk_conf *lk_live_build_sets(const char *file, const char *text, size_t len,
+                                   struct lk_live_set *sets, size_t n, int bindcheck, char *err,
+                                   size_t errlen);
+
+/*
  * Follows the stores of conf (just installed, built from file's text):
  * keeps the text for later builds, starts a source for each cluster with
  * a store, keeps those a reload left unchanged (same cluster, servers and

@@ -284,6 +284,38 @@ subtest 'ZooKeeper unreachable at start' => sub {
     is($lk3->exit_code, 0, 'it stops cleanly');
 };
 
+subtest 'brokers registering names on one TLS port are routed by SNI' => sub {
+    my $certs = test_certs();
+    my ($a4, $port) = (free_port(), free_port());
+    $admin->create('/sni', '', makepath => 1);
+    (my $cf = conf(admin => $a4)) =~ s{zk:(\S+)/pulsar}{zk:$1/sni};
+    $cf =~ s/^webServiceUrl = .*\n//m;
+    $cf =~ s/^\[lookout\]\n/[lookout]\ntls.certificate = $certs->{edge_crt}\ntls.key = $certs->{edge_key}\n/m;
+    my $lk4 = start_lookout(dir => $dir, name => 'd', conf => $cf, wait => ["127.0.0.1:$a4"]);
+    ok(wait_until(sub { (get($a4, '/healthz')->{status} // 0) == 200 }, 10, 0.02), 'a lookout on another chroot, ready');
+    my %s;
+    for my $n (1, 2) {
+        my $ex = { http => "https://b$n.lookout.test:$port", pulsar => undef };
+        my $doc = decode_json(registration($L->{internal}{$n}, { http => 'x', pulsar => 'x' }));
+        $doc->{advertisedListeners}{external} = { brokerHttpsUrl => "https://b$n.lookout.test:$port" };
+        $doc->{advertisedListeners}{internal}{brokerHttpsUrl} = undef;
+        delete $doc->{advertisedListeners}{internal}{brokerHttpsUrl};
+        $s{$n} = $zk->client(timeout => 10);
+        $s{$n}->create("/sni$DIR/" . id_of($c->broker($n)), encode_json($doc), ephemeral => 1, makepath => 1);
+    }
+    ok(wait_until(sub { (get($a4, '/healthz')->{body} // '') =~ /2 brokers \(2 live/ }, 5, 0.02), 'both registered')
+        or diag(get($a4, '/healthz')->{body}, $lk4->log);
+    for my $n (1, 2) {
+        my $r = curl('--cacert', $certs->{edge_ca}, '--resolve', "b$n.lookout.test:$port:127.0.0.1",
+                     "https://b$n.lookout.test:$port/admin/v2/clusters");
+        is($r->{status}, 200, "https://b$n.lookout.test:$port: 200");
+        is($r->{headers}{'x-fake-broker'}, "b$n", "... from broker $n, by SNI");
+    }
+    $_->close for values %s;
+    $lk4->stop;
+    is($lk4->exit_code, 0, 'it stops cleanly');
+};
+
 subtest 'malformed registrations are refused, the rest serves' => sub {
     my $m0 = get($aport, '/metrics')->{body};
     my ($before) = $m0 =~ /^lookout_map_registrations_refused_total\{cluster="prod"\} (\d+)$/m;
