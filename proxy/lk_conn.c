@@ -1267,6 +1267,7 @@ lk_upstream_free(struct lk_upstream *u)
         return;
     if (u->ready_ev != NULL)
         event_free(u->ready_ev); /* cancels a pending report */
+    lk_dial_cancel(&u->dial); /* a name lookup may still be under way */
     if (u->bev != NULL) {
         io_detach(&u->io);
         bufferevent_free(u->bev);
@@ -1372,19 +1373,22 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
         while (bufferevent_get_openssl_error(bev) != 0)
             ;
     } else {
-        u->error = lk_err_connect;
+        u->error = u->dial.error != NULL ? u->dial.error : lk_err_connect;
     }
     ERR_clear_error();
     int err = EVUTIL_SOCKET_ERROR();
-    int dns = bufferevent_socket_get_dns_error(bev);
+    int dns = lk_dial_dns_error(&u->dial, bev);
     const char *why = tls_reason[0] != '\0' ? tls_reason
                       : dns != 0             ? evutil_gai_strerror(dns)
                       : err != 0             ? evutil_socket_error_to_string(err)
                                              : "";
-    lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
-           why[0] != '\0' ? ": " : "", why);
+    /* A dial refused by internal_networks is logged and counted by lk_dial. */
+    if (u->error != lk_err_outside_networks) {
+        lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
+               why[0] != '\0' ? ": " : "", why);
+        lk_stats_upstream_error(rt, u->broker, u->error);
+    }
     lk_broker_connect_result(rt, u->broker, 0);
-    lk_stats_upstream_error(rt, u->broker, u->error);
     u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
 }
 
@@ -1478,14 +1482,10 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
         }
     }
     io_attach(&u->io, w, u->bev);
-    struct timeval tv = {conf->timeout_connect_ms / 1000, (conf->timeout_connect_ms % 1000) * 1000};
     bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
-    bufferevent_set_timeouts(u->bev, &tv, &tv);
     bufferevent_enable(u->bev, EV_READ | EV_WRITE);
-    if (bufferevent_socket_connect_hostname(u->bev, w->dns, AF_UNSPEC, u->addr->host,
-                                            u->addr->port) != 0) {
-        /* The failure is reported through connect_event_cb from the loop. */
-    }
+    /* Any failure is reported through connect_event_cb from the loop. */
+    lk_dial_start(&u->dial, u->bev, w->dns, rt, b, u->addr, conf->timeout_connect_ms);
     return u;
 }
 

@@ -23,6 +23,7 @@
 #include <openssl/ssl.h>
 
 #include "lk_conf.h"
+#include "lk_dial.h"
 #include "lk_pool.h"
 
 struct lk_conn;
@@ -353,6 +354,7 @@ struct lk_upstream {
     struct event *ready_ev; /* reports a reused connection from the loop */
     int idle;     /* sitting in the idle pool */
     const char *error; /* why it failed: lk_err_* */
+    struct lk_dial dial; /* how it was dialled */
 };
 
 extern const char lk_err_connect[];

@@ -28,6 +28,7 @@ struct probe {
     const struct lk_broker *b;
     const struct lk_url *addr; /* NULL: the broker has nothing to check */
     struct bufferevent *bev;   /* while a check runs */
+    struct lk_dial dial;       /* how bev was dialled */
     int http;
 };
 
@@ -69,6 +70,7 @@ finish(struct probe *p, int ok, const char *why)
     struct lk_runtime *rt = p->hc->rt;
 
     if (p->bev != NULL) {
+        lk_dial_cancel(&p->dial);
         bufferevent_free(p->bev);
         p->bev = NULL;
     }
@@ -129,9 +131,11 @@ event_cb(struct bufferevent *bev, short what, void *arg)
         snprintf(why, sizeof(why), "no answer within %u ms", p->b->cluster->health.timeout_ms);
     } else if (what & BEV_EVENT_EOF) {
         snprintf(why, sizeof(why), "the broker closed the connection");
+    } else if (p->dial.error != NULL) {
+        snprintf(why, sizeof(why), "%s", p->dial.error);
     } else {
         unsigned long e = bufferevent_get_openssl_error(bev);
-        int dns = bufferevent_socket_get_dns_error(bev);
+        int dns = lk_dial_dns_error(&p->dial, bev);
         int err = EVUTIL_SOCKET_ERROR();
         if (e != 0)
             ERR_error_string_n(e, why, sizeof(why));
@@ -168,12 +172,11 @@ start_probe(struct probe *p)
     } else if ((p->bev = bufferevent_socket_new(hc->base, -1, opts)) == NULL) {
         return;
     }
-    struct timeval tv = {h->timeout_ms / 1000, (h->timeout_ms % 1000) * 1000};
-    bufferevent_set_timeouts(p->bev, &tv, &tv);
     bufferevent_setcb(p->bev, p->http ? read_cb : NULL, NULL, event_cb, p);
     bufferevent_enable(p->bev, EV_READ | EV_WRITE);
-    /* A failure, even at once, comes back through event_cb. */
-    bufferevent_socket_connect_hostname(p->bev, hc->dns, AF_UNSPEC, p->addr->host, p->addr->port);
+    /* A failure, even at once, comes back through event_cb; health.timeout
+     * covers the whole check, the name lookup included. */
+    lk_dial_start(&p->dial, p->bev, hc->dns, hc->rt, p->b, p->addr, h->timeout_ms);
 }
 
 static void
@@ -251,10 +254,12 @@ lk_health_stop(struct lk_runtime *rt)
     for (size_t i = 0; i < hc->ntimers; i++)
         event_free(hc->timers[i].ev);
     for (size_t i = 0; i < rt->conf->nbrokers; i++)
-        if (hc->probes[i].bev != NULL)
-            bufferevent_free(hc->probes[i].bev); /* also cancels its name lookup */
+        if (hc->probes[i].bev != NULL) {
+            lk_dial_abandon(&hc->probes[i].dial); /* failed by evdns_base_free below */
+            bufferevent_free(hc->probes[i].bev);  /* also cancels libevent's name lookup */
+        }
     if (hc->dns != NULL)
-        evdns_base_free(hc->dns, 0);
+        evdns_base_free(hc->dns, 1);
     free(hc->timers);
     free(hc->probes);
     free(hc);

@@ -105,10 +105,8 @@ struct lk_registration {
  *  - every internal address that is an IP literal lies in cl's
  *    internal_networks.  A host name passes here, since brokers often
  *    register names and a check at parse time would not hold when the
- *    name moves: whoever dials a registered broker must check the
- *    resolved address with lk_cidr_contains before connecting (TODO:
- *    lk_conn.c resolves and connects in one libevent call today, so the
- *    live map needs an evdns_getaddrinfo step first);
+ *    name moves: lk_dial (lk_dial.h) resolves it at each dial and
+ *    connects only to an address inside;
  *  - every lookup address that is an IP literal is on cl's `bind` (equal
  *    to it, or bind is the wildcard of its family), as the binding rule
  *    would bind it; names are bound on `bind` anyway.

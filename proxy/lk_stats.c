@@ -40,7 +40,8 @@ static const char *const bounds_le[LK_HIST_BOUNDS] = {
     "0.25",  "0.5",    "1",     "2.5",  "5",     "10",
 };
 static const char *const proto_names[LK_SP__COUNT] = {"http", "kafka", "pulsar"};
-static const char *const uperr_names[LK_UPERR__COUNT] = {"connect", "timeout", "reset", "tls"};
+static const char *const uperr_names[LK_UPERR__COUNT] = {"connect", "timeout", "reset", "tls",
+                                                         "outside_internal_networks"};
 
 long long
 lk_now_us(void)
@@ -600,7 +601,8 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                     offsetof(struct lk_cl_vals, unmapped));
 
     lk_stats_family(out, "lookout_upstream_errors_total", "counter",
-           "Failures talking to brokers: connect, timeout, reset, tls.");
+                    "Failures talking to brokers: connect, timeout, reset, tls, "
+                    "outside_internal_networks (not dialled).");
     for (o = objs; o != NULL; o = o->next)
         if (o->kind == OBJ_BROKER)
             for (int k = 0; k < LK_UPERR__COUNT; k++) {

@@ -40,6 +40,7 @@ enum lk_upstream_err_kind {
     LK_UPERR_TIMEOUT,
     LK_UPERR_RESET,
     LK_UPERR_TLS,
+    LK_UPERR_OUTSIDE, /* every address outside internal_networks: not dialled (lk_dial.h) */
     LK_UPERR__COUNT
 };
 
