@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 112-dial-networks.t: internal_networks holds at dial time (issue 11). A broker whose
+# 113-dial-networks.t: internal_networks holds at dial time (issue 11). A broker whose
 # internal address is a host name is resolved when lookout dials it, and only an address
 # inside its cluster's internal_networks is dialled: `localhost` (127.0.0.1, maybe ::1,
 # from /etc/hosts through evdns) passes 127.0.0.0/8, and the request gets the broker's
