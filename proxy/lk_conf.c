@@ -906,6 +906,26 @@ health_keys(struct loader *ld, struct lk_conf_section *s, struct lk_cluster *cl)
     return 0;
 }
 
+/* At most one of keys (a key and its older spelling): the entry in *out,
+ * NULL when none is there.  0, or -1 when two are. */
+static int
+take_one_of(struct loader *ld, struct lk_conf_section *s, const char *const *keys,
+            struct lk_conf_entry **out)
+{
+    struct lk_conf_entry *e;
+
+    *out = NULL;
+    for (const char *const *k = keys; *k != NULL; k++) {
+        if ((e = take(s, *k)) == NULL)
+            continue;
+        if (*out != NULL)
+            return entry_err(ld, s, e, "give either %s or %s, not both (the other is at line %d)",
+                             (*out)->key, e->key, (*out)->line);
+        *out = e;
+    }
+    return 0;
+}
+
 /*
  * The keys of a map read from the cluster's own ZooKeeper, which both
  * kinds have: internal_networks, and the broker's own key for its store
@@ -931,25 +951,11 @@ load_registry_keys(struct loader *ld, struct lk_conf_section *s, struct lk_clust
             return entry_err(ld, s, e, "%s", msg);
         cl->ninternal_networks = (size_t)n;
     }
-    for (const char *const *k = cl->proto == LK_PROTO_KAFKA ? kafka_zk : pulsar_zk; *k != NULL;
-         k++) {
-        if ((e = take(s, *k)) == NULL)
-            continue;
-        if (zk != NULL)
-            return entry_err(ld, s, e, "give either %s or %s, not both (the other is at line %d)",
-                             zk->key, e->key, zk->line);
-        zk = e;
-    }
+    if (take_one_of(ld, s, cl->proto == LK_PROTO_KAFKA ? kafka_zk : pulsar_zk, &zk) != 0)
+        return -1;
     /* The session timeout, in the brokers' own keys and unit. */
-    for (const char *const *k = cl->proto == LK_PROTO_KAFKA ? kafka_to : pulsar_to; *k != NULL;
-         k++) {
-        if ((e = take(s, *k)) == NULL)
-            continue;
-        if (to != NULL)
-            return entry_err(ld, s, e, "give either %s or %s, not both (the other is at line %d)",
-                             to->key, e->key, to->line);
-        to = e;
-    }
+    if (take_one_of(ld, s, cl->proto == LK_PROTO_KAFKA ? kafka_to : pulsar_to, &to) != 0)
+        return -1;
     if (to != NULL) {
         if (zk == NULL)
             return entry_err(ld, s, to, "there is no ZooKeeper to time out: %s is not set",

@@ -5,6 +5,7 @@
  * it differs from the one serving.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -601,6 +602,22 @@ lk_live_stop(void)
 
 /* What /metrics and /healthz show ---------------------------------------------------- */
 
+/* A counter of the sources' states: the uint64_t at off in lk_meta_state. */
+static void
+state_counter(struct evbuffer *out, const char *name, const char *help, size_t off)
+{
+    struct lk_meta_state st = {0};
+    uint64_t v;
+
+    lk_stats_family(out, name, "counter", help);
+    for (struct source *s = L.sources; s != NULL; s = s->next) {
+        if (s->src != NULL)
+            s->ops->state(s->src, &st);
+        memcpy(&v, (const char *)&st + off, sizeof(v));
+        evbuffer_add_printf(out, "%s{cluster=\"%s\"} %" PRIu64 "\n", name, s->cluster, v);
+    }
+}
+
 void
 lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
 {
@@ -622,15 +639,19 @@ lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
     lk_stats_family(out, "lookout_map_store_connected", "gauge",
                     "Whether the session with the cluster's ZooKeeper is up.");
     for (struct source *s = L.sources; s != NULL; s = s->next) {
-        s->ops->state(s->src, &st);
+        st = (struct lk_meta_state){0};
+        if (s->src != NULL)
+            s->ops->state(s->src, &st);
         evbuffer_add_printf(out, "lookout_map_store_connected{cluster=\"%s\"} %d\n", s->cluster,
-                            s->src != NULL && st.connected);
+                            st.connected);
     }
     lk_stats_family(out, "lookout_map_store_stale_since_seconds", "gauge",
                     "Since when (Unix time) the map may lag behind the cluster's ZooKeeper; 0 "
                     "while in step.");
     for (struct source *s = L.sources; s != NULL; s = s->next) {
-        s->ops->state(s->src, &st);
+        st = (struct lk_meta_state){0};
+        if (s->src != NULL)
+            s->ops->state(s->src, &st);
         evbuffer_add_printf(out, "lookout_map_store_stale_since_seconds{cluster=\"%s\"} %.3f\n",
                             s->cluster, (double)st.stale_since_ms / 1000);
     }
@@ -657,20 +678,12 @@ lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
             evbuffer_add_printf(out,
                                 "lookout_map_updates_total{cluster=\"%s\",result=\"%s\"} %" PRIu64
                                 "\n", s->cluster, upd_names[k], s->updates[k]);
-    lk_stats_family(out, "lookout_map_store_sessions_total", "counter",
-                    "ZooKeeper sessions established (the first, then one per expiry).");
-    for (struct source *s = L.sources; s != NULL; s = s->next) {
-        s->ops->state(s->src, &st);
-        evbuffer_add_printf(out, "lookout_map_store_sessions_total{cluster=\"%s\"} %" PRIu64 "\n",
-                            s->cluster, st.sessions);
-    }
-    lk_stats_family(out, "lookout_map_store_expiries_total", "counter",
-                    "ZooKeeper sessions that expired (each followed by a full re-read).");
-    for (struct source *s = L.sources; s != NULL; s = s->next) {
-        s->ops->state(s->src, &st);
-        evbuffer_add_printf(out, "lookout_map_store_expiries_total{cluster=\"%s\"} %" PRIu64 "\n",
-                            s->cluster, st.expiries);
-    }
+    state_counter(out, "lookout_map_store_sessions_total",
+                  "ZooKeeper sessions established (the first, then one per expiry).",
+                  offsetof(struct lk_meta_state, sessions));
+    state_counter(out, "lookout_map_store_expiries_total",
+                  "ZooKeeper sessions that expired (each followed by a full re-read).",
+                  offsetof(struct lk_meta_state, expiries));
 }
 
 json_t *

@@ -48,24 +48,6 @@ static const char conf_text[] =
 
 #define MAX_NODES 12
 
-/* 10.0.0.0/8 and fd00::/8, IPv4-mapped addresses as IPv4: 1 inside, 0
- * outside, -1 a name. */
-static int
-inside(const char *host)
-{
-    uint8_t a[16];
-
-    if (inet_pton(AF_INET, host, a) == 1)
-        return a[0] == 10;
-    if (inet_pton(AF_INET6, host, a) != 1)
-        return -1;
-    for (int i = 0; i < 10; i++)
-        if (a[i] != 0)
-            return a[0] == 0xfd;
-    if (a[10] == 0xff && a[11] == 0xff)
-        return a[12] == 10;
-    return 0;
-}
 
 static int
 by_name(const void *a, const void *b)
@@ -141,7 +123,7 @@ check_brokers(const struct lk_cluster *cl)
         if (!b->live)
             continue;
         for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
-            LK_FUZZ_CHECK(b->internal->addr[sc] == NULL || inside(b->internal->addr[sc]->host) != 0);
+            LK_FUZZ_CHECK(b->internal->addr[sc] == NULL || lk_fuzz_inside(b->internal->addr[sc]->host) != 0);
         if (cl->proto == LK_PROTO_KAFKA)
             LK_FUZZ_CHECK(b->lookup != NULL && lk_kafka_listener_security(b->lookup) == LK_KAFKA_SSL);
     }

@@ -23,7 +23,7 @@
 #include "lk_registry.h"
 
 /* The clusters: both kinds, with and without listener names, one on a
- * specific bind.  Their networks are what inside() below knows. */
+ * specific bind.  Their networks are what lk_fuzz_inside() below knows. */
 static const char conf_text[] =
     "[pulsar prod]\n"
     "internalListenerName = internal\n"
@@ -50,24 +50,6 @@ static const char conf_text[] =
     "[broker events/1]\n"
     "advertised.listeners = INTERNAL://10.0.0.1:19092,EXTERNAL://b1.example.com:9093\n";
 
-/* 10.0.0.0/8 and fd00::/8, IPv4-mapped addresses as IPv4: 1 inside, 0
- * outside, -1 a name. */
-static int
-inside(const char *host)
-{
-    uint8_t a[16];
-
-    if (inet_pton(AF_INET, host, a) == 1)
-        return a[0] == 10;
-    if (inet_pton(AF_INET6, host, a) != 1)
-        return -1;
-    for (int i = 0; i < 10; i++)
-        if (a[i] != 0)
-            return a[0] == 0xfd;
-    if (a[10] == 0xff && a[11] == 0xff)
-        return a[12] == 10;
-    return 0;
-}
 
 /* The listeners as text, to compare two parses. */
 static void
@@ -119,14 +101,14 @@ registration(const struct lk_cluster *cl, const uint8_t *data, size_t size)
     LK_FUZZ_CHECK(cl->proto != LK_PROTO_KAFKA || r1.node_id >= 0);
     for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
         const struct lk_url *u = r1.listeners[r1.internal].addr[sc];
-        LK_FUZZ_CHECK(u == NULL || inside(u->host) != 0);
+        LK_FUZZ_CHECK(u == NULL || lk_fuzz_inside(u->host) != 0);
         if (r1.lookup < r1.nlisteners && (u = r1.listeners[r1.lookup].addr[sc]) != NULL) {
             uint8_t a[16];
             /* "bound" binds 127.0.0.2; the others 0.0.0.0 */
             if (strcmp(cl->bind, "127.0.0.2") == 0)
-                LK_FUZZ_CHECK(inside(u->host) == -1 || strcmp(u->host, "127.0.0.2") == 0);
+                LK_FUZZ_CHECK(lk_fuzz_inside(u->host) == -1 || strcmp(u->host, "127.0.0.2") == 0);
             else
-                LK_FUZZ_CHECK(inside(u->host) == -1 || inet_pton(AF_INET, u->host, a) == 1);
+                LK_FUZZ_CHECK(lk_fuzz_inside(u->host) == -1 || inet_pton(AF_INET, u->host, a) == 1);
         }
     }
     lk_registration_free(&r1);

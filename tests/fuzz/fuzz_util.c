@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the fuzz harnesses (fuzz_util.h).
  */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "fuzz_util.h"
@@ -478,4 +479,21 @@ lk_fuzz_pulsar_same_fields(const uint8_t *a, size_t alen, const uint8_t *b, size
         }
         same_unknown(d, sa, nsa, sb, nsb);
     }
+}
+
+int
+lk_fuzz_inside(const char *host)
+{
+    uint8_t a[16];
+
+    if (inet_pton(AF_INET, host, a) == 1)
+        return a[0] == 10;
+    if (inet_pton(AF_INET6, host, a) != 1)
+        return -1;
+    for (int i = 0; i < 10; i++)
+        if (a[i] != 0)
+            return a[0] == 0xfd;
+    if (a[10] == 0xff && a[11] == 0xff)
+        return a[12] == 10;
+    return 0;
 }

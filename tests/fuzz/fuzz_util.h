@@ -49,6 +49,11 @@ struct lk_conf *lk_fuzz_map(enum lk_leak_guard mode);
  */
 struct lk_conf *lk_fuzz_pulsar_map(int service);
 
+/* Whether host lies in 10.0.0.0/8 or fd00::/8, the internal_networks of
+ * the registry harnesses, by a naive reading of its bytes (IPv4-mapped
+ * IPv6 as IPv4): 1 inside, 0 outside, -1 a name. */
+int lk_fuzz_inside(const char *host);
+
 /* Calls fn for every occurrence of pats[i] (ASCII case-insensitive) in
  * text that the leak guard counts: not preceded by a host character
  * [A-Za-z0-9._-] and not followed by a digit.  Returns the number found. */
