@@ -376,12 +376,18 @@ subtest 'ZooKeeper killed and restarted' => sub {
     like($h->{body}, qr/zookeeper \S+ disconnected, stale since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+ s ago\)/,
          '... and says since when it may be stale') or diag($h->{body});
     like(get($aport, '/metrics')->{body}, qr/^lookout_map_store_connected\{cluster="prod"\} 0$/m, '/metrics: disconnected');
+    sleep 1.5;    # lookout's pause between attempts grows (0.5 s doubling)
     $zk->restart;
     ZooKeeper::wait_connected([ $admin, grep { $_->{in} } values %sess ]);
-    # A change made as ZooKeeper comes back: b4 goes.
+    # A change made as ZooKeeper comes back, most likely before lookout's next attempt:
+    # b4 goes.
     $sess{4}->close;
-    ok(wait_until(sub { (get($aport, '/healthz')->{body} // '') =~ /connected; generation \d+; 2 brokers \(2 live/ }, 10, 0.05),
+    my $t = time;
+    my $away = get($aport, '/metrics')->{body} =~ /^lookout_map_store_connected\{cluster="prod"\} 0$/m;
+    ok(wait_until(sub { (get($aport, '/healthz')->{body} // '') =~ /connected; generation \d+; 2 brokers \(2 live/ }, 15, 0.05),
        'reconnected, and b4 is gone from the map') or diag(get($aport, '/healthz')->{body});
+    note sprintf 'the change was made while lookout was %s; seen %.0f ms later',
+        $away ? 'still disconnected' : 'already back', 1000 * (time - $t);
     is(http_req(GET => "http://$svc$LK/t1")->{status}, 200, 'lookups still served');
 };
 
