@@ -393,32 +393,38 @@ map_text(const struct lk_conf *conf)
     return buf;
 }
 
-static int
-has_live(const struct lk_cluster *cl, const char *name)
+/* The first live broker of cl at or after index i (cl->nbrokers if none). */
+static size_t
+next_live(const struct lk_cluster *cl, size_t i)
 {
-    for (size_t i = 0; cl != NULL && i < cl->nbrokers; i++)
-        if (cl->brokers[i]->live && strcmp(cl->brokers[i]->id, name) == 0)
-            return 1;
-    return 0;
+    while (cl != NULL && i < cl->nbrokers && !cl->brokers[i]->live)
+        i++;
+    return i;
 }
 
 /* "+10.0.0.14:8080 -10.0.0.12:8080": the live brokers of cluster that
- * came and went from old to conf. */
+ * came and went from old to cl.  Live brokers follow the static ones in
+ * znode order, so one merge walk finds them. */
 static void
 diff_brokers(const struct lk_cluster *old, const struct lk_cluster *cl, char *buf, size_t len)
 {
-    size_t off = 0;
+    size_t off = 0, i = next_live(old, 0), j = next_live(cl, 0);
+    size_t ni = old != NULL ? old->nbrokers : 0, nj = cl != NULL ? cl->nbrokers : 0;
 
     buf[0] = '\0';
-    for (int pass = 0; pass < 2; pass++) {
-        const struct lk_cluster *a = pass == 0 ? cl : old, *b = pass == 0 ? old : cl;
-        for (size_t i = 0; a != NULL && i < a->nbrokers && off + 1 < len; i++) {
-            if (!a->brokers[i]->live || has_live(b, a->brokers[i]->id))
-                continue;
-            int w = snprintf(buf + off, len - off, "%s%c%s", off != 0 ? " " : "",
-                             pass == 0 ? '+' : '-', a->brokers[i]->id);
-            off += w > 0 ? (size_t)w : 0;
-        }
+    while ((i < ni || j < nj) && off + 1 < len) {
+        int c = i >= ni ? 1 : j >= nj ? -1 : strcmp(old->brokers[i]->id, cl->brokers[j]->id);
+        const struct lk_broker *b = c < 0 ? old->brokers[i] : cl->brokers[j];
+        int w = 0;
+
+        if (c != 0)
+            w = snprintf(buf + off, len - off, "%s%c%s", off != 0 ? " " : "", c < 0 ? '-' : '+',
+                         b->id);
+        off += w > 0 ? (size_t)w : 0;
+        if (c <= 0)
+            i = next_live(old, i + 1);
+        if (c >= 0)
+            j = next_live(cl, j + 1);
     }
     if (off == 0)
         snprintf(buf, len, "listeners changed");
@@ -507,7 +513,8 @@ on_rebuild(evutil_socket_t fd, short what, void *arg)
         if (s->dirty)
             why = s;
     L.last_build_ms = mono_ms();
-    if (why != NULL)
+    /* Stopping: the generation serving is the last. */
+    if (why != NULL && !lk_workers_draining())
         rebuild(why);
 }
 
