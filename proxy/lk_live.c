@@ -789,8 +789,15 @@ check_tick(evutil_socket_t fd, short what, void *arg)
 
 int
 lk_live_check(const struct lk_conf *conf, const char *file, const char *text, size_t len,
-              unsigned timeout_ms, FILE *out)
+              FILE *out)
 {
+    unsigned timeout_ms = 0;
+
+    for (size_t i = 0; i < conf->nclusters; i++) {
+        unsigned t = conf->clusters[i]->zk_session_timeout_ms;
+        if (conf->clusters[i]->zk != NULL && (t != 0 ? t : LK_ZK_SESSION_TIMEOUT_MS) > timeout_ms)
+            timeout_ms = t != 0 ? t : LK_ZK_SESSION_TIMEOUT_MS;
+    }
     struct check ck = {event_base_new(), NULL};
     struct timeval tick = {0, 20000}, deadline = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     struct event *ev;

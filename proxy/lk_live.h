@@ -78,11 +78,12 @@ int lk_live_health(struct evbuffer *out, const struct lk_conf *conf);
 
 /*
  * --check --live: reads every store of conf (built from file's text),
- * waiting up to timeout_ms for each, and prints the map as it stands with
- * each broker marked static or live.  0 when every store was read, 1 if
- * not (with the reason on stderr).
+ * waiting for each up to its session timeout (a server that has not
+ * answered by then would not keep a session either), and prints the map
+ * as it stands with each broker marked static or live.  0 when every store
+ * was read, 1 if not (with the reason on stderr).
  */
 int lk_live_check(const struct lk_conf *conf, const char *file, const char *text, size_t len,
-                  unsigned timeout_ms, FILE *out);
+                  FILE *out);
 
 #endif

@@ -37,7 +37,8 @@ usage(FILE *out)
             "  -t, --check         check the configuration and exit: 0 if valid, 1 if not\n"
             "  -l, --live          with --check: also read each cluster's ZooKeeper and print\n"
             "                      the map as it stands there, each broker marked static or\n"
-            "                      live; 1 if a store cannot be read within 10s\n"
+            "                      live; 1 if a store cannot be read within its session\n"
+            "                      timeout (10s by default)\n"
             "  -p, --probe         ask every broker what it advertises and print where the\n"
             "                      map disagrees: exit 0 if it agrees, 1 if not, 2 if FILE\n"
             "                      is not a valid configuration\n"
@@ -54,9 +55,6 @@ static const char *conf_file;
 static struct lk_conf *first_conf; /* for what a reload cannot change */
 static unsigned drain_timeout_ms;  /* the current generation's */
 static struct lk_runtime *checked_rt; /* whose active health checks run (lk_health.h) */
-
-/* --check --live waits this long for each store. */
-#define LK_CHECK_LIVE_MS 10000
 
 /* SIGINT: a drain, but short (someone at a terminal wants it gone). */
 #define LK_SIGINT_DRAIN_MS 1000
@@ -208,7 +206,7 @@ main(int argc, char **argv)
     if (check) {
         int rc = 0;
         if (live)
-            rc = lk_live_check(conf, file, text, text_len, LK_CHECK_LIVE_MS, stdout);
+            rc = lk_live_check(conf, file, text, text_len, stdout);
         else
             lk_conf_dump(conf, stdout);
         if (rc == 0)

@@ -74,6 +74,14 @@ subtest '--version and --help' => sub {
     like($r->{out}, qr/-c\b/, '... mentions -c');
     like($r->{out}, qr/--check/, '... mentions --check');
     like($r->{out}, qr/--version/, '... mentions --version');
+    like($r->{out}, qr/--live/, '... mentions --live');
+    spew("$dir/good-live.conf", $good);
+    $r = run_lookout(args => [ '--live', '-c', "$dir/good-live.conf" ], dir => $dir);
+    is($r->{exit}, 1, '--live without --check exits 1');
+    like($r->{out}, qr/--live goes with --check/, '... saying so');
+    $r = run_lookout(args => [ '--check', '--live', '-c', "$dir/good-live.conf" ], dir => $dir);
+    is($r->{exit}, 0, '--check --live of a map with no store: exits 0');
+    like($r->{out}, qr/^  broker prod\/b1\n/m, '... prints the map, no live or static marks without a store');
     $r = run_lookout(args => ['--no-such-option'], dir => $dir);
     ok(defined $r->{exit} && $r->{exit} != 0, 'an unknown option exits non-zero');
     $r = run_lookout(args => [], dir => $dir);

@@ -277,6 +277,10 @@ subtest 'ZooKeeper unreachable at start' => sub {
     is($h->{status}, 503, '/healthz: 503 until the store is read');
     like($h->{body}, qr/^starting\ncluster prod: zookeeper 127\.0\.0\.1:$p\/pulsar disconnected, not read yet/, '... and why')
         or diag($h->{body});
+    my $ck3 = run_lookout(args => [ '--check', '--live', '-c', $lk3->conf ], timeout => 20);
+    is($ck3->{exit}, 1, '--check --live exits 1');
+    like($ck3->{out}, qr/cluster prod: zookeeper 127\.0\.0\.1:$p\/pulsar not read within 2000 ms/, '... saying which store');
+    unlike($ck3->{out}, qr/is valid/, '... and not that the configuration is valid');
     my $r = http_req(GET => "http://$svc2$LK/t1");
     lookout_error_ok($r, 503, 'a request meanwhile: 503 from lookout');
     like($r->{body}, qr/not been read from ZooKeeper yet/, '... saying why');
