@@ -93,7 +93,7 @@ lk_dial_pick(const struct lk_cidr *nets, size_t n, const struct evutil_addrinfo 
             a = &((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
         else
             continue; /* not an address lookout could dial */
-        if (pick == NULL && lk_cidr_contains(nets, n, ai->ai_family, a))
+        if (pick == NULL && (n == 0 || lk_cidr_contains(nets, n, ai->ai_family, a)))
             pick = ai;
         if (full || inet_ntop(ai->ai_family, a, text, sizeof(text)) == NULL)
             continue;
@@ -157,16 +157,21 @@ lk_dial_start(struct lk_dial *d, struct bufferevent *bev, struct evdns_base *dns
     d->error = NULL;
     d->dns_error = 0;
     set_timeouts(bev, timeout_ms);
-    if (cl->ninternal_networks > 0)
-        inside = lk_cidr_contains_host(cl->internal_networks, cl->ninternal_networks, addr->host);
+    /* 1 inside, 0 outside, -1 a name.  Without networks everything is
+     * inside, but a name is still resolved here rather than by libevent:
+     * its own lookup cannot be cancelled safely when the resolver goes with
+     * a generation's health checks (lk_dial_abandon). */
+    inside = lk_cidr_contains_host(cl->internal_networks, cl->ninternal_networks, addr->host);
+    if (cl->ninternal_networks == 0 && inside == 0)
+        inside = 1;
     if (inside == 0) {
         refuse(d, bev, rt, b, addr, NULL);
         return;
     }
     if (inside == 1) {
-        /* Nothing to check, or an IP literal that passed: libevent
-         * connects, and reports a failure, even at once, through bev's
-         * event callback. */
+        /* An IP literal that passed (or needs no check): libevent
+         * connects, with no lookup, and reports a failure, even at once,
+         * through bev's event callback. */
         bufferevent_socket_connect_hostname(bev, dns, AF_UNSPEC, addr->host, addr->port);
         return;
     }

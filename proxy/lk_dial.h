@@ -9,8 +9,11 @@
  * getaddrinfo), the answers outside internal_networks are dropped, and
  * the first one left is dialled, as libevent's own
  * bufferevent_socket_connect_hostname dials only the first answer.  An IP
- * literal is checked as it stands.  Without internal_networks a dial is
- * exactly bufferevent_socket_connect_hostname.  Both the upstream
+ * literal is checked as it stands.  Without internal_networks every
+ * address passes, and a name is still resolved here (libevent's own lookup
+ * in bufferevent_socket_connect_hostname cannot be cancelled safely when
+ * the resolver is freed with a generation's health checks); an IP literal
+ * is connected at once.  Both the upstream
  * connections (lk_conn.c) and the active health checks (lk_health.c) dial
  * through here.
  */
@@ -71,7 +74,8 @@ int lk_dial_dns_error(const struct lk_dial *d, struct bufferevent *bev);
 
 /*
  * The pure step of a dial: of the resolver's answers ai, the first whose
- * address lies in nets[n] (lk_cidr_contains), or NULL if none does.
+ * address lies in nets[n] (lk_cidr_contains; any address when n is 0), or
+ * NULL if none does.
  * Writes every answer's address, ", "-separated, into seen[seenlen] for
  * the log, ending in "..." when it does not fit.
  */

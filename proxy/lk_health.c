@@ -256,7 +256,7 @@ lk_health_stop(struct lk_runtime *rt)
     for (size_t i = 0; i < rt->conf->nbrokers; i++)
         if (hc->probes[i].bev != NULL) {
             lk_dial_abandon(&hc->probes[i].dial); /* failed by evdns_base_free below */
-            bufferevent_free(hc->probes[i].bev);  /* also cancels libevent's name lookup */
+            bufferevent_free(hc->probes[i].bev);  /* libevent looks no name up: lk_dial does */
         }
     if (hc->dns != NULL)
         evdns_base_free(hc->dns, 1);

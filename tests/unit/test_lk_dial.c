@@ -70,6 +70,7 @@ test_pick(void)
     nets = NULL;
     n = lk_cidrs_parse("192.168.0.0/16, fd00::/8", &nets, err, sizeof(err));
     ok(n == 2 && lk_dial_pick(nets, 2, ai, seen, sizeof(seen)) == NULL, "nothing inside: NULL");
+    ok(lk_dial_pick(NULL, 0, &ai[1], seen, sizeof(seen)) == &ai[1], "no networks: the first answer");
     ok(lk_dial_pick(nets, 2, NULL, seen, sizeof(seen)) == NULL && seen[0] == '\0',
        "no answers: NULL and nothing listed");
 end:
