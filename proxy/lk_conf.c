@@ -3042,6 +3042,28 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
     }
 }
 
+char *
+lk_conf_dump_text(const struct lk_conf *conf)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (f == NULL) { /* out of memory: as lk_xmalloc */
+        fputs("lookout: out of memory\n", stderr);
+        abort();
+    }
+    lk_conf_dump(conf, f);
+    fclose(f);
+    return buf;
+}
+
+struct lk_cluster *
+lk_conf_cluster(const struct lk_conf *conf, const char *name)
+{
+    return find_cluster(conf, name, strlen(name));
+}
+
 void
 lk_conf_dump(const struct lk_conf *conf, FILE *out)
 {

@@ -373,6 +373,10 @@ void lk_conf_unref(struct lk_conf *conf);
 
 /* Prints the resolved listener map, as `lookout --check` shows it. */
 void lk_conf_dump(const struct lk_conf *conf, FILE *out);
+/* The same as a malloc'd string. */
+char *lk_conf_dump_text(const struct lk_conf *conf);
+/* The cluster called name, or NULL. */
+struct lk_cluster *lk_conf_cluster(const struct lk_conf *conf, const char *name);
 
 /* Returns the value of key in s and marks it used, or NULL; *line (if line
  * is not NULL) gets the entry's line, or the section's line when absent. */

@@ -59,7 +59,6 @@ static const char *const upd_names[] = {"installed", "unchanged", "failed"};
 #define LK_LIVE_MIN_GAP_MS 100
 
 static struct {
-    struct event_base *base;
     struct event *rebuild_ev;
     long long last_build_ms;
     char *file, *text;
@@ -101,7 +100,6 @@ source_free(struct source *s)
     free(s);
 }
 
-static struct lk_cluster *conf_cluster(const struct lk_conf *conf, const char *name);
 static void schedule_rebuild(struct source *s);
 
 /* What registration nd means to the map of cluster cl: its listeners as
@@ -152,7 +150,7 @@ on_snapshot(const struct lk_meta_node *nodes, size_t n, void *arg)
 
     if (!s->check_only) {
         struct lk_runtime *rt = lk_workers_runtime();
-        const struct lk_cluster *cl = rt != NULL ? conf_cluster(rt->conf, s->cluster) : NULL;
+        const struct lk_cluster *cl = rt != NULL ? lk_conf_cluster(rt->conf, s->cluster) : NULL;
         size_t j = 0;
 
         means = lk_xcalloc(n + 1, sizeof(*means));
@@ -224,15 +222,6 @@ source_start(struct event_base *base, const struct lk_cluster *cl, int check_onl
 
 /* Building ---------------------------------------------------------------------------- */
 
-static struct lk_cluster *
-conf_cluster(const struct lk_conf *conf, const char *name)
-{
-    for (size_t i = 0; i < conf->nclusters; i++)
-        if (strcmp(conf->clusters[i]->name, name) == 0)
-            return conf->clusters[i];
-    return NULL;
-}
-
 /* One build: the config with the sets, and, for a map about to serve
  * (bindcheck), every socket it adds bound once for a test, so that an
  * address the machine does not have fails here, where the registration
@@ -250,66 +239,110 @@ try_build(const char *file, const char *text, size_t len, const struct lk_live_s
     return conf;
 }
 
+/* The fallback of lk_live_build_sets: the sets with their skip flags, the
+ * map built so far, and the registrations refused on the way. */
+struct fallback {
+    const char *file, *text;
+    size_t len;
+    struct lk_live_set *sets;
+    unsigned char **skips; /* the sets' skip flags, writable */
+    size_t n;
+    int bindcheck;
+    struct lk_conf *conf;
+    struct {
+        size_t set, node;
+        char *why;
+    } *bad;
+    size_t nbad;
+};
+
+/* Registrations are numbered across the sets, 0 to their total: the skip
+ * flag of number k. */
+static unsigned char *
+skip_of(struct fallback *fb, size_t k, size_t *set, size_t *node)
+{
+    size_t i = 0;
+
+    while (k >= fb->sets[i].n)
+        k -= fb->sets[i++].n;
+    *set = i;
+    *node = k;
+    return &fb->skips[i][k];
+}
+
+/* Adds registrations lo to hi (excluded) to fb's map: all at once when the
+ * map still builds with them, else each half in turn, down to the ones
+ * that break it, which are refused.  So c bad registrations among n cost
+ * about 2c log2(n) builds, not n. */
+static void
+add_range(struct fallback *fb, size_t lo, size_t hi)
+{
+    char msg[1024];
+    struct lk_conf *c;
+    size_t set, node;
+
+    if (lo >= hi)
+        return;
+    for (size_t k = lo; k < hi; k++)
+        *skip_of(fb, k, &set, &node) = 0;
+    c = try_build(fb->file, fb->text, fb->len, fb->sets, fb->n, fb->bindcheck, msg, sizeof(msg));
+    if (c != NULL) {
+        lk_conf_unref(fb->conf);
+        fb->conf = c;
+        return;
+    }
+    for (size_t k = lo; k < hi; k++)
+        *skip_of(fb, k, &set, &node) = 1;
+    if (hi - lo > 1) {
+        add_range(fb, lo, lo + (hi - lo) / 2);
+        add_range(fb, lo + (hi - lo) / 2, hi);
+        return;
+    }
+    skip_of(fb, lo, &set, &node);
+    fb->bad = lk_xrealloc(fb->bad, (fb->nbad + 1) * sizeof(*fb->bad));
+    fb->bad[fb->nbad].set = set;
+    fb->bad[fb->nbad].node = node;
+    fb->bad[fb->nbad++].why = lk_xstrdup(msg);
+}
+
 struct lk_conf *
 lk_live_build_sets(const char *file, const char *text, size_t len, struct lk_live_set *sets,
                    size_t n, int bindcheck, char *err, size_t errlen)
 {
-    unsigned char **skips;
-    struct lk_conf *conf;
+    struct fallback fb = {file, text, len, sets, NULL, n, bindcheck, NULL, NULL, 0};
     size_t nodes = 0;
-    char msg[1024];
 
     for (size_t i = 0; i < n; i++)
         nodes += sets[i].n;
-    conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
-    if (conf != NULL || nodes == 0)
-        return conf;
+    fb.conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
+    if (fb.conf != NULL || nodes == 0)
+        return fb.conf;
     /* Something the registrations bring breaks the map as a whole (a bind
      * conflict, an address that cannot be bound).  Without any of them,
      * the file's own error is the one to report; with the file fine, they
-     * are added one by one and those that break it are refused.  Rare, so
-     * a build per registration is fine. */
-    skips = lk_xcalloc(n, sizeof(*skips));
+     * are added back by halves and those that break it are refused. */
+    fb.skips = lk_xcalloc(n, sizeof(*fb.skips));
     for (size_t i = 0; i < n; i++) {
-        skips[i] = lk_xmalloc(sets[i].n + 1);
-        memset(skips[i], 1, sets[i].n + 1);
-        sets[i].skip = skips[i];
+        fb.skips[i] = lk_xmalloc(sets[i].n + 1);
+        memset(fb.skips[i], 1, sets[i].n + 1);
+        sets[i].skip = fb.skips[i];
     }
-    conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
-    struct {
-        size_t set, node;
-        char *why;
-    } *bad = NULL;
-    size_t nbad = 0;
-    for (size_t i = 0; conf != NULL && i < n; i++)
-        for (size_t j = 0; j < sets[i].n; j++) {
-            struct lk_conf *c;
-
-            skips[i][j] = 0;
-            if ((c = try_build(file, text, len, sets, n, bindcheck, msg, sizeof(msg))) != NULL) {
-                lk_conf_unref(conf);
-                conf = c;
-                continue;
-            }
-            skips[i][j] = 1;
-            bad = lk_xrealloc(bad, (nbad + 1) * sizeof(*bad));
-            bad[nbad].set = i;
-            bad[nbad].node = j;
-            bad[nbad++].why = lk_xstrdup(msg);
-        }
-    for (size_t k = 0; k < nbad; k++) {
-        struct lk_cluster *cl = conf != NULL ? conf_cluster(conf, sets[bad[k].set].cluster) : NULL;
+    fb.conf = try_build(file, text, len, sets, n, bindcheck, err, errlen);
+    if (fb.conf != NULL)
+        add_range(&fb, 0, nodes);
+    for (size_t k = 0; k < fb.nbad; k++) {
+        struct lk_cluster *cl = lk_conf_cluster(fb.conf, sets[fb.bad[k].set].cluster);
         if (cl != NULL)
-            lk_conf_reject_add(cl, sets[bad[k].set].nodes[bad[k].node].name, bad[k].why);
-        free(bad[k].why);
+            lk_conf_reject_add(cl, sets[fb.bad[k].set].nodes[fb.bad[k].node].name, fb.bad[k].why);
+        free(fb.bad[k].why);
     }
-    free(bad);
+    free(fb.bad);
     for (size_t i = 0; i < n; i++) {
-        free(skips[i]);
+        free(fb.skips[i]);
         sets[i].skip = NULL;
     }
-    free(skips);
-    return conf;
+    free(fb.skips);
+    return fb.conf;
 }
 
 static struct lk_conf *
@@ -341,7 +374,7 @@ lk_live_build(const char *file, const char *text, size_t len, char *err, size_t 
 static void
 note_refused(struct source *s, const struct lk_conf *conf)
 {
-    const struct lk_cluster *cl = conf_cluster(conf, s->cluster);
+    const struct lk_cluster *cl = lk_conf_cluster(conf, s->cluster);
     size_t n = cl != NULL ? cl->nrejects : 0;
     char **now = lk_xcalloc(n + 1, sizeof(*now));
 
@@ -372,14 +405,8 @@ note_refused(struct source *s, const struct lk_conf *conf)
 static char *
 map_text(const struct lk_conf *conf)
 {
-    char *buf = NULL, *r, *w;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    char *buf = lk_conf_dump_text(conf), *r, *w;
 
-    if (f == NULL)
-        return NULL;
-    lk_conf_dump(conf, f);
-    fclose(f);
     for (r = w = buf; *r != '\0';) {
         char *nl = strchr(r, '\n');
         size_t n = nl != NULL ? (size_t)(nl - r) + 1 : strlen(r);
@@ -463,10 +490,10 @@ rebuild(struct source *why)
     rt = lk_workers_runtime();
     a = map_text(rt->conf);
     b = map_text(conf);
-    same = a != NULL && b != NULL && strcmp(a, b) == 0;
+    same = strcmp(a, b) == 0;
     free(a);
     free(b);
-    diff_brokers(conf_cluster(rt->conf, why->cluster), conf_cluster(conf, why->cluster), diff,
+    diff_brokers(lk_conf_cluster(rt->conf, why->cluster), lk_conf_cluster(conf, why->cluster), diff,
                  sizeof(diff));
     lk_runtime_unref(rt);
     if (same) {
@@ -485,7 +512,7 @@ rebuild(struct source *why)
         return;
     }
     why->updates[UPD_INSTALLED]++;
-    const struct lk_cluster *cl = conf_cluster(conf, why->cluster);
+    const struct lk_cluster *cl = lk_conf_cluster(conf, why->cluster);
     size_t live = 0, stat = 0;
     if (cl != NULL)
         count_origins(cl, &live, &stat);
@@ -546,7 +573,6 @@ lk_live_follow(struct event_base *base, const struct lk_conf *conf, const char *
 
     if (L.rebuild_ev == NULL)
         L.rebuild_ev = evtimer_new(base, on_rebuild, NULL);
-    L.base = base;
     L.install = install;
     free(L.file);
     free(L.text);
@@ -739,7 +765,7 @@ lk_live_health(struct evbuffer *out, const struct lk_conf *conf)
 
     clock_gettime(CLOCK_REALTIME, &now);
     for (struct source *s = L.sources; s != NULL; s = s->next) {
-        const struct lk_cluster *cl = conf_cluster(conf, s->cluster);
+        const struct lk_cluster *cl = lk_conf_cluster(conf, s->cluster);
         struct lk_meta_state st = {0};
         size_t live = 0, stat = 0;
         char since[32];
@@ -794,9 +820,11 @@ lk_live_check(const struct lk_conf *conf, const char *file, const char *text, si
     unsigned timeout_ms = 0;
 
     for (size_t i = 0; i < conf->nclusters; i++) {
-        unsigned t = conf->clusters[i]->zk_session_timeout_ms;
-        if (conf->clusters[i]->zk != NULL && (t != 0 ? t : LK_ZK_SESSION_TIMEOUT_MS) > timeout_ms)
-            timeout_ms = t != 0 ? t : LK_ZK_SESSION_TIMEOUT_MS;
+        const struct lk_cluster *cl = conf->clusters[i];
+        unsigned t = cl->zk_session_timeout_ms != 0 ? cl->zk_session_timeout_ms
+                                                    : LK_ZK_SESSION_TIMEOUT_MS;
+        if (cl->zk != NULL && t > timeout_ms)
+            timeout_ms = t;
     }
     struct check ck = {event_base_new(), NULL};
     struct timeval tick = {0, 20000}, deadline = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};

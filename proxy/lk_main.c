@@ -86,13 +86,12 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 /* A new generation in service, for a reload or a change of a store's
  * brokers (lk_live.h): a runtime swapped in for new connections and
  * exchanges (lk_workers_reload), and the health checks moved to it. */
-static struct lk_reload_stats last_swap;
 static int
-install(struct lk_conf *conf, char *err, size_t errlen)
+swap_in(struct lk_conf *conf, struct lk_reload_stats *st, char *err, size_t errlen)
 {
     struct lk_runtime *rt = lk_runtime_new(conf, err, errlen);
 
-    if (rt == NULL || lk_workers_reload(rt, &last_swap, err, errlen) != 0) {
+    if (rt == NULL || lk_workers_reload(rt, st, err, errlen) != 0) {
         lk_runtime_free(rt);
         return -1;
     }
@@ -105,18 +104,28 @@ install(struct lk_conf *conf, char *err, size_t errlen)
     return 0;
 }
 
+/* The same for lk_live, which needs no counts. */
+static int
+install(struct lk_conf *conf, char *err, size_t errlen)
+{
+    struct lk_reload_stats st;
+
+    return swap_in(conf, &st, err, errlen);
+}
+
 /* SIGHUP: the config file again, checked as at start (with the stores'
  * brokers as last read), then installed. */
 static void
 on_reload(evutil_socket_t sig, short what, void *arg)
 {
     char err[1024];
+    struct lk_reload_stats st;
     size_t len;
     char *text = lk_conf_read(conf_file, &len, err, sizeof(err));
     struct lk_conf *conf = text != NULL ? lk_live_build(conf_file, text, len, err, sizeof(err))
                                         : NULL;
 
-    if (conf == NULL || install(conf, err, sizeof(err)) != 0) {
+    if (conf == NULL || swap_in(conf, &st, err, sizeof(err)) != 0) {
         lk_conf_unref(conf);
         free(text);
         lk_reloads_failed++;
@@ -142,8 +151,7 @@ on_reload(evutil_socket_t sig, short what, void *arg)
     lk_log(LK_INFO, NULL,
            "SIGHUP: reloaded %s, generation %llu (%zu listeners kept, %zu added, "
            "%zu removed)",
-           conf_file, (unsigned long long)lk_workers_generation(), last_swap.kept, last_swap.added,
-           last_swap.removed);
+           conf_file, (unsigned long long)lk_workers_generation(), st.kept, st.added, st.removed);
     lk_conf_unref(conf); /* rt holds it */
 }
 

@@ -55,27 +55,6 @@ by_name(const void *a, const void *b)
     return strcmp(((const struct lk_meta_node *)a)->name, ((const struct lk_meta_node *)b)->name);
 }
 
-static char *
-dump(const struct lk_conf *c)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-
-    lk_conf_dump(c, f);
-    fclose(f);
-    return buf;
-}
-
-static const struct lk_cluster *
-cluster_of(const struct lk_conf *c, const char *name)
-{
-    for (size_t i = 0; i < c->nclusters; i++)
-        if (strcmp(c->clusters[i]->name, name) == 0)
-            return c->clusters[i];
-    return NULL;
-}
-
 /* One node's fate: 1 live broker, 2 overridden, 3 refused; counted. */
 static void
 account(const struct lk_cluster *cl, const char *name)
@@ -172,7 +151,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct lk_conf *b = lk_live_build_sets("fuzz.conf", conf_text, sizeof(conf_text) - 1, &set,
                                            1, 0, err, sizeof(err));
     LK_FUZZ_CHECK(b != NULL);
-    const struct lk_cluster *cl = cluster_of(a, cname);
+    const struct lk_cluster *cl = lk_conf_cluster(a, cname);
     LK_FUZZ_CHECK(cl != NULL && cl->zk_read && cl->nregistrations == n);
     for (size_t i = 0; i < n; i++)
         account(cl, nodes[i].name);
@@ -183,7 +162,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     LK_FUZZ_CHECK(live + over + cl->nrejects == n);
     check_brokers(cl);
-    char *da = dump(a), *db = dump(b);
+    char *da = lk_conf_dump_text(a), *db = lk_conf_dump_text(b);
     LK_FUZZ_CHECK(strcmp(da, db) == 0);
     free(da);
     free(db);

@@ -70,18 +70,6 @@ expect_err(const char *file, int line, const char *name, const char *want, const
 
 #define EXPECT_ERR(want, ...) expect_err(__FILE__, __LINE__, "t.conf", (want), CONF(__VA_ARGS__))
 
-static char *
-dump(const struct lk_conf *c)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-
-    lk_conf_dump(c, f);
-    fclose(f);
-    return buf;
-}
-
 /* The names of cl's filter chain as the dump prints them. */
 static void
 filter_names(const struct lk_cluster *cl, char *buf, size_t len)
@@ -1462,7 +1450,7 @@ test_no_lookup(void)
     ok(c->brokers[0]->lookup == NULL, "no lookup listener");
     ok(c->nbinds == 1 && c->binds[0]->nvhosts == 1 && c->binds[0]->vhosts[0].broker == NULL,
        "only the service address is bound");
-    d = dump(c);
+    d = lk_conf_dump_text(c);
     ok(strstr(d, "no lookup listener (brokers are not exposed, nothing is rewritten)") != NULL,
        "the dump says so");
     ok(strstr(d, "map") == NULL, "no map lines");
@@ -1586,7 +1574,7 @@ test_dump(void)
         "  b2.pulsar.example.com -> broker prod/b2 at pulsar://10.0.0.12:6650\n"
         "  pulsar.example.com -> cluster prod service address (any broker)\n",
         f);
-    d = dump(c);
+    d = lk_conf_dump_text(c);
     ok_str(d, want, "the CONTRACT example");
     free(d);
     lk_conf_unref(c);
@@ -1609,7 +1597,7 @@ test_dump(void)
                  "bind 127.0.0.1:8080 http (http)\n"
                  "  127.0.0.1 -> cluster dev service address (any broker)\n",
                  f);
-        d = dump(c);
+        d = lk_conf_dump_text(c);
         ok_str(d, want, "follow, no lookup");
         free(d);
     }
@@ -1640,14 +1628,14 @@ test_dump(void)
                  "bind 0.0.0.0:6651 pulsar+ssl (pulsar)\n"
                  "  p.example.com -> cluster p service address (any broker)\n",
                  f);
-        d = dump(c);
+        d = lk_conf_dump_text(c);
         ok_str(d, want, "map preferences");
         free(d);
     }
     lk_conf_unref(c);
 
     c = LOAD("");
-    d = dump(c);
+    d = lk_conf_dump_text(c);
     ok_str(d, "no binds: nothing is exposed\n", "empty config");
     free(d);
     lk_conf_unref(c);
@@ -2542,7 +2530,7 @@ test_kafka_dump(void)
              "  b2.kafka.example.com -> broker events/2 (node 2) at INTERNAL://10.0.0.22:9092\n"
              "  kafka.example.com -> cluster events bootstrap.servers (any broker)\n",
              f);
-    d = dump(c);
+    d = lk_conf_dump_text(c);
     ok_str(d, want, "the CONTRACT example");
     free(d);
     lk_conf_unref(c);
@@ -2573,7 +2561,7 @@ test_kafka_dump(void)
                  "  b1.example.com -> broker k/1 (node 1) at INTERNAL://10.0.0.1:9094\n"
                  "  b$(nodeId).example.com -> cluster k broker.pattern (node ids not in the map)\n",
                  f);
-        d = dump(c);
+        d = lk_conf_dump_text(c);
         ok_str(d, want, "SASL and a host pattern");
         free(d);
     }
@@ -2581,7 +2569,7 @@ test_kafka_dump(void)
 
     c = LOAD(K_HEAD, "broker.pattern = k.example.com:$(9100+nodeId)", K_B1);
     if (ok(c != NULL, "loads (%s)", err)) {
-        d = dump(c);
+        d = lk_conf_dump_text(c);
         ok(strstr(d, "  pattern   k.example.com:$(9100+nodeId) (SSL: lookout terminates TLS) for "
                      "node ids not in the map, a socket per node, bound when it appears\n") != NULL,
            "a port pattern: %s", d);

@@ -55,10 +55,7 @@ load(const char *const *lines)
 static const struct lk_cluster *
 cluster(struct lk_conf *c, const char *name)
 {
-    for (size_t i = 0; c != NULL && i < c->nclusters; i++)
-        if (strcmp(c->clusters[i]->name, name) == 0)
-            return c->clusters[i];
-    return NULL;
+    return c != NULL ? lk_conf_cluster(c, name) : NULL;
 }
 
 /* "name:url,..." of every address, listeners in order, schemes in enum
@@ -780,7 +777,6 @@ test_live_pulsar(void)
     const struct lk_broker *b;
     const char *why;
     char *dump = NULL;
-    size_t dlen = 0;
 
     if (!ok(cl != NULL, "the map loads with the registrations (%s)", err))
         goto end;
@@ -810,9 +806,7 @@ test_live_pulsar(void)
        "a skipped node is neither taken nor refused");
     ok(c->nbinds == 2, "binds for the two lookup addresses (%zu)", c->nbinds);
 
-    FILE *f = open_memstream(&dump, &dlen);
-    lk_conf_dump(c, f);
-    fclose(f);
+    dump = lk_conf_dump_text(c);
     ok(strstr(dump, "  broker prod/10.0.0.7:8080 (static, over its registration)\n") != NULL &&
            strstr(dump, "  broker prod/10.0.0.5:8080 (live)\n") != NULL &&
            strstr(dump, "  store    zookeeper zk1:2181/pulsar /loadbalance/brokers: 6 "
