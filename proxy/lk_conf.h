@@ -447,7 +447,9 @@ const char *lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str 
 /*
  * Finds the broker of cluster cl that has host:port as the address of any of
  * its listeners (host compared case-insensitively).  Sets *scheme to the
- * scheme of the matching address.  NULL if none.
+ * scheme of the matching address: the first in listener and scheme order
+ * when the broker gives one host:port two schemes, as Pulsar allows.  NULL
+ * if none.
  */
 const struct lk_broker *lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host,
                                              uint16_t port, enum lk_scheme *scheme);
