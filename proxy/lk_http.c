@@ -993,17 +993,28 @@ add_forwarded(struct hx *hx)
         return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */
     if (xff != NULL) {
         /* Every X-Forwarded-For field, in order, is one list (RFC 9110
-         * §5.3), and the client's address ends it. */
-        struct lk_str joined = LK_STR_NULL;
-        size_t left = lk_http_count_id(req, LK_HDR_X_FORWARDED_FOR);
-        for (size_t i = req->first[LK_HDR_X_FORWARDED_FOR]; left != 0; i++) {
-            if (req->headers[i].id != LK_HDR_X_FORWARDED_FOR)
-                continue;
-            joined = lk_pstr_concat(req->pool, joined, req->headers[i].value);
-            joined = lk_pstr_concat(req->pool, joined, LK_STRLIT(", "));
-            left--;
-        }
-        lk_http_set_id(req, LK_HDR_X_FORWARDED_FOR, lk_pstr_concat(req->pool, joined, ip));
+         * §5.3), and the client's address ends it.  Joined in one piece,
+         * sized first: a concatenation per field would copy the list so
+         * far each time, a cost square in the number of fields. */
+        size_t n = lk_http_count_id(req, LK_HDR_X_FORWARDED_FOR), len = ip.len, left, i;
+        for (left = n, i = req->first[LK_HDR_X_FORWARDED_FOR]; left != 0; i++)
+            if (req->headers[i].id == LK_HDR_X_FORWARDED_FOR) {
+                len += req->headers[i].value.len + 2;
+                left--;
+            }
+        char *joined = lk_palloc(req->pool, len), *d = joined;
+        for (left = n, i = req->first[LK_HDR_X_FORWARDED_FOR]; left != 0; i++)
+            if (req->headers[i].id == LK_HDR_X_FORWARDED_FOR) {
+                const struct lk_str *v = &req->headers[i].value;
+                if (v->len != 0)
+                    memcpy(d, v->p, v->len);
+                memcpy(d + v->len, ", ", 2);
+                d += v->len + 2;
+                left--;
+            }
+        if (ip.len != 0)
+            memcpy(d, ip.p, ip.len);
+        lk_http_set_id(req, LK_HDR_X_FORWARDED_FOR, lk_str_make(joined, len));
     } else {
         lk_http_add_id(req, LK_HDR_X_FORWARDED_FOR, ip);
     }

@@ -398,14 +398,40 @@ lk_http_has_token(struct lk_http_msg *m, struct lk_str name, struct lk_str token
     return 0;
 }
 
-/* What Connection names: known fields as bits, the others by name,
- * gathered before any field is dropped. */
+/*
+ * What Connection names (RFC 9110 §7.6.1): known fields as bits, the others
+ * in a set keyed by a case-folded hash, gathered before any field is
+ * dropped.  Removing them is then one pass over the fields, each name
+ * looked up once: never every field compared with every token, which a
+ * head of a few thousand tokens and fields would turn into tens of
+ * millions of compares.
+ */
 struct named {
     uint32_t known;
-    struct lk_str *tok;
-    size_t n, cap;
-    struct lk_pool *pool;
+    struct lk_str *slot; /* nslots, a power of two; an empty slot has p NULL */
+    size_t n, nslots;
 };
+
+static uint32_t
+fold_hash(struct lk_str s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a over the bytes with the 0x20 bit set */
+
+    for (size_t i = 0; i < s.len; i++)
+        h = (h ^ ((unsigned char)s.p[i] | 0x20)) * 16777619u;
+    return h;
+}
+
+/* The slot holding name, or the empty one where it would go. */
+static struct lk_str *
+named_slot(const struct named *nd, struct lk_str name)
+{
+    size_t mask = nd->nslots - 1;
+
+    for (size_t i = fold_hash(name) & mask;; i = (i + 1) & mask)
+        if (nd->slot[i].p == NULL || lk_str_eqi(nd->slot[i], name))
+            return &nd->slot[i];
+}
 
 static int
 add_named(struct lk_str tok, void *arg)
@@ -417,14 +443,29 @@ add_named(struct lk_str tok, void *arg)
         nd->known |= BIT(id) & ~never_named;
         return 0;
     }
-    if (nd->n == nd->cap) {
-        struct lk_str *t = lk_palloc(nd->pool, nd->cap * 2 * sizeof(*t));
-        memcpy(t, nd->tok, nd->n * sizeof(*t));
-        nd->tok = t;
-        nd->cap *= 2;
+    struct lk_str *s = named_slot(nd, tok);
+    if (s->p == NULL) {
+        *s = tok;
+        nd->n++;
     }
-    nd->tok[nd->n++] = tok;
     return 0;
+}
+
+static int
+count_token(struct lk_str tok, void *arg)
+{
+    (void)tok;
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+size_t
+lk_http_count_tokens_id(const struct lk_http_msg *m, enum lk_hdr id)
+{
+    size_t n = 0;
+
+    each_token_id(m, id, count_token, &n);
+    return n;
 }
 
 int
@@ -454,18 +495,29 @@ lk_http_index_ok(const struct lk_http_msg *m)
 void
 lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 {
-    struct lk_str inline_tok[8]; /* left uninitialised: most heads name none */
-    struct named nd = {.known = 0, .tok = inline_tok, .n = 0, .cap = 8, .pool = m->pool};
+    struct lk_str inline_slot[16];
+    struct named nd = {.known = 0, .slot = inline_slot, .n = 0, .nslots = 16};
 
     if (!(m->present & hop_by_hop))
         return; /* Connection among them: nothing is named either */
-    /* Token values point into Connection fields, which the sweep leaves
-     * where they are in the pool. */
-    each_token_id(m, LK_HDR_CONNECTION, add_named, &nd);
-    for (size_t k = 0; k < nd.n; k++)
-        for (size_t i = next_named(m, nd.tok[k], 0); i < m->nheaders;
-             i = next_named(m, nd.tok[k], i + 1))
-            m->headers[i].id = DROPPED;
+    if (m->present & BIT(LK_HDR_CONNECTION)) {
+        /* At most half full, so that a probe ends soon.  The parser caps
+         * the tokens (LK_HTTP_MAX_CONNECTION_TOKENS); a filter's own
+         * fields are not capped, and cost no more than their length. */
+        size_t ntok = lk_http_count_tokens_id(m, LK_HDR_CONNECTION);
+        while (nd.nslots < 2 * ntok)
+            nd.nslots *= 2;
+        if (nd.nslots != 16)
+            nd.slot = lk_palloc(m->pool, nd.nslots * sizeof(*nd.slot));
+        memset(nd.slot, 0, nd.nslots * sizeof(*nd.slot));
+        /* Token values point into Connection fields, which the sweep
+         * leaves where they are in the pool. */
+        each_token_id(m, LK_HDR_CONNECTION, add_named, &nd);
+    }
+    if (nd.n != 0)
+        for (size_t i = 0; i < m->nheaders; i++)
+            if (m->headers[i].id == LK_HDR_OTHER && named_slot(&nd, m->headers[i].name)->p != NULL)
+                m->headers[i].id = DROPPED;
     sweep(m, hop_by_hop | nd.known | BIT(DROPPED));
 }
 
@@ -739,6 +791,8 @@ lk_http_content_coding(const struct lk_http_msg *m)
 
 enum { EV_NONE = 0, EV_HEAD = 1, EV_DONE = 2 };
 
+#define STR_(x) #x
+#define XSTR(x) STR_(x) /* a macro's value as a string literal */
 #define P(ll) ((struct lk_http_parser *)((char *)(ll) - offsetof(struct lk_http_parser, ll)))
 
 static int
@@ -779,6 +833,7 @@ on_message_begin(llhttp_t *ll)
     struct lk_http_parser *p = P(ll);
     p->head_bytes = 0;
     p->buflen = 0;
+    p->conn_tokens = 0;
     return 0;
 }
 
@@ -917,11 +972,21 @@ on_value_complete(llhttp_t *ll)
      * Transfer-Encoding).  Trailers are not forwarded. */
     if (p->head_done)
         return 0;
+    enum lk_hdr id = lk_http_hdr_id(p->cur_name);
+    /* Each Connection token names a field to remove: capped, as the
+     * fields are by max_header_bytes (see LK_HTTP_MAX_CONNECTION_TOKENS). */
+    if (id == LK_HDR_CONNECTION) {
+        each_token(v, count_token, &p->conn_tokens);
+        if (p->conn_tokens > LK_HTTP_MAX_CONNECTION_TOKENS) {
+            p->error = "more than " XSTR(LK_HTTP_MAX_CONNECTION_TOKENS) " Connection tokens";
+            return -1;
+        }
+    }
     /* Identified once, as the field joins the message (not when its name
      * completes: llhttp may run on into the next message's head, whose
      * fields then join the message the caller starts next); every later
      * question about the field is an index lookup. */
-    append(p->msg, p->cur_name, v, lk_http_hdr_id(p->cur_name));
+    append(p->msg, p->cur_name, v, id);
     return 0;
 }
 
@@ -1102,6 +1167,7 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->head_bytes = 0;
     p->raw_head = 0;
     p->buflen = 0;
+    p->conn_tokens = 0;
 }
 
 enum lk_http_event

@@ -102,9 +102,20 @@ void lk_http_add_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
 void lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
 size_t lk_http_del_id(struct lk_http_msg *m, enum lk_hdr id);
 int lk_http_has_token_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str token);
+/* How many comma-separated, non-empty tokens the fields with id hold. */
+size_t lk_http_count_tokens_id(const struct lk_http_msg *m, enum lk_hdr id);
 /* Whether every field's id and the index agree with the names: for the
  * unit tests and fuzz harnesses, after any edit. */
 int lk_http_index_ok(const struct lk_http_msg *m);
+
+/*
+ * The most tokens the Connection fields of one head may hold, all fields
+ * together; a head with more is malformed (a request gets 400, a broker's
+ * response 502).  Each token nominates a field for removal; real clients
+ * send one to three (close, keep-alive, upgrade, TE), and 64 leaves room
+ * for any proxy chain while bounding what one head can ask of the strip.
+ */
+#define LK_HTTP_MAX_CONNECTION_TOKENS 64
 
 /*
  * Removes the hop-by-hop fields (RFC 9110 §7.6.1): Connection and every
@@ -112,7 +123,8 @@ int lk_http_index_ok(const struct lk_http_msg *m);
  * Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization.
  * Content-Length is end-to-end and stays, and so does Host: Connection
  * naming either (or Transfer-Encoding) is ignored, since framing and
- * routing are lookout's to decide, never the sender's.
+ * routing are lookout's to decide, never the sender's.  One pass over the
+ * fields, whatever the number of tokens: linear in the head's size.
  */
 void lk_http_strip_hop_by_hop(struct lk_http_msg *m);
 
@@ -182,6 +194,7 @@ struct lk_http_parser {
     llhttp_t ll;
     struct lk_http_msg *msg;
     size_t head_bytes, raw_head, max_head;
+    size_t conn_tokens; /* Connection tokens of this head so far */
     int state; /* internal */
     const char *gap_from; /* end of the last field name or value piece, in this input */
     int lf_in_gap;        /* a LF came after it, in an earlier input */

@@ -18,6 +18,8 @@
  *     every edit, and lk_http_strip_hop_by_hop removes exactly what a
  *     plain scan of the names says (the fixed hop-by-hop fields, and what
  *     Connection names but Host, Content-Length and Transfer-Encoding);
+ *   - a head the parser reports holds at most LK_HTTP_MAX_CONNECTION_TOKENS
+ *     Connection tokens (issue 18);
  *   - no livelock: every call consumes input or reports an event.
  */
 #include <stdint.h>
@@ -282,6 +284,8 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
         if (ev == LK_HTTP_HEAD) {
             trace_head(t, &p, &m);
             LK_FUZZ_CHECK(lk_http_index_ok(&m));
+            LK_FUZZ_CHECK(lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) <=
+                          LK_HTTP_MAX_CONNECTION_TOKENS);
             check_strip(&m, &pool);
             /* what lk_http.c checks next (it may rewrite an absolute-form
              * target and Host in place): the same however split */

@@ -97,6 +97,8 @@ on_head(struct run *r, int head_method)
 
     r->head_seen = 1;
     LK_FUZZ_CHECK(lk_http_index_ok(&x->res));
+    LK_FUZZ_CHECK(lk_http_count_tokens_id(&x->res, LK_HDR_CONNECTION) <=
+                  LK_HTTP_MAX_CONNECTION_TOKENS);
     lk_http_strip_hop_by_hop(&x->res);
     LK_FUZZ_CHECK(lk_http_index_ok(&x->res));
     r->no_body = head_method || x->res.status == 204 || x->res.status == 304;

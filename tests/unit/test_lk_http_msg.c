@@ -930,6 +930,112 @@ test_index_duplicates(void)
     lk_pool_free(&pool);
 }
 
+/* Issue 18: the Connection tokens of one head, all its fields together,
+ * are capped (LK_HTTP_MAX_CONNECTION_TOKENS); the count starts again with
+ * each message, and trailers (never forwarded) do not count. */
+static void
+test_connection_token_cap(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    char text[2048];
+    size_t used, n;
+
+    lk_pool_init(&pool);
+    for (int extra = 0; extra <= 1; extra++) {
+        /* 40 in one field, the rest (24 or 25, an empty one between) in a second */
+        n = (size_t)snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nHost: a\r\nConnection: ");
+        for (int i = 0; i < 40; i++)
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "%sx-%d", i ? ", " : "", i);
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "\r\nX-1: a\r\nconnection: ,");
+        for (int i = 40; i < LK_HTTP_MAX_CONNECTION_TOKENS + extra; i++)
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "x-%d,", i);
+        snprintf(text + n, sizeof(text) - n, "\r\n\r\n");
+        enum lk_http_event e = parse_one(&p, &m, &pool, 1, text, &used);
+        if (!extra) {
+            ok(e == LK_HTTP_HEAD && lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) ==
+                                        LK_HTTP_MAX_CONNECTION_TOKENS,
+               "%d tokens in two fields: a head", LK_HTTP_MAX_CONNECTION_TOKENS);
+            lk_http_strip_hop_by_hop(&m);
+            ok(m.nheaders == 1 && lk_http_index_ok(&m), "every nominated field went (%zu)",
+               m.nheaders);
+        } else {
+            ok(e == LK_HTTP_ERROR && p.error != NULL &&
+                   strstr(p.error, "Connection tokens") != NULL,
+               "one more: malformed (%s)", p.error ? p.error : "no error");
+        }
+        lk_http_parser_free(&p);
+    }
+
+    /* two pipelined requests of 40 tokens each: each under the cap */
+    struct lk_str forty = LK_STR_NULL;
+    for (int i = 0; i < 40; i++)
+        forty = lk_pstr_concat(&pool, forty, i ? LK_STRLIT(",a") : LK_STRLIT("a"));
+    snprintf(text, sizeof(text),
+             "GET / HTTP/1.1\r\nHost: a\r\nConnection: %.*s\r\n\r\n"
+             "GET / HTTP/1.1\r\nHost: a\r\nConnection: %.*s\r\n\r\n",
+             (int)forty.len, forty.p, (int)forty.len, forty.p);
+    lk_http_parser_init(&p, 1, 8192);
+    ok(strcmp(parse_all(&p, &m, &pool, 1, text, 7), "HDHD") == 0,
+       "the count starts again with each message");
+    lk_http_parser_free(&p);
+
+    /* a response is capped too; trailers do not count */
+    n = (size_t)snprintf(text, sizeof(text), "HTTP/1.1 200 OK\r\nConnection: ");
+    for (int i = 0; i <= LK_HTTP_MAX_CONNECTION_TOKENS; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%sa", i ? "," : "");
+    snprintf(text + n, sizeof(text) - n, "\r\nContent-Length: 0\r\n\r\n");
+    ok(parse_one(&p, &m, &pool, 0, text, &used) == LK_HTTP_ERROR, "a response over the cap");
+    lk_http_parser_free(&p);
+    snprintf(text, sizeof(text),
+             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nConnection: %.*s\r\n"
+             "Connection: %.*s\r\n\r\n",
+             (int)forty.len, forty.p, (int)forty.len, forty.p);
+    lk_http_parser_init(&p, 0, 8192);
+    ok(strcmp(parse_all(&p, &m, &pool, 0, text, 4096), "HD") == 0,
+       "80 tokens in trailers: not counted");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+}
+
+/* The strip takes any number of tokens (a filter's own fields are not
+ * capped): every nominated field goes, in any case, repeats and all, and
+ * only those, in order. */
+static void
+test_strip_many_tokens(void)
+{
+    struct lk_pool pool;
+    struct lk_http_msg m;
+    char name[32];
+    struct lk_str conn = LK_STR_NULL;
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 1);
+    lk_http_add(&m, LK_STRLIT("Host"), LK_STRLIT("a"));
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof(name), i % 2 ? "X-Tok-%d" : "x-tok-%d", i);
+        lk_http_add(&m, lk_str_c(name), LK_STRLIT("gone"));
+        snprintf(name, sizeof(name), "X-Keep-%d", i);
+        lk_http_add(&m, lk_str_c(name), LK_STRLIT("kept"));
+        snprintf(name, sizeof(name), "%sX-TOK-%d", i ? ", " : "", i);
+        conn = lk_pstr_concat(&pool, conn, lk_str_c(name));
+    }
+    lk_http_add(&m, LK_STRLIT("Connection"), conn);
+    lk_http_add(&m, LK_STRLIT("Connection"), conn); /* every token twice */
+    lk_http_add(&m, LK_STRLIT("x-tok-7"), LK_STRLIT("after"));
+    lk_http_strip_hop_by_hop(&m);
+    ok(lk_http_index_ok(&m), "index right");
+    ok(m.nheaders == 1001, "Host and the 1000 kept fields left (%zu)", m.nheaders);
+    int in_order = m.nheaders == 1001;
+    for (size_t i = 1; in_order && i < m.nheaders; i++) {
+        snprintf(name, sizeof(name), "X-Keep-%zu", i - 1);
+        in_order = lk_str_eq(m.headers[i].name, lk_str_c(name));
+    }
+    ok(in_order, "the kept fields in their order");
+    lk_pool_free(&pool);
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -950,5 +1056,7 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/index_edits", test_index_edits},
     {"http_msg/index_strip", test_index_strip},
     {"http_msg/index_duplicates", test_index_duplicates},
+    {"http_msg/connection_token_cap", test_connection_token_cap},
+    {"http_msg/strip_many_tokens", test_strip_many_tokens},
     {NULL, NULL},
 };
