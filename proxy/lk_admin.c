@@ -2,7 +2,9 @@
  * The admin listener (lk_admin.h): a small HTTP/1.x server of its own, on
  * worker 0's loop.  It reads one request head, answers, and closes; it
  * shares nothing with the proxy's HTTP module, so that nothing a broker's
- * clients send can reach it, nor it them.
+ * clients send can reach it, nor it them.  Who may ask is the serving
+ * configuration's to say (admin.allow, admin.healthz_allow,
+ * admin.token_file): a caller it does not let in gets 403 and nothing else.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,13 +15,18 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "lk_admin.h"
 #include "lk_live.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
+#include "lk_registry.h"
 #include "lk_stats.h"
 
 /* A request head longer than this is refused (431): the admin API takes
@@ -29,10 +36,17 @@
 struct aconn {
     struct bufferevent *bev;
     struct aconn *prev, *next;
+    int family;            /* the caller's: AF_INET or AF_INET6 */
+    uint8_t addr[16];      /* its address, network order */
+    char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port", for the log */
 };
 
 static struct evconnlistener *listener;
 static struct aconn *aconns;
+/* Refusals are logged at most once a second; the others are counted into
+ * the next line (all on worker 0's loop: no lock). */
+static long long refused_logged_ms;
+static unsigned long refused_quiet;
 /* /map ------------------------------------------------------------------------ */
 
 static json_t *
@@ -229,6 +243,110 @@ reply(struct aconn *a, int status, const char *reason, const char *type, struct 
     bufferevent_enable(a->bev, EV_WRITE);
 }
 
+/* Access --------------------------------------------------------------------------- */
+
+/* The value of the first Authorization field of the head (after the request
+ * line), trimmed; NULL if there is none. */
+static const char *
+authorization(const char *head, size_t len, size_t *vlen)
+{
+    static const char name[] = "authorization:";
+    const char *end = head + len, *line = memchr(head, '\n', len);
+
+    while (line != NULL && ++line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        size_t llen = (size_t)((eol != NULL ? eol : end) - line);
+        if (llen >= sizeof(name) - 1 && strncasecmp(line, name, sizeof(name) - 1) == 0) {
+            struct lk_str v = lk_str_trim(
+                lk_str_make(line + sizeof(name) - 1, llen - (sizeof(name) - 1)));
+            while (v.len > 0 && v.p[v.len - 1] == '\r')
+                v = lk_str_trim(lk_str_make(v.p, v.len - 1));
+            *vlen = v.len;
+            return v.p;
+        }
+        line = eol;
+    }
+    return NULL;
+}
+
+/* Whether the head carries "Authorization: Bearer TOKEN" with the configured
+ * token.  Both sides are hashed and the digests compared in constant time,
+ * so that neither the bytes nor the length of the token show in how long a
+ * wrong guess takes. */
+static int
+bearer_ok(const struct lk_conf *conf, const char *v, size_t vlen)
+{
+    unsigned char want[EVP_MAX_MD_SIZE], got[EVP_MAX_MD_SIZE];
+    unsigned int wlen = 0, glen = 0;
+
+    /* auth-scheme is case-insensitive (RFC 9110 §11.1), then 1*SP */
+    if (v == NULL || vlen < 7 || strncasecmp(v, "Bearer ", 7) != 0)
+        return 0;
+    struct lk_str tok = lk_str_trim(lk_str_make(v + 7, vlen - 7));
+    if (!EVP_Digest(conf->admin_token, conf->admin_token_len, want, &wlen, EVP_sha256(), NULL) ||
+        !EVP_Digest(tok.p, tok.len, got, &glen, EVP_sha256(), NULL) || wlen != glen)
+        return 0;
+    return CRYPTO_memcmp(want, got, wlen) == 0;
+}
+
+/*
+ * Why the caller may not have path, or NULL when it may: /healthz is open
+ * to admin.healthz_allow as it stands; anything else needs an address in
+ * admin.allow and, with admin.token_file, the bearer token.  *token says
+ * whether it was the token that failed.
+ */
+static const char *
+refusal(const struct lk_conf *conf, const struct aconn *a, int healthz, const char *head,
+        size_t len, int *token)
+{
+    size_t vlen = 0;
+    const char *v;
+
+    *token = 0;
+    if (conf == NULL)
+        return "no configuration is serving";
+    if (healthz &&
+        lk_cidr_contains(conf->admin_healthz_allow, conf->nadmin_healthz_allow, a->family, a->addr))
+        return NULL;
+    if (!lk_cidr_contains(conf->admin_allow, conf->nadmin_allow, a->family, a->addr))
+        return "the caller's address is not in admin.allow";
+    if (conf->admin_token == NULL)
+        return NULL;
+    *token = 1;
+    v = authorization(head, len, &vlen);
+    if (v == NULL)
+        return "an Authorization: Bearer token is required (admin.token_file)";
+    return bearer_ok(conf, v, vlen) ? NULL : "the bearer token is not admin.token_file's";
+}
+
+/* Answers 403 with {"reason": why}, counts it, and logs it unless another
+ * refusal was logged less than a second ago. */
+static void
+refuse(struct aconn *a, const char *why, int token, const char *path, size_t plen)
+{
+    struct evbuffer *body = evbuffer_new();
+    json_t *j = json_pack("{s:s}", "reason", why);
+    char *text = json_dumps(j, JSON_COMPACT);
+    long long now = lk_now_ms();
+
+    lk_stats_admin_refused(token);
+    if (now - refused_logged_ms >= 1000) {
+        char sample[100];
+        lk_log(LK_WARN, NULL, "admin: refused %s asking for %s: %s%s", a->peer,
+               lk_log_sanitize(sample, path, plen, 64), why,
+               refused_quiet != 0 ? " (more refusals since the last line: see /metrics)" : "");
+        refused_logged_ms = now;
+        refused_quiet = 0;
+    } else {
+        refused_quiet++;
+    }
+    evbuffer_add_printf(body, "%s\n", text != NULL ? text : "{}");
+    free(text);
+    json_decref(j);
+    reply(a, 403, "Forbidden", "application/json", body);
+    evbuffer_free(body);
+}
+
 static void
 serve(struct aconn *a, const char *method, size_t mlen, const char *path, size_t plen)
 {
@@ -309,7 +427,21 @@ on_read(struct bufferevent *bev, void *arg)
         evbuffer_free(body);
         return;
     }
-    serve(a, head, (size_t)(sp1 - head), sp1 + 1, (size_t)(sp2 - sp1 - 1));
+    /* Access comes first: a caller let in to nothing learns nothing, not
+     * even which paths exist.  The serving generation's keys decide, so a
+     * reload (SIGHUP) changes them, and re-reads the token file. */
+    const char *path = sp1 + 1, *q;
+    size_t plen = (size_t)(sp2 - sp1 - 1);
+    size_t bare = (q = memchr(path, '?', plen)) != NULL ? (size_t)(q - path) : plen;
+    int healthz = bare == 8 && memcmp(path, "/healthz", 8) == 0, token;
+    struct lk_runtime *rt = lk_workers_runtime();
+    const char *why = refusal(rt != NULL ? rt->conf : NULL, a, healthz, head, len, &token);
+    lk_runtime_unref(rt);
+    if (why != NULL) {
+        refuse(a, why, token, path, bare);
+        return;
+    }
+    serve(a, head, (size_t)(sp1 - head), path, plen);
 }
 
 static void
@@ -318,6 +450,25 @@ on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     struct aconn *a = lk_xcalloc(1, sizeof(*a));
     struct timeval tv = {10, 0};
 
+    char ip[INET6_ADDRSTRLEN];
+    const void *bytes = NULL;
+    unsigned port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        bytes = &in->sin_addr;
+        port = ntohs(in->sin_port);
+        memcpy(a->addr, bytes, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        bytes = &in6->sin6_addr;
+        port = ntohs(in6->sin6_port);
+        memcpy(a->addr, bytes, 16);
+    }
+    a->family = sa->sa_family; /* anything else matches no network */
+    if (bytes == NULL || evutil_inet_ntop(sa->sa_family, bytes, ip, sizeof(ip)) == NULL)
+        snprintf(ip, sizeof(ip), "?");
+    snprintf(a->peer, sizeof(a->peer), sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, port);
+    (void)salen;
     a->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
     if (a->bev == NULL) {
         evutil_closesocket(fd);

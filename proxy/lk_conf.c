@@ -91,7 +91,8 @@ static const char *const lookout_keys[] = {
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
     "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
     "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", "drain_timeout",
-    "log.format",      "log.access",       "log.kafka",        NULL};
+    "log.format",      "log.access",       "log.kafka",
+    "admin.allow",     "admin.healthz_allow", "admin.token_file", NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
@@ -603,6 +604,81 @@ size_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e, 
     return 0;
 }
 
+/* admin.allow, admin.healthz_allow, admin.token_file (lk_admin.c) ----------- */
+
+/* Who may ask the admin listener when admin.allow is not set: this host. */
+#define DEFAULT_ADMIN_ALLOW "127.0.0.0/8, ::1"
+/* A bearer token file's largest size: a token is a line, not a document. */
+#define MAX_ADMIN_TOKEN_BYTES 4096
+
+/* Reads the bearer token of admin.token_file: one line of RFC 6750 b64token
+ * characters, trailing whitespace (the newline an editor adds) ignored. */
+static int
+admin_token_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e)
+{
+    struct lk_conf *c = ld->conf;
+    char buf[MAX_ADMIN_TOKEN_BYTES + 1];
+    struct stat st;
+    ssize_t n = -1;
+    int fd;
+
+    if (e->value[0] == '\0')
+        return entry_err(ld, s, e, "empty path");
+    free(c->admin_token_file);
+    c->admin_token_file = resolve_path(c, e->value);
+    /* non-blocking, and a regular file only: a FIFO must not hang a reload */
+    fd = open(c->admin_token_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return entry_err(ld, s, e, "%s: %s", c->admin_token_file, strerror(errno));
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        n = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (n < 0)
+        return entry_err(ld, s, e, "%s: not a readable regular file", c->admin_token_file);
+    if (n > MAX_ADMIN_TOKEN_BYTES)
+        return entry_err(ld, s, e, "%s: over %d bytes", c->admin_token_file,
+                         MAX_ADMIN_TOKEN_BYTES);
+    while (n > 0 && (is_ws(buf[n - 1]) || buf[n - 1] == '\n'))
+        n--;
+    if (n == 0)
+        return entry_err(ld, s, e, "%s is empty: it must hold the bearer token",
+                         c->admin_token_file);
+    /* b64token (RFC 6750 §2.1): what an Authorization: Bearer line can
+     * carry as it stands */
+    ssize_t body = 0, end;
+    while (body < n && ((buf[body] >= 'a' && buf[body] <= 'z') ||
+                        (buf[body] >= 'A' && buf[body] <= 'Z') ||
+                        (buf[body] >= '0' && buf[body] <= '9') ||
+                        (buf[body] != '\0' && strchr("-._~+/", buf[body]) != NULL)))
+        body++;
+    for (end = body; end < n && buf[end] == '='; end++)
+        ;
+    if (body == 0 || end != n)
+        return entry_err(ld, s, e,
+                         "%s: not a bearer token (one line of letters, digits and -._~+/, "
+                         "then any '=')",
+                         c->admin_token_file);
+    free(c->admin_token);
+    c->admin_token = lk_xmalloc((size_t)n + 1);
+    memcpy(c->admin_token, buf, (size_t)n);
+    c->admin_token[n] = '\0';
+    c->admin_token_len = (size_t)n;
+    return 0;
+}
+
+/* admin.allow or admin.healthz_allow: CIDRs, as internal_networks are. */
+static int
+admin_cidrs_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                struct lk_cidr **nets, size_t *n)
+{
+    char msg[256];
+    int r = lk_cidrs_parse(e->value, nets, msg, sizeof(msg));
+    if (r < 0)
+        return entry_err(ld, s, e, "%s", msg);
+    *n = (size_t)r;
+    return 0;
+}
+
 static int
 load_lookout(struct loader *ld, struct lk_conf_section *s)
 {
@@ -615,7 +691,18 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
         struct lk_conf_entry *e = &s->entries[i];
         const char *k = e->key, *v = e->value;
 
-        if (strcmp(k, "admin") == 0) {
+        if (strcmp(k, "admin.allow") == 0) {
+            free(c->admin_allow);
+            if (admin_cidrs_key(ld, s, e, &c->admin_allow, &c->nadmin_allow) != 0)
+                return -1;
+        } else if (strcmp(k, "admin.healthz_allow") == 0) {
+            free(c->admin_healthz_allow);
+            if (admin_cidrs_key(ld, s, e, &c->admin_healthz_allow, &c->nadmin_healthz_allow) != 0)
+                return -1;
+        } else if (strcmp(k, "admin.token_file") == 0) {
+            if (admin_token_key(ld, s, e) != 0)
+                return -1;
+        } else if (strcmp(k, "admin") == 0) {
             char ip[INET6_ADDRSTRLEN];
             int family;
             uint16_t port;
@@ -2446,6 +2533,12 @@ conf_free(struct lk_conf *c)
     }
     free(c->sections);
     free(c->admin);
+    free(c->admin_allow);
+    free(c->admin_healthz_allow);
+    free(c->admin_token_file);
+    if (c->admin_token != NULL)
+        memset(c->admin_token, 0, c->admin_token_len); /* a secret: not left in freed memory */
+    free(c->admin_token);
     free(c->log_access_file);
     free(c->upstream_ca);
     free(c->file);
@@ -2558,6 +2651,9 @@ lk_conf_load_live(const char *name, const char *text, size_t len, const struct l
     c->listen_backlog = DEFAULT_LISTEN_BACKLOG;
     c->log_level = LK_INFO;
     c->refs = 1;
+    if (lk_cidrs_parse(DEFAULT_ADMIN_ALLOW, &c->admin_allow, NULL, 0) != 2)
+        abort(); /* a constant */
+    c->nadmin_allow = 2;
 
     if (build(&ld, text, len) != 0) {
         conf_free(c);

@@ -286,6 +286,14 @@ struct lk_conf {
     char *dir;  /* directory of the file, for relative paths */
     int workers; /* resolved: "auto" = number of cores */
     char *admin; /* admin listener address text; NULL if absent */
+    /* admin.allow (default 127.0.0.0/8 and ::1), admin.healthz_allow (none
+     * by default: /healthz only, no token) and admin.token_file's bearer
+     * token (NULL: none asked), read at each load (lk_admin.c) */
+    struct lk_cidr *admin_allow, *admin_healthz_allow;
+    size_t nadmin_allow, nadmin_healthz_allow;
+    char *admin_token_file; /* resolved */
+    char *admin_token;
+    size_t admin_token_len;
     struct lk_cert *certs;
     size_t ncerts;
     char *upstream_ca;  /* resolved path; NULL: system default store */

@@ -504,6 +504,15 @@ shows(const struct lk_stat_obj *o, int p)
                          offsetof(struct lk_hist, count)) != 0;
 }
 
+/* Admin refusals: by address, by token (lk_admin.c, worker 0's loop). */
+static uint64_t admin_refused[2];
+
+void
+lk_stats_admin_refused(int token)
+{
+    __atomic_fetch_add(&admin_refused[token ? 1 : 0], 1, __ATOMIC_RELAXED);
+}
+
 void
 lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                uint64_t reloads_ok, uint64_t reloads_failed)
@@ -658,6 +667,13 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     lk_stats_family(out, "lookout_config_generation", "gauge",
            "The configuration generation serving (1 at start, +1 per reload).");
     evbuffer_add_printf(out, "lookout_config_generation %llu\n", (unsigned long long)generation);
+    lk_stats_family(out, "lookout_admin_refused_total", "counter",
+                    "Admin requests answered 403, by what was missing: an address in admin.allow "
+                    "(or admin.healthz_allow for /healthz), or admin.token_file's bearer token.");
+    evbuffer_add_printf(out, "lookout_admin_refused_total{reason=\"address\"} %llu\n",
+                        (unsigned long long)__atomic_load_n(&admin_refused[0], __ATOMIC_RELAXED));
+    evbuffer_add_printf(out, "lookout_admin_refused_total{reason=\"token\"} %llu\n",
+                        (unsigned long long)__atomic_load_n(&admin_refused[1], __ATOMIC_RELAXED));
     lk_stats_family(out, "lookout_reloads_total", "counter", "Configuration reloads, by result.");
     evbuffer_add_printf(out, "lookout_reloads_total{result=\"ok\"} %llu\n",
                         (unsigned long long)reloads_ok);

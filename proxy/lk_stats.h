@@ -156,6 +156,11 @@ const char *lk_pulsar_command_name(int type);
 /* "# HELP name help" and "# TYPE name type": a metric family's head. */
 void lk_stats_family(struct evbuffer *out, const char *name, const char *type, const char *help);
 
+/* Counts an admin request refused (403): for its address, or (token != 0)
+ * for a missing or wrong bearer token; /metrics shows
+ * lookout_admin_refused_total. */
+void lk_stats_admin_refused(int token);
+
 void lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                     uint64_t reloads_ok, uint64_t reloads_failed);
 
