@@ -332,9 +332,11 @@ refuse(struct aconn *a, const char *why, int token, const char *path, size_t ple
     lk_stats_admin_refused(token);
     if (now - refused_logged_ms >= 1000) {
         char sample[100];
+        char more[64] = "";
+        if (refused_quiet != 0)
+            snprintf(more, sizeof(more), " (and %lu more since the last line)", refused_quiet);
         lk_log(LK_WARN, NULL, "admin: refused %s asking for %s: %s%s", a->peer,
-               lk_log_sanitize(sample, path, plen, 64), why,
-               refused_quiet != 0 ? " (more refusals since the last line: see /metrics)" : "");
+               lk_log_sanitize(sample, path, plen, 64), why, more);
         refused_logged_ms = now;
         refused_quiet = 0;
     } else {
