@@ -36,8 +36,8 @@
 struct aconn {
     struct bufferevent *bev;
     struct aconn *prev, *next;
-    int family;            /* the caller's: AF_INET or AF_INET6 */
-    uint8_t addr[16];      /* its address, network order */
+    int family;                      /* the caller's: AF_INET or AF_INET6 */
+    uint8_t addr[16];                /* its address, network order */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port", for the log */
 };
 
@@ -257,8 +257,8 @@ authorization(const char *head, size_t len, size_t *vlen)
         const char *eol = memchr(line, '\n', (size_t)(end - line));
         size_t llen = (size_t)((eol != NULL ? eol : end) - line);
         if (llen >= sizeof(name) - 1 && strncasecmp(line, name, sizeof(name) - 1) == 0) {
-            struct lk_str v = lk_str_trim(
-                lk_str_make(line + sizeof(name) - 1, llen - (sizeof(name) - 1)));
+            struct lk_str v =
+                lk_str_trim(lk_str_make(line + sizeof(name) - 1, llen - (sizeof(name) - 1)));
             while (v.len > 0 && v.p[v.len - 1] == '\r')
                 v = lk_str_trim(lk_str_make(v.p, v.len - 1));
             *vlen = v.len;

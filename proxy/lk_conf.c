@@ -636,8 +636,7 @@ admin_token_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_ent
     if (n < 0)
         return entry_err(ld, s, e, "%s: not a readable regular file", c->admin_token_file);
     if (n > MAX_ADMIN_TOKEN_BYTES)
-        return entry_err(ld, s, e, "%s: over %d bytes", c->admin_token_file,
-                         MAX_ADMIN_TOKEN_BYTES);
+        return entry_err(ld, s, e, "%s: over %d bytes", c->admin_token_file, MAX_ADMIN_TOKEN_BYTES);
     while (n > 0 && (is_ws(buf[n - 1]) || buf[n - 1] == '\n'))
         n--;
     if (n == 0)
@@ -646,10 +645,10 @@ admin_token_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_ent
     /* b64token (RFC 6750 §2.1): what an Authorization: Bearer line can
      * carry as it stands */
     ssize_t body = 0, end;
-    while (body < n && ((buf[body] >= 'a' && buf[body] <= 'z') ||
-                        (buf[body] >= 'A' && buf[body] <= 'Z') ||
-                        (buf[body] >= '0' && buf[body] <= '9') ||
-                        (buf[body] != '\0' && strchr("-._~+/", buf[body]) != NULL)))
+    while (body < n &&
+           ((buf[body] >= 'a' && buf[body] <= 'z') || (buf[body] >= 'A' && buf[body] <= 'Z') ||
+            (buf[body] >= '0' && buf[body] <= '9') ||
+            (buf[body] != '\0' && strchr("-._~+/", buf[body]) != NULL)))
         body++;
     for (end = body; end < n && buf[end] == '='; end++)
         ;

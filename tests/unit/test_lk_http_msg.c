@@ -954,8 +954,8 @@ test_connection_token_cap(void)
         snprintf(text + n, sizeof(text) - n, "\r\n\r\n");
         enum lk_http_event e = parse_one(&p, &m, &pool, 1, text, &used);
         if (!extra) {
-            ok(e == LK_HTTP_HEAD && lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) ==
-                                        LK_HTTP_MAX_CONNECTION_TOKENS,
+            ok(e == LK_HTTP_HEAD &&
+                   lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) == LK_HTTP_MAX_CONNECTION_TOKENS,
                "%d tokens in two fields: a head", LK_HTTP_MAX_CONNECTION_TOKENS);
             lk_http_strip_hop_by_hop(&m);
             ok(m.nheaders == 1 && lk_http_index_ok(&m), "every nominated field went (%zu)",
