@@ -446,31 +446,36 @@ on_read(struct bufferevent *bev, void *arg)
     serve(a, head, (size_t)(sp1 - head), path, plen);
 }
 
+/* The caller's address, for admin.allow, and its text, for the log; a
+ * family other than IPv4 or IPv6 matches no network. */
+static void
+take_peer(struct aconn *a, const struct sockaddr *sa)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+
+    a->family = sa->sa_family;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        memcpy(a->addr, &in->sin_addr, 4);
+        port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        memcpy(a->addr, &in6->sin6_addr, 16);
+        port = ntohs(in6->sin6_port);
+    }
+    if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)
+        inet_ntop(sa->sa_family, a->addr, ip, sizeof(ip));
+    snprintf(a->peer, sizeof(a->peer), sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, port);
+}
+
 static void
 on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
     struct aconn *a = lk_xcalloc(1, sizeof(*a));
     struct timeval tv = {10, 0};
 
-    char ip[INET6_ADDRSTRLEN];
-    const void *bytes = NULL;
-    unsigned port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        bytes = &in->sin_addr;
-        port = ntohs(in->sin_port);
-        memcpy(a->addr, bytes, 4);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        bytes = &in6->sin6_addr;
-        port = ntohs(in6->sin6_port);
-        memcpy(a->addr, bytes, 16);
-    }
-    a->family = sa->sa_family; /* anything else matches no network */
-    if (bytes == NULL || evutil_inet_ntop(sa->sa_family, bytes, ip, sizeof(ip)) == NULL)
-        snprintf(ip, sizeof(ip), "?");
-    snprintf(a->peer, sizeof(a->peer), sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, port);
-    (void)salen;
+    take_peer(a, sa);
     a->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
     if (a->bev == NULL) {
         evutil_closesocket(fd);
