@@ -106,7 +106,16 @@ sub flood {
     return ([ grep { defined fileno $_ } @socks ], \@answers);
 }
 
+# Until lookout has closed every connection to port (start_lookout's probes of its ports
+# among them), which would count against the caps.
+sub settle {
+    my ($adm, $port) = @_;
+    wait_until(sub { (metrics($adm)->{"lookout_connections_open{frontend=\"127.0.0.1:$port\",protocol=\"http\"}"} // -1) == 0 }, 5) == 1
+        or diag("connections to $port still open");
+}
+
 subtest "$N connections from one address, $CAP per client" => sub {
+    settle($admin, $web);
     my $t0 = time;
     my ($held, $answers) = flood($web, '127.0.0.1', $N, $N - $CAP);
     my $took = time - $t0;
@@ -214,8 +223,7 @@ internalListenerName = internal
 lookupListenerName = external
 EOF
     ok($lk2->started, 'a one-worker lookout started') or return;
-    # start_lookout's own probes of its ports may still be closing: let them.
-    sleep 0.3;
+    settle($adm, $w);
     my ($held, $answers) = flood($w, '127.0.0.1', 60, 10);
     is(scalar @$held, 50, '50 held');
     is(scalar(grep { m{^HTTP/1\.1 503 .*"reason": "too many connections \(max_connections\)"}s } @$answers), 10,
