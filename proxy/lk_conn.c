@@ -348,8 +348,20 @@ tls_handshake(struct lk_io *io)
         return;
     }
     int err = SSL_get_error(io->ssl, r);
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+    long long left = io->hs_deadline_ms != 0 ? io->hs_deadline_ms - lk_now_ms() : 1;
+    if ((err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) && left > 0) {
         io_wait_write(io, err == SSL_ERROR_WANT_WRITE);
+        /* The read timeout, restarted by each read, is what is left. */
+        if (io->hs_deadline_ms != 0 && io->has_rtv) {
+            io->rtv = (struct timeval){left / 1000, (left % 1000) * 1000};
+            if (io->reading)
+                event_add(io->rev, &io->rtv);
+        }
+        return;
+    }
+    if (left <= 0) {
+        lk_io_disable(io, EV_READ | EV_WRITE);
+        io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
         return;
     }
     lk_io_disable(io, EV_READ | EV_WRITE);
@@ -1103,6 +1115,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         c->action = "TLS handshaking";
         bufferevent_setcb(c->bev, NULL, NULL, tls_handshake_event, c);
         lk_io_set_timeouts(&c->io, &tv, &tv);
+        c->io.hs_deadline_ms = lk_now_ms() + c->conf->timeout_client_header_ms;
         lk_io_enable(&c->io, EV_READ);
         return;
     }

@@ -156,6 +156,8 @@ struct lk_io {
     SSL *ssl;
     struct event *wev;          /* waits for the socket to take more */
     struct timeval wtv;
+    long long hs_deadline_ms;   /* client TLS: the handshake ends by then (lk_now_ms), however
+                                 * the client trickles it; 0: no deadline */
 };
 
 struct lk_worker {

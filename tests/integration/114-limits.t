@@ -8,6 +8,7 @@
 #     listener a close before any handshake; the admin listener still answers;
 #   - refusals are counted in /metrics (lookout_connections_refused_total by reason)
 #     and logged at most once a second, with how many since the last line;
+#   - a TLS handshake trickled a byte at a time ends at timeout.client_header from accept;
 #   - timeout.first_frame: a Kafka or Pulsar connection that sends nothing, or trickles
 #     its first frame a byte at a time, is closed at the timeout, logged and counted;
 #     one whose first request prefix came in time stays open past it.
@@ -34,19 +35,21 @@ plan skip_all => "open files limit $nofile: fewer than the test's $N connections
 
 my $certs = test_certs();
 my $dir = tmp_dir();
-my ($admin, $web, $kboot, $kext, $psvc, $fake) = free_ports(6);
+my ($admin, $web, $kboot, $kext, $psvc, $fake, $webtls) = free_ports(7);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ '127.0.0.1:' . free_port() ]);
 # A "Kafka broker" that only accepts: lookout dials it once a request prefix came.
 my $kbroker = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $fake, Listen => 16, ReuseAddr => 1)
     or BAIL_OUT("listen: $!");
 
-my $lk = start_lookout(dir => $dir, conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$web"] }));
+my $lk = start_lookout(dir => $dir, conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$web", "https://127.0.0.1:$webtls"] }));
 [lookout]
 workers = 2
 admin = 127.0.0.1:$admin
 max_connections_per_client = $CAP
 timeout.first_frame = 300ms
-timeout.client_header = 60s
+timeout.client_header = 1s
+tls.certificate = $certs->{edge_crt}
+tls.key = $certs->{edge_key}
 
 [pulsar prod]
 internalListenerName = internal
@@ -205,6 +208,22 @@ subtest 'timeout.first_frame' => sub {
     ok($up, 'Kafka: a prefix in time dials the broker');
     ok(!IO::Select->new($s)->can_read(1), '... and the connection stays open past timeout.first_frame');
     close $s;
+};
+
+# A byte every 100 ms of a ClientHello whose record claims 200 bytes: the handshake
+# never ends, and no read waits long.
+subtest 'a trickled TLS handshake ends at timeout.client_header' => sub {
+    my $hello = "\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03" . ("\0" x 60);
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $webtls, Timeout => 5) or return fail("connect: $!");
+    my ($t0, $closed) = (time, 0);
+    for my $i (0 .. length($hello) - 1) {
+        last unless syswrite($s, substr($hello, $i, 1));
+        if (IO::Select->new($s)->can_read(0.1)) { $closed = 1; last }
+    }
+    my $took = time - $t0;
+    ok($closed, 'closed while the client still trickles');
+    cmp_ok($took, '<', 2.5, sprintf('... at the timeout, counted from accept (%.2f s)', $took));
+    ok($lk->wait_log(qr/TLS handshake timed out, client: 127\.0\.0\.1:\d+, server: 127\.0\.0\.1:$webtls/, 5), 'logged');
 };
 
 subtest 'max_connections per worker' => sub {
