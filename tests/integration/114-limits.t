@@ -8,7 +8,8 @@
 #     listener a close before any handshake; the admin listener still answers;
 #   - refusals are counted in /metrics (lookout_connections_refused_total by reason)
 #     and logged at most once a second, with how many since the last line;
-#   - a TLS handshake trickled a byte at a time ends at timeout.client_header from accept;
+#   - timeout.client_header: a TLS handshake trickled a byte at a time ends at it, from
+#     accept; a new HTTP connection that sends no request closes at it, not at timeout.idle;
 #   - timeout.first_frame: a Kafka or Pulsar connection that sends nothing, or trickles
 #     its first frame a byte at a time, is closed at the timeout, logged and counted;
 #     one whose first request prefix came in time stays open past it.
@@ -35,21 +36,20 @@ plan skip_all => "open files limit $nofile: fewer than the test's $N connections
 
 my $certs = test_certs();
 my $dir = tmp_dir();
-my ($admin, $web, $kboot, $kext, $psvc, $fake, $webtls) = free_ports(7);
+my ($admin, $web, $kboot, $kext, $psvc, $fake) = free_ports(6);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ '127.0.0.1:' . free_port() ]);
 # A "Kafka broker" that only accepts: lookout dials it once a request prefix came.
 my $kbroker = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $fake, Listen => 16, ReuseAddr => 1)
     or BAIL_OUT("listen: $!");
 
-my $lk = start_lookout(dir => $dir, conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$web", "https://127.0.0.1:$webtls"] }));
+my $lk = start_lookout(dir => $dir, conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$web"] }));
 [lookout]
 workers = 2
 admin = 127.0.0.1:$admin
 max_connections_per_client = $CAP
 timeout.first_frame = 300ms
-timeout.client_header = 1s
-tls.certificate = $certs->{edge_crt}
-tls.key = $certs->{edge_key}
+# the flood's silent connections are held until the test closes them
+timeout.client_header = 60s
 
 [pulsar prod]
 internalListenerName = internal
@@ -210,20 +210,50 @@ subtest 'timeout.first_frame' => sub {
     close $s;
 };
 
-# A byte every 100 ms of a ClientHello whose record claims 200 bytes: the handshake
-# never ends, and no read waits long.
-subtest 'a trickled TLS handshake ends at timeout.client_header' => sub {
+subtest 'slow and silent clients: timeout.client_header' => sub {
+    my ($w, $tls) = free_ports(2);
+    my $lk3 = start_lookout(dir => $dir, name => 'slow', conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$w", "https://127.0.0.1:$tls"] }));
+[lookout]
+timeout.client_header = 1s
+tls.certificate = $certs->{edge_crt}
+tls.key = $certs->{edge_key}
+
+[pulsar prod]
+internalListenerName = internal
+lookupListenerName = external
+EOF
+    ok($lk3->started, 'a lookout with timeout.client_header = 1s started') or return;
+
+    # A byte every 100 ms of a ClientHello whose record claims 200 bytes: the handshake
+    # never ends, and no read waits long.
     my $hello = "\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03" . ("\0" x 60);
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $webtls, Timeout => 5) or return fail("connect: $!");
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $tls, Timeout => 5) or return fail("connect: $!");
     my ($t0, $closed) = (time, 0);
     for my $i (0 .. length($hello) - 1) {
         last unless syswrite($s, substr($hello, $i, 1));
         if (IO::Select->new($s)->can_read(0.1)) { $closed = 1; last }
     }
     my $took = time - $t0;
-    ok($closed, 'closed while the client still trickles');
+    ok($closed, 'TLS: a trickled handshake is closed while the client still sends');
     cmp_ok($took, '<', 2.5, sprintf('... at the timeout, counted from accept (%.2f s)', $took));
-    ok($lk->wait_log(qr/TLS handshake timed out, client: 127\.0\.0\.1:\d+, server: 127\.0\.0\.1:$webtls/, 5), 'logged');
+    ok($lk3->wait_log(qr/TLS handshake timed out, client: 127\.0\.0\.1:\d+, server: 127\.0\.0\.1:$tls/, 5), '... and logged');
+
+    # A new plain connection that never sends a request.
+    $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $w, Timeout => 5) or return fail("connect: $!");
+    $t0 = time;
+    my $got = IO::Select->new($s)->can_read(10) ? sysread($s, my $b, 1) : undef;
+    $took = time - $t0;
+    ok(defined $got && $got == 0, 'HTTP: a connection with no request is closed');
+    cmp_ok($took, '<', 2.5, sprintf('... at timeout.client_header, not timeout.idle (%.2f s)', $took));
+
+    # After a request, the connection waits timeout.idle (60 s) for the next.
+    $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $w, Timeout => 5) or return fail("connect: $!");
+    syswrite($s, "GET /test/status?code=204 HTTP/1.1\r\nHost: h\r\n\r\n");
+    my $resp = '';
+    while (IO::Select->new($s)->can_read(5)) { sysread($s, $resp, 4096, length $resp) or last; last if $resp =~ /\r\n\r\n/ }
+    like($resp, qr{^HTTP/1\.1 204 }, 'a request answered');
+    ok(!IO::Select->new($s)->can_read(2), '... and the keep-alive connection stays open past timeout.client_header');
+    $lk3->stop;
 };
 
 subtest 'max_connections per worker' => sub {
