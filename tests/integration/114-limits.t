@@ -31,6 +31,15 @@ use PulsarBroker;
 my $N = 2000;
 my $CAP = 100;
 my $nofile = qx{sh -c 'ulimit -n'} =~ /^(\d+)/ ? $1 : 1024;
+# Too few open files allowed (Debian's default soft limit is 1024): raise the soft limit
+# up to the hard one, for this test and the lookouts it starts, by running it again.
+if ($nofile < $N + 300 && !$ENV{LK_LIMITS_RAISED}) {
+    my $hard = qx{sh -c 'ulimit -Hn'};
+    if ($hard =~ /^unlimited/ || ($hard =~ /^(\d+)/ && $1 >= $N + 300)) {
+        $ENV{LK_LIMITS_RAISED} = 1;
+        exec('sh', '-c', 'ulimit -n "$1" && shift && exec "$@"', 'sh', $N + 300, $^X, $0, @ARGV);
+    }
+}
 plan skip_all => "open files limit $nofile: fewer than the test's $N connections (ulimit -n)"
     if $nofile < $N + 300;
 
@@ -210,18 +219,24 @@ subtest 'timeout.first_frame' => sub {
     close $s;
 };
 
-subtest 'slow and silent clients: timeout.client_header' => sub {
-    my ($w, $tls) = free_ports(2);
-    my $lk3 = start_lookout(dir => $dir, name => 'slow', conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$w", "https://127.0.0.1:$tls"] }));
+# Another lookout, in front of the same HTTP broker on plain port w and TLS port tls, with
+# these [lookout] lines.
+sub web_lookout {
+    my ($name, $keys, $w, $tls) = @_;
+    return start_lookout(dir => $dir, name => $name, conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$w", "https://127.0.0.1:$tls"] }));
 [lookout]
-timeout.client_header = 1s
-tls.certificate = $certs->{edge_crt}
+${keys}tls.certificate = $certs->{edge_crt}
 tls.key = $certs->{edge_key}
 
 [pulsar prod]
 internalListenerName = internal
 lookupListenerName = external
 EOF
+}
+
+subtest 'slow and silent clients: timeout.client_header' => sub {
+    my ($w, $tls) = free_ports(2);
+    my $lk3 = web_lookout('slow', "timeout.client_header = 1s\n", $w, $tls);
     ok($lk3->started, 'a lookout with timeout.client_header = 1s started') or return;
 
     # A byte every 100 ms of a ClientHello whose record claims 200 bytes: the handshake
@@ -258,19 +273,8 @@ EOF
 
 subtest 'max_connections per worker' => sub {
     my ($w, $tls, $adm) = free_ports(3);
-    my $lk2 = start_lookout(dir => $dir, name => 'one', conf => <<"EOF" . broker_sections($c, 'prod', { 1 => ["http://127.0.0.1:$w", "https://127.0.0.1:$tls"] }));
-[lookout]
-workers = 1
-admin = 127.0.0.1:$adm
-max_connections = 50
-timeout.client_header = 60s
-tls.certificate = $certs->{edge_crt}
-tls.key = $certs->{edge_key}
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-EOF
+    my $lk2 = web_lookout('one', "workers = 1\nadmin = 127.0.0.1:$adm\nmax_connections = 50\ntimeout.client_header = 60s\n",
+                          $w, $tls);
     ok($lk2->started, 'a one-worker lookout started') or return;
     settle($adm, $w);
     my ($held, $answers) = flood($w, '127.0.0.1', 60, 10);
