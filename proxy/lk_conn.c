@@ -348,8 +348,13 @@ tls_handshake(struct lk_io *io)
         return;
     }
     int err = SSL_get_error(io->ssl, r);
-    long long left = io->hs_deadline_ms != 0 ? io->hs_deadline_ms - lk_now_ms() : 1;
-    if ((err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) && left > 0) {
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        long long left = io->hs_deadline_ms != 0 ? io->hs_deadline_ms - lk_now_ms() : 1;
+        if (left <= 0) {
+            lk_io_disable(io, EV_READ | EV_WRITE);
+            io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
+            return;
+        }
         io_wait_write(io, err == SSL_ERROR_WANT_WRITE);
         /* The read timeout, restarted by each read, is what is left. */
         if (io->hs_deadline_ms != 0 && io->has_rtv) {
@@ -357,11 +362,6 @@ tls_handshake(struct lk_io *io)
             if (io->reading)
                 event_add(io->rev, &io->rtv);
         }
-        return;
-    }
-    if (left <= 0) {
-        lk_io_disable(io, EV_READ | EV_WRITE);
-        io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
         return;
     }
     lk_io_disable(io, EV_READ | EV_WRITE);
@@ -1001,23 +1001,24 @@ refuse(const struct lk_listen *ls, evutil_socket_t fd, const struct sockaddr *sa
     }
     evutil_closesocket(fd);
 
-    unsigned long n = atomic_fetch_add(&refused_unlogged[why], 1) + 1;
+    atomic_fetch_add(&refused_unlogged[why], 1);
     long long now = lk_now_ms(), last = atomic_load(&refused_logged_ms);
     if (now - last < 1000 || !atomic_compare_exchange_strong(&refused_logged_ms, &last, now))
         return;
-    unsigned long other = atomic_exchange(&refused_unlogged[!why], 0);
-    n = atomic_exchange(&refused_unlogged[why], 0);
-    unsigned long by[2] = {why == REFUSED_MAX ? n : other, why == REFUSED_MAX ? other : n};
-    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned long by[2] = {atomic_exchange(&refused_unlogged[REFUSED_MAX], 0),
+                           atomic_exchange(&refused_unlogged[REFUSED_PER_CLIENT], 0)};
+    char caps[2][16], ip[INET6_ADDRSTRLEN] = "?";
+    snprintf(caps[0], sizeof(caps[0]), "%u per worker", conf->max_connections);
+    snprintf(caps[1], sizeof(caps[1]), "%u", conf->max_connections_per_client);
     if (sa->sa_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
     lk_log(LK_WARN, NULL,
            "refused %lu client connections since the last such line: %lu over max_connections "
-           "(%u per worker), %lu over max_connections_per_client (%u); the latest from %s on %s",
-           by[0] + by[1], by[0], conf->max_connections, by[1], conf->max_connections_per_client,
-           ip, ls->b->text);
+           "(%s), %lu over max_connections_per_client (%s); the latest from %s on %s",
+           by[0] + by[1], by[0], conf->max_connections != 0 ? caps[0] : "off", by[1],
+           conf->max_connections_per_client != 0 ? caps[1] : "off", ip, ls->b->text);
 }
 
 static void

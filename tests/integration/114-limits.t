@@ -158,7 +158,7 @@ subtest "$N connections from one address, $CAP per client" => sub {
        0, '... and none over max_connections');
 
     # Rate-limited log: a line a second at most, carrying the counts.
-    my @lines = $lk->log =~ /refused (\d+) client connections since the last such line: \d+ over max_connections \(0 per worker\), \d+ over max_connections_per_client \($CAP\); the latest from 127\.0\.0\.1 on 127\.0\.0\.1:$web/g;
+    my @lines = $lk->log =~ /refused (\d+) client connections since the last such line: \d+ over max_connections \(off\), \d+ over max_connections_per_client \($CAP\); the latest from 127\.0\.0\.1 on 127\.0\.0\.1:$web/g;
     cmp_ok(scalar @lines, '>=', 1, 'the refusals are logged');
     cmp_ok(scalar @lines, '<=', int($took) + 2, sprintf('... in at most a line a second (%d lines in %.1f s)', scalar @lines, $took));
     my $sum = 0;
@@ -287,6 +287,8 @@ subtest 'max_connections per worker' => sub {
     my $got = $s && IO::Select->new($s)->can_read(5) ? sysread($s, my $b, 1) : undef;
     ok(defined $got && $got == 0, 'a TLS listener closes without a handshake (nothing sent)');
     is(curl("http://127.0.0.1:$adm/healthz")->{status}, 200, 'the admin listener still answers');
+    like($lk2->log, qr/refused \d+ client connections since the last such line: [1-9]\d* over max_connections \(50 per worker\), 0 over max_connections_per_client \(off\)/,
+         'logged, with the cap');
     my $m = metrics($adm);
     is($m->{"lookout_connections_refused_total{frontend=\"127.0.0.1:$w\",reason=\"max_connections\"}"}, 11,
        '/metrics: refused over max_connections');
