@@ -77,6 +77,7 @@
 /* Broker health, either kind of cluster (struct lk_health_conf). */
 #define DEFAULT_HEALTH_BACKOFF_MS 1000u
 #define DEFAULT_HEALTH_BACKOFF_MAX_MS 30000u
+#define DEFAULT_TIMEOUT_FIRST_FRAME_MS 10000u
 #define DEFAULT_HEALTH_INTERVAL_MS 5000u
 #define DEFAULT_HEALTH_TIMEOUT_MS 2000u
 /* Pulsar's readiness endpoint: 200 "ok" once the broker serves; what
@@ -92,7 +93,8 @@ static const char *const lookout_keys[] = {
     "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
     "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", "drain_timeout",
     "log.format",      "log.access",       "log.kafka",
-    "admin.allow",     "admin.healthz_allow", "admin.token_file", NULL};
+    "admin.allow",     "admin.healthz_allow", "admin.token_file",
+    "max_connections", "max_connections_per_client", "timeout.first_frame", NULL};
 static const char *const pulsar_keys[] = {
     "internalListenerName", "lookupListenerName", "webServiceUrl", "serviceUrl",
     "bind",                 "redirects",          "leak_guard",    "follow.max_hops",
@@ -826,6 +828,20 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
             if (parse_uint(v, INT_MAX, &n) != 0 || n == 0)
                 return entry_err(ld, s, e, "'%s' is not a number from 1 to %d", v, INT_MAX);
             c->listen_backlog = (int)n;
+        } else if (strcmp(k, "max_connections") == 0 ||
+                   strcmp(k, "max_connections_per_client") == 0) {
+            unsigned *cap = strcmp(k, "max_connections") == 0 ? &c->max_connections
+                                                              : &c->max_connections_per_client;
+            if (strcmp(v, "off") == 0) /* as 0: no cap */
+                n = 0;
+            else if (parse_uint(v, UINT_MAX, &n) != 0)
+                return entry_err(ld, s, e, "'%s' is not a number from 0 to %u, or off", v,
+                                 UINT_MAX);
+            *cap = (unsigned)n;
+        } else if (strcmp(k, "timeout.first_frame") == 0) {
+            c->timeout_first_frame_ms = 0;
+            if (strcmp(v, "off") != 0 && duration_key(ld, s, e, &c->timeout_first_frame_ms) != 0)
+                return -1;
         } else {
             continue; /* unknown: reported once the filters took theirs */
         }
@@ -2648,6 +2664,7 @@ lk_conf_load_live(const char *name, const char *text, size_t len, const struct l
     c->max_buffer_bytes = DEFAULT_MAX_BUFFER_BYTES;
     c->upstream_idle_max = DEFAULT_UPSTREAM_IDLE_MAX;
     c->listen_backlog = DEFAULT_LISTEN_BACKLOG;
+    c->timeout_first_frame_ms = DEFAULT_TIMEOUT_FIRST_FRAME_MS;
     c->log_level = LK_INFO;
     c->refs = 1;
     if (lk_cidrs_parse(DEFAULT_ADMIN_ALLOW, &c->admin_allow, NULL, 0) != 2)

@@ -313,6 +313,11 @@ struct lk_conf {
     size_t max_buffer_bytes;           /* default 1m */
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
     int listen_backlog;                /* `listen.backlog`: listen(2) backlog of each socket, default 4096 */
+    /* Connection limits (lk_conn.c accept_cb, lk_limit.h, lk_pair.c): client
+     * connections per worker and per client address (an IPv6 /64) across
+     * the workers, 0: no cap (the defaults); a Kafka or Pulsar client's
+     * first frame must come within timeout.first_frame (0: off), default 10s */
+    unsigned max_connections, max_connections_per_client, timeout_first_frame_ms;
     int log_level;                     /* `log_level = error|warn|info|debug`, default info */
     enum lk_log_format log_format;     /* `log.format`: the access log's lines, default text */
     enum lk_log_access log_access;     /* `log.access = stderr|off|PATH`, default stderr */

@@ -25,6 +25,7 @@
 
 #include "lk_conn.h"
 #include "lk_dyn.h"
+#include "lk_limit.h"
 #include "lk_location.h"
 #include "lk_log.h"
 #include "lk_stats.h"
@@ -348,7 +349,19 @@ tls_handshake(struct lk_io *io)
     }
     int err = SSL_get_error(io->ssl, r);
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        long long left = io->hs_deadline_ms != 0 ? io->hs_deadline_ms - lk_now_ms() : 1;
+        if (left <= 0) {
+            lk_io_disable(io, EV_READ | EV_WRITE);
+            io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
+            return;
+        }
         io_wait_write(io, err == SSL_ERROR_WANT_WRITE);
+        /* The read timeout, restarted by each read, is what is left. */
+        if (io->hs_deadline_ms != 0 && io->has_rtv) {
+            io->rtv = (struct timeval){left / 1000, (left % 1000) * 1000};
+            if (io->reading)
+                event_add(io->rev, &io->rtv);
+        }
         return;
     }
     lk_io_disable(io, EV_READ | EV_WRITE);
@@ -683,6 +696,7 @@ lk_conn_close(struct lk_conn *c)
 
     c->bev = NULL;
     c->w->nconns--;
+    lk_limit_drop(c->limit);
     if (c->st != NULL)
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
     if (c->close_ev != NULL)
@@ -948,6 +962,65 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
     lk_conn_close(c);
 }
 
+/* Connection limits --------------------------------------------------------- */
+
+enum { REFUSED_MAX, REFUSED_PER_CLIENT };
+/* Refusals not yet in a log line, by reason, and when the last line was:
+ * a flood makes one line a second, not one per connection. */
+static atomic_ulong refused_unlogged[2];
+static _Atomic long long refused_logged_ms = -1000000;
+
+/*
+ * A connection over a limit: closed at once, before anything is allocated
+ * for it.  Plaintext HTTP first gets a 503 with Connection: close, written
+ * straight to the new socket (it is empty: the write takes it whole).  TLS
+ * listeners just close, as the binary protocols do: a 503 would need a
+ * full handshake per refused connection, the very work a flood wants out
+ * of lookout (HAProxy's `tcp-request connection reject` likewise closes
+ * before any handshake).
+ */
+static void
+refuse(const struct lk_listen *ls, evutil_socket_t fd, const struct sockaddr *sa, int why)
+{
+    static const char *const bodies[2] = {
+        "{\"reason\": \"too many connections (max_connections)\"}",
+        "{\"reason\": \"too many connections from your address (max_connections_per_client)\"}"};
+    const struct lk_conf *conf = ls->w->rt->conf;
+
+    lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(ls->st))->refused[why], 1);
+    if (ls->b->proto == LK_PROTO_HTTP && !ls->b->tls) {
+        char resp[256], junk[4096];
+        int n = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(bodies[why]), bodies[why]);
+        (void)!send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        /* A request already here, unread, would make the close a reset
+         * that can destroy the 503 on its way. */
+        (void)!recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+    }
+    evutil_closesocket(fd);
+
+    atomic_fetch_add(&refused_unlogged[why], 1);
+    long long now = lk_now_ms(), last = atomic_load(&refused_logged_ms);
+    if (now - last < 1000 || !atomic_compare_exchange_strong(&refused_logged_ms, &last, now))
+        return;
+    unsigned long by[2] = {atomic_exchange(&refused_unlogged[REFUSED_MAX], 0),
+                           atomic_exchange(&refused_unlogged[REFUSED_PER_CLIENT], 0)};
+    char caps[2][16], ip[INET6_ADDRSTRLEN] = "?";
+    snprintf(caps[0], sizeof(caps[0]), "%u per worker", conf->max_connections);
+    snprintf(caps[1], sizeof(caps[1]), "%u", conf->max_connections_per_client);
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
+    lk_log(LK_WARN, NULL,
+           "refused %lu client connections since the last such line: %lu over max_connections "
+           "(%s), %lu over max_connections_per_client (%s); the latest from %s on %s",
+           by[0] + by[1], by[0], conf->max_connections != 0 ? caps[0] : "off", by[1],
+           conf->max_connections_per_client != 0 ? caps[1] : "off", ip, ls->b->text);
+}
+
 static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
           void *arg)
@@ -958,8 +1031,20 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
     struct event_base *base = w->base;
     uint16_t port = 0;
     char ip[INET6_ADDRSTRLEN] = "";
+    const struct lk_conf *conf = w->rt->conf;
+    struct lk_limit_slot *slot = NULL;
 
+    if (conf->max_connections != 0 && w->nconns >= conf->max_connections) {
+        refuse(ls, fd, sa, REFUSED_MAX);
+        return;
+    }
+    if (conf->max_connections_per_client != 0 &&
+        lk_limit_take(sa, conf->max_connections_per_client, &slot) != 0) {
+        refuse(ls, fd, sa, REFUSED_PER_CLIENT);
+        return;
+    }
     struct lk_conn *c = conn_alloc(w);
+    c->limit = slot;
     c->fd = -1; /* until a bufferevent has it: closed by whoever fails first */
     /* An idle keep-alive connection holds this pool: the protocol's state
      * (the HTTP module: about 600 bytes) and little else. */
@@ -1031,6 +1116,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
         c->action = "TLS handshaking";
         bufferevent_setcb(c->bev, NULL, NULL, tls_handshake_event, c);
         lk_io_set_timeouts(&c->io, &tv, &tv);
+        c->io.hs_deadline_ms = lk_now_ms() + c->conf->timeout_client_header_ms;
         lk_io_enable(&c->io, EV_READ);
         return;
     }

@@ -31,6 +31,7 @@ struct lk_upstream;
 struct lk_ticket_keys;
 struct lk_rt_stats;
 struct lk_stat_obj;
+struct lk_limit_slot;
 
 /*
  * State shared by the workers for one config generation: the config, the
@@ -155,6 +156,8 @@ struct lk_io {
     SSL *ssl;
     struct event *wev;          /* waits for the socket to take more */
     struct timeval wtv;
+    long long hs_deadline_ms;   /* client TLS: the handshake ends by then (lk_now_ms), however
+                                 * the client trickles it; 0: no deadline */
 };
 
 struct lk_worker {
@@ -225,6 +228,7 @@ struct lk_conn {
     void *proto;        /* the protocol module's state */
     struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
     struct lk_stat_obj *st; /* its bound address's metrics series */
+    struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
     uint64_t id;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
     struct event rev;   /* io.rev */

@@ -95,6 +95,8 @@ struct hconn {
     int read_full;  /* reading stopped: the input holds LK_CLIENT_READ_MAX */
     unsigned seq;   /* exchanges begun */
     unsigned idle_rest_ms; /* keep-alive: how much of timeout.idle is left once the timer parks */
+    int fresh;             /* a new connection (not one unparked): its first request comes
+                            * within timeout.client_header, not timeout.idle (as nginx) */
     struct lk_upstream *tunnel_up;
     /* The body buffers of the exchange under way, kept from one exchange to
      * the next rather than made anew for each. */
@@ -1207,7 +1209,8 @@ process_input(struct hconn *hc)
                  * request (it grows back on its first field); if the
                  * client stays quiet, everything else but the socket
                  * (timer_cb parks the connection). */
-                unsigned idle = c->conf->timeout_idle_ms;
+                unsigned idle = hc->fresh && hc->seq == 0 ? c->conf->timeout_client_header_ms
+                                                          : c->conf->timeout_idle_ms;
                 struct timeval tv = ms_tv(idle < LK_PARK_AFTER_MS ? idle : LK_PARK_AFTER_MS);
                 hc->idle_rest_ms = idle - (unsigned)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
                 c->action = "waiting for a request";
@@ -1404,6 +1407,7 @@ start(struct lk_conn *c)
     struct timeval idle = ms_tv(c->conf->timeout_idle_ms);
 
     hc->c = c;
+    hc->fresh = !c->io.unparking;
     c->proto = hc;
     lk_http_parser_init(&hc->rp, 1, c->conf->max_header_bytes);
     hc->timer = evtimer_new(c->w->base, timer_cb, hc);

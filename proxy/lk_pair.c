@@ -50,11 +50,38 @@ lk_pair_log_summary(const struct lk_pair *p, enum lk_stat_proto proto, uint64_t 
     lk_xrec_done(&r);
 }
 
+/* The broker is chosen (or the pair closes): timeout.first_frame is done. */
+static void
+first_frame_done(struct lk_pair *p)
+{
+    if (p->first_armed)
+        event_del(&p->first);
+    p->first_armed = 0;
+}
+
+static void
+first_frame_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_pair *p = arg;
+    char why[160];
+
+    p->first_armed = 0;
+    if (p->dead)
+        return;
+    lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(p->c->st))->first_frame_timeouts, 1);
+    snprintf(why, sizeof(why),
+             "no first frame within timeout.first_frame (%u ms; %zu bytes came); closing",
+             p->c->conf->timeout_first_frame_ms,
+             evbuffer_get_length(bufferevent_get_input(p->c->bev)));
+    lk_pair_close(p, why);
+}
+
 static void
 cleanup(void *arg)
 {
     struct lk_pair *p = arg;
 
+    first_frame_done(p);
     lk_upstream_free(p->up);
     p->up = NULL;
 }
@@ -157,6 +184,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
 void
 lk_pair_connect(struct lk_pair *p)
 {
+    first_frame_done(p);
     p->c->action = "connecting to the broker";
     p->up = lk_upstream_get(p->c->w, p->c->rt, p->broker, p->ops->family, p->c->tls, up_ready, p);
     if (p->up == NULL)
@@ -175,4 +203,11 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
     lk_pool_cleanup_add(&c->pool, cleanup, p);
     bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
     lk_io_set_timeouts(&c->io, &idle, NULL);
+    unsigned ms = c->conf->timeout_first_frame_ms;
+    if (ms != 0) {
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        evtimer_assign(&p->first, c->w->base, first_frame_timeout, p);
+        evtimer_add(&p->first, &tv);
+        p->first_armed = 1;
+    }
 }

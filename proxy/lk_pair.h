@@ -34,16 +34,22 @@ struct lk_pair {
     const struct lk_broker *broker;
     struct lk_upstream *up;
     struct timeval idle; /* both sides' read timeout */
+    struct event first;  /* timeout.first_frame: armed until the broker is chosen */
     long long start_us;  /* when it began, for its closing line */
     unsigned connects;   /* brokers tried */
     unsigned connected : 1;
     unsigned any_broker : 1; /* a service address: another broker will do */
     unsigned dead : 1;       /* closing */
     unsigned draining : 1;   /* lookout is stopping (lk_proto_ops.drain) */
+    unsigned first_armed : 1;
 };
 
 /* Takes over c's callbacks, with idle as the read timeout, and frees the
- * broker connection with c's pool. */
+ * broker connection with c's pool.  Until lk_pair_connect (the module has
+ * what decides the broker: Kafka a request's fixed prefix, Pulsar the
+ * whole CONNECT), the client has timeout.first_frame from now, however
+ * it trickles its bytes (a read timeout would restart at each); then
+ * idle as before. */
 void lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *c,
                    struct timeval idle);
 /* Connects to p->broker (another of the cluster's when any_broker and it

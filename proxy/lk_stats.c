@@ -534,6 +534,10 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
         {"lookout_tls_handshake_failures_total", "counter",
          "Client TLS handshakes that failed or timed out.",
          offsetof(struct lk_fe_vals, tls_failures), 0},
+        {"lookout_first_frame_timeouts_total", "counter",
+         "Kafka and Pulsar client connections closed for sending no first frame within "
+         "timeout.first_frame.",
+         offsetof(struct lk_fe_vals, first_frame_timeouts), 0},
     };
     for (size_t f = 0; f < sizeof(fes) / sizeof(fes[0]); f++) {
         lk_stats_family(out, fes[f].name, fes[f].type, fes[f].help);
@@ -548,6 +552,16 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
             evbuffer_add_printf(out, "%lld\n", (long long)sum_at(o, fes[f].off));
         }
     }
+    static const char *const refusals[2] = {"max_connections", "max_connections_per_client"};
+    lk_stats_family(out, "lookout_connections_refused_total", "counter",
+                    "Client connections refused at accept, by the limit they were over.");
+    for (o = objs; o != NULL; o = o->next)
+        for (int r = 0; r < 2 && o->kind == OBJ_FRONTEND; r++) {
+            series(out, "lookout_connections_refused_total", "frontend", o->name, "reason",
+                   refusals[r], NULL, NULL);
+            evbuffer_add_printf(out, "%llu\n",
+                                (unsigned long long)SUM(o, struct lk_fe_vals, refused[r]));
+        }
 
     lk_stats_family(out, "lookout_exchanges_total", "counter",
            "Exchanges: HTTP by status class, Kafka by api, Pulsar by command.");

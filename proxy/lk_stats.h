@@ -55,6 +55,8 @@ struct lk_fe_vals {
     uint64_t open; /* incremented at accept, decremented at close: summed, it is the gauge */
     uint64_t total;
     uint64_t tls_failures;
+    uint64_t refused[2];          /* over max_connections, max_connections_per_client */
+    uint64_t first_frame_timeouts; /* binary connections closed by timeout.first_frame */
 };
 
 struct lk_cl_vals {

@@ -214,6 +214,9 @@ test_defaults(void)
     ok(c->max_buffer_bytes == 1024 * 1024, "max_buffer_bytes 1m");
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
     ok(c->listen_backlog == 4096, "listen.backlog 4096");
+    ok(c->max_connections == 0 && c->max_connections_per_client == 0 &&
+           c->timeout_first_frame_ms == 10000,
+       "no connection caps; timeout.first_frame 10s");
     ok(c->log_level == LK_INFO, "log_level info");
     ok(c->session_cache == 1 && c->session_tickets == 1, "tls.session_cache, _tickets on");
     ok(c->nticket_keys == 0 && c->ticket_keys == NULL, "no ticket key files: own keys");
@@ -319,6 +322,18 @@ test_lookout_keys(void)
                c->listen_backlog == 2147483647,
            "on, 65535, error, INT_MAX");
     }
+    lk_conf_unref(c);
+    c = LOAD("[lookout]", "max_connections = 4294967295", "max_connections_per_client = 100",
+             "timeout.first_frame = 300ms");
+    ok(c != NULL && c->max_connections == 4294967295u && c->max_connections_per_client == 100 &&
+           c->timeout_first_frame_ms == 300,
+       "max_connections, max_connections_per_client, timeout.first_frame (%s)", err);
+    lk_conf_unref(c);
+    c = LOAD("[lookout]", "max_connections = off", "max_connections_per_client = 0",
+             "timeout.first_frame = off");
+    ok(c != NULL && c->max_connections == 0 && c->max_connections_per_client == 0 &&
+           c->timeout_first_frame_ms == 0,
+       "off, 0 and off: no caps, no first-frame timeout (%s)", err);
     lk_conf_unref(c);
     c = LOAD("[lookout]", "workers = 1024", "admin = [::1]:9901", "log_level = warn");
     ok(c != NULL && c->workers == 1024 && strcmp(c->admin, "[::1]:9901") == 0 &&
@@ -628,6 +643,11 @@ test_value_errors(void)
         {"listen.backlog = 2147483648",
          "listen.backlog: '2147483648' is not a number from 1 to 2147483647"},
         {"listen.backlog = 4k", "listen.backlog: '4k' is not a number from 1 to 2147483647"},
+        {"max_connections = -1", "max_connections: '-1' is not a number from 0 to 4294967295, or off"},
+        {"max_connections_per_client = 4294967296",
+         "max_connections_per_client: '4294967296' is not a number from 0 to 4294967295, or off"},
+        {"timeout.first_frame = 0s",
+         "timeout.first_frame: '0s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)"},
         {"tls.session_cache = yes", "tls.session_cache: 'yes' is not on or off"},
         {"tls.session_tickets = On", "tls.session_tickets: 'On' is not on or off"},
         {"tls.session_ticket_key =", "tls.session_ticket_key: empty path"},
@@ -1660,6 +1680,9 @@ test_reference(void)
                                        "max_buffer_bytes",
                                        "upstream.idle_pool",
                                        "listen.backlog",
+                                       "max_connections",
+                                       "max_connections_per_client",
+                                       "timeout.first_frame",
                                        "tls.session_cache",
                                        "tls.session_tickets",
                                        "tls.session_ticket_key",
