@@ -44,9 +44,8 @@ struct aconn {
 static struct evconnlistener *listener;
 static struct aconn *aconns;
 /* Refusals are logged at most once a second; the others are counted into
- * the next line (all on worker 0's loop: no lock). */
-static long long refused_logged_ms;
-static unsigned long refused_quiet;
+ * the next line. */
+static struct lk_log_every refused_log;
 /* /map ------------------------------------------------------------------------ */
 
 static json_t *
@@ -327,20 +326,16 @@ refuse(struct aconn *a, const char *why, int token, const char *path, size_t ple
     struct evbuffer *body = evbuffer_new();
     json_t *j = json_pack("{s:s}", "reason", why);
     char *text = json_dumps(j, JSON_COMPACT);
-    long long now = lk_now_ms();
+    unsigned long n;
 
     lk_stats_admin_refused(token);
-    if (now - refused_logged_ms >= 1000) {
+    if ((n = lk_log_every(&refused_log, 1000)) != 0) {
         char sample[100];
         char more[64] = "";
-        if (refused_quiet != 0)
-            snprintf(more, sizeof(more), " (and %lu more since the last line)", refused_quiet);
+        if (n > 1)
+            snprintf(more, sizeof(more), " (and %lu more since the last line)", n - 1);
         lk_log(LK_WARN, NULL, "admin: refused %s asking for %s: %s%s", a->peer,
                lk_log_sanitize(sample, path, plen, 64), why, more);
-        refused_logged_ms = now;
-        refused_quiet = 0;
-    } else {
-        refused_quiet++;
     }
     evbuffer_add_printf(body, "%s\n", text != NULL ? text : "{}");
     free(text);

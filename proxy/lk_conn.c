@@ -968,7 +968,7 @@ enum { REFUSED_MAX, REFUSED_PER_CLIENT };
 /* Refusals not yet in a log line, by reason, and when the last line was:
  * a flood makes one line a second, not one per connection. */
 static atomic_ulong refused_unlogged[2];
-static _Atomic long long refused_logged_ms = -1000000;
+static struct lk_log_every refused_log;
 
 /*
  * A connection over a limit: closed at once, before anything is allocated
@@ -1002,8 +1002,7 @@ refuse(const struct lk_listen *ls, evutil_socket_t fd, const struct sockaddr *sa
     evutil_closesocket(fd);
 
     atomic_fetch_add(&refused_unlogged[why], 1);
-    long long now = lk_now_ms(), last = atomic_load(&refused_logged_ms);
-    if (now - last < 1000 || !atomic_compare_exchange_strong(&refused_logged_ms, &last, now))
+    if (lk_log_every(&refused_log, 1000) == 0)
         return;
     unsigned long by[2] = {atomic_exchange(&refused_unlogged[REFUSED_MAX], 0),
                            atomic_exchange(&refused_unlogged[REFUSED_PER_CLIENT], 0)};

@@ -2,6 +2,7 @@
  * Logging: timestamped lines on stderr, one write(2) each.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -99,4 +100,16 @@ lk_log_level_parse(const char *s)
         if (strcasecmp(s, level_names[i]) == 0)
             return i;
     return -1;
+}
+
+unsigned long
+lk_log_every(struct lk_log_every *e, long long interval_ms)
+{
+    long long now = lk_now_ms(), last = atomic_load(&e->last_ms);
+
+    atomic_fetch_add(&e->quiet, 1);
+    if ((last != 0 && now - last < interval_ms) ||
+        !atomic_compare_exchange_strong(&e->last_ms, &last, now))
+        return 0;
+    return atomic_exchange(&e->quiet, 0);
 }

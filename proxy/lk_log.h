@@ -25,4 +25,18 @@ void lk_log_ssl(int level, const struct lk_conn *c, const char *what);
 char *lk_log_sanitize(char *dst, const void *src, size_t len, size_t max);
 int lk_log_level_parse(const char *s);
 
+/*
+ * A log line at most once per interval, from any thread: a flood of the
+ * same event (refused connections, refused admin callers) makes one line
+ * a second, not one per event.  lk_log_every() counts the event and
+ * returns 0 while the interval since the last line has not passed; else
+ * it returns how many events the line speaks for (this one included) and
+ * starts the next interval.
+ */
+struct lk_log_every {
+    _Atomic long long last_ms; /* 0: no line yet */
+    _Atomic unsigned long quiet;
+};
+unsigned long lk_log_every(struct lk_log_every *e, long long interval_ms);
+
 #endif
