@@ -525,7 +525,9 @@ count_types(const uint8_t *p, size_t len, uint64_t *last_type)
 static int
 same_bytes(int has, struct lk_str s, protobuf_c_boolean pb_has, ProtobufCBinaryData pb)
 {
-    return has == (pb_has != 0) && (!has || (s.len == pb.len && memcmp(s.p, pb.data, s.len) == 0));
+    /* (protobuf-c gives an empty field NULL data) */
+    return has == (pb_has != 0) &&
+           (!has || (s.len == pb.len && (s.len == 0 || memcmp(s.p, pb.data, s.len) == 0)));
 }
 
 /* Each field lookout reads is there once: the sub-commands in BaseCommand,
