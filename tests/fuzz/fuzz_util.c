@@ -530,6 +530,15 @@ same_bytes(int has, struct lk_str s, protobuf_c_boolean pb_has, ProtobufCBinaryD
            (!has || (s.len == pb.len && (s.len == 0 || memcmp(s.p, pb.data, s.len) == 0)));
 }
 
+/* lookout's URL pair of d is protobuf-c's (h, u) and (ht, ut). */
+static void
+same_pair(const struct lk_pulsar_cmd *d, protobuf_c_boolean h, ProtobufCBinaryData u,
+          protobuf_c_boolean ht, ProtobufCBinaryData ut)
+{
+    LK_FUZZ_CHECK(same_bytes(d->has_url, d->url, h, u));
+    LK_FUZZ_CHECK(same_bytes(d->has_url_tls, d->url_tls, ht, ut));
+}
+
 /* Each field lookout reads is there once: the sub-commands in BaseCommand,
  * the declared fields in the type's. */
 static void
@@ -601,34 +610,30 @@ lk_fuzz_pulsar_same_reading(const uint8_t *cmd, size_t len)
         break;
     case LK_PULSAR_LOOKUP_RESPONSE:
         LK_FUZZ_CHECK(pb->lookuptopicresponse != NULL);
-        LK_FUZZ_CHECK(same_bytes(d.has_url, d.url, pb->lookuptopicresponse->has_brokerserviceurl,
-                                 pb->lookuptopicresponse->brokerserviceurl));
-        LK_FUZZ_CHECK(same_bytes(d.has_url_tls, d.url_tls,
-                                 pb->lookuptopicresponse->has_brokerserviceurltls,
-                                 pb->lookuptopicresponse->brokerserviceurltls));
+        same_pair(&d, pb->lookuptopicresponse->has_brokerserviceurl,
+                  pb->lookuptopicresponse->brokerserviceurl,
+                  pb->lookuptopicresponse->has_brokerserviceurltls,
+                  pb->lookuptopicresponse->brokerserviceurltls);
         break;
     case LK_PULSAR_CLOSE_PRODUCER:
         LK_FUZZ_CHECK(pb->close_producer != NULL);
-        LK_FUZZ_CHECK(same_bytes(d.has_url, d.url, pb->close_producer->has_assignedbrokerserviceurl,
-                                 pb->close_producer->assignedbrokerserviceurl));
-        LK_FUZZ_CHECK(same_bytes(d.has_url_tls, d.url_tls,
-                                 pb->close_producer->has_assignedbrokerserviceurltls,
-                                 pb->close_producer->assignedbrokerserviceurltls));
+        same_pair(&d, pb->close_producer->has_assignedbrokerserviceurl,
+                  pb->close_producer->assignedbrokerserviceurl,
+                  pb->close_producer->has_assignedbrokerserviceurltls,
+                  pb->close_producer->assignedbrokerserviceurltls);
         break;
     case LK_PULSAR_CLOSE_CONSUMER:
         LK_FUZZ_CHECK(pb->close_consumer != NULL);
-        LK_FUZZ_CHECK(same_bytes(d.has_url, d.url, pb->close_consumer->has_assignedbrokerserviceurl,
-                                 pb->close_consumer->assignedbrokerserviceurl));
-        LK_FUZZ_CHECK(same_bytes(d.has_url_tls, d.url_tls,
-                                 pb->close_consumer->has_assignedbrokerserviceurltls,
-                                 pb->close_consumer->assignedbrokerserviceurltls));
+        same_pair(&d, pb->close_consumer->has_assignedbrokerserviceurl,
+                  pb->close_consumer->assignedbrokerserviceurl,
+                  pb->close_consumer->has_assignedbrokerserviceurltls,
+                  pb->close_consumer->assignedbrokerserviceurltls);
         break;
     default: /* TOPIC_MIGRATED */
         LK_FUZZ_CHECK(pb->topicmigrated != NULL);
-        LK_FUZZ_CHECK(same_bytes(d.has_url, d.url, pb->topicmigrated->has_brokerserviceurl,
-                                 pb->topicmigrated->brokerserviceurl));
-        LK_FUZZ_CHECK(same_bytes(d.has_url_tls, d.url_tls, pb->topicmigrated->has_brokerserviceurltls,
-                                 pb->topicmigrated->brokerserviceurltls));
+        same_pair(&d, pb->topicmigrated->has_brokerserviceurl, pb->topicmigrated->brokerserviceurl,
+                  pb->topicmigrated->has_brokerserviceurltls,
+                  pb->topicmigrated->brokerserviceurltls);
         break;
     }
 out:

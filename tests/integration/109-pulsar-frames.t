@@ -23,11 +23,10 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use JSON::PP qw(decode_json encode_json);
+use JSON::PP qw(encode_json);
 use Test::More;
 
 use Lookout;
-use KafkaMock;
 use KafkaTestBroker;
 use PulsarBinBroker;
 
@@ -35,14 +34,8 @@ my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
 my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 
-sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
-
-sub probe {
-    my ($addr, $opts, @steps) = @_;
-    my $r = KafkaMock::run([ $PY, "$BIN/pulsar-probe", $addr, @$opts, map { encode_json($_) } @steps ],
-                           timeout => 60);
-    return json_lines($r->{out});
-}
+sub probe { PulsarBinBroker::probe(@_) }
+sub json_lines { PulsarBinBroker::json_lines(@_) }
 
 # A protobuf writer of this file's own (the wire format; Pulsar's field numbers).
 sub varint { my ($v) = @_; my $o = ''; while ($v > 0x7f) { $o .= chr(($v & 0x7f) | 0x80); $v >>= 7 } return $o . chr($v) }
