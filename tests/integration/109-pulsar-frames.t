@@ -5,6 +5,8 @@
 # `external` one naming lookout; its reader, lib/pulsar_wire.py, takes the last of a field
 # given twice, as protobuf and the broker's LightProto do) and hand-built frames
 # (bin/pulsar-probe):
+#   - google-protobuf (the PulsarApi code pulsar-flex ships) reads {PING, ..., LOOKUP} as a
+#     LOOKUP: the last type counts;
 #   - a command that gives its type twice is refused, from either side: {PING, ...,
 #     LOOKUP, lookupTopic{advertised_listener_name}} never reaches the broker as a LOOKUP,
 #     {PONG, ..., LOOKUP_RESPONSE{internal URL}} never reaches the client; the connection
@@ -27,6 +29,7 @@ use JSON::PP qw(encode_json);
 use Test::More;
 
 use Lookout;
+use KafkaMock;
 use KafkaTestBroker;
 use PulsarBinBroker;
 
@@ -88,6 +91,23 @@ ok($lk->started, 'lookout started (no client_listeners)') or BAIL_OUT('lookout d
 
 # ---- item 6: a frame is what the broker reads it as -----------------------------------------
 
+subtest 'google-protobuf (pulsar-flex\'s PulsarApi code) reads {PING, ..., LOOKUP} as a LOOKUP' => sub {
+    my $mod = $ENV{LOOKOUT_PULSAR_FLEX} // repo_top() . '/tests/pulsar/node_modules/pulsar-flex';
+    plan skip_all => "pulsar-flex is not installed in $mod (tests/deps.sh)"
+        unless Lookout::_which('node') && -f "$mod/package.json";
+    my $lookup = fb(1, 'persistent://public/default/t-b1') . fv(2, 31) . fv(3, 1) . fb(7, 'internal');
+    my $cmd = fv(1, PING) . fb(PING, '') . fv(1, LOOKUP) . fb(LOOKUP, $lookup);
+    my $line = encode_json({ command_hex => unpack('H*', $cmd), type_id => LOOKUP,
+                             fields => { topic => 'persistent://public/default/t-b1', request_id => 31,
+                                         authoritative => JSON::PP::true, advertised_listener_name => 'internal' } });
+    my $r = KafkaMock::run([ 'node', "$BIN/pulsar-pb-check" ], in => "$line\n", timeout => 60,
+                           env => { LOOKOUT_PULSAR_FLEX => $mod });
+    my ($j) = json_lines($r->{out});
+    is($j->{type_id_theirs}, LOOKUP, 'its type is the last one, LOOKUP (a reader of the first sees PING)')
+        or diag($r->{out}, $r->{err});
+    ok($j->{ok}, '... with the lookup and its listener name') or diag(explain($j));
+};
+
 subtest 'a client command that gives its type twice never reaches the broker' => sub {
     my $lookup = fb(1, 'persistent://public/default/t-b1') . fv(2, 31) . fv(3, 1) . fb(7, 'internal');
     for my $case ([ 'PING first, LOOKUP last', fv(1, PING) . fb(PING, '') . fv(1, LOOKUP) . fb(LOOKUP, $lookup) ],
@@ -99,7 +119,8 @@ subtest 'a client command that gives its type twice never reaches the broker' =>
         ok((grep { $_->{closed} } @steps), "$what: the connection is closed") or diag(explain(\@r));
         my @got = map { @{ $_->{received} // [] } } @steps;
         ok(!@got, "$what: no answer") or diag(explain(\@got));
-        my @in = ($t->frames(dir => 'in'))[$n .. $#{ [ $t->frames(dir => 'in') ] }];
+        my @all = $t->frames(dir => 'in');
+        my @in = @all[$n .. $#all];
         ok(!(grep { ($_->{fields}{request_id} // 0) == 31 || exists $_->{fields}{advertised_listener_name} } @in),
            "$what: the broker saw neither the lookup nor its listener name") or diag(explain(\@in));
     }
