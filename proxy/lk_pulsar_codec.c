@@ -240,7 +240,7 @@ struct parsed {
  * last, so that no reading of such a frame is ever lookout's to get right.
  * A sub-command given twice is refused too: protobuf (protobuf-c,
  * Google's) merges the two, LightProto (the broker's, the Java client's)
- * keeps the last alone; nothing writes it, and no one reading is right.
+ * keeps the last alone; nothing writes it, and no single reading is right.
  */
 static int
 walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
