@@ -2,8 +2,11 @@
  * listener: picks the listener this exchange's addresses are rewritten into
  * (CONTRACT §3, PIP-338 at the edge).  The client names one with the query
  * parameter `listenerName` or the header `X-Pulsar-ListenerName` (the query
- * wins, as in Pulsar's TopicLookup); a name the listener map does not know
- * falls back to the cluster's lookupListenerName, and with neither nothing
+ * wins, as in Pulsar's TopicLookup); it is used when the client may choose
+ * it: the cluster's lookupListenerName, or one the operator lists in
+ * client_listeners (lk_client_listener).  Any other name (the internal
+ * listener's, by default, or one the map lacks) falls back to
+ * lookupListenerName, logged once per connection, and with neither nothing
  * is rewritten.  The name is removed before the request goes upstream: a 4.x
  * broker fails a lookup for a listener it does not have.  It must run first
  * (it is first in the default chain), so that every later filter sees the
@@ -103,13 +106,15 @@ attach(struct lk_flt *f, struct lk_xchg *x)
     struct lk_http_msg *req = &x->req;
     struct lk_str name = take_query_name(&x->pool, &req->target);
     struct lk_str *h = lk_http_find_id(req, LK_HDR_X_PULSAR_LISTENER_NAME);
-    const char *canon;
+    const char *what = "query listenerName", *canon;
 
-    if (name.len == 0 && h != NULL)
+    if (name.len == 0 && h != NULL) {
         name = lk_str_trim(*h);
+        what = "header X-Pulsar-ListenerName";
+    }
     lk_http_del_id(req, LK_HDR_X_PULSAR_LISTENER_NAME);
     /* x->listener_name starts as the cluster's lookupListenerName */
-    if (name.len != 0 && (canon = lk_cluster_listener_name(x->cluster, name)) != NULL)
+    if ((canon = lk_client_listener(x->conn, x->cluster, name, what)) != NULL)
         x->listener_name = canon;
     return 0;
 }

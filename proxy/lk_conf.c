@@ -102,7 +102,7 @@ static const char *const pulsar_keys[] = {
     "upstream.tls",         "pulsar_routing",     "health.fails",  "health.backoff",
     "health.backoff_max",   "health.check",       "health.interval", "health.timeout",
     "health.path",          "internal_networks",  "metadataStoreUrl", "zookeeperServers",
-    "metadataStoreSessionTimeoutMillis", "zooKeeperSessionTimeoutMillis", NULL};
+    "metadataStoreSessionTimeoutMillis", "zooKeeperSessionTimeoutMillis", "client_listeners", NULL};
 static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
@@ -1084,6 +1084,38 @@ load_registry_keys(struct loader *ld, struct lk_conf_section *s, struct lk_clust
     return 0;
 }
 
+/*
+ * client_listeners: "external, vpn", the listeners a client may name
+ * besides lookupListenerName (CONTRACT §3).  Each is a name some broker
+ * has (checked with the brokers, check_client_listeners), once; the
+ * internal listener only as written here, never by default.
+ */
+static int
+client_listeners_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                     struct lk_cluster *cl)
+{
+    const char *p = e->value;
+
+    cl->client_listeners_line = e->line;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        struct lk_str item =
+            lk_str_trim(lk_str_make(p, comma != NULL ? (size_t)(comma - p) : strlen(p)));
+
+        if (item.len == 0)
+            return entry_err(ld, s, e, "empty listener name (expected name, name, ...)");
+        for (size_t i = 0; i < cl->nclient_listeners; i++)
+            if (lk_str_eq(lk_str_c(cl->client_listeners[i]), item))
+                return entry_err(ld, s, e, "'%.*s' is listed twice", (int)item.len, item.p);
+        cl->client_listeners = lk_xrealloc(cl->client_listeners, (cl->nclient_listeners + 1) *
+                                                                     sizeof(*cl->client_listeners));
+        cl->client_listeners[cl->nclient_listeners++] = lk_xstrndup(item.p, item.len);
+        if (comma == NULL)
+            return 0;
+        p = comma + 1;
+    }
+}
+
 static int
 load_cluster(struct loader *ld, struct lk_conf_section *s)
 {
@@ -1158,6 +1190,8 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
                              "which this cluster does not have");
         cl->pulsar_routing = (enum lk_pulsar_routing)v;
     }
+    if ((e = take(s, "client_listeners")) != NULL && client_listeners_key(ld, s, e, cl) != 0)
+        return -1;
     /* `filters` is taken when the chain is built, after the brokers. */
     if (health_keys(ld, s, cl) != 0)
         return -1;
@@ -1229,6 +1263,12 @@ load_kafka(struct loader *ld, struct lk_conf_section *s)
     cl->idle_ms = DEFAULT_KAFKA_IDLE_MS;
     cl->unknown_api = LK_UNKNOWN_API_PASS;
 
+    /* Kafka has no client-chosen listener (no KIP gives clients a way to
+     * name one): every address is rewritten into lookupListenerName. */
+    if ((e = take(s, "client_listeners")) != NULL)
+        return entry_err(ld, s, e,
+                         "a [pulsar] key: Kafka clients cannot name a listener, every address "
+                         "they get is lookupListenerName's");
     if ((ie = take(s, "inter.broker.listener.name")) != NULL) {
         if (kafka_name_key(ld, s, ie, &cl->internal_listener) != 0)
             return -1;
@@ -1659,6 +1699,40 @@ listener_names(const struct lk_cluster *cl, char *buf, size_t len)
 }
 
 /*
+ * Each client_listeners name must be a listener of a broker of the file's
+ * own ([broker] sections): a typo would otherwise let no client choose
+ * anything, silently.  The store's brokers are not asked: they come and
+ * go, and a map rebuilt from them must not fail on a name the file was
+ * right about.  A cluster whose every broker comes from its store is
+ * checked by no one; a name none of them has selects nothing then (the
+ * filters find no such listener and leave those addresses, logged as
+ * unmapped).
+ */
+static int
+check_client_listeners(struct loader *ld, const struct lk_cluster *cl)
+{
+    size_t stat = 0;
+    char have[256];
+
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        stat += !cl->brokers[i]->live;
+    for (size_t k = 0; stat != 0 && k < cl->nclient_listeners; k++) {
+        const char *name = cl->client_listeners[k];
+        size_t i = 0;
+
+        while (i < cl->nbrokers &&
+               (cl->brokers[i]->live || lk_broker_listener(cl->brokers[i], name) == NULL))
+            i++;
+        if (i < cl->nbrokers)
+            continue;
+        listener_names(cl, have, sizeof(have));
+        return report(ld, cl->client_listeners_line, cl->section, "client_listeners",
+                      "no broker has a listener '%s' (their listeners: %s)", name, have);
+    }
+    return 0;
+}
+
+/*
  * Finds each broker's internal and lookup listener once every broker of cl
  * is loaded.  A name that no broker has is the cluster key's mistake (a typo
  * in internalListenerName or lookupListenerName), so its line is named; a
@@ -1682,6 +1756,8 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
         return entry_err(ld, cl->section, find_entry(cl->section, keys[k]),
                          "no broker has a listener '%s' (their listeners: %s)", names[k], have);
     }
+    if (check_client_listeners(ld, cl) != 0)
+        return -1;
     for (size_t i = 0; i < cl->nbrokers; i++) {
         struct lk_broker *b = cl->brokers[i];
         struct lk_conf_section *s = find_section(ld->conf, "broker", b->name);
@@ -2497,6 +2573,9 @@ conf_free(struct lk_conf *c)
         free(cl->name);
         free(cl->internal_listener);
         free(cl->lookup_listener);
+        for (j = 0; j < cl->nclient_listeners; j++)
+            free(cl->client_listeners[j]);
+        free(cl->client_listeners);
         lk_url_free(cl->web_service);
         free(cl->web_service);
         lk_url_free(cl->service);
@@ -2774,6 +2853,21 @@ lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str name)
     return NULL;
 }
 
+const char *
+lk_cluster_client_listener(const struct lk_cluster *cl, struct lk_str name)
+{
+    /* lookupListenerName: the only listener whose addresses lookout itself
+     * serves (build_binds binds no other), so the one a client may always
+     * choose.  The internal listener is never that one (resolve_listeners
+     * refuses it), and is a client's only when the operator lists it. */
+    if (cl->lookup_listener != NULL && lk_str_eq(lk_str_c(cl->lookup_listener), name))
+        return cl->lookup_listener;
+    for (size_t i = 0; i < cl->nclient_listeners; i++)
+        if (lk_str_eq(lk_str_c(cl->client_listeners[i]), name))
+            return cl->client_listeners[i];
+    return NULL;
+}
+
 const struct lk_broker *
 lk_cluster_find_node(const struct lk_cluster *cl, int32_t node_id)
 {
@@ -3015,6 +3109,15 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
         fprintf(out, ", pulsar_routing %s", pulsar_routing_names[cl->pulsar_routing]);
     if (!cl->forwarded_headers)
         fprintf(out, ", forwarded_headers off");
+    for (size_t i = 0; i < cl->nclient_listeners; i++) {
+        const char *name = cl->client_listeners[i];
+        int internal = 0;
+        for (size_t j = 0; j < cl->nbrokers && !internal; j++)
+            internal = strcmp(cl->brokers[j]->internal->name, name) == 0;
+        fprintf(out, "%s%s%s", i == 0 ? ", client_listeners " : ",", name,
+                internal ? " (the internal listener: clients may ask for internal addresses)"
+                         : "");
+    }
     fprintf(out, ", filters ");
     for (size_t i = 0; i < cl->nfilters; i++)
         fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);

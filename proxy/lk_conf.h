@@ -198,6 +198,13 @@ struct lk_cluster {
     int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
     enum lk_upstream_tls upstream_tls; /* default match */
     enum lk_pulsar_routing pulsar_routing; /* default per-broker */
+    /* client_listeners (Pulsar): the listeners besides lookupListenerName
+     * that a client may name (CONTRACT §3; lk_cluster_client_listener),
+     * as written; none by default, and never the internal one unless
+     * written here. */
+    char **client_listeners;
+    size_t nclient_listeners;
+    int client_listeners_line;
     /* Kafka: the bootstrap.servers entry points on lookout, each of the
      * lookup listener's scheme (the same on every broker); broker.pattern,
      * NULL if unset; unknown_api. */
@@ -456,6 +463,14 @@ const struct lk_listener *lk_broker_listener(const struct lk_broker *b, const ch
 /* The map's own spelling of a listener name that some broker of cl has
  * (what a client names: PIP-338's listenerName), or NULL. */
 const char *lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str name);
+/*
+ * The listener a client of cl may choose by naming it (CONTRACT §3): the
+ * cluster's lookupListenerName, whose addresses are lookout's own, or one
+ * the operator lists in client_listeners.  Its config-lifetime spelling,
+ * or NULL: any other name, the internal listener's included, is not the
+ * client's to choose (the caller falls back to the lookup listener).
+ */
+const char *lk_cluster_client_listener(const struct lk_cluster *cl, struct lk_str name);
 
 /*
  * Finds the broker of cluster cl that has host:port as the address of any of

@@ -236,6 +236,7 @@ struct lk_conn {
     uint32_t park_ms;   /* how long it may stay parked */
     unsigned tls : 1;
     unsigned closing : 1; /* a close is scheduled */
+    unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
+#include "lk_stats.h"
 #include "lk_xchg.h"
 
 const struct lk_flt_ops *
@@ -133,6 +135,42 @@ lk_xchg_listener(const struct lk_xchg *x, const struct lk_broker *b)
     if (x->listener_name == NULL || b == NULL)
         return NULL;
     return lk_broker_listener(b, x->listener_name);
+}
+
+const char *
+lk_client_listener(struct lk_conn *c, const struct lk_cluster *cl, struct lk_str name,
+                   const char *what)
+{
+    const char *canon;
+    char asked[80];
+
+    if (name.len == 0)
+        return NULL; /* none named, as Pulsar reads an empty one */
+    if ((canon = lk_cluster_client_listener(cl, name)) != NULL)
+        return canon;
+    if (c == NULL)
+        return NULL;
+    lk_stats_listener_refused(c, cl);
+    if (c->listener_logged)
+        return NULL;
+    c->listener_logged = 1;
+    /* Why, in the map's terms: the internal listener (each broker's, which
+     * is its first when internalListenerName is unset), another of the
+     * map's, or a name no broker has. */
+    const char *known = lk_cluster_listener_name(cl, name);
+    int internal = 0;
+    for (size_t i = 0; known != NULL && i < cl->nbrokers; i++)
+        internal |= cl->brokers[i]->internal == lk_broker_listener(cl->brokers[i], known);
+    const char *why = known == NULL ? "which no broker has"
+                      : internal    ? "the internal listener, which clients may not choose"
+                                    : "which is not in client_listeners";
+    lk_log(LK_INFO, c,
+           "client asked for listener '%s' (%s), %s; %s%s%s (logged once per connection)",
+           lk_log_sanitize(asked, name.p, name.len, 64), what, why,
+           cl->lookup_listener != NULL ? "the lookup listener '" : "nothing is rewritten",
+           cl->lookup_listener != NULL ? cl->lookup_listener : "",
+           cl->lookup_listener != NULL ? "' is used" : "");
+    return NULL;
 }
 
 void *

@@ -9,14 +9,15 @@
  * first frame, has arrived.
  *
  * Frames are [totalSize][commandSize][BaseCommand][payload]; lookout reads
- * each frame's sizes and its command's type (the first bytes of the
- * command: lk_pulsar_peek_type) and forwards everything else as it comes,
- * payload frames (SEND, MESSAGE) without a copy of their own.  Two kinds
- * are held whole:
+ * each frame's sizes and its command's type (from the whole command:
+ * lk_pulsar_command_type, which refuses a command that gives its type
+ * twice) and forwards everything else as it comes, payload frames (SEND,
+ * MESSAGE) without a copy of their own.  Two kinds are held whole:
  *  - from the client, LOOKUP: its advertised_listener_name picks the
- *    listener that the answer is rewritten into (CONTRACT §3), remembered
- *    by request_id, and is removed before the broker sees it (a broker
- *    fails a lookup for a listener it does not have);
+ *    listener that the answer is rewritten into (CONTRACT §3: when the
+ *    client may choose it, else the lookup listener's), remembered by
+ *    request_id, and is removed before the broker sees it (a broker fails
+ *    a lookup for a listener it does not have);
  *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
  *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c).
  */
@@ -93,38 +94,52 @@ frame_cap(const struct lk_cluster *cl)
 
 /*
  * The head of the frame at the start of in: its sizes and its command's
- * type, read without moving anything.  1 when known (s->total, cmd_size,
- * type), 0 to wait for more, -1 on an impossible frame (why says what).
+ * type.  1 when known (s->total, cmd_size, type), 0 to wait for more, -1
+ * on an impossible frame or a command lookout refuses (why says what).
+ *
+ * The type comes from the whole command, never from its first bytes: a
+ * command may give its type twice, and the broker, like every protobuf
+ * reader, takes the last, so a frame that starts as a PING may be a
+ * LOOKUP to the broker (or, from the broker, a LOOKUP_RESPONSE to the
+ * client).  Such a frame is refused.  So every frame waits until its
+ * command is here (at most max_frame_bytes; a few dozen bytes for SEND
+ * and MESSAGE, whose payload still streams), and is read in one place.
  */
 static int
 frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size_t whylen)
 {
-    uint8_t h[LK_PULSAR_PREFIX + LK_PULSAR_PEEK];
+    uint8_t h[LK_PULSAR_PREFIX];
     size_t avail = evbuffer_get_length(in);
 
     if (avail < LK_PULSAR_PREFIX)
         return 0;
-    /* One copy: the sizes and as much of the command as the type needs. */
-    size_t got = avail < sizeof(h) ? avail : sizeof(h);
-    evbuffer_copyout(in, h, got);
+    evbuffer_copyout(in, h, sizeof(h));
     if (lk_pulsar_sizes(h, cap, &s->total, &s->cmd_size) != 0) {
         snprintf(why, whylen, "frame of %lu bytes with a command of %lu (%s); closing",
                  (unsigned long)s->total + 4, (unsigned long)s->cmd_size,
                  s->total > cap ? "over max_frame_bytes" : "impossible sizes");
         return -1;
     }
-    size_t want = LK_PULSAR_PREFIX + (s->cmd_size < LK_PULSAR_PEEK ? s->cmd_size : LK_PULSAR_PEEK);
-    if (got < want)
+    size_t want = LK_PULSAR_PREFIX + (size_t)s->cmd_size;
+    if (avail < want)
         return 0;
-    s->type = lk_pulsar_peek_type(h + LK_PULSAR_PREFIX, want - LK_PULSAR_PREFIX, s->cmd_size);
-    if (s->type == -1) {
-        /* The type is not the command's first field: the whole command
-         * tells (an encoder lookout has not met; every known one writes
-         * fields in number order). */
-        if (avail < LK_PULSAR_PREFIX + (size_t)s->cmd_size)
-            return 0;
-        const uint8_t *cmd = evbuffer_pullup(in, (ev_ssize_t)(LK_PULSAR_PREFIX + s->cmd_size));
-        s->type = lk_pulsar_command_type(cmd + LK_PULSAR_PREFIX, s->cmd_size);
+    const uint8_t *cmd = evbuffer_pullup(in, (ev_ssize_t)want);
+    if (cmd == NULL) {
+        snprintf(why, whylen, "frame whose command of %lu bytes lookout had no memory for; closing",
+                 (unsigned long)s->cmd_size);
+        return -1;
+    }
+    s->type = lk_pulsar_command_type(cmd + LK_PULSAR_PREFIX, s->cmd_size);
+    if (s->type == LK_PULSAR_TYPE_TWICE) {
+        char hex[2 * 32 + 1];
+        size_t n = s->cmd_size < 32 ? s->cmd_size : 32;
+        for (size_t i = 0; i < n; i++)
+            snprintf(hex + 2 * i, 3, "%02x", cmd[LK_PULSAR_PREFIX + i]);
+        snprintf(why, whylen,
+                 "command that gives its type twice (%lu bytes, starting %s%s): a protobuf "
+                 "reader takes the last, refused; closing",
+                 (unsigned long)s->cmd_size, hex, n < s->cmd_size ? "..." : "");
+        return -1;
     }
     if (s->type < 0) {
         snprintf(why, whylen, "frame whose command does not decode (%lu bytes); closing",
@@ -186,8 +201,8 @@ held_command(struct pconn *p, int from_client, struct lk_pulsar_cmd *c)
         (c->has_request_id || c->type != LK_PULSAR_LOOKUP))
         return 0;
     snprintf(why, sizeof(why),
-             "%s sent a command of type %d that does not decode (%zu bytes); "
-             "closing",
+             "%s sent a command of type %d that does not decode (%zu bytes; or it "
+             "gives a field lookout reads twice); closing",
              from_client ? "client" : "broker", (from_client ? p->rq : p->rs).type, len);
     lk_pair_close(&p->pr, why);
     return -1;
@@ -206,7 +221,9 @@ client_lookup(struct pconn *p, struct evbuffer *out)
     if (held_command(p, 1, &c) != 0)
         return -1;
     fr = evbuffer_pullup(p->held, -1);
-    const char *name = c.has_listener ? lk_cluster_listener_name(p->pr.cluster, c.listener) : NULL;
+    const char *name = c.has_listener ? lk_client_listener(p->pr.c, p->pr.cluster, c.listener,
+                                                           "LOOKUP advertised_listener_name")
+                                      : NULL;
     lookup_push(p, c.request_id, name, (uint32_t)len);
     if (name != NULL)
         p->listener = name;
@@ -289,7 +306,7 @@ static int
 pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out)
 {
     struct pstream *s = from_client ? &p->rq : &p->rs;
-    char why[200];
+    char why[300];
 
     while (!p->pr.dead) {
         if (s->left == 0 && from_client && p->pr.draining)
@@ -297,7 +314,7 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
         if (s->left == 0) {
             int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
             if (r < 0) {
-                char msg[260];
+                char msg[340];
                 snprintf(msg, sizeof(msg), "%s %s", from_client ? "client sent a" : "broker sent a",
                          why);
                 lk_pair_close(&p->pr, msg);

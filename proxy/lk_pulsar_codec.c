@@ -18,14 +18,13 @@
 #include "lk_pulsar_codec.h"
 #include "pulsar.pb-c.h"
 
-/* A message with more unknown fields than MAX_UNKNOWN, or more fields in
- * all than MAX_FIELDS, is refused: no Pulsar command comes near either,
- * and protobuf-c spends memory on every field it unpacks and an allocation
- * on every unknown one, which a 5 MiB command of 2-byte fields would turn
- * into millions.  A re-encoded message, its known fields each once and its
- * unknown ones as they were, stays within both. */
+/* A message with more unknown fields than MAX_UNKNOWN is refused: no
+ * Pulsar command comes near, and protobuf-c spends an allocation on every
+ * unknown field it unpacks, which a 5 MiB command of 2-byte fields would
+ * turn into millions.  Known fields are bounded already: each is there
+ * once at most (walk_base, walk_sub).  A re-encoded message, its known
+ * fields each once and its unknown ones as they were, stays within. */
 #define MAX_UNKNOWN 4096
-#define MAX_FIELDS 8192
 
 static uint32_t
 be32(const uint8_t *p)
@@ -178,26 +177,37 @@ struct vals {
     struct lk_str s[NF];
 };
 
-/* Walks one sub-command: every field well formed, the declared ones of
- * their wire type, the required ones present.  0, or -1. */
+/*
+ * Walks one sub-command: every field well formed, the declared ones of
+ * their wire type and each at most once, the required ones present.  0,
+ * or -1.
+ *
+ * A declared field given twice is refused, though every parser reads the
+ * last of a scalar or a string (protobuf-c, Google's, and LightProto,
+ * which the broker and the Java client use) and so would agree with this
+ * walk: no encoder writes a field of these twice (none of them is
+ * repeated in PulsarApi.proto), and a command lookout leaves alone goes
+ * on as its bytes came, so an earlier copy of a URL it has not rewritten
+ * (brokerServiceUrl = internal, then brokerServiceUrl = the lookup
+ * address) would reach the client unread.  One rule, "what lookout reads
+ * is there once", leaves no reading to agree on.
+ */
 static int
 walk_sub(const struct schema *sc, const uint8_t *p, size_t len, struct vals *out)
 {
     const uint8_t *at = p, *end = p + len;
     struct field f;
     enum rd r;
-    unsigned n = 0, unknown = 0;
+    unsigned unknown = 0;
 
     memset(out, 0, sizeof(*out));
     while ((r = next(&at, end, &f)) == RD_OK) {
-        if (++n > MAX_FIELDS)
-            return -1;
         if (f.num >= NF || sc->kind[f.num] == 0) {
             if (++unknown > MAX_UNKNOWN)
                 return -1;
             continue; /* kept on re-encode */
         }
-        if (f.wt != (sc->kind[f.num] == V ? 0u : 2u))
+        if (f.wt != (sc->kind[f.num] == V ? 0u : 2u) || ((out->seen >> f.num) & 1))
             return -1;
         out->seen |= (uint16_t)(1u << f.num);
         out->v[f.num] = f.v;
@@ -207,6 +217,9 @@ walk_sub(const struct schema *sc, const uint8_t *p, size_t len, struct vals *out
         return -1;
     return 0;
 }
+
+/* walk_base's answer for a command that gives its type twice */
+#define TWO_TYPES (-3)
 
 struct parsed {
     uint64_t type;
@@ -219,9 +232,15 @@ struct parsed {
  * varint present once and at most INT32_MAX.  With full, also what
  * protobuf-c checks when it unpacks with proxy/pulsar.proto: each declared
  * sub-command, whatever the type, is a valid message; and then reads the
- * type's, which must be there.  A sub-command given twice is refused:
- * protobuf-c would merge the two and lose the first one's unknown fields
- * (no encoder writes that).  0, or -1.
+ * type's, which must be there.  0, -1, or TWO_TYPES.
+ *
+ * Two type fields: protobuf takes the last of a scalar, and so do the
+ * broker and every client, so a reader that took the first would see a
+ * PING where the broker sees a LOOKUP.  Refused rather than read as the
+ * last, so that no reading of such a frame is ever lookout's to get right.
+ * A sub-command given twice is refused too: protobuf (protobuf-c,
+ * Google's) merges the two, LightProto (the broker's, the Java client's)
+ * keeps the last alone; nothing writes it, and no single reading is right.
  */
 static int
 walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
@@ -236,8 +255,10 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
 
     while ((r = next(&at, end, &f)) == RD_OK) {
         if (f.num == 1) {
-            if (f.wt != 0 || have_type)
+            if (f.wt != 0)
                 return -1;
+            if (have_type)
+                return TWO_TYPES;
             have_type = 1;
             out->type = f.v;
             continue;
@@ -275,35 +296,14 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
 }
 
 int
-lk_pulsar_peek_type(const uint8_t *cmd, size_t len, size_t cmd_size)
-{
-    size_t lim = cmd_size < LK_PULSAR_PEEK ? cmd_size : LK_PULSAR_PEEK;
-    const uint8_t *at = cmd, *end = cmd + (len < lim ? len : lim);
-    int whole = (size_t)(end - cmd) == cmd_size;
-    struct field f;
-    enum rd r;
-
-    /* Only the first min(cmd_size, LK_PULSAR_PEEK) bytes are read, so that
-     * what is found never depends on how the bytes arrived. */
-    if (cmd_size == 0)
-        return -2;
-    if ((r = tag(&at, end, &f)) != RD_OK)
-        return r == RD_BAD || whole ? -2 : -1;
-    if (f.num != 1)
-        return -1; /* not first: lk_pulsar_command_type */
-    if (f.wt != 0)
-        return -2;
-    if ((r = varint(&at, end, 10, &f.v)) != RD_OK)
-        return r == RD_BAD || whole ? -2 : -1;
-    return f.v > INT32_MAX ? -2 : (int)f.v;
-}
-
-int
 lk_pulsar_command_type(const uint8_t *cmd, size_t len)
 {
     struct parsed d;
+    int r = walk_base(cmd, len, 0, &d);
 
-    return walk_base(cmd, len, 0, &d) != 0 ? -2 : (int)d.type;
+    if (r == TWO_TYPES)
+        return LK_PULSAR_TYPE_TWICE;
+    return r != 0 ? -2 : (int)d.type;
 }
 
 int

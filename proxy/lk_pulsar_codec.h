@@ -44,11 +44,6 @@ enum lk_pulsar_lookup_type {
 
 /* totalSize + commandSize */
 #define LK_PULSAR_PREFIX 8
-/* Bytes of a command that lk_pulsar_peek_type reads at most: enough for
- * the type when it is encoded first (every known encoder writes fields in
- * number order, and type is field 1: a 1-byte tag and a varint of at most
- * 10 bytes, 2 for every type there is). */
-#define LK_PULSAR_PEEK 12
 /* Default max_frame_bytes: Pulsar's 5 MiB maxMessageSize plus headroom for
  * the command and metadata (CONTRACT §4). */
 #define LK_PULSAR_DEFAULT_MAX_FRAME (5 * 1024 * 1024 + 64 * 1024)
@@ -61,26 +56,18 @@ enum lk_pulsar_lookup_type {
 int lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t *total,
                     uint32_t *cmd_size);
 
+/* lk_pulsar_command_type's answer for a command with two type fields. */
+#define LK_PULSAR_TYPE_TWICE (-3)
+
 /*
- * The BaseCommand's type from its first bytes: cmd holds len bytes of a
- * command of cmd_size (len may be less, or more: only the first
- * min(len, cmd_size, LK_PULSAR_PEEK) are read, so that the answer never
- * depends on how the bytes arrived).  Returns
- *   >= 0  the type, when field 1 comes first and is whole;
- *   -1    when len < min(cmd_size, LK_PULSAR_PEEK): more bytes may tell;
- *         otherwise the command does not start with its type (or with a
- *         type written in more bytes than any encoder uses): find it in
- *         the whole command with lk_pulsar_command_type;
- *   -2    when the bytes cannot be a BaseCommand (a bad tag, a type that
- *         is not a varint or is above INT32_MAX, a command that ends
- *         within its first field).
- * Only the first field is read: a command with a second type field (that
- * lk_pulsar_command_type and lk_pulsar_decode refuse) gets the first.
+ * The type of a whole BaseCommand (commandSize bytes), wherever field 1
+ * is.  -2 if the command is not well-formed protobuf, has no type, or one
+ * above INT32_MAX; LK_PULSAR_TYPE_TWICE if it has two (protobuf, and so
+ * the broker and the clients, would take the last).  Sub-commands are not
+ * looked into.  This is the only reading of a frame's type: lookout never
+ * decides from the first bytes of a command, which a second type field
+ * further on would contradict.
  */
-int lk_pulsar_peek_type(const uint8_t *cmd, size_t len, size_t cmd_size);
-/* The type from the whole command, wherever field 1 is; -2 if the
- * command is not well-formed protobuf, or has no type, two of them, or one
- * above INT32_MAX.  Sub-commands are not looked into. */
 int lk_pulsar_command_type(const uint8_t *cmd, size_t len);
 
 /*
@@ -117,12 +104,13 @@ struct lk_pulsar_cmd {
  * TOPIC_MIGRATED).  0; -2 for any other type (out->type says which);
  * -1 when malformed: not well-formed protobuf, a type that
  * lk_pulsar_command_type refuses, no sub-command for the type, one of the
- * six sub-commands (whatever the type) twice, or not valid against
+ * six sub-commands (whatever the type) twice, a field the sub-command
+ * declares (in proxy/pulsar.proto) twice, or not valid against
  * proxy/pulsar.proto (a field of the wrong wire type, a required one
- * missing), or a message of over 4096 unknown fields or 8192 fields in
- * all (no Pulsar command comes near).  A command that decodes is
- * one lk_pulsar_reencode can re-encode.  Of a field given twice, the last
- * counts (as in every protobuf parser).
+ * missing), or a message of over 4096 unknown fields (no Pulsar command
+ * comes near).  A command that decodes is
+ * one lk_pulsar_reencode can re-encode.  Of an unknown field given twice,
+ * both are kept as they came.
  */
 int lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out);
 

@@ -214,6 +214,16 @@ lk_stats_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, const 
     lk_stats_upstream_error_kind(rt, b, kind);
 }
 
+void
+lk_stats_listener_refused(const struct lk_conn *c, const struct lk_cluster *cl)
+{
+    const struct lk_rt_stats *s = c->rt != NULL ? c->rt->stats : NULL;
+
+    if (s != NULL)
+        lk_stat_add(&((struct lk_cl_vals *)lk_stat_vals(s->cluster[cl->index]))->listener_refused,
+                    1);
+}
+
 /* The exchange record ------------------------------------------------------- */
 
 void
@@ -622,6 +632,10 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     cluster_counter(out, "lookout_unmapped_total",
                     "Broker addresses a filter could not map, passed through unchanged.",
                     offsetof(struct lk_cl_vals, unmapped));
+    cluster_counter(out, "lookout_listener_refused_total",
+                    "Listener names clients asked for that they may not choose (CONTRACT 3): "
+                    "the lookup listener was used.",
+                    offsetof(struct lk_cl_vals, listener_refused));
 
     lk_stats_family(out, "lookout_upstream_errors_total", "counter",
                     "Failures talking to brokers: connect, timeout, reset, tls, "

@@ -65,6 +65,7 @@ struct lk_cl_vals {
     uint64_t pulsar[LK_STAT_KEYS];
     uint64_t rewrites[LK_STAT_FILTERS];
     uint64_t leaks, unmapped;
+    uint64_t listener_refused; /* names a client may not choose (lk_client_listener) */
     struct lk_hist dur[LK_SP__COUNT], up[LK_SP__COUNT];
 };
 
@@ -106,6 +107,10 @@ struct lk_rt_stats {
 };
 struct lk_rt_stats *lk_stats_runtime(const struct lk_conf *conf);
 void lk_stats_runtime_free(struct lk_rt_stats *s, const struct lk_conf *conf);
+
+/* A listener name that connection c's client may not choose, for cluster
+ * cl (lookout_listener_refused_total). */
+void lk_stats_listener_refused(const struct lk_conn *c, const struct lk_cluster *cl);
 
 /* Rare events, found by name when need be. */
 void lk_stats_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, const char *error);

@@ -57,6 +57,18 @@ struct lk_xchg {
 void lk_xchg_reply(struct lk_xchg *x, int status, const char *reason);
 /* The listener of broker b that responses are rewritten into, or NULL. */
 const struct lk_listener *lk_xchg_listener(const struct lk_xchg *x, const struct lk_broker *b);
+/*
+ * The listener a client of cluster cl selects by naming it (CONTRACT §3;
+ * the HTTP listenerName and X-Pulsar-ListenerName, the binary LOOKUP's
+ * advertised_listener_name; `what` says which, for the log): the map's
+ * spelling when the client may choose it (lk_cluster_client_listener), or
+ * NULL: for an empty name, and for any other, which leaves the caller on
+ * the lookup listener.  Such a refusal is counted
+ * (lookout_listener_refused_total) and logged once per client connection
+ * c (NULL: not logged, not counted), with the name as asked.
+ */
+const char *lk_client_listener(struct lk_conn *c, const struct lk_cluster *cl, struct lk_str name,
+                               const char *what);
 
 /* Filter-facing helpers ----------------------------------------------------- */
 

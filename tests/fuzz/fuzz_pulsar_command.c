@@ -19,7 +19,10 @@
  *     proxy/pulsar.proto it holds) has the same known fields (the last of
  *     each) but the edited ones, and the same unknown fields in the same
  *     order with the same bytes;
- *   - applying the edit to the result changes nothing.
+ *   - applying the edit to the result changes nothing;
+ *   - the command, and a re-encoded one, are read as the broker reads
+ *     them (lk_fuzz_pulsar_same_reading: the type, protobuf-c's type,
+ *     listener name and URLs, each field lookout reads there once).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -113,6 +116,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = lk_pulsar_reencode(cmd, len, &e, out);
     LK_FUZZ_CHECK(rc >= -1 && rc <= 1);
     LK_FUZZ_CHECK(rc == 1 || evbuffer_get_length(out) == 0);
+    lk_fuzz_pulsar_same_reading(cmd, len);
     LK_FUZZ_CHECK(rd >= -2 && rd <= 0);
     if (rd != 0) {
         LK_FUZZ_CHECK(rc == -1);
@@ -139,7 +143,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *c2 = o + LK_PULSAR_PREFIX;
     LK_FUZZ_CHECK(lk_pulsar_decode(c2, csize, &d2) == 0);
     LK_FUZZ_CHECK(d2.type == d.type);
-    LK_FUZZ_CHECK(lk_pulsar_peek_type(c2, csize, csize) == d.type);
+    LK_FUZZ_CHECK(lk_pulsar_command_type(c2, csize) == d.type);
+    lk_fuzz_pulsar_same_reading(c2, csize);
 
     /* the edited fields as asked, the others as they were */
     check_url(pair && e.set_url, e.url, d.has_url, d.url, d2.has_url, d2.url);

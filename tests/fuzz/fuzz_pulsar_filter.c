@@ -23,8 +23,10 @@
  *             frames the engine refuses before any filter sees them;
  *   bit 7     the frame handed over in pieces (chains of the evbuffer)
  *             rather than in one.
- * The type handed to the hook is the engine's: lk_pulsar_peek_type, then
- * lk_pulsar_command_type when the type is not first.  The unit tests
+ * The type handed to the hook is the engine's: lk_pulsar_command_type of
+ * the whole command (a command giving its type twice is refused before
+ * any filter; lk_fuzz_pulsar_same_reading checks the reading against the
+ * broker's and protobuf-c's).  The unit tests
  * write such inputs (LK_PULSAR_DUMP=DIR tests/unit/run pulsar_codec).
  *
  * What the filter must do, from the decoded command (the harness's model):
@@ -343,9 +345,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t flen;
     uint8_t *fr = make_frame(cmd, len, mismatch, &flen);
     /* the engine's reading of the type */
-    int type = lk_pulsar_peek_type(cmd, len, len);
-    if (type == -1)
-        type = lk_pulsar_command_type(cmd, len);
+    int type = lk_pulsar_command_type(cmd, len);
+    lk_fuzz_pulsar_same_reading(cmd, len);
     int16_t key = (int16_t)(type < 0 ? 0 : type);
     struct lk_pulsar_cmd d;
     int rd = lk_pulsar_decode(cmd, len, &d);

@@ -1,22 +1,22 @@
 /*
  * Fuzzes the Pulsar frame reading of proxy/lk_pulsar_codec.c: the sizes
- * (lk_pulsar_sizes) and the command's type (lk_pulsar_peek_type, then
- * lk_pulsar_command_type when the type is not first), over a byte stream
- * read once whole and once in pieces whose sizes come from the input
- * (fuzz_util's lk_fuzz_piece), the way the protocol module meets it.  The
- * first input byte picks max_frame_bytes (0: the default; a few small
- * values; the largest); the rest is the stream.  The unit tests write
- * such inputs (LK_PULSAR_DUMP=DIR tests/unit/run pulsar_codec).
- * Invariants:
+ * (lk_pulsar_sizes) and the command's type (lk_pulsar_command_type, once
+ * the whole command is there, as proxy/lk_pulsar.c's frame_head waits for
+ * it), over a byte stream read once whole and once in pieces whose sizes
+ * come from the input (fuzz_util's lk_fuzz_piece), the way the protocol
+ * module meets it.  The first input byte picks max_frame_bytes (0: the
+ * default; a few small values; the largest); the rest is the stream.  The
+ * unit tests write such inputs (LK_PULSAR_DUMP=DIR tests/unit/run
+ * pulsar_codec).  Invariants:
  *   - the split read finds the same frames (sizes, start, end), the same
  *     type for each, and the same error at the same offset as the one-shot
- *     read: what peek says never depends on how the bytes arrived;
+ *     read: the type never depends on how the bytes arrived;
  *   - the sizes equal a naive reading of the two big-endian words, refused
  *     exactly when commandSize is 0, totalSize is below 4 + commandSize or
  *     above the max;
- *   - of a whole command, peek's -2 is command_type's -2, and a type that
- *     both find is the same; a command whose first bytes are 0x08 and a
- *     one-byte varint has that type to peek.
+ *   - each whole command is read as the broker reads it
+ *     (lk_fuzz_pulsar_same_reading: the only type field, protobuf-c's
+ *     type; a command with two types refused).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,33 +53,24 @@ min(size_t a, size_t b)
 }
 
 /* What the module does with the command bytes it has (have of cmd_size):
- * the type, or INCOMPLETE when it must wait for more. */
+ * the type from the whole command, or INCOMPLETE when it must wait for
+ * more. */
 static int
 type_of(const uint8_t *cmd, size_t have, size_t cmd_size)
 {
-    int t = lk_pulsar_peek_type(cmd, have, cmd_size);
-
-    if (t != -1)
-        return t;
-    if (have < min(cmd_size, LK_PULSAR_PEEK))
-        return INCOMPLETE;
-    /* not first: the whole command */
     return have >= cmd_size ? lk_pulsar_command_type(cmd, cmd_size) : INCOMPLETE;
 }
 
-/* Checks a whole command's type answers against each other. */
+/* Checks a whole command's type against the broker's reading. */
 static void
 check_whole(const uint8_t *cmd, size_t len)
 {
-    int p = lk_pulsar_peek_type(cmd, len, len), c = lk_pulsar_command_type(cmd, len);
+    int c = lk_pulsar_command_type(cmd, len);
 
-    LK_FUZZ_CHECK(p >= -2 && c >= -2);
-    if (p == -2)
-        LK_FUZZ_CHECK(c == -2);
-    if (p >= 0 && c >= 0)
-        LK_FUZZ_CHECK(p == c);
-    if (len >= 2 && cmd[0] == 0x08 && cmd[1] < 0x80)
-        LK_FUZZ_CHECK(p == cmd[1]);
+    LK_FUZZ_CHECK(c >= LK_PULSAR_TYPE_TWICE);
+    if (len >= 2 && cmd[0] == 0x08 && cmd[1] < 0x80 && c >= 0)
+        LK_FUZZ_CHECK(c == cmd[1]);
+    lk_fuzz_pulsar_same_reading(cmd, len);
 }
 
 static void

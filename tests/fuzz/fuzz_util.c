@@ -7,6 +7,7 @@
 #include "fuzz_util.h"
 #include "lk_log.h"
 #include "lk_pulsar_codec.h"
+#include "pulsar.pb-c.h"
 
 uint64_t
 lk_fuzz_seed(const uint8_t *data, size_t len)
@@ -479,6 +480,165 @@ lk_fuzz_pulsar_same_fields(const uint8_t *a, size_t alen, const uint8_t *b, size
         }
         same_unknown(d, sa, nsa, sb, nsb);
     }
+}
+
+/* How many type fields (field 1, varint) a BaseCommand has, and the last
+ * one's value; -1 if it is not protobuf.  No bound on the fields: a
+ * command lookout only types may have any number. */
+static long
+count_types(const uint8_t *p, size_t len, uint64_t *last_type)
+{
+    size_t at = 0;
+    long n = 0;
+
+    while (at < len) {
+        uint64_t key, v;
+        if (rd_varint(p, len, &at, &key) != 0)
+            return -1;
+        switch (key & 7) {
+        case 0:
+            if (rd_varint(p, len, &at, &v) != 0)
+                return -1;
+            if (key >> 3 == 1) {
+                n++;
+                *last_type = v;
+            }
+            break;
+        case 1:
+        case 5:
+            if (len - at < ((key & 7) == 1 ? 8u : 4u))
+                return -1;
+            at += (key & 7) == 1 ? 8 : 4;
+            break;
+        case 2:
+            if (rd_varint(p, len, &at, &v) != 0 || v > len - at)
+                return -1;
+            at += (size_t)v;
+            break;
+        default:
+            return -1;
+        }
+    }
+    return n;
+}
+
+static int
+same_bytes(int has, struct lk_str s, protobuf_c_boolean pb_has, ProtobufCBinaryData pb)
+{
+    /* (protobuf-c gives an empty field NULL data) */
+    return has == (pb_has != 0) &&
+           (!has || (s.len == pb.len && (s.len == 0 || memcmp(s.p, pb.data, s.len) == 0)));
+}
+
+/* lookout's URL pair of d is protobuf-c's (h, u) and (ht, ut). */
+static void
+same_pair(const struct lk_pulsar_cmd *d, protobuf_c_boolean h, ProtobufCBinaryData u,
+          protobuf_c_boolean ht, ProtobufCBinaryData ut)
+{
+    LK_FUZZ_CHECK(same_bytes(d->has_url, d->url, h, u));
+    LK_FUZZ_CHECK(same_bytes(d->has_url_tls, d->url_tls, ht, ut));
+}
+
+/* Each field lookout reads is there once: the sub-commands in BaseCommand,
+ * the declared fields in the type's. */
+static void
+once(const uint8_t *cmd, size_t len, int type)
+{
+    long n = fields(cmd, len, fa, MAXPF);
+    const struct pf *sub = NULL;
+
+    LK_FUZZ_CHECK(n >= 0);
+    for (size_t k = 0; k < NDECLS; k++) {
+        long c = 0;
+        for (long i = 0; i < n; i++)
+            if (fa[i].num == (uint32_t)decls[k].type) {
+                c++;
+                if (decls[k].type == type)
+                    sub = &fa[i];
+            }
+        LK_FUZZ_CHECK(c <= 1);
+    }
+    LK_FUZZ_CHECK(sub != NULL);
+    long ns = fields(sub->val, sub->val_len, sa, MAXPF);
+    const struct decl *d = decl_of((uint32_t)type);
+    LK_FUZZ_CHECK(ns >= 0 && d != NULL);
+    for (size_t k = 0; k < d->n; k++) {
+        long c = 0;
+        for (long i = 0; i < ns; i++)
+            c += sa[i].num == d->nums[k];
+        LK_FUZZ_CHECK(c <= 1);
+    }
+}
+
+void
+lk_fuzz_pulsar_same_reading(const uint8_t *cmd, size_t len)
+{
+    uint64_t last_type = 0;
+    long ntypes = count_types(cmd, len, &last_type);
+    int t = lk_pulsar_command_type(cmd, len);
+    LkPb__BaseCommand *pb = lk_pb__base_command__unpack(NULL, len, cmd);
+    struct lk_pulsar_cmd d;
+    int rd = lk_pulsar_decode(cmd, len, &d);
+
+    if (t >= 0)
+        LK_FUZZ_CHECK(ntypes == 1 && last_type == (uint64_t)t);
+    if (ntypes >= 2)
+        LK_FUZZ_CHECK(t == LK_PULSAR_TYPE_TWICE || t == -2);
+    /* (walk_base refuses at the second type, whatever comes after it) */
+    if (t == LK_PULSAR_TYPE_TWICE)
+        LK_FUZZ_CHECK(ntypes >= 2 || ntypes < 0);
+    if (t >= 0 && pb != NULL)
+        LK_FUZZ_CHECK(pb->type == (uint64_t)t);
+    if (rd == -2)
+        LK_FUZZ_CHECK(t >= 0 && d.type == t);
+    if (rd != 0)
+        goto out;
+    LK_FUZZ_CHECK(t == d.type && pb != NULL && pb->type == (uint64_t)d.type);
+    once(cmd, len, d.type);
+    switch (d.type) {
+    case LK_PULSAR_CONNECT:
+        LK_FUZZ_CHECK(pb->connect != NULL);
+        LK_FUZZ_CHECK(same_bytes(d.has_proxy_to_broker_url, d.proxy_to_broker_url,
+                                 pb->connect->has_proxy_to_broker_url,
+                                 pb->connect->proxy_to_broker_url));
+        break;
+    case LK_PULSAR_LOOKUP:
+        LK_FUZZ_CHECK(pb->lookuptopic != NULL && pb->lookuptopic->request_id == d.request_id);
+        LK_FUZZ_CHECK(same_bytes(d.has_listener, d.listener,
+                                 pb->lookuptopic->has_advertised_listener_name,
+                                 pb->lookuptopic->advertised_listener_name));
+        break;
+    case LK_PULSAR_LOOKUP_RESPONSE:
+        LK_FUZZ_CHECK(pb->lookuptopicresponse != NULL);
+        same_pair(&d, pb->lookuptopicresponse->has_brokerserviceurl,
+                  pb->lookuptopicresponse->brokerserviceurl,
+                  pb->lookuptopicresponse->has_brokerserviceurltls,
+                  pb->lookuptopicresponse->brokerserviceurltls);
+        break;
+    case LK_PULSAR_CLOSE_PRODUCER:
+        LK_FUZZ_CHECK(pb->close_producer != NULL);
+        same_pair(&d, pb->close_producer->has_assignedbrokerserviceurl,
+                  pb->close_producer->assignedbrokerserviceurl,
+                  pb->close_producer->has_assignedbrokerserviceurltls,
+                  pb->close_producer->assignedbrokerserviceurltls);
+        break;
+    case LK_PULSAR_CLOSE_CONSUMER:
+        LK_FUZZ_CHECK(pb->close_consumer != NULL);
+        same_pair(&d, pb->close_consumer->has_assignedbrokerserviceurl,
+                  pb->close_consumer->assignedbrokerserviceurl,
+                  pb->close_consumer->has_assignedbrokerserviceurltls,
+                  pb->close_consumer->assignedbrokerserviceurltls);
+        break;
+    default: /* TOPIC_MIGRATED */
+        LK_FUZZ_CHECK(pb->topicmigrated != NULL);
+        same_pair(&d, pb->topicmigrated->has_brokerserviceurl, pb->topicmigrated->brokerserviceurl,
+                  pb->topicmigrated->has_brokerserviceurltls,
+                  pb->topicmigrated->brokerserviceurltls);
+        break;
+    }
+out:
+    if (pb != NULL)
+        lk_pb__base_command__free_unpacked(pb, NULL);
 }
 
 int

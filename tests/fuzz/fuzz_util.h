@@ -102,4 +102,24 @@ void lk_fuzz_xchg_free(struct lk_xchg *x);
 void lk_fuzz_pulsar_same_fields(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
                                 int type, const uint32_t *edited, size_t nedited);
 
+/*
+ * Checks, aborting on a difference, that lookout reads BaseCommand bytes
+ * cmd as the broker and the clients do (issue 18 item 6):
+ *   - a type lk_pulsar_command_type finds is the only type field there is
+ *     (field 1, a varint, by the harnesses' own reader: the tag the
+ *     broker's LightProto switches on), so the last one, which every
+ *     protobuf reader takes; a command with two of them gets
+ *     LK_PULSAR_TYPE_TWICE or -2, and LK_PULSAR_TYPE_TWICE only then (or
+ *     when what follows the second is not protobuf);
+ *   - protobuf-c, unpacking the same bytes with proxy/pulsar.proto, finds
+ *     that type whenever it unpacks them;
+ *   - a command lk_pulsar_decode decodes, protobuf-c unpacks, to the same
+ *     type, LOOKUP advertised_listener_name, URL pair and
+ *     proxy_to_broker_url; and in it every sub-command lookout reads, and
+ *     every field of the type's that lookout reads, is there once, so that
+ *     protobuf's merging of a message given twice and LightProto's keeping
+ *     of the last one alone cannot read it apart.
+ */
+void lk_fuzz_pulsar_same_reading(const uint8_t *cmd, size_t len);
+
 #endif

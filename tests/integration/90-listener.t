@@ -1,14 +1,19 @@
 #!/usr/bin/perl
-# 90-listener.t: listener selection end to end (CONTRACT §3, issue 3 item 2), through
-# lookout in front of three fake brokers. Every broker has three listeners in lookout's
-# map: internal (what brokers hand out), external (the lookupListenerName) and vpn, each
-# on its own 127.x address (lib/E2E.pm), so the listener a response was rewritten into
-# shows in its addresses. Checked on both things that carry addresses: a lookup's
-# LookupData body and an admin 307's Location.
+# 90-listener.t: listener selection end to end (CONTRACT §3, issue 3 item 2, issue 18
+# item 3), through lookout in front of three fake brokers. Every broker has three
+# listeners in lookout's map: internal (what brokers hand out), external (the
+# lookupListenerName) and vpn, each on its own 127.x address (lib/E2E.pm), so the listener
+# a response was rewritten into shows in its addresses. Checked on both things that carry
+# addresses: a lookup's LookupData body and an admin 307's Location.
 #   - the query `listenerName` wins over the header `X-Pulsar-ListenerName`;
-#   - either one wins over lookupListenerName; an unknown name falls back to it;
-#   - without lookupListenerName (lookout B), a named listener still rewrites, and no
-#     name (or an unknown one) rewrites nothing;
+#   - either one wins over lookupListenerName when it names a listener the client may
+#     choose: lookout A lists vpn in client_listeners; an unknown name, and the internal
+#     listener, fall back to lookupListenerName;
+#   - by default (lookout C, no client_listeners) a client chooses only the lookup
+#     listener: vpn and internal fall back to it, logged once per client connection; the
+#     internal listener, when the operator lists it (lookout D), is honoured;
+#   - without lookupListenerName (lookout B, client_listeners = vpn, external), a named
+#     listener it lists still rewrites, and no name (or any other) rewrites nothing;
 #   - the name never reaches a broker (neither the parameter nor the header; the fake
 #     brokers know no "vpn" or "external" listener, like a 4.x broker that would fail the
 #     lookup), and every other query parameter arrives byte for byte.
@@ -34,7 +39,8 @@ my $L = $e->L;
 my $lka = $e->start_lookout(name => 'a', cluster => "leak_guard = log\n");
 ok($lka->started, 'lookout A (lookupListenerName = external) started')
     or BAIL_OUT('lookout A did not start: ' . ($lka->log // ''));
-my $lkb = $e->start_lookout(name => 'b', no_lookup_listener => 1, cluster => "leak_guard = off\n");
+my $lkb = $e->start_lookout(name => 'b', no_lookup_listener => 1, client_listeners => 'vpn, external',
+                            cluster => "leak_guard = off\n");
 ok($lkb->started, 'lookout B (no lookupListenerName) started')
     or BAIL_OUT('lookout B did not start: ' . ($lkb->log // ''));
 
@@ -94,6 +100,11 @@ case_a('unknown header name falls back to lookupListenerName', '', ['X-Pulsar-Li
 case_a('empty query value: the header is used (PIP-95)', 'listenerName=', ['X-Pulsar-ListenerName: vpn'], 'vpn');
 case_a('percent-encoded query value is decoded', 'listenerName=v%70n', [], 'vpn');
 case_a('look-alike parameters are not the name', 'xlistenerName=vpn&listenerNameX=vpn', [], 'external');
+# issue 18 item 3: the internal listener is no client's to choose unless listed
+case_a('query internal falls back to lookupListenerName', 'listenerName=internal', [], 'external');
+case_a('header internal falls back to lookupListenerName', '', ['X-Pulsar-ListenerName: internal'], 'external');
+case_a('query internal wins over header vpn, and falls back', 'listenerName=internal',
+       ['X-Pulsar-ListenerName: vpn'], 'external');
 
 subtest 'the name is removed, every other parameter arrives byte for byte' => sub {
     my $q = 'b=%2Fx%20y&a=1+2&flag&b=2';
@@ -146,6 +157,50 @@ subtest 'lookup 307s and the service address follow the selection too' => sub {
     }
 };
 
+# ---- lookouts C and D: no client_listeners, and the internal listener listed ------------------
+
+subtest 'by default a client chooses only the lookup listener; logged once per connection' => sub {
+    my $lkc = $e->start_lookout(name => 'c', ext => $e->new_external, client_listeners => '');
+    ok($lkc->started, 'lookout C (no client_listeners) started') or return diag($lkc->log);
+    my $C1 = $lkc->{e2e_ext}{1}{http};
+    for my $how ([ 'query vpn', '?listenerName=vpn', [] ], [ 'header vpn', '', ['X-Pulsar-ListenerName: vpn'] ],
+                 [ 'query internal', '?listenerName=internal', [] ],
+                 [ 'header internal', '', ['X-Pulsar-ListenerName: internal'] ]) {
+        my ($what, $q, $hd) = @$how;
+        $c->clear_log;
+        my $r = http_req(GET => "$C1$LK/t2$q", headers => $hd);
+        is_deeply(json($r), $e->expect_ld($lkc->{e2e_ext}, 2), "$what: lookup in the lookup listener")
+            or diag($r->{body});
+        broker_saw_no_name("$what lookup");
+        $r = http_req(GET => "$C1$ADM/t2/stats$q", headers => $hd);
+        is($e->listener_of($r->{headers}{location}, $lkc->{e2e_ext}), 'external:2', "$what: Location in the lookup listener");
+    }
+    http_close();
+    my @lines = $lkc->log =~ /(client asked for listener .*)/g;
+    is(scalar(@lines), 1, 'eight refusals on one keep-alive connection: logged once') or diag(explain(\@lines));
+    like($lines[0] // '', qr/client asked for listener 'vpn' \(query listenerName\), which is not in client_listeners; the lookup listener 'external' is used/,
+         '... naming what was asked, where, and what was used');
+    http_req(GET => "$C1$LK/t2", headers => ['X-Pulsar-ListenerName: internal']);
+    ok($lkc->wait_log(qr/client asked for listener 'internal' \(header X-Pulsar-ListenerName\), the internal listener, which clients may not choose/, 5),
+       'a new connection logs again');
+    http_close();
+    $lkc->stop;
+
+    my $lkd = $e->start_lookout(name => 'd', ext => $e->new_external, client_listeners => 'internal');
+    ok($lkd->started, 'lookout D (client_listeners = internal) started') or return diag($lkd->log);
+    my $D1 = $lkd->{e2e_ext}{1}{http};
+    $c->clear_log;
+    my $r = http_req(GET => "$D1$LK/t2?listenerName=internal");
+    is_deeply(json($r), $e->expect_ld('internal', 2), 'listed internal: the lookup names the internal listener')
+        or diag($r->{body});
+    broker_saw_no_name('listed internal');
+    $r = http_req(GET => "$D1$LK/t2", headers => ['X-Pulsar-ListenerName: vpn']);
+    is_deeply(json($r), $e->expect_ld($lkd->{e2e_ext}, 2), '... and vpn, not listed, falls back')
+        or diag($r->{body});
+    http_close();
+    $lkd->stop;
+};
+
 # ---- lookout B: no lookupListenerName -------------------------------------------------------
 my $to = "$L->{internal}{2}{http}/x/y?z=1&authoritative=true";
 
@@ -173,9 +228,12 @@ subtest 'no lookupListenerName: no name rewrites nothing' => sub {
     $r = http_req(GET => "$SB$LK/t2", headers => ['X-Pulsar-ListenerName: nope']);
     is_deeply(json($r), $e->expect_ld('internal', 2), 'unknown header name: nothing rewritten');
     broker_saw_no_name('unknown header');
+    $r = http_req(GET => "$SB$LK/t2?listenerName=internal");
+    is_deeply(json($r), $e->expect_ld('internal', 2), 'internal, not listed: nothing rewritten either');
+    broker_saw_no_name('internal');
 };
 
-subtest 'no lookupListenerName: a named listener still rewrites' => sub {
+subtest 'no lookupListenerName: a listed listener, named, still rewrites' => sub {
     for my $how ([ 'query', ['listenerName=vpn'], [], 'vpn' ],
                  [ 'header', [], ['X-Pulsar-ListenerName: vpn'], 'vpn' ],
                  [ 'query over header', ['listenerName=vpn'], ['X-Pulsar-ListenerName: external'], 'vpn' ],

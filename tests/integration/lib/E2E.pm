@@ -12,6 +12,9 @@ package E2E;
 #   external  bN http://127.0.0.3N:Q  pulsar://127.0.0.3N:Q'      (lookupListenerName; bound by lookout)
 #   vpn       bN http://127.0.0.5N:V  https://127.0.0.5N:V'  pulsar://..  pulsar+ssl://..  (never bound)
 #   service   http://127.0.0.40:W (webServiceUrl)
+# vpn is a listener the operator lets clients choose (client_listeners = vpn, unless
+# start_lookout/conf say otherwise): a client may name only those and the lookup listener
+# (issue 18 item 3), never the internal one unless it is listed too.
 # So a response's addresses tell which listener it was rewritten into, and the listeners
 # differ in schemes: LookupData fields must be added (vpn: brokerUrlTls of b1/b3,
 # httpUrlTls) and removed (external: brokerUrlTls of b2).
@@ -81,14 +84,15 @@ sub new_external {
 }
 
 # $e->conf(%opt): lookout's config. opt: ext (external set, default $e->L->{external}),
-# service (host:port of webServiceUrl), no_lookup_listener => 1, lookout => extra
-# [lookout] lines, cluster => extra [pulsar prod] lines.
+# service (host:port of webServiceUrl), no_lookup_listener => 1, client_listeners (default
+# "vpn"; "" for none), lookout => extra [lookout] lines, cluster => extra [pulsar prod] lines.
 sub conf {
     my ($self, %o) = @_;
     my $ext = $o{ext} // $self->{L}{external};
     my $t = "[lookout]\nworkers = 1\nlog_level = debug\ntimeout.response = 5s\n" . ($o{lookout} // '')
           . "\n[pulsar prod]\ninternalListenerName = internal\n"
           . ($o{no_lookup_listener} ? '' : "lookupListenerName = external\n")
+          . (length($o{client_listeners} // 'vpn') ? 'client_listeners = ' . ($o{client_listeners} // 'vpn') . "\n" : '')
           . ($o{service} ? "webServiceUrl = http://$o{service}\n" : '')
           . ($o{cluster} // '') . "\n";
     for my $n (1 .. 3) {
@@ -117,10 +121,11 @@ sub start_lookout {
 }
 
 # $e->expect_ld(LISTENER, N [, extra => value...]): the LookupData lookout must give for
-# broker N in LISTENER: exactly that listener's addresses, brokerUrlSsl "" and the extras.
+# broker N in LISTENER (a name, or a set as new_external returns): exactly that listener's
+# addresses, brokerUrlSsl "" and the extras.
 sub expect_ld {
     my ($self, $ln, $n, %extra) = @_;
-    my $a = $self->{L}{$ln}{$n} or croak "no listener $ln for b$n";
+    my $a = (ref $ln ? $ln->{$n} : $self->{L}{$ln}{$n}) or croak "no listener $ln for b$n";
     my %j = (brokerUrlSsl => '', %extra);
     $j{brokerUrl} = $j{nativeUrl} = $a->{pulsar} if $a->{pulsar};
     $j{brokerUrlTls} = $a->{pulsar_ssl} if $a->{pulsar_ssl};

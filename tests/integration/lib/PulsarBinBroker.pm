@@ -89,4 +89,19 @@ sub control {
     return JSON::PP::decode_json($1);
 }
 
+# PulsarBinBroker::probe(ADDR, [OPTIONS], STEP...): runs bin/pulsar-probe against ADDR
+# (host:port) with OPTIONS and the STEPs (hashes, see its --help) and returns its JSON
+# lines, decoded (bounded: 60 s).
+sub probe {
+    my ($addr, $opts, @steps) = @_;
+    require KafkaMock;
+    my $py = KafkaTestBroker::python() or croak 'PulsarBinBroker::probe: python3 not found';
+    my $r = KafkaMock::run([ $py, repo_top() . '/tests/integration/bin/pulsar-probe', $addr, @$opts,
+                             map { JSON::PP::encode_json($_) } @steps ], timeout => 60);
+    return json_lines($r->{out});
+}
+
+# json_lines(TEXT): the lines of TEXT that are JSON, decoded.
+sub json_lines { return map { my $j = eval { JSON::PP::decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] // '' }
+
 1;
