@@ -67,7 +67,7 @@ sub load_with_rss {
     if ($pid == 0) {
         open STDOUT, '>', $out or POSIX::_exit(126);
         open STDERR, '>', "$dir/load.err" or POSIX::_exit(126);
-        exec 'nice', 'timeout', '-k', '2', '90', $PY, $LOAD, @args;
+        { no warnings 'exec'; exec 'nice', 'timeout', '-k', '2', '90', $PY, $LOAD, @args; }
         POSIX::_exit(127);
     }
     my $peak = 0;
@@ -155,7 +155,7 @@ subtest 'held frames larger than the budget, many at once: all answered, the exc
         if ($pid == 0) {
             open STDOUT, '>', "$dir/meta-$i.out" or POSIX::_exit(126);
             open STDERR, '>', "$dir/meta-$i.err" or POSIX::_exit(126);
-            exec 'timeout', '-k', '2', '60', $PY, $PROBE, '--topic', 'wide', "127.0.0.1:$ext2[0]", 'Metadata:12', 'Metadata:12', 'Metadata:12';
+            { no warnings 'exec'; exec 'timeout', '-k', '2', '60', $PY, $PROBE, '--topic', 'wide', "127.0.0.1:$ext2[0]", 'Metadata:12', 'Metadata:12', 'Metadata:12'; }
             POSIX::_exit(127);
         }
         push @pids, $pid;

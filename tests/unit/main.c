@@ -24,6 +24,7 @@ extern const struct lk_test_case lk_test_pulsar_codec[];
 extern const struct lk_test_case lk_test_stats[];
 extern const struct lk_test_case lk_test_registry[];
 extern const struct lk_test_case lk_test_zk[];
+extern const struct lk_test_case lk_test_hold[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -43,6 +44,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_stats,
     lk_test_registry,
     lk_test_zk,
+    lk_test_hold,
     NULL,
 };
 
