@@ -562,6 +562,10 @@ share(struct walk *w, int is_fetch)
         lk_kw_tags(c);
     }
     node_endpoints(w);
+    /* The top-level tagged fields are copied, but must be there: the
+     * streamed rewrite (lk_kafka_tail_fit) pads them, and refuses what it
+     * could not, so the two agree on what is malformed. */
+    lk_kw_tags(c);
 }
 
 /* ApiVersionsResponse: ErrorCode, ApiKeys[]{ApiKey, MinVersion,

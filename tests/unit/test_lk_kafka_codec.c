@@ -468,8 +468,8 @@ share(struct tb *b, struct t_msg *m, int f, int fetch_)
     wtags(b, f, m->unk);
     m->tail_at = b->len;
     w_node_endpoints(b, m);
+    wtags(b, f, m->unk); /* decoded too: the streamed rewrite pads them */
     m->mark = b->len;
-    wtags(b, f, m->unk);
 }
 
 /* The whole frame: size, correlation id, header tags (v1), body. */
