@@ -1239,7 +1239,10 @@ lk_kafka_tail_fit(int16_t api_key, const uint8_t *t, size_t len, size_t want, st
     }
     if (c.bad)
         goto out;
-    if (fit_out(t, t, pre_len, f, nf, 0, c.off, len, want, out) == 0)
+    if (len == want) { /* as long as it was: as it is (a count in a longer uvarint than need be too) */
+        evbuffer_add(out, t, len);
+        rc = LK_KAFKA_FIT_KEPT;
+    } else if (fit_out(t, t, pre_len, f, nf, 0, c.off, len, want, out) == 0)
         rc = LK_KAFKA_FIT_KEPT;
     else if (api_key == LK_KAFKA_SHARE_FETCH
                  ? fit_out(t, &empty_array, 1, f, nf, 0, c.off, len, want, out) == 0

@@ -102,6 +102,8 @@ stream(const uint8_t *frame, size_t len, int16_t key, int16_t ver, size_t piece,
     size_t at = 8, used;
 
     lk_kafka_fstream_init(&s, key, ver, (int32_t)(len - 4));
+    if (at == len) /* the correlation id alone: told so by an empty feed */
+        r.rc = lk_kafka_fstream_feed(&s, NULL, 0, &used);
     while (at < len && r.rc == 0) {
         size_t n = piece;
         if (n == 0) {
