@@ -30,10 +30,10 @@ struct lk_hold_waiter {
 };
 
 struct lk_hold {
-    size_t bytes;                 /* held now, by all the worker's connections */
+    size_t bytes;                       /* held now, by all the worker's connections */
     const struct lk_hold_waiter *owner; /* the one that may go past the budget */
     struct lk_hold_waiter *head, *tail; /* waiting, oldest first */
-    struct event *ev;             /* resumes them; made when first needed */
+    struct event *ev;                   /* resumes them; made when first needed */
     struct event_base *base;
 };
 

@@ -64,9 +64,9 @@ struct kconn {
     int holding;
     int streaming;
     struct lk_kafka_fstream fs;
-    size_t counted;   /* of held, what the worker's budget counts (lk_hold.h) */
+    size_t counted; /* of held, what the worker's budget counts (lk_hold.h) */
     struct lk_hold_waiter hw;
-    int paused;       /* stopped reading the broker for the budget */
+    int paused; /* stopped reading the broker for the budget */
     /* a SaslHandshake v0 whose prefix was read (the reader's event, kept)
      * waits in the input until it is whole, its prefix bytes not moved */
     int handshake_wait;
@@ -327,8 +327,7 @@ drain_check(struct kconn *k)
     if (!k->pr.draining || k->pr.dead)
         return;
     if (k->pr.connected && (k->qlen != 0 || k->holding || k->streaming || k->sasl_left != 0 ||
-                            !at_boundary(k) ||
-                            lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
+                            !at_boundary(k) || lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
         return;
     lk_pair_close_drained(&k->pr);
 }
@@ -461,8 +460,8 @@ stream_tail(struct kconn *k, struct evbuffer *out)
 {
     size_t tlen = evbuffer_get_length(k->held);
     uint8_t head[LK_KAFKA_FSTREAM_HEAD_MAX];
-    size_t hn = lk_kafka_fstream_head(k->cur.key, k->cur.version, k->rs.prefix.correlation_id,
-                                      tlen, head);
+    size_t hn =
+        lk_kafka_fstream_head(k->cur.key, k->cur.version, k->rs.prefix.correlation_id, tlen, head);
     struct evbuffer *whole = evbuffer_new(), *rew = evbuffer_new();
     enum lk_kafka_fit fit = LK_KAFKA_FIT_BAD;
 

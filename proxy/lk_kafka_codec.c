@@ -766,8 +766,8 @@ enum fs_state {
     F_NA,    /* AbortedTransactions count (nullable) */
     F_ABORT, /* ProducerId, FirstOffset */
     F_AEND,
-    F_PRR,   /* PreferredReadReplica */
-    F_RECS,  /* Records */
+    F_PRR,  /* PreferredReadReplica */
+    F_RECS, /* Records */
     F_PTAGS,
     F_PEND,
     F_TEND,
@@ -1071,25 +1071,25 @@ fail:
 }
 
 size_t
-lk_kafka_fstream_head(int16_t api_key, int16_t api_version, int32_t correlation_id,
-                      size_t tail_len, uint8_t *out)
+lk_kafka_fstream_head(int16_t api_key, int16_t api_version, int32_t correlation_id, size_t tail_len,
+                      uint8_t *out)
 {
     size_t n = 8;
 
-    out[n++] = 0;                 /* response header v1: no tagged fields */
-    memset(out + n, 0, 4 + 2);    /* ThrottleTimeMs, ErrorCode */
+    out[n++] = 0;              /* response header v1: no tagged fields */
+    memset(out + n, 0, 4 + 2); /* ThrottleTimeMs, ErrorCode */
     n += 4 + 2;
     if (api_key == LK_KAFKA_SHARE_FETCH) {
-        out[n++] = 0;             /* ErrorMessage: null */
+        out[n++] = 0; /* ErrorMessage: null */
         if (api_version >= 1) {
             memset(out + n, 0, 4); /* AcquisitionLockTimeoutMs */
             n += 4;
         }
     } else {
-        memset(out + n, 0, 4);    /* SessionId */
+        memset(out + n, 0, 4); /* SessionId */
         n += 4;
     }
-    out[n++] = 1;                 /* Responses: empty */
+    out[n++] = 1; /* Responses: empty */
     if (tail_len > INT32_MAX - n)
         return 0;
     lk_kw_put32(out, (uint32_t)(n - 4 + tail_len));
@@ -1239,7 +1239,9 @@ lk_kafka_tail_fit(int16_t api_key, const uint8_t *t, size_t len, size_t want, st
     }
     if (c.bad)
         goto out;
-    if (len == want) { /* as long as it was: as it is (a count in a longer uvarint than need be too) */
+    /* As long as it was: as it is (a count in a longer uvarint than need
+     * be, too, which re-encoding would shorten). */
+    if (len == want) {
         evbuffer_add(out, t, len);
         rc = LK_KAFKA_FIT_KEPT;
     } else if (fit_out(t, t, pre_len, f, nf, 0, c.off, len, want, out) == 0)

@@ -296,9 +296,9 @@ struct lk_kafka_fstream {
     uint8_t vshift;   /* ... its bits so far */
     uint8_t tail;     /* the tail has begun: every byte from here is held */
     uint8_t failed;
-    uint32_t v;    /* the varint */
-    uint32_t left; /* frame bytes still to come */
-    uint32_t skip; /* bytes to step over unseen (fixed fields, records, tag bodies) */
+    uint32_t v;                /* the varint */
+    uint32_t left;             /* frame bytes still to come */
+    uint32_t skip;             /* bytes to step over unseen (fixed fields, records, tag bodies) */
     uint32_t nt, np, na, ntag; /* entries left: topics, partitions, an inner array, tags */
 };
 

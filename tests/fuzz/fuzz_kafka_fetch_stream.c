@@ -155,8 +155,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     LK_FUZZ_CHECK(lk_kafka_stream_wanted(key, ver));
     whole.rewrite = 1;
-    enum lk_kafka_rw wrc = len >= 8 ? rewrite(frame, len, key, ver, &whole, wout)
-                                    : LK_KAFKA_RW_MALFORMED;
+    enum lk_kafka_rw wrc =
+        len >= 8 ? rewrite(frame, len, key, ver, &whole, wout) : LK_KAFKA_RW_MALFORMED;
     if (len < 8)
         goto out;
 

@@ -49,7 +49,8 @@ test_budget(void)
     ok(!lk_hold_may_read(&h, &b.hw, max) && h.head == &b.hw && h.tail == &c.hw,
        "asking again does not queue twice; oldest first");
     lk_hold_add(&h, 500); /* a's frame is larger than the whole budget */
-    ok(lk_hold_may_read(&h, &a.hw, max), "the owner goes on past it (a frame larger than the budget)");
+    ok(lk_hold_may_read(&h, &a.hw, max),
+       "the owner goes on past it (a frame larger than the budget)");
     event_base_loop(base, EVLOOP_NONBLOCK);
     ok(b.resumed == 0 && c.resumed == 0, "nobody resumed while the owner holds");
     lk_hold_sub(&h, 560); /* a's frame is done */
