@@ -31,6 +31,8 @@ my $top = repo_top();
 my $LOAD = "$top/tests/integration/bin/kafka-fetch-load";
 my $PROBE = "$top/tests/integration/bin/kafka-probe";
 my $BUDGET_MB = 8;
+my $bin = Lookout::lookout_bin();
+my $SANITIZED = `grep -c __asan_init '$bin' 2>/dev/null` + 0 > 0;
 my $CONSUMERS = 20;
 
 # Node 2 advertises a host shorter than lookout's address for it (its endpoints cannot fit
@@ -97,8 +99,12 @@ subtest "$CONSUMERS consumers fetch ~50 MiB each at once: intact, under the budg
     # lookout's own base, then its budget; the answers in flight are 20 x 50 MiB
     my $limit = $base + ($BUDGET_MB + 32) * 1024;
     my $mb = $CONSUMERS * $bulk->{bytes} / 1048576;
-    ok($peak < $limit, sprintf('peak RSS %.1f MiB < base %.1f MiB + budget %d MiB + 32 MiB (%.0f MiB in flight, %.1f s)',
-                               $peak / 1024, $base / 1024, $BUDGET_MB, $mb, $secs));
+    SKIP: {
+        # ASan's quarantine keeps freed memory: figures from a sanitizer build mean nothing here.
+        skip 'sanitizer build: RSS not measured', 1 if $SANITIZED;
+        ok($peak < $limit, sprintf('peak RSS %.1f MiB < base %.1f MiB + budget %d MiB + 32 MiB (%.0f MiB in flight, %.1f s)',
+                                   $peak / 1024, $base / 1024, $BUDGET_MB, $mb, $secs));
+    }
     diag(sprintf('peak RSS %.1f MiB (base %.1f), %d x %.1f MiB in %.1f s', $peak / 1024, $base / 1024,
                  $CONSUMERS, $bulk->{bytes} / 1048576, $secs));
     is(metric('lookout_held_bytes'), 0, 'nothing held once they are done');
