@@ -3,10 +3,12 @@
  * (proxy/lk_kafka_codec.c: lk_kafka_fstream, lk_kafka_fstream_head,
  * lk_kafka_tail_fit), against the whole-frame rewrite
  * (lk_kafka_rewrite_response).  Input: a selector byte (bit 0: ShareFetch,
- * else Fetch; the version from the next bits), a split seed byte, then the
+ * else Fetch; the version from the next bits), a byte free to vary the
+ * pieces (the whole input seeds their sizes, lk_fuzz_piece), then the
  * frame after its size field (the harness prefixes the size).  The
- * endpoint callback is fuzz_kafka_response's: node ids 0-4 (mod 8) become
- * "ext-N" addresses (one over 127 bytes), 5 is kept, the others unknown.
+ * endpoint callback is fuzz_kafka_response's (lk_fuzz_kafka_endpoint):
+ * node ids 0-4 (mod 8) become "ext-N" addresses (one over 127 bytes), 5
+ * is kept, the others unknown.
  * Invariants:
  *   - the parser's verdict and its split (bytes passed, tail) are the same
  *     whole, a byte at a time, and in pieces of seeded sizes, with the
@@ -29,59 +31,11 @@
 #include "fuzz_util.h"
 #include "lk_kafka_codec.h"
 
-#define MAXEP 4096
-
-static char ext[5][300];
-static size_t ext_len[5];
-
-struct ep {
-    int32_t id;
-    struct lk_str host;
-    int32_t port;
-};
-
-struct rec {
-    int rewrite;
-    struct ep ep[MAXEP];
-    size_t n;
-};
-
-static void
-init_hosts(void)
-{
-    if (ext_len[0] != 0)
-        return;
-    for (int i = 0; i < 5; i++) {
-        int n = snprintf(ext[i], sizeof(ext[i]), "ext-%d.lookout.example", i);
-        if (i == 2)
-            while (n < 200)
-                ext[i][n++] = 'x';
-        ext[i][n] = '\0';
-        ext_len[i] = (size_t)n;
-    }
-}
-
-static enum lk_kafka_ep
-on_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
-{
-    struct rec *r = arg;
-    int32_t k = node_id & 7;
-
-    if (r->n < MAXEP)
-        r->ep[r->n++] = (struct ep){node_id, *host, *port};
-    if (!r->rewrite || k == 5)
-        return LK_KAFKA_EP_KEEP;
-    if (node_id < 0 || k > 4)
-        return LK_KAFKA_EP_UNKNOWN;
-    *host = lk_str_make(ext[k], ext_len[k]);
-    *port = 9000 + k;
-    return LK_KAFKA_EP_REWRITE;
-}
-
 static enum lk_kafka_rw
-rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, struct rec *r, struct evbuffer *out)
+rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, struct lk_fuzz_kafka_rec *r,
+        struct evbuffer *out)
 {
-    struct lk_kafka_rewrite rw = {.endpoint = on_endpoint, .arg = r};
+    struct lk_kafka_rewrite rw = {.endpoint = lk_fuzz_kafka_endpoint, .arg = r};
 
     r->n = 0;
     return lk_kafka_rewrite_response(f, len, key, ver, &rw, out);
@@ -95,7 +49,7 @@ struct split {
 /* Streams frame[8..len): pieces of `piece` bytes, or seeded sizes (piece
  * 0).  The passed bytes must come first and be contiguous. */
 static struct split
-stream(const uint8_t *frame, size_t len, int16_t key, int16_t ver, size_t piece, uint32_t seed)
+stream(const uint8_t *frame, size_t len, int16_t key, int16_t ver, size_t piece, uint64_t seed)
 {
     struct lk_kafka_fstream s;
     struct split r = {0, 0, 0};
@@ -105,11 +59,7 @@ stream(const uint8_t *frame, size_t len, int16_t key, int16_t ver, size_t piece,
     if (at == len) /* the correlation id alone: told so by an empty feed */
         r.rc = lk_kafka_fstream_feed(&s, NULL, 0, &used);
     while (at < len && r.rc == 0) {
-        size_t n = piece;
-        if (n == 0) {
-            seed = seed * 1103515245u + 12345u;
-            n = 1 + (seed >> 16) % 97;
-        }
+        size_t n = piece != 0 ? piece : lk_fuzz_piece(&seed, len - at);
         if (n > len - at)
             n = len - at;
         size_t sk = lk_kafka_fstream_skippable(&s);
@@ -135,15 +85,14 @@ stream(const uint8_t *frame, size_t len, int16_t key, int16_t ver, size_t piece,
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static struct rec whole, seen;
+    static struct lk_fuzz_kafka_rec whole, seen;
     static uint8_t head[LK_KAFKA_FSTREAM_HEAD_MAX];
 
     if (size < 2 || size > (1u << 24))
         return 0;
-    init_hosts();
     int16_t key = (data[0] & 1) ? LK_KAFKA_SHARE_FETCH : LK_KAFKA_FETCH;
     int16_t ver = (int16_t)(((data[0] >> 1) % 3) + (key == LK_KAFKA_FETCH ? 16 : 0));
-    uint32_t seed = data[1];
+    uint64_t seed = lk_fuzz_seed(data, size);
     size_t len = size - 2 + 4;
     uint8_t *frame = malloc(len);
     uint32_t sz = (uint32_t)(size - 2);
@@ -162,7 +111,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct split a = stream(frame, len, key, ver, len, 0);
     struct split b = stream(frame, len, key, ver, 1, 0);
-    struct split c = stream(frame, len, key, ver, 0, seed);
+    struct split c = stream(frame, len, key, ver, 0, seed); /* pieces from the input */
     LK_FUZZ_CHECK(a.rc == b.rc && a.pass == b.pass && a.tail == b.tail);
     LK_FUZZ_CHECK(a.rc == c.rc && a.pass == c.pass && a.tail == c.tail);
     LK_FUZZ_CHECK(a.rc != 0); /* the whole frame was fed: ended or failed */
@@ -209,11 +158,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(seen.n == 0);
     } else {
         LK_FUZZ_CHECK(seen.n == whole.n);
-        for (size_t i = 0; i < seen.n && i < MAXEP; i++) {
+        for (size_t i = 0; i < seen.n && i < LK_FUZZ_MAXEP; i++) {
             int32_t id = seen.ep[i].id, k = id & 7;
             LK_FUZZ_CHECK(id == whole.ep[i].id);
-            if (id >= 0 && k <= 4) /* never an internal address of the map */
-                LK_FUZZ_CHECK(lk_str_eq(seen.ep[i].host, lk_str_make(ext[k], ext_len[k])) &&
+            if (lk_fuzz_kafka_rewrites(id)) /* never an internal address of the map */
+                LK_FUZZ_CHECK(lk_str_eq(seen.ep[i].host, lk_fuzz_kafka_ext(id)) &&
                               seen.ep[i].port == 9000 + k);
         }
         if (wrc == LK_KAFKA_RW_REWRITTEN && evbuffer_get_length(wout) == len)

@@ -592,6 +592,19 @@ fill(struct t_msg *m, size_t n, int external)
     }
 }
 
+/* Appends what eb holds to out, and empties it; returns how much. */
+static size_t
+take(struct tb *out, struct evbuffer *eb)
+{
+    size_t n = evbuffer_get_length(eb);
+    uint8_t *tmp = malloc(n + 1);
+
+    evbuffer_remove(eb, tmp, n);
+    put(out, tmp, n);
+    free(tmp);
+    return n;
+}
+
 /* Runs the codec; *out gets the output when rewritten. */
 static enum lk_kafka_rw
 run(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct lk_kafka_rewrite *rw,
@@ -606,11 +619,7 @@ run(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct lk_kaf
     rw->arg = cb;
     enum lk_kafka_rw rc = lk_kafka_rewrite_response(f->p, f->len, key, ver, rw, eb);
     out->len = 0;
-    size_t n = evbuffer_get_length(eb);
-    uint8_t *tmp = malloc(n + 1);
-    evbuffer_remove(eb, tmp, n);
-    put(out, tmp, n);
-    free(tmp);
+    size_t n = take(out, eb);
     evbuffer_free(eb);
     if (rc != LK_KAFKA_RW_REWRITTEN && n != 0)
         lk_test_diag("output although not rewritten (%zu bytes)", n);
@@ -1338,11 +1347,7 @@ stream_rewrite(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, st
     fit = lk_kafka_tail_fit(key, rew.p + hn, rew.len - hn, tail.len, eb);
     put(out, f->p, 8);
     put(out, pass.p, pass.len);
-    size_t n = evbuffer_get_length(eb);
-    uint8_t *tmp = malloc(n + 1);
-    evbuffer_remove(eb, tmp, n);
-    put(out, tmp, n);
-    free(tmp);
+    take(out, eb);
     evbuffer_free(eb);
 out:
     free(pass.p);
