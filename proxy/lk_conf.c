@@ -42,6 +42,10 @@
 #define DEFAULT_DRAIN_TIMEOUT_MS 30000u
 #define DEFAULT_MAX_HEADER_BYTES (32u * 1024)
 #define DEFAULT_MAX_BUFFER_BYTES (1024u * 1024)
+/* Per worker: room for a few hundred Metadata or Produce answers at once,
+ * and far less than the frames themselves may be (Kafka's max_frame_bytes
+ * is 100m): what is held past it waits (lk_hold.h). */
+#define DEFAULT_MAX_HELD_BYTES (64u * 1024 * 1024)
 #define DEFAULT_UPSTREAM_IDLE_MAX 64u
 /* The kernel caps it at net.core.somaxconn (4096 since Linux 5.4). */
 #define DEFAULT_LISTEN_BACKLOG 4096
@@ -90,7 +94,7 @@ static const char *const lookout_keys[] = {
     "admin",           "workers",          "log_level",        "tls.certificate",
     "tls.key",         "tls.upstream_ca",  "tls.upstream_verify", "timeout.connect",
     "timeout.response", "timeout.client_header", "timeout.idle", "max_header_bytes",
-    "max_buffer_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
+    "max_buffer_bytes", "max_held_bytes", "upstream.idle_pool", "listen.backlog", "tls.session_cache",
     "tls.session_tickets", "tls.session_ticket_key", "tls.session_ticket_lifetime", "drain_timeout",
     "log.format",      "log.access",       "log.kafka",
     "admin.allow",     "admin.healthz_allow", "admin.token_file",
@@ -819,6 +823,9 @@ load_lookout(struct loader *ld, struct lk_conf_section *s)
                 return -1;
         } else if (strcmp(k, "max_buffer_bytes") == 0) {
             if (size_key(ld, s, e, 1, &c->max_buffer_bytes) != 0)
+                return -1;
+        } else if (strcmp(k, "max_held_bytes") == 0) {
+            if (size_key(ld, s, e, 1, &c->max_held_bytes) != 0)
                 return -1;
         } else if (strcmp(k, "upstream.idle_pool") == 0) {
             if (parse_uint(v, 65535, &n) != 0)
@@ -2741,6 +2748,7 @@ lk_conf_load_live(const char *name, const char *text, size_t len, const struct l
     c->drain_timeout_ms = DEFAULT_DRAIN_TIMEOUT_MS;
     c->max_header_bytes = DEFAULT_MAX_HEADER_BYTES;
     c->max_buffer_bytes = DEFAULT_MAX_BUFFER_BYTES;
+    c->max_held_bytes = DEFAULT_MAX_HELD_BYTES;
     c->upstream_idle_max = DEFAULT_UPSTREAM_IDLE_MAX;
     c->listen_backlog = DEFAULT_LISTEN_BACKLOG;
     c->timeout_first_frame_ms = DEFAULT_TIMEOUT_FIRST_FRAME_MS;

@@ -318,6 +318,7 @@ struct lk_conf {
     unsigned drain_timeout_ms;         /* SIGTERM: exchanges may finish this long, default 30s */
     size_t max_header_bytes;           /* default 32k */
     size_t max_buffer_bytes;           /* default 1m */
+    size_t max_held_bytes;             /* per worker: frames held to rewrite (lk_hold.h), default 64m */
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
     int listen_backlog;                /* `listen.backlog`: listen(2) backlog of each socket, default 4096 */
     /* Connection limits (lk_conn.c accept_cb, lk_limit.h, lk_pair.c): client

@@ -2005,6 +2005,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
+        lk_hold_init(&w->hold, w->base);
         w->tls_out = lk_xmalloc(LK_TLS_RECORD);
         w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w);
         event_add(w->stop_ev, NULL);
@@ -2085,6 +2086,7 @@ lk_workers_free(void)
         free(w->idle);
         event_free(w->stop_ev);
         event_free(w->flush_ev);
+        lk_hold_free(&w->hold);
         free(w->tls_out);
         close(w->stop_pipe[0]);
         close(w->stop_pipe[1]);

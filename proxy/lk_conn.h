@@ -23,6 +23,7 @@
 #include <openssl/ssl.h>
 
 #include "lk_conf.h"
+#include "lk_hold.h"
 #include "lk_dial.h"
 #include "lk_pool.h"
 
@@ -187,6 +188,7 @@ struct lk_worker {
     pthread_t thread;
     unsigned nconns;
     struct lk_conn *conns; /* open client connections, for shutdown */
+    struct lk_hold hold;   /* what it holds to rewrite, against max_held_bytes */
 };
 
 /* Protocol modules: one per lk_proto, started on each accepted connection. */

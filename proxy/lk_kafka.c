@@ -10,8 +10,14 @@
  * arrives, and (correlation id, api key, version) is queued.  Responses come
  * back in request order; each is matched to its request by correlation id
  * (entries skipped over got no reply: Produce with acks=0), and is forwarded
- * as it arrives unless the filters may rewrite it (lk_kafka_may_rewrite),
- * in which case the whole frame is held, rewritten and its size fixed.
+ * as it arrives unless the filters may rewrite it (lk_kafka_response_wanted),
+ * in which case the whole frame is held, rewritten and its size fixed;
+ * those are small (Metadata, coordinators, Produce errors), and what a
+ * worker holds at once is bounded by max_held_bytes (lk_hold.h).  Fetch
+ * v16+ and ShareFetch answers, which are mostly records, are streamed
+ * instead (lk_kafka_fstream): records go on as they come, at the client's
+ * pace, and only the tail with the NodeEndpoints is held, rewritten and
+ * fitted to its original length (see stream_piece).
  *
  * SASL passes through.  SaslHandshake v1 and SaslAuthenticate are Kafka
  * frames like any other.  After a SaslHandshake v0 (KIP-43's first form,
@@ -20,6 +26,7 @@
  * mechanism says after how many broker tokens (lk_kafka_sasl_bare_rounds),
  * and both readers read bare tokens until then.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,10 +57,16 @@ struct kconn {
     /* requests sent, awaiting their response: a ring */
     struct kreq *q;
     size_t qhead, qlen, qcap;
-    /* the response under way, when the filters may change it: held whole */
+    /* the response under way, when the filters may change it: held whole
+     * (holding), or streamed with its tail held (streaming) */
     struct kreq cur;
     struct evbuffer *held; /* made when first needed */
     int holding;
+    int streaming;
+    struct lk_kafka_fstream fs;
+    size_t counted; /* of held, what the worker's budget counts (lk_hold.h) */
+    struct lk_hold_waiter hw;
+    int paused; /* stopped reading the broker for the budget */
     /* a SaslHandshake v0 whose prefix was read (the reader's event, kept)
      * waits in the input until it is whole, its prefix bytes not moved */
     int handshake_wait;
@@ -78,6 +91,48 @@ idle_tv(const struct lk_cluster *cl)
     return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
 }
 
+static struct lk_hold *
+hold_of(struct kconn *k)
+{
+    return &k->pr.c->w->hold;
+}
+
+/* What k holds, off the worker's budget; those waiting may go on. */
+static void
+release(struct kconn *k)
+{
+    if (k->counted != 0)
+        lk_hold_sub(hold_of(k), k->counted);
+    k->counted = 0;
+    k->paused = 0;
+    lk_hold_done(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes);
+}
+
+/* Moves n bytes from in into k->held, on the budget. */
+static void
+hold_bytes(struct kconn *k, struct evbuffer *in, size_t n)
+{
+    if (k->held == NULL)
+        k->held = evbuffer_new();
+    evbuffer_remove_buffer(in, k->held, n);
+    lk_hold_add(hold_of(k), n);
+    k->counted += n;
+}
+
+static void pump_responses(struct lk_pair *pr);
+
+/* The budget has room again: read the broker (what is already in the
+ * input goes first). */
+static void
+resume(struct lk_hold_waiter *q)
+{
+    struct kconn *k = (struct kconn *)((char *)q - offsetof(struct kconn, hw));
+
+    k->paused = 0;
+    if (!k->pr.dead && k->pr.up != NULL)
+        pump_responses(&k->pr);
+}
+
 static void
 kconn_cleanup(void *arg)
 {
@@ -89,6 +144,7 @@ kconn_cleanup(void *arg)
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
+    release(k);
 }
 
 /*
@@ -270,8 +326,8 @@ drain_check(struct kconn *k)
 {
     if (!k->pr.draining || k->pr.dead)
         return;
-    if (k->pr.connected && (k->qlen != 0 || k->holding || k->sasl_left != 0 || !at_boundary(k) ||
-                            lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
+    if (k->pr.connected && (k->qlen != 0 || k->holding || k->streaming || k->sasl_left != 0 ||
+                            !at_boundary(k) || lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
         return;
     lk_pair_close_drained(&k->pr);
 }
@@ -361,9 +417,9 @@ pump_requests(struct lk_pair *pr)
     drain_check(k);
 }
 
-/* A held response is whole: through the filters to the client. */
+/* A held response (in, drained) is whole: through the filters to out. */
 static void
-filter_response(struct kconn *k, struct evbuffer *out)
+filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
 {
     struct lk_xchg x;
 
@@ -377,13 +433,119 @@ filter_response(struct kconn *k, struct evbuffer *out)
     x.client_tls = k->pr.c->tls;
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
-    lk_flt_run_frame(&x, k->cur.key, k->cur.version, k->held, out);
+    lk_flt_run_frame(&x, k->cur.key, k->cur.version, in, out);
     lk_xrec_take(&k->cur_rec, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
-    evbuffer_drain(k->held, evbuffer_get_length(k->held));
+    evbuffer_drain(in, evbuffer_get_length(in));
 }
 
+/*
+ * A streamed answer's tail is whole (in k->held): the bytes after
+ * Responses, for Fetch the top-level tagged fields with NodeEndpoints
+ * (tag 0), for ShareFetch NodeEndpoints and those fields.  The size prefix
+ * and every record have left already, so the tail must leave exactly as
+ * long as it came.  It goes through the filters as the answer they know,
+ * made whole by a small head with no records (lk_kafka_fstream_head), so
+ * that the kafka filter rewrites its NodeEndpoints as in any held frame
+ * (its logs, counts, broker.pattern learning), and then
+ * lk_kafka_tail_fit pads the rewritten tail to the original length with
+ * unknown tagged fields, or drops the endpoints when they no longer fit
+ * (the client then asks Metadata, which is rewritten).  0, or -1 having
+ * closed: a tail that does not decode cannot be fitted, and passing it
+ * as it came could hand out internal addresses.
+ */
+static int
+stream_tail(struct kconn *k, struct evbuffer *out)
+{
+    size_t tlen = evbuffer_get_length(k->held);
+    uint8_t head[LK_KAFKA_FSTREAM_HEAD_MAX];
+    size_t hn =
+        lk_kafka_fstream_head(k->cur.key, k->cur.version, k->rs.prefix.correlation_id, tlen, head);
+    struct evbuffer *whole = evbuffer_new(), *rew = evbuffer_new();
+    enum lk_kafka_fit fit = LK_KAFKA_FIT_BAD;
+
+    if (hn != 0) {
+        evbuffer_add(whole, head, hn);
+        evbuffer_add_buffer(whole, k->held);
+        filter_response(k, whole, rew);
+        size_t rlen = evbuffer_get_length(rew);
+        const uint8_t *r = evbuffer_pullup(rew, -1);
+        if (rlen >= hn)
+            fit = lk_kafka_tail_fit(k->cur.key, r + hn, rlen - hn, tlen, out);
+    }
+    evbuffer_free(whole);
+    evbuffer_free(rew);
+    evbuffer_drain(k->held, evbuffer_get_length(k->held));
+    if (fit == LK_KAFKA_FIT_BAD) {
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "broker's api %d v%d answer ends in %zu bytes that do not decode as its "
+                 "NodeEndpoints and tagged fields (correlation id %d); closing",
+                 k->cur.key, k->cur.version, tlen, k->rs.prefix.correlation_id);
+        lk_pair_close(&k->pr, why);
+        return -1;
+    }
+    if (fit == LK_KAFKA_FIT_DROPPED)
+        lk_log(LK_DEBUG, k->pr.c,
+               "api %d v%d answer: the rewritten NodeEndpoints do not fit the broker's %zu bytes; "
+               "dropped (the client asks Metadata)",
+               k->cur.key, k->cur.version, tlen);
+    return 0;
+}
+
+/*
+ * The n bytes at offset *ready of in are the next of a streamed answer.
+ * Bytes before the tail join *ready (they go on as they are, moved later
+ * with the rest); the parser is shown only the bytes it must read, in
+ * small copies, and told of the records' by count alone.  Tail bytes are
+ * held.  Returns 1 when the answer has ended, 0 before, -1 having closed.
+ */
+static int
+stream_piece(struct kconn *k, struct evbuffer *in, struct evbuffer *out, size_t *ready, size_t n)
+{
+    int r = 0;
+
+    while (n != 0) {
+        uint8_t p[64];
+        size_t m, used;
+        size_t sk = lk_kafka_fstream_skippable(&k->fs);
+        if (k->fs.tail) {
+            m = n;
+            r = lk_kafka_fstream_feed(&k->fs, NULL, m, &used);
+        } else if (sk != 0) {
+            m = n < sk ? n : sk;
+            r = lk_kafka_fstream_feed(&k->fs, NULL, m, &used);
+        } else {
+            struct evbuffer_ptr at;
+            m = n < sizeof(p) ? n : sizeof(p);
+            if (evbuffer_ptr_set(in, &at, *ready, EVBUFFER_PTR_SET) != 0 ||
+                evbuffer_copyout_from(in, &at, p, m) != (ev_ssize_t)m)
+                r = -1; /* cannot happen: the bytes are there */
+            else
+                r = lk_kafka_fstream_feed(&k->fs, p, m, &used);
+        }
+        if (r < 0) {
+            char why[200];
+            evbuffer_remove_buffer(in, out, *ready);
+            *ready = 0;
+            snprintf(why, sizeof(why),
+                     "broker's api %d v%d answer (correlation id %d) does not follow its layout; "
+                     "closing",
+                     k->cur.key, k->cur.version, k->rs.prefix.correlation_id);
+            lk_pair_close(&k->pr, why);
+            return -1;
+        }
+        *ready += used;
+        if (used < m) { /* the tail: what came before it goes first */
+            evbuffer_remove_buffer(in, out, *ready);
+            *ready = 0;
+            hold_bytes(k, in, m - used);
+        }
+        n -= m;
+    }
+    return r;
+}
 /* The broker's answer to a SaslHandshake v0, held whole: forwarded, and
  * when it accepts the mechanism (ErrorCode 0), bare tokens follow. */
 static void
@@ -422,7 +584,11 @@ exchange_done(struct kconn *k, uint64_t bytes_out)
 }
 
 /* Broker to client: each response frame is matched to its request, and
- * streamed, or held whole when the filters may change it. */
+ * streamed, or held whole when the filters may change it, or streamed
+ * with its tail held (Fetch v16+, ShareFetch).  What is held counts
+ * against the worker's max_held_bytes; over it, the broker is not read
+ * (lk_hold.h) until the budget has room or this connection owns the
+ * excess. */
 static void
 pump_responses(struct lk_pair *pr)
 {
@@ -433,6 +599,11 @@ pump_responses(struct lk_pair *pr)
     size_t ready = 0; /* whole pieces at the start of in, for the client as they are */
     while (!k->pr.dead) {
         int ev;
+        if ((k->holding || (k->streaming && k->fs.tail)) &&
+            !lk_hold_may_read(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes)) {
+            k->paused = 1; /* resume() comes back here */
+            break;
+        }
         ssize_t n = next_piece(&k->rs, in, ready, &ev);
         if (n < 0) {
             evbuffer_remove_buffer(in, out, ready);
@@ -458,11 +629,37 @@ pump_responses(struct lk_pair *pr)
                 return;
             }
             k->cur_head_us = lk_now_us();
-            k->holding = (k->pr.cluster->nfilters != 0 &&
+            int filtered = k->pr.cluster->nfilters != 0;
+            k->streaming = filtered && lk_kafka_stream_wanted(k->cur.key, k->cur.version);
+            k->holding = (!k->streaming && filtered &&
                           lk_kafka_response_wanted(k->cur.key, k->cur.version)) ||
                          (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0);
-            if (k->holding && k->held == NULL)
-                k->held = evbuffer_new();
+            if (k->streaming) {
+                /* The prefix goes on as it came: the answer keeps its size. */
+                lk_kafka_fstream_init(&k->fs, k->cur.key, k->cur.version, k->rs.prefix.size);
+                ready += (size_t)n;
+                if (!(ev & LK_KAFKA_RD_END))
+                    continue;
+                n = 0; /* a frame of its correlation id alone: its tail is empty */
+            }
+        }
+        if (k->streaming) {
+            int r = n != 0 ? stream_piece(k, in, out, &ready, (size_t)n) : 0;
+            if (r < 0)
+                return;
+            if (ev & LK_KAFKA_RD_END) {
+                k->streaming = 0;
+                evbuffer_remove_buffer(in, out, ready);
+                ready = 0;
+                if (k->held == NULL)
+                    k->held = evbuffer_new();
+                int rc = stream_tail(k, out);
+                release(k);
+                if (rc != 0)
+                    return;
+                exchange_done(k, 4 + (uint64_t)k->rs.prefix.size);
+            }
+            continue;
         }
         if (!k->holding) {
             ready += (size_t)n;
@@ -473,14 +670,15 @@ pump_responses(struct lk_pair *pr)
         /* A held frame: what came before it goes first. */
         evbuffer_remove_buffer(in, out, ready);
         ready = 0;
-        evbuffer_remove_buffer(in, k->held, (size_t)n);
+        hold_bytes(k, in, (size_t)n);
         if (ev & LK_KAFKA_RD_END) {
             size_t before = evbuffer_get_length(out);
             k->holding = 0;
             if (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0)
                 handshake_v0_answered(k, out);
             else
-                filter_response(k, out);
+                filter_response(k, k->held, out);
+            release(k);
             exchange_done(k, evbuffer_get_length(out) - before);
         }
     }
@@ -488,7 +686,10 @@ pump_responses(struct lk_pair *pr)
         evbuffer_remove_buffer(in, out, ready);
     if (k->pr.dead)
         return;
-    if (evbuffer_get_length(out) > LK_KAFKA_HIGH)
+    /* Backpressure: a client that reads slowly stops the broker, streamed
+     * answers included (their records move at the client's pace); a
+     * connection waiting for the budget reads nothing. */
+    if (k->paused || evbuffer_get_length(out) > LK_KAFKA_HIGH)
         lk_io_disable(&k->pr.up->io, EV_READ);
     else
         lk_io_enable(&k->pr.up->io, EV_READ);
@@ -602,6 +803,7 @@ start(struct lk_conn *c)
     struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
 
     c->proto = k;
+    k->hw.resume = resume;
     lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
     if (vh == NULL) {

@@ -21,6 +21,7 @@
  *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
  *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c).
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,55 @@ struct pconn {
     size_t lhead, llen;
     const char *listener; /* the last one a LOOKUP named: for CLOSE_* and TOPIC_MIGRATED */
     struct evbuffer *held;
+    /* A broker's frame to be held, while it comes (in the input until it
+     * is whole): what the worker's max_held_bytes counts of it (lk_hold.h),
+     * and whether the broker is not read for that budget. */
+    size_t counted;
+    struct lk_hold_waiter hw;
+    int paused;
 };
+
+/* The broker's frame to be held is done (or the connection closes): off
+ * the worker's budget, and those waiting may go on. */
+static void
+release(struct pconn *p)
+{
+    struct lk_hold *h = &p->pr.c->w->hold;
+
+    if (p->counted != 0)
+        lk_hold_sub(h, p->counted);
+    p->counted = 0;
+    p->paused = 0;
+    lk_hold_done(h, &p->hw, p->pr.c->conf->max_held_bytes);
+}
+
+/* have bytes of a broker's frame to be held are in: counted; 0 while the
+ * budget lets it read on, else 1 (paused until resume). */
+static int
+hold_wait(struct pconn *p, size_t have)
+{
+    struct lk_hold *h = &p->pr.c->w->hold;
+
+    if (have > p->counted)
+        lk_hold_add(h, have - p->counted);
+    else
+        lk_hold_sub(h, p->counted - have);
+    p->counted = have;
+    p->paused = !lk_hold_may_read(h, &p->hw, p->pr.c->conf->max_held_bytes);
+    return p->paused;
+}
+
+static void pump_responses(struct lk_pair *pr);
+
+static void
+resume(struct lk_hold_waiter *q)
+{
+    struct pconn *p = (struct pconn *)((char *)q - offsetof(struct pconn, hw));
+
+    p->paused = 0;
+    if (!p->pr.dead && p->pr.up != NULL)
+        pump_responses(&p->pr);
+}
 
 static void
 pconn_cleanup(void *arg)
@@ -78,6 +127,7 @@ pconn_cleanup(void *arg)
     free(p->lookups);
     if (p->held != NULL)
         evbuffer_free(p->held);
+    release(p);
 }
 
 static struct timeval
@@ -324,14 +374,22 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
                 return 0;
             if (held_type(from_client, s->type) && (from_client || p->pr.cluster->nfilters != 0)) {
                 size_t whole = (size_t)s->total + 4;
-                if (evbuffer_get_length(in) < whole)
-                    return 0; /* held frames are small: wait for all of it */
+                if (evbuffer_get_length(in) < whole) {
+                    /* held frames are small: wait for all of it, within
+                     * the worker's budget for a broker's */
+                    if (!from_client)
+                        hold_wait(p, evbuffer_get_length(in));
+                    return 0;
+                }
                 s->frames++;
                 s->bytes += whole;
                 if (p->held == NULL)
                     p->held = evbuffer_new();
                 evbuffer_remove_buffer(in, p->held, whole);
-                if ((from_client ? client_lookup(p, out) : broker_command(p, s->type, out)) != 0)
+                int rc = from_client ? client_lookup(p, out) : broker_command(p, s->type, out);
+                if (!from_client)
+                    release(p);
+                if (rc != 0)
                     return -1;
                 continue;
             }
@@ -414,7 +472,7 @@ pump_responses(struct lk_pair *pr)
 
     if (pump(p, 0, in, out) != 0)
         return;
-    if (evbuffer_get_length(out) > LK_PULSAR_HIGH)
+    if (p->paused || evbuffer_get_length(out) > LK_PULSAR_HIGH)
         lk_io_disable(&p->pr.up->io, EV_READ);
     else
         lk_io_enable(&p->pr.up->io, EV_READ);
@@ -493,6 +551,7 @@ start(struct lk_conn *c)
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
 
     c->proto = p;
+    p->hw.resume = resume;
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {

@@ -523,6 +523,20 @@ lk_stats_admin_refused(int token)
     __atomic_fetch_add(&admin_refused[token ? 1 : 0], 1, __ATOMIC_RELAXED);
 }
 
+/* Held bytes and pauses: process-wide, changed rarely enough (once per
+ * held frame or streamed tail) that one shared pair of atomics does. */
+static long long held_bytes;
+static uint64_t held_pauses;
+
+void
+lk_stats_held(long long delta, unsigned pauses)
+{
+    if (delta != 0)
+        __atomic_fetch_add(&held_bytes, delta, __ATOMIC_RELAXED);
+    if (pauses != 0)
+        __atomic_fetch_add(&held_pauses, pauses, __ATOMIC_RELAXED);
+}
+
 void
 lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                uint64_t reloads_ok, uint64_t reloads_failed)
@@ -692,6 +706,15 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                                 __atomic_load_n(&rt->health[i].fails, __ATOMIC_RELAXED));
         }
     }
+    lk_stats_family(out, "lookout_held_bytes", "gauge",
+           "Bytes the workers hold to rewrite them (whole response frames, the tails of streamed "
+           "Fetch answers), against max_held_bytes per worker.");
+    evbuffer_add_printf(out, "lookout_held_bytes %lld\n",
+                        (long long)__atomic_load_n(&held_bytes, __ATOMIC_RELAXED));
+    lk_stats_family(out, "lookout_held_pauses_total", "counter",
+           "Times a connection stopped reading its broker because its worker held max_held_bytes.");
+    evbuffer_add_printf(out, "lookout_held_pauses_total %llu\n",
+                        (unsigned long long)__atomic_load_n(&held_pauses, __ATOMIC_RELAXED));
     lk_stats_family(out, "lookout_config_generation", "gauge",
            "The configuration generation serving (1 at start, +1 per reload).");
     evbuffer_add_printf(out, "lookout_config_generation %llu\n", (unsigned long long)generation);

@@ -151,6 +151,11 @@ void lk_xrec_take(struct lk_xrec *r, const struct lk_xchg *x);
 /* The exchange ended: counts it and writes its access-log line. */
 void lk_xrec_done(const struct lk_xrec *r);
 
+/* The workers' held bytes (lk_hold.h) change by delta, and `pauses`
+ * connections stopped reading their brokers for the budget: the gauge
+ * lookout_held_bytes and the counter lookout_held_pauses_total. */
+void lk_stats_held(long long delta, unsigned pauses);
+
 /* Microseconds on the monotonic clock. */
 long long lk_now_us(void);
 /* Names for labels and logs: a Kafka api key's ("Metadata"; NULL if

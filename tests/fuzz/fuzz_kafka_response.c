@@ -31,61 +31,6 @@
 #include "fuzz_util.h"
 #include "lk_kafka_codec.h"
 
-#define MAXEP 8192
-
-static char ext[5][300];
-static size_t ext_len[5];
-
-static void
-init_hosts(void)
-{
-    if (ext_len[0] != 0)
-        return;
-    for (int i = 0; i < 5; i++) {
-        int n = snprintf(ext[i], sizeof(ext[i]), "ext-%d.lookout.example", i);
-        if (i == 2) /* a host whose compact length takes two bytes */
-            while (n < 200)
-                ext[i][n++] = 'x';
-        ext[i][n] = '\0';
-        ext_len[i] = (size_t)n;
-    }
-}
-
-struct ep {
-    int32_t id;
-    struct lk_str host;
-    int32_t port;
-};
-
-struct rec {
-    int rewrite; /* 0: keep all */
-    struct ep ep[MAXEP];
-    size_t n;
-};
-
-static enum lk_kafka_ep
-on_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
-{
-    struct rec *r = arg;
-    int32_t k = node_id & 7;
-
-    if (r->n < MAXEP)
-        r->ep[r->n++] = (struct ep){node_id, *host, *port};
-    if (!r->rewrite || k == 5)
-        return LK_KAFKA_EP_KEEP;
-    if (node_id < 0 || k > 4)
-        return LK_KAFKA_EP_UNKNOWN;
-    *host = lk_str_make(ext[k], ext_len[k]);
-    *port = 9000 + k;
-    return LK_KAFKA_EP_REWRITE;
-}
-
-static int
-rewrites(int32_t id)
-{
-    return id >= 0 && (id & 7) <= 4;
-}
-
 /* ApiVersions entries, read here from the spec (not by the codec). */
 struct av {
     int16_t key, min, max;
@@ -188,17 +133,17 @@ check_api_versions(const uint8_t *in, size_t inlen, const uint8_t *out, size_t o
 }
 
 static enum lk_kafka_rw
-rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, int drop, struct rec *r,
-        struct evbuffer *out)
+rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, int drop,
+        struct lk_fuzz_kafka_rec *r, struct evbuffer *out)
 {
-    struct lk_kafka_rewrite rw = {.endpoint = r != NULL ? on_endpoint : NULL, .arg = r};
+    struct lk_kafka_rewrite rw = {.endpoint = r != NULL ? lk_fuzz_kafka_endpoint : NULL, .arg = r};
 
     rw.drop_unknown_api = (unsigned)drop;
     if (r != NULL)
         r->n = 0;
     enum lk_kafka_rw rc = lk_kafka_rewrite_response(f, len, key, ver, &rw, out);
     if (r != NULL)
-        LK_FUZZ_CHECK(rw.endpoints == (r->n < MAXEP ? r->n : rw.endpoints));
+        LK_FUZZ_CHECK(rw.endpoints == (r->n < LK_FUZZ_MAXEP ? r->n : rw.endpoints));
     LK_FUZZ_CHECK(rc == LK_KAFKA_RW_REWRITTEN || evbuffer_get_length(out) == 0);
     return rc;
 }
@@ -206,14 +151,13 @@ rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, int drop, struct
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static struct rec first, again, keep;
+    static struct lk_fuzz_kafka_rec first, again, keep;
     struct evbuffer *out, *out2;
     uint8_t *frame;
     size_t len;
 
     if (size < 5)
         return 0;
-    init_hosts();
     int16_t key = (int16_t)be16(data), ver = (int16_t)be16(data + 2);
     int drop = data[4] & 1;
     if (data[4] & 2) {
@@ -250,9 +194,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == LK_KAFKA_RW_UNCHANGED && key != LK_KAFKA_API_VERSIONS) {
         /* nothing to change: every rewritten node was already external */
         for (size_t i = 0; i < first.n; i++)
-            if (rewrites(first.ep[i].id)) {
+            if (lk_fuzz_kafka_rewrites(first.ep[i].id)) {
                 int32_t k = first.ep[i].id & 7;
-                LK_FUZZ_CHECK(lk_str_eq(first.ep[i].host, lk_str_make(ext[k], ext_len[k])));
+                LK_FUZZ_CHECK(lk_str_eq(first.ep[i].host, lk_fuzz_kafka_ext(k)));
                 LK_FUZZ_CHECK(first.ep[i].port == 9000 + k);
             }
     }
@@ -265,11 +209,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(rewrite(o, olen, key, ver, drop, &again, out2) == LK_KAFKA_RW_UNCHANGED);
         LK_FUZZ_CHECK(again.n == first.n);
         for (size_t i = 0; i < again.n; i++) {
-            const struct ep *a = &first.ep[i], *b = &again.ep[i];
+            const struct lk_fuzz_kafka_ep *a = &first.ep[i], *b = &again.ep[i];
             LK_FUZZ_CHECK(a->id == b->id);
-            if (rewrites(a->id)) {
+            if (lk_fuzz_kafka_rewrites(a->id)) {
                 int32_t k = a->id & 7;
-                LK_FUZZ_CHECK(lk_str_eq(b->host, lk_str_make(ext[k], ext_len[k])));
+                LK_FUZZ_CHECK(lk_str_eq(b->host, lk_fuzz_kafka_ext(k)));
                 LK_FUZZ_CHECK(b->port == 9000 + k);
             } else {
                 LK_FUZZ_CHECK(lk_str_eq(a->host, b->host) && a->port == b->port);

@@ -657,3 +657,48 @@ lk_fuzz_inside(const char *host)
         return a[12] == 10;
     return 0;
 }
+
+/* ---- the Kafka endpoint map ---------------------------------------- */
+
+static char kafka_ext[5][300];
+static size_t kafka_ext_len[5];
+
+struct lk_str
+lk_fuzz_kafka_ext(int32_t id)
+{
+    int32_t k = id & 7;
+
+    if (kafka_ext_len[0] == 0)
+        for (int i = 0; i < 5; i++) {
+            int n = snprintf(kafka_ext[i], sizeof(kafka_ext[i]), "ext-%d.lookout.example", i);
+            if (i == 2) /* a host whose compact length takes two bytes */
+                while (n < 200)
+                    kafka_ext[i][n++] = 'x';
+            kafka_ext[i][n] = '\0';
+            kafka_ext_len[i] = (size_t)n;
+        }
+    return lk_str_make(kafka_ext[k % 5], kafka_ext_len[k % 5]);
+}
+
+int
+lk_fuzz_kafka_rewrites(int32_t id)
+{
+    return id >= 0 && (id & 7) <= 4;
+}
+
+enum lk_kafka_ep
+lk_fuzz_kafka_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    struct lk_fuzz_kafka_rec *r = arg;
+    int32_t k = node_id & 7;
+
+    if (r->n < LK_FUZZ_MAXEP)
+        r->ep[r->n++] = (struct lk_fuzz_kafka_ep){node_id, *host, *port};
+    if (!r->rewrite || k == 5)
+        return LK_KAFKA_EP_KEEP;
+    if (!lk_fuzz_kafka_rewrites(node_id))
+        return LK_KAFKA_EP_UNKNOWN;
+    *host = lk_fuzz_kafka_ext(node_id);
+    *port = 9000 + k;
+    return LK_KAFKA_EP_REWRITE;
+}

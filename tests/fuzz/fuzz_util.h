@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "lk_conf.h"
+#include "lk_kafka_codec.h"
 #include "lk_match.h"
 #include "lk_xchg.h"
 
@@ -121,5 +122,30 @@ void lk_fuzz_pulsar_same_fields(const uint8_t *a, size_t alen, const uint8_t *b,
  *     of the last one alone cannot read it apart.
  */
 void lk_fuzz_pulsar_same_reading(const uint8_t *cmd, size_t len);
+
+/*
+ * The Kafka endpoint map of the response harnesses (fuzz_kafka_response,
+ * fuzz_kafka_fetch_stream), an lk_kafka_endpoint_cb with arg a struct
+ * lk_fuzz_kafka_rec: node ids 0-4 (mod 8) become "ext-N.lookout.example"
+ * at port 9000 + N (ext-2's host over 127 bytes: a two-byte compact
+ * length), 5 is kept, the others are unknown; with rewrite 0 every
+ * endpoint is kept.  Each call is recorded, up to LK_FUZZ_MAXEP.
+ */
+#define LK_FUZZ_MAXEP 8192
+struct lk_fuzz_kafka_ep {
+    int32_t id;
+    struct lk_str host;
+    int32_t port;
+};
+struct lk_fuzz_kafka_rec {
+    int rewrite;
+    struct lk_fuzz_kafka_ep ep[LK_FUZZ_MAXEP];
+    size_t n;
+};
+enum lk_kafka_ep lk_fuzz_kafka_endpoint(void *arg, int32_t node_id, struct lk_str *host,
+                                        int32_t *port);
+/* Whether the map rewrites node id, and its external host. */
+int lk_fuzz_kafka_rewrites(int32_t id);
+struct lk_str lk_fuzz_kafka_ext(int32_t id);
 
 #endif

@@ -212,6 +212,7 @@ test_defaults(void)
     ok(c->drain_timeout_ms == 30000, "drain_timeout 30s");
     ok(c->max_header_bytes == 32 * 1024, "max_header_bytes 32k");
     ok(c->max_buffer_bytes == 1024 * 1024, "max_buffer_bytes 1m");
+    ok(c->max_held_bytes == 64 * 1024 * 1024, "max_held_bytes 64m");
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
     ok(c->listen_backlog == 4096, "listen.backlog 4096");
     ok(c->max_connections == 0 && c->max_connections_per_client == 0 &&
@@ -260,7 +261,8 @@ test_lookout_keys(void)
                      "tls.key = b.key", "tls.upstream_ca = ca/internal.crt",
                      "timeout.connect = 250ms", "timeout.response = 2m",
                      "timeout.client_header = 3s", "timeout.idle = 90s", "max_header_bytes = 64k",
-                     "max_buffer_bytes = 2M", "upstream.idle_pool = 0", "listen.backlog = 100",
+                     "max_buffer_bytes = 2M", "max_held_bytes = 8m", "upstream.idle_pool = 0",
+                     "listen.backlog = 100",
                      "drain_timeout = 1500ms"));
 
     if (!ok(c != NULL, "loads (%s)", err))
@@ -284,6 +286,7 @@ test_lookout_keys(void)
     ok(c->timeout_idle_ms == 90000, "timeout.idle");
     ok(c->max_header_bytes == 65536, "max_header_bytes");
     ok(c->max_buffer_bytes == 2 * 1024 * 1024, "max_buffer_bytes");
+    ok(c->max_held_bytes == 8 * 1024 * 1024, "max_held_bytes");
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
     ok(c->listen_backlog == 100, "listen.backlog");
     ok(c->drain_timeout_ms == 1500, "drain_timeout");
@@ -636,6 +639,9 @@ test_value_errors(void)
         {"max_header_bytes = 0", "max_header_bytes: 0 is below the minimum of 1 bytes"},
         {"max_buffer_bytes = -1",
          "max_buffer_bytes: '-1' is not a size (expected e.g. 512, 32k or 5m)"},
+        {"max_held_bytes = 64mb",
+         "max_held_bytes: '64mb' is not a size (expected e.g. 512, 32k or 5m)"},
+        {"max_held_bytes = 0", "max_held_bytes: 0 is below the minimum of 1 bytes"},
         {"upstream.idle_pool = 65536",
          "upstream.idle_pool: '65536' is not a number from 0 to 65535"},
         {"upstream.idle_pool = 1k", "upstream.idle_pool: '1k' is not a number from 0 to 65535"},
@@ -1678,6 +1684,7 @@ test_reference(void)
                                        "timeout.idle",
                                        "max_header_bytes",
                                        "max_buffer_bytes",
+                                       "max_held_bytes",
                                        "upstream.idle_pool",
                                        "listen.backlog",
                                        "max_connections",

@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 
 #include "lk_kafka_codec.h"
+#include "lk_kafka_wire.h"
 #include "lk_test.h"
 #include "lk_test_wire.h"
 
@@ -140,6 +141,7 @@ struct t_msg {
     size_t nep;
     struct t_ep ep[64];
     size_t mark; /* set by build: the end of the last field the codec decodes */
+    size_t tail_at; /* Fetch v16+, ShareFetch: where Responses end (the streamed tail) */
 };
 
 /* First flexible version, from the specs (the codec has its own table). */
@@ -421,6 +423,7 @@ fetch(struct tb *b, struct t_msg *m, int f)
         }
         wtags(b, f, m->unk);
     }
+    m->tail_at = b->len;
     if (f)
         top_tags_tag0(b, m, v >= 16 && !m->no_tag0);
     m->mark = b->len;
@@ -463,9 +466,10 @@ share(struct tb *b, struct t_msg *m, int f, int fetch_)
         wtags(b, f, m->unk);
     }
     wtags(b, f, m->unk);
+    m->tail_at = b->len;
     w_node_endpoints(b, m);
+    wtags(b, f, m->unk); /* decoded too: the streamed rewrite pads them */
     m->mark = b->len;
-    wtags(b, f, m->unk);
 }
 
 /* The whole frame: size, correlation id, header tags (v1), body. */
@@ -588,6 +592,19 @@ fill(struct t_msg *m, size_t n, int external)
     }
 }
 
+/* Appends what eb holds to out, and empties it; returns how much. */
+static size_t
+take(struct tb *out, struct evbuffer *eb)
+{
+    size_t n = evbuffer_get_length(eb);
+    uint8_t *tmp = malloc(n + 1);
+
+    evbuffer_remove(eb, tmp, n);
+    put(out, tmp, n);
+    free(tmp);
+    return n;
+}
+
 /* Runs the codec; *out gets the output when rewritten. */
 static enum lk_kafka_rw
 run(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct lk_kafka_rewrite *rw,
@@ -602,11 +619,7 @@ run(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct lk_kaf
     rw->arg = cb;
     enum lk_kafka_rw rc = lk_kafka_rewrite_response(f->p, f->len, key, ver, rw, eb);
     out->len = 0;
-    size_t n = evbuffer_get_length(eb);
-    uint8_t *tmp = malloc(n + 1);
-    evbuffer_remove(eb, tmp, n);
-    put(out, tmp, n);
-    free(tmp);
+    size_t n = take(out, eb);
     evbuffer_free(eb);
     if (rc != LK_KAFKA_RW_REWRITTEN && n != 0)
         lk_test_diag("output although not rewritten (%zu bytes)", n);
@@ -1276,6 +1289,233 @@ test_sasl(void)
     free(t.p);
 }
 
+/* ---- Fetch and ShareFetch answers, streamed -------------------------- */
+
+/* Streams frame f (from after its prefix) in pieces of at most `piece`
+ * bytes, or split once at `split` (piece 0): the bytes passed go to *pass,
+ * the tail to *tail.  Returns the last feed's result. */
+static int
+stream(const struct tb *f, int16_t key, int16_t ver, size_t piece, size_t split, struct tb *pass,
+       struct tb *tail)
+{
+    struct lk_kafka_fstream s;
+    size_t at = 8, used;
+    int rc = 0;
+
+    pass->len = tail->len = 0;
+    lk_kafka_fstream_init(&s, key, ver, (int32_t)(f->len - 4));
+    while (at < f->len && rc == 0) {
+        size_t n = piece != 0 ? piece : (at < split ? split - at : f->len - at);
+        if (n > f->len - at)
+            n = f->len - at;
+        /* bytes it may step over unseen are given as NULL */
+        size_t sk = lk_kafka_fstream_skippable(&s);
+        const uint8_t *p = f->p + at;
+        if (sk != 0) {
+            n = n < sk ? n : sk;
+            p = NULL;
+        }
+        rc = lk_kafka_fstream_feed(&s, p, n, &used);
+        if (rc < 0)
+            break;
+        put(pass, f->p + at, used);
+        put(tail, f->p + at + used, n - used);
+        at += n;
+    }
+    return rc;
+}
+
+/* The streamed rewrite of frame f: what passed, then the tail through
+ * lk_kafka_fstream_head and the whole-frame rewrite, fitted to its
+ * length.  Returns the fit (LK_KAFKA_FIT_BAD on any failure). */
+static enum lk_kafka_fit
+stream_rewrite(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct tb *out)
+{
+    struct tb pass = {0}, tail = {0}, syn = {0}, rew = {0};
+    uint8_t head[LK_KAFKA_FSTREAM_HEAD_MAX];
+    enum lk_kafka_fit fit = LK_KAFKA_FIT_BAD;
+
+    out->len = 0;
+    if (stream(f, key, ver, 0, f->len, &pass, &tail) != 1)
+        goto out;
+    size_t hn = lk_kafka_fstream_head(key, ver, 0x01020304, tail.len, head);
+    put(&syn, head, hn);
+    put(&syn, tail.p, tail.len);
+    if (run(&syn, key, ver, cb, NULL, &rew) != LK_KAFKA_RW_REWRITTEN)
+        put(&rew, syn.p, syn.len); /* unchanged */
+    struct evbuffer *eb = evbuffer_new();
+    fit = lk_kafka_tail_fit(key, rew.p + hn, rew.len - hn, tail.len, eb);
+    put(out, f->p, 8);
+    put(out, pass.p, pass.len);
+    take(out, eb);
+    evbuffer_free(eb);
+out:
+    free(pass.p);
+    free(tail.p);
+    free(syn.p);
+    free(rew.p);
+    return fit;
+}
+
+static int
+has(const struct tb *b, size_t from, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = from; i + n <= b->len; i++)
+        if (memcmp(b->p + i, s, n) == 0)
+            return 1;
+    return 0;
+}
+
+static void
+test_stream(void)
+{
+    static const struct {
+        int16_t key, min, max;
+    } sv[] = {{1, 16, 18}, {78, 0, 2}};
+    static const size_t neps[] = {0, 1, 3, 6};
+
+    ok(lk_kafka_stream_wanted(1, 16) && lk_kafka_stream_wanted(1, 18) &&
+           !lk_kafka_stream_wanted(1, 15) && !lk_kafka_stream_wanted(1, 19) &&
+           lk_kafka_stream_wanted(78, 0) && !lk_kafka_stream_wanted(79, 0) &&
+           !lk_kafka_stream_wanted(3, 12),
+       "streamed: Fetch v16-18 and ShareFetch v0-2 only");
+    for (size_t k = 0; k < 2; k++)
+        for (int16_t v = sv[k].min; v <= sv[k].max; v++)
+            for (size_t e = 0; e < 4; e++)
+                for (int unk = 0; unk <= 1; unk++) {
+                    struct t_msg m = {.key = sv[k].key, .ver = v, .unk = unk};
+                    fill(&m, neps[e], 0);
+                    m.no_tag0 = neps[e] == 0 && k == 0;
+                    struct tb f = build(&m), pass = {0}, tail = {0}, p2 = {0}, t2 = {0};
+                    struct tb out = {0}, whole = {0};
+                    int rc = stream(&f, m.key, v, 0, f.len, &pass, &tail);
+                    int good = rc == 1 && pass.len == m.tail_at - 8 &&
+                               memcmp(pass.p, f.p + 8, pass.len) == 0 &&
+                               tail.len == f.len - m.tail_at &&
+                               memcmp(tail.p, f.p + m.tail_at, tail.len) == 0;
+                    /* the same at every split, and a byte at a time */
+                    for (size_t at = 9; at < f.len && good; at++)
+                        good = stream(&f, m.key, v, 0, at, &p2, &t2) == 1 && same(&p2, &pass) &&
+                               same(&t2, &tail);
+                    good = good && stream(&f, m.key, v, 1, 0, &p2, &t2) == 1 &&
+                           same(&p2, &pass) && same(&t2, &tail);
+                    ok(good, "api %d v%d, %zu endpoints%s: records pass at every split, the tail "
+                       "is what follows Responses", m.key, v, neps[e], unk ? ", unknown tags" : "");
+
+                    /* rewritten: same size, bytes before the tail as they
+                     * came, no internal host left, the endpoints kept when
+                     * they fit */
+                    struct t_cb cb = {.external = 1};
+                    enum lk_kafka_fit fit = stream_rewrite(&f, m.key, v, &cb, &out);
+                    run(&f, m.key, v, &cb, NULL, &whole);
+                    int leak = 0;
+                    for (size_t i = 0; i < NMAP; i++)
+                        if (strcmp(map[i].in_host, map[i].ex_host) != 0)
+                            leak |= has(&out, m.tail_at, map[i].in_host);
+                    ok(fit != LK_KAFKA_FIT_BAD && out.len == f.len &&
+                           memcmp(out.p, f.p, m.tail_at) == 0 && !leak,
+                       "api %d v%d, %zu endpoints%s: streamed rewrite keeps the size (%s), records "
+                       "intact, no internal host", m.key, v, neps[e], unk ? ", unknown tags" : "",
+                       fit == LK_KAFKA_FIT_KEPT ? "kept" : "dropped");
+                    /* kept: the client reads the same endpoints as the
+                     * whole-frame rewrite gives; dropped: none */
+                    struct t_cb seen = {.keep = 1};
+                    struct tb dummy = {0};
+                    enum lk_kafka_rw r2 = run(&out, m.key, v, &seen, NULL, &dummy);
+                    size_t want_eps = fit == LK_KAFKA_FIT_KEPT ? neps[e] : 0;
+                    ok(r2 == LK_KAFKA_RW_UNCHANGED && (size_t)seen.calls == want_eps,
+                       "... decodes, with %zu endpoint(s)", want_eps);
+                    if (fit == LK_KAFKA_FIT_KEPT && whole.len == f.len)
+                        ok(same(&out, &whole), "... exactly the whole-frame rewrite when as long");
+                    free(f.p);
+                    free(pass.p);
+                    free(tail.p);
+                    free(p2.p);
+                    free(t2.p);
+                    free(out.p);
+                    free(whole.p);
+                    free(dummy.p);
+                }
+}
+
+/* Padding, exactly: one endpoint whose external host is 12 bytes shorter
+ * (broker-3.internal -> b3.ex) comes out as the whole-frame rewrite with
+ * one padding field of 12 bytes (tag 16383, size 9, nine zeros) last in
+ * the section; one 1 byte shorter cannot be padded and is dropped. */
+static void
+test_stream_padding(void)
+{
+    struct t_msg m = {.key = 1, .ver = 16};
+    m.nep = 1;
+    m.ep[0] = (struct t_ep){3, "broker-3.internal", 9092, NULL};
+    struct tb f = build(&m), out = {0}, whole = {0}, want = {0};
+    struct t_cb cb = {.external = 1};
+
+    ok(stream_rewrite(&f, 1, 16, &cb, &out) == LK_KAFKA_FIT_KEPT, "shorter: kept");
+    run(&f, 1, 16, &cb, NULL, &whole);
+    /* whole: ... count 1, tag 0 field; want: count 2, the same field, pad */
+    put(&want, whole.p, m.tail_at);
+    w8(&want, 2);
+    put(&want, whole.p + m.tail_at + 1, whole.len - m.tail_at - 1);
+    put(&want, "\xff\x7f\x09", 3);
+    for (int i = 0; i < 9; i++)
+        w8(&want, 0);
+    lk_kw_put32(want.p, (uint32_t)want.len - 4);
+    ok(whole.len == f.len - 12 && same(&out, &want), "padded with one tag-16383 field of 12 bytes");
+    if (!same(&out, &want))
+        diff(&out, &want);
+    free(f.p);
+    free(out.p);
+    free(whole.p);
+    free(want.p);
+
+    /* rooms around one section: {count 1, tag 0, size 2, NodeEndpoints []
+     * and its (empty) tags} */
+    struct evbuffer *eb = evbuffer_new();
+    static const uint8_t sec[] = {1, 0, 2, 1, 0};
+    ok(lk_kafka_tail_fit(1, sec, sizeof(sec), sizeof(sec) + 1, eb) == LK_KAFKA_FIT_DROPPED &&
+           evbuffer_get_length(eb) == sizeof(sec) + 1,
+       "one byte to pad (no field is that small): the endpoints dropped, the room padded");
+    evbuffer_drain(eb, evbuffer_get_length(eb));
+    ok(lk_kafka_tail_fit(1, sec, sizeof(sec), sizeof(sec) - 2, eb) == LK_KAFKA_FIT_BAD &&
+           evbuffer_get_length(eb) == 0,
+       "a room too small even without them: bad, nothing written");
+    ok(lk_kafka_tail_fit(1, sec, sizeof(sec), sizeof(sec) + 3, eb) == LK_KAFKA_FIT_KEPT &&
+           evbuffer_get_length(eb) == sizeof(sec) + 3,
+       "three bytes to pad: kept, with a field of 3");
+    evbuffer_drain(eb, evbuffer_get_length(eb));
+    /* one endpoint {1, "h", 1, null} in 16 bytes, a room of 6 */
+    static const uint8_t big[] = {1, 0, 13, 2, 0, 0, 0, 1, 2, 'h', 0, 0, 0, 1, 0, 0};
+    ok(lk_kafka_tail_fit(1, big, sizeof(big), 6, eb) == LK_KAFKA_FIT_DROPPED &&
+           evbuffer_get_length(eb) == 6,
+       "longer than the room: dropped, padded to the room");
+    evbuffer_drain(eb, evbuffer_get_length(eb));
+    /* every length from the section alone up to 20000: exact */
+    int all = 1;
+    for (size_t w = sizeof(sec) + 3; w < 20000 && all; w++) {
+        all = lk_kafka_tail_fit(1, sec, sizeof(sec), w, eb) == LK_KAFKA_FIT_KEPT &&
+              evbuffer_get_length(eb) == w;
+        evbuffer_drain(eb, evbuffer_get_length(eb));
+    }
+    ok(all, "every room from 3 bytes more up to 20000: padded exactly (one or two fields)");
+    static const uint8_t junk[] = {1, 0, 9, 1}; /* tag 0 claims 9 bytes, has 1 */
+    ok(lk_kafka_tail_fit(1, junk, sizeof(junk), sizeof(junk), eb) == LK_KAFKA_FIT_BAD,
+       "a section that does not decode: bad");
+    evbuffer_free(eb);
+
+    /* a records length past the end breaks the layout */
+    m = (struct t_msg){.key = 1, .ver = 17};
+    f = build(&m);
+    struct tb p = {0}, t = {0};
+    f.len = m.tail_at - 20; /* cut inside the last records */
+    lk_kw_put32(f.p, (uint32_t)f.len - 4);
+    ok(stream(&f, 1, 17, 0, f.len, &p, &t) == -1, "records past the frame's end: malformed");
+    free(f.p);
+    free(p.p);
+    free(t.p);
+}
+
 const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/every_version", test_every_version},
     {"kafka_codec/find_coordinator_single", test_find_coordinator_single},
@@ -1287,5 +1527,7 @@ const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/header_version", test_header_version},
     {"kafka_codec/reader", test_reader},
     {"kafka_codec/sasl", test_sasl},
+    {"kafka_codec/stream", test_stream},
+    {"kafka_codec/stream_padding", test_stream_padding},
     {NULL, NULL},
 };

@@ -53,7 +53,8 @@ sub script { repo_top() . '/tests/integration/bin/' . $_[0]->prog }
 # (see bin/kafka-testbroker --help): nodes, topics, listen (default 127.0.0.1:0),
 # listen_nodes, cluster_id, controller_id, coordinator, coordinators, bootstrap_node,
 # leader_epoch, unknown_tags (body|all|none), unknown (close|echo), api_versions, coalesce,
-# lifetime (default 600). Returns once it listens; croaks otherwise.
+# bulk ({topic, bytes}: $b->{ready}{bulk} has the records' bytes and sha256), lifetime
+# (default 600). Returns once it listens; croaks otherwise.
 sub start {
     my ($class, %o) = @_;
     my $py = python() or croak "$class: python3 not found";
