@@ -10,8 +10,10 @@
  * arrives, and (correlation id, api key, version) is queued.  Responses come
  * back in request order; each is matched to its request by correlation id
  * (entries skipped over got no reply: Produce with acks=0), and is forwarded
- * as it arrives unless the filters may rewrite it (lk_kafka_may_rewrite),
- * in which case the whole frame is held, rewritten and its size fixed.
+ * as it arrives unless the filters may rewrite or read it
+ * (lk_kafka_response_wanted), in which case the whole frame is held,
+ * rewritten and its size fixed, or refused (the leak guard's block closes
+ * the connection).
  *
  * SASL passes through.  SaslHandshake v1 and SaslAuthenticate are Kafka
  * frames like any other.  After a SaslHandshake v0 (KIP-43's first form,
@@ -361,10 +363,13 @@ pump_requests(struct lk_pair *pr)
     drain_check(k);
 }
 
-/* A held response is whole: through the filters to the client. */
-static void
+/* A held response is whole: through the filters to the client.  0, or -1
+ * when a filter refused it (the leak guard's block, which has said why):
+ * nothing of it went out, and the connection is to close. */
+static int
 filter_response(struct kconn *k, struct evbuffer *out)
 {
+    enum lk_flt_verdict v;
     struct lk_xchg x;
 
     memset(&x, 0, sizeof(x));
@@ -377,11 +382,12 @@ filter_response(struct kconn *k, struct evbuffer *out)
     x.client_tls = k->pr.c->tls;
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
-    lk_flt_run_frame(&x, k->cur.key, k->cur.version, k->held, out);
+    v = lk_flt_run_frame(&x, k->cur.key, k->cur.version, k->held, out);
     lk_xrec_take(&k->cur_rec, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
     evbuffer_drain(k->held, evbuffer_get_length(k->held));
+    return v == LK_FLT_CONTINUE ? 0 : -1;
 }
 
 /* The broker's answer to a SaslHandshake v0, held whole: forwarded, and
@@ -459,7 +465,8 @@ pump_responses(struct lk_pair *pr)
             }
             k->cur_head_us = lk_now_us();
             k->holding = (k->pr.cluster->nfilters != 0 &&
-                          lk_kafka_response_wanted(k->cur.key, k->cur.version)) ||
+                          lk_kafka_response_wanted(k->cur.key, k->cur.version,
+                                                   k->pr.cluster->leak_guard == LK_LEAK_BLOCK)) ||
                          (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0);
             if (k->holding && k->held == NULL)
                 k->held = evbuffer_new();
@@ -477,11 +484,18 @@ pump_responses(struct lk_pair *pr)
         if (ev & LK_KAFKA_RD_END) {
             size_t before = evbuffer_get_length(out);
             k->holding = 0;
+            int refused = 0;
             if (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0)
                 handshake_v0_answered(k, out);
             else
-                filter_response(k, out);
+                refused = filter_response(k, out) != 0;
             exchange_done(k, evbuffer_get_length(out) - before);
+            if (refused) {
+                /* The client must not get it, nor the answers after it
+                 * (they would be matched to the wrong requests). */
+                lk_pair_close(&k->pr, "a filter refused the broker's response; closing");
+                return;
+            }
         }
     }
     if (ready != 0)

@@ -60,6 +60,12 @@ int lk_fuzz_inside(const char *host);
 typedef void (*lk_fuzz_find_cb)(void *arg, size_t id, size_t start, size_t len);
 size_t lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats,
                           const char *text, size_t len, lk_fuzz_find_cb fn, void *arg);
+/* The same with a flags word per pattern (lk_match_new_flags): an
+ * LK_MATCH_RAW pattern counts wherever it occurs.  Of patterns that repeat
+ * one another, the first's id and flags count. */
+size_t lk_fuzz_naive_find_flags(const char *const *pats, const size_t *lens, const unsigned *flags,
+                                size_t npats, const char *text, size_t len, lk_fuzz_find_cb fn,
+                                void *arg);
 
 /* A list of matches, in the matcher's order; lk_fuzz_hit is an
  * lk_fuzz_find_cb that appends to one (dropping what does not fit). */
