@@ -4,7 +4,7 @@
  * command through the cluster's default chain (kafka, leak_guard; or
  * listener, lookup, location, pulsar, leak_guard) with lk_flt_run_frame,
  * once per leak_guard mode (off, log, block), over a map whose internal
- * addresses are IP literals and names (one of 46 bytes, whose compact
+ * addresses are IP literals and names (one of 47 bytes, whose compact
  * length byte is a host character).
  *
  * Input: a flags byte (bit 0: Kafka, else Pulsar; bit 1, Pulsar: a
@@ -41,18 +41,6 @@
 #include "lk_pulsar_codec.h"
 #include "lk_xchg.h"
 
-static const char kafka_fmt[] =
-    "[kafka k]\n"
-    "lookupListenerName = EXTERNAL\n"
-    "inter.broker.listener.name = INTERNAL\n"
-    "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
-    "leak_guard = %s\n"
-    "[broker k/1]\n"
-    "advertised.listeners = INTERNAL://10.0.0.21:9092,EXTERNAL://127.0.0.1:19092\n"
-    "[broker k/2]\n"
-    "advertised.listeners = INTERNAL://kafka-1.kafka-headless.kafka.svc.cluster.local:9092,"
-    "EXTERNAL://127.0.0.1:19093\n";
-
 static const char pulsar_fmt[] =
     "[pulsar prod]\n"
     "internalListenerName = internal\n"
@@ -77,7 +65,7 @@ conf_of(int kafka, int mode)
     if (confs[kafka][mode] != NULL)
         return confs[kafka][mode];
     lk_log_level = LK_ERR; /* the guard's warnings are expected here */
-    snprintf(text, sizeof(text), kafka ? kafka_fmt : pulsar_fmt, modes[mode]);
+    snprintf(text, sizeof(text), kafka ? lk_fuzz_kafka_guard_map : pulsar_fmt, modes[mode]);
     confs[kafka][mode] = lk_conf_load_buf("fuzz.conf", text, strlen(text), err, sizeof(err));
     if (confs[kafka][mode] == NULL) {
         fprintf(stderr, "fuzz: the map does not load: %s\n", err);

@@ -80,6 +80,18 @@ static const char map_fmt[] =
     "advertisedListeners = internal:http://10.0.0.1:80,external:http://127.0.1.4:8080\n"
     "%s";
 
+const char lk_fuzz_kafka_guard_map[] =
+    "[kafka k]\n"
+    "lookupListenerName = EXTERNAL\n"
+    "inter.broker.listener.name = INTERNAL\n"
+    "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+    "leak_guard = %s\n"
+    "[broker k/1]\n"
+    "advertised.listeners = INTERNAL://10.0.0.21:9092,EXTERNAL://127.0.0.1:19092\n"
+    "[broker k/2]\n"
+    "advertised.listeners = INTERNAL://kafka-10.kafka-headless.kafka.svc.cluster.local:9092,"
+    "EXTERNAL://127.0.0.1:19093\n";
+
 static struct lk_conf *
 load_map(const char *leak_guard, const char *prod_keys, const char *sections)
 {

@@ -54,6 +54,12 @@ struct lk_conf *lk_fuzz_pulsar_map(int service);
  * IPv6 as IPv4): 1 inside, 0 outside, -1 a name. */
 int lk_fuzz_inside(const char *host);
 
+/* A Kafka cluster "k" for the leak guard's binary tests, with a %s for its
+ * leak_guard: node 1 at INTERNAL://10.0.0.21:9092, node 2 at a 47-byte
+ * name (whose compact length byte is '0', a host character: no boundary
+ * before it), each with an EXTERNAL address on 127.0.0.1. */
+extern const char lk_fuzz_kafka_guard_map[];
+
 /* Calls fn for every occurrence of pats[i] (ASCII case-insensitive) in
  * text that the leak guard counts: not preceded by a host character
  * [A-Za-z0-9._-] and not followed by a digit.  Returns the number found. */
