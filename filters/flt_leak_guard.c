@@ -54,12 +54,12 @@ static const char block_reason[] = "response would leak an internal broker addre
 /* What a pattern stands for. */
 struct target {
     const struct lk_broker *broker;
-    enum lk_scheme scheme; /* of the internal address */
-    int url;               /* the pattern is "scheme://host:port", not "host:port" */
-    int raw;               /* Kafka: the pattern is the bare host (LK_MATCH_RAW), a
-                            * find only when it is a whole string with its port */
+    enum lk_scheme scheme;     /* of the internal address */
+    int url;                   /* the pattern is "scheme://host:port", not "host:port" */
+    int raw;                   /* Kafka: the pattern is the bare host (LK_MATCH_RAW), a
+                                * find only when it is a whole string with its port */
     const struct lk_url *addr; /* the internal address */
-    const char *text;      /* the pattern (config memory), for logs */
+    const char *text;          /* the pattern (config memory), for logs */
 };
 
 struct guard_conf {
@@ -670,7 +670,8 @@ check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
  * one of the host's internal addresses right after it, as an INT32 or a
  * UINT16 (DescribeQuorum).  The target of that address, or NULL. */
 static const struct target *
-raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len, const struct lk_match_hit *hit)
+raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
+         const struct lk_match_hit *hit)
 {
     size_t start = (size_t)(hit->end - hit->len), end = (size_t)hit->end, hl = hit->len;
     int str = (start >= 2 && p[start - 2] == (uint8_t)(hl >> 8) && p[start - 1] == (uint8_t)hl) ||
@@ -683,7 +684,8 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len, const stru
     for (size_t i = 0; i < lk_match_count(conf->match); i++) {
         const struct target *t = &conf->targets[i];
         uint16_t port = t->raw ? t->addr->port : 0;
-        if (!t->raw || strlen(t->text) != hl || strncasecmp(t->text, (const char *)p + start, hl) != 0)
+        if (!t->raw || strlen(t->text) != hl ||
+            strncasecmp(t->text, (const char *)p + start, hl) != 0)
             continue;
         if ((end + 4 <= len && p[end] == 0 && p[end + 1] == 0 && p[end + 2] == (port >> 8) &&
              p[end + 3] == (port & 0xff)) ||
@@ -834,11 +836,11 @@ on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, stru
     }
     x->leaks += fd.n;
     answer_name(x, key, version, what, sizeof(what));
-    const char *outcome = conf->mode == LK_LEAK_BLOCK ? "closing the connection (leak_guard = block)"
-                          : conf->mode == LK_LEAK_REWRITE
-                              ? "passed: a binary answer's bytes are not rewritten, so "
-                                "leak_guard = rewrite logs it as log does"
-                              : "logged only (leak_guard = log)";
+    const char *outcome =
+        conf->mode == LK_LEAK_BLOCK     ? "closing the connection (leak_guard = block)"
+        : conf->mode == LK_LEAK_REWRITE ? "passed: a binary answer's bytes are not rewritten, so "
+                                          "leak_guard = rewrite logs it as log does"
+                                        : "logged only (leak_guard = log)";
     if (fd.unchecked)
         lk_log(LK_WARN, x->conn,
                "%s: %s from broker %s (cluster %s) does not decode, and it carries records, "
@@ -847,8 +849,9 @@ on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, stru
                conf->mode == LK_LEAK_BLOCK ? "closing the connection (leak_guard = block)"
                                            : "passed");
     else
-        lk_log(LK_WARN, x->conn, "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s",
-               f->id, what, x->broker != NULL ? x->broker->name : "-", x->cluster->name, fd.what,
+        lk_log(LK_WARN, x->conn,
+               "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s", f->id, what,
+               x->broker != NULL ? x->broker->name : "-", x->cluster->name, fd.what,
                fd.broker != NULL ? "an internal address of broker " : "",
                fd.broker != NULL ? fd.broker->name
                                  : "an address the map lacks, which the broker gave out on its "

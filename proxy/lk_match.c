@@ -50,8 +50,8 @@ lk_match_new(const char *const *patterns, const size_t *lens, size_t n, char *er
 }
 
 struct lk_match *
-lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsigned *flags,
-                   size_t n, char *err, size_t errlen)
+lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsigned *flags, size_t n,
+                   char *err, size_t errlen)
 {
     struct lk_match *m;
     size_t total = 0, i, k;

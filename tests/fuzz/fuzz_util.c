@@ -233,8 +233,8 @@ lk_fuzz_naive_find_flags(const char *const *pats, const size_t *lens, const unsi
                         break;
                     }
                 int raw = flags != NULL && (flags[first] & LK_MATCH_RAW);
-                if (!raw && (digit_after ||
-                             (start > 0 && is_host_char((unsigned char)text[start - 1]))))
+                if (!raw &&
+                    (digit_after || (start > 0 && is_host_char((unsigned char)text[start - 1]))))
                     continue;
                 pick = first, plen = l;
             }

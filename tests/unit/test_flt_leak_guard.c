@@ -857,10 +857,10 @@ metadata(struct tb *b, const int32_t *ids, const char *const *hosts, const int32
          int extra)
 {
     b->len = 0;
-    w32(b, 0);          /* size, below */
-    w32(b, 7);          /* correlation id */
-    w8(b, 0);           /* header tags */
-    w32(b, 0);          /* ThrottleTimeMs */
+    w32(b, 0); /* size, below */
+    w32(b, 7); /* correlation id */
+    w8(b, 0);  /* header tags */
+    w32(b, 0); /* ThrottleTimeMs */
     w8(b, (int)(n + 1 + (extra ? 1 : 0)));
     for (size_t i = 0; i < n; i++) {
         w32(b, (uint32_t)ids[i]);
@@ -897,7 +897,8 @@ test_kafka_answers(void)
     unsigned leaks, rewrites;
     enum lk_flt_verdict v;
 
-    ok(strlen(long_host) + 1 == '0', "the long host's compact length byte is '0', a host character");
+    ok(strlen(long_host) + 1 == '0',
+       "the long host's compact length byte is '0', a host character");
     for (size_t m = 0; m < 3; m++) {
         struct lk_conf *conf = load_kafka(modes[m]);
         int block = m == 2;
@@ -913,10 +914,10 @@ test_kafka_answers(void)
             metadata(&f, ids, hosts, ports, 2, 0);
             v = run_frame(conf, LK_PROTO_KAFKA, 3, 14, &f, &leaks, &rewrites, &out);
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE), "Metadata v14: verdict %d", v);
-            ok(leaks == 2 && rewrites == 0, "... both internal hosts found (%u), nothing rewritten (%u)",
-               leaks, rewrites);
-            ok(block ? out.len == 0 : out.len == f.len && memcmp(out.p, f.p, f.len) == 0,
-               "... %s", block ? "nothing goes out" : "it goes out as it came");
+            ok(leaks == 2 && rewrites == 0,
+               "... both internal hosts found (%u), nothing rewritten (%u)", leaks, rewrites);
+            ok(block ? out.len == 0 : out.len == f.len && memcmp(out.p, f.p, f.len) == 0, "... %s",
+               block ? "nothing goes out" : "it goes out as it came");
 
             /* the same, decodable: rewritten, nothing left */
             v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
@@ -1010,7 +1011,8 @@ test_pulsar_answers(void)
         v = run_frame(conf, LK_PROTO_PULSAR, 99, 0, &f, &leaks, &rewrites, &out);
         ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 0,
            "a command of type 99 with b1's internal URL: %u leak", leaks);
-        ok(block ? out.len == 0 : out.len == f.len, "... %s", block ? "refused" : "passed as it came");
+        ok(block ? out.len == 0 : out.len == f.len, "... %s",
+           block ? "refused" : "passed as it came");
         /* the same bytes as a MESSAGE: payloads are never read */
         f.p[9] = LK_PULSAR_MESSAGE;
         v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_MESSAGE, 0, &f, &leaks, &rewrites, &out);
