@@ -2512,7 +2512,8 @@ test_kafka_dump(void)
     filter_names(c->clusters[0], f, sizeof(f));
     snprintf(want, sizeof(want),
              "cluster events (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
-             "'EXTERNAL', unknown_api pass, leak_guard log, max_frame_bytes 104857600, timeout.idle 10m, filters %s\n"
+             "'EXTERNAL', unknown_api pass, leak_guard log, max_frame_bytes 104857600, "
+             "timeout.idle 10m, filters %s\n"
              "  bootstrap kafka.example.com:9093 (SSL: lookout terminates TLS) on bind "
              "0.0.0.0:9093\n"
              "  broker events/1: node 1\n"
