@@ -489,6 +489,7 @@ pump_responses(struct lk_pair *pr)
                 handshake_v0_answered(k, out);
             else
                 refused = filter_response(k, out) != 0;
+            k->cur_rec.refused = refused;
             exchange_done(k, evbuffer_get_length(out) - before);
             if (refused) {
                 /* The client must not get it, nor the answers after it

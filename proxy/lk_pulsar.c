@@ -277,6 +277,7 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     r.broker = p->pr.broker->name;
     r.proto = LK_SP_PULSAR;
     r.bytes_out = evbuffer_get_length(out) - before;
+    r.refused = v != LK_FLT_CONTINUE;
     lk_xrec_done(&r);
     if (v != LK_FLT_CONTINUE) {
         lk_pair_close(&p->pr, "a filter refused the broker's command; closing");

@@ -122,8 +122,8 @@ for my $c (@kcases) {
         my $log = log_since($k->{lk}, $from);
         like($log, qr/\[warn\] [^\n]*$warn[^\n]*closing the connection \(leak_guard = block\)/,
              'the leak is logged with what and where');
-        like($log, qr/"Metadata v$v" k\/1 - 0 bytes to client, $rewrites rewrites, 1 leaks/,
-             "the access log says 0 bytes to client, $rewrites rewrites, 1 leak");
+        like($log, qr/"Metadata v$v" k\/1 - 0 bytes to client, $rewrites rewrites, 1 leaks[^\n]*, refused: connection closed/,
+             "the access log says 0 bytes to client, $rewrites rewrites, 1 leak, refused");
         is(leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total{cluster="k"} counts it');
         my ($ok) = kprobe($k->{boot}, 'ApiVersions:3');
         ok($ok && defined $ok->{response_hex}, 'a new connection is served');
@@ -216,6 +216,8 @@ for my $c (@pcases) {
             like($log, qr/\[warn\] [^\n]*$warn[^\n]*$outcome/, 'the leak is logged with what and where');
             like($log, qr/pulsar "\Q$access\E" prod\/b1 - \d+ bytes to client, 0 rewrites, 1 leaks/,
                  'the access log says 0 rewrites, 1 leak');
+            like($log, qr/pulsar "\Q$access\E" prod\/b1 - 0 bytes to client, [^\n]*, refused: connection closed/,
+                 '... 0 bytes to client, refused') if $mode eq 'block';
             is(leaks_metric($p->{admin}, 'prod'), $before + 1, 'lookout_leaks_total{cluster="prod"} counts it');
         };
     }
