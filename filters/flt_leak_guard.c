@@ -1,10 +1,10 @@
 /*
  * leak_guard: the last check on every text response and on every binary
  * answer that can carry a broker address (CONTRACT §4, "Leak guard"; the
- * binary side is described at on_frame, below).  It looks for any
- * internal listener address of the cluster's
- * brokers, as "host:port" or "scheme://host:port", in every response header
- * and in the body of text responses, with one Aho-Corasick automaton
+ * binary side is described before on_frame, below).  It looks for any
+ * internal listener address of the cluster's brokers, as "host:port" or
+ * "scheme://host:port", in every response header and in the body of text
+ * responses, with one Aho-Corasick automaton
  * (proxy/lk_match.h) built from the map at load.  The body streams through:
  * a match may straddle two reads, and the automaton's state carries it.
  *
