@@ -28,7 +28,7 @@ const char *const lk_flt_default_chain[] = {
     "lookup",
     "location",
     "pulsar",     /* the Pulsar binary protocol's (binary exchanges only) */
-    "leak_guard", /* last of the HTTP ones: it checks what every other filter left */
-    "kafka",      /* Kafka clusters' only one */
+    "kafka",      /* Kafka clusters' rewriting one */
+    "leak_guard", /* last: it checks what every other filter left, text and binary */
     NULL,
 };

@@ -67,20 +67,27 @@ kafka_response(struct lk_flt *f, struct lk_xchg *x, int16_t api_key, int16_t api
     const uint8_t *frame = evbuffer_pullup(in, -1);
 
     enum lk_kafka_rw r = lk_kafka_rewrite_response(frame, len, api_key, api_version, &rw, out);
-    if (r == LK_KAFKA_RW_MALFORMED)
+    if (r == LK_KAFKA_RW_MALFORMED) {
+        /* The walk may have met endpoints before it failed: none of them
+         * was rewritten, since the frame goes as it came (the leak guard
+         * reads it). */
         lk_log(LK_WARN, x->conn, "%s: api %d v%d response does not decode; passed through unchanged",
                f->id, api_key, api_version);
+        evbuffer_add_buffer(out, in);
+        return LK_FLT_CONTINUE;
+    }
     if (rw.unknown != 0)
         lk_log(LK_WARN, x->conn,
                "%s: api %d v%d response names %u node(s) the map lacks and broker.pattern does not "
                "cover; their internal addresses reached the client",
                f->id, api_key, api_version, rw.unknown);
-    x->rewrites += rw.changed;
     x->unmapped += rw.unknown;
-    if (r == LK_KAFKA_RW_REWRITTEN)
+    if (r == LK_KAFKA_RW_REWRITTEN) {
+        x->rewrites += rw.changed; /* only what the client gets counts */
         evbuffer_drain(in, len);
-    else
+    } else {
         evbuffer_add_buffer(out, in);
+    }
     return LK_FLT_CONTINUE;
 }
 

@@ -1,8 +1,10 @@
 /*
- * leak_guard: the last check on every text response (CONTRACT §4, "Leak
- * guard").  It looks for any internal listener address of the cluster's
- * brokers, as "host:port" or "scheme://host:port", in every response header
- * and in the body of text responses, with one Aho-Corasick automaton
+ * leak_guard: the last check on every text response and on every binary
+ * answer that can carry a broker address (CONTRACT §4, "Leak guard"; the
+ * binary side is described before on_frame, below).  It looks for any
+ * internal listener address of the cluster's brokers, as "host:port" or
+ * "scheme://host:port", in every response header and in the body of text
+ * responses, with one Aho-Corasick automaton
  * (proxy/lk_match.h) built from the map at load.  The body streams through:
  * a match may straddle two reads, and the automaton's state carries it.
  *
@@ -41,9 +43,12 @@
 
 #include "lk_filter.h"
 #include "lk_http_msg.h"
+#include "lk_kafka_codec.h"
 #include "lk_location.h"
 #include "lk_log.h"
 #include "lk_match.h"
+#include "lk_pulsar_codec.h"
+#include "lk_stats.h"
 #include "lk_xchg.h"
 
 static const char block_reason[] = "response would leak an internal broker address";
@@ -51,9 +56,12 @@ static const char block_reason[] = "response would leak an internal broker addre
 /* What a pattern stands for. */
 struct target {
     const struct lk_broker *broker;
-    enum lk_scheme scheme; /* of the internal address */
-    int url;               /* the pattern is "scheme://host:port", not "host:port" */
-    const char *text;      /* the pattern (config memory), for logs */
+    enum lk_scheme scheme;     /* of the internal address */
+    int url;                   /* the pattern is "scheme://host:port", not "host:port" */
+    int raw;                   /* Kafka: the pattern is the bare host (LK_MATCH_RAW), a
+                                * find only when it is a whole string with its port */
+    const struct lk_url *addr; /* the internal address */
+    const char *text;          /* the pattern (config memory), for logs */
 };
 
 struct guard_conf {
@@ -98,7 +106,8 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
 {
     struct guard_conf *conf;
     const char **pats;
-    size_t *lens, n = 0, max = cl->nbrokers * LK_SCHEME__COUNT * 2;
+    unsigned *flags;
+    size_t *lens, n = 0, max = cl->nbrokers * LK_SCHEME__COUNT * 3;
     char msg[256];
 
     if (cl->leak_guard == LK_LEAK_OFF)
@@ -108,6 +117,7 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
     conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
     pats = lk_xcalloc(max + 1, sizeof(*pats));
     lens = lk_xcalloc(max + 1, sizeof(*lens));
+    flags = lk_xcalloc(max + 1, sizeof(*flags));
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
         for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
@@ -119,16 +129,27 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
              * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
             for (int url = 1; url >= 0; url--) {
                 conf->targets[n] =
-                    (struct target){b, (enum lk_scheme)sc, url, url ? u->text : u->hostport};
+                    (struct target){b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport};
                 pats[n] = conf->targets[n].text;
                 lens[n] = strlen(pats[n]);
                 n++;
             }
+            /* Kafka answers hold a host as a string and its port as an
+             * integer after it (Metadata's Brokers, DescribeQuorum's
+             * Listeners): a third form, for the answers read as bytes.
+             * Kafka clusters have no text to scan, so it meets no text. */
+            if (cl->proto == LK_PROTO_KAFKA) {
+                conf->targets[n] = (struct target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
+                pats[n] = u->host;
+                lens[n] = strlen(u->host);
+                flags[n++] = LK_MATCH_RAW;
+            }
         }
     }
-    conf->match = lk_match_new(pats, lens, n, msg, sizeof(msg));
+    conf->match = lk_match_new_flags(pats, lens, flags, n, msg, sizeof(msg));
     free(pats);
     free(lens);
+    free(flags);
     if (conf->match == NULL) {
         snprintf(err, errlen, "leak_guard: %s", msg);
         free(conf->targets);
@@ -179,10 +200,11 @@ replacement(const struct lk_xchg *x, const struct target *t)
     return t->url ? u->text : u->hostport;
 }
 
-/* Counts a match unless it lies within the last one counted (the bare form
- * of an address inside its URL form, reported right after it). */
+/* Whether a match lies outside the last one taken (the bare form of an
+ * address inside its URL form, reported right after it, is the same
+ * find); if so it is taken. */
 static int
-count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
+fresh(struct guard *g, const struct lk_match_hit *hit)
 {
     uint64_t start = hit->end - hit->len;
 
@@ -190,6 +212,15 @@ count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
         return 0;
     g->leak_start = start;
     g->leak_end = hit->end;
+    return 1;
+}
+
+/* Counts a match unless fresh() says it is the last one again. */
+static int
+count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
+{
+    if (!fresh(g, hit))
+        return 0;
     x->leaks++;
     return 1;
 }
@@ -544,13 +575,304 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     return LK_FLT_CONTINUE;
 }
 
+
+/* Binary answers ------------------------------------------------------------ */
+
+/*
+ * Kafka and Pulsar answers come whole (the protocol modules hold the kinds
+ * that may carry an address: lk_kafka_response_wanted, the Pulsar module's
+ * held_type), after the rewriting filters.  A decoded answer is checked
+ * field by field: every address it hands out must be one lookout serves,
+ * so what is left is either an internal address of a mapped broker or an
+ * address the map lacks (a node broker.pattern does not cover, a Pulsar
+ * URL of no mapped broker), which a broker gave out on the internal
+ * listener lookout reached it on.  An answer that does not decode is read
+ * as bytes with the same automaton as text: "host:port" and URL forms, and
+ * for Kafka the host as a whole string with its port after it.  Records
+ * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
+ *
+ * A binary answer's bytes cannot be rewritten in general (a longer string
+ * means re-encoding a layout lookout does not know), and what a decoded
+ * one still holds, the rewriting filter could not rewrite either: so
+ * `rewrite` logs and counts here as `log` does, and `block` closes the
+ * connection before any of the answer goes.
+ */
+
+/* What one answer holds: leaks counted, the first for the log. */
+struct finding {
+    unsigned n;
+    int unchecked;                  /* it could not be read (records, or no decode) */
+    const struct lk_broker *broker; /* whose internal address; NULL: the map lacks it */
+    char what[200];                 /* the address, as the log shows it */
+};
+
+/* Whether host:port is one of b's internal listener addresses (the trailing
+ * dot of a name aside, as lk_cluster_find_addr compares). */
+static int
+is_internal(const struct lk_broker *b, struct lk_str host, uint16_t port)
+{
+    if (host.len > 1 && host.p[host.len - 1] == '.')
+        host.len--;
+    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+        const struct lk_url *u = b->internal->addr[sc];
+        if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), host))
+            return 1;
+    }
+    return 0;
+}
+
+/* Counts a find; the first is kept for the log: the address (sanitised),
+ * with its node id when node >= 0 (Kafka) and its port when port >= 0. */
+static void
+found(struct finding *fd, const struct lk_broker *b, struct lk_str s, long port, long node)
+{
+    char text[160];
+    int n;
+
+    if (fd->n++ != 0)
+        return;
+    fd->broker = b;
+    lk_log_sanitize(text, s.p, s.len, 120);
+    n = snprintf(fd->what, sizeof(fd->what), "%s", text);
+    if (port >= 0 && n > 0 && (size_t)n < sizeof(fd->what))
+        n += snprintf(fd->what + n, sizeof(fd->what) - (size_t)n, ":%ld", port);
+    if (node >= 0 && n > 0 && (size_t)n < sizeof(fd->what))
+        snprintf(fd->what + n, sizeof(fd->what) - (size_t)n, " (node %ld)", node);
+}
+
+/* Kafka: one decoded endpoint, as the client will get it. */
+struct kcheck {
+    const struct lk_xchg *x;
+    struct finding *fd;
+};
+
+static enum lk_kafka_ep
+check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    struct kcheck *k = arg;
+    const struct lk_cluster *cl = k->x->cluster;
+    const struct lk_broker *b = NULL;
+    int32_t id;
+
+    if (*port > 0 && *port <= 65535) {
+        b = lk_cluster_find_addr(cl, *host, (uint16_t)*port, &(enum lk_scheme){0});
+        if (b != NULL && !is_internal(b, *host, (uint16_t)*port))
+            return LK_KAFKA_EP_KEEP; /* a listener address the map gives out */
+        if (b == NULL && cl->pattern != NULL &&
+            lk_kafka_pattern_match(cl->pattern, *host, (uint16_t)*port, &id))
+            return LK_KAFKA_EP_KEEP; /* broker.pattern's: lookout serves it */
+    }
+    found(k->fd, b, *host, (long)*port, node_id < 0 ? -1 : (long)node_id);
+    return LK_KAFKA_EP_KEEP;
+}
+
+/* A raw hit (a Kafka host) is a find when the bytes around it are a
+ * Kafka string of exactly that host (an INT16 length before it, or a
+ * compact one: the length plus 1 as an unsigned varint) with the port of
+ * one of the host's internal addresses right after it, as an INT32 or a
+ * UINT16 (DescribeQuorum).  The target of that address, or NULL. */
+static const struct target *
+raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
+         const struct lk_match_hit *hit)
+{
+    size_t start = (size_t)(hit->end - hit->len), end = (size_t)hit->end, hl = hit->len;
+    int str = (start >= 2 && p[start - 2] == (uint8_t)(hl >> 8) && p[start - 1] == (uint8_t)hl) ||
+              (hl + 1 < 128 ? start >= 1 && p[start - 1] == hl + 1
+                            : start >= 2 && p[start - 2] == (uint8_t)(((hl + 1) & 0x7f) | 0x80) &&
+                                  p[start - 1] == (uint8_t)((hl + 1) >> 7));
+
+    if (!str)
+        return NULL;
+    for (size_t i = 0; i < lk_match_count(conf->match); i++) {
+        const struct target *t = &conf->targets[i];
+        uint16_t port = t->raw ? t->addr->port : 0;
+        if (!t->raw || strlen(t->text) != hl ||
+            strncasecmp(t->text, (const char *)p + start, hl) != 0)
+            continue;
+        if ((end + 4 <= len && p[end] == 0 && p[end + 1] == 0 && p[end + 2] == (port >> 8) &&
+             p[end + 3] == (port & 0xff)) ||
+            (end + 2 <= len && p[end] == (port >> 8) && p[end + 1] == (port & 0xff)))
+            return t;
+    }
+    return NULL;
+}
+
+/* Reads a whole answer's bytes. */
+static void
+scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *p, size_t len,
+           struct finding *fd)
+{
+    const struct guard_conf *conf = f->conf;
+    struct lk_match_hit hit;
+    size_t off = 0;
+    int more = 1;
+
+    lk_match_state_init(&g->st);
+    g->leak_end = 0;
+    while (more) {
+        more = lk_match_scan(conf->match, &g->st, p, len, &off, &hit) ||
+               lk_match_finish(conf->match, &g->st, &hit);
+        if (!more)
+            break;
+        const struct target *t = &conf->targets[hit.id];
+        if (t->raw && (t = raw_find(conf, p, len, &hit)) == NULL)
+            continue;
+        if (!fresh(g, &hit))
+            continue;
+        found(fd, t->broker, lk_str_c(t->raw ? t->addr->hostport : t->text), -1, -1);
+    }
+}
+
+static void
+kafka_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int16_t key, int16_t version,
+             const uint8_t *p, size_t len, struct finding *fd)
+{
+    enum lk_kafka_addrs a = lk_kafka_response_addrs(key, version);
+    struct kcheck k = {x, fd};
+    struct lk_kafka_rewrite rw = {.endpoint = check_endpoint, .arg = &k};
+
+    if (a == LK_KAFKA_ADDRS_NONE)
+        return;
+    if (a == LK_KAFKA_ADDRS_DECODED) {
+        /* the callback keeps every endpoint: nothing is written */
+        if (lk_kafka_rewrite_response(p, len, key, version, &rw, NULL) != LK_KAFKA_RW_MALFORMED)
+            return;
+        fd->n = 0; /* what the walk met before it failed is read again below */
+        if (key == LK_KAFKA_PRODUCE || key == LK_KAFKA_FETCH || key == LK_KAFKA_SHARE_FETCH ||
+            key == LK_KAFKA_SHARE_ACKNOWLEDGE)
+            a = LK_KAFKA_ADDRS_RECORDS;
+    }
+    if (a == LK_KAFKA_ADDRS_RECORDS)
+        fd->unchecked = 1;
+    else
+        scan_frame(f, x, g, p, len, fd);
+}
+
+/* Pulsar: a URL of a decoded command, as the client will get it. */
+static void
+check_url(const struct lk_xchg *x, int type, struct lk_str url, struct finding *fd)
+{
+    struct lk_url_parts parts;
+    enum lk_scheme scheme;
+
+    if (url.len == 0 || lk_url_split(url, &parts) != 0)
+        return; /* no address a client could dial */
+    for (size_t k = 0; k <= x->conf->nclusters; k++) {
+        const struct lk_cluster *cl = k == 0 ? x->cluster : x->conf->clusters[k - 1];
+        const struct lk_broker *b;
+        if ((k != 0 && cl == x->cluster) || !(cl->proto & LK_PROTO_PULSAR))
+            continue;
+        if ((b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme)) != NULL) {
+            if (is_internal(b, parts.host, parts.port))
+                found(fd, b, url, -1, -1);
+            return;
+        }
+    }
+    /* A migration names another cluster's service URL, which may well be
+     * one its clients reach; any other command names a broker, and one
+     * lookout does not serve came from the broker's internal listener. */
+    if (type != LK_PULSAR_TOPIC_MIGRATED)
+        found(fd, NULL, url, -1, -1);
+}
+
+static void
+pulsar_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int type, const uint8_t *p,
+              size_t len, struct finding *fd)
+{
+    enum lk_pulsar_addrs a = lk_pulsar_type_addrs(type);
+    uint32_t total, cmd_size;
+    struct lk_pulsar_cmd c;
+
+    if (a == LK_PULSAR_ADDRS_NONE)
+        return; /* never SEND, MESSAGE nor their payloads */
+    if (a == LK_PULSAR_ADDRS_DECODED && len >= LK_PULSAR_PREFIX &&
+        lk_pulsar_sizes(p, UINT32_MAX, &total, &cmd_size) == 0 && (size_t)total + 4 == len &&
+        (size_t)cmd_size + LK_PULSAR_PREFIX == len &&
+        lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &c) == 0) {
+        if (c.has_url)
+            check_url(x, type, c.url, fd);
+        if (c.has_url_tls)
+            check_url(x, type, c.url_tls, fd);
+        return;
+    }
+    scan_frame(f, x, g, p, len, fd);
+}
+
+/* "the Metadata v14 answer", "the LOOKUP_RESPONSE command" */
+static void
+answer_name(const struct lk_xchg *x, int16_t key, int16_t version, char *buf, size_t len)
+{
+    const char *name;
+
+    if (x->proto == LK_PROTO_KAFKA) {
+        if ((name = lk_kafka_api_name(key)) != NULL)
+            snprintf(buf, len, "the %s v%d answer", name, version);
+        else
+            snprintf(buf, len, "the answer to api key %d v%d", key, version);
+    } else if ((name = lk_pulsar_command_name(key)) != NULL) {
+        snprintf(buf, len, "the %s command", name);
+    } else {
+        snprintf(buf, len, "a command of type %d", key);
+    }
+}
+
+static enum lk_flt_verdict
+on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
+         struct evbuffer *out)
+{
+    const struct guard_conf *conf = f->conf;
+    struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
+    size_t len = evbuffer_get_length(in);
+    const uint8_t *p = evbuffer_pullup(in, -1);
+    struct finding fd;
+    char what[96];
+
+    memset(&fd, 0, sizeof(fd));
+    if (x->proto == LK_PROTO_KAFKA)
+        kafka_answer(f, x, g, key, version, p, len, &fd);
+    else
+        pulsar_answer(f, x, g, key, p, len, &fd);
+    if (fd.n == 0 && !fd.unchecked) {
+        evbuffer_add_buffer(out, in);
+        return LK_FLT_CONTINUE;
+    }
+    x->leaks += fd.n;
+    answer_name(x, key, version, what, sizeof(what));
+    const char *outcome =
+        conf->mode == LK_LEAK_BLOCK     ? "closing the connection (leak_guard = block)"
+        : conf->mode == LK_LEAK_REWRITE ? "passed: a binary answer's bytes are not rewritten, so "
+                                          "leak_guard = rewrite logs it as log does"
+                                        : "logged only (leak_guard = log)";
+    if (fd.unchecked)
+        lk_log(LK_WARN, x->conn,
+               "%s: %s from broker %s (cluster %s) does not decode, and it carries records, "
+               "which are never read: its addresses cannot be checked; %s",
+               f->id, what, x->broker != NULL ? x->broker->name : "-", x->cluster->name,
+               conf->mode == LK_LEAK_BLOCK ? "closing the connection (leak_guard = block)"
+                                           : "passed");
+    else
+        lk_log(LK_WARN, x->conn,
+               "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s", f->id, what,
+               x->broker != NULL ? x->broker->name : "-", x->cluster->name, fd.what,
+               fd.broker != NULL ? "an internal address of broker " : "",
+               fd.broker != NULL ? fd.broker->name
+                                 : "an address the map lacks, which the broker gave out on its "
+                                   "internal listener",
+               fd.n, outcome);
+    if (conf->mode == LK_LEAK_BLOCK)
+        return LK_FLT_ERROR;
+    evbuffer_add_buffer(out, in);
+    return LK_FLT_CONTINUE;
+}
+
 const struct lk_flt_ops lk_flt_leak_guard = {
     .name = "leak_guard",
-    .protos = LK_PROTO_HTTP,
+    .protos = LK_PROTO_HTTP | LK_PROTO_KAFKA | LK_PROTO_PULSAR,
     .conf_new = conf_new,
     .conf_free = conf_free,
     .attach = attach,
     .http_req_headers = on_req_headers,
     .http_res_headers = on_res_headers,
     .http_res_body = on_res_body,
+    .frame = on_frame,
 };

@@ -90,6 +90,8 @@ pulsar_frame(struct lk_flt *f, struct lk_xchg *x, int16_t type, int16_t version,
     int service = x->cluster->pulsar_routing == LK_PULSAR_ROUTING_SERVICE;
 
     (void)version;
+    if (lk_pulsar_type_addrs(type) != LK_PULSAR_ADDRS_DECODED)
+        return LK_FLT_CONTINUE; /* a type lookout does not know: the leak guard's */
     if (len < LK_PULSAR_PREFIX || lk_pulsar_sizes(fr, UINT32_MAX, &total, &cmd_size) != 0 ||
         (size_t)total + 4 != len || (size_t)cmd_size + LK_PULSAR_PREFIX != len)
         return LK_FLT_CONTINUE; /* not a simple frame: nothing of lookout's */

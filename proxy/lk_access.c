@@ -222,6 +222,8 @@ format_text(struct line *l, const struct lk_xrec *r)
         put(l, ", %u hops", r->hops);
     if (r->overflowed)
         put(l, ", body over max_buffer_bytes passed through");
+    if (r->refused)
+        put(l, ", refused: connection closed");
     put(l, ", %llu bytes from client", (unsigned long long)r->bytes_in);
     if (r->summary)
         put(l, ", %llu frames from client", (unsigned long long)r->frames_in);
@@ -282,6 +284,8 @@ format_json(struct line *l, const struct lk_xrec *r)
     }
     if (r->overflowed)
         put(l, ",\"body_overflow\":true");
+    if (r->refused)
+        put(l, ",\"refused\":true");
     put(l, ",\"duration_ms\":%lld.%03lld", r->dur_us / 1000, r->dur_us % 1000);
     if (r->upstream_us >= 0)
         put(l, ",\"upstream_ms\":%lld.%03lld", r->upstream_us / 1000, r->upstream_us % 1000);

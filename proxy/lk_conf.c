@@ -111,6 +111,7 @@ static const char *const kafka_keys[] = {
     "inter.broker.listener.name", "lookupListenerName", "listener.security.protocol.map",
     "bootstrap.servers",          "bind",               "max_frame_bytes",
     "broker.pattern",             "unknown_api",        "filters",
+    "leak_guard",
     "timeout.idle",               "health.fails",       "health.backoff",
     "health.backoff_max",         "health.check",       "health.interval",
     "health.timeout",             "internal_networks",  "zookeeper.connect",
@@ -1123,6 +1124,19 @@ client_listeners_key(struct loader *ld, struct lk_conf_section *s, struct lk_con
     }
 }
 
+/* leak_guard, in either kind of cluster. */
+static int
+leak_guard_key(struct loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+               struct lk_cluster *cl)
+{
+    int v = parse_enum(e->value, leak_guard_names);
+
+    if (v < 0)
+        return entry_err(ld, s, e, "'%s' is not off, log, rewrite or block", e->value);
+    cl->leak_guard = (enum lk_leak_guard)v;
+    return 0;
+}
+
 static int
 load_cluster(struct loader *ld, struct lk_conf_section *s)
 {
@@ -1164,11 +1178,8 @@ load_cluster(struct loader *ld, struct lk_conf_section *s)
             return entry_err(ld, s, e, "'%s' is not rewrite or follow", e->value);
         cl->redirects = (enum lk_redirects)v;
     }
-    if ((e = take(s, "leak_guard")) != NULL) {
-        if ((v = parse_enum(e->value, leak_guard_names)) < 0)
-            return entry_err(ld, s, e, "'%s' is not off, log, rewrite or block", e->value);
-        cl->leak_guard = (enum lk_leak_guard)v;
-    }
+    if ((e = take(s, "leak_guard")) != NULL && leak_guard_key(ld, s, e, cl) != 0)
+        return -1;
     if ((e = take(s, "follow.max_hops")) != NULL) {
         if (parse_uint(e->value, 100, &n) != 0 || n == 0)
             return entry_err(ld, s, e, "'%s' is not a number from 1 to 100", e->value);
@@ -1316,6 +1327,8 @@ load_kafka(struct loader *ld, struct lk_conf_section *s)
             return entry_err(ld, s, e, "'%s' is not pass or drop", e->value);
         cl->unknown_api = (enum lk_unknown_api)v;
     }
+    if ((e = take(s, "leak_guard")) != NULL && leak_guard_key(ld, s, e, cl) != 0)
+        return -1;
     if ((e = take(s, "broker.pattern")) != NULL) {
         cl->pattern = lk_xcalloc(1, sizeof(*cl->pattern));
         if (lk_kafka_pattern_parse(e->value, cl->pattern, msg, sizeof(msg)) != 0)
@@ -3220,9 +3233,10 @@ dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
     idle /= unit[0] == 'm' && unit[1] == '\0' ? 60000 : unit[0] == 's' ? 1000 : 1;
     fprintf(out,
             "cluster %s (kafka): inter.broker.listener.name '%s', lookup listener '%s', "
-            "unknown_api %s, max_frame_bytes %zu, timeout.idle %u%s, filters ",
+            "unknown_api %s, leak_guard %s, max_frame_bytes %zu, timeout.idle %u%s, filters ",
             cl->name, cl->internal_listener, cl->lookup_listener,
-            unknown_api_names[cl->unknown_api], cl->max_frame_bytes, idle, unit);
+            unknown_api_names[cl->unknown_api], leak_guard_names[cl->leak_guard],
+            cl->max_frame_bytes, idle, unit);
     for (size_t i = 0; i < cl->nfilters; i++)
         fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);
     fprintf(out, "%s\n", cl->nfilters == 0 ? "(none)" : "");

@@ -337,7 +337,11 @@ lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version, struct evbuffe
         evbuffer_add_buffer(next, cur); /* anything it left goes on unchanged */
         cur = next;
     }
-    evbuffer_add_buffer(out, cur);
+    /* A refused frame goes nowhere: the caller closes the connection. */
+    if (v == LK_FLT_CONTINUE)
+        evbuffer_add_buffer(out, cur);
+    else
+        evbuffer_drain(cur, evbuffer_get_length(cur));
     if (spare != NULL)
         evbuffer_free(spare);
     return v;

@@ -83,12 +83,15 @@ struct lk_flt_ops {
     enum lk_flt_verdict (*http_res_body)(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in,
                                          struct evbuffer *out, int last);
 
-    /* A binary protocol's frame, whole, of a kind its codec may change;
-     * the rest stream past.  Kafka: a response (size field included) to
+    /* A binary protocol's frame, whole, of a kind a filter may change or
+     * must read (one that may carry a broker address); the rest stream
+     * past.  Kafka: a response (size field included) to
      * the request api_key/api_version (lk_kafka_response_wanted).  Pulsar:
      * a command frame of type `key` (version 0) from the broker.  Move it,
      * as it is or rewritten, from in to out.  Only filters of the
-     * exchange's protocol (x->proto) are attached. */
+     * exchange's protocol (x->proto) are attached.  LK_FLT_ERROR refuses
+     * the frame: nothing of it reaches the client, whose connection
+     * closes (say why in the log first). */
     enum lk_flt_verdict (*frame)(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version,
                                  struct evbuffer *in, struct evbuffer *out);
 };

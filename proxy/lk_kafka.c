@@ -10,14 +10,16 @@
  * arrives, and (correlation id, api key, version) is queued.  Responses come
  * back in request order; each is matched to its request by correlation id
  * (entries skipped over got no reply: Produce with acks=0), and is forwarded
- * as it arrives unless the filters may rewrite it (lk_kafka_response_wanted),
- * in which case the whole frame is held, rewritten and its size fixed;
- * those are small (Metadata, coordinators, Produce errors), and what a
- * worker holds at once is bounded by max_held_bytes (lk_hold.h).  Fetch
- * v16+ and ShareFetch answers, which are mostly records, are streamed
- * instead (lk_kafka_fstream): records go on as they come, at the client's
- * pace, and only the tail with the NodeEndpoints is held, rewritten and
- * fitted to its original length (see stream_piece).
+ * as it arrives unless the filters may rewrite or read it
+ * (lk_kafka_response_wanted), in which case the whole frame is held,
+ * rewritten and its size fixed, or refused (the leak guard's block closes
+ * the connection); those are small (Metadata, coordinators, Produce
+ * errors), and what a worker holds at once is bounded by max_held_bytes
+ * (lk_hold.h).  Fetch v16+ and ShareFetch answers, which are mostly
+ * records, are streamed instead (lk_kafka_fstream): records go on as they
+ * come, at the client's pace, and only the tail with the NodeEndpoints is
+ * held, rewritten, checked and fitted to its original length (see
+ * stream_piece).
  *
  * SASL passes through.  SaslHandshake v1 and SaslAuthenticate are Kafka
  * frames like any other.  After a SaslHandshake v0 (KIP-43's first form,
@@ -417,10 +419,13 @@ pump_requests(struct lk_pair *pr)
     drain_check(k);
 }
 
-/* A held response (in, drained) is whole: through the filters to out. */
-static void
+/* A held response (in, drained) is whole: through the filters to out.
+ * 0, or -1 when a filter refused it (the leak guard's block, which has
+ * said why): nothing of it went out, and the connection is to close. */
+static int
 filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
 {
+    enum lk_flt_verdict v;
     struct lk_xchg x;
 
     memset(&x, 0, sizeof(x));
@@ -433,11 +438,12 @@ filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
     x.client_tls = k->pr.c->tls;
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
-    lk_flt_run_frame(&x, k->cur.key, k->cur.version, in, out);
+    v = lk_flt_run_frame(&x, k->cur.key, k->cur.version, in, out);
     lk_xrec_take(&k->cur_rec, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
     evbuffer_drain(in, evbuffer_get_length(in));
+    return v == LK_FLT_CONTINUE ? 0 : -1;
 }
 
 /*
@@ -455,6 +461,8 @@ filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
  * closed: a tail that does not decode cannot be fitted, and passing it
  * as it came could hand out internal addresses.
  */
+static void exchange_done(struct kconn *k, uint64_t bytes_out);
+
 static int
 stream_tail(struct kconn *k, struct evbuffer *out)
 {
@@ -468,7 +476,17 @@ stream_tail(struct kconn *k, struct evbuffer *out)
     if (hn != 0) {
         evbuffer_add(whole, head, hn);
         evbuffer_add_buffer(whole, k->held);
-        filter_response(k, whole, rew);
+        if (filter_response(k, whole, rew) != 0) {
+            /* The leak guard's block, which has said why: the records
+             * have gone, the tail with the address must not. */
+            evbuffer_free(whole);
+            evbuffer_free(rew);
+            evbuffer_drain(k->held, evbuffer_get_length(k->held));
+            k->cur_rec.refused = 1;
+            exchange_done(k, 4 + (uint64_t)k->rs.prefix.size - tlen);
+            lk_pair_close(&k->pr, "a filter refused the broker's response; closing");
+            return -1;
+        }
         size_t rlen = evbuffer_get_length(rew);
         const uint8_t *r = evbuffer_pullup(rew, -1);
         if (rlen >= hn)
@@ -632,7 +650,8 @@ pump_responses(struct lk_pair *pr)
             int filtered = k->pr.cluster->nfilters != 0;
             k->streaming = filtered && lk_kafka_stream_wanted(k->cur.key, k->cur.version);
             k->holding = (!k->streaming && filtered &&
-                          lk_kafka_response_wanted(k->cur.key, k->cur.version)) ||
+                          lk_kafka_response_wanted(k->cur.key, k->cur.version,
+                                                   k->pr.cluster->leak_guard == LK_LEAK_BLOCK)) ||
                          (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0);
             if (k->streaming) {
                 /* The prefix goes on as it came: the answer keeps its size. */
@@ -674,12 +693,20 @@ pump_responses(struct lk_pair *pr)
         if (ev & LK_KAFKA_RD_END) {
             size_t before = evbuffer_get_length(out);
             k->holding = 0;
+            int refused = 0;
             if (k->cur.key == LK_KAFKA_SASL_HANDSHAKE && k->cur.version == 0)
                 handshake_v0_answered(k, out);
             else
-                filter_response(k, k->held, out);
+                refused = filter_response(k, k->held, out) != 0;
             release(k);
+            k->cur_rec.refused = refused;
             exchange_done(k, evbuffer_get_length(out) - before);
+            if (refused) {
+                /* The client must not get it, nor the answers after it
+                 * (they would be matched to the wrong requests). */
+                lk_pair_close(&k->pr, "a filter refused the broker's response; closing");
+                return;
+            }
         }
     }
     if (ready != 0)

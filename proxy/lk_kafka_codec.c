@@ -184,15 +184,48 @@ lk_kafka_rewrite_max_version(int16_t api_key)
     return -1;
 }
 
+enum lk_kafka_addrs
+lk_kafka_response_addrs(int16_t api_key, int16_t api_version)
+{
+    if (!lk_kafka_api_known(api_key))
+        return LK_KAFKA_ADDRS_BYTES;
+    for (size_t i = 0; i < NSET; i++) {
+        if (rewrite_set[i].key != api_key)
+            continue;
+        if (api_version < rewrite_set[i].min)
+            return LK_KAFKA_ADDRS_NONE;
+        if (api_version <= rewrite_set[i].max)
+            return LK_KAFKA_ADDRS_DECODED;
+        switch (api_key) {
+        case LK_KAFKA_PRODUCE:
+        case LK_KAFKA_FETCH:
+        case LK_KAFKA_SHARE_FETCH:
+        case LK_KAFKA_SHARE_ACKNOWLEDGE:
+            return LK_KAFKA_ADDRS_RECORDS;
+        default:
+            return LK_KAFKA_ADDRS_BYTES;
+        }
+    }
+    switch (api_key) {
+    case LK_KAFKA_VOTE:
+    case LK_KAFKA_BEGIN_QUORUM_EPOCH:
+    case LK_KAFKA_END_QUORUM_EPOCH:
+    case LK_KAFKA_DESCRIBE_QUORUM:
+    case LK_KAFKA_UPDATE_RAFT_VOTER:
+        return LK_KAFKA_ADDRS_BYTES;
+    default:
+        return LK_KAFKA_ADDRS_NONE;
+    }
+}
+
 int
-lk_kafka_response_wanted(int16_t api_key, int16_t api_version)
+lk_kafka_response_wanted(int16_t api_key, int16_t api_version, int unknown_keys)
 {
     if (api_key == LK_KAFKA_API_VERSIONS)
         return 1;
-    for (size_t i = 0; i < NSET; i++)
-        if (rewrite_set[i].key == api_key)
-            return api_version >= rewrite_set[i].min;
-    return 0;
+    if (!lk_kafka_api_known(api_key))
+        return unknown_keys;
+    return lk_kafka_response_addrs(api_key, api_version) != LK_KAFKA_ADDRS_NONE;
 }
 
 /* ---- edits ---------------------------------------------------------- */
@@ -671,11 +704,16 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
         return LK_KAFKA_RW_MALFORMED;
     if (hv < 0 || api_version < 0)
         return LK_KAFKA_RW_UNSUPPORTED;
-    if (!lk_kafka_response_wanted(api_key, api_version))
-        return LK_KAFKA_RW_UNCHANGED; /* it carries no endpoint */
-    if (api_version > (api_key == LK_KAFKA_API_VERSIONS ? API_VERSIONS_MAX
-                                                        : lk_kafka_rewrite_max_version(api_key)))
-        return LK_KAFKA_RW_UNSUPPORTED;
+    if (api_key == LK_KAFKA_API_VERSIONS) {
+        if (api_version > API_VERSIONS_MAX)
+            return LK_KAFKA_RW_UNSUPPORTED;
+    } else {
+        enum lk_kafka_addrs a = lk_kafka_response_addrs(api_key, api_version);
+        if (a == LK_KAFKA_ADDRS_NONE)
+            return LK_KAFKA_RW_UNCHANGED; /* it carries no endpoint */
+        if (a != LK_KAFKA_ADDRS_DECODED)
+            return LK_KAFKA_RW_UNSUPPORTED;
+    }
 
     memset(&w, 0, sizeof(w));
     w.c = (struct lk_kw){frame, len, 4, 0};
@@ -713,7 +751,7 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
             goto out;
         break;
     default:
-        goto out; /* not reached: lk_kafka_response_wanted said no */
+        goto out; /* not reached: lk_kafka_response_addrs said no */
     }
     if (w.c.bad) {
         rc = LK_KAFKA_RW_MALFORMED;

@@ -32,9 +32,14 @@ enum lk_kafka_api {
     LK_KAFKA_FIND_COORDINATOR = 10,
     LK_KAFKA_SASL_HANDSHAKE = 17,
     LK_KAFKA_API_VERSIONS = 18,
+    LK_KAFKA_VOTE = 52,
+    LK_KAFKA_BEGIN_QUORUM_EPOCH = 53,
+    LK_KAFKA_END_QUORUM_EPOCH = 54,
+    LK_KAFKA_DESCRIBE_QUORUM = 55,
     LK_KAFKA_DESCRIBE_CLUSTER = 60,
     LK_KAFKA_SHARE_FETCH = 78,
     LK_KAFKA_SHARE_ACKNOWLEDGE = 79,
+    LK_KAFKA_UPDATE_RAFT_VOTER = 82,
 };
 
 #define LK_KAFKA_ERR_UNSUPPORTED_VERSION 35
@@ -211,13 +216,44 @@ enum lk_kafka_rw {
 };
 
 /*
- * Whether the codec may change a response to (api_key, api_version): the
- * module buffers exactly these frames whole and streams the others
- * (Produce below v10 and Fetch below v16 carry no endpoint, so the produce
- * and consume paths cost nothing).  Versions beyond the codec's are
- * wanted too: lk_kafka_rewrite_response says LK_KAFKA_RW_UNSUPPORTED.
+ * What a response to (api_key, api_version) can hold of broker addresses,
+ * for the leak guard (filters/flt_leak_guard.c):
+ *   NONE     none: ApiVersions, Produce below v10, Fetch below v16, and
+ *            every other API the codec knows;
+ *   DECODED  endpoints the codec decodes (the rewrite set, within its
+ *            versions): lk_kafka_rewrite_response walks every one;
+ *   BYTES    maybe some, in a layout the codec does not decode, so they
+ *            can only be looked for in the bytes: Metadata,
+ *            FindCoordinator and DescribeCluster past the codec's
+ *            versions; DescribeQuorum (v2+ Nodes[].Listeners, KIP-853)
+ *            and the KRaft voter RPCs (Vote, BeginQuorumEpoch,
+ *            EndQuorumEpoch, UpdateRaftVoter: NodeEndpoints); and an api
+ *            key the codec does not know, which could be anything;
+ *   RECORDS  maybe some beside records, in a version the codec does not
+ *            decode: Produce, Fetch, ShareFetch, ShareAcknowledge past the
+ *            codec's versions.  Records are never read, so such an answer
+ *            cannot be checked.
  */
-int lk_kafka_response_wanted(int16_t api_key, int16_t api_version);
+enum lk_kafka_addrs {
+    LK_KAFKA_ADDRS_NONE = 0,
+    LK_KAFKA_ADDRS_DECODED,
+    LK_KAFKA_ADDRS_BYTES,
+    LK_KAFKA_ADDRS_RECORDS,
+};
+enum lk_kafka_addrs lk_kafka_response_addrs(int16_t api_key, int16_t api_version);
+
+/*
+ * Whether the module holds a response to (api_key, api_version) whole for
+ * the filters, rather than stream it: the codec may change it (the rewrite
+ * set, ApiVersions), or it may carry a broker address
+ * (lk_kafka_response_addrs is not NONE), which the leak guard reads.
+ * Produce below v10 and Fetch below v16 carry no endpoint, so the produce
+ * and consume paths cost nothing.  An api key the codec does not know is
+ * held only with unknown_keys (leak_guard = block: an answer that could
+ * carry anything is read before it goes; max_frame_bytes bounds it, as it
+ * bounds every frame).  This is the one place that decides.
+ */
+int lk_kafka_response_wanted(int16_t api_key, int16_t api_version, int unknown_keys);
 
 /*
  * The highest version of api_key the codec rewrites (what ApiVersions is

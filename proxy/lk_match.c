@@ -25,6 +25,7 @@ struct lk_match {
     uint32_t *out;   /* pattern ending exactly at the state, or NONE */
     uint32_t *dict;  /* the nearest proper suffix state with an output, or NONE */
     uint16_t *depth; /* length of the string the state stands for */
+    uint8_t *raw;    /* by pattern id: LK_MATCH_RAW (no boundary rule); NULL: none is */
 };
 
 static int
@@ -44,6 +45,13 @@ is_host(unsigned c)
 
 struct lk_match *
 lk_match_new(const char *const *patterns, const size_t *lens, size_t n, char *err, size_t errlen)
+{
+    return lk_match_new_flags(patterns, lens, NULL, n, err, errlen);
+}
+
+struct lk_match *
+lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsigned *flags, size_t n,
+                   char *err, size_t errlen)
 {
     struct lk_match *m;
     size_t total = 0, i, k;
@@ -68,6 +76,12 @@ lk_match_new(const char *const *patterns, const size_t *lens, size_t n, char *er
 
     m = lk_xcalloc(1, sizeof(*m));
     m->npatterns = n;
+    for (i = 0; flags != NULL && i < n; i++)
+        if (flags[i] & LK_MATCH_RAW) {
+            if (m->raw == NULL)
+                m->raw = lk_xcalloc(n, 1);
+            m->raw[i] = 1;
+        }
     m->ncls = 1;
     for (i = 0; i < n; i++)
         for (k = 0; k < lens[i]; k++) {
@@ -148,6 +162,7 @@ lk_match_free(struct lk_match *m)
     free(m->out);
     free(m->dict);
     free(m->depth);
+    free(m->raw);
     free(m);
 }
 
@@ -211,14 +226,18 @@ starts_clean(const struct lk_match_state *st, size_t len)
 }
 
 /* Reports the next output waiting at st->pos, whose following byte (or
- * the end) has been seen and is not a digit.  0 when there is none left. */
+ * the end) has been seen: a raw pattern's always, a text one's when that
+ * byte is not a digit (digit_after) and the byte before it allows it.  0
+ * when there is none left. */
 static int
-emit_next(const struct lk_match *m, struct lk_match_state *st, struct lk_match_hit *hit)
+emit_next(const struct lk_match *m, struct lk_match_state *st, int digit_after,
+          struct lk_match_hit *hit)
 {
     while (st->emit != NONE) {
         uint32_t s = st->emit;
         st->emit = m->dict[s];
-        if (starts_clean(st, m->depth[s])) {
+        if ((m->raw != NULL && m->raw[m->out[s]]) ||
+            (!digit_after && starts_clean(st, m->depth[s]))) {
             hit->id = m->out[s];
             hit->len = m->depth[s];
             hit->end = st->pos;
@@ -240,15 +259,11 @@ lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *d
 
     while (i < len) {
         unsigned c = p[i];
-        if (st->emit != NONE) {
-            /* The byte after a match decides it: a digit means a longer
-             * port ("10.0.0.1:80" inside "10.0.0.1:8080"). */
-            if (c >= '0' && c <= '9') {
-                st->emit = NONE;
-            } else if (emit_next(m, st, hit)) {
-                *off = i;
-                return 1;
-            }
+        /* The byte after a match decides it: a digit means a longer port
+         * ("10.0.0.1:80" inside "10.0.0.1:8080"). */
+        if (st->emit != NONE && emit_next(m, st, c >= '0' && c <= '9', hit)) {
+            *off = i;
+            return 1;
         }
         uint64_t bit = UINT64_C(1) << (pos & 63);
         if (is_host(c))
@@ -269,5 +284,5 @@ lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *d
 int
 lk_match_finish(const struct lk_match *m, struct lk_match_state *st, struct lk_match_hit *hit)
 {
-    return emit_next(m, st, hit);
+    return emit_next(m, st, 0, hit);
 }

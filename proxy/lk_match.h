@@ -10,6 +10,7 @@
  * host character [A-Za-z0-9._-] (or the match starts the stream), and the
  * byte after it is not a digit (or the stream ends there).  So
  * "10.0.0.1:80" is not found inside "110.0.0.1:80" nor "10.0.0.1:8080".
+ * A raw pattern (LK_MATCH_RAW) has no boundary rule: any occurrence counts.
  * Deciding the byte after means a match is reported only once the next
  * byte has been seen, or at lk_match_finish().
  *
@@ -61,6 +62,16 @@ struct lk_match_hit {
  */
 struct lk_match *lk_match_new(const char *const *patterns, const size_t *lens, size_t n, char *err,
                               size_t errlen);
+/* A pattern that is bytes, not an address in text: the boundary rule does
+ * not apply to it (the leak guard's Kafka host strings, whose length
+ * prefix before them and port after them are bytes of any value; the
+ * caller checks those itself). */
+#define LK_MATCH_RAW 1u
+/* lk_match_new with a flags word per pattern (LK_MATCH_RAW; flags NULL:
+ * all 0).  A raw pattern repeating a text one, or the reverse, is a
+ * pattern of its own. */
+struct lk_match *lk_match_new_flags(const char *const *patterns, const size_t *lens,
+                                    const unsigned *flags, size_t n, char *err, size_t errlen);
 void lk_match_free(struct lk_match *m);
 
 /* The number of patterns, and the length of the longest. */

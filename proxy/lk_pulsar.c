@@ -19,7 +19,9 @@
  *    request_id, and is removed before the broker sees it (a broker fails
  *    a lookup for a listener it does not have);
  *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
- *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c).
+ *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c), and with
+ *    the leak guard on, any command of a type lookout does not know
+ *    (lk_pulsar_type_addrs), which the guard reads.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -288,11 +290,15 @@ client_lookup(struct pconn *p, struct evbuffer *out)
     return 0;
 }
 
-/* A whole command from the broker that names brokers: through the
- * filters; an exchange of its own (a LOOKUP's, with its LOOKUP_RESPONSE). */
+/* A whole command from the broker that names brokers, or of a type
+ * lookout does not know: through the filters; an exchange of its own (a
+ * LOOKUP's, with its LOOKUP_RESPONSE).  0, or -1 having closed: a
+ * command that does not decode, or one a filter refused (the leak
+ * guard's block). */
 static int
 broker_command(struct pconn *p, int type, struct evbuffer *out)
 {
+    enum lk_flt_verdict v;
     const char *listener = p->listener;
     struct lk_pulsar_cmd c;
     struct lk_xchg x;
@@ -301,7 +307,10 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     long long now = lk_now_us();
     size_t before = evbuffer_get_length(out);
 
-    if (held_command(p, 0, &c) != 0)
+    /* A type lookout does not know is not decoded: the guard reads its
+     * bytes. */
+    memset(&c, 0, sizeof(c));
+    if (lk_pulsar_type_addrs(type) == LK_PULSAR_ADDRS_DECODED && held_command(p, 0, &c) != 0)
         return -1;
     memset(&r, 0, sizeof(r));
     r.command = type;
@@ -325,7 +334,7 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     x.listener_name = listener != NULL ? listener : p->pr.cluster->lookup_listener;
     x.client_tls = p->pr.c->tls;
     lk_flt_attach_all(&x);
-    lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
+    v = lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
     lk_xrec_take(&r, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
@@ -335,17 +344,32 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     r.broker = p->pr.broker->name;
     r.proto = LK_SP_PULSAR;
     r.bytes_out = evbuffer_get_length(out) - before;
+    r.refused = v != LK_FLT_CONTINUE;
     lk_xrec_done(&r);
+    if (v != LK_FLT_CONTINUE) {
+        lk_pair_close(&p->pr, "a filter refused the broker's command; closing");
+        return -1;
+    }
     return 0;
 }
 
+/* Whether a frame of this type is held whole: a LOOKUP from the client;
+ * from the broker, a command that names brokers, and, when the leak guard
+ * is on, one of a type lookout does not know (it could carry an address:
+ * the guard reads it). */
 static int
-held_type(int from_client, int type)
+held_type(const struct pconn *p, int from_client, int type)
 {
     if (from_client)
         return type == LK_PULSAR_LOOKUP;
-    return type == LK_PULSAR_LOOKUP_RESPONSE || type == LK_PULSAR_CLOSE_PRODUCER ||
-           type == LK_PULSAR_CLOSE_CONSUMER || type == LK_PULSAR_TOPIC_MIGRATED;
+    switch (lk_pulsar_type_addrs(type)) {
+    case LK_PULSAR_ADDRS_DECODED:
+        return 1;
+    case LK_PULSAR_ADDRS_BYTES:
+        return p->pr.cluster->leak_guard != LK_LEAK_OFF;
+    default:
+        return 0;
+    }
 }
 
 /*
@@ -372,7 +396,8 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
             }
             if (r == 0)
                 return 0;
-            if (held_type(from_client, s->type) && (from_client || p->pr.cluster->nfilters != 0)) {
+            if (held_type(p, from_client, s->type) &&
+                (from_client || p->pr.cluster->nfilters != 0)) {
                 size_t whole = (size_t)s->total + 4;
                 if (evbuffer_get_length(in) < whole) {
                     /* held frames are small: wait for all of it, within

@@ -487,3 +487,21 @@ lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len)
     evbuffer_add(out, h, sizeof(h));
     evbuffer_add(out, cmd, len);
 }
+
+enum lk_pulsar_addrs
+lk_pulsar_type_addrs(int type)
+{
+    switch (type) {
+    case LK_PULSAR_LOOKUP_RESPONSE:
+    case LK_PULSAR_CLOSE_PRODUCER:
+    case LK_PULSAR_CLOSE_CONSUMER:
+    case LK_PULSAR_TOPIC_MIGRATED:
+        return LK_PULSAR_ADDRS_DECODED;
+    default:
+        /* PulsarApi.proto's Type values: 2-40 and 50-67 hold no address
+         * (facts §4); 41-49 are unassigned. */
+        if ((type >= LK_PULSAR_CONNECT && type <= 40) || (type >= 50 && type <= 67))
+            return LK_PULSAR_ADDRS_NONE;
+        return LK_PULSAR_ADDRS_BYTES;
+    }
+}

@@ -143,6 +143,22 @@ struct lk_pulsar_edit {
 int lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *edit,
                        struct evbuffer *out);
 
+/*
+ * What a command of this BaseCommand.Type can hold of broker addresses,
+ * for the leak guard (filters/flt_leak_guard.c):
+ *   NONE     none: every type of PulsarApi.proto (CONNECT 2 to
+ *            GET_OR_CREATE_SCHEMA_RESPONSE 40, NEW_TXN 50 to
+ *            WATCH_TOPIC_LIST_CLOSE 67) but the four below; SEND and
+ *            MESSAGE among them, whose payloads are never read;
+ *   DECODED  LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
+ *            TOPIC_MIGRATED: lk_pulsar_decode reads their URLs;
+ *   BYTES    a type lookout does not know (a newer broker's: the 5.0
+ *            scalable-topic and transaction-coordinator commands carry
+ *            broker URLs): it could hold anything, so its bytes are read.
+ */
+enum lk_pulsar_addrs { LK_PULSAR_ADDRS_NONE = 0, LK_PULSAR_ADDRS_DECODED, LK_PULSAR_ADDRS_BYTES };
+enum lk_pulsar_addrs lk_pulsar_type_addrs(int type);
+
 /* For tests and test brokers: appends a simple frame around command bytes. */
 void lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len);
 

@@ -142,6 +142,8 @@ struct lk_xrec {
     long long upstream_us;                  /* request sent to response head; -1: none */
     const char *error;                      /* what went wrong upstream, or NULL */
     unsigned overflowed : 1;                /* a body over max_buffer_bytes passed through */
+    unsigned refused : 1;                   /* binary: a filter refused the answer (the leak
+                                             * guard's block); the connection closed */
     unsigned summary : 1;
 };
 

@@ -97,7 +97,9 @@ enum lk_flt_verdict lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in,
                                         struct evbuffer *out, int last);
 /* Passes a whole binary frame (a Kafka response, a Pulsar command)
  * through the attached filters' frame hooks, in chain order; in is
- * drained, the result appended to out. */
+ * drained, the result appended to out.  A verdict other than
+ * LK_FLT_CONTINUE stops the chain, nothing is appended, and the caller
+ * closes the connection (there is no reply to give in a binary protocol). */
 enum lk_flt_verdict lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version,
                                      struct evbuffer *in, struct evbuffer *out);
 

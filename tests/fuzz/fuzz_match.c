@@ -58,6 +58,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct lk_fuzz_hits whole, pieces, naive;
     const char *pats[MAX_PATS];
     size_t lens[MAX_PATS], npats, at = 1;
+    unsigned flags[MAX_PATS];
     char err[128];
 
     if (size < 3)
@@ -73,9 +74,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             return 0;
         pats[i] = (const char *)data + at;
         lens[i] = l;
+        flags[i] = (data[0] >> (3 + i % 5)) & 1 ? LK_MATCH_RAW : 0;
         at += l;
     }
-    struct lk_match *m = lk_match_new(pats, lens, npats, err, sizeof(err));
+    struct lk_match *m = lk_match_new_flags(pats, lens, flags, npats, err, sizeof(err));
     LK_FUZZ_CHECK(m != NULL);
     LK_FUZZ_CHECK(lk_match_count(m) == npats);
 
@@ -84,7 +86,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     scan(m, text, len, 0, &whole);
     scan(m, text, len, lk_fuzz_seed(data, size), &pieces);
     naive.n = 0;
-    lk_fuzz_naive_find(pats, lens, npats, text, len, lk_fuzz_hit, &naive);
+    lk_fuzz_naive_find_flags(pats, lens, flags, npats, text, len, lk_fuzz_hit, &naive);
     if (whole.n < LK_FUZZ_MAX_HITS && naive.n < LK_FUZZ_MAX_HITS) {
         LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &pieces));
         LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &naive));

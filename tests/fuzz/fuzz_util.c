@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
+#include "lk_match.h"
 #include "lk_log.h"
 #include "lk_pulsar_codec.h"
 #include "pulsar.pb-c.h"
@@ -79,6 +80,18 @@ static const char map_fmt[] =
     "[broker prod/b4]\n"
     "advertisedListeners = internal:http://10.0.0.1:80,external:http://127.0.1.4:8080\n"
     "%s";
+
+const char lk_fuzz_kafka_guard_map[] =
+    "[kafka k]\n"
+    "lookupListenerName = EXTERNAL\n"
+    "inter.broker.listener.name = INTERNAL\n"
+    "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+    "leak_guard = %s\n"
+    "[broker k/1]\n"
+    "advertised.listeners = INTERNAL://10.0.0.21:9092,EXTERNAL://127.0.0.1:19092\n"
+    "[broker k/2]\n"
+    "advertised.listeners = INTERNAL://kafka-10.kafka-headless.kafka.svc.cluster.local:9092,"
+    "EXTERNAL://127.0.0.1:19093\n";
 
 static struct lk_conf *
 load_map(const char *leak_guard, const char *prod_keys, const char *sections)
@@ -189,12 +202,18 @@ size_t
 lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats, const char *text,
                    size_t len, lk_fuzz_find_cb fn, void *arg)
 {
+    return lk_fuzz_naive_find_flags(pats, lens, NULL, npats, text, len, fn, arg);
+}
+
+size_t
+lk_fuzz_naive_find_flags(const char *const *pats, const size_t *lens, const unsigned *flags,
+                         size_t npats, const char *text, size_t len, lk_fuzz_find_cb fn, void *arg)
+{
     size_t found = 0;
 
     /* By end position, then longest first: the order the matcher reports. */
     for (size_t end = 1; end <= len; end++) {
-        if (end < len && text[end] >= '0' && text[end] <= '9')
-            continue;
+        int digit_after = end < len && text[end] >= '0' && text[end] <= '9';
         size_t best_len = 0;
         for (;;) {
             /* the longest pattern ending here shorter than the last one */
@@ -204,21 +223,24 @@ lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats, co
                 if (l > end || (best_len != 0 && l >= best_len) || l <= plen)
                     continue;
                 size_t start = end - l;
-                if (start > 0 && is_host_char((unsigned char)text[start - 1]))
-                    continue;
                 if (!same_folded(text + start, pats[i], l))
                     continue;
-                pick = i, plen = l;
+                /* a pattern that repeats an earlier one (ignoring case) is
+                 * the earlier one, id and flags */
+                size_t first = i;
+                for (size_t k = 0; k < i; k++)
+                    if (lens[k] == l && same_folded(pats[k], pats[i], l)) {
+                        first = k;
+                        break;
+                    }
+                int raw = flags != NULL && (flags[first] & LK_MATCH_RAW);
+                if (!raw &&
+                    (digit_after || (start > 0 && is_host_char((unsigned char)text[start - 1]))))
+                    continue;
+                pick = first, plen = l;
             }
             if (pick == npats)
                 break;
-            /* a pattern that repeats an earlier one (ignoring case) is
-             * reported under the earlier id */
-            for (size_t i = 0; i < pick; i++)
-                if (lens[i] == plen && same_folded(pats[i], pats[pick], plen)) {
-                    pick = i;
-                    break;
-                }
             if (fn != NULL)
                 fn(arg, pick, end - plen, plen);
             found++;

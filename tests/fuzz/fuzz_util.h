@@ -55,12 +55,24 @@ struct lk_conf *lk_fuzz_pulsar_map(int service);
  * IPv6 as IPv4): 1 inside, 0 outside, -1 a name. */
 int lk_fuzz_inside(const char *host);
 
+/* A Kafka cluster "k" for the leak guard's binary tests, with a %s for its
+ * leak_guard: node 1 at INTERNAL://10.0.0.21:9092, node 2 at a 47-byte
+ * name (whose compact length byte is '0', a host character: no boundary
+ * before it), each with an EXTERNAL address on 127.0.0.1. */
+extern const char lk_fuzz_kafka_guard_map[];
+
 /* Calls fn for every occurrence of pats[i] (ASCII case-insensitive) in
  * text that the leak guard counts: not preceded by a host character
  * [A-Za-z0-9._-] and not followed by a digit.  Returns the number found. */
 typedef void (*lk_fuzz_find_cb)(void *arg, size_t id, size_t start, size_t len);
 size_t lk_fuzz_naive_find(const char *const *pats, const size_t *lens, size_t npats,
                           const char *text, size_t len, lk_fuzz_find_cb fn, void *arg);
+/* The same with a flags word per pattern (lk_match_new_flags): an
+ * LK_MATCH_RAW pattern counts wherever it occurs.  Of patterns that repeat
+ * one another, the first's id and flags count. */
+size_t lk_fuzz_naive_find_flags(const char *const *pats, const size_t *lens, const unsigned *flags,
+                                size_t npats, const char *text, size_t len, lk_fuzz_find_cb fn,
+                                void *arg);
 
 /* A list of matches, in the matcher's order; lk_fuzz_hit is an
  * lk_fuzz_find_cb that appends to one (dropping what does not fit). */

@@ -9,10 +9,13 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "fuzz_util.h"
 #include "lk_conf.h"
 #include "lk_http_msg.h"
 #include "lk_match.h"
+#include "lk_pulsar_codec.h"
 #include "lk_test.h"
+#include "lk_test_wire.h"
 #include "lk_xchg.h"
 
 /* b1 has every family on its external listener, b2 only http, b3 (an IPv6
@@ -780,6 +783,256 @@ test_lookup_vetted(void)
     lk_conf_unref(conf);
 }
 
+/* Binary answers ------------------------------------------------------------ */
+
+static struct lk_conf *
+load_kafka(const char *mode)
+{
+    char text[2048], err[512];
+    struct lk_conf *conf;
+
+    snprintf(text, sizeof(text), lk_fuzz_kafka_guard_map, mode);
+    conf = lk_conf_load_buf("k.conf", text, strlen(text), err, sizeof(err));
+    if (!ok(conf != NULL, "Kafka config loads (leak_guard = %s)", mode))
+        lk_test_diag("%s", err);
+    return conf;
+}
+
+/* Runs one binary frame through the cluster's chain as the protocol
+ * modules do; *out gets what the client would (malloc'd), NULL when the
+ * chain refused it. */
+static enum lk_flt_verdict
+run_frame(struct lk_conf *conf, unsigned proto, int16_t key, int16_t version, const struct tb *f,
+          unsigned *leaks, unsigned *rewrites, struct tb *out)
+{
+    struct lk_xchg *x = calloc(1, sizeof(*x));
+    struct evbuffer *in = evbuffer_new(), *o = evbuffer_new();
+    enum lk_flt_verdict v;
+
+    lk_pool_init(&x->pool);
+    x->conf = conf;
+    x->cluster = conf->clusters[0];
+    x->broker = x->cluster->brokers[0];
+    x->listener_name = x->cluster->lookup_listener;
+    x->proto = proto;
+    lk_flt_attach_all(x);
+    evbuffer_add(in, f->p, f->len);
+    v = lk_flt_run_frame(x, key, version, in, o);
+    *leaks = x->leaks;
+    *rewrites = x->rewrites;
+    out->len = 0;
+    put(out, evbuffer_pullup(o, -1), evbuffer_get_length(o));
+    evbuffer_free(in);
+    evbuffer_free(o);
+    finish(x);
+    return v;
+}
+
+static void
+w32(struct tb *b, uint32_t v)
+{
+    uint8_t p[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    put(b, p, 4);
+}
+
+/* A compact string (length + 1 as a varint, two bytes past 126). */
+static void
+cstr(struct tb *b, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    if (n >= 128) {
+        w8(b, (int)((n & 0x7f) | 0x80));
+        w8(b, (int)(n >> 7));
+    } else {
+        w8(b, (int)n);
+    }
+    put(b, s, n - 1);
+}
+
+/* A flexible Metadata answer (v9+ layout up to the brokers, then a
+ * ClusterId, as later fields go): brokers (id, host, port), the frame's
+ * size fixed at the end.  extra: one more entry claimed than given. */
+static void
+metadata(struct tb *b, const int32_t *ids, const char *const *hosts, const int32_t *ports, size_t n,
+         int extra)
+{
+    b->len = 0;
+    w32(b, 0); /* size, below */
+    w32(b, 7); /* correlation id */
+    w8(b, 0);  /* header tags */
+    w32(b, 0); /* ThrottleTimeMs */
+    w8(b, (int)(n + 1 + (extra ? 1 : 0)));
+    for (size_t i = 0; i < n; i++) {
+        w32(b, (uint32_t)ids[i]);
+        cstr(b, hosts[i]);
+        w32(b, (uint32_t)ports[i]);
+        w8(b, 0); /* Rack: null */
+        w8(b, 0); /* tags */
+    }
+    if (!extra) {
+        cstr(b, "cluster-id");
+        w8(b, 0);
+    }
+    uint32_t size = (uint32_t)b->len - 4;
+    b->p[0] = (uint8_t)(size >> 24), b->p[1] = (uint8_t)(size >> 16);
+    b->p[2] = (uint8_t)(size >> 8), b->p[3] = (uint8_t)size;
+}
+
+static int
+has(const struct tb *b, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i + n <= b->len; i++)
+        if (memcmp(b->p + i, s, n) == 0)
+            return 1;
+    return 0;
+}
+
+static void
+test_kafka_answers(void)
+{
+    static const char *const modes[] = {"log", "rewrite", "block"};
+    static const char long_host[] = "kafka-10.kafka-headless.kafka.svc.cluster.local";
+    struct tb f = {0}, out = {0};
+    unsigned leaks, rewrites;
+    enum lk_flt_verdict v;
+
+    ok(strlen(long_host) + 1 == '0',
+       "the long host's compact length byte is '0', a host character");
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load_kafka(modes[m]);
+        int block = m == 2;
+        if (conf == NULL)
+            continue;
+        subtest("leak_guard = %s", modes[m]);
+        ok(guard_index(conf->clusters[0]) == 1, "the default chain: kafka, then leak_guard");
+
+        /* A version lookout does not decode: read as bytes. */
+        {
+            const int32_t ids[] = {1, 2}, ports[] = {9092, 9092};
+            const char *const hosts[] = {"10.0.0.21", long_host};
+            metadata(&f, ids, hosts, ports, 2, 0);
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 14, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE), "Metadata v14: verdict %d", v);
+            ok(leaks == 2 && rewrites == 0,
+               "... both internal hosts found (%u), nothing rewritten (%u)", leaks, rewrites);
+            ok(block ? out.len == 0 : out.len == f.len && memcmp(out.p, f.p, f.len) == 0, "... %s",
+               block ? "nothing goes out" : "it goes out as it came");
+
+            /* the same, decodable: rewritten, nothing left */
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
+            ok(v == LK_FLT_CONTINUE && leaks == 0 && rewrites == 2,
+               "Metadata v12: both rewritten (%u), no leak (%u)", rewrites, leaks);
+            ok(!has(&out, "10.0.0.21") && !has(&out, long_host) && has(&out, "127.0.0.1"),
+               "... only lookout's addresses go out");
+
+            /* does not decode: nothing counted as rewritten, the hosts found */
+            metadata(&f, ids, hosts, ports, 2, 1);
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 2 && rewrites == 0,
+               "Metadata v12 that does not decode: %u leaks, %u rewrites", leaks, rewrites);
+        }
+        /* A node the map lacks: decoded, its address is no one lookout serves. */
+        {
+            const int32_t ids[] = {1, 7}, ports[] = {9092, 9092};
+            const char *const hosts[] = {"10.0.0.21", "10.0.0.27"};
+            metadata(&f, ids, hosts, ports, 2, 0);
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 13, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 1,
+               "Metadata v13 naming node 7: 1 leak (%u), 1 rewrite (%u)", leaks, rewrites);
+        }
+        /* Not a find: the host with another port, the host inside a longer
+         * one or inside text without its string framing. */
+        {
+            const int32_t ids[] = {1, 3, 4}, ports[] = {9093, 9092, 9092};
+            const char *const hosts[] = {"10.0.0.21", "10.0.0.211", "x10.0.0.21"};
+            metadata(&f, ids, hosts, ports, 3, 0);
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 14, &f, &leaks, &rewrites, &out);
+            ok(v == LK_FLT_CONTINUE && leaks == 0, "near misses are no leak (%u)", leaks);
+        }
+        /* host:port as text, in an answer to an api key nobody knows */
+        {
+            f.len = 0;
+            w32(&f, 0);
+            w32(&f, 9);
+            cstr(&f, "moved to 10.0.0.21:9092");
+            f.p[3] = (uint8_t)(f.len - 4);
+            v = run_frame(conf, LK_PROTO_KAFKA, 999, 0, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "api 999 naming 10.0.0.21:9092 as text: %u leak", leaks);
+        }
+        /* Records are never read: a Fetch lookout cannot decode cannot be
+         * checked; it passes, except with block. */
+        {
+            f.len = 0;
+            w32(&f, 0);
+            w32(&f, 5);
+            w8(&f, 0);
+            cstr(&f, "records naming 10.0.0.21:9092");
+            f.p[3] = (uint8_t)(f.len - 4);
+            v = run_frame(conf, LK_PROTO_KAFKA, 1, 19, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 0,
+               "Fetch v19: not read (%u leaks), %s", leaks, block ? "refused" : "passed");
+            v = run_frame(conf, LK_PROTO_KAFKA, 1, 12, &f, &leaks, &rewrites, &out);
+            ok(v == LK_FLT_CONTINUE && leaks == 0 && out.len == f.len, "Fetch v12: not looked at");
+        }
+        subtest(NULL);
+        lk_conf_unref(conf);
+    }
+    free(f.p);
+    free(out.p);
+}
+
+static void
+test_pulsar_answers(void)
+{
+    static const char *const modes[] = {"log", "block"};
+    struct tb f = {0}, out = {0};
+    unsigned leaks, rewrites;
+    enum lk_flt_verdict v;
+
+    for (size_t m = 0; m < 2; m++) {
+        struct lk_conf *conf = load(modes[m], NULL);
+        int block = m == 1;
+        if (conf == NULL)
+            continue;
+        subtest("leak_guard = %s", modes[m]);
+        /* BaseCommand{type = 99, field 99: "pulsar://10.0.0.11:6650"}: a type
+         * lookout does not know */
+        static const char url[] = "pulsar://10.0.0.11:6650";
+        f.len = 0;
+        w32(&f, 0);
+        w32(&f, 0);
+        w8(&f, 0x08), w8(&f, 99);
+        w8(&f, 0x9a), w8(&f, 0x06), w8(&f, (int)strlen(url));
+        put(&f, url, strlen(url));
+        f.p[7] = (uint8_t)(f.len - 8);
+        f.p[3] = (uint8_t)(f.len - 4);
+        v = run_frame(conf, LK_PROTO_PULSAR, 99, 0, &f, &leaks, &rewrites, &out);
+        ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 0,
+           "a command of type 99 with b1's internal URL: %u leak", leaks);
+        ok(block ? out.len == 0 : out.len == f.len, "... %s",
+           block ? "refused" : "passed as it came");
+        /* the same bytes as a MESSAGE: payloads are never read */
+        f.p[9] = LK_PULSAR_MESSAGE;
+        v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_MESSAGE, 0, &f, &leaks, &rewrites, &out);
+        ok(v == LK_FLT_CONTINUE && leaks == 0 && out.len == f.len, "MESSAGE: not read");
+        subtest(NULL);
+        lk_conf_unref(conf);
+    }
+    ok(lk_pulsar_type_addrs(LK_PULSAR_LOOKUP_RESPONSE) == LK_PULSAR_ADDRS_DECODED &&
+           lk_pulsar_type_addrs(LK_PULSAR_TOPIC_MIGRATED) == LK_PULSAR_ADDRS_DECODED &&
+           lk_pulsar_type_addrs(LK_PULSAR_SEND) == LK_PULSAR_ADDRS_NONE &&
+           lk_pulsar_type_addrs(LK_PULSAR_MESSAGE) == LK_PULSAR_ADDRS_NONE &&
+           lk_pulsar_type_addrs(67) == LK_PULSAR_ADDRS_NONE &&
+           lk_pulsar_type_addrs(45) == LK_PULSAR_ADDRS_BYTES &&
+           lk_pulsar_type_addrs(71) == LK_PULSAR_ADDRS_BYTES &&
+           lk_pulsar_type_addrs(80) == LK_PULSAR_ADDRS_BYTES,
+       "which command types carry addresses");
+    free(f.p);
+    free(out.p);
+}
+
 const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/request", test_request},
     {"leak_guard/chain", test_chain},
@@ -793,5 +1046,7 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/content_types", test_content_types},
     {"leak_guard/compressed", test_compressed},
     {"leak_guard/lookup_vetted", test_lookup_vetted},
+    {"leak_guard/kafka_answers", test_kafka_answers},
+    {"leak_guard/pulsar_answers", test_pulsar_answers},
     {NULL, NULL},
 };

@@ -2542,7 +2542,8 @@ test_kafka_dump(void)
     filter_names(c->clusters[0], f, sizeof(f));
     snprintf(want, sizeof(want),
              "cluster events (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
-             "'EXTERNAL', unknown_api pass, max_frame_bytes 104857600, timeout.idle 10m, filters %s\n"
+             "'EXTERNAL', unknown_api pass, leak_guard log, max_frame_bytes 104857600, "
+             "timeout.idle 10m, filters %s\n"
              "  bootstrap kafka.example.com:9093 (SSL: lookout terminates TLS) on bind "
              "0.0.0.0:9093\n"
              "  broker events/1: node 1\n"
@@ -2568,7 +2569,7 @@ test_kafka_dump(void)
     /* SASL, TLS to the broker, other listeners, both pattern kinds */
     c = LOAD("[kafka k]", "lookupListenerName = EXTERNAL",
              "listener.security.protocol.map = INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL,REPL:PLAINTEXT",
-             "inter.broker.listener.name = INTERNAL", "unknown_api = drop",
+             "inter.broker.listener.name = INTERNAL", "unknown_api = drop", "leak_guard = block",
              "broker.pattern = b$(nodeId).example.com:9093", "max_frame_bytes = 1m", "timeout.idle = 90s",
              "[broker k/1]",
              "advertised.listeners = INTERNAL://10.0.0.1:9094,EXTERNAL://b1.example.com:9093,"
@@ -2577,7 +2578,8 @@ test_kafka_dump(void)
         filter_names(c->clusters[0], f, sizeof(f));
         snprintf(want, sizeof(want),
                  "cluster k (kafka): inter.broker.listener.name 'INTERNAL', lookup listener "
-                 "'EXTERNAL', unknown_api drop, max_frame_bytes 1048576, timeout.idle 90s, filters %s\n"
+                 "'EXTERNAL', unknown_api drop, leak_guard block, max_frame_bytes 1048576, "
+                 "timeout.idle 90s, filters %s\n"
                  "  pattern   b$(nodeId).example.com:9093 (SASL_SSL: lookout terminates TLS, SASL "
                  "passes through) for node ids not in the map on bind 0.0.0.0:9093\n"
                  "  broker k/1: node 1\n"

@@ -870,7 +870,7 @@ test_outside(void)
         {79, 3, LK_KAFKA_RW_UNSUPPORTED},  {18, 5, LK_KAFKA_RW_UNSUPPORTED},
         {200, 0, LK_KAFKA_RW_UNSUPPORTED}, {-1, 0, LK_KAFKA_RW_UNSUPPORTED},
         {88, 0, LK_KAFKA_RW_UNSUPPORTED},  {3, -1, LK_KAFKA_RW_UNSUPPORTED},
-        {8, 9, LK_KAFKA_RW_UNCHANGED},     {55, 2, LK_KAFKA_RW_UNCHANGED},
+        {8, 9, LK_KAFKA_RW_UNCHANGED},     {55, 2, LK_KAFKA_RW_UNSUPPORTED},
         {0, 3, LK_KAFKA_RW_UNCHANGED},     {1, 4, LK_KAFKA_RW_UNCHANGED},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -1040,11 +1040,37 @@ test_header_version(void)
     ok(lk_kafka_api_known(0) && lk_kafka_api_known(87) && !lk_kafka_api_known(88) &&
            !lk_kafka_api_known(-1),
        "known keys");
-    ok(lk_kafka_response_wanted(3, 0) && lk_kafka_response_wanted(0, 10) &&
-           !lk_kafka_response_wanted(0, 9) && !lk_kafka_response_wanted(1, 15) &&
-           lk_kafka_response_wanted(1, 16) && lk_kafka_response_wanted(18, 0) &&
-           !lk_kafka_response_wanted(8, 0) && !lk_kafka_response_wanted(200, 0),
+    ok(lk_kafka_response_wanted(3, 0, 0) && lk_kafka_response_wanted(0, 10, 0) &&
+           !lk_kafka_response_wanted(0, 9, 0) && !lk_kafka_response_wanted(1, 15, 0) &&
+           lk_kafka_response_wanted(1, 16, 0) && lk_kafka_response_wanted(18, 0, 0) &&
+           !lk_kafka_response_wanted(8, 0, 0) && !lk_kafka_response_wanted(200, 0, 0),
        "wanted");
+    /* Every answer that may carry an address is held, at any version; an
+     * unknown api key only when asked (leak_guard = block). */
+    ok(lk_kafka_response_wanted(3, 14, 0) && lk_kafka_response_wanted(3, 32767, 0) &&
+           lk_kafka_response_wanted(10, 7, 0) && lk_kafka_response_wanted(60, 3, 0) &&
+           lk_kafka_response_wanted(55, 2, 0) && lk_kafka_response_wanted(1, 19, 0) &&
+           lk_kafka_response_wanted(200, 0, 1) && lk_kafka_response_wanted(88, 0, 1) &&
+           !lk_kafka_response_wanted(8, 0, 1) && !lk_kafka_response_wanted(0, 9, 1),
+       "wanted: unknown versions, DescribeQuorum, unknown keys with leak_guard = block");
+    static const struct {
+        int16_t key, version;
+        enum lk_kafka_addrs want;
+    } a[] = {
+        {3, 0, LK_KAFKA_ADDRS_DECODED},   {3, 13, LK_KAFKA_ADDRS_DECODED},
+        {3, 14, LK_KAFKA_ADDRS_BYTES},    {10, 7, LK_KAFKA_ADDRS_BYTES},
+        {60, 3, LK_KAFKA_ADDRS_BYTES},    {55, 2, LK_KAFKA_ADDRS_BYTES},
+        {52, 1, LK_KAFKA_ADDRS_BYTES},    {82, 0, LK_KAFKA_ADDRS_BYTES},
+        {200, 0, LK_KAFKA_ADDRS_BYTES},   {-1, 0, LK_KAFKA_ADDRS_BYTES},
+        {0, 9, LK_KAFKA_ADDRS_NONE},      {0, 10, LK_KAFKA_ADDRS_DECODED},
+        {0, 14, LK_KAFKA_ADDRS_RECORDS},  {1, 15, LK_KAFKA_ADDRS_NONE},
+        {1, 18, LK_KAFKA_ADDRS_DECODED},  {1, 19, LK_KAFKA_ADDRS_RECORDS},
+        {78, 3, LK_KAFKA_ADDRS_RECORDS},  {79, 3, LK_KAFKA_ADDRS_RECORDS},
+        {18, 3, LK_KAFKA_ADDRS_NONE},     {8, 0, LK_KAFKA_ADDRS_NONE},
+    };
+    for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
+        ok(lk_kafka_response_addrs(a[i].key, a[i].version) == a[i].want, "api %d v%d: addrs %d",
+           a[i].key, a[i].version, (int)a[i].want);
     ok(lk_kafka_rewrite_max_version(3) == 13 && lk_kafka_rewrite_max_version(0) == 13 &&
            lk_kafka_rewrite_max_version(1) == 18 && lk_kafka_rewrite_max_version(10) == 6 &&
            lk_kafka_rewrite_max_version(60) == 2 && lk_kafka_rewrite_max_version(78) == 2 &&

@@ -399,6 +399,41 @@ test_errors(void)
     lk_match_free(NULL);
 }
 
+/* Raw patterns (LK_MATCH_RAW): no boundary rule, beside text ones that
+ * keep theirs; every split point gives the same as the naive reference. */
+static void
+test_raw(void)
+{
+    static const char *const pats[] = {"10.0.0.1", "10.0.0.1:80"};
+    static const size_t lens[] = {8, 11};
+    static const unsigned flags[] = {LK_MATCH_RAW, 0};
+    /* host characters and digits around every occurrence */
+    static const char text[] = "a10.0.0.1.x10.0.0.1:801 10.0.0.1:80.10.0.0.19";
+    struct lk_fuzz_hits whole, piece, naive = {.n = 0};
+    char err[128];
+    struct lk_match *m = lk_match_new_flags(pats, lens, flags, 2, err, sizeof(err));
+
+    if (!ok(m != NULL, "built (%s)", m != NULL ? "" : err))
+        return;
+    scan_pieces(m, text, strlen(text), NULL, 0, &whole);
+    lk_fuzz_naive_find_flags(pats, lens, flags, 2, text, strlen(text), lk_fuzz_hit, &naive);
+    ok(lk_fuzz_hits_same(&whole, &naive), "the same as the naive reference (%zu hits)", whole.n);
+    size_t raw = 0, txt = 0;
+    for (size_t i = 0; i < whole.n; i++)
+        whole.h[i].id == 0 ? raw++ : txt++;
+    ok(raw == 4 && txt == 1, "the raw pattern everywhere (%zu), the text one only on its own (%zu)",
+       raw, txt);
+    for (size_t cut = 1; cut < strlen(text); cut++) {
+        size_t sizes[2] = {cut, 0};
+        scan_pieces(m, text, strlen(text), sizes, 2, &piece);
+        if (!lk_fuzz_hits_same(&whole, &piece)) {
+            ok(0, "split at %zu: the same", cut);
+            break;
+        }
+    }
+    lk_match_free(m);
+}
+
 const struct lk_test_case lk_test_match[] = {
     {"match/basic", test_basic},
     {"match/boundaries", test_boundaries},
@@ -407,5 +442,6 @@ const struct lk_test_case lk_test_match[] = {
     {"match/pending", test_pending},
     {"match/random", test_random},
     {"match/errors", test_errors},
+    {"match/raw", test_raw},
     {NULL, NULL},
 };

@@ -1215,6 +1215,39 @@ test_frame(void)
     tb_free(&st);
 }
 
+/* Which command types the leak guard reads, and how: every type of
+ * PulsarApi.proto is known (facts section 4), the four that name brokers
+ * by their decoded URLs, any other number by its bytes. */
+static void
+test_type_addrs(void)
+{
+    static const struct {
+        int type;
+        enum lk_pulsar_addrs want;
+    } t[] = {
+        {LK_PULSAR_LOOKUP_RESPONSE, LK_PULSAR_ADDRS_DECODED},
+        {LK_PULSAR_CLOSE_PRODUCER, LK_PULSAR_ADDRS_DECODED},
+        {LK_PULSAR_CLOSE_CONSUMER, LK_PULSAR_ADDRS_DECODED},
+        {LK_PULSAR_TOPIC_MIGRATED, LK_PULSAR_ADDRS_DECODED},
+        {LK_PULSAR_CONNECT, LK_PULSAR_ADDRS_NONE},
+        {LK_PULSAR_SEND, LK_PULSAR_ADDRS_NONE},
+        {LK_PULSAR_MESSAGE, LK_PULSAR_ADDRS_NONE},
+        {LK_PULSAR_PING, LK_PULSAR_ADDRS_NONE},
+        {40, LK_PULSAR_ADDRS_NONE}, /* GET_OR_CREATE_SCHEMA_RESPONSE */
+        {50, LK_PULSAR_ADDRS_NONE}, /* NEW_TXN */
+        {67, LK_PULSAR_ADDRS_NONE}, /* WATCH_TOPIC_LIST_CLOSE */
+        {0, LK_PULSAR_ADDRS_BYTES},
+        {1, LK_PULSAR_ADDRS_BYTES},
+        {41, LK_PULSAR_ADDRS_BYTES}, /* unassigned */
+        {69, LK_PULSAR_ADDRS_BYTES},
+        {71, LK_PULSAR_ADDRS_BYTES}, /* SCALABLE_TOPIC_UPDATE */
+        {80, LK_PULSAR_ADDRS_BYTES}, /* WATCH_TC_ASSIGNMENTS_UPDATE */
+        {1000, LK_PULSAR_ADDRS_BYTES},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        ok(lk_pulsar_type_addrs(t[i].type) == t[i].want, "type %d: %d", t[i].type, (int)t[i].want);
+}
+
 const struct lk_test_case lk_test_pulsar_codec[] = {
     {"pulsar_codec/sizes", test_sizes},
     {"pulsar_codec/type", test_type},
@@ -1226,5 +1259,6 @@ const struct lk_test_case lk_test_pulsar_codec[] = {
     {"pulsar_codec/noop", test_noop},
     {"pulsar_codec/malformed", test_malformed},
     {"pulsar_codec/frame", test_frame},
+    {"pulsar_codec/type_addrs", test_type_addrs},
     {NULL, NULL},
 };

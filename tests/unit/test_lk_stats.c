@@ -217,6 +217,22 @@ test_access_lines(void)
     ok(strstr(line, "Z [info] 127.0.0.1:40312 > 127.0.0.1:18081 kafka \"Metadata v12\" - - 300 "
                     "bytes to client, 0 rewrites, 0 leaks, 40 bytes from client, 0 ms\n") != NULL,
        "text, Kafka: the api by name and version: %s", line);
+    /* the leak guard's block: the answer went nowhere, and the line says so */
+    r.bytes_out = 0;
+    r.leaks = 1;
+    r.refused = 1;
+    lk_access_format(&r, 0, "", line, sizeof(line));
+    ok(strstr(line, "\"Metadata v12\" - - 0 bytes to client, 0 rewrites, 1 leaks, refused: "
+                    "connection closed, 40 bytes from client") != NULL,
+       "text, a refused answer: %s", line);
+    lk_access_format(&r, 1, "", line, sizeof(line));
+    j = json_loads(line, 0, &jerr);
+    ok(j != NULL && json_is_true(json_object_get(j, "refused")) &&
+           json_integer_value(json_object_get(j, "leaks")) == 1,
+       "JSON, a refused answer: %s", line);
+    json_decref(j);
+    j = NULL;
+    r.refused = 0;
     r.summary = 1;
     r.frames_in = 4;
     r.frames_out = 3;
