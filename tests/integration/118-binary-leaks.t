@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 114-binary-leaks.t: the leak guard on the binary paths (issue 18, defect 2). Kafka answers
+# 118-binary-leaks.t: the leak guard on the binary paths (issue 18, defect 2). Kafka answers
 # lookout cannot rewrite (a Metadata v14, a version no spec has yet; a Metadata v12 that
 # does not decode) and one it rewrites but that names a node the map lacks, and Pulsar
 # commands it cannot rewrite (a LOOKUP_RESPONSE naming a broker the map lacks, a command of
