@@ -6,6 +6,8 @@
 #include <string.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "lk_conf.h"
 #include "lk_conn.h"
@@ -275,9 +277,51 @@ test_upstream_reuse_by_key(void)
     lk_conf_unref(conf);
 }
 
+/* Upstream TLS: the SSL is what the key says (SNI, verified name, ALPN), and
+ * no session is ever carried from one connection to another: the client
+ * context caches none and none is set, so a broker's session can never be
+ * offered to another broker (or another name). */
+static void
+test_upstream_tls_identity(void)
+{
+    static const char text[] =
+        "[pulsar p]\ninternalListenerName = internal\n"
+        "webServiceUrl = http://127.0.0.1:18080\n"
+        "[broker p/b1]\nadvertisedListeners = internal:https://b1.internal:8443,"
+        "internal:pulsar+ssl://10.0.0.11:6651\n";
+    char err[256];
+    struct lk_conf *conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
+    if (!ok(conf != NULL, "config loads (%s)", err))
+        return;
+    struct lk_runtime *rt = lk_runtime_new(conf, err, sizeof(err));
+    if (!ok(rt != NULL && rt->client_ctx != NULL, "runtime with a client context (%s)", err))
+        goto end;
+    ok((SSL_CTX_get_session_cache_mode(rt->client_ctx) & SSL_SESS_CACHE_CLIENT) == 0,
+       "the client context caches no session");
+    const struct lk_broker *b = conf->brokers[0];
+    SSL *web = lk_upstream_ssl_new(rt, b->internal->addr[LK_SCHEME_HTTPS]);
+    SSL *bin = lk_upstream_ssl_new(rt, b->internal->addr[LK_SCHEME_PULSAR_SSL]);
+    ok(web != NULL && bin != NULL, "SSLs made");
+    ok(SSL_get_session(web) == NULL && SSL_get_session(bin) == NULL, "no session set on either");
+    const char *sni = SSL_get_servername(web, TLSEXT_NAMETYPE_host_name);
+    ok(sni != NULL && strcmp(sni, "b1.internal") == 0, "https to a name: SNI the name");
+    ok(SSL_get_servername(bin, TLSEXT_NAMETYPE_host_name) == NULL, "pulsar+ssl to an IP: no SNI");
+    ok(X509_VERIFY_PARAM_get0_host(SSL_get0_param(web), 0) != NULL &&
+           strcmp(X509_VERIFY_PARAM_get0_host(SSL_get0_param(web), 0), "b1.internal") == 0,
+       "https: the certificate must name b1.internal");
+    ok(X509_VERIFY_PARAM_get0_host(SSL_get0_param(bin), 0) == NULL,
+       "pulsar+ssl to an IP: verified by IP, not by a name");
+    SSL_free(web);
+    SSL_free(bin);
+end:
+    lk_runtime_free(rt);
+    lk_conf_unref(conf);
+}
+
 const struct lk_test_case lk_test_conn[] = {
     {"conn/route", test_route},
     {"conn/upstream_reuse", test_upstream_reuse},
     {"conn/upstream_reuse_by_key", test_upstream_reuse_by_key},
+    {"conn/upstream_tls_identity", test_upstream_tls_identity},
     {NULL, NULL},
 };
