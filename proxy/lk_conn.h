@@ -87,6 +87,16 @@ void lk_runtime_unref(struct lk_runtime *rt);
 /* Before a client's TLS connection is freed: keeps its session resumable
  * (tls.session_cache).  Nothing is sent. */
 void lk_tls_keep_session(SSL *ssl);
+/*
+ * The host name in the body of a ClientHello's server_name extension (RFC
+ * 6066 §3), checked as OpenSSL checks it: a 2-byte list length covering
+ * the rest, one entry of type host_name (0) whose 2-byte length covers
+ * the rest, a name of 1 to 255 bytes without NUL.  Writes it lower-cased
+ * and NUL-terminated into out (outlen > 255) and returns its length, or -1
+ * when the body is not that.  Pure; the client-hello callback uses it to
+ * keep each session to the name it was made for.
+ */
+int lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outlen);
 
 /*
  * What makes an upstream connection safe to reuse for another exchange, as

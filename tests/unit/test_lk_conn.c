@@ -318,10 +318,36 @@ end:
     lk_conf_unref(conf);
 }
 
+/* The server_name extension body, as the client-hello callback reads it
+ * to keep each TLS session to its name. */
+static void
+test_sni_parse(void)
+{
+    char out[256];
+    static const unsigned char good[] = "\x00\x12\x00\x00\x0f" "B1.lookout.TEST";
+    static const unsigned char two[] = "\x00\x0a\x00\x00\x02" "b1" "\x00\x00\x02" "b2";
+    static const unsigned char ip[] = "\x00\x05\x01\x00\x02" "b1";
+    static const unsigned char nul[] = "\x00\x06\x00\x00\x03" "a\0b";
+    static const unsigned char shortlen[] = "\x00\x12\x00\x00\x0e" "b1.lookout.test";
+
+    ok(lk_tls_sni_parse(good, sizeof(good) - 1, out, sizeof(out)) == 15 &&
+           strcmp(out, "b1.lookout.test") == 0,
+       "a host_name, lower-cased");
+    ok(lk_tls_sni_parse(good, sizeof(good) - 1, out, 15) == -1, "too long for the buffer: refused");
+    ok(lk_tls_sni_parse(two, sizeof(two) - 1, out, sizeof(out)) == -1, "two entries: refused");
+    ok(lk_tls_sni_parse(ip, sizeof(ip) - 1, out, sizeof(out)) == -1, "not host_name: refused");
+    ok(lk_tls_sni_parse(nul, sizeof(nul) - 1, out, sizeof(out)) == -1, "a NUL in the name");
+    ok(lk_tls_sni_parse(shortlen, sizeof(shortlen) - 1, out, sizeof(out)) == -1,
+       "a name length short of the rest");
+    ok(lk_tls_sni_parse(good, 4, out, sizeof(out)) == -1, "cut short");
+    ok(lk_tls_sni_parse(good, 0, out, sizeof(out)) == -1, "empty");
+}
+
 const struct lk_test_case lk_test_conn[] = {
     {"conn/route", test_route},
     {"conn/upstream_reuse", test_upstream_reuse},
     {"conn/upstream_reuse_by_key", test_upstream_reuse_by_key},
     {"conn/upstream_tls_identity", test_upstream_tls_identity},
+    {"conn/sni_parse", test_sni_parse},
     {NULL, NULL},
 };
