@@ -104,7 +104,9 @@ int lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outle
  * is equal in every field (lk_upstream_key_eq).  Not the broker: a broker
  * has several internal addresses, one per protocol (a Pulsar broker's
  * http:// and pulsar://), and bytes of one protocol on another's
- * connection reach the wrong server.
+ * connection reach the wrong server.  Anything a connection would carry
+ * from its first exchange to the next (a PROXY protocol header naming the
+ * client, a client certificate) must become a field here.
  */
 struct lk_upstream_key {
     const struct lk_runtime *rt; /* the generation: its CA, client context and

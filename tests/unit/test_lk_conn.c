@@ -58,6 +58,26 @@ ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     *(int *)arg += ev == LK_UP_CONNECTED ? 1 : 100;
 }
 
+static struct lk_conf *
+conf_of(const char *text)
+{
+    char err[256];
+    struct lk_conf *conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
+
+    ok(conf != NULL, "config loads (%s)", conf != NULL ? "" : err);
+    return conf;
+}
+
+/* The end of a test worker: its pool (and what is in it), its loop. */
+static void
+worker_end(struct lk_worker *w, struct lk_conf *conf)
+{
+    lk_idle_pool_free(&w->idle);
+    event_base_loop(w->base, EVLOOP_NONBLOCK);
+    event_base_free(w->base);
+    lk_conf_unref(conf);
+}
+
 /* An upstream to addr over one end of a bufferevent pair (the other end
  * in *peer), as lk_upstream_get would have dialled it for rt. */
 static struct lk_upstream *
@@ -94,9 +114,8 @@ test_upstream_reuse(void)
     static const char text[] = "[pulsar p]\ninternalListenerName = internal\n"
                                "webServiceUrl = http://127.0.0.1:18080\n[broker p/b1]\n"
                                "advertisedListeners = internal:http://10.0.0.11:8080\n";
-    char err[256];
-    struct lk_conf *conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
-    if (!ok(conf != NULL, "config loads (%s)", err))
+    struct lk_conf *conf = conf_of(text);
+    if (conf == NULL)
         return;
     struct lk_runtime rt = {.conf = conf};
     struct lk_worker w = {.base = event_base_new(), .rt = &rt};
@@ -154,11 +173,8 @@ test_upstream_reuse(void)
         lk_upstream_free(dirty);
     }
     bufferevent_free(peer);
-    lk_idle_pool_free(&w.idle);
     bufferevent_free(kept_peer);
-    event_base_loop(w.base, EVLOOP_NONBLOCK);
-    event_base_free(w.base);
-    lk_conf_unref(conf);
+    worker_end(&w, conf);
 }
 
 /* Issue 18: a Pulsar broker has an http:// and a pulsar:// address (and
@@ -177,9 +193,8 @@ test_upstream_reuse_by_key(void)
         "internal:pulsar+ssl://b1.internal:6651\n"
         "[broker p/b2]\nadvertisedListeners = internal:http://10.0.0.12:8080,"
         "internal:pulsar://10.0.0.12:6650\n";
-    char err[256];
-    struct lk_conf *conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
-    if (!ok(conf != NULL, "config loads (%s)", err))
+    struct lk_conf *conf = conf_of(text);
+    if (conf == NULL)
         return;
     struct lk_runtime rt = {.conf = conf};
     struct lk_worker w = {.base = event_base_new(), .rt = &rt};
@@ -266,15 +281,12 @@ test_upstream_reuse_by_key(void)
     ok(!lk_upstream_key_eq(&k, &o), "another generation");
     lk_upstream_key_make(&o, &rt, a[LK_SCHEME_HTTP]);
     ok(o.sni == NULL && o.verified == NULL && !o.alpn_http, "plaintext: no TLS identity");
-    lk_idle_pool_free(&w.idle);
-    ok(w.idle.slots == NULL, "the pool freed");
     for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
         if (peers[sc] != NULL)
             bufferevent_free(peers[sc]);
     bufferevent_free(peer);
-    event_base_loop(w.base, EVLOOP_NONBLOCK);
-    event_base_free(w.base);
-    lk_conf_unref(conf);
+    worker_end(&w, conf);
+    ok(w.idle.slots == NULL, "the pool freed");
 }
 
 /* Upstream TLS: the SSL is what the key says (SNI, verified name, ALPN), and
@@ -290,8 +302,8 @@ test_upstream_tls_identity(void)
         "[broker p/b1]\nadvertisedListeners = internal:https://b1.internal:8443,"
         "internal:pulsar+ssl://10.0.0.11:6651\n";
     char err[256];
-    struct lk_conf *conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
-    if (!ok(conf != NULL, "config loads (%s)", err))
+    struct lk_conf *conf = conf_of(text);
+    if (conf == NULL)
         return;
     struct lk_runtime *rt = lk_runtime_new(conf, err, sizeof(err));
     if (!ok(rt != NULL && rt->client_ctx != NULL, "runtime with a client context (%s)", err))
