@@ -425,8 +425,10 @@ extern const char lk_err_reset[];
  * given (LK_SCHEME_HTTP for http or https; each protocol module its own):
  * when the broker has both the plain and the TLS one, the cluster's
  * upstream.tls picks, by default the one with the client's TLS-ness
- * (lk_broker_upstream).  An idle pooled connection or a new one.  ready_cb reports the outcome from the event loop,
- * never before this returns.  NULL if no connection could even be set up.
+ * (lk_broker_upstream).  An idle pooled connection of exactly that
+ * address's key (struct lk_upstream_key: never one to another address or
+ * protocol) or a new one.  ready_cb reports the outcome from the event
+ * loop, never before this returns.  NULL if no connection could even be set up.
  * The caller owns the result until lk_upstream_release or lk_upstream_free
  * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */

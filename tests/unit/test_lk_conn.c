@@ -227,8 +227,9 @@ test_upstream_reuse_by_key(void)
             lk_upstream_get(&w, &rt, b1, asks[i].family, asks[i].client_tls, ready, &called);
         ok(got == pooled_up[asks[i].want] && got->addr == a[asks[i].want] &&
                got->key.scheme == asks[i].want,
-           "asked for %s (client TLS %d): the %s connection", asks[i].family == LK_SCHEME_HTTP ? "http" : "pulsar",
-           asks[i].client_tls, a[asks[i].want]->text);
+           "asked for %s (client TLS %d): the %s connection",
+           asks[i].family == LK_SCHEME_HTTP ? "http" : "pulsar", asks[i].client_tls,
+           a[asks[i].want]->text);
         ok(pooled(&w, &rt, a[asks[i].want]) == 0, "... taken from its list");
         for (int sc = LK_SCHEME_HTTP; sc <= LK_SCHEME_PULSAR_SSL; sc++)
             if (sc != (int)asks[i].want && pooled_up[sc] != NULL && pooled_up[sc]->idle)
