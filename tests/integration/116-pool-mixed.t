@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 114-pool-mixed.t: HTTP and Pulsar binary traffic to the same brokers, with the default
+# 116-pool-mixed.t: HTTP and Pulsar binary traffic to the same brokers, with the default
 # idle pool (issue 18).  Every real Pulsar broker has an http:// and a pulsar:// internal
 # address; an idle upstream connection left by an HTTP exchange must never be handed to a
 # binary client (its CONNECT would reach the broker's web server), nor a connection to one

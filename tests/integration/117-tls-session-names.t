@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 115-tls-session-names.t: a client TLS session resumes only under the name (SNI) it was
+# 117-tls-session-names.t: a client TLS session resumes only under the name (SNI) it was
 # made for (issue 18, reuse keyed by what makes it safe).  Two brokers share one https
 # socket of lookout, routed by SNI, under one certificate naming both.  A session made for
 # b1.lookout.test, offered with SNI b2.lookout.test, must not resume: in TLS 1.2 OpenSSL
