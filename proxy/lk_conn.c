@@ -4,6 +4,7 @@
  * modules (lk_http.c) sit on top of it.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -1338,11 +1339,94 @@ lk_broker_check_result(struct lk_runtime *rt, const struct lk_broker *b, int ok)
 
 /* Upstreams --------------------------------------------------------------- */
 
-/* Idle connections are kept per broker and per TLS-ness of the address. */
-static struct lk_idle_list *
-idle_list(struct lk_worker *w, const struct lk_broker *b, const struct lk_url *addr)
+static int
+host_is_ip(const char *host)
 {
-    return &w->idle[b->index * 2 + (lk_scheme_is_tls(addr->scheme) ? 1 : 0)];
+    struct in6_addr a6;
+    struct in_addr a4;
+
+    return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+}
+
+void
+lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
+                     const struct lk_url *addr)
+{
+    memset(k, 0, sizeof(*k));
+    k->rt = rt;
+    k->scheme = addr->scheme;
+    k->port = addr->port;
+    k->host = addr->host;
+    if (!lk_scheme_is_tls(addr->scheme))
+        return;
+    k->sni = host_is_ip(addr->host) ? NULL : addr->host;
+    k->verified = rt->conf->upstream_verify ? addr->host : NULL;
+    k->alpn_http = addr->scheme == LK_SCHEME_HTTPS;
+}
+
+static int
+str_eq(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+int
+lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
+{
+    return a->rt == b->rt && a->scheme == b->scheme && a->port == b->port &&
+           str_eq(a->host, b->host) && str_eq(a->sni, b->sni) &&
+           str_eq(a->verified, b->verified) && a->alpn_http == b->alpn_http;
+}
+
+/* FNV-1a over what tells keys apart most often: host, port and scheme
+ * (equal keys hash equally; the chain compares them in full). */
+static size_t
+key_hash(const struct lk_upstream_key *k)
+{
+    uint32_t h = 2166136261u;
+
+    for (const char *p = k->host != NULL ? k->host : ""; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ k->port) * 16777619u;
+    h = (h ^ (unsigned)k->scheme) * 16777619u;
+    return h;
+}
+
+void
+lk_idle_pool_init(struct lk_idle_pool *p, size_t nkeys)
+{
+    size_t n = 16;
+
+    while (n < nkeys * 2 && n < ((size_t)1 << 20))
+        n *= 2;
+    p->slots = lk_xcalloc(n, sizeof(*p->slots));
+    p->nslots = n;
+}
+
+/* The list of key k in p; with create, made if p has none.  NULL if none. */
+static struct lk_idle_list *
+idle_list(struct lk_idle_pool *p, const struct lk_upstream_key *k, int create)
+{
+    if (p->slots == NULL)
+        return NULL;
+    struct lk_idle_list **slot = &p->slots[key_hash(k) & (p->nslots - 1)];
+    for (struct lk_idle_list *il = *slot; il != NULL; il = il->next)
+        if (lk_upstream_key_eq(&il->key, k))
+            return il;
+    if (!create)
+        return NULL;
+    struct lk_idle_list *il = lk_xcalloc(1, sizeof(*il));
+    il->key = *k;
+    il->next = *slot;
+    *slot = il;
+    return il;
+}
+
+unsigned
+lk_idle_pool_count(const struct lk_idle_pool *p, const struct lk_upstream_key *k)
+{
+    const struct lk_idle_list *il = idle_list((struct lk_idle_pool *)p, k, 0);
+    return il != NULL ? il->count : 0;
 }
 
 void
@@ -1363,7 +1447,7 @@ lk_upstream_free(struct lk_upstream *u)
 static void
 idle_remove(struct lk_upstream *u)
 {
-    struct lk_idle_list *il = idle_list(u->w, u->broker, u->addr);
+    struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 0);
     for (struct lk_upstream **pp = &il->head; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == u) {
             *pp = u->next;
@@ -1396,14 +1480,18 @@ lk_upstream_release(struct lk_upstream *u)
 {
     const struct lk_conf *conf = u->w->rt->conf;
 
-    /* The pools are by the current generation's broker index. */
-    if (u->rt != u->w->rt) {
+    /* The pool holds the current generation's connections only (it goes
+     * with the generation); one dialled for no key is never pooled; nor is
+     * one with bytes left either way, which would reach or come from the
+     * next exchange. */
+    if (u->rt != u->w->rt || u->key.rt != u->rt || u->key.host == NULL ||
+        conf->upstream_idle_max == 0 || evbuffer_get_length(bufferevent_get_input(u->bev)) != 0 ||
+        evbuffer_get_length(bufferevent_get_output(u->bev)) != 0) {
         lk_upstream_free(u);
         return;
     }
-    struct lk_idle_list *il = idle_list(u->w, u->broker, u->addr);
-    if (il->count >= conf->upstream_idle_max ||
-        evbuffer_get_length(bufferevent_get_input(u->bev)) != 0) {
+    struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 1);
+    if (il == NULL || il->count >= conf->upstream_idle_max) {
         lk_upstream_free(u);
         return;
     }
@@ -1484,30 +1572,38 @@ reuse_cb(evutil_socket_t fd, short what, void *arg)
     u->ready_cb(u, LK_UP_CONNECTED, u->arg);
 }
 
-SSL *
-lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr, int http)
+/* The SSL for key k: exactly what the key says, so that a connection is
+ * what its key describes.  No session is set: every upstream handshake is
+ * a full one, and no session of one broker is ever offered to another. */
+static SSL *
+ssl_for_key(SSL_CTX *ctx, const struct lk_upstream_key *k)
 {
-    SSL *ssl = SSL_new(rt->client_ctx);
+    SSL *ssl = SSL_new(ctx);
     if (ssl == NULL)
         return NULL;
-    struct in6_addr a6;
-    struct in_addr a4;
-    int is_ip =
-        inet_pton(AF_INET, addr->host, &a4) == 1 || inet_pton(AF_INET6, addr->host, &a6) == 1;
-    if (!is_ip)
-        SSL_set_tlsext_host_name(ssl, addr->host);
-    if (http) {
+    if (k->sni != NULL)
+        SSL_set_tlsext_host_name(ssl, k->sni);
+    if (k->alpn_http) {
         static const unsigned char h11[] = "\x08http/1.1";
         SSL_set_alpn_protos(ssl, h11, sizeof(h11) - 1);
     }
-    if (rt->conf->upstream_verify) {
+    if (k->verified != NULL) {
         X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
-        if (is_ip)
-            X509_VERIFY_PARAM_set1_ip_asc(vp, addr->host);
+        if (host_is_ip(k->verified))
+            X509_VERIFY_PARAM_set1_ip_asc(vp, k->verified);
         else
-            X509_VERIFY_PARAM_set1_host(vp, addr->host, 0);
+            X509_VERIFY_PARAM_set1_host(vp, k->verified, 0);
     }
     return ssl;
+}
+
+SSL *
+lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr)
+{
+    struct lk_upstream_key k;
+
+    lk_upstream_key_make(&k, rt, addr);
+    return ssl_for_key(rt->client_ctx, &k);
 }
 
 struct lk_upstream *
@@ -1515,13 +1611,19 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
                 enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb, void *arg)
 {
     const struct lk_url *addr = lk_broker_upstream(b, scheme, client_tls);
+    struct lk_upstream_key key;
     if (addr == NULL)
         return NULL; /* no internal address of that family */
-    /* An exchange still on an older generation never pools. */
-    struct lk_upstream *u = rt == w->rt ? idle_list(w, b, addr)->head : NULL;
+    lk_upstream_key_make(&key, rt, addr);
+    /* Only a connection dialled for this very key: the same address and
+     * protocol, TLS identity and generation (an exchange still on an older
+     * generation finds none, since the pool holds the worker's). */
+    struct lk_idle_list *il = idle_list(&w->idle, &key, 0);
+    struct lk_upstream *u = il != NULL ? il->head : NULL;
     const struct lk_conf *conf = rt->conf;
 
     if (u != NULL) {
+        assert(lk_upstream_key_eq(&u->key, &key));
         idle_remove(u);
         u->reused = 1;
         u->ready_cb = cb;
@@ -1543,11 +1645,12 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
     u->rt = rt;
     u->broker = b;
     u->addr = addr;
+    u->key = key;
     u->ready_cb = cb;
     u->arg = arg;
     int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
     if (lk_scheme_is_tls(u->addr->scheme)) {
-        SSL *ssl = lk_upstream_ssl_new(rt, u->addr, scheme == LK_SCHEME_HTTP);
+        SSL *ssl = ssl_for_key(rt->client_ctx, &u->key);
         if (ssl == NULL) {
             free(u);
             return NULL;
@@ -1679,16 +1782,33 @@ drop_dyn_listeners(struct lk_worker *w)
     w->ndyn_listen = 0;
 }
 
-/* Frees w's idle upstream connections (pools of nbrokers brokers). */
-static void
-drop_idle(struct lk_worker *w, size_t nbrokers)
+void
+lk_idle_pool_free(struct lk_idle_pool *p)
 {
-    for (size_t b = 0; b < nbrokers * 2 + 2; b++)
-        while (w->idle[b].head != NULL) {
-            struct lk_upstream *u = w->idle[b].head;
-            idle_remove(u);
-            lk_upstream_free(u);
+    for (size_t i = 0; i < p->nslots; i++)
+        while (p->slots[i] != NULL) {
+            struct lk_idle_list *il = p->slots[i];
+            while (il->head != NULL) {
+                struct lk_upstream *u = il->head;
+                il->head = u->next;
+                u->next = NULL;
+                u->idle = 0;
+                lk_upstream_free(u);
+            }
+            p->slots[i] = il->next;
+            free(il);
         }
+    free(p->slots);
+    p->slots = NULL;
+    p->nslots = 0;
+}
+
+/* Room for the keys a config's brokers are dialled by: one per scheme of
+ * each broker's internal listener, or two. */
+static size_t
+pool_keys(const struct lk_conf *conf)
+{
+    return conf->nbrokers * 2 + 2;
 }
 
 /*
@@ -1750,9 +1870,8 @@ worker_switch(struct lk_worker *w)
     w->listen = lsn;
     w->nlisteners = n;
     drop_dyn_listeners(w);
-    drop_idle(w, old->conf->nbrokers);
-    free(w->idle);
-    w->idle = lk_xcalloc(conf->nbrokers * 2 + 2, sizeof(*w->idle));
+    lk_idle_pool_free(&w->idle); /* dialled for the old generation: their keys name it */
+    lk_idle_pool_init(&w->idle, pool_keys(conf));
     w->rt = rt;
     lk_runtime_unref(old);
     sync_binds(w, 0); /* nodes another worker learned on rt already */
@@ -1796,7 +1915,8 @@ worker_drain(struct lk_worker *w)
         listener_free(w->listeners[i], &w->listen[i]);
     w->nlisteners = 0;
     drop_dyn_listeners(w);
-    drop_idle(w, w->rt->conf->nbrokers);
+    lk_idle_pool_free(&w->idle);
+    lk_idle_pool_init(&w->idle, 0); /* what exchanges still under way release */
     for (struct lk_conn *c = w->conns, *next; c != NULL; c = next) {
         const struct lk_proto_ops *ops = proto_for(c->bind->proto);
         next = c->next;
@@ -2001,7 +2121,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
                                              EVDNS_BASE_DISABLE_WHEN_INACTIVE);
         if (w->dns == NULL) /* no resolv.conf: IP literals still work */
             w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-        w->idle = lk_xcalloc(conf->nbrokers * 2 + 2, sizeof(*w->idle));
+        lk_idle_pool_init(&w->idle, pool_keys(conf));
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
@@ -2072,8 +2192,7 @@ lk_workers_free(void)
         w->draining = 0; /* no drain_ev wake-ups from the closes below */
         while (w->conns != NULL)
             lk_conn_close(w->conns);
-        if (w->idle != NULL)
-            drop_idle(w, w->rt->conf->nbrokers);
+        lk_idle_pool_free(&w->idle);
         if (w->drain_ev != NULL)
             event_free(w->drain_ev);
         lk_runtime_unref(w->rt);
@@ -2083,7 +2202,6 @@ lk_workers_free(void)
         free(w->conn_blocks);
         free(w->listeners);
         free(w->listen);
-        free(w->idle);
         event_free(w->stop_ev);
         event_free(w->flush_ev);
         lk_hold_free(&w->hold);

@@ -48,8 +48,8 @@ struct lk_limit_slot;
  * What carries over: broker health, by broker name.  What does not: the
  * TLS session cache and lookout's own ticket keys (clients of before the
  * reload do one full handshake; tls.session_ticket_key files keep tickets
- * valid), round-robin cursors, idle upstream connections (dropped, since
- * the pools are by broker index), and Kafka nodes learned from the brokers
+ * valid), round-robin cursors, idle upstream connections (dropped: their
+ * key names the generation they were dialled for), and Kafka nodes learned from the brokers
  * (lk_dyn.h: learned again from the next Metadata response through the
  * new generation; their listeners close with the switch).
  */
@@ -89,11 +89,70 @@ void lk_runtime_unref(struct lk_runtime *rt);
 /* Before a client's TLS connection is freed: keeps its session resumable
  * (tls.session_cache).  Nothing is sent. */
 void lk_tls_keep_session(SSL *ssl);
+/*
+ * The host name in the body of a ClientHello's server_name extension (RFC
+ * 6066 §3), checked as OpenSSL checks it: a 2-byte list length covering
+ * the rest, one entry of type host_name (0) whose 2-byte length covers
+ * the rest, a name of 1 to 255 bytes without NUL.  Writes it lower-cased
+ * and NUL-terminated into out (outlen > 255) and returns its length, or -1
+ * when the body is not that.  Pure; the client-hello callback uses it to
+ * keep each session to the name it was made for.
+ */
+int lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outlen);
 
+/*
+ * What makes an upstream connection safe to reuse for another exchange, as
+ * it was dialled: a connection is only ever handed to an exchange whose key
+ * is equal in every field (lk_upstream_key_eq).  Not the broker: a broker
+ * has several internal addresses, one per protocol (a Pulsar broker's
+ * http:// and pulsar://), and bytes of one protocol on another's
+ * connection reach the wrong server.  Anything a connection would carry
+ * from its first exchange to the next (a PROXY protocol header naming the
+ * client, a client certificate) must become a field here.
+ */
+struct lk_upstream_key {
+    const struct lk_runtime *rt; /* the generation: its CA, client context and
+                                  * internal_networks (compared by identity) */
+    enum lk_scheme scheme;       /* the protocol and its TLS-ness */
+    uint16_t port;
+    const char *host;            /* as the address names it (a name is resolved
+                                  * at each dial) */
+    /* TLS only (NULL and 0 otherwise) */
+    const char *sni;             /* the server name sent; NULL for an IP literal */
+    const char *verified;        /* the name or IP the certificate was verified
+                                  * for; NULL: tls.upstream_verify = off */
+    unsigned alpn_http : 1;      /* offered ALPN http/1.1 */
+};
+
+/* The key of a connection to addr dialled for rt (the protocol follows
+ * addr's scheme).  Its strings point into rt's config. */
+void lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
+                          const struct lk_url *addr);
+/* 1 when a and b are equal in every field. */
+int lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b);
+
+/* One worker's idle connections of one key. */
 struct lk_idle_list {
+    struct lk_upstream_key key;
     struct lk_upstream *head;
     unsigned count;
+    struct lk_idle_list *next; /* in its hash chain */
 };
+
+/* A worker's idle upstream connections, one list per key, in hash chains.
+ * Only the worker's current generation's connections are in it. */
+struct lk_idle_pool {
+    struct lk_idle_list **slots;
+    size_t nslots; /* a power of two */
+};
+
+/* Sets up an empty pool for about nkeys keys. */
+void lk_idle_pool_init(struct lk_idle_pool *p, size_t nkeys);
+/* Frees every connection in p, and its lists; p is empty afterwards (and
+ * may be used again after lk_idle_pool_init). */
+void lk_idle_pool_free(struct lk_idle_pool *p);
+/* How many idle connections of key k p holds. */
+unsigned lk_idle_pool_count(const struct lk_idle_pool *p, const struct lk_upstream_key *k);
 
 struct lk_worker;
 
@@ -171,9 +230,7 @@ struct lk_worker {
     size_t nlisteners;
     struct lk_dyn_listen *dyn_listen; /* binds added at run time, newest first */
     size_t ndyn_listen;               /* how many of lk_dyn_binds' it has taken */
-    /* by broker index * 2 + TLS; index nbrokers is every broker learned at
-     * run time (lk_dyn.h), which no protocol pools */
-    struct lk_idle_list *idle;
+    struct lk_idle_pool idle; /* idle upstream connections, by what makes reuse safe */
     struct lk_io *flushq;   /* outputs written to in this loop iteration */
     char *tls_out;          /* LK_TLS_RECORD bytes: a TLS record's worth of output, gathered */
     struct event *flush_ev; /* writes them out */
@@ -352,6 +409,7 @@ struct lk_upstream {
     struct lk_runtime *rt; /* its broker's generation: its owner holds the reference */
     const struct lk_broker *broker;
     const struct lk_url *addr; /* the internal address used */
+    struct lk_upstream_key key; /* what it may be reused for (set when dialled) */
     struct bufferevent *bev;
     struct lk_io io;           /* how bev is driven */
     struct lk_upstream *next;  /* in the idle list */
@@ -374,21 +432,26 @@ extern const char lk_err_reset[];
  * given (LK_SCHEME_HTTP for http or https; each protocol module its own):
  * when the broker has both the plain and the TLS one, the cluster's
  * upstream.tls picks, by default the one with the client's TLS-ness
- * (lk_broker_upstream).  An idle pooled connection or a new one.  ready_cb reports the outcome from the event loop,
- * never before this returns.  NULL if no connection could even be set up.
+ * (lk_broker_upstream).  An idle pooled connection of exactly that
+ * address's key (struct lk_upstream_key: never one to another address or
+ * protocol) or a new one.  ready_cb reports the outcome from the event
+ * loop, never before this returns.  NULL if no connection could even be set up.
  * The caller owns the result until lk_upstream_release or lk_upstream_free
  * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */
 struct lk_upstream *lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt,
                                     const struct lk_broker *b, enum lk_scheme scheme,
                                     int client_tls, lk_upstream_ready_cb cb, void *arg);
-/* A client SSL for broker address addr, from rt->client_ctx: SNI when the
- * host is a name, its name or IP verified unless tls.upstream_verify =
- * off, ALPN http/1.1 when http.  NULL on allocation failure. */
-SSL *lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr, int http);
-/* Returns a healthy, idle connection to the pool (or frees it if full, or
- * if it belongs to an older generation than the worker's).  HTTP only: the
- * pools are by broker and TLS-ness, not by protocol. */
+/* A client SSL for broker address addr, from rt->client_ctx, as
+ * lk_upstream_key_make describes it: SNI when the host is a name, its name
+ * or IP verified unless tls.upstream_verify = off, ALPN http/1.1 when addr
+ * is http(s).  NULL on allocation failure.  It never resumes a session. */
+SSL *lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr);
+/* Returns a healthy, idle connection to the pool, under its key, where
+ * only an exchange wanting the same key finds it (or frees it if the pool
+ * of its key is full, if anything is left in its buffers, or if it belongs
+ * to an older generation than the worker's).  HTTP calls it; the binary
+ * protocols, whose connections carry a session, never do. */
 void lk_upstream_release(struct lk_upstream *u);
 void lk_upstream_free(struct lk_upstream *u);
 

@@ -159,7 +159,7 @@ start_probe(struct probe *p)
     if (p->bev != NULL) /* the last one is still running: cannot be, timeout <= interval */
         finish(p, 0, "the previous check never ended");
     if (p->http && lk_scheme_is_tls(p->addr->scheme)) {
-        SSL *ssl = lk_upstream_ssl_new(hc->rt, p->addr, 1);
+        SSL *ssl = lk_upstream_ssl_new(hc->rt, p->addr);
         if (ssl == NULL)
             return;
         p->bev =

@@ -123,11 +123,11 @@ fail:
     return -1;
 }
 
-/* Connects to addr (TLS when its scheme is), every step within ms.  0, or
- * -1 with why. */
+/* Connects to addr (TLS when its scheme is, as lk_upstream_ssl_new sets it
+ * up), every step within ms.  0, or -1 with why. */
 static int
-conn_open(struct lk_runtime *rt, const struct lk_url *addr, int http, unsigned ms, struct conn *c,
-          char *why, size_t whylen)
+conn_open(struct lk_runtime *rt, const struct lk_url *addr, unsigned ms, struct conn *c, char *why,
+          size_t whylen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
@@ -153,7 +153,7 @@ conn_open(struct lk_runtime *rt, const struct lk_url *addr, int http, unsigned m
     }
     if (!lk_scheme_is_tls(addr->scheme))
         return 0;
-    if (rt->client_ctx == NULL || (c->ssl = lk_upstream_ssl_new(rt, addr, http)) == NULL) {
+    if (rt->client_ctx == NULL || (c->ssl = lk_upstream_ssl_new(rt, addr)) == NULL) {
         snprintf(why, whylen, "TLS: cannot set up a client");
         goto fail;
     }
@@ -291,7 +291,7 @@ http_get(struct lk_runtime *rt, const struct lk_url *addr, const char *path, str
     int rc = -1;
 
     memset(a, 0, sizeof(*a));
-    if (conn_open(rt, addr, 1, ms, &c, why, whylen) != 0)
+    if (conn_open(rt, addr, ms, &c, why, whylen) != 0)
         return -1;
     char req[2048];
     int n = snprintf(req, sizeof(req),
@@ -727,7 +727,7 @@ kafka_nodes(struct lk_runtime *rt, const struct lk_url *addr, struct nodes *ns, 
     int lo = -1, hi = -1, rc = -1, ver, ncount;
     char sub[256];
 
-    if (conn_open(rt, addr, 0, ms, &c, why, whylen) != 0)
+    if (conn_open(rt, addr, ms, &c, why, whylen) != 0)
         return -1;
     /* ApiVersions v0: every broker takes it (KIP-511 keeps v0 answerable). */
     if (kafka_call(&c, ms, LK_KAFKA_API_VERSIONS, 0, 0, 1, NULL, 0, &resp, &rlen, sub,

@@ -17,6 +17,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <event2/bufferevent_ssl.h>
@@ -232,17 +233,72 @@ out:
     return ret;
 }
 
+int
+lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outlen)
+{
+    size_t n;
+
+    if (len < 5 || (size_t)(p[0] << 8 | p[1]) != len - 2 || p[2] != TLSEXT_NAMETYPE_host_name)
+        return -1;
+    n = (size_t)(p[3] << 8 | p[4]);
+    if (n != len - 5 || n == 0 || n > 255 || n >= outlen || memchr(p + 5, 0, n) != NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)(p[5 + i] >= 'A' && p[5 + i] <= 'Z' ? p[5 + i] + ('a' - 'A') : p[5 + i]);
+    out[n] = '\0';
+    return (int)n;
+}
+
+static const unsigned char sid_ctx_base[] = "lookout";
+
+/*
+ * Before OpenSSL looks for a session to resume (by id or ticket, TLS 1.2
+ * and 1.3): the session id context becomes one of the name the client
+ * asks for, so that a session resumes only under the name it was made
+ * for.  One context for all names would let a session made for b1 resume
+ * with SNI b2, and in TLS 1.2 OpenSSL then reports the session's name,
+ * b1, and lookout would route by it.  No SNI keeps the plain context.
+ */
+static int
+client_hello_cb(SSL *ssl, int *alert, void *arg)
+{
+    const unsigned char *ext;
+    size_t len;
+    char name[256];
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    EVP_MD_CTX *h;
+    int n;
+
+    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len) ||
+        (n = lk_tls_sni_parse(ext, len, name, sizeof(name))) < 0)
+        return SSL_CLIENT_HELLO_SUCCESS; /* OpenSSL refuses a malformed one itself */
+    if ((h = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(h, sid_ctx_base, sizeof(sid_ctx_base)) != 1 ||
+        EVP_DigestUpdate(h, name, (size_t)n) != 1 || EVP_DigestFinal_ex(h, md, NULL) != 1 ||
+        SSL_set_session_id_context(ssl, md, sizeof(md)) != 1) {
+        /* Resuming nothing is safe; resuming across names is not. */
+        EVP_MD_CTX_free(h);
+        *alert = SSL_AD_INTERNAL_ERROR;
+        ERR_clear_error();
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    EVP_MD_CTX_free(h);
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 /* Session resumption as the config says, on one server context. */
 static void
 sessions_setup(struct lk_runtime *rt, SSL_CTX *ctx)
 {
     const struct lk_conf *conf = rt->conf;
-    static const unsigned char sid_ctx[] = "lookout";
 
     /* Sessions live in the context the handshake began with (the default
-     * certificate's) whatever SNI picks; one id context on every context
-     * lets a session resume after the switch. */
-    SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
+     * certificate's) whatever SNI picks; the same id contexts on every
+     * context let a session resume after the switch, and one per name
+     * (client_hello_cb, which sets the SSL's own before the switch, so
+     * that it stays) keeps it to its name. */
+    SSL_CTX_set_session_id_context(ctx, sid_ctx_base, sizeof(sid_ctx_base) - 1);
+    SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);
     SSL_CTX_set_app_data(ctx, rt);
     SSL_CTX_set_timeout(ctx, (long)conf->session_lifetime_s);
     SSL_CTX_set_session_cache_mode(ctx, conf->session_cache ? SSL_SESS_CACHE_SERVER
