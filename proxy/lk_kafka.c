@@ -69,6 +69,7 @@ struct kconn {
     size_t counted; /* of held, what the worker's budget counts (lk_hold.h) */
     struct lk_hold_waiter hw;
     int paused; /* stopped reading the broker for the budget */
+    int records_warned; /* an answer with records lookout cannot read was logged */
     /* a SaslHandshake v0 whose prefix was read (the reader's event, kept)
      * waits in the input until it is whole, its prefix bytes not moved */
     int handshake_wait;
@@ -564,6 +565,38 @@ stream_piece(struct kconn *k, struct evbuffer *in, struct evbuffer *out, size_t 
     }
     return r;
 }
+/*
+ * An answer that carries records in a version the codec cannot read
+ * (Produce past v13, Fetch past v18; ApiVersions is clamped below them, so
+ * only a client that ignores it asks): its endpoints, if any, cannot be
+ * checked without holding the whole answer, and then could not be read
+ * either.  So it is never held.  With leak_guard = block the connection
+ * closes before any of it moves; otherwise it streams as it is, logged
+ * once per connection.  0, or -1 having closed.
+ */
+static int
+records_unchecked(struct kconn *k)
+{
+    char why[256];
+
+    snprintf(why, sizeof(why),
+             "api %d v%d answer from broker %s carries records in a version lookout cannot read: "
+             "its broker addresses cannot be checked",
+             k->cur.key, k->cur.version, k->pr.broker->name);
+    if (k->pr.cluster->leak_guard == LK_LEAK_BLOCK) {
+        char line[320];
+        snprintf(line, sizeof(line), "%s; closing (leak_guard = block)", why);
+        k->cur_rec.refused = 1;
+        exchange_done(k, 0);
+        lk_pair_close(&k->pr, line);
+        return -1;
+    }
+    if (!k->records_warned)
+        lk_log(LK_WARN, k->pr.c, "%s; passed (once per connection)", why);
+    k->records_warned = 1;
+    return 0;
+}
+
 /* The broker's answer to a SaslHandshake v0, held whole: forwarded, and
  * when it accepts the mechanism (ErrorCode 0), bare tokens follow. */
 static void
@@ -648,6 +681,13 @@ pump_responses(struct lk_pair *pr)
             }
             k->cur_head_us = lk_now_us();
             int filtered = k->pr.cluster->nfilters != 0;
+            if (filtered && k->pr.cluster->leak_guard != LK_LEAK_OFF &&
+                lk_kafka_response_addrs(k->cur.key, k->cur.version) == LK_KAFKA_ADDRS_RECORDS) {
+                evbuffer_remove_buffer(in, out, ready);
+                ready = 0;
+                if (records_unchecked(k) != 0)
+                    return;
+            }
             k->streaming = filtered && lk_kafka_stream_wanted(k->cur.key, k->cur.version);
             k->holding = (!k->streaming && filtered &&
                           lk_kafka_response_wanted(k->cur.key, k->cur.version,

@@ -225,7 +225,8 @@ lk_kafka_response_wanted(int16_t api_key, int16_t api_version, int unknown_keys)
         return 1;
     if (!lk_kafka_api_known(api_key))
         return unknown_keys;
-    return lk_kafka_response_addrs(api_key, api_version) != LK_KAFKA_ADDRS_NONE;
+    enum lk_kafka_addrs a = lk_kafka_response_addrs(api_key, api_version);
+    return a == LK_KAFKA_ADDRS_DECODED || a == LK_KAFKA_ADDRS_BYTES;
 }
 
 /* ---- edits ---------------------------------------------------------- */

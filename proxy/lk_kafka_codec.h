@@ -251,7 +251,10 @@ enum lk_kafka_addrs lk_kafka_response_addrs(int16_t api_key, int16_t api_version
  * and consume paths cost nothing.  An api key the codec does not know is
  * held only with unknown_keys (leak_guard = block: an answer that could
  * carry anything is read before it goes; max_frame_bytes bounds it, as it
- * bounds every frame).  This is the one place that decides.
+ * bounds every frame).  A RECORDS answer is never held: it could not be
+ * read anyway, and holding it would cost its whole size (up to
+ * max_frame_bytes) for nothing; the module logs it, or closes with block,
+ * before any of it moves.  This is the one place that decides.
  */
 int lk_kafka_response_wanted(int16_t api_key, int16_t api_version, int unknown_keys);
 

@@ -47,7 +47,7 @@ my $tb = KafkaTestBroker->start(
     dir => $dir, listen_nodes => JSON::PP::true,
     nodes => [ { id => 1, host => '127.0.0.1', port => 0 }, { id => 9, host => 'internal-9.kafka.test', port => 9092 } ],
     topics => [ { name => 'lk-leak', partitions => 1 } ],
-    as_version => { '3:14' => 13 }, malformed => ['3:11']);
+    as_version => { '3:14' => 13, '1:19' => 18 }, malformed => ['3:11']);
 my $n1 = $tb->node(1)->{listen};
 my ($n1_host, $n1_port) = split /:/, $n1;
 # node 1's internal address as a Kafka answer holds it: the host string, the port after it
@@ -129,6 +129,33 @@ for my $c (@kcases) {
         ok($ok && defined $ok->{response_hex}, 'a new connection is served');
     };
 }
+
+# A Fetch v19 (a version no spec has yet, answered in v18's layout): records lookout cannot
+# read, so it is never held (it could be up to max_frame_bytes); it streams, logged once per
+# connection, and with block the connection closes before any of it moves.
+subtest 'kafka: a Fetch answer of a version lookout cannot read' => sub {
+    plan skip_all => 'lookout did not start' unless $K{log}{lk}->started && $K{block}{lk}->started;
+    my ($d) = kprobe((split /:/, $tb->bootstrap)[1], 'Fetch:19');
+    ok($d && defined $d->{response_hex}, 'the broker answers Fetch v19') or diag(explain($d));
+    for my $mode (qw(log block)) {
+        my $k = $K{$mode};
+        my $from = length($k->{lk}->log // '');
+        my @l = kprobe($k->{boot}, 'Fetch:19', 'Fetch:19');
+        if ($mode eq 'log') {
+            ok(@l == 2 && !grep({ !defined $_->{response_hex} } @l), 'log: both answered, as the broker sent them')
+                or diag(explain(\@l));
+        } else {
+            ok(@l && $l[0]{closed} && !defined $l[0]{response_hex}, 'block: the connection closes; no byte of it came')
+                or diag(explain(\@l));
+        }
+        ok(wait_until(sub { log_since($k->{lk}, $from) =~ /cannot be checked/ }, 5), "$mode: logged");
+        my $log = log_since($k->{lk}, $from);
+        my @lines = $log =~ /(api 1 v19 answer from broker k\/1 carries records in a version lookout cannot read[^\n]*)/g;
+        is(scalar @lines, 1, "$mode: one line for the connection") or diag($log);
+        like($lines[0] // '', $mode eq 'log' ? qr/passed \(once per connection\)/ : qr/closing \(leak_guard = block\)/,
+             "$mode: it says what was done");
+    }
+};
 
 subtest 'kafka: answers that carry no internal address pass, even with block' => sub {
     plan skip_all => 'lookout did not start' unless $K{block}{lk}->started;
