@@ -78,6 +78,7 @@ struct kconn {
     int sasl_rounds;
     int sasl_left;
     int sasl_client_turn; /* the client may send its next bare token */
+    int sasl_v0_asked;    /* a SaslHandshake v0 went to the broker, unanswered */
     /* the response under way: when its head came, and its exchange record
      * (rewrites) while it is held */
     long long cur_head_us;
@@ -262,6 +263,11 @@ handshake_v0(struct kconn *k, struct evbuffer *in)
     return 0;
 }
 
+/* A client that spoke out of turn around a SaslHandshake v0. */
+static const char sasl_early[] =
+    "client sent more while its SASL exchange (after SaslHandshake v0) was waiting for the broker; "
+    "closing";
+
 /* Both readers to bare SASL tokens (sasl_left > 0) or back to Kafka
  * frames, between frames: the client waits for the broker's token before
  * it sends anything, so neither direction is inside a frame.  0, or -1
@@ -270,8 +276,7 @@ static int
 sasl_switch(struct kconn *k, int left)
 {
     if (k->rq.have != 0 || lk_kafka_reader_in_body(&k->rq) || k->qlen != 0) {
-        lk_pair_close(&k->pr, "client sent more while its SASL exchange (after SaslHandshake v0) was "
-                       "waiting for the broker; closing");
+        lk_pair_close(&k->pr, sasl_early);
         return -1;
     }
     k->sasl_left = left;
@@ -390,6 +395,14 @@ pump_requests(struct lk_pair *pr)
             lk_io_disable(&k->pr.c->io, EV_READ);
             break;
         }
+        if (k->sasl_v0_asked && !lk_kafka_reader_in_body(&k->rq) &&
+            evbuffer_get_length(in) > ready) {
+            /* Its answer decides how the broker reads what follows (bare
+             * tokens or Kafka frames): nothing goes before it is known. */
+            evbuffer_remove_buffer(in, out, ready);
+            lk_pair_close(&k->pr, sasl_early);
+            return;
+        }
         int ev = k->head_wait; /* set only when ready is 0: the prefix is at the start */
         ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, ready, &ev);
         k->head_wait = 0;
@@ -423,6 +436,7 @@ pump_requests(struct lk_pair *pr)
                 }
                 if (handshake_v0(k, in) != 0)
                     return;
+                k->sasl_v0_asked = 1;
             }
             int answered = 1;
             if (k->rq.prefix.api_key == LK_KAFKA_PRODUCE) {
@@ -506,6 +520,7 @@ handshake_v0_answered(struct kconn *k, struct evbuffer *out)
                    p[LK_KAFKA_RES_PREFIX] == 0 && p[LK_KAFKA_RES_PREFIX + 1] == 0;
 
     evbuffer_add_buffer(out, k->held);
+    k->sasl_v0_asked = 0;
     if (accepted)
         sasl_switch(k, k->sasl_rounds);
 }

@@ -292,9 +292,27 @@ struct broker {
     uint64_t rng;   /* its opaque bytes and their lengths */
     struct wb got;  /* what lookout sent, not read yet */
     struct wb out;  /* answers not delivered yet */
+    size_t at;      /* stream offset of got.p[0] */
     int bare;       /* client tokens still read bare (after SaslHandshake v0) */
     int closed;     /* it closed the connection */
+    int noisy;      /* it sent bytes of its own: answers are no longer 1:1 */
+    uint32_t next_id; /* the correlation id lookout must give the next request */
+    /* for each answer queued, the client's correlation id it must reach
+     * the client with, or BARE */
+    int64_t *expect;
+    size_t nexpect;
 };
+
+#define BARE INT64_MIN
+
+static void
+expect(struct broker *br, int64_t v)
+{
+    br->expect = realloc(br->expect, (br->nexpect + 1) * sizeof(*br->expect));
+    if (br->expect == NULL)
+        abort();
+    br->expect[br->nexpect++] = v;
+}
 
 /* An unsigned varint at p[*o..len): 0 with *v, or -1. */
 static int
@@ -456,31 +474,50 @@ noise_len(struct broker *br, size_t max)
     return (size_t)(br->rng >> 40) % max;
 }
 
-/* Reads every whole frame lookout sent and queues the answers. */
-static void
-broker_read(struct broker *br, const struct lk_cluster *cl)
+static uint32_t
+get32(const uint8_t *p)
 {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * Reads every whole frame lookout sent and queues the answers.  sent is
+ * every byte the client gave lookout: each frame must be the client's
+ * frame at the same offset, byte for byte, but for a Kafka request's
+ * correlation id, which must be lookout's next.
+ */
+static void
+broker_read(struct broker *br, const struct lk_cluster *cl, const struct wb *sent)
+{
+    struct wb a = {0};
+
     while (!br->closed && br->got.len >= 4) {
         const uint8_t *g = br->got.p;
-        uint32_t size = (uint32_t)g[0] << 24 | (uint32_t)g[1] << 16 | (uint32_t)g[2] << 8 | g[3];
-        if (size > (1u << 24)) {
-            br->closed = 1;
-            return;
-        }
+        uint32_t size = get32(g);
+        if (size > (1u << 24))
+            goto shut;
         if (br->got.len - 4 < size)
-            return;
-        const uint8_t *p = g + 4;
-        struct wb a = {0};
+            break;
+        const uint8_t *p = g + 4, *c = sent->p + br->at;
         int answer = 1;
+
+        a.len = 0;
+        LK_FUZZ_CHECK(br->at + 4 + size <= sent->len);
         if (br->bare > 0) { /* a SASL token: answered by one of its own */
+            LK_FUZZ_CHECK(memcmp(g, c, 4 + size) == 0);
             br->bare--;
             noise(&a, br, noise_len(br, 12));
+            expect(br, BARE);
             goto send;
         }
         if (size < 8) {
-            br->closed = 1;
-            break;
+            goto shut;
         }
+        /* lookout's own id in the client's frame, nothing else changed */
+        LK_FUZZ_CHECK(get32(p + 4) == br->next_id);
+        br->next_id++;
+        LK_FUZZ_CHECK(memcmp(g, c, 8) == 0 && memcmp(g + 12, c + 12, size - 8) == 0);
+        int64_t client_corr = (int32_t)get32(c + 8);
         int16_t key = (int16_t)(p[0] << 8 | p[1]), ver = (int16_t)(p[2] << 8 | p[3]);
         w8(&a, p[4]); /* the correlation id it got */
         w8(&a, p[5]);
@@ -489,26 +526,22 @@ broker_read(struct broker *br, const struct lk_cluster *cl)
         if (key == 0) {
             int16_t acks;
             if (ver > 13 || produce_acks(p, size, ver, &acks) != 0) {
-                br->closed = 1; /* what Kafka does with a request it cannot read */
-                break;
+                goto shut; /* what Kafka does with a request it cannot read */
             }
             answer = acks != 0;
             noise(&a, br, noise_len(br, 16));
         } else if (key == 3 && ver <= 13) {
             metadata_answer(&a, cl, ver);
         } else if (key == 3) {
-            br->closed = 1;
-            break;
+            goto shut;
         } else if (key == 17 && ver <= 1) {
             size_t o;
             if (read_header(p, size, 0, &o) != 0 || size - o < 2) {
-                br->closed = 1;
-                break;
+                goto shut;
             }
             size_t n = (size_t)(p[o] << 8 | p[o + 1]);
             if (size - o - 2 < n) {
-                br->closed = 1;
-                break;
+                goto shut;
             }
             int rounds = bare_rounds(p + o + 2, n);
             w16(&a, rounds != 0 ? 0 : 33); /* UNSUPPORTED_SASL_MECHANISM */
@@ -518,14 +551,21 @@ broker_read(struct broker *br, const struct lk_cluster *cl)
         } else {
             noise(&a, br, noise_len(br, 16));
         }
+        if (answer)
+            expect(br, client_corr);
     send:
         drop(&br->got, 4 + size);
+        br->at += 4 + size;
         if (answer) {
             w32(&br->out, (uint32_t)a.len);
             put(&br->out, a.p, a.len);
         }
-        free(a.p);
     }
+    free(a.p);
+    return;
+shut:
+    free(a.p);
+    br->closed = 1;
 }
 
 /* ---- the pair ------------------------------------------------------- */
@@ -625,13 +665,15 @@ collect(struct pair *pp, struct broker *br)
     }
 }
 
-/* Moves up to n bytes of src into lookout's input on bev. */
+/* Moves up to n bytes of src into lookout's input on bev (and to log). */
 static size_t
-deliver(struct wb *src, struct bufferevent *bev, size_t n)
+deliver(struct wb *src, struct wb *log, struct bufferevent *bev, size_t n)
 {
     n = n < src->len ? n : src->len;
     if (n != 0) {
         LK_FUZZ_CHECK(evbuffer_add(bufferevent_get_input(bev), src->p, n) == 0);
+        if (log != NULL)
+            put(log, src->p, n);
         drop(src, n);
     }
     return n;
@@ -649,6 +691,25 @@ check_client(const struct pair *pp, const struct lk_cluster *cl)
     }
 }
 
+/* Every whole answer the client got is the broker's, in order, with the
+ * correlation id of the client's request it answers (a bare token with
+ * none), as long as the broker sent nothing of its own. */
+static void
+check_answers(const struct pair *pp, const struct broker *br)
+{
+    const struct wb *t = &pp->to_client;
+    size_t off = 0, i = 0;
+
+    while (!br->noisy && t->len - off >= 4 && t->len - off - 4 >= get32(t->p + off)) {
+        LK_FUZZ_CHECK(i < br->nexpect);
+        if (br->expect[i] != BARE)
+            LK_FUZZ_CHECK(get32(t->p + off) >= 4 &&
+                          (int32_t)get32(t->p + off + 4) == (int32_t)br->expect[i]);
+        off += 4 + get32(t->p + off);
+        i++;
+    }
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -657,7 +718,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct in in = {data, size, 0};
     struct pair pp;
     struct broker br = {0};
-    struct wb client = {0};
+    struct wb client = {0}, sent = {0};
     uint64_t seed = lk_fuzz_seed(data, size);
     int gone = 0;
     static int debug = -1;
@@ -674,14 +735,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             client_frame(&client, &in, op & 3);
             break;
         case 4:
-            if (deliver(&client, pp.cb[0], lk_fuzz_piece(&seed, client.len + 1)) != 0)
+            if (deliver(&client, &sent, pp.cb[0], lk_fuzz_piece(&seed, client.len + 1)) != 0)
                 pump_requests(&pp.k->pr);
             break;
         case 5:
-            broker_read(&br, cl);
+            broker_read(&br, cl, &sent);
             break;
         case 6:
-            if (!br.closed && deliver(&br.out, pp.ub[0], lk_fuzz_piece(&seed, br.out.len + 1)) != 0)
+            if (!br.closed &&
+                deliver(&br.out, NULL, pp.ub[0], lk_fuzz_piece(&seed, br.out.len + 1)) != 0)
                 pump_responses(&pp.k->pr);
             break;
         default:
@@ -690,6 +752,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 client_gone(&pp.k->pr);
             } else {
                 opaque(&br.out, &in, r8(&in) % 16);
+                br.noisy = 1;
             }
             break;
         }
@@ -697,12 +760,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* the rest, until nothing moves */
     for (int round = 0; round < 64 && !pp.k->pr.dead && !gone; round++) {
-        size_t moved = deliver(&client, pp.cb[0], client.len);
+        size_t moved = deliver(&client, &sent, pp.cb[0], client.len);
         if (moved != 0)
             pump_requests(&pp.k->pr);
         collect(&pp, &br);
-        broker_read(&br, cl);
-        size_t back = br.closed ? 0 : deliver(&br.out, pp.ub[0], br.out.len);
+        broker_read(&br, cl, &sent);
+        size_t back = br.closed ? 0 : deliver(&br.out, NULL, pp.ub[0], br.out.len);
         if (back != 0 && !pp.k->pr.dead)
             pump_responses(&pp.k->pr);
         collect(&pp, &br);
@@ -719,7 +782,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 client.len, evbuffer_get_length(bufferevent_get_input(pp.cb[0])),
                 evbuffer_get_length(bufferevent_get_input(pp.ub[0])));
     check_client(&pp, cl);
+    check_answers(&pp, &br);
     pair_free(&pp);
+    free(sent.p);
+    free(br.expect);
     free(br.got.p);
     free(br.out.p);
     free(client.p);
