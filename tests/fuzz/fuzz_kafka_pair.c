@@ -20,15 +20,25 @@
  * middle of a frame.  The broker may also send bytes of its own between
  * answers (a broken broker).
  *
- * Invariant: no internal host of the map (each is unique to one broker,
- * so this covers "host" followed by its port in any encoding) appears in
- * the bytes lookout delivers to the client.  With the Kafka filter, a
- * Metadata answer read against its own request is rewritten by node id;
- * read against any other request it would pass untouched, so a single
- * mispairing is a find.  Once the binary leak guard is in (leak_guard for
- * Kafka clusters), the map gets `leak_guard = block` and the broker model
- * may put internal addresses in any answer (opaque bodies, unknown
- * versions, broker tokens): the invariant stays as it is.
+ * Invariants:
+ *   - no internal host of the map (each is unique to one broker, so this
+ *     covers "host" followed by its port in any encoding) appears in the
+ *     bytes lookout delivers to the client.  With the Kafka filter, a
+ *     Metadata answer read against its own request is rewritten by node
+ *     id; read against any other request it would pass untouched, so a
+ *     single mispairing is a find.  Unchecked after the broker broke the
+ *     framing, until the binary leak guard is in (GUARDED below);
+ *   - every request reaches the broker as the client sent it but for its
+ *     correlation id, which is lookout's next (0, 1, 2...); every bare
+ *     SASL token byte for byte;
+ *   - every answer reaches the client in order, with the correlation id
+ *     of the client's request it answers (while the broker keeps to the
+ *     framing).
+ * Once the binary leak guard is in (leak_guard for Kafka clusters),
+ * GUARDED becomes 1, the map gets `leak_guard = block`, and the broker
+ * model may put internal addresses in any answer (opaque bodies, unknown
+ * versions, broker tokens: change noise() to draw from the map's hosts
+ * too): the leak invariant then holds for every run as it is.
  *
  * Input: a stream of steps, each one byte and the bytes it reads:
  *   0-3  the client queues a frame (kind and fields from what follows);
@@ -44,6 +54,17 @@
 #include <event2/event.h>
 
 #include "fuzz_util.h"
+
+/*
+ * Whether Kafka clusters have the binary leak guard.  Until they do, a
+ * broker that breaks the framing (step 7's bytes of its own) can have a
+ * Metadata answer streamed inside a frame lookout reads as the answer to
+ * another request: pairing cannot see that, only a guard on every answer
+ * can, so such runs are not checked for leaks.  With the guard: set this
+ * to 1 and add "leak_guard = block" to [kafka events] below; every run is
+ * then checked, and the broker may put internal addresses anywhere.
+ */
+#define GUARDED 0
 
 /* Three brokers whose internal hosts are all different. */
 static const char map_text[] =
@@ -781,7 +802,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 pp.to_client.len, pp.k->pr.dead, pp.k->qlen, br.closed, br.got.len, br.out.len,
                 client.len, evbuffer_get_length(bufferevent_get_input(pp.cb[0])),
                 evbuffer_get_length(bufferevent_get_input(pp.ub[0])));
-    check_client(&pp, cl);
+    if (GUARDED || !br.noisy)
+        check_client(&pp, cl);
     check_answers(&pp, &br);
     pair_free(&pp);
     free(sent.p);
