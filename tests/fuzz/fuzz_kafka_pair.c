@@ -54,6 +54,7 @@
 #include <event2/event.h>
 
 #include "fuzz_util.h"
+#include "../unit/lk_test_wire.h" /* struct tb, put(), w8() */
 
 /*
  * Whether Kafka clusters have the binary leak guard.  Until they do, a
@@ -86,63 +87,30 @@ static struct lk_conf *
 the_map(void)
 {
     static struct lk_conf *conf;
-    char err[512];
 
-    if (conf == NULL) {
-        lk_log_level = LK_ERR; /* closings are expected here */
-        conf = lk_conf_load_buf("fuzz.conf", map_text, strlen(map_text), err, sizeof(err));
-        if (conf == NULL) {
-            fprintf(stderr, "fuzz: the map does not load: %s\n", err);
-            abort();
-        }
-    }
+    if (conf == NULL)
+        conf = lk_fuzz_load(map_text);
     return conf;
 }
 
 /* ---- bytes ---------------------------------------------------------- */
 
-struct wb {
-    uint8_t *p;
-    size_t len, cap;
-};
-
 static void
-put(struct wb *b, const void *d, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (b->p == NULL)
-            abort();
-    }
-    if (n != 0)
-        memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
-
-static void
-w8(struct wb *b, unsigned v)
-{
-    uint8_t x = (uint8_t)v;
-    put(b, &x, 1);
-}
-
-static void
-w16(struct wb *b, unsigned v)
+w16(struct tb *b, unsigned v)
 {
     w8(b, v >> 8);
     w8(b, v);
 }
 
 static void
-w32(struct wb *b, uint32_t v)
+w32(struct tb *b, uint32_t v)
 {
     w16(b, v >> 16);
     w16(b, v & 0xffff);
 }
 
 static void
-wvar(struct wb *b, uint32_t v)
+wvar(struct tb *b, uint32_t v)
 {
     while (v >= 0x80) {
         w8(b, (v & 0x7f) | 0x80);
@@ -152,7 +120,7 @@ wvar(struct wb *b, uint32_t v)
 }
 
 static void
-wstr(struct wb *b, int flex, const char *s, size_t n)
+wstr(struct tb *b, int flex, const char *s, size_t n)
 {
     if (flex)
         wvar(b, (uint32_t)n + 1);
@@ -162,7 +130,7 @@ wstr(struct wb *b, int flex, const char *s, size_t n)
 }
 
 static void
-drop(struct wb *b, size_t n)
+drop(struct tb *b, size_t n)
 {
     memmove(b->p, b->p + n, b->len - n);
     b->len -= n;
@@ -191,7 +159,7 @@ r32(struct in *in)
 
 /* n bytes below 0x10 from the input: no address can be spelt in them. */
 static void
-opaque(struct wb *b, struct in *in, size_t n)
+opaque(struct tb *b, struct in *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         w8(b, r8(in) & 0x0f);
@@ -217,7 +185,7 @@ corr_id(struct in *in)
 /* A request frame: header v1 (or v2 for a flexible one, with tags), then
  * body; the size goes in front. */
 static void
-frame_head(struct wb *f, struct in *in, int16_t key, int16_t ver, int flex)
+frame_head(struct tb *f, struct in *in, int16_t key, int16_t ver, int flex)
 {
     static const char client_id[] = "fuzz-client-with-a-long-enough-name";
     unsigned c = r8(in);
@@ -246,10 +214,10 @@ frame_head(struct wb *f, struct in *in, int16_t key, int16_t ver, int flex)
 }
 
 static void
-client_frame(struct wb *out, struct in *in, unsigned kind)
+client_frame(struct tb *out, struct in *in, unsigned kind)
 {
     static const char *const mechs[] = {"PLAIN", "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI"};
-    struct wb f = {0};
+    struct tb f = {0};
     unsigned v = r8(in);
 
     switch (kind) {
@@ -311,8 +279,8 @@ client_frame(struct wb *out, struct in *in, unsigned kind)
 
 struct broker {
     uint64_t rng;   /* its opaque bytes and their lengths */
-    struct wb got;  /* what lookout sent, not read yet */
-    struct wb out;  /* answers not delivered yet */
+    struct tb got;  /* what lookout sent, not read yet */
+    struct tb out;  /* answers not delivered yet */
     size_t at;      /* stream offset of got.p[0] */
     int bare;       /* client tokens still read bare (after SaslHandshake v0) */
     int closed;     /* it closed the connection */
@@ -351,6 +319,21 @@ rvar(const uint8_t *p, size_t len, size_t *o, uint32_t *v)
     return -1;
 }
 
+/* Skips a nullable string with an int16 length at p[*o..len): 0, or -1. */
+static int
+skip_str16(const uint8_t *p, size_t len, size_t *o)
+{
+    if (len - *o < 2)
+        return -1;
+    int16_t n = (int16_t)(p[*o] << 8 | p[*o + 1]);
+    *o += 2;
+    if (n < -1 || (n > 0 && len - *o < (size_t)n))
+        return -1;
+    if (n > 0)
+        *o += (size_t)n;
+    return 0;
+}
+
 /* A request's header, as a broker reads it (p: the frame after its size):
  * 0 with *off past it, or -1. */
 static int
@@ -359,14 +342,8 @@ read_header(const uint8_t *p, size_t len, int flex, size_t *off)
     size_t o = 8;
     uint32_t tags, tag, sz;
 
-    if (len < o + 2)
+    if (len < o || skip_str16(p, len, &o) != 0) /* ClientId */
         return -1;
-    int16_t n = (int16_t)(p[o] << 8 | p[o + 1]);
-    o += 2;
-    if (n < -1 || (n > 0 && len - o < (size_t)n))
-        return -1;
-    if (n > 0)
-        o += (size_t)n;
     if (flex) {
         if (rvar(p, len, &o, &tags) != 0)
             return -1;
@@ -397,15 +374,8 @@ produce_acks(const uint8_t *p, size_t len, int16_t ver, int16_t *acks)
                 return -1;
             if (l > 1)
                 o += l - 1;
-        } else {
-            if (len - o < 2)
-                return -1;
-            int16_t n = (int16_t)(p[o] << 8 | p[o + 1]);
-            o += 2;
-            if (n < -1 || (n > 0 && len - o < (size_t)n))
-                return -1;
-            if (n > 0)
-                o += (size_t)n;
+        } else if (skip_str16(p, len, &o) != 0) {
+            return -1;
         }
     }
     if (len - o < 2)
@@ -416,7 +386,7 @@ produce_acks(const uint8_t *p, size_t len, int16_t ver, int16_t *acks)
 
 /* MetadataResponse v0-13 naming every broker of cl at its internal address. */
 static void
-metadata_answer(struct wb *b, const struct lk_cluster *cl, int16_t v)
+metadata_answer(struct tb *b, const struct lk_cluster *cl, int16_t v)
 {
     int flex = v >= 9;
 
@@ -476,7 +446,7 @@ bare_rounds(const uint8_t *m, size_t n)
 
 /* n opaque bytes of the broker's own (below 0x10, as opaque() writes). */
 static void
-noise(struct wb *b, struct broker *br, size_t n)
+noise(struct tb *b, struct broker *br, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         br->rng ^= br->rng << 13;
@@ -489,7 +459,7 @@ noise(struct wb *b, struct broker *br, size_t n)
 static size_t
 noise_len(struct broker *br, size_t max)
 {
-    struct wb t = {0};
+    struct tb t = {0};
     noise(&t, br, 1);
     free(t.p);
     return (size_t)(br->rng >> 40) % max;
@@ -508,9 +478,9 @@ get32(const uint8_t *p)
  * correlation id, which must be lookout's next.
  */
 static void
-broker_read(struct broker *br, const struct lk_cluster *cl, const struct wb *sent)
+broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sent)
 {
-    struct wb a = {0};
+    struct tb a = {0};
 
     while (!br->closed && br->got.len >= 4) {
         const uint8_t *g = br->got.p;
@@ -599,7 +569,7 @@ struct pair {
     struct lk_upstream up;
     struct bufferevent *cb[2], *ub[2]; /* [0] lookout's side */
     struct kconn *k;
-    struct wb to_client; /* what lookout delivered */
+    struct tb to_client; /* what lookout delivered */
 };
 
 static void
@@ -688,7 +658,7 @@ collect(struct pair *pp, struct broker *br)
 
 /* Moves up to n bytes of src into lookout's input on bev (and to log). */
 static size_t
-deliver(struct wb *src, struct wb *log, struct bufferevent *bev, size_t n)
+deliver(struct tb *src, struct tb *log, struct bufferevent *bev, size_t n)
 {
     n = n < src->len ? n : src->len;
     if (n != 0) {
@@ -718,7 +688,7 @@ check_client(const struct pair *pp, const struct lk_cluster *cl)
 static void
 check_answers(const struct pair *pp, const struct broker *br)
 {
-    const struct wb *t = &pp->to_client;
+    const struct tb *t = &pp->to_client;
     size_t off = 0, i = 0;
 
     while (!br->noisy && t->len - off >= 4 && t->len - off - 4 >= get32(t->p + off)) {
@@ -739,7 +709,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct in in = {data, size, 0};
     struct pair pp;
     struct broker br = {0};
-    struct wb client = {0}, sent = {0};
+    struct tb client = {0}, sent = {0};
     uint64_t seed = lk_fuzz_seed(data, size);
     int gone = 0;
     static int debug = -1;
