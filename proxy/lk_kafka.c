@@ -108,14 +108,29 @@ kconn_cleanup(void *arg)
         evbuffer_free(k->held);
 }
 
+/* Where bytes [off, off + n) of in are, when they lie in its first chain
+ * (most do: a read lands in one chain), else NULL.  A pullup within the
+ * first chain moves nothing; an evbuffer_ptr or evbuffer_peek would cost
+ * several times as much. */
+static uint8_t *
+in_first_chain(struct evbuffer *in, size_t off, size_t n)
+{
+    if (off + n > evbuffer_get_contiguous_space(in))
+        return NULL;
+    return evbuffer_pullup(in, (ev_ssize_t)(off + n)) + off;
+}
+
 /* Copies n bytes of in from offset off to p; 0, or -1 when in holds fewer. */
 static int
 copy_at(struct evbuffer *in, size_t off, void *p, size_t n)
 {
     struct evbuffer_ptr at;
+    const uint8_t *f = in_first_chain(in, off, n);
 
-    if (off == 0)
-        return evbuffer_copyout(in, p, n) == (ev_ssize_t)n ? 0 : -1;
+    if (f != NULL) {
+        memcpy(p, f, n);
+        return 0;
+    }
     if (evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET) != 0 ||
         evbuffer_copyout_from(in, &at, p, n) != (ev_ssize_t)n)
         return -1;
@@ -136,8 +151,13 @@ put32_at(struct evbuffer *in, size_t off, uint32_t v)
     struct evbuffer_ptr at;
     struct evbuffer_iovec vec[4];
     uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    uint8_t *f = in_first_chain(in, off, 4);
     size_t done = 0;
 
+    if (f != NULL) {
+        memcpy(f, b, 4);
+        return;
+    }
     if (evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET) != 0)
         return; /* cannot happen: the prefix is there */
     int nvec = evbuffer_peek(in, 4, &at, vec, 4);
@@ -302,15 +322,21 @@ produce_answered(struct kconn *k, struct evbuffer *in, size_t off)
     size_t frame = 4 + (size_t)k->rq.prefix.size, avail = evbuffer_get_length(in) - off;
     size_t lim = frame < LK_KAFKA_PRODUCE_HEAD_MAX ? frame : LK_KAFKA_PRODUCE_HEAD_MAX;
     size_t have = avail < lim ? avail : lim;
-    uint8_t head[256]; /* enough but for long client or transactional ids */
-    size_t n = have < sizeof(head) ? have : sizeof(head);
+    const uint8_t *h = in_first_chain(in, off, have); /* most often: read in place */
     int16_t acks = 1;
-    int r = copy_at(in, off, head, n) == 0 ? lk_kafka_produce_acks(head, n, &acks) : -1;
+    int r;
 
-    if (r == -2 && n < have) {
-        uint8_t *big = lk_xmalloc(have);
-        r = copy_at(in, off, big, have) == 0 ? lk_kafka_produce_acks(big, have, &acks) : -1;
-        free(big);
+    if (h != NULL) {
+        r = lk_kafka_produce_acks(h, have, &acks);
+    } else {
+        uint8_t head[512]; /* enough but for long client or transactional ids */
+        size_t n = have < sizeof(head) ? have : sizeof(head);
+        r = copy_at(in, off, head, n) == 0 ? lk_kafka_produce_acks(head, n, &acks) : -1;
+        if (r == -2 && n < have) {
+            uint8_t *big = lk_xmalloc(have);
+            r = copy_at(in, off, big, have) == 0 ? lk_kafka_produce_acks(big, have, &acks) : -1;
+            free(big);
+        }
     }
     if (r == -2)
         return have < lim ? -2 : 1;
