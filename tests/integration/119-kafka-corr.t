@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 114-kafka-corr.t: every Kafka answer is read as the answer to the request it answers,
+# 119-kafka-corr.t: every Kafka answer is read as the answer to the request it answers,
 # whatever correlation ids the client picks (issue 18, defect 1). A raw client sends the
 # frames a client may send and the test broker (bin/kafka-testbroker, which advertises names
 # only it uses, internal-N.kafka.test) answers them as Kafka does:
