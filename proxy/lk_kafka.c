@@ -6,27 +6,39 @@
  * bootstrap address any healthy broker.
  *
  * Requests are never parsed past their fixed prefix (size, api_key,
- * api_version, correlation_id: KAFKA-21160): each frame is forwarded as it
- * arrives, and (correlation id, api key, version) is queued.  Responses come
- * back in request order; each is matched to its request by correlation id
- * (entries skipped over got no reply: Produce with acks=0), and is forwarded
- * as it arrives unless the filters may rewrite or read it
- * (lk_kafka_response_wanted), in which case the whole frame is held,
- * rewritten and its size fixed, or refused (the leak guard's block closes
- * the connection); those are small (Metadata, coordinators, Produce
- * errors), and what a worker holds at once is bounded by max_held_bytes
- * (lk_hold.h).  Fetch v16+ and ShareFetch answers, which are mostly
- * records, are streamed instead (lk_kafka_fstream): records go on as they
- * come, at the client's pace, and only the tail with the NodeEndpoints is
- * held, rewritten, checked and fitted to its original length (see
- * stream_piece).
+ * api_version, correlation_id: KAFKA-21160), but for a Produce's Acks: each
+ * frame is forwarded as it arrives, with a correlation id of lookout's own
+ * in place of the client's (one counter per connection, so no two requests
+ * in flight share one, whatever ids the client picks), and (lookout's id,
+ * the client's, api key, version) is queued unless the broker will not
+ * answer (Produce with acks=0).  Responses come back in request order; each
+ * names exactly one queued request by lookout's id (entries before it were
+ * never answered: a Produce whose Acks lookout could not read), gets the
+ * client's id back, and is forwarded as it arrives unless the filters may
+ * rewrite or read it (lk_kafka_response_wanted), in which case the whole
+ * frame is held, rewritten and its size fixed, or refused (the leak
+ * guard's block closes the connection); those are small (Metadata,
+ * coordinators, Produce errors), and what a worker holds at once is
+ * bounded by max_held_bytes (lk_hold.h).  Fetch v16+ and ShareFetch
+ * answers, which are mostly records, are streamed instead
+ * (lk_kafka_fstream): records go on as they come, at the client's pace,
+ * and only the tail with the NodeEndpoints is held, rewritten, checked and
+ * fitted to its original length (see stream_piece).  An answer is thus
+ * always read as the answer to the request it answers: a client that
+ * reuses an id, or sends a Produce with acks=0 and then a Metadata with
+ * the same id, cannot make a Metadata answer pass as a Produce one, which
+ * is never rewritten.
  *
  * SASL passes through.  SaslHandshake v1 and SaslAuthenticate are Kafka
  * frames like any other.  After a SaslHandshake v0 (KIP-43's first form,
  * which kafka-python 2.0.2 still sends) the tokens go bare, size-prefixed
  * with no header, both ways, until the mechanism is done: the handshake's
  * mechanism says after how many broker tokens (lk_kafka_sasl_bare_rounds),
- * and both readers read bare tokens until then.
+ * and both readers read bare tokens until then.  The client speaks first
+ * and then only after each broker token, so that no client token is left
+ * over for the broker to read as a Kafka request once its mechanism is
+ * done (such a request would carry the client's correlation id, not
+ * lookout's).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +59,8 @@
 #define LK_KAFKA_HIGH (256 * 1024)
 
 struct kreq {
-    int32_t corr;
+    int32_t id;   /* lookout's correlation id: what the broker got */
+    int32_t corr; /* the client's, put back in the answer */
     int16_t key, version;
     uint32_t size;   /* the request frame's, size field included */
     long long t_us;  /* when its prefix came */
@@ -59,6 +72,7 @@ struct kconn {
     /* requests sent, awaiting their response: a ring */
     struct kreq *q;
     size_t qhead, qlen, qcap;
+    uint32_t next_id; /* lookout's next correlation id */
     /* the response under way, when the filters may change it: held whole
      * (holding), or streamed with its tail held (streaming) */
     struct kreq cur;
@@ -70,14 +84,17 @@ struct kconn {
     struct lk_hold_waiter hw;
     int paused; /* stopped reading the broker for the budget */
     int records_warned; /* an answer with records lookout cannot read was logged */
-    /* a SaslHandshake v0 whose prefix was read (the reader's event, kept)
-     * waits in the input until it is whole, its prefix bytes not moved */
-    int handshake_wait;
+    /* a request whose prefix was read (the reader's event, kept) waits in
+     * the input, its prefix bytes not moved, until enough of it is there:
+     * a SaslHandshake v0 whole, a Produce up to its Acks */
+    int head_wait;
     /* SASL after a SaslHandshake v0: its mechanism's rounds, and once the
      * broker has accepted it, the bare tokens the broker has still to
      * send (0: Kafka frames both ways). */
     int sasl_rounds;
     int sasl_left;
+    int sasl_client_turn; /* the client may send its next bare token */
+    int sasl_v0_asked;    /* a SaslHandshake v0 went to the broker, unanswered */
     /* the response under way: when its head came, and its exchange record
      * (rewrites) while it is held */
     long long cur_head_us;
@@ -150,6 +167,66 @@ kconn_cleanup(void *arg)
     release(k);
 }
 
+/* Where bytes [off, off + n) of in are, when they lie in its first chain
+ * (most do: a read lands in one chain), else NULL.  A pullup within the
+ * first chain moves nothing; an evbuffer_ptr or evbuffer_peek would cost
+ * several times as much. */
+static uint8_t *
+in_first_chain(struct evbuffer *in, size_t off, size_t n)
+{
+    if (off + n > evbuffer_get_contiguous_space(in))
+        return NULL;
+    return evbuffer_pullup(in, (ev_ssize_t)(off + n)) + off;
+}
+
+/* Copies n bytes of in from offset off to p; 0, or -1 when in holds fewer. */
+static int
+copy_at(struct evbuffer *in, size_t off, void *p, size_t n)
+{
+    struct evbuffer_ptr at;
+    const uint8_t *f = in_first_chain(in, off, n);
+
+    if (f != NULL) {
+        memcpy(p, f, n);
+        return 0;
+    }
+    if (evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(in, &at, p, n) != (ev_ssize_t)n)
+        return -1;
+    return 0;
+}
+
+/*
+ * Writes v, big-endian, over the 4 bytes at offset off of in (a
+ * correlation id in a frame prefix the pumps have read but not moved).
+ * In place: the input buffers hold only what libevent read into their own
+ * chains (lookout adds no reference to one), and writing there keeps one
+ * evbuffer_remove_buffer per read where a new prefix would cost a chain
+ * per frame (f93d1ab).
+ */
+static void
+put32_at(struct evbuffer *in, size_t off, uint32_t v)
+{
+    struct evbuffer_ptr at;
+    struct evbuffer_iovec vec[4];
+    uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    uint8_t *f = in_first_chain(in, off, 4);
+    size_t done = 0;
+
+    if (f != NULL) {
+        memcpy(f, b, 4);
+        return;
+    }
+    if (evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET) != 0)
+        return; /* cannot happen: the prefix is there */
+    int nvec = evbuffer_peek(in, 4, &at, vec, 4);
+    for (int i = 0; i < nvec && i < 4 && done < 4; i++) {
+        size_t m = vec[i].iov_len < 4 - done ? vec[i].iov_len : 4 - done;
+        memcpy(vec[i].iov_base, b + done, m);
+        done += m;
+    }
+}
+
 /*
  * The next piece of the frame stream in, from offset off (the bytes before
  * it are pieces already read, which the caller moves later, all at once:
@@ -178,14 +255,8 @@ next_piece(struct lk_kafka_reader *r, struct evbuffer *in, size_t off, int *ev)
     size_t have = r->have, upto = avail < r->prefix_len ? avail : r->prefix_len;
     if (upto <= have)
         return 0;
-    if (off == 0) {
-        evbuffer_copyout(in, p, upto);
-    } else {
-        struct evbuffer_ptr at;
-        if (evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET) != 0 ||
-            evbuffer_copyout_from(in, &at, p, upto) != (ev_ssize_t)upto)
-            return 0; /* cannot happen: off + upto bytes are there */
-    }
+    if (copy_at(in, off, p, upto) != 0)
+        return 0; /* cannot happen: off + upto bytes are there */
     *ev = lk_kafka_reader_feed(r, p + have, upto - have, &used);
     if (*ev < 0)
         return -1;
@@ -193,19 +264,17 @@ next_piece(struct lk_kafka_reader *r, struct evbuffer *in, size_t off, int *ev)
 }
 
 /* Requests awaiting a response, at most: clients keep a handful in flight
- * (max.in.flight.requests.per.connection, 5 by default), but Produce with
- * acks=0 is never answered, so its entries only go when a later response
- * passes them.  Past this many the oldest is forgotten; should its answer
- * come after all, it matches nothing and the connection closes. */
+ * (max.in.flight.requests.per.connection, 5 by default), and a Produce
+ * with acks=0 is not queued.  A client with this many unanswered requests
+ * is closed, with a log line (pump_requests): an entry is never dropped,
+ * since its answer would then have no request to be read against. */
 #define LK_KAFKA_MAX_PENDING 4096
 
+/* Queues a request sent to the broker with lookout's id (fewer than
+ * LK_KAFKA_MAX_PENDING are queued). */
 static void
-queue_push(struct kconn *k, int32_t corr, int16_t key, int16_t version, uint32_t size)
+queue_push(struct kconn *k, int32_t id, int32_t corr, int16_t key, int16_t version, uint32_t size)
 {
-    if (k->qlen == LK_KAFKA_MAX_PENDING) {
-        k->qhead = (k->qhead + 1) % k->qcap;
-        k->qlen--;
-    }
     if (k->qlen == k->qcap) {
         size_t ncap = k->qcap != 0 ? k->qcap * 2 : 16;
         struct kreq *nq = lk_xmalloc(ncap * sizeof(*nq));
@@ -216,20 +285,19 @@ queue_push(struct kconn *k, int32_t corr, int16_t key, int16_t version, uint32_t
         k->qcap = ncap;
         k->qhead = 0;
     }
-    k->q[(k->qhead + k->qlen) % k->qcap] = (struct kreq){corr, key, version, size, lk_now_us()};
+    k->q[(k->qhead + k->qlen) % k->qcap] = (struct kreq){id, corr, key, version, size, lk_now_us()};
     k->qlen++;
-    k->frames_in++;
-    k->bytes_in += size;
 }
 
-/* The request a response with correlation id corr answers; the requests
- * queued before it got none (acks=0).  0, or -1 when nothing matches. */
+/* The request a response with lookout's correlation id `id` answers: one
+ * at most, as no two queued share an id; the requests queued before it got
+ * none.  0, or -1 when nothing matches. */
 static int
-queue_match(struct kconn *k, int32_t corr, struct kreq *out)
+queue_match(struct kconn *k, int32_t id, struct kreq *out)
 {
     for (size_t i = 0; i < k->qlen; i++) {
         const struct kreq *r = &k->q[(k->qhead + i) % k->qcap];
-        if (r->corr == corr) {
+        if (r->id == id) {
             *out = *r;
             k->qhead = (k->qhead + i + 1) % k->qcap;
             k->qlen -= i + 1;
@@ -274,6 +342,11 @@ handshake_v0(struct kconn *k, struct evbuffer *in)
     return 0;
 }
 
+/* A client that spoke out of turn around a SaslHandshake v0. */
+static const char sasl_early[] =
+    "client sent more while its SASL exchange (after SaslHandshake v0) was waiting for the broker; "
+    "closing";
+
 /* Both readers to bare SASL tokens (sasl_left > 0) or back to Kafka
  * frames, between frames: the client waits for the broker's token before
  * it sends anything, so neither direction is inside a frame.  0, or -1
@@ -282,16 +355,51 @@ static int
 sasl_switch(struct kconn *k, int left)
 {
     if (k->rq.have != 0 || lk_kafka_reader_in_body(&k->rq) || k->qlen != 0) {
-        lk_pair_close(&k->pr, "client sent more while its SASL exchange (after SaslHandshake v0) was "
-                       "waiting for the broker; closing");
+        lk_pair_close(&k->pr, sasl_early);
         return -1;
     }
     k->sasl_left = left;
+    k->sasl_client_turn = 1;
     lk_kafka_reader_init(&k->rq, left > 0 ? LK_KAFKA_BARE : LK_KAFKA_REQUEST,
                          frame_cap(k->pr.cluster));
     lk_kafka_reader_init(&k->rs, left > 0 ? LK_KAFKA_BARE : LK_KAFKA_RESPONSE,
                          frame_cap(k->pr.cluster));
     return 0;
+}
+
+/*
+ * Whether the broker answers the Produce request whose prefix was just read
+ * at offset off of in: 1, or 0 for acks=0 (Kafka never answers those), or
+ * -2 to wait for more of it.  A version whose layout lookout does not know
+ * or a head it cannot read counts as answered, never guessed (KAFKA-21160):
+ * its entry waits, and since the ids are lookout's own, a later answer
+ * still names its own request and passes it.
+ */
+static int
+produce_answered(struct kconn *k, struct evbuffer *in, size_t off)
+{
+    size_t frame = 4 + (size_t)k->rq.prefix.size, avail = evbuffer_get_length(in) - off;
+    size_t lim = frame < LK_KAFKA_PRODUCE_HEAD_MAX ? frame : LK_KAFKA_PRODUCE_HEAD_MAX;
+    size_t have = avail < lim ? avail : lim;
+    const uint8_t *h = in_first_chain(in, off, have); /* most often: read in place */
+    int16_t acks = 1;
+    int r;
+
+    if (h != NULL) {
+        r = lk_kafka_produce_acks(h, have, &acks);
+    } else {
+        uint8_t head[512]; /* enough but for long client or transactional ids */
+        size_t n = have < sizeof(head) ? have : sizeof(head);
+        r = copy_at(in, off, head, n) == 0 ? lk_kafka_produce_acks(head, n, &acks) : -1;
+        if (r == -2 && n < have) {
+            uint8_t *big = lk_xmalloc(have);
+            r = copy_at(in, off, big, have) == 0 ? lk_kafka_produce_acks(big, have, &acks) : -1;
+            free(big);
+        }
+    }
+    if (r == -2)
+        return have < lim ? -2 : 1;
+    return r != 0 || acks != 0;
 }
 
 /* A request frame whose size field is out of range ends the connection. */
@@ -313,16 +421,17 @@ close_bad_size(struct kconn *k, int32_t size)
 static int
 at_boundary(const struct kconn *k)
 {
-    return k->pr.draining && k->sasl_left == 0 && !k->handshake_wait &&
+    return k->pr.draining && k->sasl_left == 0 && !k->head_wait &&
            !lk_kafka_reader_in_body(&k->rq);
 }
 
 /*
  * Draining: closes once no request awaits its response (and no response
  * is part-way to the client).  A connection that never reached its
- * broker closes at once.  Produce with acks=0 is never answered: its entry
- * goes only when a later response passes it, so such a connection may
- * stay until drain_timeout.
+ * broker closes at once.  A Produce with acks=0 is not waited for; one
+ * whose Acks lookout could not read is, and if it had acks=0 its entry goes
+ * only when a later response passes it, so such a connection may stay
+ * until drain_timeout.
  */
 static void
 drain_check(struct kconn *k)
@@ -371,9 +480,17 @@ pump_requests(struct lk_pair *pr)
             lk_io_disable(&k->pr.c->io, EV_READ);
             break;
         }
-        int ev = k->handshake_wait; /* set only when ready is 0: the prefix is at the start */
+        if (k->sasl_v0_asked && !lk_kafka_reader_in_body(&k->rq) &&
+            evbuffer_get_length(in) > ready) {
+            /* Its answer decides how the broker reads what follows (bare
+             * tokens or Kafka frames): nothing goes before it is known. */
+            evbuffer_remove_buffer(in, out, ready);
+            lk_pair_close(&k->pr, sasl_early);
+            return;
+        }
+        int ev = k->head_wait; /* set only when ready is 0: the prefix is at the start */
         ssize_t n = ev != 0 ? (ssize_t)k->rq.prefix_len : next_piece(&k->rq, in, ready, &ev);
-        k->handshake_wait = 0;
+        k->head_wait = 0;
         if (n < 0) {
             evbuffer_remove_buffer(in, out, ready);
             close_bad_size(k, k->rq.prefix.size);
@@ -399,14 +516,49 @@ pump_requests(struct lk_pair *pr)
                 ready = 0;
                 size_t whole = 4 + (size_t)k->rq.prefix.size;
                 if (whole <= LK_KAFKA_SASL_HANDSHAKE_MAX && evbuffer_get_length(in) < whole) {
-                    k->handshake_wait = ev;
+                    k->head_wait = ev;
                     break;
                 }
                 if (handshake_v0(k, in) != 0)
                     return;
+                k->sasl_v0_asked = 1;
             }
-            queue_push(k, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
-                       k->rq.prefix.api_version, 4 + (uint32_t)k->rq.prefix.size);
+            int answered = 1;
+            if (k->rq.prefix.api_key == LK_KAFKA_PRODUCE) {
+                answered = produce_answered(k, in, ready);
+                if (answered == -2) { /* its head is not all there: the prefix waits at the start */
+                    evbuffer_remove_buffer(in, out, ready);
+                    ready = 0;
+                    k->head_wait = ev;
+                    break;
+                }
+            }
+            if (answered && k->qlen == LK_KAFKA_MAX_PENDING) {
+                char why[160];
+                snprintf(why, sizeof(why),
+                         "client has %d requests awaiting their answers, the most lookout follows on "
+                         "one connection; closing",
+                         LK_KAFKA_MAX_PENDING);
+                evbuffer_remove_buffer(in, out, ready);
+                lk_pair_close(&k->pr, why);
+                return;
+            }
+            /* The broker gets lookout's id; the client's comes back with the answer. */
+            int32_t id = (int32_t)k->next_id++;
+            put32_at(in, ready + 8, (uint32_t)id);
+            if (answered)
+                queue_push(k, id, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
+                           k->rq.prefix.api_version, 4 + (uint32_t)k->rq.prefix.size);
+            k->frames_in++;
+            k->bytes_in += 4 + (uint64_t)k->rq.prefix.size;
+        } else if (ev & LK_KAFKA_RD_PREFIX) { /* a bare SASL token */
+            if (!k->sasl_client_turn) {
+                evbuffer_remove_buffer(in, out, ready);
+                lk_pair_close(&k->pr, "client sent a SASL token before the broker answered its last "
+                               "(after SaslHandshake v0); closing");
+                return;
+            }
+            k->sasl_client_turn = 0;
         }
         ready += (size_t)n;
     }
@@ -470,7 +622,7 @@ stream_tail(struct kconn *k, struct evbuffer *out)
     size_t tlen = evbuffer_get_length(k->held);
     uint8_t head[LK_KAFKA_FSTREAM_HEAD_MAX];
     size_t hn =
-        lk_kafka_fstream_head(k->cur.key, k->cur.version, k->rs.prefix.correlation_id, tlen, head);
+        lk_kafka_fstream_head(k->cur.key, k->cur.version, k->cur.corr, tlen, head);
     struct evbuffer *whole = evbuffer_new(), *rew = evbuffer_new();
     enum lk_kafka_fit fit = LK_KAFKA_FIT_BAD;
 
@@ -501,7 +653,7 @@ stream_tail(struct kconn *k, struct evbuffer *out)
         snprintf(why, sizeof(why),
                  "broker's api %d v%d answer ends in %zu bytes that do not decode as its "
                  "NodeEndpoints and tagged fields (correlation id %d); closing",
-                 k->cur.key, k->cur.version, tlen, k->rs.prefix.correlation_id);
+                 k->cur.key, k->cur.version, tlen, k->cur.corr);
         lk_pair_close(&k->pr, why);
         return -1;
     }
@@ -551,7 +703,7 @@ stream_piece(struct kconn *k, struct evbuffer *in, struct evbuffer *out, size_t 
             snprintf(why, sizeof(why),
                      "broker's api %d v%d answer (correlation id %d) does not follow its layout; "
                      "closing",
-                     k->cur.key, k->cur.version, k->rs.prefix.correlation_id);
+                     k->cur.key, k->cur.version, k->cur.corr);
             lk_pair_close(&k->pr, why);
             return -1;
         }
@@ -607,6 +759,7 @@ handshake_v0_answered(struct kconn *k, struct evbuffer *out)
                    p[LK_KAFKA_RES_PREFIX] == 0 && p[LK_KAFKA_RES_PREFIX + 1] == 0;
 
     evbuffer_add_buffer(out, k->held);
+    k->sasl_v0_asked = 0;
     if (accepted)
         sasl_switch(k, k->sasl_rounds);
 }
@@ -667,18 +820,21 @@ pump_responses(struct lk_pair *pr)
             ready += (size_t)n;
             if ((ev & LK_KAFKA_RD_END) && --k->sasl_left == 0)
                 sasl_switch(k, 0);
+            else if (ev & LK_KAFKA_RD_END)
+                k->sasl_client_turn = 1; /* its next token may come */
             continue;
         }
         if (ev & LK_KAFKA_RD_PREFIX) {
-            int32_t corr = k->rs.prefix.correlation_id;
-            if (queue_match(k, corr, &k->cur) != 0) {
+            int32_t id = k->rs.prefix.correlation_id;
+            if (queue_match(k, id, &k->cur) != 0) {
                 char why[128];
                 snprintf(why, sizeof(why),
-                         "broker answered correlation id %d, which no request has; closing", corr);
+                         "broker answered correlation id %d, which no request has; closing", id);
                 evbuffer_remove_buffer(in, out, ready);
                 lk_pair_close(&k->pr, why);
                 return;
             }
+            put32_at(in, ready + 4, (uint32_t)k->cur.corr); /* the client's own id back */
             k->cur_head_us = lk_now_us();
             int filtered = k->pr.cluster->nfilters != 0;
             if (filtered && k->pr.cluster->leak_guard != LK_LEAK_OFF &&
@@ -779,7 +935,7 @@ client_gone(struct lk_pair *pr)
     const char *what = k->sasl_left > 0 ? "SASL token" : "request frame";
     char why[192];
 
-    if (k->handshake_wait) /* a whole prefix, still in the buffer */
+    if (k->head_wait) /* a whole prefix, still in the buffer */
         rest -= r.prefix_len;
     else if (!lk_kafka_reader_in_body(&r) && !r.failed && rest > 0) {
         /* A prefix stays in the buffer until it is whole, and so does all

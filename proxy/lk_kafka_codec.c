@@ -140,6 +140,46 @@ lk_kafka_sasl_bare_rounds(struct lk_str mech)
     return 0;
 }
 
+/* ---- Produce acks ---------------------------------------------------- */
+
+int
+lk_kafka_produce_acks(const uint8_t *head, size_t len, int16_t *acks)
+{
+    struct lk_kw c = {head, len, LK_KAFKA_REQ_PREFIX, 0};
+
+    if (len < LK_KAFKA_REQ_PREFIX)
+        return -2;
+    int16_t v = (int16_t)lk_kw_get16(head + 6);
+    if (lk_kw_get16(head + 4) != LK_KAFKA_PRODUCE || v < 0 || v > LK_KAFKA_PRODUCE_MAX_KNOWN)
+        return -1;
+    int flex = v >= 9; /* "flexibleVersions": "9+", request header v2 */
+    int16_t n = lk_kw_i16(&c); /* ClientId: nullable, an int16 length in v1 and v2 */
+    if (n < -1)
+        return -1;
+    if (n > 0)
+        lk_kw_skip(&c, (size_t)n);
+    if (flex)
+        lk_kw_tags(&c); /* the header's tagged fields */
+    if (v >= 3) {       /* TransactionalId: nullable */
+        if (flex) {
+            uint32_t l = lk_kw_uvarint(&c); /* compact: length + 1, 0 for null */
+            if (l > 1)
+                lk_kw_skip(&c, l - 1);
+        } else {
+            n = lk_kw_i16(&c);
+            if (n < -1)
+                return -1;
+            if (n > 0)
+                lk_kw_skip(&c, (size_t)n);
+        }
+    }
+    int16_t a = lk_kw_i16(&c);
+    if (c.bad)
+        return -2;
+    *acks = a;
+    return 0;
+}
+
 static int
 flexible(int16_t api_key, int16_t api_version)
 {

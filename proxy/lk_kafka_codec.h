@@ -175,6 +175,31 @@ int lk_kafka_sasl_mechanism(const uint8_t *frame, size_t len, struct lk_str *mec
  */
 int lk_kafka_sasl_bare_rounds(struct lk_str mech);
 
+/* ---- Produce acks ---------------------------------------------------- */
+
+/* The newest Produce version whose request layout the codec knows. */
+#define LK_KAFKA_PRODUCE_MAX_KNOWN 13
+
+/* The most bytes of a Produce request read to find its Acks: the prefix,
+ * a ClientId of at most 32767 bytes, 1 KiB of request header tagged
+ * fields, a TransactionalId of at most 32767 bytes (with a 5-byte compact
+ * length), and Acks itself.  Acks further in is not looked for. */
+#define LK_KAFKA_PRODUCE_HEAD_MAX (LK_KAFKA_REQ_PREFIX + 2 + 32767 + 1024 + 5 + 32767 + 2)
+
+/*
+ * The Acks of a Produce request, from the first len bytes of its frame
+ * (head, size field included): the broker never answers acks=0.  Layout
+ * (ProduceRequest.json, RequestHeader.json): request header v1 (v0-8) or
+ * v2 (v9+, flexible: tagged fields after the ClientId, which keeps its
+ * int16 length), then TransactionalId (v3+; a compact string from v9) and
+ * Acks (int16).  Returns 0 with *acks set; -2 when the bytes run out
+ * before Acks (more of the frame may tell; a malformed varint reads the
+ * same); -1 for another api key, a version above
+ * LK_KAFKA_PRODUCE_MAX_KNOWN (KAFKA-21160: a layout lookout does not know
+ * is not guessed at) or a negative string length other than null.
+ */
+int lk_kafka_produce_acks(const uint8_t *head, size_t len, int16_t *acks);
+
 /* ---- response rewriting --------------------------------------------- */
 
 /* A callback's verdict on one broker endpoint. */

@@ -93,20 +93,28 @@ const char lk_fuzz_kafka_guard_map[] =
     "advertised.listeners = INTERNAL://kafka-10.kafka-headless.kafka.svc.cluster.local:9092,"
     "EXTERNAL://127.0.0.1:19093\n";
 
-static struct lk_conf *
-load_map(const char *leak_guard, const char *prod_keys, const char *sections)
+struct lk_conf *
+lk_fuzz_load(const char *text)
 {
-    char text[4096], err[512];
+    char err[512];
     struct lk_conf *conf;
 
     lk_log_level = LK_ERR; /* the filters' warnings are expected here */
-    snprintf(text, sizeof(text), map_fmt, leak_guard, prod_keys, sections);
     conf = lk_conf_load_buf("fuzz.conf", text, strlen(text), err, sizeof(err));
     if (conf == NULL) {
         fprintf(stderr, "fuzz: the listener map does not load: %s\n", err);
         abort();
     }
     return conf;
+}
+
+static struct lk_conf *
+load_map(const char *leak_guard, const char *prod_keys, const char *sections)
+{
+    char text[4096];
+
+    snprintf(text, sizeof(text), map_fmt, leak_guard, prod_keys, sections);
+    return lk_fuzz_load(text);
 }
 
 struct lk_conf *

@@ -33,6 +33,10 @@
 uint64_t lk_fuzz_seed(const uint8_t *data, size_t len);
 size_t lk_fuzz_piece(uint64_t *state, size_t left);
 
+/* The map text describes, loaded (log level LK_ERR from then on: the
+ * filters' warnings are expected); aborts if it does not load. */
+struct lk_conf *lk_fuzz_load(const char *text);
+
 /*
  * The listener map of the filter harnesses (see fuzz_util.c): four
  * brokers of cluster "prod" with internal, external and other listeners,

@@ -67,6 +67,12 @@ ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start: ' . ($lk
 
 sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
 sub hex_of { return unpack('H*', $_[0]) }
+# A request's or an answer's hex (as the broker logs them: no size) with its correlation id
+# blanked: the broker gets lookout's own ids, the client gets its own back.
+sub req_hex { my $h = hex_of($_[0]); substr($h, 8, 8) = 'x' x 8 if length $h >= 16; $h }
+sub res_hex { my $h = hex_of($_[0]); substr($h, 0, 8) = 'x' x 8 if length $h >= 8; $h }
+sub blank_req { my $h = $_[0] // ''; substr($h, 8, 8) = 'x' x 8 if length $h >= 16; $h }
+sub blank_res { my $h = $_[0] // ''; substr($h, 0, 8) = 'x' x 8 if length $h >= 8; $h }
 
 # The lookout addresses each node must be known by, through cluster NAME.
 sub ext_of { my ($name) = @_; return { map { ($_ => "127.0.0.1:$port{$name}{$_}") } keys %{ $port{$name} } } }
@@ -191,9 +197,11 @@ subtest 'raw client: SaslHandshake v1, SaslAuthenticate v2 with a wrong password
     my (undef, $how) = KafkaMock::read_frame($s, 5);
     is($how, 'eof', 'closed after the answer');
     my @saw = broker_saw('raw-v1');
-    is_deeply([ map { $_->{request_hex} } @saw ], [ map { hex_of($_) } @req ], 'the broker got both requests as sent');
-    is_deeply([ map { $_->{response_hex} } @saw ], [ map { hex_of($_ // '') } @got ],
-              'the client got both answers as the broker sent them');
+    is_deeply([ map { blank_req($_->{request_hex}) } @saw ], [ map { req_hex($_) } @req ],
+              'the broker got both requests as sent (but for the correlation ids)');
+    is_deeply([ map { blank_res($_->{response_hex}) } @saw ], [ map { res_hex($_ // '') } @got ],
+              'the client got both answers as the broker sent them (but for the correlation ids)');
+    is_deeply([ map { unpack('N', $_ // '') } @got ], [ 1, 2 ], '... with its own correlation ids');
     my ($corr, $tags, $err, $mlen) = unpack('N C n C', $got[1] // '');
     is($err, 58, "... SaslAuthenticate's error 58 (SASL_AUTHENTICATION_FAILED)");
     like($got[1] // '', qr/Authentication failed: Invalid username or password/, '... and its message');
@@ -225,9 +233,11 @@ subtest 'raw client: SaslHandshake v0, a bare token, then Kafka frames again' =>
         ok(index($r3, pack('N n/a* N', $n->{id}, '127.0.0.1', $n->{port})) < 0, '... not at its own');
     }
     my @saw = broker_saw('raw-v0');
-    is_deeply([ map { $_->{request_hex} } @saw ], [ hex_of($hs), hex_of($token) ],
-              'the broker got the handshake and the token as sent');
-    is_deeply([ map { $_->{response_hex} } @saw ], [ hex_of($r1), '' ], '... and the client its answers as sent');
+    is_deeply([ blank_req($saw[0]{request_hex}), map { $_->{request_hex} } @saw[1 .. $#saw] ], [ req_hex($hs), hex_of($token) ],
+              'the broker got the handshake (but for its correlation id) and the token as sent');
+    is_deeply([ blank_res($saw[0]{response_hex}), map { $_->{response_hex} } @saw[1 .. $#saw] ], [ res_hex($r1), '' ],
+              '... and the client its answers as sent');
+    is(unpack('N', $r1 // ''), 1, "... the handshake's answer with the client's correlation id");
     close $s;
 };
 

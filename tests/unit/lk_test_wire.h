@@ -1,7 +1,8 @@
 /*
  * A growing byte buffer for the unit tests that write wire data of their
  * own (the Kafka and Pulsar codecs'): put() appends bytes, w8() one byte.
- * Out of memory aborts.  Static inline, for those test files only.
+ * Out of memory aborts.  Static inline, for those test files only (and
+ * tests/fuzz/fuzz_kafka_pair.c).
  */
 #ifndef LK_TEST_WIRE_H
 #define LK_TEST_WIRE_H

@@ -1236,6 +1236,76 @@ t_handshake(struct tb *b, const char *client, const char *mech, int size_fix)
     wstr(b, 0, mech);
 }
 
+/* A Produce request vN's head (the size field as if the frame were whole,
+ * the size field included in the bytes): client id, header tags (v9+),
+ * TransactionalId (v3+), Acks, TimeoutMs. */
+static void
+t_produce(struct tb *b, int v, const char *client, int tags, const char *txn, int acks)
+{
+    struct tb h = {0};
+    int flex = v >= 9;
+
+    w16(&h, LK_KAFKA_PRODUCE);
+    w16(&h, v);
+    w32(&h, 7);
+    wstr(&h, 0, client); /* ClientId: int16 length in header v2 too */
+    if (flex) {
+        wuv(&h, (uint32_t)tags);
+        for (int i = 0; i < tags; i++) {
+            wuv(&h, (uint32_t)i);
+            wuv(&h, 3);
+            put(&h, "abc", 3);
+        }
+    }
+    if (v >= 3)
+        wstr(&h, flex, txn);
+    w16(&h, acks);
+    w32(&h, 30000);
+    w32(b, (int64_t)h.len + 100); /* records follow */
+    put(b, h.p, h.len);
+    free(h.p);
+}
+
+static void
+test_produce_acks(void)
+{
+    struct tb t = {0};
+    int16_t acks = 99;
+
+    for (int v = 0; v <= LK_KAFKA_PRODUCE_MAX_KNOWN; v++) {
+        for (int a = -1; a <= 1; a++) {
+            t.len = 0;
+            t_produce(&t, v, "producer-1", 2, a == 0 ? NULL : "txn", a);
+            acks = 99;
+            int r = lk_kafka_produce_acks(t.p, t.len, &acks);
+            ok(r == 0 && acks == a, "Produce v%d: acks %d read (%d, %d)", v, a, r, acks);
+            /* one byte short of Acks: more is needed */
+            ok(lk_kafka_produce_acks(t.p, t.len - 5, &acks) == -2, "Produce v%d: cut before Acks", v);
+        }
+    }
+    t.len = 0;
+    t_produce(&t, 3, NULL, 0, NULL, 0);
+    ok(lk_kafka_produce_acks(t.p, t.len, &acks) == 0 && acks == 0, "null client and transactional ids");
+    t.len = 0;
+    t_produce(&t, 12, "c", 0, "a-long-transactional-id-well-past-one-varint-byte-"
+                               "a-long-transactional-id-well-past-one-varint-byte-"
+                               "a-long-transactional-id-well-past-one-varint-byte", -1);
+    ok(lk_kafka_produce_acks(t.p, t.len, &acks) == 0 && acks == -1,
+       "a compact transactional id whose length takes two varint bytes");
+    t.len = 0;
+    t_produce(&t, 14, "c", 0, NULL, 0);
+    ok(lk_kafka_produce_acks(t.p, t.len, &acks) == -1,
+       "a version past the codec's: not guessed (KAFKA-21160)");
+    t.len = 0;
+    t_produce(&t, 5, "c", 0, NULL, 0);
+    t.p[12] = 0xff, t.p[13] = 0xfe; /* ClientId length -2 */
+    ok(lk_kafka_produce_acks(t.p, t.len, &acks) == -1, "a negative client id length");
+    t.p[5] = LK_KAFKA_METADATA;
+    ok(lk_kafka_produce_acks(t.p, t.len, &acks) == -1, "not a Produce");
+    ok(lk_kafka_produce_acks(t.p, 11, &acks) == -2, "less than the prefix: more is needed");
+    free(t.p);
+}
+
 static void
 test_sasl(void)
 {
@@ -1557,5 +1627,6 @@ const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/sasl", test_sasl},
     {"kafka_codec/stream", test_stream},
     {"kafka_codec/stream_padding", test_stream_padding},
+    {"kafka_codec/produce_acks", test_produce_acks},
     {NULL, NULL},
 };
