@@ -734,9 +734,15 @@ kafka_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int16_t key, 
     if (a == LK_KAFKA_ADDRS_NONE)
         return;
     if (a == LK_KAFKA_ADDRS_DECODED) {
-        /* the callback keeps every endpoint: nothing is written */
-        if (lk_kafka_rewrite_response(p, len, key, version, &rw, NULL) != LK_KAFKA_RW_MALFORMED)
+        /* the callback keeps every endpoint: nothing is written.  Bytes
+         * after the last field are read by no client, but they reach it:
+         * a broker's bytes there are read as bytes (the whole answer, so
+         * that a host's length prefix before them is seen). */
+        if (lk_kafka_rewrite_response(p, len, key, version, &rw, NULL) != LK_KAFKA_RW_MALFORMED) {
+            if (rw.trailing != 0)
+                scan_frame(f, x, g, p, len, fd);
             return;
+        }
         fd->n = 0; /* what the walk met before it failed is read again below */
         if (key == LK_KAFKA_PRODUCE || key == LK_KAFKA_FETCH || key == LK_KAFKA_SHARE_FETCH ||
             key == LK_KAFKA_SHARE_ACKNOWLEDGE)

@@ -26,19 +26,27 @@
  *     bytes lookout delivers to the client.  With the Kafka filter, a
  *     Metadata answer read against its own request is rewritten by node
  *     id; read against any other request it would pass untouched, so a
- *     single mispairing is a find.  Unchecked after the broker broke the
- *     framing, until the binary leak guard is in (GUARDED below);
+ *     single mispairing is a find.  The map has leak_guard = block, and
+ *     the broker names internal addresses wherever Kafka could put one:
+ *     a Metadata answer of a version lookout does not know (v14, in v13's
+ *     layout), and, among its opaque bytes, any answer of an api that may
+ *     carry an address (lk_kafka_response_addrs is not NONE: FindCoordinator
+ *     or DescribeQuorum that do not decode, unknown api keys, Produce or
+ *     Fetch past the codec's versions, bytes after an answer's last field;
+ *     not streamed Fetch answers, whose bytes are records); the guard must close the
+ *     connection before any of those reach the client.  Unchecked after
+ *     the broker broke the framing (step 7's bytes of its own): then an
+ *     answer can sit inside a frame lookout reads as the answer to an
+ *     api that carries no address (a Produce v3), which no proxy that
+ *     reads only frame prefixes and the answers that may name a broker
+ *     can see; a broker that breaks Kafka's framing is outside what
+ *     lookout can guard;
  *   - every request reaches the broker as the client sent it but for its
  *     correlation id, which is lookout's next (0, 1, 2...); every bare
  *     SASL token byte for byte;
  *   - every answer reaches the client in order, with the correlation id
  *     of the client's request it answers (while the broker keeps to the
- *     framing).
- * Once the binary leak guard is in (leak_guard for Kafka clusters),
- * GUARDED becomes 1, the map gets `leak_guard = block`, and the broker
- * model may put internal addresses in any answer (opaque bodies, unknown
- * versions, broker tokens: change noise() to draw from the map's hosts
- * too): the leak invariant then holds for every run as it is.
+ *     framing), until the connection closes.
  *
  * Input: a stream of steps, each one byte and the bytes it reads:
  *   0-3  the client queues a frame (kind and fields from what follows);
@@ -56,17 +64,6 @@
 #include "fuzz_util.h"
 #include "../unit/lk_test_wire.h" /* struct tb, put(), w8() */
 
-/*
- * Whether Kafka clusters have the binary leak guard.  Until they do, a
- * broker that breaks the framing (step 7's bytes of its own) can have a
- * Metadata answer streamed inside a frame lookout reads as the answer to
- * another request: pairing cannot see that, only a guard on every answer
- * can, so such runs are not checked for leaks.  With the guard: set this
- * to 1 and add "leak_guard = block" to [kafka events] below; every run is
- * then checked, and the broker may put internal addresses anywhere.
- */
-#define GUARDED 0
-
 /* Three brokers whose internal hosts are all different. */
 static const char map_text[] =
     "[lookout]\n"
@@ -75,6 +72,7 @@ static const char map_text[] =
     "lookupListenerName = EXTERNAL\n"
     "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
     "bootstrap.servers = 127.0.6.100:9092\n"
+    "leak_guard = block\n"
     "[broker events/1]\n"
     "advertised.listeners = INTERNAL://10.3.0.11:9092,EXTERNAL://127.0.6.1:9092\n"
     "[broker events/2]\n"
@@ -465,6 +463,22 @@ noise_len(struct broker *br, size_t max)
     return (size_t)(br->rng >> 40) % max;
 }
 
+/* Sometimes, one broker's internal host and port as Kafka writes them
+ * (a string, then the port as INT32), among the opaque bytes. */
+static void
+maybe_address(struct tb *b, struct broker *br, const struct lk_cluster *cl, int flex)
+{
+    struct tb t = {0};
+    noise(&t, br, 1);
+    free(t.p);
+    if ((br->rng >> 33) % 4 != 0 || cl->nbrokers == 0)
+        return;
+    const struct lk_url *u = lk_kafka_addr(cl->brokers[(br->rng >> 40) % cl->nbrokers]->internal);
+    wstr(b, flex, u->host, strlen(u->host));
+    w32(b, u->port);
+    noise(b, br, noise_len(br, 8));
+}
+
 static uint32_t
 get32(const uint8_t *p)
 {
@@ -521,10 +535,10 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
             }
             answer = acks != 0;
             noise(&a, br, noise_len(br, 16));
-        } else if (key == 3 && ver <= 13) {
-            metadata_answer(&a, cl, ver);
+            if (lk_kafka_response_addrs(key, ver) != LK_KAFKA_ADDRS_NONE)
+                maybe_address(&a, br, cl, ver >= 9);
         } else if (key == 3) {
-            goto shut;
+            metadata_answer(&a, cl, ver <= 13 ? ver : 13); /* v14: as v13 */
         } else if (key == 17 && ver <= 1) {
             size_t o;
             if (read_header(p, size, 0, &o) != 0 || size - o < 2) {
@@ -541,6 +555,13 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
                 br->bare = rounds;
         } else {
             noise(&a, br, noise_len(br, 16));
+            /* Not in a streamed Fetch or ShareFetch answer: its bytes are
+             * records, the users' own, which may hold any text and pass as
+             * they are (only the NodeEndpoints tail is lookout's to read:
+             * fuzz_kafka_fetch_stream checks it). */
+            if (lk_kafka_response_addrs(key, ver) != LK_KAFKA_ADDRS_NONE &&
+                !lk_kafka_stream_wanted(key, ver))
+                maybe_address(&a, br, cl, br->rng & 1);
         }
         if (answer)
             expect(br, client_corr);
@@ -772,7 +793,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 pp.to_client.len, pp.k->pr.dead, pp.k->qlen, br.closed, br.got.len, br.out.len,
                 client.len, evbuffer_get_length(bufferevent_get_input(pp.cb[0])),
                 evbuffer_get_length(bufferevent_get_input(pp.ub[0])));
-    if (GUARDED || !br.noisy)
+    if (!br.noisy)
         check_client(&pp, cl);
     check_answers(&pp, &br);
     pair_free(&pp);

@@ -932,6 +932,26 @@ test_kafka_answers(void)
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 2 && rewrites == 0,
                "Metadata v12 that does not decode: %u leaks, %u rewrites", leaks, rewrites);
         }
+        /* Bytes after an answer's last field: no client reads them, but
+         * they reach it; an internal address there is found.  (Found by
+         * fuzz_kafka_pair: a Produce v10 answer that decoded, with a host
+         * in what followed.) */
+        {
+            const int32_t ids[] = {1}, ports[] = {9092};
+            const char *const hosts[] = {"10.0.0.21"};
+            metadata(&f, ids, hosts, ports, 1, 0);
+            w8(&f, 0);
+            w8(&f, 9);
+            put(&f, "10.0.0.21", 9);
+            w32(&f, 9092);
+            size_t n = f.len - 4;
+            f.p[0] = (uint8_t)(n >> 24), f.p[1] = (uint8_t)(n >> 16), f.p[2] = (uint8_t)(n >> 8),
+            f.p[3] = (uint8_t)n;
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 1,
+               "Metadata v12 with 10.0.0.21:9092 after its last field: %u leak, %u rewrite", leaks,
+               rewrites);
+        }
         /* A node the map lacks: decoded, its address is no one lookout serves. */
         {
             const int32_t ids[] = {1, 7}, ports[] = {9092, 9092};
