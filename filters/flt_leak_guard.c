@@ -734,12 +734,16 @@ kafka_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int16_t key, 
     if (a == LK_KAFKA_ADDRS_NONE)
         return;
     if (a == LK_KAFKA_ADDRS_DECODED) {
-        /* the callback keeps every endpoint: nothing is written.  Bytes
-         * after the last field are read by no client, but they reach it:
-         * a broker's bytes there are read as bytes (the whole answer, so
-         * that a host's length prefix before them is seen). */
+        /* The callback keeps every endpoint: nothing is written.  The
+         * endpoints are checked field by field; the answer's other
+         * strings (an ErrorMessage, a ClusterId, a Rack) and any bytes
+         * after its last field are the broker's too, and can name a host
+         * as well, so when the fields found nothing the whole answer is
+         * read as bytes (not both: one address, one find).  Answers held
+         * here are small: Fetch and ShareFetch records never come here,
+         * only their NodeEndpoints tail (lk_kafka.c streams them). */
         if (lk_kafka_rewrite_response(p, len, key, version, &rw, NULL) != LK_KAFKA_RW_MALFORMED) {
-            if (rw.trailing != 0)
+            if (fd->n == 0)
                 scan_frame(f, x, g, p, len, fd);
             return;
         }
@@ -799,6 +803,10 @@ pulsar_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int type, co
             check_url(x, type, c.url, fd);
         if (c.has_url_tls)
             check_url(x, type, c.url_tls, fd);
+        /* the command's other fields (an error message) are read as
+         * bytes, as for Kafka */
+        if (fd->n == 0)
+            scan_frame(f, x, g, p, len, fd);
         return;
     }
     scan_frame(f, x, g, p, len, fd);

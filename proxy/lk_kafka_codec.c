@@ -741,7 +741,6 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
     int hv = lk_kafka_response_header_version(api_key, api_version);
 
     rw->endpoints = rw->changed = rw->unknown = rw->skipped = rw->clamped = rw->dropped = 0;
-    rw->trailing = 0;
     if (len < LK_KAFKA_RES_PREFIX || len - 4 > INT32_MAX || lk_kw_get32(frame) != len - 4)
         return LK_KAFKA_RW_MALFORMED;
     if (hv < 0 || api_version < 0)
@@ -799,7 +798,6 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
         rc = LK_KAFKA_RW_MALFORMED;
         goto out;
     }
-    rw->trailing = w.c.len - w.c.off;
     size = (int64_t)len - 4 + edits_delta(&w, 0);
     for (size_t i = 0; i < w.ne && !any; i++)
         any = w.e[i].kind != E_NOOP;

@@ -231,9 +231,6 @@ struct lk_kafka_rewrite {
     unsigned skipped;   /* FindCoordinator entries with node id < 0, not asked */
     unsigned clamped;   /* ApiVersions entries whose max version was lowered */
     unsigned dropped;   /* ApiVersions entries removed */
-    /* bytes after the answer's last field, which no client reads and the
-     * rewrite passes on as they came (the leak guard reads them) */
-    size_t trailing;
 };
 
 enum lk_kafka_rw {

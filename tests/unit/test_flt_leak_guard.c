@@ -952,6 +952,27 @@ test_kafka_answers(void)
                "Metadata v12 with 10.0.0.21:9092 after its last field: %u leak, %u rewrite", leaks,
                rewrites);
         }
+        /* A string field that is no endpoint (DescribeCluster v0's
+         * ErrorMessage) naming an internal address: decoded, and read as
+         * bytes too.  (Found by fuzz_kafka_pair.) */
+        {
+            f.len = 0;
+            w32(&f, 0);
+            w32(&f, 5);                                     /* CorrelationId */
+            w8(&f, 0);                                      /* header tags */
+            w32(&f, 0);                                     /* ThrottleTimeMs */
+            w8(&f, 0), w8(&f, 15);                          /* ErrorCode */
+            cstr(&f, "broker 10.0.0.21:9092 is not available"); /* ErrorMessage */
+            cstr(&f, "c");                                  /* ClusterId */
+            w32(&f, 1);                                     /* ControllerId */
+            w8(&f, 1);                                      /* Brokers: none */
+            w32(&f, 0);                                     /* ClusterAuthorizedOperations */
+            w8(&f, 0);                                      /* tags */
+            f.p[3] = (uint8_t)(f.len - 4);
+            v = run_frame(conf, LK_PROTO_KAFKA, 60, 0, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "DescribeCluster v0 whose ErrorMessage names 10.0.0.21:9092: %u leak", leaks);
+        }
         /* A node the map lacks: decoded, its address is no one lookout serves. */
         {
             const int32_t ids[] = {1, 7}, ports[] = {9092, 9092};
