@@ -42,7 +42,13 @@ my @nodes = ({ id => 1, host => 'internal-1.kafka.test', port => 0, bind => '127
              { id => 3, host => 'internal-3.kafka.test', port => 0, bind => '127.0.0.1:0' });
 my $tb = KafkaTestBroker->start(dir => $dir, nodes => \@nodes, timeout => 60,
                                 topics => [ { name => 'big', partitions => 3 }, { name => 'wide', partitions => 6000 } ],
-                                bulk => { topic => 'big', bytes => 50 * 1024 * 1024 });
+                                bulk => { topic => 'big', bytes => 50 * 1024 * 1024 },
+                                # Metadata answers of 'wide' (~240 KiB) come in 16 KiB pieces 20 ms
+                                # apart: each is held for a while, so that the last subtest's
+                                # clients overlap in lookout however the machine schedules them
+                                # (sent whole, each could be read in full before the next began,
+                                # and none would wait). Smaller answers go whole.
+                                trickle => { api => 3, piece => 16384, pause => 0.02 });
 my $bulk = $tb->{ready}{bulk};
 ok($bulk && $bulk->{bytes} > 49 * 1024 * 1024, "the broker's partition 0 holds $bulk->{bytes} bytes of records");
 
