@@ -20,7 +20,8 @@
  *    a lookup for a listener it does not have);
  *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
  *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c), and with
- *    the leak guard on, any command of a type lookout does not know
+ *    the leak guard on, the answers with an error text (ERROR and its
+ *    kind) and any command of a type lookout does not know
  *    (lk_pulsar_type_addrs), which the guard reads.
  */
 #include <stddef.h>
@@ -355,8 +356,8 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
 
 /* Whether a frame of this type is held whole: a LOOKUP from the client;
  * from the broker, a command that names brokers, and, when the leak guard
- * is on, one of a type lookout does not know (it could carry an address:
- * the guard reads it). */
+ * is on, one with an error text or of a type lookout does not know (it
+ * could carry an address: the guard reads it). */
 static int
 held_type(const struct pconn *p, int from_client, int type)
 {
@@ -365,6 +366,7 @@ held_type(const struct pconn *p, int from_client, int type)
     switch (lk_pulsar_type_addrs(type)) {
     case LK_PULSAR_ADDRS_DECODED:
         return 1;
+    case LK_PULSAR_ADDRS_TEXT:
     case LK_PULSAR_ADDRS_BYTES:
         return p->pr.cluster->leak_guard != LK_LEAK_OFF;
     default:
