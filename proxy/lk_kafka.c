@@ -66,8 +66,7 @@ struct kconn {
     int holding;
     int streaming;
     struct lk_kafka_fstream fs;
-    size_t counted; /* of held, what the worker's budget counts (lk_hold.h) */
-    struct lk_hold_waiter hw;
+    struct lk_hold_waiter hw; /* its place in the worker's budget (lk_hold.h) */
     int paused; /* stopped reading the broker for the budget */
     int records_warned; /* an answer with records lookout cannot read was logged */
     /* a SaslHandshake v0 whose prefix was read (the reader's event, kept)
@@ -104,11 +103,8 @@ hold_of(struct kconn *k)
 static void
 release(struct kconn *k)
 {
-    if (k->counted != 0)
-        lk_hold_sub(hold_of(k), k->counted);
-    k->counted = 0;
     k->paused = 0;
-    lk_hold_done(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes);
+    lk_hold_release(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes);
 }
 
 /* Moves n bytes from in into k->held, on the budget. */
@@ -118,8 +114,7 @@ hold_bytes(struct kconn *k, struct evbuffer *in, size_t n)
     if (k->held == NULL)
         k->held = evbuffer_new();
     evbuffer_remove_buffer(in, k->held, n);
-    lk_hold_add(hold_of(k), n);
-    k->counted += n;
+    lk_hold_set(hold_of(k), &k->hw, k->hw.counted + n);
 }
 
 static void pump_responses(struct lk_pair *pr);

@@ -72,7 +72,6 @@ struct pconn {
     /* A broker's frame to be held, while it comes (in the input until it
      * is whole): what the worker's max_held_bytes counts of it (lk_hold.h),
      * and whether the broker is not read for that budget. */
-    size_t counted;
     struct lk_hold_waiter hw;
     int paused;
 };
@@ -82,13 +81,8 @@ struct pconn {
 static void
 release(struct pconn *p)
 {
-    struct lk_hold *h = &p->pr.c->w->hold;
-
-    if (p->counted != 0)
-        lk_hold_sub(h, p->counted);
-    p->counted = 0;
     p->paused = 0;
-    lk_hold_done(h, &p->hw, p->pr.c->conf->max_held_bytes);
+    lk_hold_release(&p->pr.c->w->hold, &p->hw, p->pr.c->conf->max_held_bytes);
 }
 
 /* have bytes of a broker's frame to be held are in: counted; 0 while the
@@ -98,11 +92,7 @@ hold_wait(struct pconn *p, size_t have)
 {
     struct lk_hold *h = &p->pr.c->w->hold;
 
-    if (have > p->counted)
-        lk_hold_add(h, have - p->counted);
-    else
-        lk_hold_sub(h, p->counted - have);
-    p->counted = have;
+    lk_hold_set(h, &p->hw, have);
     p->paused = !lk_hold_may_read(h, &p->hw, p->pr.c->conf->max_held_bytes);
     return p->paused;
 }
