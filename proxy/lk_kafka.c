@@ -93,6 +93,14 @@ idle_tv(const struct lk_cluster *cl)
     return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
 }
 
+/* Whether k holds part of an answer: one held whole, or a streamed one's
+ * tail. */
+static int
+holds(const struct kconn *k)
+{
+    return k->holding || (k->streaming && k->fs.tail);
+}
+
 static struct lk_hold *
 hold_of(struct kconn *k)
 {
@@ -645,8 +653,13 @@ pump_responses(struct lk_pair *pr)
     size_t ready = 0; /* whole pieces at the start of in, for the client as they are */
     while (!k->pr.dead) {
         int ev;
-        if ((k->holding || (k->streaming && k->fs.tail)) &&
-            !lk_hold_may_read(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes)) {
+        /* A client that reads slowly: no new answer is begun for it (the
+         * rest waits in the input, and the broker is not read). */
+        if (!k->holding && !k->streaming && k->sasl_left == 0 && k->rs.have == 0 &&
+            !lk_kafka_reader_in_body(&k->rs) &&
+            evbuffer_get_length(out) + ready > LK_KAFKA_HIGH)
+            break;
+        if (holds(k) && !lk_hold_may_read(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes)) {
             k->paused = 1; /* resume() comes back here */
             break;
         }
@@ -749,9 +762,14 @@ pump_responses(struct lk_pair *pr)
     if (k->pr.dead)
         return;
     /* Backpressure: a client that reads slowly stops the broker, streamed
-     * answers included (their records move at the client's pace); a
-     * connection waiting for the budget reads nothing. */
-    if (k->paused || evbuffer_get_length(out) > LK_KAFKA_HIGH)
+     * answers included (their records move at the client's pace), between
+     * answers; a connection waiting for the budget reads nothing.  One
+     * holding part of an answer reads on until it ends, whatever its
+     * client's pace: what it holds counts against the worker's budget,
+     * which the others may be waiting for (and the budget's owner must
+     * never wait, on a client least of all: lk_hold.h).  The answer is
+     * bounded (max_frame_bytes); the loop above begins no other. */
+    if (k->paused || (evbuffer_get_length(out) > LK_KAFKA_HIGH && !holds(k)))
         lk_io_disable(&k->pr.up->io, EV_READ);
     else
         lk_io_enable(&k->pr.up->io, EV_READ);

@@ -377,6 +377,12 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
     while (!p->pr.dead) {
         if (s->left == 0 && from_client && p->pr.draining)
             return 0; /* stopping: no new frame goes to the broker */
+        /* A client that reads slowly: no new frame is begun for it (the
+         * rest waits in the input, and the broker is not read), unless a
+         * held one is part-way: it ends first (see pump_responses). */
+        if (s->left == 0 && !from_client && p->hw.counted == 0 &&
+            evbuffer_get_length(out) > LK_PULSAR_HIGH)
+            return 0;
         if (s->left == 0) {
             int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
             if (r < 0) {
@@ -489,7 +495,12 @@ pump_responses(struct lk_pair *pr)
 
     if (pump(p, 0, in, out) != 0)
         return;
-    if (p->paused || evbuffer_get_length(out) > LK_PULSAR_HIGH)
+    /* A client that reads slowly stops the broker, but not part-way
+     * through a frame held whole: what it holds counts against the
+     * worker's budget, which the others may be waiting for (the budget's
+     * owner must never wait on a client: lk_hold.h); it is bounded by
+     * max_frame_bytes, and pump begins no other. */
+    if (p->paused || (evbuffer_get_length(out) > LK_PULSAR_HIGH && p->hw.counted == 0))
         lk_io_disable(&p->pr.up->io, EV_READ);
     else
         lk_io_enable(&p->pr.up->io, EV_READ);
