@@ -803,11 +803,10 @@ pulsar_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int type, co
             check_url(x, type, c.url, fd);
         if (c.has_url_tls)
             check_url(x, type, c.url_tls, fd);
-        /* the command's other fields (an error message) are read as
-         * bytes, as for Kafka */
-        if (fd->n == 0)
-            scan_frame(f, x, g, p, len, fd);
-        return;
+        if (fd->n != 0)
+            return;
+        /* the rest, a LOOKUP_RESPONSE's message, is read as bytes (the
+         * URLs, rewritten, are no longer internal ones) */
     }
     scan_frame(f, x, g, p, len, fd);
 }

@@ -85,6 +85,23 @@ lk_hold_sub(struct lk_hold *h, size_t n)
     lk_stats_held(-(long long)n, 0);
 }
 
+void
+lk_hold_set(struct lk_hold *h, struct lk_hold_waiter *q, size_t n)
+{
+    if (n > q->counted)
+        lk_hold_add(h, n - q->counted);
+    else if (n < q->counted)
+        lk_hold_sub(h, q->counted - n);
+    q->counted = n;
+}
+
+void
+lk_hold_release(struct lk_hold *h, struct lk_hold_waiter *q, size_t max)
+{
+    lk_hold_set(h, q, 0);
+    lk_hold_done(h, q, max);
+}
+
 int
 lk_hold_may_read(struct lk_hold *h, struct lk_hold_waiter *q, size_t max)
 {

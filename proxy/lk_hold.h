@@ -25,6 +25,7 @@ struct lk_hold;
 struct lk_hold_waiter {
     struct lk_hold_waiter *prev, *next;
     unsigned queued : 1;
+    size_t counted; /* what it holds now, of the worker's total (lk_hold_set) */
     /* Called from the loop once it may read again (it is dequeued first). */
     void (*resume)(struct lk_hold_waiter *q);
 };
@@ -51,6 +52,15 @@ void lk_hold_sub(struct lk_hold *h, size_t n);
  * stops reading until q->resume runs.
  */
 int lk_hold_may_read(struct lk_hold *h, struct lk_hold_waiter *q, size_t max);
+
+/* q's connection holds n bytes now (more or fewer than before): the total
+ * follows by the difference.  What a connection counts lives with its place
+ * in the queue, so that lk_hold_release gives back exactly that. */
+void lk_hold_set(struct lk_hold *h, struct lk_hold_waiter *q, size_t n);
+/* q holds nothing more (its frame is done, or it closes): what it counted
+ * leaves the total, then lk_hold_done.  Every connection that counts calls
+ * it when its frame is done and when it closes. */
+void lk_hold_release(struct lk_hold *h, struct lk_hold_waiter *q, size_t max);
 
 /* q holds nothing more for now (its frame is done, or it closes): it
  * leaves the queue and gives up the ownership, and the waiting ones are

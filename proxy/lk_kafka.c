@@ -80,8 +80,7 @@ struct kconn {
     int holding;
     int streaming;
     struct lk_kafka_fstream fs;
-    size_t counted; /* of held, what the worker's budget counts (lk_hold.h) */
-    struct lk_hold_waiter hw;
+    struct lk_hold_waiter hw; /* its place in the worker's budget (lk_hold.h) */
     int paused; /* stopped reading the broker for the budget */
     int records_warned; /* an answer with records lookout cannot read was logged */
     /* a request whose prefix was read (the reader's event, kept) waits in
@@ -111,6 +110,14 @@ idle_tv(const struct lk_cluster *cl)
     return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
 }
 
+/* Whether k holds part of an answer: one held whole, or a streamed one's
+ * tail. */
+static int
+holds(const struct kconn *k)
+{
+    return k->holding || (k->streaming && k->fs.tail);
+}
+
 static struct lk_hold *
 hold_of(struct kconn *k)
 {
@@ -121,11 +128,8 @@ hold_of(struct kconn *k)
 static void
 release(struct kconn *k)
 {
-    if (k->counted != 0)
-        lk_hold_sub(hold_of(k), k->counted);
-    k->counted = 0;
     k->paused = 0;
-    lk_hold_done(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes);
+    lk_hold_release(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes);
 }
 
 /* Moves n bytes from in into k->held, on the budget. */
@@ -135,8 +139,7 @@ hold_bytes(struct kconn *k, struct evbuffer *in, size_t n)
     if (k->held == NULL)
         k->held = evbuffer_new();
     evbuffer_remove_buffer(in, k->held, n);
-    lk_hold_add(hold_of(k), n);
-    k->counted += n;
+    lk_hold_set(hold_of(k), &k->hw, k->hw.counted + n);
 }
 
 static void pump_responses(struct lk_pair *pr);
@@ -803,8 +806,13 @@ pump_responses(struct lk_pair *pr)
     size_t ready = 0; /* whole pieces at the start of in, for the client as they are */
     while (!k->pr.dead) {
         int ev;
-        if ((k->holding || (k->streaming && k->fs.tail)) &&
-            !lk_hold_may_read(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes)) {
+        /* A client that reads slowly: no new answer is begun for it (the
+         * rest waits in the input, and the broker is not read). */
+        if (!k->holding && !k->streaming && k->sasl_left == 0 && k->rs.have == 0 &&
+            !lk_kafka_reader_in_body(&k->rs) &&
+            evbuffer_get_length(out) + ready > LK_KAFKA_HIGH)
+            break;
+        if (holds(k) && !lk_hold_may_read(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes)) {
             k->paused = 1; /* resume() comes back here */
             break;
         }
@@ -910,9 +918,14 @@ pump_responses(struct lk_pair *pr)
     if (k->pr.dead)
         return;
     /* Backpressure: a client that reads slowly stops the broker, streamed
-     * answers included (their records move at the client's pace); a
-     * connection waiting for the budget reads nothing. */
-    if (k->paused || evbuffer_get_length(out) > LK_KAFKA_HIGH)
+     * answers included (their records move at the client's pace), between
+     * answers; a connection waiting for the budget reads nothing.  One
+     * holding part of an answer reads on until it ends, whatever its
+     * client's pace: what it holds counts against the worker's budget,
+     * which the others may be waiting for (and the budget's owner must
+     * never wait, on a client least of all: lk_hold.h).  The answer is
+     * bounded (max_frame_bytes); the loop above begins no other. */
+    if (k->paused || (evbuffer_get_length(out) > LK_KAFKA_HIGH && !holds(k)))
         lk_io_disable(&k->pr.up->io, EV_READ);
     else
         lk_io_enable(&k->pr.up->io, EV_READ);

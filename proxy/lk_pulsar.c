@@ -20,7 +20,8 @@
  *    a lookup for a listener it does not have);
  *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
  *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c), and with
- *    the leak guard on, any command of a type lookout does not know
+ *    the leak guard on, the answers with an error text (ERROR and its
+ *    kind) and any command of a type lookout does not know
  *    (lk_pulsar_type_addrs), which the guard reads.
  */
 #include <stddef.h>
@@ -71,7 +72,6 @@ struct pconn {
     /* A broker's frame to be held, while it comes (in the input until it
      * is whole): what the worker's max_held_bytes counts of it (lk_hold.h),
      * and whether the broker is not read for that budget. */
-    size_t counted;
     struct lk_hold_waiter hw;
     int paused;
 };
@@ -81,13 +81,8 @@ struct pconn {
 static void
 release(struct pconn *p)
 {
-    struct lk_hold *h = &p->pr.c->w->hold;
-
-    if (p->counted != 0)
-        lk_hold_sub(h, p->counted);
-    p->counted = 0;
     p->paused = 0;
-    lk_hold_done(h, &p->hw, p->pr.c->conf->max_held_bytes);
+    lk_hold_release(&p->pr.c->w->hold, &p->hw, p->pr.c->conf->max_held_bytes);
 }
 
 /* have bytes of a broker's frame to be held are in: counted; 0 while the
@@ -97,11 +92,7 @@ hold_wait(struct pconn *p, size_t have)
 {
     struct lk_hold *h = &p->pr.c->w->hold;
 
-    if (have > p->counted)
-        lk_hold_add(h, have - p->counted);
-    else
-        lk_hold_sub(h, p->counted - have);
-    p->counted = have;
+    lk_hold_set(h, &p->hw, have);
     p->paused = !lk_hold_may_read(h, &p->hw, p->pr.c->conf->max_held_bytes);
     return p->paused;
 }
@@ -355,8 +346,8 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
 
 /* Whether a frame of this type is held whole: a LOOKUP from the client;
  * from the broker, a command that names brokers, and, when the leak guard
- * is on, one of a type lookout does not know (it could carry an address:
- * the guard reads it). */
+ * is on, one with an error text or of a type lookout does not know (it
+ * could carry an address: the guard reads it). */
 static int
 held_type(const struct pconn *p, int from_client, int type)
 {
@@ -365,6 +356,7 @@ held_type(const struct pconn *p, int from_client, int type)
     switch (lk_pulsar_type_addrs(type)) {
     case LK_PULSAR_ADDRS_DECODED:
         return 1;
+    case LK_PULSAR_ADDRS_TEXT:
     case LK_PULSAR_ADDRS_BYTES:
         return p->pr.cluster->leak_guard != LK_LEAK_OFF;
     default:
@@ -385,6 +377,12 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
     while (!p->pr.dead) {
         if (s->left == 0 && from_client && p->pr.draining)
             return 0; /* stopping: no new frame goes to the broker */
+        /* A client that reads slowly: no new frame is begun for it (the
+         * rest waits in the input, and the broker is not read), unless a
+         * held one is part-way: it ends first (see pump_responses). */
+        if (s->left == 0 && !from_client && p->hw.counted == 0 &&
+            evbuffer_get_length(out) > LK_PULSAR_HIGH)
+            return 0;
         if (s->left == 0) {
             int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
             if (r < 0) {
@@ -497,7 +495,12 @@ pump_responses(struct lk_pair *pr)
 
     if (pump(p, 0, in, out) != 0)
         return;
-    if (p->paused || evbuffer_get_length(out) > LK_PULSAR_HIGH)
+    /* A client that reads slowly stops the broker, but not part-way
+     * through a frame held whole: what it holds counts against the
+     * worker's budget, which the others may be waiting for (the budget's
+     * owner must never wait on a client: lk_hold.h); it is bounded by
+     * max_frame_bytes, and pump begins no other. */
+    if (p->paused || (evbuffer_get_length(out) > LK_PULSAR_HIGH && p->hw.counted == 0))
         lk_io_disable(&p->pr.up->io, EV_READ);
     else
         lk_io_enable(&p->pr.up->io, EV_READ);

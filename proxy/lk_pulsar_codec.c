@@ -497,6 +497,20 @@ lk_pulsar_type_addrs(int type)
     case LK_PULSAR_CLOSE_CONSUMER:
     case LK_PULSAR_TOPIC_MIGRATED:
         return LK_PULSAR_ADDRS_DECODED;
+    case 8:  /* SEND_ERROR */
+    case 14: /* ERROR */
+    case 22: /* PARTITIONED_METADATA_RESPONSE */
+    case 26: /* CONSUMER_STATS_RESPONSE */
+    case 35: /* GET_SCHEMA_RESPONSE */
+    case 40: /* GET_OR_CREATE_SCHEMA_RESPONSE */
+    case 51: /* NEW_TXN_RESPONSE */
+    case 53: /* ADD_PARTITION_TO_TXN_RESPONSE */
+    case 55: /* ADD_SUBSCRIPTION_TO_TXN_RESPONSE */
+    case 57: /* END_TXN_RESPONSE */
+    case 59: /* END_TXN_ON_PARTITION_RESPONSE */
+    case 61: /* END_TXN_ON_SUBSCRIPTION_RESPONSE */
+    case 63: /* TC_CLIENT_CONNECT_RESPONSE */
+        return LK_PULSAR_ADDRS_TEXT;
     default:
         /* PulsarApi.proto's Type values: 2-40 and 50-67 hold no address
          * (facts §4); 41-49 are unassigned. */

@@ -148,15 +148,29 @@ int lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_ed
  * for the leak guard (filters/flt_leak_guard.c):
  *   NONE     none: every type of PulsarApi.proto (CONNECT 2 to
  *            GET_OR_CREATE_SCHEMA_RESPONSE 40, NEW_TXN 50 to
- *            WATCH_TOPIC_LIST_CLOSE 67) but the four below; SEND and
+ *            WATCH_TOPIC_LIST_CLOSE 67) but those below; SEND and
  *            MESSAGE among them, whose payloads are never read;
  *   DECODED  LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
- *            TOPIC_MIGRATED: lk_pulsar_decode reads their URLs;
+ *            TOPIC_MIGRATED: lk_pulsar_decode reads their URLs, and
+ *            LOOKUP_RESPONSE's message is read as TEXT's are;
+ *   TEXT     an answer with an error text the broker fills from its
+ *            exceptions, which name the broker as it knows itself (its
+ *            "not served by this instance:HOST:PORT"): SEND_ERROR,
+ *            ERROR, PARTITIONED_METADATA_RESPONSE, CONSUMER_STATS_RESPONSE,
+ *            GET_SCHEMA_RESPONSE, GET_OR_CREATE_SCHEMA_RESPONSE and the
+ *            transaction coordinator's answers (51 to 63, odd): their
+ *            bytes are read.  Not ACK_RESPONSE, one per acknowledgement
+ *            when a client asks for receipts;
  *   BYTES    a type lookout does not know (a newer broker's: the 5.0
  *            scalable-topic and transaction-coordinator commands carry
  *            broker URLs): it could hold anything, so its bytes are read.
  */
-enum lk_pulsar_addrs { LK_PULSAR_ADDRS_NONE = 0, LK_PULSAR_ADDRS_DECODED, LK_PULSAR_ADDRS_BYTES };
+enum lk_pulsar_addrs {
+    LK_PULSAR_ADDRS_NONE = 0,
+    LK_PULSAR_ADDRS_DECODED,
+    LK_PULSAR_ADDRS_TEXT,
+    LK_PULSAR_ADDRS_BYTES
+};
 enum lk_pulsar_addrs lk_pulsar_type_addrs(int type);
 
 /* For tests and test brokers: appends a simple frame around command bytes. */

@@ -408,6 +408,34 @@ lk_pulsar_command_name(int type)
         return "LOOKUP_RESPONSE";
     case 68:
         return "TOPIC_MIGRATED";
+    /* the answers with an error text, which the leak guard reads
+     * (lk_pulsar_type_addrs TEXT) */
+    case 8:
+        return "SEND_ERROR";
+    case 14:
+        return "ERROR";
+    case 22:
+        return "PARTITIONED_METADATA_RESPONSE";
+    case 26:
+        return "CONSUMER_STATS_RESPONSE";
+    case 35:
+        return "GET_SCHEMA_RESPONSE";
+    case 40:
+        return "GET_OR_CREATE_SCHEMA_RESPONSE";
+    case 51:
+        return "NEW_TXN_RESPONSE";
+    case 53:
+        return "ADD_PARTITION_TO_TXN_RESPONSE";
+    case 55:
+        return "ADD_SUBSCRIPTION_TO_TXN_RESPONSE";
+    case 57:
+        return "END_TXN_RESPONSE";
+    case 59:
+        return "END_TXN_ON_PARTITION_RESPONSE";
+    case 61:
+        return "END_TXN_ON_SUBSCRIPTION_RESPONSE";
+    case 63:
+        return "TC_CLIENT_CONNECT_RESPONSE";
     default:
         return NULL;
     }

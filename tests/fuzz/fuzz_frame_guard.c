@@ -25,7 +25,8 @@
  *     every other known API; lk_pulsar_type_addrs NONE: SEND, MESSAGE...)
  *     counts nothing and is never refused;
  *   - an answer read as bytes (an api key lookout does not know, a
- *     Metadata version past its own, a Pulsar type it does not know) in
+ *     Metadata version past its own, a Pulsar type it does not know or
+ *     one with an error text: lk_pulsar_type_addrs TEXT) in
  *     which a naive scan finds an internal host:port or URL of the map
  *     counts at least one leak.
  */
@@ -194,7 +195,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(r[1].leaks == 0 && r[2].v == LK_FLT_CONTINUE);
     /* what is read as bytes, the naive scan's finds are found */
     int bytes = kafka ? lk_kafka_response_addrs(key, version) == LK_KAFKA_ADDRS_BYTES
-                      : lk_pulsar_type_addrs(key) == LK_PULSAR_ADDRS_BYTES;
+                      : lk_pulsar_type_addrs(key) == LK_PULSAR_ADDRS_BYTES ||
+                            lk_pulsar_type_addrs(key) == LK_PULSAR_ADDRS_TEXT;
     if (bytes && naive_leak(kafka, r[0].out, r[0].len))
         LK_FUZZ_CHECK(r[1].leaks != 0);
 

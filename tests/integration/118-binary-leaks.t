@@ -3,7 +3,8 @@
 # lookout cannot rewrite (a Metadata v14, a version no spec has yet; a Metadata v12 that
 # does not decode) and one it rewrites but that names a node the map lacks, and Pulsar
 # commands it cannot rewrite (a LOOKUP_RESPONSE naming a broker the map lacks, a command of
-# a type lookout does not know carrying a broker's internal URL), each through a lookout
+# a type lookout does not know carrying a broker's internal URL, an ERROR whose text names a
+# broker's internal address as Pulsar's "not served by this instance" does), each through a lookout
 # with leak_guard = log and one with leak_guard = block. What the client gets (bytes from
 # hand-built clients), the warning, lookout_leaks_total on /metrics, and the access log's
 # counts: an answer passed through unchanged counts 0 rewrites, and every internal address
@@ -214,6 +215,12 @@ my @pcases = (
       [ $lookup->('t-unk'), { wait => 2 } ],
       'command 99', qr/a command of type 99 from broker prod\/b1 \(cluster prod\) names \Q$b1_url\E, an internal address of broker prod\/b1/,
       unpack('H*', $b1_url) ],
+    # Pulsar's own text (ServerCnx, ServiceNotReady): "Namespace bundle for topic (...) not
+    # served by this instance:HOST:PORT" names the broker as it knows itself, internally.
+    [ 'an ERROR whose message names b1\'s internal address (a PRODUCER for a topic b1 does not own)',
+      [ { send => 'PRODUCER', fields => { topic => 'persistent://public/default/t-b9', producer_id => 1 } } ],
+      'ERROR', qr/the ERROR command from broker prod\/b1 \(cluster prod\) names \Q$b1\E, an internal address of broker prod\/b1/,
+      unpack('H*', "instance:$b1") ],
 );
 
 for my $c (@pcases) {
@@ -227,7 +234,7 @@ for my $c (@pcases) {
             # the connections b1 has then: lookout's, for this client.
             $pt->control({ cmd => 'arm', on => 'lookup', topic => 't-unk',
                            actions => [ { cmd => 'unknown', broker => 'b1', type => 99, hex => $unknown_hex } ] })
-                if $access ne 'LOOKUP';
+                if $access eq 'command 99';
             my @r = pprobe($p->{ext}, @$steps);
             my @got = map { @{ $_->{received} // [] } } @r;
             my $hex = join '', map { $_->{frame_hex} // '' } @got;

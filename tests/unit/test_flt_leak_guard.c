@@ -1054,6 +1054,33 @@ test_pulsar_answers(void)
            "a command of type 99 with b1's internal URL: %u leak", leaks);
         ok(block ? out.len == 0 : out.len == f.len, "... %s",
            block ? "refused" : "passed as it came");
+        /* a LOOKUP_RESPONSE that decodes, Failed, with no URL, whose message
+         * names b1 as Pulsar's texts do ("not served by this instance:...") */
+        {
+            static const char msg[] = "not served by this instance:10.0.0.11:6650. Please redo";
+            struct tb g = {0};
+            w32(&g, 0);
+            w32(&g, 0);
+            w8(&g, 0x08), w8(&g, LK_PULSAR_LOOKUP_RESPONSE);
+            w8(&g, 0xc2), w8(&g, 0x01), w8(&g, (int)(6 + 2 + strlen(msg)));
+            w8(&g, 0x18), w8(&g, 2);                    /* response = Failed */
+            w8(&g, 0x20), w8(&g, 7);                    /* request_id = 7 */
+            w8(&g, 0x30), w8(&g, 6);                    /* error = ServiceNotReady */
+            w8(&g, 0x3a), w8(&g, (int)strlen(msg));     /* message */
+            put(&g, msg, strlen(msg));
+            g.p[7] = (uint8_t)(g.len - 8);
+            g.p[3] = (uint8_t)(g.len - 4);
+            v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_LOOKUP_RESPONSE, 0, &g, &leaks,
+                          &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "a LOOKUP_RESPONSE whose message names b1's internal address: %u leak", leaks);
+            /* the same text in an ERROR (type 14), which is never decoded */
+            g.p[9] = 14;
+            v = run_frame(conf, LK_PROTO_PULSAR, 14, 0, &g, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "an ERROR with it: %u leak", leaks);
+            free(g.p);
+        }
         /* the same bytes as a MESSAGE: payloads are never read */
         f.p[9] = LK_PULSAR_MESSAGE;
         v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_MESSAGE, 0, &f, &leaks, &rewrites, &out);

@@ -72,6 +72,20 @@ test_budget(void)
     lk_hold_done(&h, &b.hw, max);
     event_base_loop(base, EVLOOP_NONBLOCK);
     ok(c.resumed == 1 && h.bytes == 0, "a closed one is not resumed; nothing held");
+
+    /* a connection's own count: set up and down, and given back whole by
+     * release, whatever path it closes on */
+    lk_hold_set(&h, &b.hw, 70);
+    lk_hold_set(&h, &c.hw, 40);
+    lk_hold_set(&h, &b.hw, 90); /* b's frame grows */
+    ok(h.bytes == 130 && b.hw.counted == 90, "set: the total follows each one's count (%zu)", h.bytes);
+    ok(lk_hold_may_read(&h, &b.hw, max) && !lk_hold_may_read(&h, &c.hw, max), "b owns, c waits");
+    lk_hold_release(&h, &c.hw, max); /* c closes while waiting */
+    ok(h.bytes == 90 && c.hw.counted == 0 && !c.hw.queued, "release: c's 40 back, out of the queue");
+    lk_hold_release(&h, &b.hw, max);
+    ok(h.bytes == 0 && h.owner == NULL, "release: b's 90 back, the ownership given up");
+    lk_hold_release(&h, &b.hw, max);
+    ok(h.bytes == 0, "a second release gives back nothing");
     lk_hold_free(&h);
     event_base_free(base);
 }
