@@ -1350,10 +1350,11 @@ host_is_ip(const char *host)
 
 void
 lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
-                     const struct lk_url *addr)
+                     const struct lk_cluster *cl, const struct lk_url *addr)
 {
     memset(k, 0, sizeof(*k));
     k->rt = rt;
+    k->cluster = cl;
     k->scheme = addr->scheme;
     k->port = addr->port;
     k->host = addr->host;
@@ -1373,7 +1374,8 @@ str_eq(const char *a, const char *b)
 int
 lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
 {
-    return a->rt == b->rt && a->scheme == b->scheme && a->port == b->port &&
+    return a->rt == b->rt && a->cluster == b->cluster && a->scheme == b->scheme &&
+           a->port == b->port &&
            str_eq(a->host, b->host) && str_eq(a->sni, b->sni) &&
            str_eq(a->verified, b->verified) && a->alpn_http == b->alpn_http;
 }
@@ -1602,7 +1604,7 @@ lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr)
 {
     struct lk_upstream_key k;
 
-    lk_upstream_key_make(&k, rt, addr);
+    lk_upstream_key_make(&k, rt, NULL, addr); /* the SSL does not depend on the cluster */
     return ssl_for_key(rt->client_ctx, &k);
 }
 
@@ -1614,10 +1616,11 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
     struct lk_upstream_key key;
     if (addr == NULL)
         return NULL; /* no internal address of that family */
-    lk_upstream_key_make(&key, rt, addr);
+    lk_upstream_key_make(&key, rt, b->cluster, addr);
     /* Only a connection dialled for this very key: the same address and
-     * protocol, TLS identity and generation (an exchange still on an older
-     * generation finds none, since the pool holds the worker's). */
+     * protocol, TLS identity, cluster (its internal_networks) and
+     * generation (an exchange still on an older generation finds none,
+     * since the pool holds the worker's). */
     struct lk_idle_list *il = idle_list(&w->idle, &key, 0);
     struct lk_upstream *u = il != NULL ? il->head : NULL;
     const struct lk_conf *conf = rt->conf;

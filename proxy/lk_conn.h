@@ -111,8 +111,12 @@ int lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outle
  * client, a client certificate) must become a field here.
  */
 struct lk_upstream_key {
-    const struct lk_runtime *rt; /* the generation: its CA, client context and
-                                  * internal_networks (compared by identity) */
+    const struct lk_runtime *rt; /* the generation: its CA and client context
+                                  * (compared by identity) */
+    const struct lk_cluster *cluster; /* whose dial policy the connection passed:
+                                       * internal_networks, checked at the dial,
+                                       * is a cluster's; two clusters may name one
+                                       * address (compared by identity) */
     enum lk_scheme scheme;       /* the protocol and its TLS-ness */
     uint16_t port;
     const char *host;            /* as the address names it (a name is resolved
@@ -124,10 +128,10 @@ struct lk_upstream_key {
     unsigned alpn_http : 1;      /* offered ALPN http/1.1 */
 };
 
-/* The key of a connection to addr dialled for rt (the protocol follows
- * addr's scheme).  Its strings point into rt's config. */
+/* The key of a connection to addr dialled for rt and a broker of cl (the
+ * protocol follows addr's scheme).  Its strings point into rt's config. */
 void lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
-                          const struct lk_url *addr);
+                          const struct lk_cluster *cl, const struct lk_url *addr);
 /* 1 when a and b are equal in every field. */
 int lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b);
 

@@ -89,7 +89,7 @@ fake_upstream(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker
 
     bufferevent_pair_new(w->base, 0, pair);
     *u = (struct lk_upstream){.w = w, .rt = rt, .broker = b, .addr = addr, .bev = pair[0]};
-    lk_upstream_key_make(&u->key, rt, addr);
+    lk_upstream_key_make(&u->key, rt, b->cluster, addr);
     u->io.bev = pair[0]; /* a pair: driven as the bufferevent it is, like TLS */
     u->io.w = w;
     *peer = pair[1];
@@ -101,7 +101,7 @@ pooled(struct lk_worker *w, struct lk_runtime *rt, const struct lk_url *addr)
 {
     struct lk_upstream_key k;
 
-    lk_upstream_key_make(&k, rt, addr);
+    lk_upstream_key_make(&k, rt, rt->conf->clusters[0], addr); /* the tests' one cluster */
     return lk_idle_pool_count(&w->idle, &k);
 }
 
@@ -254,7 +254,7 @@ test_upstream_reuse_by_key(void)
 
     /* Every field of the key tells connections apart. */
     struct lk_upstream_key k, o;
-    lk_upstream_key_make(&k, &rt, a[LK_SCHEME_HTTPS]);
+    lk_upstream_key_make(&k, &rt, NULL, a[LK_SCHEME_HTTPS]);
     ok(k.sni != NULL && strcmp(k.sni, "b1.internal") == 0 && k.alpn_http && k.verified == NULL,
        "https to a name: SNI, ALPN http/1.1, not verified (upstream_verify off)");
     o = k;
@@ -280,7 +280,7 @@ test_upstream_reuse_by_key(void)
     o = k;
     o.rt = &rt2;
     ok(!lk_upstream_key_eq(&k, &o), "another generation");
-    lk_upstream_key_make(&o, &rt, a[LK_SCHEME_HTTP]);
+    lk_upstream_key_make(&o, &rt, NULL, a[LK_SCHEME_HTTP]);
     ok(o.sni == NULL && o.verified == NULL && !o.alpn_http, "plaintext: no TLS identity");
     for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
         if (peers[sc] != NULL)
