@@ -31,7 +31,9 @@ my @p = free_ports(1);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ map { "127.0.0.1:$_" } @p ]);
 
 # A Kafka broker that answers any request with an empty body after the correlation id, at
-# once, or after 1.2 s for correlation id 7; it writes DIR/kafka-got-N when request N came.
+# once, or after 1.2 s for a request whose client id is 's'; it writes DIR/kafka-got-ID
+# when a request with client id ID came.  (Not by correlation id: lookout sends the broker
+# ids of its own.)
 my $kl = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp', ReuseAddr => 1)
     or die "listen: $@";
 my $kport = $kl->sockport;
@@ -48,8 +50,9 @@ if ($kpid == 0) {
         next if fork;    # one child per connection
         while (my $req = KafkaMock::read_frame($s, 60)) {
             my $corr = unpack('N', substr($req, 4, 4));
-            spew("$dir/kafka-got-$corr", '');
-            sleep 1.2 if $corr == 7;
+            my $id = substr($req, 10, 1);
+            spew("$dir/kafka-got-$id", '');
+            sleep 1.2 if $id eq 's';
             syswrite($s, KafkaMock::frame(pack('N', $corr) . "\0\0"));
         }
         POSIX::_exit(0);
@@ -58,8 +61,12 @@ if ($kpid == 0) {
 }
 close $kl;
 
-# A Kafka request (Produce v3: never rewritten, streamed) with correlation id CORR.
-sub kreq { my ($corr) = @_; return KafkaMock::frame(pack('nnN', 0, 3, $corr) . pack('n', 1) . 'x') }
+# A Kafka request (Produce v3: never rewritten, streamed) with correlation id CORR, and
+# client id 's' when SLOW (the broker answers it after 1.2 s).
+sub kreq {
+    my ($corr, $slow) = @_;
+    return KafkaMock::frame(pack('nnN', 0, 3, $corr) . pack('n', 1) . ($slow ? 's' : 'x'));
+}
 
 sub start_with {
     my (%o) = @_;
@@ -120,8 +127,8 @@ subtest 'SIGTERM: exchanges under way finish, then exit 0 before drain_timeout' 
     syswrite($kidle, kreq(1));
     is(unpack('N', KafkaMock::read_frame($kidle, 5) // "\xff\xff\xff\xff"), 1, 'Kafka: a request answered before');
     my $slow = slow_request($web, 1500);
-    syswrite($kbusy, kreq(7));
-    wait_until(sub { -e "$dir/kafka-got-7" }, 5) or diag('the slow Kafka request did not reach the broker');
+    syswrite($kbusy, kreq(7, 'slow'));
+    wait_until(sub { -e "$dir/kafka-got-s" }, 5) or diag('the slow Kafka request did not reach the broker');
 
     my $t0 = time;
     $lk->signal('TERM');
