@@ -1348,6 +1348,20 @@ host_is_ip(const char *host)
     return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
 }
 
+/* FNV-1a over what tells keys apart most often: host, port and scheme
+ * (equal keys hash equally; the chain compares them in full). */
+static size_t
+key_hash(const struct lk_upstream_key *k)
+{
+    uint32_t h = 2166136261u;
+
+    for (const char *p = k->host != NULL ? k->host : ""; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ k->port) * 16777619u;
+    h = (h ^ (unsigned)k->scheme) * 16777619u;
+    return h;
+}
+
 void
 lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
                      const struct lk_cluster *cl, const struct lk_url *addr)
@@ -1358,6 +1372,7 @@ lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
     k->scheme = addr->scheme;
     k->port = addr->port;
     k->host = addr->host;
+    k->hash = key_hash(k);
     if (!lk_scheme_is_tls(addr->scheme))
         return;
     k->sni = host_is_ip(addr->host) ? NULL : addr->host;
@@ -1374,24 +1389,10 @@ str_eq(const char *a, const char *b)
 int
 lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
 {
-    return a->rt == b->rt && a->cluster == b->cluster && a->scheme == b->scheme &&
-           a->port == b->port &&
+    return a->hash == b->hash && a->rt == b->rt && a->cluster == b->cluster &&
+           a->scheme == b->scheme && a->port == b->port &&
            str_eq(a->host, b->host) && str_eq(a->sni, b->sni) &&
            str_eq(a->verified, b->verified) && a->alpn_http == b->alpn_http;
-}
-
-/* FNV-1a over what tells keys apart most often: host, port and scheme
- * (equal keys hash equally; the chain compares them in full). */
-static size_t
-key_hash(const struct lk_upstream_key *k)
-{
-    uint32_t h = 2166136261u;
-
-    for (const char *p = k->host != NULL ? k->host : ""; *p != '\0'; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    h = (h ^ k->port) * 16777619u;
-    h = (h ^ (unsigned)k->scheme) * 16777619u;
-    return h;
 }
 
 void
@@ -1411,7 +1412,7 @@ idle_list(struct lk_idle_pool *p, const struct lk_upstream_key *k, int create)
 {
     if (p->slots == NULL)
         return NULL;
-    struct lk_idle_list **slot = &p->slots[key_hash(k) & (p->nslots - 1)];
+    struct lk_idle_list **slot = &p->slots[k->hash & (p->nslots - 1)];
     for (struct lk_idle_list *il = *slot; il != NULL; il = il->next)
         if (lk_upstream_key_eq(&il->key, k))
             return il;

@@ -126,6 +126,7 @@ struct lk_upstream_key {
     const char *verified;        /* the name or IP the certificate was verified
                                   * for; NULL: tls.upstream_verify = off */
     unsigned alpn_http : 1;      /* offered ALPN http/1.1 */
+    uint32_t hash;               /* of host, port and scheme: made once, with the key */
 };
 
 /* The key of a connection to addr dialled for rt and a broker of cl (the

@@ -261,9 +261,14 @@ lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *d
         unsigned c = p[i];
         /* The byte after a match decides it: a digit means a longer port
          * ("10.0.0.1:80" inside "10.0.0.1:8080"). */
-        if (st->emit != NONE && emit_next(m, st, c >= '0' && c <= '9', hit)) {
-            *off = i;
-            return 1;
+        if (st->emit != NONE) {
+            int digit = c >= '0' && c <= '9';
+            if (digit && m->raw == NULL)
+                st->emit = NONE; /* no raw pattern: a digit ends them all */
+            else if (emit_next(m, st, digit, hit)) {
+                *off = i;
+                return 1;
+            }
         }
         uint64_t bit = UINT64_C(1) << (pos & 63);
         if (is_host(c))
