@@ -508,8 +508,14 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
 
         a.len = 0;
         LK_FUZZ_CHECK(br->at + 4 + size <= sent->len);
+        /* Once the broker has sent bytes of its own (broken the framing),
+         * lookout may read them as the broker's bare SASL token and so
+         * leave the bare phase before the broker does: the two views of
+         * the stream part, as they would with a real broker that broke
+         * it, and nothing about requests is checked from then on. */
         if (br->bare > 0) { /* a SASL token: answered by one of its own */
-            LK_FUZZ_CHECK(memcmp(g, c, 4 + size) == 0);
+            if (!br->noisy)
+                LK_FUZZ_CHECK(memcmp(g, c, 4 + size) == 0);
             br->bare--;
             noise(&a, br, noise_len(br, 12));
             expect(br, BARE);
@@ -519,9 +525,11 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
             goto shut;
         }
         /* lookout's own id in the client's frame, nothing else changed */
-        LK_FUZZ_CHECK(get32(p + 4) == br->next_id);
-        br->next_id++;
-        LK_FUZZ_CHECK(memcmp(g, c, 8) == 0 && memcmp(g + 12, c + 12, size - 8) == 0);
+        if (!br->noisy) {
+            LK_FUZZ_CHECK(get32(p + 4) == br->next_id);
+            LK_FUZZ_CHECK(memcmp(g, c, 8) == 0 && memcmp(g + 12, c + 12, size - 8) == 0);
+        }
+        br->next_id = get32(p + 4) + 1;
         int64_t client_corr = (int32_t)get32(c + 8);
         int16_t key = (int16_t)(p[0] << 8 | p[1]), ver = (int16_t)(p[2] << 8 | p[3]);
         w8(&a, p[4]); /* the correlation id it got */
