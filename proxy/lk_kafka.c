@@ -80,8 +80,6 @@ struct kconn {
     int holding;
     int streaming;
     struct lk_kafka_fstream fs;
-    struct lk_hold_waiter hw; /* its place in the worker's budget (lk_hold.h) */
-    int paused; /* stopped reading the broker for the budget */
     int records_warned; /* an answer with records lookout cannot read was logged */
     /* a request whose prefix was read (the reader's event, kept) waits in
      * the input, its prefix bytes not moved, until enough of it is there:
@@ -124,14 +122,6 @@ hold_of(struct kconn *k)
     return &k->pr.c->w->hold;
 }
 
-/* What k holds, off the worker's budget; those waiting may go on. */
-static void
-release(struct kconn *k)
-{
-    k->paused = 0;
-    lk_hold_release(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes);
-}
-
 /* Moves n bytes from in into k->held, on the budget. */
 static void
 hold_bytes(struct kconn *k, struct evbuffer *in, size_t n)
@@ -139,21 +129,7 @@ hold_bytes(struct kconn *k, struct evbuffer *in, size_t n)
     if (k->held == NULL)
         k->held = evbuffer_new();
     evbuffer_remove_buffer(in, k->held, n);
-    lk_hold_set(hold_of(k), &k->hw, k->hw.counted + n);
-}
-
-static void pump_responses(struct lk_pair *pr);
-
-/* The budget has room again: read the broker (what is already in the
- * input goes first). */
-static void
-resume(struct lk_hold_waiter *q)
-{
-    struct kconn *k = (struct kconn *)((char *)q - offsetof(struct kconn, hw));
-
-    k->paused = 0;
-    if (!k->pr.dead && k->pr.up != NULL)
-        pump_responses(&k->pr);
+    lk_hold_set(hold_of(k), &k->pr.hw, k->pr.hw.counted + n);
 }
 
 static void
@@ -167,7 +143,7 @@ kconn_cleanup(void *arg)
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
-    release(k);
+    lk_pair_hold_release(&k->pr);
 }
 
 /* Where bytes [off, off + n) of in are, when they lie in its first chain
@@ -812,8 +788,8 @@ pump_responses(struct lk_pair *pr)
             !lk_kafka_reader_in_body(&k->rs) &&
             evbuffer_get_length(out) + ready > LK_KAFKA_HIGH)
             break;
-        if (holds(k) && !lk_hold_may_read(hold_of(k), &k->hw, k->pr.c->conf->max_held_bytes)) {
-            k->paused = 1; /* resume() comes back here */
+        if (holds(k) && !lk_hold_may_read(hold_of(k), &k->pr.hw, k->pr.c->conf->max_held_bytes)) {
+            k->pr.paused = 1; /* lk_pair's hold_resume comes back here */
             break;
         }
         ssize_t n = next_piece(&k->rs, in, ready, &ev);
@@ -877,7 +853,7 @@ pump_responses(struct lk_pair *pr)
                 if (k->held == NULL)
                     k->held = evbuffer_new();
                 int rc = stream_tail(k, out);
-                release(k);
+                lk_pair_hold_release(&k->pr);
                 if (rc != 0)
                     return;
                 exchange_done(k, 4 + (uint64_t)k->rs.prefix.size);
@@ -902,7 +878,7 @@ pump_responses(struct lk_pair *pr)
                 handshake_v0_answered(k, out);
             else
                 refused = filter_response(k, k->held, out) != 0;
-            release(k);
+            lk_pair_hold_release(&k->pr);
             k->cur_rec.refused = refused;
             exchange_done(k, evbuffer_get_length(out) - before);
             if (refused) {
@@ -925,7 +901,7 @@ pump_responses(struct lk_pair *pr)
      * which the others may be waiting for (and the budget's owner must
      * never wait, on a client least of all: lk_hold.h).  The answer is
      * bounded (max_frame_bytes); the loop above begins no other. */
-    if (k->paused || (evbuffer_get_length(out) > LK_KAFKA_HIGH && !holds(k)))
+    if (k->pr.paused || (evbuffer_get_length(out) > LK_KAFKA_HIGH && !holds(k)))
         lk_io_disable(&k->pr.up->io, EV_READ);
     else
         lk_io_enable(&k->pr.up->io, EV_READ);
@@ -1039,7 +1015,6 @@ start(struct lk_conn *c)
     struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
 
     c->proto = k;
-    k->hw.resume = resume;
     lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
     if (vh == NULL) {

@@ -1,6 +1,7 @@
 /*
  * A client paired with one broker connection (lk_pair.h).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -193,6 +194,25 @@ lk_pair_connect(struct lk_pair *p)
 }
 
 void
+lk_pair_hold_release(struct lk_pair *p)
+{
+    p->paused = 0;
+    lk_hold_release(&p->c->w->hold, &p->hw, p->c->conf->max_held_bytes);
+}
+
+/* The budget has room again: read the broker (what is already in its
+ * input goes first). */
+static void
+hold_resume(struct lk_hold_waiter *q)
+{
+    struct lk_pair *p = (struct lk_pair *)((char *)q - offsetof(struct lk_pair, hw));
+
+    p->paused = 0;
+    if (!p->dead && p->up != NULL)
+        p->ops->responses(p);
+}
+
+void
 lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *c,
               struct timeval idle)
 {
@@ -200,6 +220,7 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
     p->c = c;
     p->idle = idle;
     p->start_us = lk_now_us();
+    p->hw.resume = hold_resume;
     lk_pool_cleanup_add(&c->pool, cleanup, p);
     bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
     lk_io_set_timeouts(&c->io, &idle, NULL);

@@ -42,6 +42,9 @@ struct lk_pair {
     unsigned dead : 1;       /* closing */
     unsigned draining : 1;   /* lookout is stopping (lk_proto_ops.drain) */
     unsigned first_armed : 1;
+    unsigned paused : 1;     /* the broker is not read: the worker's max_held_bytes */
+    struct lk_hold_waiter hw; /* its place in that budget (lk_hold.h); resumed
+                               * by running ops->responses */
 };
 
 /* Takes over c's callbacks, with idle as the read timeout, and frees the
@@ -52,6 +55,8 @@ struct lk_pair {
  * idle as before. */
 void lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *c,
                    struct timeval idle);
+/* What p holds, off the worker's budget; those waiting may go on. */
+void lk_pair_hold_release(struct lk_pair *p);
 /* Connects to p->broker (another of the cluster's when any_broker and it
  * cannot be reached); once connected, ops->requests runs. */
 void lk_pair_connect(struct lk_pair *p);

@@ -69,44 +69,18 @@ struct pconn {
     size_t lhead, llen;
     const char *listener; /* the last one a LOOKUP named: for CLOSE_* and TOPIC_MIGRATED */
     struct evbuffer *held;
-    /* A broker's frame to be held, while it comes (in the input until it
-     * is whole): what the worker's max_held_bytes counts of it (lk_hold.h),
-     * and whether the broker is not read for that budget. */
-    struct lk_hold_waiter hw;
-    int paused;
 };
 
-/* The broker's frame to be held is done (or the connection closes): off
- * the worker's budget, and those waiting may go on. */
-static void
-release(struct pconn *p)
-{
-    p->paused = 0;
-    lk_hold_release(&p->pr.c->w->hold, &p->hw, p->pr.c->conf->max_held_bytes);
-}
-
 /* have bytes of a broker's frame to be held are in: counted; 0 while the
- * budget lets it read on, else 1 (paused until resume). */
+ * budget lets it read on, else 1 (paused until lk_pair resumes it). */
 static int
 hold_wait(struct pconn *p, size_t have)
 {
     struct lk_hold *h = &p->pr.c->w->hold;
 
-    lk_hold_set(h, &p->hw, have);
-    p->paused = !lk_hold_may_read(h, &p->hw, p->pr.c->conf->max_held_bytes);
-    return p->paused;
-}
-
-static void pump_responses(struct lk_pair *pr);
-
-static void
-resume(struct lk_hold_waiter *q)
-{
-    struct pconn *p = (struct pconn *)((char *)q - offsetof(struct pconn, hw));
-
-    p->paused = 0;
-    if (!p->pr.dead && p->pr.up != NULL)
-        pump_responses(&p->pr);
+    lk_hold_set(h, &p->pr.hw, have);
+    p->pr.paused = !lk_hold_may_read(h, &p->pr.hw, p->pr.c->conf->max_held_bytes);
+    return p->pr.paused;
 }
 
 static void
@@ -120,7 +94,7 @@ pconn_cleanup(void *arg)
     free(p->lookups);
     if (p->held != NULL)
         evbuffer_free(p->held);
-    release(p);
+    lk_pair_hold_release(&p->pr);
 }
 
 static struct timeval
@@ -380,7 +354,7 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
         /* A client that reads slowly: no new frame is begun for it (the
          * rest waits in the input, and the broker is not read), unless a
          * held one is part-way: it ends first (see pump_responses). */
-        if (s->left == 0 && !from_client && p->hw.counted == 0 &&
+        if (s->left == 0 && !from_client && p->pr.hw.counted == 0 &&
             evbuffer_get_length(out) > LK_PULSAR_HIGH)
             return 0;
         if (s->left == 0) {
@@ -411,7 +385,7 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
                 evbuffer_remove_buffer(in, p->held, whole);
                 int rc = from_client ? client_lookup(p, out) : broker_command(p, s->type, out);
                 if (!from_client)
-                    release(p);
+                    lk_pair_hold_release(&p->pr);
                 if (rc != 0)
                     return -1;
                 continue;
@@ -500,7 +474,7 @@ pump_responses(struct lk_pair *pr)
      * worker's budget, which the others may be waiting for (the budget's
      * owner must never wait on a client: lk_hold.h); it is bounded by
      * max_frame_bytes, and pump begins no other. */
-    if (p->paused || (evbuffer_get_length(out) > LK_PULSAR_HIGH && p->hw.counted == 0))
+    if (p->pr.paused || (evbuffer_get_length(out) > LK_PULSAR_HIGH && p->pr.hw.counted == 0))
         lk_io_disable(&p->pr.up->io, EV_READ);
     else
         lk_io_enable(&p->pr.up->io, EV_READ);
@@ -579,7 +553,6 @@ start(struct lk_conn *c)
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
 
     c->proto = p;
-    p->hw.resume = resume;
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {
