@@ -524,7 +524,7 @@ choose_broker(struct pconn *p)
          * a broker's own address, only to that broker.  The text picks
          * the broker, not the address: lookout dials the broker's internal
          * address that lk_broker_upstream picks (pulsar+ssl for a TLS
-         * client when the broker has one, unless upstream_tls says), as
+         * client when the broker has one, unless upstream.tls says), as
          * it would have had the client reached that broker's own address.
          * The Pulsar Proxy, too, takes only the target from the text and
          * decides TLS by its own configuration (tlsEnabledWithBroker,
