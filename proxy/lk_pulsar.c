@@ -3,10 +3,10 @@
  * connection to one broker's internal pulsar (or pulsar+ssl) address: the
  * broker whose lookup-listener address the client reached, or, on the
  * serviceUrl, any healthy broker, or the one the client's CONNECT names in
- * proxy_to_broker_url (pulsar_routing = service, as through the Pulsar
- * Proxy) when that is a mapped broker's address; anything else is refused,
- * never dialled.  The broker is chosen once the CONNECT, always a client's
- * first frame, has arrived.
+ * proxy_to_broker_url, "host:port" or "pulsar://host:port" (pulsar_routing
+ * = service, as through the Pulsar Proxy), when that is a mapped broker's
+ * address; anything else is refused, never dialled.  The broker is chosen
+ * once the CONNECT, always a client's first frame, has arrived.
  *
  * Frames are [totalSize][commandSize][BaseCommand][payload]; lookout reads
  * each frame's sizes and its command's type (from the whole command:
