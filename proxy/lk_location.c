@@ -9,6 +9,25 @@
 
 #include "lk_location.h"
 
+/* A port of 1 to 65535 in 1 to 5 decimal digits: 0, or -1. */
+static int
+parse_port(struct lk_str s, uint16_t *port)
+{
+    unsigned v = 0;
+
+    if (s.len == 0 || s.len > 5)
+        return -1;
+    for (size_t k = 0; k < s.len; k++) {
+        if (!isdigit((unsigned char)s.p[k]))
+            return -1;
+        v = v * 10 + (unsigned)(s.p[k] - '0');
+    }
+    if (v == 0 || v > 65535)
+        return -1;
+    *port = (uint16_t)v;
+    return 0;
+}
+
 int
 lk_url_split(struct lk_str url, struct lk_url_parts *out)
 {
@@ -57,17 +76,8 @@ lk_url_split(struct lk_str url, struct lk_url_parts *out)
     if (out->host.len == 0)
         return -1;
     if (port.len > 0) {
-        unsigned v = 0;
-        if (port.len > 5)
+        if (parse_port(port, &out->port) != 0)
             return -1;
-        for (size_t k = 0; k < port.len; k++) {
-            if (!isdigit((unsigned char)port.p[k]))
-                return -1;
-            v = v * 10 + (unsigned)(port.p[k] - '0');
-        }
-        if (v == 0 || v > 65535)
-            return -1;
-        out->port = (uint16_t)v;
     } else {
         int s = lk_scheme_parse(out->scheme);
         out->port = s >= 0 ? lk_scheme_default_port((enum lk_scheme)s) : 0;
@@ -82,6 +92,102 @@ lk_url_find_broker(const struct lk_cluster *cl, struct lk_str url, struct lk_url
     if (lk_url_split(url, parts) != 0)
         return NULL;
     return lk_cluster_find_addr(cl, parts->host, parts->port, scheme);
+}
+
+/* Only what a host name, an IPv4 address or (in brackets, v6) an IPv6
+ * address can hold: no zone ("%eth0"), userinfo, path or whitespace. */
+static int
+host_ok(struct lk_str h, int v6)
+{
+    if (h.len == 0)
+        return 0;
+    for (size_t i = 0; i < h.len; i++) {
+        unsigned char ch = (unsigned char)h.p[i];
+        if (v6 ? !(isxdigit(ch) || ch == ':' || ch == '.')
+               : !(isalnum(ch) || ch == '-' || ch == '.' || ch == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+int
+lk_hostport_split(struct lk_str s, struct lk_str *host, uint16_t *port, const char **why)
+{
+    struct lk_str h, p;
+
+    if (s.len == 0) {
+        *why = "is empty";
+        return -1;
+    }
+    if (s.p[0] == '[') {
+        const char *e = memchr(s.p, ']', s.len);
+        if (e == NULL) {
+            *why = "has an unclosed '['";
+            return -1;
+        }
+        h = lk_str_make(s.p + 1, (size_t)(e - s.p) - 1);
+        p = lk_str_skip(s, (size_t)(e - s.p) + 1);
+        if (p.len == 0 || p.p[0] != ':') {
+            *why = "has no ':port' after the bracketed IPv6 address";
+            return -1;
+        }
+        p = lk_str_skip(p, 1);
+        if (!host_ok(h, 1) || memchr(h.p, ':', h.len) == NULL) {
+            *why = "has no IPv6 address in its brackets";
+            return -1;
+        }
+    } else {
+        const char *c = memrchr(s.p, ':', s.len);
+        if (c == NULL) {
+            *why = "has no ':port'";
+            return -1;
+        }
+        h = lk_str_make(s.p, (size_t)(c - s.p));
+        p = lk_str_skip(s, (size_t)(c - s.p) + 1);
+        if (!host_ok(h, 0)) {
+            *why = h.len == 0        ? "has no host"
+                   : host_ok(h, 1) ? "has an IPv6 address without brackets"
+                                   : "has a host that is neither a name nor an address";
+            return -1;
+        }
+    }
+    if (parse_port(p, port) != 0) {
+        *why = "has a port that is not a number from 1 to 65535";
+        return -1;
+    }
+    *host = h;
+    return 0;
+}
+
+/*
+ * The two forms, and where each comes from (apache/pulsar):
+ *  - "host:port": ClientCnx.setTargetBroker formats the logical address
+ *    of the lookup answer as String.format("%s:%d", getHostString(),
+ *    getPort()), and that address is createUnresolved(uri.getHost(),
+ *    uri.getPort()) of the answer's URL (BinaryProtoLookupService), so
+ *    an IPv6 host keeps its brackets (java.net.URI.getHost).  The Pulsar
+ *    Proxy splits it at the last ':' (BrokerProxyValidator
+ *    .resolveAndCheckTargetAddress); the C++ and Go clients send the same.
+ *  - "scheme://host:port": older clients and hand-built frames.
+ * The text only picks the broker; lk_broker_upstream picks the address
+ * that is dialled.
+ */
+const struct lk_broker *
+lk_proxy_target_find(const struct lk_cluster *cl, struct lk_str target, const char **why)
+{
+    struct lk_url_parts parts;
+    enum lk_scheme scheme;
+
+    *why = NULL;
+    if (target.len >= 3 && memmem(target.p, target.len, "://", 3) != NULL) {
+        if (lk_url_split(target, &parts) != 0 || parts.port == 0) {
+            *why = "is a URL without a valid host and port";
+            return NULL;
+        }
+    } else if (lk_hostport_split(target, &parts.host, &parts.port, why) != 0) {
+        return NULL;
+    }
+    return lk_cluster_find_addr(cl, parts.host, parts.port, &scheme);
 }
 
 int

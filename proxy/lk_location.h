@@ -30,6 +30,23 @@ int lk_url_split(struct lk_str url, struct lk_url_parts *out);
 const struct lk_broker *lk_url_find_broker(const struct lk_cluster *cl, struct lk_str url,
                                            struct lk_url_parts *parts, enum lk_scheme *scheme);
 
+/*
+ * Splits "host:port": host a name or an IPv4 address, or an IPv6 address
+ * in brackets ("[fd00::13]:6650"), and a port of 1 to 65535, required.  0
+ * with *host (without brackets) and *port, or -1 with *why saying what is
+ * wrong (a static string).
+ */
+int lk_hostport_split(struct lk_str s, struct lk_str *host, uint16_t *port, const char **why);
+
+/*
+ * The broker of cl that a Pulsar CONNECT's proxy_to_broker_url names by
+ * any of its addresses, in either form clients send: "host:port" (the
+ * Java, C++ and Go clients) or an absolute URL such as "pulsar://host:port".
+ * NULL with *why set when the text is neither (a static string), NULL with
+ * *why NULL when it is well formed but names no broker of cl.
+ */
+const struct lk_broker *lk_proxy_target_find(const struct lk_cluster *cl, struct lk_str target,
+                                             const char **why);
 
 /*
  * Rewrites url if its host:port is any listener address of a broker of cl:

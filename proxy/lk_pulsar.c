@@ -3,10 +3,10 @@
  * connection to one broker's internal pulsar (or pulsar+ssl) address: the
  * broker whose lookup-listener address the client reached, or, on the
  * serviceUrl, any healthy broker, or the one the client's CONNECT names in
- * proxy_to_broker_url (pulsar_routing = service, as through the Pulsar
- * Proxy) when that is a mapped broker's address; anything else is refused,
- * never dialled.  The broker is chosen once the CONNECT, always a client's
- * first frame, has arrived.
+ * proxy_to_broker_url, "host:port" or "pulsar://host:port" (pulsar_routing
+ * = service, as through the Pulsar Proxy), when that is a mapped broker's
+ * address; anything else is refused, never dialled.  The broker is chosen
+ * once the CONNECT, always a client's first frame, has arrived.
  *
  * Frames are [totalSize][commandSize][BaseCommand][payload]; lookout reads
  * each frame's sizes and its command's type (from the whole command:
@@ -517,19 +517,28 @@ choose_broker(struct pconn *p)
         lk_pair_close(&p->pr, "CONNECT does not decode; closing");
         return -1;
     }
-    if (c.has_proxy_to_broker_url && c.proxy_to_broker_url.len != 0) {
-        /* Only to a broker in the map, by any of its addresses; and on a
-         * broker's own address, only to that broker. */
-        struct lk_url_parts parts;
-        enum lk_scheme scheme;
-        const struct lk_broker *b =
-            lk_url_find_broker(p->pr.cluster, c.proxy_to_broker_url, &parts, &scheme);
+    if (c.has_proxy_to_broker_url) {
+        /* Only to a broker in the map, by any of its addresses, in either
+         * form clients send ("host:port" from the Java, C++ and Go
+         * clients, or "pulsar://host:port": lk_proxy_target_find); and on
+         * a broker's own address, only to that broker.  The text picks
+         * the broker, not the address: lookout dials the broker's internal
+         * address that lk_broker_upstream picks (pulsar+ssl for a TLS
+         * client when the broker has one, unless upstream.tls says), as
+         * it would have had the client reached that broker's own address.
+         * The Pulsar Proxy, too, takes only the target from the text and
+         * decides TLS by its own configuration (tlsEnabledWithBroker,
+         * ProxyConnection.createClientConfiguration). */
+        const char *bad;
+        const struct lk_broker *b = lk_proxy_target_find(p->pr.cluster, c.proxy_to_broker_url, &bad);
         if (b == NULL || (p->vh->broker != NULL && b != p->vh->broker)) {
             char u[120];
-            snprintf(why, sizeof(why),
-                     "CONNECT proxy_to_broker_url %s names %s; refused, not dialled; closing",
-                     lk_log_sanitize(u, c.proxy_to_broker_url.p, c.proxy_to_broker_url.len, 100),
-                     b == NULL ? "no broker in the map" : "another broker than this address's");
+            lk_log_sanitize(u, c.proxy_to_broker_url.p, c.proxy_to_broker_url.len, 100);
+            snprintf(why, sizeof(why), "CONNECT proxy_to_broker_url %s %s%s; refused, not dialled; closing",
+                     u[0] != '\0' ? u : "\"\"", bad != NULL ? "" : "names ",
+                     bad != NULL  ? bad
+                     : b == NULL ? "no broker in the map"
+                                 : "another broker than this address's");
             lk_pair_close(&p->pr, why);
             return -1;
         }

@@ -16,6 +16,15 @@
  *     whose host:port no broker of the map has; a URL that names a broker
  *     with an address of its family on the listener always is;
  *   - rewriting is idempotent: the output rewrites to itself.
+ * The same bytes go to lk_proxy_target_find too, as a CONNECT's
+ * proxy_to_broker_url (check_target):
+ *   - a broker found comes with no complaint, a complaint with no broker;
+ *   - with "://" in it, it finds what lk_url_split's host and port name;
+ *   - otherwise, well formed exactly when lk_hostport_split says so, and
+ *     then host and port are the text around its last ':' (the Pulsar
+ *     Proxy's split), brackets off, and name what the linear walk finds;
+ *     "name:port" with a name of letters, digits, '.' and '-' and a port
+ *     of 1 to 65535 is always well formed.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,6 +81,68 @@ walk(const struct lk_cluster *cl, struct lk_str host, uint16_t port, enum lk_sch
     return NULL;
 }
 
+/* A port of 1 to 65535 in 1 to 5 decimal digits, apart from lk_location.c;
+ * 0 if s is not one. */
+static unsigned
+decimal_port(struct lk_str s)
+{
+    unsigned v = 0;
+
+    if (s.len == 0 || s.len > 5)
+        return 0;
+    for (size_t i = 0; i < s.len; i++) {
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return 0;
+        v = v * 10 + (unsigned)(s.p[i] - '0');
+    }
+    return v <= 65535 ? v : 0;
+}
+
+static void
+check_target(const struct lk_cluster *cl, struct lk_str t)
+{
+    const char *why = "unset";
+    const struct lk_broker *b = lk_proxy_target_find(cl, t, &why);
+    enum lk_scheme s;
+
+    LK_FUZZ_CHECK((b == NULL) || why == NULL);
+    if (t.len >= 3 && memmem(t.p, t.len, "://", 3) != NULL) {
+        struct lk_url_parts parts;
+        int good = lk_url_split(t, &parts) == 0 && parts.port != 0;
+        LK_FUZZ_CHECK(good == (why == NULL));
+        if (good)
+            LK_FUZZ_CHECK(b == walk(cl, parts.host, parts.port, &s));
+        return;
+    }
+    struct lk_str host = LK_STR_NULL;
+    uint16_t port = 0;
+    const char *why2 = NULL;
+    int rc = lk_hostport_split(t, &host, &port, &why2);
+    LK_FUZZ_CHECK((rc == 0) == (why == NULL));
+    LK_FUZZ_CHECK(rc == 0 ? why2 == NULL || why2 == why : why2 != NULL && strcmp(why2, why) == 0);
+    const char *colon = memrchr(t.p, ':', t.len);
+    if (rc == 0) {
+        LK_FUZZ_CHECK(colon != NULL);
+        size_t at = (size_t)(colon - t.p);
+        LK_FUZZ_CHECK(decimal_port(lk_str_skip(t, at + 1)) == port && port != 0);
+        int v6 = t.p[0] == '[';
+        LK_FUZZ_CHECK(host.p == t.p + v6 && host.len + 2 * (size_t)v6 == at);
+        if (v6)
+            LK_FUZZ_CHECK(t.p[at - 1] == ']');
+        LK_FUZZ_CHECK(b == walk(cl, host, port, &s));
+    }
+    /* a name (no '_', no trailing-dot subtleties needed) and a good port */
+    if (colon != NULL && colon != t.p && decimal_port(lk_str_skip(t, (size_t)(colon - t.p) + 1))) {
+        int name = 1;
+        for (const char *c = t.p; c < colon; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
+                name = 0;
+        if (name)
+            LK_FUZZ_CHECK(rc == 0);
+    }
+}
+
 static int
 family(enum lk_scheme s)
 {
@@ -96,6 +167,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data + 1, size - 1);
     struct lk_str url = lk_str_make(copy, size - 1);
 
+    check_target(cl, url);
     lk_pool_init(&pool);
     int rw = lk_location_rewrite(&pool, cl, name, tls, url, &out, &b);
     int absolute = find_authority(url, &auth, &rest);

@@ -143,6 +143,95 @@ test_rewrite(void)
 }
 
 /* The filter itself, driven through the chain runner. */
+/*
+ * CONNECT proxy_to_broker_url in both forms.  The host:port form is the
+ * Java client's (ClientCnx.setTargetBroker: String.format("%s:%d",
+ * getHostString(), getPort()) of createUnresolved(uri.getHost(), ...), so
+ * an IPv6 host comes in brackets); the Pulsar Proxy splits it at the last
+ * ':' (BrokerProxyValidator.resolveAndCheckTargetAddress).
+ */
+static void
+test_proxy_target(void)
+{
+    static const char text[] =
+        "[pulsar prod]\n"
+        "internalListenerName = internal\n"
+        "lookupListenerName = external\n"
+        "[broker prod/b1]\n"
+        "advertisedListeners = internal:pulsar://10.0.0.11:6650,internal:http://10.0.0.11:8080,"
+        "external:pulsar://127.0.2.61:6651,external:pulsar+ssl://b1.lookout.example:6652\n"
+        "[broker prod/b2]\n"
+        "advertisedListeners = internal:pulsar+ssl://[fd00::12]:6651,internal:http://[fd00::12]:8080,"
+        "external:pulsar://127.0.2.62:6651\n";
+    static const struct {
+        const char *target;
+        const char *broker; /* NULL: refused */
+        const char *why;    /* NULL: well formed, names no broker */
+    } t[] = {
+        /* host:port, the Java client's form: lookup-listener and internal addresses */
+        {"127.0.2.61:6651", "prod/b1", NULL},
+        {"b1.lookout.example:6652", "prod/b1", NULL},
+        {"B1.LOOKOUT.EXAMPLE.:6652", "prod/b1", NULL},
+        {"10.0.0.11:6650", "prod/b1", NULL},
+        {"10.0.0.11:8080", "prod/b1", NULL}, /* any address of the broker names it */
+        {"127.0.2.62:6651", "prod/b2", NULL},
+        {"[fd00::12]:6651", "prod/b2", NULL},
+        {"[FD00::12]:8080", "prod/b2", NULL},
+        /* the URL form */
+        {"pulsar://127.0.2.61:6651", "prod/b1", NULL},
+        {"pulsar+ssl://b1.lookout.example:6652", "prod/b1", NULL},
+        {"pulsar://[fd00::12]:6651", "prod/b2", NULL},
+        /* well formed, no mapped broker */
+        {"127.0.2.61:6650", NULL, NULL},
+        {"10.9.9.9:6650", NULL, NULL},
+        {"pulsar://10.9.9.9:6650", NULL, NULL},
+        {"[fd00::13]:6651", NULL, NULL},
+        /* malformed */
+        {"", NULL, "is empty"},
+        {"127.0.2.61", NULL, "has no ':port'"},
+        {"127.0.2.61:", NULL, "has a port that is not a number from 1 to 65535"},
+        {"127.0.2.61:0", NULL, "has a port that is not a number from 1 to 65535"},
+        {"127.0.2.61:65536", NULL, "has a port that is not a number from 1 to 65535"},
+        {"127.0.2.61:6651x", NULL, "has a port that is not a number from 1 to 65535"},
+        {"127.0.2.61:+6651", NULL, "has a port that is not a number from 1 to 65535"},
+        {"127.0.2.61:0006651", NULL, "has a port that is not a number from 1 to 65535"},
+        {":6651", NULL, "has no host"},
+        {"fd00::12:6651", NULL, "has an IPv6 address without brackets"},
+        {"[fd00::12:6651", NULL, "has an unclosed '['"},
+        {"[fd00::12]6651", NULL, "has no ':port' after the bracketed IPv6 address"},
+        {"[fd00::12]", NULL, "has no ':port' after the bracketed IPv6 address"},
+        {"[]:6651", NULL, "has no IPv6 address in its brackets"},
+        {"[127.0.2.61]:6651", NULL, "has no IPv6 address in its brackets"},
+        {"[fd00::12%eth0]:6651", NULL, "has no IPv6 address in its brackets"},
+        {"user@127.0.2.61:6651", NULL, "has a host that is neither a name nor an address"},
+        {"127.0.2.61 :6651", NULL, "has a host that is neither a name nor an address"},
+        {"127.0.2.61/x:6651", NULL, "has a host that is neither a name nor an address"},
+        {"pulsar:/127.0.2.61:6651", NULL, "has a host that is neither a name nor an address"},
+        {"pulsar://:6651", NULL, "is a URL without a valid host and port"},
+        {"pulsar://127.0.2.61:99999", NULL, "is a URL without a valid host and port"},
+        {"foo://127.0.2.61", NULL, "is a URL without a valid host and port"},
+        {"://127.0.2.61:6651", NULL, "is a URL without a valid host and port"},
+    };
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("target.conf", text, strlen(text), err, sizeof(err));
+
+    if (!ok(conf != NULL, "the config loads")) {
+        lk_test_diag("%s", err);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        const char *why = "unset";
+        subtest("'%s'", t[i].target);
+        const struct lk_broker *b =
+            lk_proxy_target_find(conf->clusters[0], lk_str_c(t[i].target), &why);
+        ok_str(b != NULL ? b->name : "(none)", t[i].broker != NULL ? t[i].broker : "(none)",
+               "broker");
+        ok_str(why != NULL ? why : "(none)", t[i].why != NULL ? t[i].why : "(none)", "why");
+    }
+    subtest(NULL);
+    lk_conf_unref(conf);
+}
+
 static void
 test_filter(void)
 {
@@ -191,6 +280,7 @@ test_filter(void)
 const struct lk_test_case lk_test_location[] = {
     {"location/split", test_split},
     {"location/rewrite", test_rewrite},
+    {"location/proxy_target", test_proxy_target},
     {"location/filter", test_filter},
     {NULL, NULL},
 };
