@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 121-pulsar-java-connect.t: single-address mode (pulsar_routing = service) with the CONNECT
+# 126-pulsar-java-connect.t: single-address mode (pulsar_routing = service) with the CONNECT
 # the Java client sends (issue 19, defect 1). Through a proxy, the Java client (and the C++
 # and Go clients, which copy it) names the broker in CONNECT proxy_to_broker_url as
 # "host:port", without a scheme: ClientCnx.setTargetBroker formats the lookup answer's
