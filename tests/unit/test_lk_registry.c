@@ -216,6 +216,52 @@ end:
     lk_conf_unref(c);
 }
 
+/* Registrations of binary addresses only, as Pulsar's broker.conf examples
+ * give advertisedListeners: lookout serves no HTTP for such a broker, so
+ * none is required; the same rule as a [broker] section's (lk_conf.c). */
+static void
+test_pulsar_binary_only(void)
+{
+    struct lk_conf *c = load(CONF(P_PROD, P_EDGE));
+    const struct lk_cluster *prod = cluster(c, "prod"), *edge = cluster(c, "edge");
+
+    if (!ok(prod != NULL && edge != NULL, "config loads (%s)", err))
+        goto end;
+    subtest("top-level pulsarServiceUrl, external pulsar://");
+    expect(prod, "10.0.0.1:8080",
+           "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
+           "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
+           ">external:pulsar://b.example.com:16650,*internal:pulsar://10.0.0.1:6650", NULL);
+    subtest("both binary schemes on both listeners, no webServiceUrl");
+    expect(prod, "10.0.0.2:8080",
+           "{\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://10.0.0.2:6650\","
+           "\"brokerServiceUrlTls\":\"pulsar+ssl://10.0.0.2:6651\"},\"external\":{"
+           "\"brokerServiceUrl\":\"pulsar://b2.example.com:16650\",\"brokerServiceUrlTls\":"
+           "\"pulsar+ssl://b2.example.com:16651\"}}}",
+           "*internal:pulsar://10.0.0.2:6650,*internal:pulsar+ssl://10.0.0.2:6651,"
+           ">external:pulsar://b2.example.com:16650,>external:pulsar+ssl://b2.example.com:16651",
+           NULL);
+    subtest("a cluster without a lookup listener");
+    expect(edge, "192.168.1.7:8080", "{\"pulsarServiceUrlTls\":\"pulsar+ssl://192.168.1.7:6651\"}",
+           "*internal:pulsar+ssl://192.168.1.7:6651", NULL);
+    /* What the lookup listener takes, the internal one must still carry. */
+    subtest("lookup pulsar+ssl, internal pulsar only: the sibling serves");
+    expect(prod, "10.0.0.3:8080",
+           "{\"pulsarServiceUrl\":\"pulsar://10.0.0.3:6650\",\"advertisedListeners\":{\"external\":{"
+           "\"brokerServiceUrlTls\":\"pulsar+ssl://b3.example.com:16651\"}}}",
+           ">external:pulsar+ssl://b3.example.com:16651,*internal:pulsar://10.0.0.3:6650", NULL);
+    subtest("lookup https, internal binary only");
+    expect(prod, "10.0.0.4:8080",
+           "{\"pulsarServiceUrl\":\"pulsar://10.0.0.4:6650\",\"advertisedListeners\":{\"external\":{"
+           "\"brokerServiceUrl\":\"pulsar://b4.example.com:16650\",\"brokerHttpsUrl\":"
+           "\"https://b4.example.com:18443\"}}}",
+           NULL,
+           "the lookup listener 'external' has https://b4.example.com:18443, but the internal "
+           "listener 'internal' has no https or http address to forward it to");
+end:
+    lk_conf_unref(c);
+}
+
 /* Without internalListenerName, the listener holding pulsarServiceUrl is
  * the internal one, whatever its name and place in the map. */
 static void
@@ -275,11 +321,14 @@ test_pulsar_refused(void)
          "bad listener name 'ext ernal'"},
         {"10.0.0.1:8080", "{\"webServiceUrl\":\"http://10.0.0.1:8080/admin\"}",
          "unexpected '/admin'"},
-        /* the binary address has no HTTP sibling to forward lookups to */
+        /* the lookup listener takes HTTP, and the internal one has none to
+         * forward it to */
         {"10.0.0.1:8080",
          "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
-         "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
-         "the internal listener 'internal' has no http or https address"},
+         "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\",\"brokerHttpUrl\":"
+         "\"http://b.example.com:18080\"}}}",
+         "the lookup listener 'external' has http://b.example.com:18080, but the internal listener "
+         "'internal' has no http or https address to forward it to"},
         /* an external address that is also the internal one */
         {"10.0.0.1:8080",
          "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"advertisedListeners\":{\"external\":{"
@@ -863,6 +912,7 @@ const struct lk_test_case lk_test_registry[] = {
     {"registry/pulsar_local_broker_data", test_pulsar_local_broker_data},
     {"registry/pulsar_broker_lookup_data", test_pulsar_broker_lookup_data},
     {"registry/pulsar_internal_by_url", test_pulsar_internal_by_url},
+    {"registry/pulsar_binary_only", test_pulsar_binary_only},
     {"registry/pulsar_refused", test_pulsar_refused},
     {"registry/pulsar_bind", test_pulsar_bind},
     {"registry/kafka", test_kafka},
