@@ -801,6 +801,55 @@ reason_of(const struct lk_cluster *cl, const char *znode)
 
 #define NODE(name, doc) {(name), (const uint8_t *)(doc), sizeof(doc) - 1}
 
+/* Registrations of binary addresses only, in a cluster with webServiceUrl
+ * and serviceUrl: each is taken (lookout serves it no HTTP on its own
+ * address), and the service addresses pick among brokers by family
+ * (lk_pick_broker); one whose lookup listener takes HTTP it cannot forward
+ * is refused, the rest of the map kept. */
+static void
+test_live_binary_only(void)
+{
+    static const struct lk_meta_node nodes[] = {
+        NODE("10.0.0.21:8080", "{\"pulsarServiceUrl\":\"pulsar://10.0.0.21:6650\","
+                               "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
+                               "\"pulsar://10.1.0.21:6650\"}}}"),
+        NODE("10.0.0.22:8080", "{\"pulsarServiceUrlTls\":\"pulsar+ssl://10.0.0.22:6651\","
+                               "\"advertisedListeners\":{\"external\":{\"brokerServiceUrlTls\":"
+                               "\"pulsar+ssl://b22.example.com:6651\"}}}"),
+        NODE("10.0.0.23:8080", "{\"pulsarServiceUrl\":\"pulsar://10.0.0.23:6650\","
+                               "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
+                               "\"pulsar://10.1.0.23:6650\",\"brokerHttpUrl\":\"http://10.1.0.23:80\"}}}"),
+    };
+    const char *const *conf = CONF(
+        "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+        "internal_networks = 10.0.0.0/16", "metadataStoreUrl = zk:zk1:2181/pulsar",
+        "webServiceUrl = https://pulsar.example.com", "serviceUrl = pulsar+ssl://pulsar.example.com");
+    struct lk_live_set set = {"prod", nodes, sizeof(nodes) / sizeof(nodes[0]), NULL};
+    struct lk_conf *c = load_live(conf, &set, 1);
+    const struct lk_cluster *cl = cluster(c, "prod");
+    const struct lk_broker *b;
+    const char *why;
+
+    if (!ok(cl != NULL, "the map loads with binary-only registrations (%s)", err))
+        goto end;
+    ok(cl->nbrokers == 2 && cl->nrejects == 1, "two taken, one refused (%zu, %zu)", cl->nbrokers,
+       cl->nrejects);
+    b = broker_of(cl, "10.0.0.21:8080");
+    ok(b != NULL && lk_broker_upstream(b, LK_SCHEME_HTTP, 0) == NULL &&
+           lk_broker_upstream(b, LK_SCHEME_PULSAR, 0) != NULL,
+       "10.0.0.21: a pulsar:// upstream, no http one");
+    b = broker_of(cl, "10.0.0.22:8080");
+    ok(b != NULL && b->lookup != NULL && b->lookup->addr[LK_SCHEME_PULSAR_SSL] != NULL,
+       "10.0.0.22: pulsar+ssl:// only, with its lookup address");
+    why = reason_of(cl, "10.0.0.23:8080");
+    ok(why != NULL && strstr(why, "has http://10.1.0.23:80, but the internal listener 'internal' "
+                                  "has no http or https address") != NULL,
+       "a lookup http address with no internal one to forward to: %s",
+       why != NULL ? why : "(none)");
+end:
+    lk_conf_unref(c);
+}
+
 static void
 test_live_pulsar(void)
 {
@@ -913,6 +962,7 @@ const struct lk_test_case lk_test_registry[] = {
     {"registry/pulsar_broker_lookup_data", test_pulsar_broker_lookup_data},
     {"registry/pulsar_internal_by_url", test_pulsar_internal_by_url},
     {"registry/pulsar_binary_only", test_pulsar_binary_only},
+    {"registry/live_binary_only", test_live_binary_only},
     {"registry/pulsar_refused", test_pulsar_refused},
     {"registry/pulsar_bind", test_pulsar_bind},
     {"registry/kafka", test_kafka},
