@@ -83,17 +83,14 @@ check_addr(const struct lk_broker *b, int http, enum probe_kind *kind)
 }
 
 /*
- * The CONNECT a check sends: BaseCommand {type = CONNECT (2), connect (2) =
- * CommandConnect {client_version (1) = "lookout-health", protocol_version
- * (4) = 21}} (PulsarApi.proto; facts/pulsar.md section 4).  A broker
- * answers CONNECTED with the lower of the two versions; one that asks for
- * authentication answers otherwise, and fails the check as a 401 fails an
- * http one (health.check = tcp suits such a cluster).
+ * The CONNECT a check sends: client_version "lookout-health", protocol
+ * version 21 (Pulsar 3.x and 4.x; a broker answers CONNECTED with the lower
+ * of its own and this).  A broker that asks for authentication answers
+ * otherwise, and fails the check as a 401 fails an http one
+ * (health.check = tcp suits such a cluster).
  */
-static const uint8_t pulsar_connect[] = {
-    0x08, 0x02, 0x12, 0x12, 0x0a, 0x0e, 'l', 'o', 'o', 'k', 'o', 'u',
-    't',  '-',  'h',  'e',  'a',  'l',  't', 'h', 0x20, 0x15,
-};
+#define HEALTH_CLIENT_VERSION "lookout-health"
+#define HEALTH_PROTOCOL_VERSION 21
 
 static void
 finish(struct probe *p, int ok, const char *why)
@@ -183,7 +180,9 @@ event_cb(struct bufferevent *bev, short what, void *arg)
             return;
         }
         if (p->kind == PROBE_PULSAR) {
-            lk_pulsar_frame(bufferevent_get_output(bev), pulsar_connect, sizeof(pulsar_connect));
+            if (lk_pulsar_connect_frame(bufferevent_get_output(bev), HEALTH_CLIENT_VERSION,
+                                        HEALTH_PROTOCOL_VERSION) != 0)
+                finish(p, 0, "out of memory for CONNECT");
             return;
         }
         /* Connection: close, so that nothing waits on an idle keep-alive. */
