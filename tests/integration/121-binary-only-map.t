@@ -198,6 +198,20 @@ subtest 'health checks: a Pulsar CONNECT on the binary address; a killed broker 
     ok($lk->wait_log(qr/broker prod\/b3: health check passed: back in rotation/, 5), 'b3, restarted, is back');
 };
 
+subtest '--probe asks each broker on its binary address: CONNECT and a lookup' => sub {
+    my $r = run_lookout(args => [ '--probe', '-c', $conf_file ], dir => $dir, name => 'probe', timeout => 20);
+    is($r->{exit}, 0, 'every broker agrees with the map') or diag($r->{out});
+    like($r->{out}, qr/^OK +prod\/b1 pulsar:\/\/127\.0\.0\.1:$P{b1}: agrees with the map$/m, 'b1, at its pulsar:// address');
+    like($r->{out}, qr/^OK +prod\/b3 pulsar\+ssl:\/\/127\.0\.0\.1:$P{b3s}: agrees with the map$/m, 'b3, over TLS');
+    my ($l) = grep { ($_->{fields}{topic} // '') =~ /lookout-probe$/ } $proc{b2}->frames(type => 'LOOKUP', dir => 'in');
+    ok($l, 'b2 was asked the lookup of lookout-probe on its binary address');
+    $proc{b2}->stop;
+    $r = run_lookout(args => [ '--probe', '-c', $conf_file ], dir => $dir, name => 'probe-down', timeout => 20);
+    is($r->{exit}, 1, 'a stopped broker fails the probe');
+    like($r->{out}, qr/^UNREACHABLE +prod\/b2 pulsar:\/\/127\.0\.0\.1:$P{b2}: connect: /m, '... named at its binary address')
+        or diag($r->{out});
+};
+
 $lk->stop;
 $_->stop for values %proc;
 done_testing;
