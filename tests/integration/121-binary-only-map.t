@@ -10,7 +10,10 @@
 #   - pulsar-flex round-trips through the service address;
 #   - health.check = http, with no http address to GET, checks each broker with a Pulsar
 #     CONNECT on its binary address (the broker sees it), and a killed broker is taken out of
-#     rotation by the checks, and the service address stops sending clients there.
+#     rotation by the checks, and the service address stops sending clients there;
+#   - the same brokers registered in ZooKeeper with binary addresses only are taken and
+#     routed, and HTTP on webServiceUrl, with no broker to send it to, gets a logged 503;
+#   - --probe asks each broker on its binary address (CONNECT, LOOKUP).
 # The test brokers are three bin/pulsar-testbroker processes, one per broker, each knowing
 # the whole cluster (the others advertised only), so that one can be killed alone.
 
@@ -27,6 +30,7 @@ use Lookout;
 use KafkaMock;
 use KafkaTestBroker;
 use PulsarBinBroker;
+use ZooKeeper;
 
 my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
@@ -198,6 +202,79 @@ subtest 'health checks: a Pulsar CONNECT on the binary address; a killed broker 
     ok($lk->wait_log(qr/broker prod\/b3: health check passed: back in rotation/, 5), 'b3, restarted, is back');
 };
 
+$lk->stop;
+
+# The same brokers registered in ZooKeeper with binary addresses only, as a broker whose
+# advertisedListeners has no http listener writes its registration (webServiceUrl left
+# out here, as lookout must not need it): taken, routed, and HTTP on webServiceUrl,
+# which has no broker to go to, gets a clear 503, never a dial to a binary port.
+subtest 'a ZooKeeper map of binary-only registrations' => sub {
+    my $why = ZooKeeper::missing();
+    plan skip_all => $why if $why;
+    mkdir "$dir/zk";
+    my $zk = ZooKeeper->start(dir => "$dir/zk");
+    my $zc = $zk->client;
+    $zc->create('/pulsar', '', makepath => 1);
+    my %X = map { ($_ => free_port()) } qw(b1 b2 tls);
+    my ($web, $zsvc, $zadmin) = (free_port(), free_port(), free_port());
+    my %reg = (
+        b1 => { pulsarServiceUrl => "pulsar://127.0.0.1:$P{b1}",
+                advertisedListeners => { internal => { brokerServiceUrl => "pulsar://127.0.0.1:$P{b1}" },
+                                         external => { brokerServiceUrl => "pulsar://127.0.0.1:$X{b1}" } } },
+        b2 => { pulsarServiceUrl => "pulsar://127.0.0.1:$P{b2}", pulsarServiceUrlTls => "pulsar+ssl://127.0.0.1:$P{b2s}",
+                advertisedListeners => { external => { brokerServiceUrl => "pulsar://127.0.0.1:$X{b2}",
+                                                       brokerServiceUrlTls => "pulsar+ssl://b2.lookout.test:$X{tls}" } } },
+        b3 => { pulsarServiceUrlTls => "pulsar+ssl://127.0.0.1:$P{b3s}",
+                advertisedListeners => { internal => { brokerServiceUrlTls => "pulsar+ssl://127.0.0.1:$P{b3s}" },
+                                         external => { brokerServiceUrlTls => "pulsar+ssl://b3.lookout.test:$X{tls}" } } });
+    my %web = (b1 => 18081, b2 => 18082, b3 => 18083); # the brokerIds' webServicePort: named, never dialled
+    $zc->create("/pulsar/loadbalance/brokers/127.0.0.1:$web{$_}", encode_json($reg{$_}), makepath => 1) for qw(b1 b2 b3);
+    my $zlk = start_lookout(dir => $dir, name => 'zk', conf => <<"EOF");
+[lookout]
+workers = 1
+log_level = debug
+admin = 127.0.0.1:$zadmin
+tls.certificate = $c->{edge_crt}
+tls.key = $c->{edge_key}
+tls.upstream_ca = $c->{internal_ca}
+
+[pulsar live]
+metadataStoreUrl = zk:@{[ $zk->connect ]}/pulsar
+internal_networks = 127.0.0.0/8
+internalListenerName = internal
+lookupListenerName = external
+webServiceUrl = http://127.0.0.1:$web
+serviceUrl = pulsar://127.0.0.1:$zsvc
+bind = 127.0.0.1
+EOF
+    ok($zlk->started, 'lookout started with webServiceUrl over a store-read map') or return diag($zlk->log);
+    ok(wait_until(sub { (curl("http://127.0.0.1:$zadmin/healthz")->{status} // 0) == 200 }, 10), 'the store was read');
+    my $map = curl("http://127.0.0.1:$zadmin/map")->{body} // '';
+    my $j = eval { decode_json($map) } // {};
+    my ($cl) = grep { $_->{name} eq 'live' } @{ $j->{clusters} // [] };
+    is(scalar(@{ $cl->{brokers} // [] }), 3, 'the three binary-only registrations are taken') or diag($map);
+    unlike($zlk->log, qr/registration .* refused/, 'none refused');
+    my @r = probe("127.0.0.1:$zsvc", [], { lookup => 'persistent://public/default/t-b3', follow => 0 });
+    my ($l) = grep { $_->{lookup} } @r;
+    is($l->{hops}[0]{fields}{brokerServiceUrlTls}, "pulsar+ssl://b3.lookout.test:$X{tls}", 't-b3: rewritten to its registered external address')
+        or diag(explain(\@r));
+    @r = probe("127.0.0.1:$X{tls}", [ '--tls', '--cafile', $c->{edge_ca}, '--sni', 'b3.lookout.test' ],
+               { send => 'PRODUCER', fields => { topic => 'persistent://public/default/t-b3', producer_id => 1 } });
+    my ($p) = grep { ($_->{step} // '') eq '0' } @r;
+    is(($p->{received}[0]{type} // ''), 'PRODUCER_SUCCESS', 'a producer on it reaches b3') or diag(explain(\@r));
+    my $accepts = sub { scalar grep { ($_->{event} // '') eq 'accept' } map { $proc{$_}->frames } qw(b1 b2 b3) };
+    my $before = $accepts->();
+    my $h = curl("http://127.0.0.1:$web/admin/v2/clusters");
+    is($h->{status}, 503, 'HTTP on webServiceUrl: 503');
+    like($h->{body} // '', qr/no broker of the cluster has an internal http or https address/, '... saying why');
+    ok($zlk->wait_log(qr/\[warn\].*cluster live: no broker of the cluster has an internal http or https address/, 5),
+       '... and logged at warn') or diag($zlk->log);
+    is($accepts->(), $before, 'no broker was dialled for it');
+    ok($zlk->alive, 'lookout serves on');
+    $zlk->stop;
+    $zk->stop;
+};
+
 subtest '--probe asks each broker on its binary address: CONNECT and a lookup' => sub {
     my $r = run_lookout(args => [ '--probe', '-c', $conf_file ], dir => $dir, name => 'probe', timeout => 20);
     is($r->{exit}, 0, 'every broker agrees with the map') or diag($r->{out});
@@ -212,6 +289,5 @@ subtest '--probe asks each broker on its binary address: CONNECT and a lookup' =
         or diag($r->{out});
 };
 
-$lk->stop;
 $_->stop for values %proc;
 done_testing;
