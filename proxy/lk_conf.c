@@ -1773,7 +1773,8 @@ check_service_families(struct loader *ld, struct lk_cluster *cl)
 
         if (urls[k] == NULL)
             continue;
-        while (i < cl->nbrokers && lk_listener_pick(cl->brokers[i]->internal, families[k], 0) == NULL)
+        while (i < cl->nbrokers &&
+               lk_listener_pick(cl->brokers[i]->internal, families[k], 0) == NULL)
             i++;
         if (i < cl->nbrokers)
             continue;

@@ -373,8 +373,7 @@ get_upstream(struct hx *hx)
         /* The load rules keep a broker without an internal http or https
          * address off every HTTP route; this is the last guard, never a
          * dial to one of its binary ports. */
-        snprintf(why, sizeof(why), "cannot create a connection to broker %s%s",
-                 hx->x.broker->name,
+        snprintf(why, sizeof(why), "cannot create a connection to broker %s%s", hx->x.broker->name,
                  lk_broker_upstream(hx->x.broker, LK_SCHEME_HTTP, c->tls) == NULL
                      ? ": it has no internal http or https address"
                      : "");
@@ -443,8 +442,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
         /* Nothing was sent: on a service address another broker can take
          * it (lk_pick_broker now skips the one that failed). */
         if (hx->any_broker && ++hx->connects < hx->x.cluster->nbrokers && hx->hops == 0) {
-            const struct lk_broker *next =
-                lk_pick_broker(hc->c->rt, hx->x.cluster, LK_SCHEME_HTTP);
+            const struct lk_broker *next = lk_pick_broker(hc->c->rt, hx->x.cluster, LK_SCHEME_HTTP);
             if (next != NULL && next != hx->x.broker) {
                 lk_log(LK_INFO, hc->c, "broker %s unreachable (%s); trying %s",
                        hx->x.broker->name, u->error, next->name);

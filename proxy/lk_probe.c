@@ -522,6 +522,22 @@ pulsar_lookup(struct lk_runtime *rt, const struct lk_broker *b, const struct lk_
     http_answer_free(&a);
 }
 
+/* Reads exactly n bytes into p: 0, or -1 with why. */
+static int
+read_full(struct conn *c, unsigned ms, void *p, size_t n, char *why, size_t whylen)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = conn_read(c, (char *)p + got, n - got);
+        if (r <= 0) {
+            snprintf(why, whylen, "%s",
+                     r == 0 ? "the broker closed the connection" : read_error(ms));
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 /* Sends frame (and empties it), then reads one whole answer frame into
  * *cmd (malloc'd, commandSize bytes in *len) and returns its type, or -1
  * with why. */
@@ -531,7 +547,6 @@ pulsar_call(struct conn *c, unsigned ms, struct evbuffer *frame, uint8_t **cmd, 
 {
     uint8_t pre[LK_PULSAR_PREFIX], *buf;
     uint32_t total, cmd_size;
-    size_t got = 0;
     int rc;
 
     *cmd = NULL;
@@ -541,27 +556,16 @@ pulsar_call(struct conn *c, unsigned ms, struct evbuffer *frame, uint8_t **cmd, 
         snprintf(why, whylen, "sending: %s", strerror(errno));
         return -1;
     }
-    while (got < sizeof(pre)) {
-        ssize_t r = conn_read(c, pre + got, sizeof(pre) - got);
-        if (r <= 0) {
-            snprintf(why, whylen, "%s", r == 0 ? "the broker closed the connection" : read_error(ms));
-            return -1;
-        }
-        got += (size_t)r;
-    }
+    if (read_full(c, ms, pre, sizeof(pre), why, whylen) != 0)
+        return -1;
     if (lk_pulsar_sizes(pre, MAX_ANSWER, &total, &cmd_size) != 0) {
         snprintf(why, whylen, "not a Pulsar frame in answer");
         return -1;
     }
     buf = lk_xmalloc(total - 4 + 1);
-    for (got = 0; got < total - 4;) {
-        ssize_t r = conn_read(c, buf + got, total - 4 - got);
-        if (r <= 0) {
-            snprintf(why, whylen, "%s", r == 0 ? "the broker closed the connection" : read_error(ms));
-            free(buf);
-            return -1;
-        }
-        got += (size_t)r;
+    if (read_full(c, ms, buf, total - 4, why, whylen) != 0) {
+        free(buf);
+        return -1;
     }
     *cmd = buf;
     *len = cmd_size;

@@ -366,10 +366,9 @@ test_pick_by_family(void)
         if (b != NULL)
             seen[b->index]++;
     }
-    ok(http_b2 == 9, "HTTP: b2 every time, the one broker with an http address (%u of 9)",
-       http_b2);
-    ok(seen[0] != 0 && seen[1] != 0 && seen[2] != 0,
-       "pulsar: every broker in turn (%u, %u, %u)", seen[0], seen[1], seen[2]);
+    ok(http_b2 == 9, "HTTP: b2 every time, the one broker with an http address (%u of 9)", http_b2);
+    ok(seen[0] != 0 && seen[1] != 0 && seen[2] != 0, "pulsar: every broker in turn (%u, %u, %u)",
+       seen[0], seen[1], seen[2]);
     /* b2 failing: HTTP still goes to it (the only one), never to b1 or b3. */
     lk_broker_connect_result(rt, conf->brokers[1], 0);
     ok(lk_pick_broker(rt, conf->clusters[0], LK_SCHEME_HTTP) == conf->brokers[1],

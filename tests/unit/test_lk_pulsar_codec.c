@@ -1283,8 +1283,7 @@ test_client_frames(void)
     ok(lk_pulsar_lookup_frame(b, "persistent://public/default/lookout-probe", 7) == 0,
        "LOOKUP built");
     p = evbuffer_pullup(b, -1);
-    ok(lk_pulsar_sizes(p, 1024, &total, &cmd_size) == 0 &&
-           total + 4 == evbuffer_get_length(b) &&
+    ok(lk_pulsar_sizes(p, 1024, &total, &cmd_size) == 0 && total + 4 == evbuffer_get_length(b) &&
            lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &cmd) == 0 &&
            cmd.type == LK_PULSAR_LOOKUP && cmd.has_request_id && cmd.request_id == 7 &&
            !cmd.has_listener,

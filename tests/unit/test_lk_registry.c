@@ -228,36 +228,40 @@ test_pulsar_binary_only(void)
     if (!ok(prod != NULL && edge != NULL, "config loads (%s)", err))
         goto end;
     subtest("top-level pulsarServiceUrl, external pulsar://");
-    expect(prod, "10.0.0.1:8080",
-           "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
-           "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
-           ">external:pulsar://b.example.com:16650,*internal:pulsar://10.0.0.1:6650", NULL);
+    expect(
+        prod, "10.0.0.1:8080",
+        "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
+        ">external:pulsar://b.example.com:16650,*internal:pulsar://10.0.0.1:6650", NULL);
     subtest("both binary schemes on both listeners, no webServiceUrl");
-    expect(prod, "10.0.0.2:8080",
-           "{\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://10.0.0.2:6650\","
-           "\"brokerServiceUrlTls\":\"pulsar+ssl://10.0.0.2:6651\"},\"external\":{"
-           "\"brokerServiceUrl\":\"pulsar://b2.example.com:16650\",\"brokerServiceUrlTls\":"
-           "\"pulsar+ssl://b2.example.com:16651\"}}}",
-           "*internal:pulsar://10.0.0.2:6650,*internal:pulsar+ssl://10.0.0.2:6651,"
-           ">external:pulsar://b2.example.com:16650,>external:pulsar+ssl://b2.example.com:16651",
-           NULL);
+    expect(
+        prod, "10.0.0.2:8080",
+        "{\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://10.0.0.2:6650\","
+        "\"brokerServiceUrlTls\":\"pulsar+ssl://10.0.0.2:6651\"},\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b2.example.com:16650\",\"brokerServiceUrlTls\":"
+        "\"pulsar+ssl://b2.example.com:16651\"}}}",
+        "*internal:pulsar://10.0.0.2:6650,*internal:pulsar+ssl://10.0.0.2:6651,"
+        ">external:pulsar://b2.example.com:16650,>external:pulsar+ssl://b2.example.com:16651",
+        NULL);
     subtest("a cluster without a lookup listener");
     expect(edge, "192.168.1.7:8080", "{\"pulsarServiceUrlTls\":\"pulsar+ssl://192.168.1.7:6651\"}",
            "*internal:pulsar+ssl://192.168.1.7:6651", NULL);
     /* What the lookup listener takes, the internal one must still carry. */
     subtest("lookup pulsar+ssl, internal pulsar only: the sibling serves");
-    expect(prod, "10.0.0.3:8080",
-           "{\"pulsarServiceUrl\":\"pulsar://10.0.0.3:6650\",\"advertisedListeners\":{\"external\":{"
-           "\"brokerServiceUrlTls\":\"pulsar+ssl://b3.example.com:16651\"}}}",
-           ">external:pulsar+ssl://b3.example.com:16651,*internal:pulsar://10.0.0.3:6650", NULL);
+    expect(
+        prod, "10.0.0.3:8080",
+        "{\"pulsarServiceUrl\":\"pulsar://10.0.0.3:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrlTls\":\"pulsar+ssl://b3.example.com:16651\"}}}",
+        ">external:pulsar+ssl://b3.example.com:16651,*internal:pulsar://10.0.0.3:6650", NULL);
     subtest("lookup https, internal binary only");
-    expect(prod, "10.0.0.4:8080",
-           "{\"pulsarServiceUrl\":\"pulsar://10.0.0.4:6650\",\"advertisedListeners\":{\"external\":{"
-           "\"brokerServiceUrl\":\"pulsar://b4.example.com:16650\",\"brokerHttpsUrl\":"
-           "\"https://b4.example.com:18443\"}}}",
-           NULL,
-           "the lookup listener 'external' has https://b4.example.com:18443, but the internal "
-           "listener 'internal' has no https or http address to forward it to");
+    expect(
+        prod, "10.0.0.4:8080",
+        "{\"pulsarServiceUrl\":\"pulsar://10.0.0.4:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b4.example.com:16650\",\"brokerHttpsUrl\":"
+        "\"https://b4.example.com:18443\"}}}",
+        NULL,
+        "the lookup listener 'external' has https://b4.example.com:18443, but the internal "
+        "listener 'internal' has no https or http address to forward it to");
 end:
     lk_conf_unref(c);
 }
@@ -816,14 +820,16 @@ test_live_binary_only(void)
         NODE("10.0.0.22:8080", "{\"pulsarServiceUrlTls\":\"pulsar+ssl://10.0.0.22:6651\","
                                "\"advertisedListeners\":{\"external\":{\"brokerServiceUrlTls\":"
                                "\"pulsar+ssl://b22.example.com:6651\"}}}"),
-        NODE("10.0.0.23:8080", "{\"pulsarServiceUrl\":\"pulsar://10.0.0.23:6650\","
-                               "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
-                               "\"pulsar://10.1.0.23:6650\",\"brokerHttpUrl\":\"http://10.1.0.23:80\"}}}"),
+        NODE("10.0.0.23:8080",
+             "{\"pulsarServiceUrl\":\"pulsar://10.0.0.23:6650\","
+             "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
+             "\"pulsar://10.1.0.23:6650\",\"brokerHttpUrl\":\"http://10.1.0.23:80\"}}}"),
     };
-    const char *const *conf = CONF(
-        "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
-        "internal_networks = 10.0.0.0/16", "metadataStoreUrl = zk:zk1:2181/pulsar",
-        "webServiceUrl = https://pulsar.example.com", "serviceUrl = pulsar+ssl://pulsar.example.com");
+    const char *const *conf =
+        CONF("[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+             "internal_networks = 10.0.0.0/16", "metadataStoreUrl = zk:zk1:2181/pulsar",
+             "webServiceUrl = https://pulsar.example.com",
+             "serviceUrl = pulsar+ssl://pulsar.example.com");
     struct lk_live_set set = {"prod", nodes, sizeof(nodes) / sizeof(nodes[0]), NULL};
     struct lk_conf *c = load_live(conf, &set, 1);
     const struct lk_cluster *cl = cluster(c, "prod");
