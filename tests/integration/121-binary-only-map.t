@@ -25,6 +25,7 @@ use lib "$FindBin::Bin/lib";
 
 use JSON::PP qw(decode_json encode_json);
 use Test::More;
+use Time::HiRes qw(time);
 
 use Lookout;
 use KafkaMock;
@@ -171,9 +172,11 @@ subtest 'health checks: a Pulsar CONNECT on the binary address; a killed broker 
            "$b: checked with a CONNECT from lookout-health");
     }
     unlike($lk->log, qr/health check failed/, 'every check passed while the brokers ran');
+    my $t0 = time;
     $proc{b3}->stop;
     ok($lk->wait_log(qr/broker prod\/b3: 1 health check failed in a row: out of rotation/, 5),
        'b3, killed, is out of rotation by the checks') or diag($lk->log);
+    note sprintf 'b3 ejected %.0f ms after it was stopped (health.interval 300 ms)', 1000 * (time - $t0);
     my $at = length($lk->log);
     like($lk->log, qr/broker prod\/b3 at pulsar\+ssl:\/\/127\.0\.0\.1:$P{b3s}: health check failed: /,
          '... checked at its binary address');
