@@ -3091,6 +3091,15 @@ dump_health(const struct lk_cluster *cl, FILE *out)
                 h->check == LK_HEALTH_CHECK_HTTP ? " of " : "",
                 h->check == LK_HEALTH_CHECK_HTTP ? h->path : "", h->interval_ms, h->timeout_ms);
     fputc('\n', out);
+    if (h->check != LK_HEALTH_CHECK_HTTP)
+        return;
+    /* lk_health.c checks a broker with binary addresses only otherwise. */
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        if (lk_broker_upstream(cl->brokers[i], LK_SCHEME_HTTP, 0) == NULL) {
+            fprintf(out, "           (a broker without an internal http or https address: a "
+                         "Pulsar CONNECT to its binary address, answered CONNECTED)\n");
+            break;
+        }
 }
 
 /* "  internal networks 10.0.0.0/8, fd00::/8" when the cluster sets

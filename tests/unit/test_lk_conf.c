@@ -1826,7 +1826,8 @@ test_reference(void)
     }
 
     /* the other shipped examples load too */
-    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", "kafka.conf", NULL};
+    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", "pulsar-binary.conf",
+                                           "kafka.conf", NULL};
     for (size_t i = 0; examples[i] != NULL; i++) {
         snprintf(path, sizeof(path), "%s/conf/%s", top != NULL ? top : ".", examples[i]);
         c = lk_conf_load(path, err, sizeof(err));
