@@ -1753,6 +1753,41 @@ check_client_listeners(struct loader *ld, const struct lk_cluster *cl)
 }
 
 /*
+ * A service address sends what it accepts to any broker with an internal
+ * address of its family (lk_pick_broker), so a static map needs one such
+ * broker: webServiceUrl over a map of binary addresses only would answer
+ * every request 503.  A store's brokers come later; lk_http.c and
+ * lk_pulsar.c say so at run time while none has one.
+ */
+static int
+check_service_families(struct loader *ld, struct lk_cluster *cl)
+{
+    static const char *const keys[] = {"webServiceUrl", "serviceUrl"};
+    const struct lk_url *const urls[] = {cl->web_service, cl->service};
+    static const enum lk_scheme families[] = {LK_SCHEME_HTTP, LK_SCHEME_PULSAR};
+
+    if (cl->zk != NULL)
+        return 0;
+    for (int k = 0; k < 2; k++) {
+        size_t i = 0;
+
+        if (urls[k] == NULL)
+            continue;
+        while (i < cl->nbrokers &&
+               lk_listener_pick(cl->brokers[i]->internal, families[k], 0) == NULL)
+            i++;
+        if (i < cl->nbrokers)
+            continue;
+        return entry_err(ld, cl->section, find_entry(cl->section, keys[k]),
+                         "%s has nowhere to go: no broker's internal listener has a %s or %s "
+                         "address",
+                         urls[k]->text, lk_scheme_name(families[k]),
+                         lk_scheme_name(lk_scheme_sibling(families[k])));
+    }
+    return 0;
+}
+
+/*
  * Finds each broker's internal and lookup listener once every broker of cl
  * is loaded.  A name that no broker has is the cluster key's mistake (a typo
  * in internalListenerName or lookupListenerName), so its line is named; a
@@ -1802,7 +1837,7 @@ resolve_listeners(struct loader *ld, struct lk_cluster *cl)
             lk_listener_internal_check(cl, b->internal, msg, sizeof(msg)) != 0)
             return entry_err(ld, s, e, "%s", msg);
     }
-    return 0;
+    return check_service_families(ld, cl);
 }
 
 /*
@@ -3056,6 +3091,15 @@ dump_health(const struct lk_cluster *cl, FILE *out)
                 h->check == LK_HEALTH_CHECK_HTTP ? " of " : "",
                 h->check == LK_HEALTH_CHECK_HTTP ? h->path : "", h->interval_ms, h->timeout_ms);
     fputc('\n', out);
+    if (h->check != LK_HEALTH_CHECK_HTTP)
+        return;
+    /* lk_health.c checks a broker with binary addresses only otherwise. */
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        if (lk_broker_upstream(cl->brokers[i], LK_SCHEME_HTTP, 0) == NULL) {
+            fprintf(out, "           (a broker without an internal http or https address: a "
+                         "Pulsar CONNECT to its binary address, answered CONNECTED)\n");
+            break;
+        }
 }
 
 /* "  internal networks 10.0.0.0/8, fd00::/8" when the cluster sets

@@ -1277,18 +1277,26 @@ lk_broker_check_fails(const struct lk_runtime *rt, const struct lk_broker *b)
 }
 
 const struct lk_broker *
-lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl)
+lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl, enum lk_scheme family)
 {
+    const struct lk_broker *any = NULL;
+
     if (cl->nbrokers == 0)
         return NULL;
     unsigned start = __atomic_fetch_add(&rt->rr[cl->index], 1, __ATOMIC_RELAXED);
     for (size_t k = 0; k < cl->nbrokers; k++) {
         const struct lk_broker *b = cl->brokers[(start + k) % cl->nbrokers];
+        /* A broker without an internal address of the family (a map of
+         * binary addresses only, for HTTP) is never one to send it to. */
+        if (lk_listener_pick(b->internal, family, 0) == NULL)
+            continue;
         if (lk_broker_up(rt, b))
             return b;
+        if (any == NULL)
+            any = b;
     }
     /* All are failing: try anyway rather than refuse outright. */
-    return cl->brokers[start % cl->nbrokers];
+    return any;
 }
 
 void

@@ -460,9 +460,12 @@ SSL *lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr);
 void lk_upstream_release(struct lk_upstream *u);
 void lk_upstream_free(struct lk_upstream *u);
 
-/* Picks a broker of cl round-robin, skipping brokers that are not up
- * (lk_broker_up), unless none is. */
-const struct lk_broker *lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl);
+/* Picks a broker of cl round-robin among those whose internal listener has
+ * an address of family (http/https, pulsar/pulsar+ssl, kafka/kafka+ssl),
+ * skipping brokers that are not up (lk_broker_up), unless none is.  NULL
+ * when no broker has an address of the family. */
+const struct lk_broker *lk_pick_broker(struct lk_runtime *rt, const struct lk_cluster *cl,
+                                       enum lk_scheme family);
 /*
  * Health bookkeeping (struct lk_health_conf has the rules), callable from
  * any worker.  A connect result: a success clears the broker's failures; a

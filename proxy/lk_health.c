@@ -1,9 +1,11 @@
 /*
  * Active broker health checks: a timer per checked cluster; on each tick
  * one probe per broker of it, a TCP connect, or an HTTP/1.1 GET whose
- * status line must say 2xx, each bounded by health.timeout.  The outcome
- * goes into rt->health through lk_broker_check_result, so the rotation of
- * service addresses and the admin pages see one state whatever found it.
+ * status line must say 2xx, or, for a Pulsar broker whose map names binary
+ * addresses only, a CONNECT that must be answered CONNECTED; each bounded
+ * by health.timeout.  The outcome goes into rt->health through
+ * lk_broker_check_result, so the rotation of service addresses and the
+ * admin pages see one state whatever found it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +21,19 @@
 #include "lk_health.h"
 #include "lk_log.h"
 #include "lk_pool.h"
+#include "lk_pulsar_codec.h"
 
 /* A status line longer than this is not an HTTP answer. */
 #define STATUS_LINE_MAX 1024
+/* A CONNECTED is a few dozen bytes; an answer to CONNECT over this is not one. */
+#define PULSAR_ANSWER_MAX (64 * 1024)
+
+/* What a check does once connected. */
+enum probe_kind {
+    PROBE_TCP,    /* nothing: the connect was the check */
+    PROBE_HTTP,   /* GET health.path, 2xx */
+    PROBE_PULSAR, /* CONNECT, answered CONNECTED */
+};
 
 struct probe {
     struct lk_health_checker *hc;
@@ -29,7 +41,7 @@ struct probe {
     const struct lk_url *addr; /* NULL: the broker has nothing to check */
     struct bufferevent *bev;   /* while a check runs */
     struct lk_dial dial;       /* how bev was dialled */
-    int http;
+    enum probe_kind kind;
 };
 
 struct cluster_timer {
@@ -47,22 +59,38 @@ struct lk_health_checker {
     size_t ntimers;
 };
 
-/* What a check connects to: for http, the internal web-service address
- * (upstream.tls picks between http and https as for a plaintext client);
- * for tcp, that, else the Pulsar binary address, else the Kafka one.  A
- * TLS address gets a handshake only for http: tcp asks whether the port
- * takes connections, nothing more. */
+/* What a check connects to, and what it does there: for http, the
+ * internal web-service address (upstream.tls picks between http and https
+ * as for a plaintext client), or, for a Pulsar broker with binary addresses
+ * only, its binary address and a CONNECT; for tcp, the web-service
+ * address, else the Pulsar binary one, else the Kafka one.  A TLS address
+ * gets a handshake for http and CONNECT: tcp asks whether the port takes
+ * connections, nothing more. */
 static const struct lk_url *
-check_addr(const struct lk_broker *b, int http)
+check_addr(const struct lk_broker *b, int http, enum probe_kind *kind)
 {
     const struct lk_url *u = lk_broker_upstream(b, LK_SCHEME_HTTP, 0);
 
-    if (u != NULL || http)
+    *kind = http ? PROBE_HTTP : PROBE_TCP;
+    if (u != NULL)
         return u;
-    if ((u = lk_broker_upstream(b, LK_SCHEME_PULSAR, 0)) != NULL)
+    if ((u = lk_broker_upstream(b, LK_SCHEME_PULSAR, 0)) != NULL) {
+        if (http)
+            *kind = PROBE_PULSAR;
         return u;
-    return b->internal != NULL ? lk_kafka_addr(b->internal) : NULL;
+    }
+    return b->internal != NULL && !http ? lk_kafka_addr(b->internal) : NULL;
 }
+
+/*
+ * The CONNECT a check sends: client_version "lookout-health", protocol
+ * version 21 (Pulsar 3.x and 4.x; a broker answers CONNECTED with the lower
+ * of its own and this).  A broker that asks for authentication answers
+ * otherwise, and fails the check as a 401 fails an http one
+ * (health.check = tcp suits such a cluster).
+ */
+#define HEALTH_CLIENT_VERSION "lookout-health"
+#define HEALTH_PROTOCOL_VERSION 21
 
 static void
 finish(struct probe *p, int ok, const char *why)
@@ -80,6 +108,33 @@ finish(struct probe *p, int ok, const char *why)
     lk_broker_check_result(rt, p->b, ok);
 }
 
+/* The answer to CONNECT: its first frame, whole, must be CONNECTED. */
+static void
+read_pulsar(struct probe *p, struct evbuffer *in)
+{
+    uint8_t pre[LK_PULSAR_PREFIX], *cmd;
+    uint32_t total, cmd_size;
+    char why[96];
+    int type;
+
+    if (evbuffer_copyout(in, pre, sizeof(pre)) < (ev_ssize_t)sizeof(pre))
+        return;
+    if (lk_pulsar_sizes(pre, PULSAR_ANSWER_MAX, &total, &cmd_size) != 0) {
+        finish(p, 0, "the answer to CONNECT is not a Pulsar frame");
+        return;
+    }
+    if (evbuffer_get_length(in) < 4 + (size_t)total)
+        return;
+    cmd = evbuffer_pullup(in, LK_PULSAR_PREFIX + (ev_ssize_t)cmd_size);
+    type = lk_pulsar_command_type(cmd + LK_PULSAR_PREFIX, cmd_size);
+    if (type == LK_PULSAR_CONNECTED) {
+        finish(p, 1, NULL);
+        return;
+    }
+    snprintf(why, sizeof(why), "CONNECT answered with command type %d, not CONNECTED (3)", type);
+    finish(p, 0, why);
+}
+
 static void
 read_cb(struct bufferevent *bev, void *arg)
 {
@@ -89,6 +144,10 @@ read_cb(struct bufferevent *bev, void *arg)
     char line[STATUS_LINE_MAX + 1], why[STATUS_LINE_MAX + 64];
     int status;
 
+    if (p->kind == PROBE_PULSAR) {
+        read_pulsar(p, in);
+        return;
+    }
     if (eol.pos < 0) {
         if (evbuffer_get_length(in) > STATUS_LINE_MAX)
             finish(p, 0, "no HTTP status line");
@@ -116,8 +175,14 @@ event_cb(struct bufferevent *bev, short what, void *arg)
     char why[256];
 
     if (what & BEV_EVENT_CONNECTED) {
-        if (!p->http) {
+        if (p->kind == PROBE_TCP) {
             finish(p, 1, NULL);
+            return;
+        }
+        if (p->kind == PROBE_PULSAR) {
+            if (lk_pulsar_connect_frame(bufferevent_get_output(bev), HEALTH_CLIENT_VERSION,
+                                        HEALTH_PROTOCOL_VERSION) != 0)
+                finish(p, 0, "out of memory for CONNECT");
             return;
         }
         /* Connection: close, so that nothing waits on an idle keep-alive. */
@@ -158,7 +223,7 @@ start_probe(struct probe *p)
 
     if (p->bev != NULL) /* the last one is still running: cannot be, timeout <= interval */
         finish(p, 0, "the previous check never ended");
-    if (p->http && lk_scheme_is_tls(p->addr->scheme)) {
+    if (p->kind != PROBE_TCP && lk_scheme_is_tls(p->addr->scheme)) {
         SSL *ssl = lk_upstream_ssl_new(hc->rt, p->addr);
         if (ssl == NULL)
             return;
@@ -172,7 +237,7 @@ start_probe(struct probe *p)
     } else if ((p->bev = bufferevent_socket_new(hc->base, -1, opts)) == NULL) {
         return;
     }
-    bufferevent_setcb(p->bev, p->http ? read_cb : NULL, NULL, event_cb, p);
+    bufferevent_setcb(p->bev, p->kind != PROBE_TCP ? read_cb : NULL, NULL, event_cb, p);
     bufferevent_enable(p->bev, EV_READ | EV_WRITE);
     /* A failure, even at once, comes back through event_cb; health.timeout
      * covers the whole check, the name lookup included. */
@@ -222,8 +287,7 @@ lk_health_start(struct lk_runtime *rt, struct event_base *base, char *err, size_
         struct probe *p = &hc->probes[b->index];
         p->hc = hc;
         p->b = b;
-        p->http = b->cluster->health.check == LK_HEALTH_CHECK_HTTP;
-        p->addr = check_addr(b, p->http);
+        p->addr = check_addr(b, b->cluster->health.check == LK_HEALTH_CHECK_HTTP, &p->kind);
     }
     for (size_t i = 0; i < conf->nclusters; i++) {
         const struct lk_cluster *cl = conf->clusters[i];

@@ -368,8 +368,17 @@ get_upstream(struct hx *hx)
     c->action = "connecting to the broker";
     hx->up = lk_upstream_get(c->w, c->rt, hx->x.broker, LK_SCHEME_HTTP, c->tls, up_ready, hx);
     if (hx->up == NULL) {
+        char why[200];
         hx->waiting_upstream = 0;
-        reply_error(hx, 502, "cannot create a connection to the broker", 0);
+        /* The load rules keep a broker without an internal http or https
+         * address off every HTTP route; this is the last guard, never a
+         * dial to one of its binary ports. */
+        snprintf(why, sizeof(why), "cannot create a connection to broker %s%s", hx->x.broker->name,
+                 lk_broker_upstream(hx->x.broker, LK_SCHEME_HTTP, c->tls) == NULL
+                     ? ": it has no internal http or https address"
+                     : "");
+        lk_log(LK_WARN, c, "%s", why);
+        reply_error(hx, 502, why, 0);
     }
 }
 
@@ -433,7 +442,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
         /* Nothing was sent: on a service address another broker can take
          * it (lk_pick_broker now skips the one that failed). */
         if (hx->any_broker && ++hx->connects < hx->x.cluster->nbrokers && hx->hops == 0) {
-            const struct lk_broker *next = lk_pick_broker(hc->c->rt, hx->x.cluster);
+            const struct lk_broker *next = lk_pick_broker(hc->c->rt, hx->x.cluster, LK_SCHEME_HTTP);
             if (next != NULL && next != hx->x.broker) {
                 lk_log(LK_INFO, hc->c, "broker %s unreachable (%s); trying %s",
                        hx->x.broker->name, u->error, next->name);
@@ -1110,11 +1119,19 @@ on_request_head(struct hx *hx)
         lk_http_add_id(req, LK_HDR_HOST, vhost_authority(&hx->x.pool, vh));
     hx->x.cluster = vh->cluster;
     hx->any_broker = vh->broker == NULL;
-    hx->x.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    hx->x.broker =
+        vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_HTTP);
     hx->x.listener_name = vh->cluster->lookup_listener;
     if (hx->x.broker == NULL) {
-        /* A cluster read from ZooKeeper may have none for now: that passes. */
-        if (vh->cluster->zk != NULL)
+        /* A cluster read from ZooKeeper may have none for now: that passes.
+         * Its brokers may also all have binary addresses only: lookout
+         * then has nowhere to send HTTP, and says so. */
+        static const char none[] = "no broker of the cluster has an internal http or https "
+                                   "address (its map names binary addresses only)";
+        if (vh->cluster->nbrokers != 0) {
+            lk_log(LK_WARN, c, "cluster %s: %s", vh->cluster->name, none);
+            reply_error(hx, 503, none, 0);
+        } else if (vh->cluster->zk != NULL)
             reply_error(hx, 503,
                         vh->cluster->zk_read
                             ? "no broker of the cluster is registered in ZooKeeper"

@@ -1030,7 +1030,8 @@ start(struct lk_conn *c)
             return;
     } else {
         k->pr.any_broker = vh->broker == NULL;
-        k->pr.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+        k->pr.broker =
+            vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_KAFKA);
     }
     if (k->pr.broker == NULL) {
         lk_pair_close(&k->pr, "the cluster has no brokers; closing");

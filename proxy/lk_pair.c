@@ -158,7 +158,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
         /* A service-address connection may go to another broker (nothing
          * was sent yet). */
         if (p->any_broker && ++p->connects < p->cluster->nbrokers) {
-            const struct lk_broker *next = lk_pick_broker(p->c->rt, p->cluster);
+            const struct lk_broker *next = lk_pick_broker(p->c->rt, p->cluster, p->ops->family);
             if (next != NULL && next != p->broker && !p->c->closing) {
                 lk_upstream_free(p->up);
                 p->up = NULL;

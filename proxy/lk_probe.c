@@ -29,6 +29,7 @@
 #include "lk_kafka_codec.h"
 #include "lk_pool.h"
 #include "lk_probe.h"
+#include "lk_pulsar_codec.h"
 
 /* A Pulsar admin answer or a Kafka Metadata response without topics is a
  * few KiB; anything past this is not what the probe asked for. */
@@ -521,6 +522,113 @@ pulsar_lookup(struct lk_runtime *rt, const struct lk_broker *b, const struct lk_
     http_answer_free(&a);
 }
 
+/* Reads exactly n bytes into p: 0, or -1 with why. */
+static int
+read_full(struct conn *c, unsigned ms, void *p, size_t n, char *why, size_t whylen)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = conn_read(c, (char *)p + got, n - got);
+        if (r <= 0) {
+            snprintf(why, whylen, "%s",
+                     r == 0 ? "the broker closed the connection" : read_error(ms));
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Sends frame (and empties it), then reads one whole answer frame into
+ * *cmd (malloc'd, commandSize bytes in *len) and returns its type, or -1
+ * with why. */
+static int
+pulsar_call(struct conn *c, unsigned ms, struct evbuffer *frame, uint8_t **cmd, size_t *len,
+            char *why, size_t whylen)
+{
+    uint8_t pre[LK_PULSAR_PREFIX], *buf;
+    uint32_t total, cmd_size;
+    int rc;
+
+    *cmd = NULL;
+    rc = conn_write(c, evbuffer_pullup(frame, -1), evbuffer_get_length(frame));
+    evbuffer_drain(frame, evbuffer_get_length(frame));
+    if (rc != 0) {
+        snprintf(why, whylen, "sending: %s", strerror(errno));
+        return -1;
+    }
+    if (read_full(c, ms, pre, sizeof(pre), why, whylen) != 0)
+        return -1;
+    if (lk_pulsar_sizes(pre, MAX_ANSWER, &total, &cmd_size) != 0) {
+        snprintf(why, whylen, "not a Pulsar frame in answer");
+        return -1;
+    }
+    buf = lk_xmalloc(total - 4 + 1);
+    if (read_full(c, ms, buf, total - 4, why, whylen) != 0) {
+        free(buf);
+        return -1;
+    }
+    *cmd = buf;
+    *len = cmd_size;
+    return lk_pulsar_command_type(buf, cmd_size);
+}
+
+/*
+ * A broker with binary addresses only has no web service in the map to
+ * ask: it is asked on its binary address instead, CONNECT then a LOOKUP of
+ * LK_PROBE_TOPIC, whose brokerServiceUrl(Tls) must be in the map.
+ */
+static void
+pulsar_binary(struct lk_runtime *rt, const struct lk_broker *b, const struct lk_url *addr,
+              struct finding *f)
+{
+    unsigned ms = rt->conf->timeout_connect_ms;
+    struct evbuffer *frame = evbuffer_new();
+    struct lk_pulsar_cmd r;
+    struct conn c;
+    uint8_t *cmd = NULL;
+    size_t len;
+    char why[512];
+    int type;
+
+    if (conn_open(rt, addr, ms, &c, why, sizeof(why)) != 0) {
+        note(f, V_UNREACHABLE, "%s", why);
+        goto out;
+    }
+    lk_pulsar_connect_frame(frame, "lookout-probe", 21);
+    if ((type = pulsar_call(&c, ms, frame, &cmd, &len, why, sizeof(why))) != LK_PULSAR_CONNECTED) {
+        if (cmd != NULL)
+            snprintf(why, sizeof(why), "answered command type %d", type);
+        note(f, V_UNREACHABLE, "CONNECT: %s", why);
+        goto out;
+    }
+    free(cmd);
+    lk_pulsar_lookup_frame(frame, "persistent://public/default/" LK_PROBE_TOPIC, 1);
+    type = pulsar_call(&c, ms, frame, &cmd, &len, why, sizeof(why));
+    if (type != LK_PULSAR_LOOKUP_RESPONSE || lk_pulsar_decode(cmd, len, &r) != 0) {
+        note(f, V_OK, "binary lookup of %s not checked: %s", LK_PROBE_TOPIC,
+             cmd == NULL ? why : "the answer is not a LOOKUP_RESPONSE");
+        goto out;
+    }
+    if (r.lookup_type == LK_PULSAR_FAILED) {
+        note(f, V_OK, "binary lookup of %s not checked: Failed", LK_PROBE_TOPIC);
+        goto out;
+    }
+    for (int k = 0; k < 2; k++) {
+        const struct lk_str *u = k == 0 ? &r.url : &r.url_tls;
+        char text[320];
+        if (!(k == 0 ? r.has_url : r.has_url_tls) || u->len == 0)
+            continue;
+        snprintf(text, sizeof(text), "%.*s", (int)(u->len < 300 ? u->len : 300), u->p);
+        if (!url_in_map(b->cluster, text))
+            note(f, V_MISMATCH, "its binary lookup names %s (%s), which no listener in the map has",
+                 text, k == 0 ? "brokerServiceUrl" : "brokerServiceUrlTls");
+    }
+out:
+    free(cmd);
+    conn_close(&c);
+    evbuffer_free(frame);
+}
+
 static void
 probe_pulsar(struct lk_runtime *rt, const struct lk_cluster *cl, struct finding *fs,
              struct active *ac, char *active_why, size_t whylen)
@@ -535,7 +643,10 @@ probe_pulsar(struct lk_runtime *rt, const struct lk_cluster *cl, struct finding 
         char why[512];
 
         if (addr == NULL) {
-            note(f, V_OK, "no internal web-service address: nothing to ask");
+            if ((addr = lk_broker_upstream(b, LK_SCHEME_PULSAR, 0)) != NULL)
+                pulsar_binary(rt, b, addr, f);
+            else
+                note(f, V_OK, "no internal web-service address: nothing to ask");
             continue;
         }
         if (http_get(rt, addr, "/admin/v2/brokers/ready", &a, why, sizeof(why)) != 0) {
@@ -866,6 +977,8 @@ lk_probe_run(struct lk_runtime *rt, FILE *out)
             const struct lk_broker *b = cl->brokers[i];
             const struct lk_url *addr =
                 kafka ? lk_kafka_addr(b->internal) : lk_broker_upstream(b, LK_SCHEME_HTTP, 0);
+            if (addr == NULL && !kafka) /* a binary-only map: asked there */
+                addr = lk_broker_upstream(b, LK_SCHEME_PULSAR, 0);
             /* Kafka's text is "NAME://host:port": the listener is in the details. */
             fprintf(out, "%-11s %s %s: %s\n", verdict_names[fs[i].v], b->name,
                     addr == NULL ? "-"
@@ -874,6 +987,16 @@ lk_probe_run(struct lk_runtime *rt, FILE *out)
                     fs[i].detail[0] != '\0' ? fs[i].detail : "agrees with the map");
             counts[fs[i].v]++;
         }
+        /* The active list names web-service host:ports, which a broker the
+         * map gives binary addresses only has none of to compare. */
+        for (size_t i = 0; !kafka && ac.cluster[0] != '\0' && i < cl->nbrokers; i++)
+            if (lk_broker_upstream(cl->brokers[i], LK_SCHEME_HTTP, 0) == NULL) {
+                snprintf(active_why, sizeof(active_why),
+                         "broker %s has binary addresses only in the map, and the active list "
+                         "names web-service addresses",
+                         cl->brokers[i]->name);
+                ac.cluster[0] = '\0';
+            }
         if (!kafka && ac.cluster[0] != '\0') {
             for (size_t k = 0; k < ac.n; k++) {
                 size_t i;

@@ -574,9 +574,13 @@ start(struct lk_conn *c)
     p->pr.cluster = vh->cluster;
     p->rq.type = p->rs.type = -1;
     p->pr.any_broker = vh->broker == NULL;
-    p->pr.broker = vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster);
+    p->pr.broker =
+        vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_PULSAR);
     if (p->pr.broker == NULL) {
-        lk_pair_close(&p->pr, "the cluster has no brokers; closing");
+        lk_pair_close(&p->pr, vh->cluster->nbrokers == 0
+                                  ? "the cluster has no brokers; closing"
+                                  : "no broker of the cluster has an internal pulsar or "
+                                    "pulsar+ssl address; closing");
         return;
     }
     c->action = "waiting for CONNECT";

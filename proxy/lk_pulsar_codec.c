@@ -418,6 +418,23 @@ set_bytes(ProtobufCMessage *m, unsigned n, const struct lk_str *to, struct saved
     bd->len = to->len;
 }
 
+/* Appends base as a simple frame: its size prefix, then it packed.  0, or
+ * -1 (out untouched) when it does not fit a frame or out of memory. */
+static int
+pack_frame(const LkPb__BaseCommand *base, struct evbuffer *out)
+{
+    size_t size = lk_pb__base_command__get_packed_size(base);
+    struct evbuffer_iovec v;
+
+    if (size > UINT32_MAX - 4 ||
+        evbuffer_reserve_space(out, (ev_ssize_t)(LK_PULSAR_PREFIX + size), &v, 1) != 1)
+        return -1;
+    prefix(v.iov_base, size);
+    lk_pb__base_command__pack(base, (uint8_t *)v.iov_base + LK_PULSAR_PREFIX);
+    v.iov_len = LK_PULSAR_PREFIX + size;
+    return evbuffer_commit_space(out, &v, 1) == 0 ? 0 : -1;
+}
+
 int
 lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *edit,
                    struct evbuffer *out)
@@ -461,16 +478,8 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
     if (strip)
         ((LkPb__CommandLookupTopic *)m)->has_advertised_listener_name = 0;
 
-    size_t size = lk_pb__base_command__get_packed_size(base);
-    struct evbuffer_iovec v;
-    if (size <= UINT32_MAX - 4 &&
-        evbuffer_reserve_space(out, (ev_ssize_t)(LK_PULSAR_PREFIX + size), &v, 1) == 1) {
-        prefix(v.iov_base, size);
-        lk_pb__base_command__pack(base, (uint8_t *)v.iov_base + LK_PULSAR_PREFIX);
-        v.iov_len = LK_PULSAR_PREFIX + size;
-        if (evbuffer_commit_space(out, &v, 1) == 0)
-            rc = 1;
-    }
+    if (pack_frame(base, out) == 0)
+        rc = 1;
     for (int i = 0; i < 2; i++)
         if (sv[i].bd != NULL)
             *sv[i].bd = sv[i].was;
@@ -486,6 +495,35 @@ lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len)
     prefix(h, len);
     evbuffer_add(out, h, sizeof(h));
     evbuffer_add(out, cmd, len);
+}
+
+int
+lk_pulsar_connect_frame(struct evbuffer *out, const char *client_version, uint32_t protocol_version)
+{
+    LkPb__CommandConnect c = LK_PB__COMMAND_CONNECT__INIT;
+    LkPb__BaseCommand base = LK_PB__BASE_COMMAND__INIT;
+
+    c.client_version.data = (uint8_t *)client_version;
+    c.client_version.len = strlen(client_version);
+    c.has_protocol_version = 1;
+    c.protocol_version = protocol_version;
+    base.type = LK_PULSAR_CONNECT;
+    base.connect = &c;
+    return pack_frame(&base, out);
+}
+
+int
+lk_pulsar_lookup_frame(struct evbuffer *out, const char *topic, uint64_t request_id)
+{
+    LkPb__CommandLookupTopic l = LK_PB__COMMAND_LOOKUP_TOPIC__INIT;
+    LkPb__BaseCommand base = LK_PB__BASE_COMMAND__INIT;
+
+    l.topic.data = (uint8_t *)topic;
+    l.topic.len = strlen(topic);
+    l.request_id = request_id;
+    base.type = LK_PULSAR_LOOKUP;
+    base.lookuptopic = &l;
+    return pack_frame(&base, out);
 }
 
 enum lk_pulsar_addrs

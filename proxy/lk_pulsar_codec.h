@@ -176,4 +176,15 @@ enum lk_pulsar_addrs lk_pulsar_type_addrs(int type);
 /* For tests and test brokers: appends a simple frame around command bytes. */
 void lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len);
 
+/*
+ * The frames lookout sends as a client of its own (health checks and
+ * --probe), appended to out: CONNECT with client_version and
+ * protocol_version (CommandConnect fields 1 and 4), and LOOKUP of topic
+ * (CommandLookupTopic 1 and 2, not authoritative), as PulsarApi.proto
+ * numbers them (facts/pulsar.md section 4).  0, or -1 out of memory.
+ */
+int lk_pulsar_connect_frame(struct evbuffer *out, const char *client_version,
+                            uint32_t protocol_version);
+int lk_pulsar_lookup_frame(struct evbuffer *out, const char *topic, uint64_t request_id);
+
 #endif

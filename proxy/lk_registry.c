@@ -702,15 +702,15 @@ int
 lk_pulsar_listeners_check(const struct lk_listener *internal, const struct lk_listener *lookup,
                           char *err, size_t errlen)
 {
-    if (lk_listener_pick(internal, LK_SCHEME_HTTP, 0) == NULL)
-        return lk_fail(err, errlen,
-                    "the internal listener '%s' has no http or https address (lookout connects "
-                    "there for HTTP)",
-                    internal->name);
     if (lookup == NULL)
         return 0;
     /* Whatever lookout accepts on the lookup listener it forwards to the
-     * internal listener, in the same protocol. */
+     * internal listener, in the same protocol; nothing else needs an
+     * internal address of a family.  A map of pulsar:// and pulsar+ssl://
+     * addresses only (Pulsar's broker.conf examples) is whole: lookout
+     * then serves no HTTP for the broker, and the service addresses pick
+     * only brokers with an internal address of their family
+     * (lk_pick_broker). */
     for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
         if (lookup->addr[sc] != NULL && lk_listener_pick(internal, sc, 0) == NULL)
             return lk_fail(err, errlen,

@@ -127,10 +127,11 @@ int lk_registry_kafka_listeners(const char *data, size_t len, struct lk_listener
 
 /*
  * Whether a Pulsar broker's internal and lookup (may be NULL) listeners
- * can serve: the internal one has an http or https address, the lookup one
- * is another listener, and each of its schemes has a counterpart on the
- * internal one.  0, or -1 with a message.  Shared with lk_conf.c's static
- * brokers.
+ * can serve: each scheme of the lookup listener has a counterpart on the
+ * internal one, where lookout forwards what it accepts there.  An internal
+ * listener without an http or https address is fine when the lookup one
+ * has none either: lookout serves no HTTP for that broker.  0, or -1 with
+ * a message.  Shared with lk_conf.c's static brokers.
  */
 int lk_pulsar_listeners_check(const struct lk_listener *internal, const struct lk_listener *lookup,
                               char *err, size_t errlen);

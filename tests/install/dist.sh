@@ -86,6 +86,7 @@ usr/share/doc/lookout/examples/demo.conf
 usr/share/doc/lookout/examples/kafka.conf
 usr/share/doc/lookout/examples/kafka/3.json
 usr/share/doc/lookout/examples/lookout.conf
+usr/share/doc/lookout/examples/pulsar-binary.conf
 usr/share/doc/lookout/examples/pulsar-follow.conf
 usr/share/man/man5/lookout.conf.5
 usr/share/man/man8/lookout.8

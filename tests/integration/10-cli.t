@@ -255,6 +255,22 @@ my @bad;
                  qr/bind 0\.0\.0\.0:$p1\b.*internal address http:\/\/127\.0\.0\.1:$p1 of broker prod\/b1/ ];
 }
 {
+    # lookout serves HTTP for b2 (its lookup listener has an http address), and b2's
+    # internal listener has no http address to send it to (issue 19 defect 2: still refused).
+    my $t = $good;
+    $t =~ s{,internal:http://127\.0\.0\.1:$p2}{}m;
+    push @bad, [ 'HTTP served for a broker without an internal http address', $t, qr/^advertisedListeners = .*16652/,
+                 qr/the lookup listener 'external' has http:\/\/127\.0\.0\.1:$q2, but the internal listener 'internal' has no http or https address/ ];
+}
+{
+    # webServiceUrl over a map of binary addresses only: nowhere to send its requests.
+    my $t = $good;
+    $t =~ s{,internal:http://127\.0\.0\.1:(?:$p1|$p2)}{}mg;
+    $t =~ s{external:http://}{external:pulsar://}mg;
+    push @bad, [ 'webServiceUrl over a binary-only map', $t, qr/^webServiceUrl/,
+                 qr/webServiceUrl: http:\/\/127\.0\.0\.1:$w has nowhere to go: no broker's internal listener has a http or https address/ ];
+}
+{
     my $t = $good;
     $t =~ s/^\[broker prod\/b2\]$/[broker staging\/b2]/m;
     push @bad, [ 'broker of an undefined cluster', $t, qr/^\[broker staging/, qr/staging/ ];
@@ -290,6 +306,18 @@ for my $case (@bad) {
         like($run->{out}, qr/\Q$run->{conf}\E:(?:$alt): /, '... with the same file:line');
     };
 }
+
+subtest 'a binary-only map, as in Pulsar\'s broker.conf examples, is accepted (issue 19 defect 2)' => sub {
+    my $t = $good;
+    $t =~ s{,internal:http://127\.0\.0\.1:(?:$p1|$p2)}{}mg;
+    $t =~ s{external:http://}{external:pulsar://}mg;
+    $t =~ s{^webServiceUrl = .*$}{serviceUrl = pulsar://127.0.0.1:$w}m;
+    my $r = run_lookout(conf => $t, args => ['--check'], dir => $dir, name => 'binonly', timeout => 5);
+    is($r->{exit}, 0, 'exit 0') or diag($r->{out});
+    like($r->{out}, qr/^    map      pulsar:\/\/127\.0\.0\.1:16651 -> pulsar:\/\/127\.0\.0\.1:$q1$/m, 'b1 mapped') or diag($r->{out});
+    like($r->{out}, qr/^    map      pulsar:\/\/127\.0\.0\.1:16652 -> pulsar:\/\/127\.0\.0\.1:$q2$/m, 'b2 mapped');
+    like($r->{out}, qr/^  127\.0\.0\.1 -> broker prod\/b1 at pulsar:\/\/127\.0\.0\.1:16651$/m, 'its bind routes to b1\'s binary address');
+};
 
 subtest 'names sharing a plaintext http bind are fine (Host tells them apart)' => sub {
     my $t = $good;

@@ -415,6 +415,55 @@ test_cluster_keys(void)
 }
 
 /* upstream.tls: which internal address a client of each TLS-ness reaches. */
+/* A map of binary addresses only, as Pulsar's broker.conf examples give
+ * advertisedListeners: lookout serves no HTTP for it, so no internal http
+ * address is asked for; --check shows each broker's binary map. */
+static void
+test_binary_only_map(void)
+{
+    struct lk_conf *c = LOAD(
+        "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+        "serviceUrl = pulsar+ssl://pulsar.example.com", "[broker prod/b1]",
+        "advertisedListeners = internal:pulsar://10.0.0.1:6650,"
+        "external:pulsar+ssl://b1.example.com:6651",
+        "[broker prod/b2]",
+        "advertisedListeners = internal:pulsar://10.0.0.2:6650,internal:pulsar+ssl://10.0.0.2:6651,"
+        "external:pulsar://b2.example.com:6650",
+        "[broker prod/b3]",
+        "advertisedListeners = internal:pulsar+ssl://10.0.0.3:6651,"
+        "external:pulsar+ssl://b3.example.com:6651");
+    char *dump;
+
+    if (!ok(c != NULL, "a binary-only map loads (%s)", err))
+        return;
+    for (size_t i = 0; i < 3; i++)
+        ok(lk_broker_upstream(c->brokers[i], LK_SCHEME_HTTP, 0) == NULL &&
+               lk_broker_upstream(c->brokers[i], LK_SCHEME_PULSAR, 1) != NULL,
+           "b%zu: a binary upstream, no http one", i + 1);
+    dump = lk_conf_dump_text(c);
+    ok(strstr(dump, "    map      pulsar://10.0.0.1:6650 -> pulsar+ssl://b1.example.com:6651\n") !=
+           NULL,
+       "--check maps b1's binary address");
+    ok(strstr(dump, "pulsar+ssl://10.0.0.2:6651 -> pulsar://b2.example.com:6650\n") != NULL,
+       "--check maps b2's TLS address to its one lookup address");
+    ok(strstr(dump, "pulsar+ssl://10.0.0.3:6651 -> pulsar+ssl://b3.example.com:6651\n") != NULL,
+       "--check maps b3's");
+    ok(strstr(dump, "http://") == NULL, "no http address anywhere:\n%s", dump);
+    free(dump);
+    lk_conf_unref(c);
+
+    /* A mixed map behind webServiceUrl: HTTP goes to the brokers that take
+     * it (lk_pick_broker), so one is enough. */
+    c = LOAD("[pulsar prod]", "webServiceUrl = http://pulsar.example.com",
+             "lookupListenerName = external", "[broker prod/b1]",
+             "advertisedListeners = internal:pulsar://10.0.0.1:6650,external:pulsar://b1:6650",
+             "[broker prod/b2]",
+             "advertisedListeners = internal:pulsar://10.0.0.2:6650,internal:http://10.0.0.2:8080,"
+             "external:pulsar://b2:6651");
+    ok(c != NULL, "a mixed map behind webServiceUrl loads (%s)", err);
+    lk_conf_unref(c);
+}
+
 static void
 test_broker_upstream(void)
 {
@@ -835,10 +884,23 @@ test_broker_errors(void)
                "(their listeners: internal, external)",
                "[pulsar prod]", "lookupListenerName = externl", "[broker prod/b1]",
                "advertisedListeners = internal:http://10.0.0.1:8080,external:http://b1:80");
-    EXPECT_ERR("t.conf:3: [broker prod/b1] advertisedListeners: the internal listener 'internal' "
-               "has no http or https address (lookout connects there for HTTP)",
-               "[pulsar prod]", "[broker prod/b1]",
+    /* lookout serves HTTP for this broker (its lookup listener has an http
+     * address), and the internal listener has none to send it to. */
+    EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: the lookup listener 'external' "
+               "has http://b1:80, but the internal listener 'internal' has no http or https "
+               "address to forward it to",
+               "[pulsar prod]", "lookupListenerName = external", "[broker prod/b1]",
                "advertisedListeners = internal:pulsar://10.0.0.1:6650,external:http://b1:80");
+    /* A service address needs a broker that can take what it accepts. */
+    EXPECT_ERR("t.conf:2: [pulsar prod] webServiceUrl: https://pulsar.example.com:443 has nowhere "
+               "to go: no broker's internal listener has a http or https address",
+               "[pulsar prod]", "webServiceUrl = https://pulsar.example.com",
+               "lookupListenerName = external", "[broker prod/b1]",
+               "advertisedListeners = internal:pulsar://10.0.0.1:6650,external:pulsar://b1:6650");
+    EXPECT_ERR("t.conf:2: [pulsar prod] serviceUrl: pulsar://pulsar.example.com:6650 has nowhere "
+               "to go: no broker's internal listener has a pulsar or pulsar+ssl address",
+               "[pulsar prod]", "serviceUrl = pulsar://pulsar.example.com", "[broker prod/b1]",
+               "advertisedListeners = internal:http://10.0.0.1:8080");
     EXPECT_ERR("t.conf:4: [broker prod/b1] advertisedListeners: the lookup listener 'external' "
                "has pulsar+ssl://b1:6651, but the internal listener 'internal' has no pulsar+ssl "
                "or pulsar address to forward it to",
@@ -1764,7 +1826,8 @@ test_reference(void)
     }
 
     /* the other shipped examples load too */
-    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", "kafka.conf", NULL};
+    static const char *const examples[] = {"demo.conf", "pulsar-follow.conf", "pulsar-binary.conf",
+                                           "kafka.conf", NULL};
     for (size_t i = 0; examples[i] != NULL; i++) {
         snprintf(path, sizeof(path), "%s/conf/%s", top != NULL ? top : ".", examples[i]);
         c = lk_conf_load(path, err, sizeof(err));
@@ -2654,6 +2717,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/lookout_keys", test_lookout_keys},
     {"conf/cluster_keys", test_cluster_keys},
     {"conf/broker_upstream", test_broker_upstream},
+    {"conf/binary_only_map", test_binary_only_map},
     {"conf/comments", test_comments},
     {"conf/long_lines", test_long_lines},
     {"conf/reader_errors", test_reader_errors},

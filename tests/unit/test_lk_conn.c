@@ -331,6 +331,59 @@ end:
     lk_conf_unref(conf);
 }
 
+/* A service address sends its protocol only to brokers whose internal
+ * listener has an address of that family: HTTP never goes to a broker with
+ * binary addresses only, whatever the round robin says, and with none at
+ * all there is no broker to pick (lk_http.c answers 503). */
+static void
+test_pick_by_family(void)
+{
+    static const char text[] =
+        "[pulsar p]\ninternalListenerName = internal\n"
+        "webServiceUrl = http://127.0.0.1:18080\nserviceUrl = pulsar://127.0.0.1:16650\n"
+        "[broker p/b1]\nadvertisedListeners = internal:pulsar://10.0.0.1:6650\n"
+        "[broker p/b2]\nadvertisedListeners = internal:pulsar://10.0.0.2:6650,"
+        "internal:http://10.0.0.2:8080\n"
+        "[broker p/b3]\nadvertisedListeners = internal:pulsar+ssl://10.0.0.3:6651\n";
+    static const char binary[] =
+        "[pulsar q]\nserviceUrl = pulsar://127.0.0.1:16651\n"
+        "[broker q/b1]\nadvertisedListeners = internal:pulsar://10.0.1.1:6650\n";
+    char err[256];
+    struct lk_conf *conf = conf_of(text), *conf2 = conf_of(binary);
+    struct lk_runtime *rt = NULL, *rt2 = NULL;
+    unsigned seen[3] = {0, 0, 0}, http_b2 = 0;
+
+    if (conf == NULL || conf2 == NULL)
+        goto end;
+    rt = lk_runtime_new(conf, err, sizeof(err));
+    rt2 = lk_runtime_new(conf2, err, sizeof(err));
+    if (!ok(rt != NULL && rt2 != NULL, "runtimes (%s)", err))
+        goto end;
+    for (int i = 0; i < 9; i++) {
+        const struct lk_broker *h = lk_pick_broker(rt, conf->clusters[0], LK_SCHEME_HTTP);
+        const struct lk_broker *b = lk_pick_broker(rt, conf->clusters[0], LK_SCHEME_PULSAR);
+        http_b2 += h == conf->brokers[1];
+        if (b != NULL)
+            seen[b->index]++;
+    }
+    ok(http_b2 == 9, "HTTP: b2 every time, the one broker with an http address (%u of 9)", http_b2);
+    ok(seen[0] != 0 && seen[1] != 0 && seen[2] != 0, "pulsar: every broker in turn (%u, %u, %u)",
+       seen[0], seen[1], seen[2]);
+    /* b2 failing: HTTP still goes to it (the only one), never to b1 or b3. */
+    lk_broker_connect_result(rt, conf->brokers[1], 0);
+    ok(lk_pick_broker(rt, conf->clusters[0], LK_SCHEME_HTTP) == conf->brokers[1],
+       "HTTP with b2 failing: still b2, never a binary-only broker");
+    ok(lk_pick_broker(rt2, conf2->clusters[0], LK_SCHEME_HTTP) == NULL,
+       "a binary-only cluster: no broker for HTTP");
+    ok(lk_pick_broker(rt2, conf2->clusters[0], LK_SCHEME_PULSAR) == conf2->brokers[0],
+       "... and its broker for pulsar");
+end:
+    lk_runtime_free(rt);
+    lk_runtime_free(rt2);
+    lk_conf_unref(conf);
+    lk_conf_unref(conf2);
+}
+
 /* The server_name extension body, as the client-hello callback reads it
  * to keep each TLS session to its name. */
 static void
@@ -361,6 +414,7 @@ const struct lk_test_case lk_test_conn[] = {
     {"conn/upstream_reuse", test_upstream_reuse},
     {"conn/upstream_reuse_by_key", test_upstream_reuse_by_key},
     {"conn/upstream_tls_identity", test_upstream_tls_identity},
+    {"conn/pick_by_family", test_pick_by_family},
     {"conn/sni_parse", test_sni_parse},
     {NULL, NULL},
 };

@@ -1255,8 +1255,47 @@ test_type_addrs(void)
         ok(lk_pulsar_type_addrs(t[i].type) == t[i].want, "type %d: %d", t[i].type, (int)t[i].want);
 }
 
+/* The frames lookout sends as a client (health checks, --probe): CONNECT
+ * byte for byte as PulsarApi.proto's numbering gives it (BaseCommand type
+ * 1 = 2, connect 2 = {client_version 1, protocol_version 4}), and both
+ * read back by the decoder the proxy uses. */
+static void
+test_client_frames(void)
+{
+    static const uint8_t want[] = {0x00, 0x00, 0x00, 0x1a, 0x00, 0x00, 0x00, 0x16, 0x08, 0x02,
+                                   0x12, 0x12, 0x0a, 0x0e, 'l',  'o',  'o',  'k',  'o',  'u',
+                                   't',  '-',  'h',  'e',  'a',  'l',  't',  'h',  0x20, 0x15};
+    struct evbuffer *b = evbuffer_new();
+    struct lk_pulsar_cmd cmd;
+    uint32_t total, cmd_size;
+    uint8_t *p;
+
+    ok(lk_pulsar_connect_frame(b, "lookout-health", 21) == 0, "CONNECT built");
+    p = evbuffer_pullup(b, -1);
+    ok(evbuffer_get_length(b) == sizeof(want) && memcmp(p, want, sizeof(want)) == 0,
+       "CONNECT: the bytes of the spec (%zu)", evbuffer_get_length(b));
+    ok(lk_pulsar_sizes(p, 1024, &total, &cmd_size) == 0 &&
+           lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &cmd) == 0 &&
+           cmd.type == LK_PULSAR_CONNECT && cmd.protocol_version == 21 &&
+           !cmd.has_proxy_to_broker_url,
+       "CONNECT decodes: type, protocol version, no proxy_to_broker_url");
+    evbuffer_drain(b, evbuffer_get_length(b));
+    ok(lk_pulsar_lookup_frame(b, "persistent://public/default/lookout-probe", 7) == 0,
+       "LOOKUP built");
+    p = evbuffer_pullup(b, -1);
+    ok(lk_pulsar_sizes(p, 1024, &total, &cmd_size) == 0 && total + 4 == evbuffer_get_length(b) &&
+           lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &cmd) == 0 &&
+           cmd.type == LK_PULSAR_LOOKUP && cmd.has_request_id && cmd.request_id == 7 &&
+           !cmd.has_listener,
+       "LOOKUP decodes: type, request id, no listener name");
+    ok(memmem(p, evbuffer_get_length(b), "persistent://public/default/lookout-probe", 41) != NULL,
+       "... with the topic");
+    evbuffer_free(b);
+}
+
 const struct lk_test_case lk_test_pulsar_codec[] = {
     {"pulsar_codec/sizes", test_sizes},
+    {"pulsar_codec/client_frames", test_client_frames},
     {"pulsar_codec/type", test_type},
     {"pulsar_codec/decode", test_decode},
     {"pulsar_codec/lookup_response", test_lookup_response},

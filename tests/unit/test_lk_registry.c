@@ -216,6 +216,56 @@ end:
     lk_conf_unref(c);
 }
 
+/* Registrations of binary addresses only, as Pulsar's broker.conf examples
+ * give advertisedListeners: lookout serves no HTTP for such a broker, so
+ * none is required; the same rule as a [broker] section's (lk_conf.c). */
+static void
+test_pulsar_binary_only(void)
+{
+    struct lk_conf *c = load(CONF(P_PROD, P_EDGE));
+    const struct lk_cluster *prod = cluster(c, "prod"), *edge = cluster(c, "edge");
+
+    if (!ok(prod != NULL && edge != NULL, "config loads (%s)", err))
+        goto end;
+    subtest("top-level pulsarServiceUrl, external pulsar://");
+    expect(
+        prod, "10.0.0.1:8080",
+        "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
+        ">external:pulsar://b.example.com:16650,*internal:pulsar://10.0.0.1:6650", NULL);
+    subtest("both binary schemes on both listeners, no webServiceUrl");
+    expect(
+        prod, "10.0.0.2:8080",
+        "{\"advertisedListeners\":{\"internal\":{\"brokerServiceUrl\":\"pulsar://10.0.0.2:6650\","
+        "\"brokerServiceUrlTls\":\"pulsar+ssl://10.0.0.2:6651\"},\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b2.example.com:16650\",\"brokerServiceUrlTls\":"
+        "\"pulsar+ssl://b2.example.com:16651\"}}}",
+        "*internal:pulsar://10.0.0.2:6650,*internal:pulsar+ssl://10.0.0.2:6651,"
+        ">external:pulsar://b2.example.com:16650,>external:pulsar+ssl://b2.example.com:16651",
+        NULL);
+    subtest("a cluster without a lookup listener");
+    expect(edge, "192.168.1.7:8080", "{\"pulsarServiceUrlTls\":\"pulsar+ssl://192.168.1.7:6651\"}",
+           "*internal:pulsar+ssl://192.168.1.7:6651", NULL);
+    /* What the lookup listener takes, the internal one must still carry. */
+    subtest("lookup pulsar+ssl, internal pulsar only: the sibling serves");
+    expect(
+        prod, "10.0.0.3:8080",
+        "{\"pulsarServiceUrl\":\"pulsar://10.0.0.3:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrlTls\":\"pulsar+ssl://b3.example.com:16651\"}}}",
+        ">external:pulsar+ssl://b3.example.com:16651,*internal:pulsar://10.0.0.3:6650", NULL);
+    subtest("lookup https, internal binary only");
+    expect(
+        prod, "10.0.0.4:8080",
+        "{\"pulsarServiceUrl\":\"pulsar://10.0.0.4:6650\",\"advertisedListeners\":{\"external\":{"
+        "\"brokerServiceUrl\":\"pulsar://b4.example.com:16650\",\"brokerHttpsUrl\":"
+        "\"https://b4.example.com:18443\"}}}",
+        NULL,
+        "the lookup listener 'external' has https://b4.example.com:18443, but the internal "
+        "listener 'internal' has no https or http address to forward it to");
+end:
+    lk_conf_unref(c);
+}
+
 /* Without internalListenerName, the listener holding pulsarServiceUrl is
  * the internal one, whatever its name and place in the map. */
 static void
@@ -275,11 +325,14 @@ test_pulsar_refused(void)
          "bad listener name 'ext ernal'"},
         {"10.0.0.1:8080", "{\"webServiceUrl\":\"http://10.0.0.1:8080/admin\"}",
          "unexpected '/admin'"},
-        /* the binary address has no HTTP sibling to forward lookups to */
+        /* the lookup listener takes HTTP, and the internal one has none to
+         * forward it to */
         {"10.0.0.1:8080",
          "{\"pulsarServiceUrl\":\"pulsar://10.0.0.1:6650\",\"advertisedListeners\":{\"external\":{"
-         "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\"}}}",
-         "the internal listener 'internal' has no http or https address"},
+         "\"brokerServiceUrl\":\"pulsar://b.example.com:16650\",\"brokerHttpUrl\":"
+         "\"http://b.example.com:18080\"}}}",
+         "the lookup listener 'external' has http://b.example.com:18080, but the internal listener "
+         "'internal' has no http or https address to forward it to"},
         /* an external address that is also the internal one */
         {"10.0.0.1:8080",
          "{\"webServiceUrl\":\"http://10.0.0.1:8080\",\"advertisedListeners\":{\"external\":{"
@@ -752,6 +805,57 @@ reason_of(const struct lk_cluster *cl, const char *znode)
 
 #define NODE(name, doc) {(name), (const uint8_t *)(doc), sizeof(doc) - 1}
 
+/* Registrations of binary addresses only, in a cluster with webServiceUrl
+ * and serviceUrl: each is taken (lookout serves it no HTTP on its own
+ * address), and the service addresses pick among brokers by family
+ * (lk_pick_broker); one whose lookup listener takes HTTP it cannot forward
+ * is refused, the rest of the map kept. */
+static void
+test_live_binary_only(void)
+{
+    static const struct lk_meta_node nodes[] = {
+        NODE("10.0.0.21:8080", "{\"pulsarServiceUrl\":\"pulsar://10.0.0.21:6650\","
+                               "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
+                               "\"pulsar://10.1.0.21:6650\"}}}"),
+        NODE("10.0.0.22:8080", "{\"pulsarServiceUrlTls\":\"pulsar+ssl://10.0.0.22:6651\","
+                               "\"advertisedListeners\":{\"external\":{\"brokerServiceUrlTls\":"
+                               "\"pulsar+ssl://b22.example.com:6651\"}}}"),
+        NODE("10.0.0.23:8080",
+             "{\"pulsarServiceUrl\":\"pulsar://10.0.0.23:6650\","
+             "\"advertisedListeners\":{\"external\":{\"brokerServiceUrl\":"
+             "\"pulsar://10.1.0.23:6650\",\"brokerHttpUrl\":\"http://10.1.0.23:80\"}}}"),
+    };
+    const char *const *conf =
+        CONF("[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+             "internal_networks = 10.0.0.0/16", "metadataStoreUrl = zk:zk1:2181/pulsar",
+             "webServiceUrl = https://pulsar.example.com",
+             "serviceUrl = pulsar+ssl://pulsar.example.com");
+    struct lk_live_set set = {"prod", nodes, sizeof(nodes) / sizeof(nodes[0]), NULL};
+    struct lk_conf *c = load_live(conf, &set, 1);
+    const struct lk_cluster *cl = cluster(c, "prod");
+    const struct lk_broker *b;
+    const char *why;
+
+    if (!ok(cl != NULL, "the map loads with binary-only registrations (%s)", err))
+        goto end;
+    ok(cl->nbrokers == 2 && cl->nrejects == 1, "two taken, one refused (%zu, %zu)", cl->nbrokers,
+       cl->nrejects);
+    b = broker_of(cl, "10.0.0.21:8080");
+    ok(b != NULL && lk_broker_upstream(b, LK_SCHEME_HTTP, 0) == NULL &&
+           lk_broker_upstream(b, LK_SCHEME_PULSAR, 0) != NULL,
+       "10.0.0.21: a pulsar:// upstream, no http one");
+    b = broker_of(cl, "10.0.0.22:8080");
+    ok(b != NULL && b->lookup != NULL && b->lookup->addr[LK_SCHEME_PULSAR_SSL] != NULL,
+       "10.0.0.22: pulsar+ssl:// only, with its lookup address");
+    why = reason_of(cl, "10.0.0.23:8080");
+    ok(why != NULL && strstr(why, "has http://10.1.0.23:80, but the internal listener 'internal' "
+                                  "has no http or https address") != NULL,
+       "a lookup http address with no internal one to forward to: %s",
+       why != NULL ? why : "(none)");
+end:
+    lk_conf_unref(c);
+}
+
 static void
 test_live_pulsar(void)
 {
@@ -863,6 +967,8 @@ const struct lk_test_case lk_test_registry[] = {
     {"registry/pulsar_local_broker_data", test_pulsar_local_broker_data},
     {"registry/pulsar_broker_lookup_data", test_pulsar_broker_lookup_data},
     {"registry/pulsar_internal_by_url", test_pulsar_internal_by_url},
+    {"registry/pulsar_binary_only", test_pulsar_binary_only},
+    {"registry/live_binary_only", test_live_binary_only},
     {"registry/pulsar_refused", test_pulsar_refused},
     {"registry/pulsar_bind", test_pulsar_bind},
     {"registry/kafka", test_kafka},
