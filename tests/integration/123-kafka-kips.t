@@ -41,16 +41,6 @@ my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
 
-sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
-
-sub leaks_metric {
-    my ($admin, $cluster) = @_;
-    my $r = curl("http://127.0.0.1:$admin/metrics");
-    return $r->{body} =~ /^lookout_leaks_total\{cluster="\Q$cluster\E"\} (\d+)$/m ? $1 : -1;
-}
-
-sub log_since { my ($lk, $from) = @_; return substr($lk->log // '', $from) }
-
 # A Kafka string as it sits on the wire (compact: length + 1, for hosts under 127 bytes)
 # followed by a uint16 port, in hex.
 sub wire16 { my ($host, $port) = @_; return unpack('H*', chr(length($host) + 1) . $host . pack('n', $port)) }
@@ -86,7 +76,7 @@ sub kprobe {
     my ($port, $opts, @targets) = @_;
     my $r = KafkaMock::run([ $PY, "$BIN/kafka-probe", '--topic', 'lk-kips', '--partitions', 1, @$opts,
                              "127.0.0.1:$port", @targets ], timeout => 60);
-    return json_lines($r->{out});
+    return Lookout::json_lines($r->{out});
 }
 
 my $direct_port = (split /:/, $tb->bootstrap)[1];
@@ -125,8 +115,8 @@ subtest 'KIP-1313: the client id on the first request only, and a header v3 that
     my $ext = unpack('H*', pack('N', $k->{ext1}));
     like($md->{response_hex}, qr/$ext/, 'Metadata v12 without a client id: node 1 rewritten to lookout');
     unlike($md->{response_hex}, qr/${\ unpack('H*', pack('N', $n1_port)) }/, '... its internal port gone');
-    ok(wait_until(sub { log_since($k->{lk}, $from) =~ /"ApiVersions v5"/ }, 5), 'access-log lines came');
-    my $log = log_since($k->{lk}, $from);
+    ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"ApiVersions v5"/ }, 5), 'access-log lines came');
+    my $log = Lookout::log_since($k->{lk}, $from);
     unlike($log, qr/\[(?:warn|error)\]/, 'no warning or error on the way') or diag($log);
     like($log, qr/"api 47 v1"|"OffsetDelete v1"/, 'OffsetDelete v1 is logged by api and version');
 };
@@ -137,7 +127,7 @@ subtest 'KIP-1071: Streams application endpoints pass as they are, with leak_gua
     my $k = $K{block};
     plan skip_all => 'lookout did not start' unless $k->{lk}->started;
     my $from = length($k->{lk}->log // '');
-    my $before = leaks_metric($k->{admin}, 'k');
+    my $before = Lookout::leaks_metric($k->{admin}, 'k');
     # member-1's application endpoint is node 1's internal address; member-2's is one in the
     # brokers' network
     my ($h1) = kprobe($k->{boot}, [ '--group', 'app', '--member', 'member-1', '--user-endpoint', $n1 ],
@@ -154,12 +144,12 @@ subtest 'KIP-1071: Streams application endpoints pass as they are, with leak_gua
         like($l[$i]{response_hex}, qr/${\ wire16($n1_host, $n1_port) }/, "$l[$i]{api}: $n1 (member-1) as the broker gave it");
         like($l[$i]{response_hex}, qr/${\ wire16('10.0.0.5', 8080) }/, "$l[$i]{api}: 10.0.0.5:8080 (member-2) as the broker gave it");
     }
-    ok(wait_until(sub { log_since($k->{lk}, $from) =~ /"ApiVersions v0"/ }, 5), 'access-log lines came');
-    my $log = log_since($k->{lk}, $from);
+    ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"ApiVersions v0"/ }, 5), 'access-log lines came');
+    my $log = Lookout::log_since($k->{lk}, $from);
     like($log, qr/"StreamsGroupHeartbeat v0" k\/\d+ - \d+ bytes to client, 0 rewrites, 0 leaks/,
          'the access log names the API: 0 rewrites, 0 leaks') or diag($log);
     unlike($log, qr/leak_guard:/, 'the leak guard says nothing');
-    is(leaks_metric($k->{admin}, 'k'), $before, 'lookout_leaks_total unchanged');
+    is(Lookout::leaks_metric($k->{admin}, 'k'), $before, 'lookout_leaks_total unchanged');
     # ApiVersions v0: int16 error, int32 count, {key, min, max}...
     my %max;
     my $b = pack('H*', substr($l[2]{response_hex}, 8));
@@ -184,7 +174,7 @@ subtest 'KIP-853: DescribeQuorum v2 controllers, leak_guard = log' => sub {
     like($d[2]{response_hex} // '', qr/$c3000_in/, 'the broker names controller 3000 at its listener');
     like($d[2]{response_hex} // '', qr/$c3001/, '... and controller 3001');
     my $from = length($k->{lk}->log // '');
-    my $before = leaks_metric($k->{admin}, 'k');
+    my $before = Lookout::leaks_metric($k->{admin}, 'k');
     my @l = kprobe($k->{boot}, [], 'DescribeQuorum:0-2');
     is(scalar(grep { defined $_->{response_hex} } @l), 3, 'v0, v1 and v2 answered') or return diag(explain(\@l));
     is($l[$_]{response_hex}, $d[$_]{response_hex}, "DescribeQuorum v$_ (no endpoint) passes as it is") for 0, 1;
@@ -192,12 +182,12 @@ subtest 'KIP-853: DescribeQuorum v2 controllers, leak_guard = log' => sub {
     unlike($v2, qr/$c3000_in/, 'v2: controller 3000\'s internal address is gone');
     like($v2, qr/${\ wire16('127.0.0.1', $k->{ext3000}) }/, '... rewritten to [broker k/3000]\'s lookup address');
     like($v2, qr/$c3001/, '... controller 3001, which the map lacks, left as it came');
-    ok(wait_until(sub { log_since($k->{lk}, $from) =~ /"DescribeQuorum v2"/ }, 5), 'access-log lines came');
-    my $log = log_since($k->{lk}, $from);
+    ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"DescribeQuorum v2"/ }, 5), 'access-log lines came');
+    my $log = Lookout::log_since($k->{lk}, $from);
     like($log, qr/\[warn\] [^\n]*the DescribeQuorum v2 answer from broker k\/\d+ \(cluster k\) names controller-3001\.kafka\.internal:9093 \(node 3001\), an address the map lacks[^\n]*logged only/,
          'the unmapped controller is a leak, logged with what and where') or diag($log);
     like($log, qr/"DescribeQuorum v2" k\/\d+ - \d+ bytes to client, 1 rewrites, 1 leaks/, 'the access log: 1 rewrite, 1 leak');
-    is(leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total counts it');
+    is(Lookout::leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total counts it');
 };
 
 subtest 'KIP-853: DescribeQuorum v2 naming a controller the map lacks, leak_guard = block' => sub {
