@@ -220,8 +220,10 @@ static const struct {
 #define API_VERSIONS_MAX 4
 
 /* The Streams group APIs (KIP-1071) up to the version whose answer was
- * read: v0 from StreamsGroupHeartbeatResponse.json and
- * StreamsGroupDescribeResponse.json (the only host/port fields are the
+ * read: v0 from apache/kafka's StreamsGroupHeartbeatResponse.json (as of
+ * b835c1f) and StreamsGroupDescribeResponse.json (0832e7a, and the
+ * Member.UserEndpoint of Kafka 4.1's, as generated clients carry it)
+ * (the only host/port fields are the
  * Endpoint{Host, Port uint16} of UserEndpoint and
  * PartitionsByUserEndpoint[].UserEndpoint, and Members[].UserEndpoint:
  * the Interactive Queries addresses of the user's instances); v1 (KIP-1331)
@@ -679,8 +681,8 @@ share(struct walk *w, int is_fetch)
     lk_kw_tags(c);
 }
 
-/* DescribeQuorumResponse v2 (KIP-853; flexible from v0; DescribeQuorumResponse.json,
- * "validVersions": "0-2"): ErrorCode, ErrorMessage? (v2+), Topics[]{TopicName,
+/* DescribeQuorumResponse v2 (KIP-853; flexible from v0; apache/kafka's
+ * DescribeQuorumResponse.json at 1eb7644, "validVersions": "0-2"): ErrorCode, ErrorMessage? (v2+), Topics[]{TopicName,
  * Partitions[]{PartitionIndex, ErrorCode, ErrorMessage? (v2+), LeaderId,
  * LeaderEpoch, HighWatermark int64, CurrentVoters[], Observers[]}}, then
  * Nodes[]{NodeId, Listeners[]{Name, Host, Port uint16}} (v2+).  A voter
