@@ -86,7 +86,7 @@ my $direct_port = (split /:/, $tb->bootstrap)[1];
 subtest 'KIP-1313: the client id on the first request only, and a header v3 that lookout does not know' => sub {
     my $k = $K{log};
     plan skip_all => 'lookout did not start' unless $k->{lk}->started;
-    my @targets = qw(ApiVersions:3 Metadata:12 Produce:9 DescribeCluster:0 Metadata:1 OffsetDelete:1 ApiVersions:5 Metadata:12);
+    my @targets = qw(ApiVersions:3 Metadata:12 Produce:9 DescribeCluster:0 Metadata:1 OffsetDelete:1 ApiVersions:5 Metadata:12 ApiVersions:0);
     my $from = length($k->{lk}->log // '');
     my $seen = scalar(my @r0 = $tb->requests);
     my @l = kprobe($k->{boot}, [ '--client-id', 'kip1313', '--client-id-once', '--header-v3' ], @targets);
@@ -98,7 +98,7 @@ subtest 'KIP-1313: the client id on the first request only, and a header v3 that
     my @got = ($tb->requests)[ $seen .. $seen + $#targets ];
     is_deeply([ map { $_->{client_id} } @got[0, 1, 2] ], [ 'kip1313', undef, undef ],
               'the broker got the client id on the first request only, null after');
-    is_deeply([ map { $_->{answer} } @got ], [ qw(ok ok ok ok ok echo unsupported_version ok) ],
+    is_deeply([ map { $_->{answer} } @got ], [ qw(ok ok ok ok ok echo unsupported_version ok ok) ],
               '... and answered each (OffsetDelete v1 echoed, ApiVersions v5 told to go lower)');
     # The echo is the request as the broker got it, after its 8-byte prefix: the v3-shaped
     # header and the body came byte for byte.
@@ -115,7 +115,12 @@ subtest 'KIP-1313: the client id on the first request only, and a header v3 that
     my $ext = unpack('H*', pack('N', $k->{ext1}));
     like($md->{response_hex}, qr/$ext/, 'Metadata v12 without a client id: node 1 rewritten to lookout');
     unlike($md->{response_hex}, qr/${\ unpack('H*', pack('N', $n1_port)) }/, '... its internal port gone');
-    ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"ApiVersions v5"/ }, 5), 'access-log lines came');
+    # ApiVersions v0 with a null client id, late on the connection: clamped as ever
+    my $b = pack('H*', substr($l[-1]{response_hex}, 8));
+    my (undef, $n) = unpack('n N', $b);
+    my %max = map { unpack('n', substr($b, 6 + 6 * $_, 2)) => unpack('n', substr($b, 10 + 6 * $_, 2)) } 0 .. $n - 1;
+    is_deeply([ @max{3, 55, 88} ], [ 13, 2, 1 ], 'ApiVersions v0 without a client id: clamped (Metadata 13, DescribeQuorum 2, StreamsGroupHeartbeat 1)');
+    ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"ApiVersions v0"/ }, 5), 'access-log lines came');
     my $log = Lookout::log_since($k->{lk}, $from);
     unlike($log, qr/\[(?:warn|error)\]/, 'no warning or error on the way') or diag($log);
     like($log, qr/"api 47 v1"|"OffsetDelete v1"/, 'OffsetDelete v1 is logged by api and version');
