@@ -4,7 +4,10 @@
  * NodeEndpoints, ShareFetch and ShareAcknowledge) into the selected
  * listener's address of the broker with that node id, and clamps
  * ApiVersions to the versions the codec can rewrite.  Matching is by node
- * id, never by host.  A node id the map lacks gets its address from
+ * id, never by host; DescribeQuorum's controller listeners, whose ids are
+ * not the map's to judge, alone go by address (controller(), below).
+ * Streams group answers (KIP-1071) carry application endpoints, never a
+ * broker's: they are not held, so never rewritten.  A node id the map lacks gets its address from
  * broker.pattern; without one its endpoint is left as the broker sent it,
  * and that is logged as a warning every time: an internal address reached
  * the client.
@@ -56,12 +59,43 @@ endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
     return LK_KAFKA_EP_UNKNOWN;
 }
 
+/*
+ * DescribeQuorum v2's controller listeners (KIP-853).  The map names
+ * brokers, by node id; a KRaft controller's id may be a broker's as well
+ * (combined mode) while its listener is another, so the id says nothing
+ * here.  What does: a controller listener whose host:port is the internal
+ * address of a `[broker NAME/ID]` is an address lookout dials, so it gets
+ * that entry's lookup-listener address, which lookout serves (list a
+ * controller as such an entry to expose it).  Any other is kept: the
+ * leak guard checks it like every endpoint, and one the map lacks is a
+ * leak.
+ */
+static enum lk_kafka_ep
+controller(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    struct ep_arg *a = arg;
+    const struct lk_broker *b;
+    const struct lk_listener *l;
+    const struct lk_url *u;
+
+    (void)node_id;
+    if (*port <= 0 || *port > 65535 ||
+        (b = lk_cluster_find_internal(a->x->cluster, *host, (uint16_t)*port)) == NULL)
+        return LK_KAFKA_EP_KEEP;
+    l = lk_xchg_listener(a->x, b);
+    if ((u = l != NULL ? lk_kafka_addr(l) : NULL) == NULL)
+        return LK_KAFKA_EP_UNKNOWN;
+    *host = lk_str_c(u->host);
+    *port = u->port;
+    return LK_KAFKA_EP_REWRITE;
+}
+
 static enum lk_flt_verdict
 kafka_response(struct lk_flt *f, struct lk_xchg *x, int16_t api_key, int16_t api_version,
                struct evbuffer *in, struct evbuffer *out)
 {
     struct ep_arg a = {.f = f, .x = x};
-    struct lk_kafka_rewrite rw = {.endpoint = endpoint, .arg = &a,
+    struct lk_kafka_rewrite rw = {.endpoint = endpoint, .controller = controller, .arg = &a,
                                   .drop_unknown_api = x->cluster->unknown_api == LK_UNKNOWN_API_DROP};
     size_t len = evbuffer_get_length(in);
     const uint8_t *frame = evbuffer_pullup(in, -1);

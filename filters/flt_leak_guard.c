@@ -591,6 +591,19 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
  * for Kafka the host as a whole string with its port after it.  Records
  * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
  *
+ * What is not read on purpose: the Streams group answers (KIP-1071,
+ * StreamsGroupHeartbeat and StreamsGroupDescribe).  Their only host:port
+ * fields are application endpoints, the Interactive Queries addresses of
+ * the user's own Streams instances, which clients must get as given and
+ * which may be any address: one in the brokers' network (10.0.0.5:8080),
+ * or even equal to a broker's internal address (an instance on a broker's
+ * host and port in another network namespace).  Read as bytes they would
+ * be counted as leaks, and the layout holds no broker address that
+ * reading it field by field could find, so the codec rates those answers
+ * NONE (lk_kafka_response_addrs): never held, never read, for the
+ * versions whose layout was read, and ApiVersions is clamped to those
+ * (lk_kafka_clamp_version), so a later layout is not met blind.
+ *
  * A binary answer's bytes cannot be rewritten in general (a longer string
  * means re-encoding a layout lookout does not know), and what a decoded
  * one still holds, the rewriting filter could not rewrite either: so
@@ -729,7 +742,8 @@ kafka_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int16_t key, 
 {
     enum lk_kafka_addrs a = lk_kafka_response_addrs(key, version);
     struct kcheck k = {x, fd};
-    struct lk_kafka_rewrite rw = {.endpoint = check_endpoint, .arg = &k};
+    struct lk_kafka_rewrite rw = {.endpoint = check_endpoint, .controller = check_endpoint,
+                                  .arg = &k};
 
     if (a == LK_KAFKA_ADDRS_NONE)
         return;

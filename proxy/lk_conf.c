@@ -3051,6 +3051,20 @@ lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host, uint16_t p
     return sl->b;
 }
 
+const struct lk_broker *
+lk_cluster_find_internal(const struct lk_cluster *cl, struct lk_str host, uint16_t port)
+{
+    const struct lk_addr_slot *sl;
+
+    host = addr_host(host);
+    if (host.len == 0 || cl->addr_cap == 0 || (sl = addr_slot(cl, host, port))->u == NULL)
+        return NULL;
+    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+        if (sl->b->internal != NULL && sl->b->internal->addr[sc] == sl->u)
+            return sl->b;
+    return NULL;
+}
+
 const struct lk_url *
 lk_broker_upstream(const struct lk_broker *b, enum lk_scheme scheme, int client_tls)
 {

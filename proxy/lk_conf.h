@@ -483,6 +483,12 @@ const char *lk_cluster_client_listener(const struct lk_cluster *cl, struct lk_st
 const struct lk_broker *lk_cluster_find_addr(const struct lk_cluster *cl, struct lk_str host,
                                              uint16_t port, enum lk_scheme *scheme);
 
+/* The broker of cl whose internal listener (where lookout connects) has
+ * host:port as an address, compared as lk_cluster_find_addr does; NULL if
+ * none. */
+const struct lk_broker *lk_cluster_find_internal(const struct lk_cluster *cl, struct lk_str host,
+                                                 uint16_t port);
+
 /* Kafka ---------------------------------------------------------------------------- */
 
 /* "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL" (any case) -> the enum, -1

@@ -83,7 +83,10 @@ lk_kafka_reader_feed(struct lk_kafka_reader *r, const uint8_t *p, size_t len, si
 #define NEVER 127 /* "flexibleVersions": "none" */
 
 /* The first flexible version of each API key's response, from
- * apache/kafka's <Name>Response.json "flexibleVersions" (keys 0-87). */
+ * apache/kafka's <Name>Response.json "flexibleVersions" (keys 0-87), and
+ * 88 StreamsGroupHeartbeat, 89 StreamsGroupDescribe (KIP-1071:
+ * StreamsGroupHeartbeatResponse.json, StreamsGroupDescribeRequest.json
+ * "apiKey" and "flexibleVersions": "0+"). */
 static const int8_t flex_from[] = {
     9, 12, 6, 9, 4, 2, 6, 3,     8, 6, /* 0 Produce .. 9 OffsetFetch */
     3, 6,  4, 4, 4, 5, 3, NEVER, 3, 5, /* 10 FindCoordinator .. 19 CreateTopics */
@@ -93,7 +96,7 @@ static const int8_t flex_from[] = {
     0, 0,  0, 1, 1, 0, 0, 0,     0, 0, /* 50 .. 59 */
     0, 0,  0, 0, 0, 0, 0, 0,     0, 0, /* 60 DescribeCluster .. 69 */
     0, 0,  0, 0, 0, 0, 0, 0,     0, 0, /* 70 .. 78 ShareFetch, 79 ShareAcknowledge */
-    0, 0,  0, 0, 0, 0, 0, 0,           /* 80 AddRaftVoter .. 87 */
+    0, 0,  0, 0, 0, 0, 0, 0,     0, 0, /* 80 AddRaftVoter .. 88, 89 Streams */
 };
 #define NKEYS ((int)(sizeof(flex_from) / sizeof(flex_from[0])))
 
@@ -210,10 +213,24 @@ static const struct {
     {LK_KAFKA_DESCRIBE_CLUSTER, 0, 2},  /* Brokers */
     {LK_KAFKA_SHARE_FETCH, 0, 2},       /* NodeEndpoints */
     {LK_KAFKA_SHARE_ACKNOWLEDGE, 0, 2}, /* NodeEndpoints */
+    {LK_KAFKA_DESCRIBE_QUORUM, 2, 2},   /* KIP-853 Nodes[].Listeners */
 };
 #define NSET (sizeof(rewrite_set) / sizeof(rewrite_set[0]))
 
 #define API_VERSIONS_MAX 4
+
+/* The Streams group APIs (KIP-1071) up to the version whose answer was
+ * read: v0 from apache/kafka's StreamsGroupHeartbeatResponse.json (as of
+ * b835c1f) and StreamsGroupDescribeResponse.json (0832e7a, and the
+ * Member.UserEndpoint of Kafka 4.1's, as generated clients carry it)
+ * (the only host/port fields are the
+ * Endpoint{Host, Port uint16} of UserEndpoint and
+ * PartitionsByUserEndpoint[].UserEndpoint, and Members[].UserEndpoint:
+ * the Interactive Queries addresses of the user's instances); v1 (KIP-1331)
+ * by the request specs' comments ("validVersions": "0-1"): the heartbeat
+ * answer gains TopologyDescriptionRequired, the describe answer a
+ * topology description, neither an endpoint. */
+#define STREAMS_READ_MAX 1
 
 int
 lk_kafka_rewrite_max_version(int16_t api_key)
@@ -222,6 +239,14 @@ lk_kafka_rewrite_max_version(int16_t api_key)
         if (rewrite_set[i].key == api_key)
             return rewrite_set[i].max;
     return -1;
+}
+
+int
+lk_kafka_clamp_version(int16_t api_key)
+{
+    if (api_key == LK_KAFKA_STREAMS_GROUP_HEARTBEAT || api_key == LK_KAFKA_STREAMS_GROUP_DESCRIBE)
+        return STREAMS_READ_MAX;
+    return lk_kafka_rewrite_max_version(api_key);
 }
 
 enum lk_kafka_addrs
@@ -250,9 +275,13 @@ lk_kafka_response_addrs(int16_t api_key, int16_t api_version)
     case LK_KAFKA_VOTE:
     case LK_KAFKA_BEGIN_QUORUM_EPOCH:
     case LK_KAFKA_END_QUORUM_EPOCH:
-    case LK_KAFKA_DESCRIBE_QUORUM:
     case LK_KAFKA_UPDATE_RAFT_VOTER:
         return LK_KAFKA_ADDRS_BYTES;
+    case LK_KAFKA_STREAMS_GROUP_HEARTBEAT:
+    case LK_KAFKA_STREAMS_GROUP_DESCRIBE:
+        /* Application endpoints only, never a broker's (see
+         * STREAMS_READ_MAX); a later layout is not guessed at. */
+        return api_version <= STREAMS_READ_MAX ? LK_KAFKA_ADDRS_NONE : LK_KAFKA_ADDRS_BYTES;
     default:
         return LK_KAFKA_ADDRS_NONE;
     }
@@ -342,22 +371,22 @@ edits_delta(const struct walk *w, size_t from)
 
 /* ---- the walk ------------------------------------------------------- */
 
-/* NodeId, Host, Port of one endpoint: asks the callback and records what
- * changes.  With skip_negative, a node id below 0 (FindCoordinator's "no
- * coordinator") is not asked about. */
+/* Host, Port of one endpoint of node `id`: asks the callback cb and
+ * records what changes.  port16: the port is a uint16 (DescribeQuorum's
+ * Listeners), not an int32.  With skip_negative, a node id below 0
+ * (FindCoordinator's "no coordinator") is not asked about. */
 static void
-endpoint(struct walk *w, int skip_negative)
+host_port(struct walk *w, int32_t id, lk_kafka_endpoint_cb cb, int port16, int skip_negative)
 {
     struct lk_kw *c = &w->c;
     struct lk_kafka_rewrite *rw = w->rw;
     size_t hoff, hstart, hlen, poff;
 
-    int32_t id = lk_kw_i32(c);
     hoff = c->off;
     if (lk_kw_lenfield(c, w->flex, 0, 0, &hstart, &hlen) != 0)
         return;
     poff = c->off;
-    int32_t port = lk_kw_i32(c);
+    int32_t port = port16 ? (int32_t)(uint16_t)lk_kw_i16(c) : lk_kw_i32(c);
     if (c->bad)
         return;
     if (skip_negative && id < 0) {
@@ -365,12 +394,12 @@ endpoint(struct walk *w, int skip_negative)
         return;
     }
     rw->endpoints++;
-    if (rw->endpoint == NULL)
+    if (cb == NULL)
         return;
 
     struct lk_str orig = lk_str_make((const char *)c->p + hstart, hlen), host = orig;
     int32_t nport = port;
-    switch (rw->endpoint(rw->arg, id, &host, &nport)) {
+    switch (cb(rw->arg, id, &host, &nport)) {
     case LK_KAFKA_EP_REWRITE:
         break;
     case LK_KAFKA_EP_UNKNOWN:
@@ -379,7 +408,8 @@ endpoint(struct walk *w, int skip_negative)
     default:
         return;
     }
-    if (host.len > INT16_MAX || (host.p == NULL && host.len != 0)) {
+    if (host.len > INT16_MAX || (host.p == NULL && host.len != 0) ||
+        (port16 && (nport <= 0 || nport > 65535))) {
         rw->unknown++; /* cannot be encoded: never leave a half-done rewrite */
         return;
     }
@@ -392,12 +422,21 @@ endpoint(struct walk *w, int skip_negative)
         changed = 1;
     }
     if (nport != port) {
-        size_t i = edit_add(w, E_I32, poff, 4); /* before w->e: it may move */
-        w->e[i].v = (uint32_t)nport;
+        size_t i = edit_add(w, port16 ? E_I16 : E_I32, poff, port16 ? 2 : 4);
+        w->e[i].v = (uint32_t)nport; /* through i: edit_add may move w->e */
         changed = 1;
     }
     if (changed)
         rw->changed++;
+}
+
+/* NodeId, Host, Port (int32) of one broker endpoint, for rw->endpoint. */
+static void
+endpoint(struct walk *w, int skip_negative)
+{
+    int32_t id = lk_kw_i32(&w->c);
+
+    host_port(w, id, w->rw->endpoint, 0, skip_negative);
 }
 
 /* Skips a struct's tagged fields in flexible versions. */
@@ -642,6 +681,55 @@ share(struct walk *w, int is_fetch)
     lk_kw_tags(c);
 }
 
+/* DescribeQuorumResponse v2 (KIP-853; flexible from v0; apache/kafka's
+ * DescribeQuorumResponse.json at 1eb7644, "validVersions": "0-2"): ErrorCode, ErrorMessage? (v2+), Topics[]{TopicName,
+ * Partitions[]{PartitionIndex, ErrorCode, ErrorMessage? (v2+), LeaderId,
+ * LeaderEpoch, HighWatermark int64, CurrentVoters[], Observers[]}}, then
+ * Nodes[]{NodeId, Listeners[]{Name, Host, Port uint16}} (v2+).  A voter
+ * or observer is a ReplicaState{ReplicaId, ReplicaDirectoryId uuid (v2+),
+ * LogEndOffset, LastFetchTimestamp (v1+), LastCaughtUpTimestamp (v1+)}:
+ * 44 fixed bytes in v2.  Only v2 comes here (the rewrite set's min and
+ * max). */
+static void
+describe_quorum(struct walk *w)
+{
+    struct lk_kw *c = &w->c;
+
+    lk_kw_skip(c, 2);
+    lk_kw_string(c, 1, 1);
+    int64_t nt = lk_kw_array(c, 1, 0);
+    for (int64_t t = 0; t < nt && !c->bad; t++) {
+        lk_kw_string(c, 1, 0);
+        int64_t np = lk_kw_array(c, 1, 0);
+        for (int64_t p = 0; p < np && !c->bad; p++) {
+            lk_kw_skip(c, 4 + 2);
+            lk_kw_string(c, 1, 1);
+            lk_kw_skip(c, 4 + 4 + 8);
+            for (int list = 0; list < 2 && !c->bad; list++) { /* CurrentVoters, Observers */
+                int64_t nr = lk_kw_array(c, 1, 0);
+                for (int64_t r = 0; r < nr && !c->bad; r++) {
+                    lk_kw_skip(c, 4 + 16 + 8 + 8 + 8);
+                    lk_kw_tags(c);
+                }
+            }
+            lk_kw_tags(c);
+        }
+        lk_kw_tags(c);
+    }
+    int64_t nn = lk_kw_array(c, 1, 0);
+    for (int64_t n = 0; n < nn && !c->bad; n++) {
+        int32_t id = lk_kw_i32(c);
+        int64_t nl = lk_kw_array(c, 1, 0);
+        for (int64_t l = 0; l < nl && !c->bad; l++) {
+            lk_kw_string(c, 1, 0); /* Name: the listener's, kept */
+            host_port(w, id, w->rw->controller, 1, 0);
+            lk_kw_tags(c);
+        }
+        lk_kw_tags(c);
+    }
+    lk_kw_tags(c);
+}
+
 /* ApiVersionsResponse: ErrorCode, ApiKeys[]{ApiKey, MinVersion,
  * MaxVersion}, ...: clamps and drops entries; the rest is copied.  Returns
  * 1 for an error-35 reply, which is left undecoded. */
@@ -666,7 +754,7 @@ api_versions(struct walk *w)
         tags(w);
         if (c->bad)
             break;
-        int top = lk_kafka_rewrite_max_version(key);
+        int top = lk_kafka_clamp_version(key);
         if ((rw->drop_unknown_api && !lk_kafka_api_known(key)) || (top >= 0 && min > top)) {
             /* unknown, or no version left that lookout can rewrite */
             edit_add(w, E_DEL, start, c->off - start);
@@ -786,6 +874,9 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
     case LK_KAFKA_SHARE_FETCH:
     case LK_KAFKA_SHARE_ACKNOWLEDGE:
         share(&w, api_key == LK_KAFKA_SHARE_FETCH);
+        break;
+    case LK_KAFKA_DESCRIBE_QUORUM:
+        describe_quorum(&w);
         break;
     case LK_KAFKA_API_VERSIONS:
         if (api_versions(&w) == 1)

@@ -10,7 +10,8 @@
  *   - response rewriting: the broker endpoints of Metadata,
  *     FindCoordinator, DescribeCluster, Produce and Fetch (KIP-951
  *     NodeEndpoints), ShareFetch and ShareAcknowledge, matched by node id
- *     through a callback, and the ApiVersions clamp.  Only what changes is
+ *     through a callback, DescribeQuorum v2's controller listeners
+ *     (KIP-853) through another, and the ApiVersions clamp.  Only what changes is
  *     re-encoded; every other byte is copied.
  * Layouts are those of apache/kafka's message specs
  * (clients/src/main/resources/common/message/<Name>Response.json).
@@ -40,6 +41,8 @@ enum lk_kafka_api {
     LK_KAFKA_SHARE_FETCH = 78,
     LK_KAFKA_SHARE_ACKNOWLEDGE = 79,
     LK_KAFKA_UPDATE_RAFT_VOTER = 82,
+    LK_KAFKA_STREAMS_GROUP_HEARTBEAT = 88,
+    LK_KAFKA_STREAMS_GROUP_DESCRIBE = 89,
 };
 
 #define LK_KAFKA_ERR_UNSUPPORTED_VERSION 35
@@ -49,7 +52,16 @@ enum lk_kafka_api {
 /* Bytes of the fixed prefix, size field included: a request's size,
  * api_key, api_version, correlation_id (the same in request header v0-2,
  * and kept so for later ones: RequestHeader.json, KAFKA-21160); a
- * response's size and correlation_id; a bare SASL token's size alone. */
+ * response's size and correlation_id; a bare SASL token's size alone.
+ * Nothing after the prefix is read to route, pair or log a request, so
+ * KIP-1313 (the client id sent on a connection's first request only, and
+ * a request header v3 with a client instance id) changes nothing here:
+ * RequestHeader.json has "validVersions": "0-2" in apache/kafka as read
+ * (1eb7644, 2024-10-25; 1c73eb8), and v3 exists only in PR #23544
+ * (KAFKA-20924, open), whose diff of that file, as far as it was read,
+ * touches comments and ClientId's neighbourhood, not the prefix.  A
+ * layout lookout does not know passes byte for byte
+ * (tests/integration/123-kafka-kips.t). */
 #define LK_KAFKA_REQ_PREFIX 12
 #define LK_KAFKA_RES_PREFIX 8
 #define LK_KAFKA_BARE_PREFIX 4
@@ -137,7 +149,7 @@ lk_kafka_reader_want(const struct lk_kafka_reader *r)
  * from the API's first flexible version on, else 0; ApiVersions always 0
  * (KIP-511).  -1 for an api_key the codec does not know (the module
  * passes such responses through: their correlation id is where it always
- * is).  The table is that of apache/kafka's specs (keys 0-87).
+ * is).  The table is that of apache/kafka's specs (keys 0-89).
  */
 int lk_kafka_response_header_version(int16_t api_key, int16_t api_version);
 
@@ -219,9 +231,17 @@ enum lk_kafka_ep {
 typedef enum lk_kafka_ep (*lk_kafka_endpoint_cb)(void *arg, int32_t node_id, struct lk_str *host,
                                                  int32_t *port);
 
-/* The rewrite's inputs (endpoint, arg, drop_unknown_api) and its counts. */
+/* The rewrite's inputs (endpoint, controller, arg, drop_unknown_api) and
+ * its counts. */
 struct lk_kafka_rewrite {
     lk_kafka_endpoint_cb endpoint; /* NULL: every endpoint is kept */
+    /* DescribeQuorum v2's controller listeners (KIP-853): node_id is the
+     * controller's, host and port those of one of its listeners (a uint16
+     * on the wire; a rewritten port outside 1-65535 is refused and counted
+     * as unknown).  A controller's node id may also be a broker's (KRaft's
+     * combined mode) on another listener, so the callback decides by
+     * address, not by id.  NULL: every one is kept. */
+    lk_kafka_endpoint_cb controller;
     void *arg;
     unsigned drop_unknown_api : 1; /* ApiVersions: unknown_api = drop */
     /* set by lk_kafka_rewrite_response (zeroed first) */
@@ -243,17 +263,27 @@ enum lk_kafka_rw {
 /*
  * What a response to (api_key, api_version) can hold of broker addresses,
  * for the leak guard (filters/flt_leak_guard.c):
- *   NONE     none: ApiVersions, Produce below v10, Fetch below v16, and
- *            every other API the codec knows;
+ *   NONE     none: ApiVersions, Produce below v10, Fetch below v16,
+ *            DescribeQuorum below v2, and every other API the codec knows.
+ *            StreamsGroupHeartbeat and StreamsGroupDescribe v0-1 (KIP-1071)
+ *            are NONE too: the only host and port they hold are
+ *            *application* endpoints (UserEndpoint, PartitionsByUserEndpoint:
+ *            the Interactive Queries address of the user's own Streams
+ *            instances), which a client must get as its peers gave them,
+ *            and which may be any address, one in the brokers' network or
+ *            equal to a broker's among them; read as bytes they would be
+ *            taken for broker addresses, so they are not read at all;
  *   DECODED  endpoints the codec decodes (the rewrite set, within its
  *            versions): lk_kafka_rewrite_response walks every one;
+ *            DescribeQuorum v2 (Nodes[].Listeners, KIP-853) among them;
  *   BYTES    maybe some, in a layout the codec does not decode, so they
  *            can only be looked for in the bytes: Metadata,
- *            FindCoordinator and DescribeCluster past the codec's
- *            versions; DescribeQuorum (v2+ Nodes[].Listeners, KIP-853)
- *            and the KRaft voter RPCs (Vote, BeginQuorumEpoch,
- *            EndQuorumEpoch, UpdateRaftVoter: NodeEndpoints); and an api
- *            key the codec does not know, which could be anything;
+ *            FindCoordinator, DescribeCluster and DescribeQuorum past the
+ *            codec's versions; the KRaft voter RPCs (Vote,
+ *            BeginQuorumEpoch, EndQuorumEpoch, UpdateRaftVoter:
+ *            NodeEndpoints); the Streams group APIs past v1 (a layout not
+ *            read, which ApiVersions is clamped below); and an api key the
+ *            codec does not know, which could be anything;
  *   RECORDS  maybe some beside records, in a version the codec does not
  *            decode: Produce, Fetch, ShareFetch, ShareAcknowledge past the
  *            codec's versions.  Records are never read, so such an answer
@@ -284,12 +314,22 @@ enum lk_kafka_addrs lk_kafka_response_addrs(int16_t api_key, int16_t api_version
 int lk_kafka_response_wanted(int16_t api_key, int16_t api_version, int unknown_keys);
 
 /*
- * The highest version of api_key the codec rewrites (what ApiVersions is
- * clamped to), or -1 for an API outside the rewrite set:
+ * The highest version of api_key the codec rewrites, or -1 for an API
+ * outside the rewrite set:
  *   Produce 13, Fetch 18, Metadata 13, FindCoordinator 6,
- *   DescribeCluster 2, ShareFetch 2, ShareAcknowledge 2.
+ *   DescribeCluster 2, ShareFetch 2, ShareAcknowledge 2, DescribeQuorum 2.
  */
 int lk_kafka_rewrite_max_version(int16_t api_key);
+
+/*
+ * What ApiVersions clamps api_key's max version to, or -1 when it is left
+ * as the broker said: the rewrite set's lk_kafka_rewrite_max_version, and
+ * the APIs whose answers the codec knows to carry no broker address only
+ * up to a version (StreamsGroupHeartbeat 1, StreamsGroupDescribe 1), so
+ * that a client never negotiates a version whose answer lookout would
+ * have to read blind.
+ */
+int lk_kafka_clamp_version(int16_t api_key);
 
 /*
  * Rewrites one response frame.  frame[0..len) is the whole frame, its
@@ -297,9 +337,8 @@ int lk_kafka_rewrite_max_version(int16_t api_key);
  * api_version are the request's.  The response header (correlation id,
  * and its tagged fields in header v1) is copied.  Every endpoint of the
  * rewrite set goes to rw->endpoint; an ApiVersions response (v0-4) gets
- * the max version of each API in the rewrite set clamped to
- * lk_kafka_rewrite_max_version() (an entry whose min is above that is
- * removed), and with rw->drop_unknown_api the API keys
+ * the max version of each API clamped to lk_kafka_clamp_version() (an
+ * entry whose min is above that is removed), and with rw->drop_unknown_api the API keys
  * lk_kafka_api_known() refuses removed.  An ApiVersions error 35
  * (UNSUPPORTED_VERSION) reply is not decoded: its body is v0 whatever the
  * request's version (KIP-511), and it stays as it is.

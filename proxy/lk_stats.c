@@ -380,6 +380,8 @@ static const char *const kafka_apis[] = {
     "WriteShareGroupState",
     "DeleteShareGroupState",
     "ReadShareGroupStateSummary",
+    "StreamsGroupHeartbeat",
+    "StreamsGroupDescribe",
 };
 
 const char *

@@ -22,8 +22,10 @@
  *     off does;
  *   - records are never read: an answer that can carry no address
  *     (lk_kafka_response_addrs NONE: Produce below v10, Fetch below v16,
- *     every other known API; lk_pulsar_type_addrs NONE: SEND, MESSAGE...)
- *     counts nothing and is never refused;
+ *     the Streams group answers v0-1, whose endpoints are the user's
+ *     applications' and may equal an internal address (seeds hold such
+ *     answers), every other known API; lk_pulsar_type_addrs NONE: SEND,
+ *     MESSAGE...) counts nothing and is never refused;
  *   - an answer read as bytes (an api key lookout does not know, a
  *     Metadata version past its own, a Pulsar type it does not know or
  *     one with an error text: lk_pulsar_type_addrs TEXT) in

@@ -264,7 +264,9 @@ client_frame(struct tb *out, struct in *in, unsigned kind)
             free(f.p);
             return;
         }
-        frame_head(&f, in, (int16_t)(v % 90), (int16_t)(r8(in) % 20), 0);
+        /* keys 0-95: the Streams group APIs (88, 89) and a few the codec does
+         * not know */
+        frame_head(&f, in, (int16_t)(v % 96), (int16_t)(r8(in) % 20), 0);
         opaque(&f, in, r8(in) % 16);
         break;
     }

@@ -19,8 +19,11 @@
  *     it came; rewriting it again changes nothing;
  *   - a frame left unchanged had no endpoint to change;
  *   - an ApiVersions frame, decoded by a reader written here, comes out as
- *     its input with the rewrite set's max versions clamped and the
- *     dropped entries gone; an error-35 reply is never rewritten.
+ *     its input with the max versions clamped (lk_kafka_clamp_version: the
+ *     rewrite set's, and the Streams group APIs') and the dropped entries
+ *     gone; an error-35 reply is never rewritten.
+ * DescribeQuorum v2's controller listeners (uint16 ports) go to the same
+ * callback as the broker endpoints, so the same invariants hold for them. 
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -121,7 +124,7 @@ check_api_versions(const uint8_t *in, size_t inlen, const uint8_t *out, size_t o
     LK_FUZZ_CHECK(ea == eb && ea != LK_KAFKA_ERR_UNSUPPORTED_VERSION);
     long j = 0;
     for (long i = 0; i < na; i++) {
-        int top = lk_kafka_rewrite_max_version(a[i].key);
+        int top = lk_kafka_clamp_version(a[i].key);
         if ((drop && !lk_kafka_api_known(a[i].key)) || (top >= 0 && a[i].min > top))
             continue;
         LK_FUZZ_CHECK(j < nb);
@@ -136,7 +139,9 @@ static enum lk_kafka_rw
 rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, int drop,
         struct lk_fuzz_kafka_rec *r, struct evbuffer *out)
 {
-    struct lk_kafka_rewrite rw = {.endpoint = r != NULL ? lk_fuzz_kafka_endpoint : NULL, .arg = r};
+    struct lk_kafka_rewrite rw = {.endpoint = r != NULL ? lk_fuzz_kafka_endpoint : NULL,
+                                  .controller = r != NULL ? lk_fuzz_kafka_endpoint : NULL,
+                                  .arg = r};
 
     rw.drop_unknown_api = (unsigned)drop;
     if (r != NULL)

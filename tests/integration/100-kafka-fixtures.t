@@ -379,7 +379,7 @@ subtest 'test broker: tshark decodes its answers' => sub {
             my @k = Tshark::field_values($pdu, 'kafka.api_versions.api_key');
             my @lo = Tshark::field_values($pdu, 'kafka.api_versions.min_version');
             my @hi = Tshark::field_values($pdu, 'kafka.api_versions.max_version');
-            is_deeply([ map { "$k[$_]:$lo[$_]-$hi[$_]" } 0 .. $#k ], [ qw(0:3-13 1:4-18 3:0-13 10:0-6 18:0-4 60:0-2) ],
+            is_deeply([ map { "$k[$_]:$lo[$_]-$hi[$_]" } 0 .. $#k ], [ qw(0:3-13 1:4-18 3:0-13 10:0-6 18:0-4 55:0-2 60:0-2 88:0-0 89:0-0) ],
                       "$what: the advertised ranges");
             $tshark_knows //= Tshark::known_versions($pdu);
         } elsif ($x->{api} eq 'Produce' || $x->{api} eq 'Fetch') {

@@ -28,18 +28,6 @@ my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
 
-sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
-
-# lookout_leaks_total{cluster=NAME} on the admin port, or -1.
-sub leaks_metric {
-    my ($admin, $cluster) = @_;
-    my $r = curl("http://127.0.0.1:$admin/metrics");
-    return $r->{body} =~ /^lookout_leaks_total\{cluster="\Q$cluster\E"\} (\d+)$/m ? $1 : -1;
-}
-
-# The lines of lookout's log that came after $from bytes of it.
-sub log_since { my ($lk, $from) = @_; return substr($lk->log // '', $from) }
-
 # ---- Kafka ------------------------------------------------------------------------------
 
 # Node 1 is mapped (lookout connects to it at the address it advertises); node 9 is
@@ -70,7 +58,7 @@ sub kprobe {
     my ($port, @targets) = @_;
     my $r = KafkaMock::run([ $PY, "$BIN/kafka-probe", '--topic', 'lk-leak', '--partitions', 1, "127.0.0.1:$port", @targets ],
                            timeout => 60);
-    return json_lines($r->{out});
+    return Lookout::json_lines($r->{out});
 }
 
 # What the broker says directly: the cases are what they claim to be.
@@ -94,7 +82,7 @@ for my $c (@kcases) {
         my $k = $K{log};
         plan skip_all => 'lookout did not start' unless $k->{lk}->started;
         my $from = length($k->{lk}->log // '');
-        my $before = leaks_metric($k->{admin}, 'k');
+        my $before = Lookout::leaks_metric($k->{admin}, 'k');
         my ($l) = kprobe($k->{boot}, $target);
         ok($l && !$l->{closed} && defined $l->{response_hex}, 'answered') or return diag(explain($l));
         if ($rewrites) {
@@ -103,29 +91,29 @@ for my $c (@kcases) {
         } else {
             like($l->{response_hex}, qr/$n1_wire/, 'it reaches the client unchanged (log only)');
         }
-        ok(wait_until(sub { log_since($k->{lk}, $from) =~ /"Metadata v$v"/ }, 5), 'its access-log line came');
-        my $log = log_since($k->{lk}, $from);
+        ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"Metadata v$v"/ }, 5), 'its access-log line came');
+        my $log = Lookout::log_since($k->{lk}, $from);
         like($log, qr/\[warn\] [^\n]*$warn[^\n]*logged only \(leak_guard = log\)/, 'the leak is logged with what and where');
         like($log, qr/"Metadata v$v" k\/1 - \d+ bytes to client, $rewrites rewrites, 1 leaks/,
              "the access log says $rewrites rewrites, 1 leak")
             or diag($log =~ /("Metadata v$v"[^\n]*)/ ? $1 : $log);
-        is(leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total{cluster="k"} counts it');
+        is(Lookout::leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total{cluster="k"} counts it');
     };
     subtest "kafka, leak_guard = block: $what" => sub {
         my $k = $K{block};
         plan skip_all => 'lookout did not start' unless $k->{lk}->started;
         my $from = length($k->{lk}->log // '');
-        my $before = leaks_metric($k->{admin}, 'k');
+        my $before = Lookout::leaks_metric($k->{admin}, 'k');
         my ($l) = kprobe($k->{boot}, $target);
         ok($l && $l->{closed} && !defined $l->{response_hex}, 'the connection closes; no byte of the answer came')
             or diag(explain($l));
-        ok(wait_until(sub { log_since($k->{lk}, $from) =~ /"Metadata v$v"/ }, 5), 'its access-log line came');
-        my $log = log_since($k->{lk}, $from);
+        ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"Metadata v$v"/ }, 5), 'its access-log line came');
+        my $log = Lookout::log_since($k->{lk}, $from);
         like($log, qr/\[warn\] [^\n]*$warn[^\n]*closing the connection \(leak_guard = block\)/,
              'the leak is logged with what and where');
         like($log, qr/"Metadata v$v" k\/1 - 0 bytes to client, $rewrites rewrites, 1 leaks[^\n]*, refused: connection closed/,
              "the access log says 0 bytes to client, $rewrites rewrites, 1 leak, refused");
-        is(leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total{cluster="k"} counts it');
+        is(Lookout::leaks_metric($k->{admin}, 'k'), $before + 1, 'lookout_leaks_total{cluster="k"} counts it');
         my ($ok) = kprobe($k->{boot}, 'ApiVersions:3');
         ok($ok && defined $ok->{response_hex}, 'a new connection is served');
     };
@@ -149,8 +137,8 @@ subtest 'kafka: a Fetch answer of a version lookout cannot read' => sub {
             ok(@l && $l[0]{closed} && !defined $l[0]{response_hex}, 'block: the connection closes; no byte of it came')
                 or diag(explain(\@l));
         }
-        ok(wait_until(sub { log_since($k->{lk}, $from) =~ /cannot be checked/ }, 5), "$mode: logged");
-        my $log = log_since($k->{lk}, $from);
+        ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /cannot be checked/ }, 5), "$mode: logged");
+        my $log = Lookout::log_since($k->{lk}, $from);
         my @lines = $log =~ /(api 1 v19 answer from broker k\/1 carries records in a version lookout cannot read[^\n]*)/g;
         is(scalar @lines, 1, "$mode: one line for the connection") or diag($log);
         like($lines[0] // '', $mode eq 'log' ? qr/passed \(once per connection\)/ : qr/closing \(leak_guard = block\)/,
@@ -198,7 +186,7 @@ EOF
 sub pprobe {
     my ($port, @steps) = @_;
     my $r = KafkaMock::run([ $PY, "$BIN/pulsar-probe", "127.0.0.1:$port", map { encode_json($_) } @steps ], timeout => 60);
-    return json_lines($r->{out});
+    return Lookout::json_lines($r->{out});
 }
 
 my $unknown_hex = unpack('H*', "owner $b1_url");
@@ -229,7 +217,7 @@ for my $c (@pcases) {
         subtest "pulsar, leak_guard = $mode: $what" => sub {
             my $p = $P{$mode};
             my $from = length($p->{lk}->log // '');
-            my $before = leaks_metric($p->{admin}, 'prod');
+            my $before = Lookout::leaks_metric($p->{admin}, 'prod');
             # The command of type 99 goes right after b1 has answered a lookup of t-unk, on
             # the connections b1 has then: lookout's, for this client.
             $pt->control({ cmd => 'arm', on => 'lookup', topic => 't-unk',
@@ -244,15 +232,15 @@ for my $c (@pcases) {
                 unlike($hex, qr/$bytes/, 'no byte of it reaches the client');
                 ok((grep { $_->{closed} } @r), 'the connection closes') or diag(explain(\@r));
             }
-            ok(wait_until(sub { log_since($p->{lk}, $from) =~ /pulsar "\Q$access\E"/ }, 5), 'its access-log line came');
-            my $log = log_since($p->{lk}, $from);
+            ok(wait_until(sub { Lookout::log_since($p->{lk}, $from) =~ /pulsar "\Q$access\E"/ }, 5), 'its access-log line came');
+            my $log = Lookout::log_since($p->{lk}, $from);
             my $outcome = $mode eq 'log' ? 'logged only \(leak_guard = log\)' : 'closing the connection \(leak_guard = block\)';
             like($log, qr/\[warn\] [^\n]*$warn[^\n]*$outcome/, 'the leak is logged with what and where');
             like($log, qr/pulsar "\Q$access\E" prod\/b1 - \d+ bytes to client, 0 rewrites, 1 leaks/,
                  'the access log says 0 rewrites, 1 leak');
             like($log, qr/pulsar "\Q$access\E" prod\/b1 - 0 bytes to client, [^\n]*, refused: connection closed/,
                  '... 0 bytes to client, refused') if $mode eq 'block';
-            is(leaks_metric($p->{admin}, 'prod'), $before + 1, 'lookout_leaks_total{cluster="prod"} counts it');
+            is(Lookout::leaks_metric($p->{admin}, 'prod'), $before + 1, 'lookout_leaks_total{cluster="prod"} counts it');
         };
     }
 }

@@ -973,6 +973,87 @@ test_kafka_answers(void)
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
                "DescribeCluster v0 whose ErrorMessage names 10.0.0.21:9092: %u leak", leaks);
         }
+        /* KIP-1071: a StreamsGroupHeartbeat v0 answer whose
+         * PartitionsByUserEndpoint names an application endpoint equal to
+         * broker k/1's internal address, and one inside the brokers'
+         * network: the user's, never a leak, never rewritten, in every
+         * mode (the codec rates Streams answers NONE). */
+        {
+            f.len = 0;
+            w32(&f, 0);
+            w32(&f, 11);                    /* CorrelationId */
+            w8(&f, 0);                      /* header tags */
+            w32(&f, 0);                     /* ThrottleTimeMs */
+            w8(&f, 0), w8(&f, 0);           /* ErrorCode */
+            w8(&f, 0);                      /* ErrorMessage: null */
+            cstr(&f, "member-1");           /* MemberId */
+            w32(&f, 3);                     /* MemberEpoch */
+            w32(&f, 5000), w32(&f, 10000);  /* HeartbeatIntervalMs, AcceptableRecoveryLag */
+            w32(&f, 60000);                 /* TaskOffsetIntervalMs */
+            w8(&f, 0), w8(&f, 0), w8(&f, 0), w8(&f, 0); /* Status, Active/Standby/Warmup: null */
+            w8(&f, 3);                      /* PartitionsByUserEndpoint: 2 */
+            const char *const app[] = {"10.0.0.21", "10.0.0.5"};
+            const int app_port[] = {9092, 8080};
+            for (int i = 0; i < 2; i++) {
+                cstr(&f, app[i]);           /* UserEndpoint.Host */
+                w8(&f, app_port[i] >> 8), w8(&f, app_port[i] & 0xff); /* .Port uint16 */
+                w8(&f, 0);                  /* UserEndpoint tags */
+                w8(&f, 2);                  /* Partitions: 1 */
+                cstr(&f, "words");
+                w8(&f, 2), w32(&f, (uint32_t)i);
+                w8(&f, 0), w8(&f, 0);       /* TopicPartition, EndpointToPartitions tags */
+            }
+            w8(&f, 0);                      /* tags */
+            f.p[3] = (uint8_t)(f.len - 4);
+            for (int16_t sv = 0; sv <= 1; sv++) {
+                v = run_frame(conf, LK_PROTO_KAFKA, 88, sv, &f, &leaks, &rewrites, &out);
+                ok(v == LK_FLT_CONTINUE && leaks == 0 && rewrites == 0 && out.len == f.len &&
+                       memcmp(out.p, f.p, f.len) == 0,
+                   "StreamsGroupHeartbeat v%d naming application endpoint 10.0.0.21:9092: passed "
+                   "as it came, %u leaks, %u rewrites",
+                   sv, leaks, rewrites);
+            }
+            /* the same bytes as an answer to an api key nobody knows: found */
+            v = run_frame(conf, LK_PROTO_KAFKA, 90, 0, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "... read as bytes (an unknown api key) it would count: %u leak", leaks);
+        }
+        /* KIP-853: DescribeQuorum v2's controller listeners.  One at broker
+         * k/1's internal address is an address lookout dials: rewritten to
+         * k/1's lookup address; one the map lacks is a leak. */
+        for (int lack = 0; lack < 2; lack++) {
+            f.len = 0;
+            w32(&f, 0);
+            w32(&f, 12);                    /* CorrelationId */
+            w8(&f, 0);                      /* header tags */
+            w8(&f, 0), w8(&f, 0);           /* ErrorCode */
+            w8(&f, 0);                      /* ErrorMessage: null */
+            w8(&f, 1);                      /* Topics: none */
+            w8(&f, (int)(2 + lack));        /* Nodes */
+            for (int n = 0; n <= lack; n++) {
+                w32(&f, (uint32_t)(3000 + n));
+                w8(&f, 2);                  /* Listeners: 1 */
+                cstr(&f, "CONTROLLER");
+                cstr(&f, n ? "10.0.0.30" : "10.0.0.21");
+                w8(&f, n ? 0x23 : 0x23), w8(&f, n ? 0x85 : 0x84); /* 9093, 9092 */
+                w8(&f, 0), w8(&f, 0);       /* Listener, Node tags */
+            }
+            w8(&f, 0);                      /* tags */
+            f.p[3] = (uint8_t)(f.len - 4);
+            v = run_frame(conf, LK_PROTO_KAFKA, 55, 2, &f, &leaks, &rewrites, &out);
+            if (!lack) {
+                ok(v == LK_FLT_CONTINUE && leaks == 0 && rewrites == 1 && !has(&out, "10.0.0.21") &&
+                       has(&out, "127.0.0.1\x4a\x94"),
+                   "DescribeQuorum v2, controller at k/1's internal address: rewritten to "
+                   "127.0.0.1:19092 (%u), no leak (%u)",
+                   rewrites, leaks);
+            } else {
+                ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 1,
+                   "DescribeQuorum v2, a controller the map lacks (10.0.0.30:9093): %u leak, %u "
+                   "rewrite",
+                   leaks, rewrites);
+            }
+        }
         /* A node the map lacks: decoded, its address is no one lookout serves. */
         {
             const int32_t ids[] = {1, 7}, ports[] = {9092, 9092};

@@ -295,6 +295,60 @@ describe_cluster(struct tb *b, struct t_msg *m, int f)
     wtags(b, f, m->unk);
 }
 
+/* DescribeQuorumResponse v2 (KIP-853), from DescribeQuorumResponse.json:
+ * ErrorCode, ErrorMessage?, Topics[]{TopicName, Partitions[]{PartitionIndex,
+ * ErrorCode, ErrorMessage?, LeaderId, LeaderEpoch, HighWatermark,
+ * CurrentVoters[], Observers[]}}, Nodes[]{NodeId, Listeners[]{Name, Host,
+ * Port uint16}}.  Consecutive endpoints of one node id are that node's
+ * listeners, in order. */
+static void
+describe_quorum(struct tb *b, struct t_msg *m, int f)
+{
+    w16(b, 0);
+    wstr(b, f, m->unk ? "a message naming 10.0.0.9:9093 as text" : NULL);
+    warr(b, f, 1);
+    wstr(b, f, "__cluster_metadata");
+    warr(b, f, 1);
+    w32(b, 0);
+    w16(b, 0);
+    wstr(b, f, NULL);
+    w32(b, m->nep > 0 ? m->ep[0].id : -1);
+    w32(b, 12);
+    w64(b, 4242);
+    for (int list = 0; list < 2; list++) { /* CurrentVoters, Observers */
+        warr(b, f, list ? 1 : 2);
+        for (int r = 0; r < (list ? 1 : 2); r++) {
+            w32(b, 3000 + r + list * 10);
+            wuuid(b, r + 7);
+            w64(b, 100 + r);
+            w64(b, -1);
+            w64(b, 1700000000000);
+            wtags(b, f, m->unk);
+        }
+    }
+    wtags(b, f, m->unk);
+    wtags(b, f, m->unk);
+    int nodes = 0;
+    for (size_t i = 0; i < m->nep; i++)
+        nodes += i == 0 || m->ep[i].id != m->ep[i - 1].id;
+    warr(b, f, nodes);
+    for (size_t i = 0, j; i < m->nep; i = j) {
+        for (j = i + 1; j < m->nep && m->ep[j].id == m->ep[i].id; j++)
+            ;
+        w32(b, m->ep[i].id);
+        warr(b, f, (int)(j - i));
+        for (size_t l = i; l < j; l++) {
+            wstr(b, f, l == i ? "CONTROLLER" : "REPLICATION");
+            wstr(b, f, m->ep[l].host);
+            w16(b, m->ep[l].port);
+            wtags(b, f, m->unk);
+        }
+        wtags(b, f, m->unk);
+    }
+    wtags(b, f, m->unk);
+    m->mark = b->len;
+}
+
 /* Top-level tags of Produce/Fetch: NodeEndpoints as tag 0 (unless
  * no_tag0), then (unk) two unknown tags. */
 static void
@@ -496,6 +550,9 @@ build(struct t_msg *m)
     case 10:
         find_coordinator(&b, m, f);
         break;
+    case 55:
+        describe_quorum(&b, m, f);
+        break;
     case 60:
         describe_cluster(&b, m, f);
         break;
@@ -616,6 +673,7 @@ run(const struct tb *f, int16_t key, int16_t ver, struct t_cb *cb, struct lk_kaf
     if (rw == NULL)
         rw = &local;
     rw->endpoint = cb != NULL ? on_endpoint : NULL;
+    rw->controller = rw->endpoint; /* DescribeQuorum's, asked the same here */
     rw->arg = cb;
     enum lk_kafka_rw rc = lk_kafka_rewrite_response(f->p, f->len, key, ver, rw, eb);
     out->len = 0;
@@ -648,6 +706,7 @@ static const struct {
     int16_t key, min, max;
 } versions[] = {
     {3, 0, 13}, {10, 0, 6}, {60, 0, 2}, {0, 10, 13}, {1, 16, 18}, {78, 0, 2}, {79, 0, 2},
+    {55, 2, 2},
 };
 #define NVERSIONS (sizeof(versions) / sizeof(versions[0]))
 
@@ -757,6 +816,63 @@ test_find_coordinator_single(void)
             free(fex.p);
             free(out.p);
         }
+}
+
+static enum lk_kafka_ep
+on_wide_port(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+{
+    (void)arg;
+    (void)node_id;
+    (void)host;
+    *port = 70000;
+    return LK_KAFKA_EP_REWRITE;
+}
+
+/* DescribeQuorum v2: a controller with two listeners, both asked (by the
+ * controller callback, not the broker one) and both rewritten; a port
+ * that does not fit its uint16 is refused and counted, the frame left. */
+static void
+test_describe_quorum(void)
+{
+    for (int unk = 0; unk < 2; unk++) {
+        struct t_msg in = {.key = 55, .ver = 2, .unk = unk, .nep = 3}, ex;
+        struct t_cb cb = {.external = 1};
+        struct lk_kafka_rewrite rw = {0};
+        struct tb out = {0};
+        in.ep[0] = (struct t_ep){1, map[0].in_host, map[0].in_port, NULL};
+        in.ep[1] = (struct t_ep){1, map[0].in_host, map[0].in_port, NULL};
+        in.ep[2] = (struct t_ep){2, map[1].in_host, map[1].in_port, NULL};
+        ex = in;
+        for (int i = 0; i < 3; i++) {
+            ex.ep[i].host = map[i == 2].ex_host;
+            ex.ep[i].port = map[i == 2].ex_port;
+        }
+        struct tb fin = build(&in), fex = build(&ex);
+        dump(55, 2, 0, fin.p, fin.len);
+        if (!ok(run(&fin, 55, 2, &cb, &rw, &out) == LK_KAFKA_RW_REWRITTEN && same(&out, &fex) &&
+                    rw.changed == 3 && cb.calls == 3 && cb.ids[1] == 1,
+                "DescribeQuorum v2%s: both listeners of node 1 and node 2's rewritten",
+                unk ? " +unknown tags" : ""))
+            diff(&out, &fex);
+        /* only the controller callback is asked */
+        struct evbuffer *eb = evbuffer_new();
+        cb = (struct t_cb){.external = 1};
+        rw = (struct lk_kafka_rewrite){.endpoint = on_endpoint, .arg = &cb};
+        ok(lk_kafka_rewrite_response(fin.p, fin.len, 55, 2, &rw, eb) == LK_KAFKA_RW_UNCHANGED &&
+               cb.calls == 0 && rw.endpoints == 3,
+           "the broker callback is never asked about a controller");
+        evbuffer_free(eb);
+        free(fex.p);
+        /* a port past 65535 cannot be a uint16: refused, counted, frame left */
+        eb = evbuffer_new();
+        rw = (struct lk_kafka_rewrite){.controller = on_wide_port};
+        ok(lk_kafka_rewrite_response(fin.p, fin.len, 55, 2, &rw, eb) == LK_KAFKA_RW_UNCHANGED &&
+               rw.unknown == 3 && rw.changed == 0 && evbuffer_get_length(eb) == 0,
+           "a port that is no uint16 is refused and counted");
+        evbuffer_free(eb);
+        free(fin.p);
+        free(out.p);
+    }
 }
 
 /* Node id -1: never asked about, left as it is. */
@@ -869,8 +985,10 @@ test_outside(void)
         {60, 3, LK_KAFKA_RW_UNSUPPORTED},  {78, 3, LK_KAFKA_RW_UNSUPPORTED},
         {79, 3, LK_KAFKA_RW_UNSUPPORTED},  {18, 5, LK_KAFKA_RW_UNSUPPORTED},
         {200, 0, LK_KAFKA_RW_UNSUPPORTED}, {-1, 0, LK_KAFKA_RW_UNSUPPORTED},
-        {88, 0, LK_KAFKA_RW_UNSUPPORTED},  {3, -1, LK_KAFKA_RW_UNSUPPORTED},
-        {8, 9, LK_KAFKA_RW_UNCHANGED},     {55, 2, LK_KAFKA_RW_UNSUPPORTED},
+        {90, 0, LK_KAFKA_RW_UNSUPPORTED},  {3, -1, LK_KAFKA_RW_UNSUPPORTED},
+        {8, 9, LK_KAFKA_RW_UNCHANGED},     {55, 3, LK_KAFKA_RW_UNSUPPORTED},
+        {55, 1, LK_KAFKA_RW_UNCHANGED},    {88, 0, LK_KAFKA_RW_UNCHANGED},
+        {89, 1, LK_KAFKA_RW_UNCHANGED},    {88, 2, LK_KAFKA_RW_UNSUPPORTED},
         {0, 3, LK_KAFKA_RW_UNCHANGED},     {1, 4, LK_KAFKA_RW_UNCHANGED},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -932,15 +1050,18 @@ test_api_versions(void)
 {
     static const struct t_av broker[] = {
         {0, 0, 14}, {1, 4, 19}, {2, 0, 10}, {3, 0, 15}, {8, 0, 10}, {10, 0, 6},   {18, 0, 4},
-        {60, 0, 2}, {78, 1, 3}, {79, 1, 3}, {55, 0, 2}, {88, 0, 1}, {1000, 0, 0},
+        {60, 0, 2}, {78, 1, 3}, {79, 1, 3}, {55, 0, 3}, {90, 0, 1}, {1000, 0, 0},
+        {88, 0, 4}, {89, 0, 1},
     };
     static const struct t_av clamped[] = {
         {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10}, {10, 0, 6},   {18, 0, 4},
-        {60, 0, 2}, {78, 1, 2}, {79, 1, 2}, {55, 0, 2}, {88, 0, 1}, {1000, 0, 0},
+        {60, 0, 2}, {78, 1, 2}, {79, 1, 2}, {55, 0, 2}, {90, 0, 1}, {1000, 0, 0},
+        {88, 0, 1}, {89, 0, 1},
     };
     static const struct t_av dropped[] = {
         {0, 0, 13}, {1, 4, 18}, {2, 0, 10}, {3, 0, 13}, {8, 0, 10}, {10, 0, 6},
-        {18, 0, 4}, {60, 0, 2}, {78, 1, 2}, {79, 1, 2}, {55, 0, 2},
+        {18, 0, 4}, {60, 0, 2}, {78, 1, 2}, {79, 1, 2}, {55, 0, 2}, {88, 0, 1},
+        {89, 0, 1},
     };
     const size_t nb = sizeof(broker) / sizeof(broker[0]);
     const size_t nd = sizeof(dropped) / sizeof(dropped[0]);
@@ -959,12 +1080,12 @@ test_api_versions(void)
             ok(run(&in, 18, (int16_t)v, NULL, &rw, &out) == LK_KAFKA_RW_REWRITTEN &&
                    same(&out, &want),
                "clamped, others left");
-            ok(rw.clamped == 5 && rw.dropped == 0, "5 clamped (%u)", rw.clamped);
+            ok(rw.clamped == 7 && rw.dropped == 0, "7 clamped (%u)", rw.clamped);
             rw = (struct lk_kafka_rewrite){.drop_unknown_api = 1};
             enum lk_kafka_rw rc = run(&in, 18, (int16_t)v, NULL, &rw, &out);
             if (!ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &wantd), "unknown keys dropped"))
                 diff(&out, &wantd);
-            ok(rw.dropped == 2 && rw.clamped == 5, "2 dropped (%u)", rw.dropped);
+            ok(rw.dropped == 2 && rw.clamped == 7, "2 dropped (%u)", rw.dropped);
             /* already clamped: nothing to do */
             ok(run(&mid, 18, (int16_t)v, NULL, NULL, &out) == LK_KAFKA_RW_UNCHANGED,
                "clamped frame unchanged");
@@ -1032,12 +1153,12 @@ test_header_version(void)
         {0, 8, 0},  {0, 9, 1},   {1, 11, 0},   {1, 12, 1},  {10, 2, 0}, {10, 3, 1}, {60, 0, 1},
         {78, 0, 1}, {79, 1, 1},  {17, 1, 0},   {47, 0, 0},  {7, 0, 0},  {7, 3, 1},  {2, 5, 0},
         {2, 6, 1},  {9, 5, 0},   {9, 6, 1},    {11, 6, 1},  {36, 2, 1}, {48, 0, 0}, {48, 1, 1},
-        {87, 0, 1}, {88, 0, -1}, {200, 0, -1}, {-1, 0, -1},
+        {87, 0, 1}, {88, 0, 1},  {89, 1, 1},   {90, 0, -1}, {200, 0, -1}, {-1, 0, -1},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         ok(lk_kafka_response_header_version(t[i][0], t[i][1]) == t[i][2], "api %d v%d: header v%d",
            t[i][0], t[i][1], t[i][2]);
-    ok(lk_kafka_api_known(0) && lk_kafka_api_known(87) && !lk_kafka_api_known(88) &&
+    ok(lk_kafka_api_known(0) && lk_kafka_api_known(89) && !lk_kafka_api_known(90) &&
            !lk_kafka_api_known(-1),
        "known keys");
     ok(lk_kafka_response_wanted(3, 0, 0) && lk_kafka_response_wanted(0, 10, 0) &&
@@ -1051,17 +1172,24 @@ test_header_version(void)
            lk_kafka_response_wanted(10, 7, 0) && lk_kafka_response_wanted(60, 3, 0) &&
            lk_kafka_response_wanted(55, 2, 0) && !lk_kafka_response_wanted(1, 19, 0) &&
            !lk_kafka_response_wanted(0, 14, 1) &&
-           lk_kafka_response_wanted(200, 0, 1) && lk_kafka_response_wanted(88, 0, 1) &&
+           lk_kafka_response_wanted(200, 0, 1) && lk_kafka_response_wanted(90, 0, 1) &&
+           !lk_kafka_response_wanted(88, 0, 1) && !lk_kafka_response_wanted(89, 1, 1) &&
+           lk_kafka_response_wanted(88, 2, 0) && !lk_kafka_response_wanted(55, 1, 0) &&
+           lk_kafka_response_wanted(55, 3, 0) &&
            !lk_kafka_response_wanted(8, 0, 1) && !lk_kafka_response_wanted(0, 9, 1),
-       "wanted: unknown versions, DescribeQuorum, unknown keys with leak_guard = block; never "
-       "records of a version the codec cannot read (Fetch v19, Produce v14)");
+       "wanted: unknown versions, DescribeQuorum v2+, unknown keys with leak_guard = block; "
+       "never records of a version the codec cannot read (Fetch v19, Produce v14), nor the "
+       "Streams answers it has read (application endpoints, KIP-1071)");
     static const struct {
         int16_t key, version;
         enum lk_kafka_addrs want;
     } a[] = {
         {3, 0, LK_KAFKA_ADDRS_DECODED},   {3, 13, LK_KAFKA_ADDRS_DECODED},
         {3, 14, LK_KAFKA_ADDRS_BYTES},    {10, 7, LK_KAFKA_ADDRS_BYTES},
-        {60, 3, LK_KAFKA_ADDRS_BYTES},    {55, 2, LK_KAFKA_ADDRS_BYTES},
+        {60, 3, LK_KAFKA_ADDRS_BYTES},    {55, 2, LK_KAFKA_ADDRS_DECODED},
+        {55, 1, LK_KAFKA_ADDRS_NONE},     {55, 3, LK_KAFKA_ADDRS_BYTES},
+        {88, 0, LK_KAFKA_ADDRS_NONE},     {89, 1, LK_KAFKA_ADDRS_NONE},
+        {88, 2, LK_KAFKA_ADDRS_BYTES},    {89, 2, LK_KAFKA_ADDRS_BYTES},
         {52, 1, LK_KAFKA_ADDRS_BYTES},    {82, 0, LK_KAFKA_ADDRS_BYTES},
         {200, 0, LK_KAFKA_ADDRS_BYTES},   {-1, 0, LK_KAFKA_ADDRS_BYTES},
         {0, 9, LK_KAFKA_ADDRS_NONE},      {0, 10, LK_KAFKA_ADDRS_DECODED},
@@ -1076,8 +1204,13 @@ test_header_version(void)
     ok(lk_kafka_rewrite_max_version(3) == 13 && lk_kafka_rewrite_max_version(0) == 13 &&
            lk_kafka_rewrite_max_version(1) == 18 && lk_kafka_rewrite_max_version(10) == 6 &&
            lk_kafka_rewrite_max_version(60) == 2 && lk_kafka_rewrite_max_version(78) == 2 &&
-           lk_kafka_rewrite_max_version(79) == 2 && lk_kafka_rewrite_max_version(8) == -1,
+           lk_kafka_rewrite_max_version(79) == 2 && lk_kafka_rewrite_max_version(8) == -1 &&
+           lk_kafka_rewrite_max_version(55) == 2 && lk_kafka_rewrite_max_version(88) == -1,
        "max versions");
+    ok(lk_kafka_clamp_version(55) == 2 && lk_kafka_clamp_version(88) == 1 &&
+           lk_kafka_clamp_version(89) == 1 && lk_kafka_clamp_version(3) == 13 &&
+           lk_kafka_clamp_version(8) == -1 && lk_kafka_clamp_version(90) == -1,
+       "clamp versions: the rewrite set's, and Streams to the layouts read");
 }
 
 /* ---- the frame reader ----------------------------------------------- */
@@ -1618,6 +1751,7 @@ const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/every_version", test_every_version},
     {"kafka_codec/find_coordinator_single", test_find_coordinator_single},
     {"kafka_codec/find_coordinator_none", test_find_coordinator_none},
+    {"kafka_codec/describe_quorum", test_describe_quorum},
     {"kafka_codec/unknown_node", test_unknown_node},
     {"kafka_codec/many", test_many},
     {"kafka_codec/outside", test_outside},

@@ -459,6 +459,20 @@ sub _wait_pid {
 #   head      => the last response's raw head, body => the body bytes,
 #   exit      => curl's exit code, err => its stderr, cmd => the argv (for diag)
 # }
+# Lookout::json_lines(TEXT): the JSON objects of TEXT's lines (a probe's output), lines that
+# are not JSON left out. Lookout::log_since(LK, FROM): lookout's log after its first FROM
+# bytes. Lookout::leaks_metric(ADMIN_PORT, CLUSTER): lookout_leaks_total{cluster=CLUSTER}
+# on that admin port's /metrics, or -1. Not exported: many tests have their own.
+sub json_lines { return map { my $j = eval { JSON::PP::decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
+
+sub log_since { my ($lk, $from) = @_; return substr($lk->log // '', $from) }
+
+sub leaks_metric {
+    my ($admin, $cluster) = @_;
+    my $r = curl("http://127.0.0.1:$admin/metrics");
+    return $r->{body} =~ /^lookout_leaks_total\{cluster="\Q$cluster\E"\} (\d+)$/m ? $1 : -1;
+}
+
 sub curl {
     return curl_wait(curl_start(@_));
 }

@@ -13,17 +13,26 @@ import struct
 # use the same threshold). From each message's "flexibleVersions".
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 18, 60
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+OFFSET_DELETE = 47                      # never flexible; v1 is KIP-1313's first header-v3 RPC
+DESCRIBE_QUORUM = 55                    # KIP-853: v2 names the controllers' listeners
+STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89      # KIP-1071
 API_NAMES = {PRODUCE: 'Produce', FETCH: 'Fetch', METADATA: 'Metadata',
              FIND_COORDINATOR: 'FindCoordinator', API_VERSIONS: 'ApiVersions',
              DESCRIBE_CLUSTER: 'DescribeCluster', SASL_HANDSHAKE: 'SaslHandshake',
-             SASL_AUTHENTICATE: 'SaslAuthenticate'}
-# SaslHandshake has no flexible version ("flexibleVersions": "none").
+             SASL_AUTHENTICATE: 'SaslAuthenticate', OFFSET_DELETE: 'OffsetDelete',
+             DESCRIBE_QUORUM: 'DescribeQuorum', STREAMS_GROUP_HEARTBEAT: 'StreamsGroupHeartbeat',
+             STREAMS_GROUP_DESCRIBE: 'StreamsGroupDescribe'}
+# SaslHandshake and OffsetDelete have no flexible version ("flexibleVersions": "none").
 FIRST_FLEXIBLE = {PRODUCE: 9, FETCH: 12, METADATA: 9, FIND_COORDINATOR: 3, API_VERSIONS: 3,
-                  DESCRIBE_CLUSTER: 0, SASL_AUTHENTICATE: 2}
+                  DESCRIBE_CLUSTER: 0, SASL_AUTHENTICATE: 2, DESCRIBE_QUORUM: 0,
+                  STREAMS_GROUP_HEARTBEAT: 0, STREAMS_GROUP_DESCRIBE: 0}
 API_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 API_BY_NAME.update({'api_versions': API_VERSIONS, 'find_coordinator': FIND_COORDINATOR,
                     'describe_cluster': DESCRIBE_CLUSTER, 'sasl_handshake': SASL_HANDSHAKE,
-                    'sasl_authenticate': SASL_AUTHENTICATE})
+                    'sasl_authenticate': SASL_AUTHENTICATE, 'offset_delete': OFFSET_DELETE,
+                    'describe_quorum': DESCRIBE_QUORUM,
+                    'streams_group_heartbeat': STREAMS_GROUP_HEARTBEAT,
+                    'streams_group_describe': STREAMS_GROUP_DESCRIBE})
 
 # Error codes (org.apache.kafka.common.protocol.Errors).
 NONE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 2, 3, 6
@@ -125,6 +134,15 @@ class Writer:
             each(self, it)
         return self
 
+    def struct(self, item, each):
+        """A nullable struct field (flexible versions): int8 -1 for null, else 1 and the
+        struct, which each(writer, item) writes (the generator's encoding)."""
+        if item is None:
+            return self.i8(-1)
+        self.i8(1)
+        each(self, item)
+        return self
+
     def tags(self, fields=None):
         """The tagged-field section of a flexible struct: {tag: bytes}, written in tag order.
         A no-op in non-flexible versions."""
@@ -218,6 +236,15 @@ class Reader:
         if n > self.left():   # every element takes at least one byte
             raise WireError('array of %d elements in %d bytes' % (n, self.left()))
         return [each(self) for _ in range(n)]
+
+    def struct(self, each):
+        """A nullable struct field: None for null (int8 -1), else each(reader)."""
+        present = self.i8()
+        if present < 0:
+            return None
+        if present != 1:
+            raise WireError('nullable struct marker %d' % present)
+        return each(self)
 
     def tags(self):
         """The tagged-field section of a flexible struct, as {tag: bytes}; {} when not flex."""
