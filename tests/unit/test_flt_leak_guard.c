@@ -1094,8 +1094,8 @@ test_pulsar_answers(void)
            lk_pulsar_type_addrs(LK_PULSAR_MESSAGE) == LK_PULSAR_ADDRS_NONE &&
            lk_pulsar_type_addrs(67) == LK_PULSAR_ADDRS_NONE &&
            lk_pulsar_type_addrs(45) == LK_PULSAR_ADDRS_BYTES &&
-           lk_pulsar_type_addrs(71) == LK_PULSAR_ADDRS_BYTES &&
-           lk_pulsar_type_addrs(80) == LK_PULSAR_ADDRS_BYTES,
+           lk_pulsar_type_addrs(71) == LK_PULSAR_ADDRS_DECODED &&
+           lk_pulsar_type_addrs(80) == LK_PULSAR_ADDRS_DECODED,
        "which command types carry addresses");
     free(f.p);
     free(out.p);
