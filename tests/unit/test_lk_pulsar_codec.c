@@ -1289,6 +1289,24 @@ scalable_update(struct tb *c, const char *u1, const char *u2, const char *u2tls,
     tb_free(&i2);
 }
 
+/* SCALABLE_TOPIC_UPDATE of session 42 around dag: the epoch (when
+ * epoch), then n copies of the segment broker entry. */
+static void
+update_around(struct tb *c, struct tb *dag, int epoch, const struct tb *entry, int n)
+{
+    struct tb upd = {0};
+
+    reset(dag);
+    if (epoch)
+        fv(dag, 1, 7);
+    for (int i = 0; i < n; i++)
+        fmsg(dag, 3, entry);
+    fv(&upd, 1, 42);
+    fmsg(&upd, 2, dag);
+    base(c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    tb_free(&upd);
+}
+
 static void
 test_scalable_update(void)
 {
@@ -1367,49 +1385,27 @@ test_scalable_update(void)
      * DAGs, a DAG without its epoch */
     reset(&en);
     fv(&en, 1, 1);
-    reset(&dag);
-    fv(&dag, 1, 7);
-    fmsg(&dag, 3, &en);
-    reset(&upd);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, &dag);
-    base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    update_around(&c, &dag, 1, &en, 1);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1 && lk_pulsar_pairs(c.p, c.len, p, 4) == -1,
        "a segment broker without its broker_url (required): -1");
     dump_command("malformed", 0x03, 0x32, &c);
     seg_broker(&en, 1, INT_URL, NULL, 0);
     fs(&en, 2, ext.p);
-    reset(&dag);
-    fv(&dag, 1, 7);
-    fmsg(&dag, 3, &en);
+    update_around(&c, &dag, 1, &en, 1);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a segment's broker_url twice: -1");
+    dump_command("malformed", 0x03, 0x32, &c);
     reset(&upd);
     fv(&upd, 1, 42);
     fmsg(&upd, 2, &dag);
-    base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
-    ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a segment's broker_url twice: -1");
-    dump_command("malformed", 0x03, 0x32, &c);
     fmsg(&upd, 2, &dag);
     base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "two DAGs: -1");
-    reset(&dag);
     seg_broker(&en, 1, INT_URL, NULL, 0);
-    fmsg(&dag, 3, &en);
-    reset(&upd);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, &dag);
-    base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    update_around(&c, &dag, 0, &en, 1);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a DAG without its epoch: -1");
 
     /* entries and unknown fields within count together, up to 4096 */
-    reset(&dag);
-    fv(&dag, 1, 7);
-    seg_broker(&en, 1, INT_URL, NULL, 0);
-    for (int i = 0; i < 4096; i++)
-        fmsg(&dag, 3, &en);
-    reset(&upd);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, &dag);
-    base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    update_around(&c, &dag, 1, &en, 4096);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 4096, "4096 segment brokers: decoded");
     fv(&dag, 1000, 1);
     reset(&upd);
