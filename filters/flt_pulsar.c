@@ -94,9 +94,10 @@ pair_edit(struct lk_flt *f, struct lk_xchg *x, int type, const struct lk_pulsar_
 {
     const struct lk_broker *b = find_broker(x, c);
     const struct lk_listener *l = b != NULL ? pick_listener(x, b) : NULL;
-    const char *why = b == NULL ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
-                                                                    : "no broker in the map")
-                                : "a broker without the selected listener";
+    const char *why = b == NULL
+                          ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
+                                                              : "no broker in the map")
+                          : "a broker without the selected listener";
 
     if (l != NULL && c->url_required && l->addr[LK_SCHEME_PULSAR] == NULL) {
         why = "a broker whose selected listener has no pulsar:// address, which this field "

@@ -155,22 +155,22 @@ struct msg {
 
 /* The messages between SCALABLE_TOPIC_UPDATE and WATCH_TC_ASSIGNMENTS_UPDATE
  * and their URLs (proxy/pulsar.proto). */
-static const struct msg segment_broker = {{[1] = V, [2] = B, [3] = B}, 1u << 1 | 1u << 2, 0, 2, {0}};
-static const struct msg dag = {{[1] = V, [3] = M, [4] = B, [5] = B},
-                               1u << 1,
-                               1u << 3,
-                               4,
-                               {[3] = &segment_broker}};
+static const struct msg segment_broker = {
+    {[1] = V, [2] = B, [3] = B}, 1u << 1 | 1u << 2, 0, 2, {0}};
+static const struct msg dag = {
+    {[1] = V, [3] = M, [4] = B, [5] = B}, 1u << 1, 1u << 3, 4, {[3] = &segment_broker}};
 static const struct msg tc_assignment = {{[1] = V, [2] = B, [3] = B}, 1u << 1, 0, 2, {0}};
 static const struct msg tc_snapshot = {
     {[1] = V, [2] = M}, 1u << 1, 1u << 2, 0, {[2] = &tc_assignment}};
 
 static const struct msg m_connect = {{[1] = B, [4] = V, [6] = B}, 1u << 1, 0, 0, {0}};
-static const struct msg m_lookup = {{[1] = B, [2] = V, [3] = V, [7] = B}, 1u << 1 | 1u << 2, 0, 0, {0}};
+static const struct msg m_lookup = {
+    {[1] = B, [2] = V, [3] = V, [7] = B}, 1u << 1 | 1u << 2, 0, 0, {0}};
 static const struct msg m_lookup_response = {
     {[1] = B, [2] = B, [3] = V, [4] = V, [5] = V, [6] = V, [7] = B, [8] = V}, 1u << 4, 0, 1, {0}};
 /* CLOSE_PRODUCER, CLOSE_CONSUMER, TOPIC_MIGRATED */
-static const struct msg m_close = {{[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 0, 3, {0}};
+static const struct msg m_close = {
+    {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 0, 3, {0}};
 static const struct msg m_scalable_update = {{[1] = V, [2] = M}, 1u << 1, 0, 0, {[2] = &dag}};
 static const struct msg m_tc_update = {{[1] = V, [2] = M}, 1u << 1, 0, 0, {[2] = &tc_snapshot}};
 
@@ -615,8 +615,8 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
         rc = 0;
         goto done;
     }
-    if (any && ((pbp = malloc(np * sizeof(*pbp))) == NULL ||
-                (psv = calloc(2 * np, sizeof(*psv))) == NULL))
+    if (any &&
+        ((pbp = malloc(np * sizeof(*pbp))) == NULL || (psv = calloc(2 * np, sizeof(*psv))) == NULL))
         goto done;
 
     LkPb__BaseCommand *base = lk_pb__base_command__unpack(NULL, len, cmd);

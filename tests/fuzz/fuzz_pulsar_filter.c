@@ -267,7 +267,8 @@ model(const struct lk_xchg *x, int simple, int key, int rd, const uint8_t *cmd, 
         const struct lk_pulsar_pair *p = &e->pairs[i];
         const struct lk_broker *b = named(x, p);
         const struct lk_listener *l = b != NULL ? lk_broker_listener(b, x->listener_name) : NULL;
-        if (b != NULL && l == NULL && b->cluster != x->cluster && b->cluster->lookup_listener != NULL)
+        if (b != NULL && l == NULL && b->cluster != x->cluster &&
+            b->cluster->lookup_listener != NULL)
             l = lk_broker_listener(b, b->cluster->lookup_listener);
         if (l != NULL && p->url_required && l->addr[LK_SCHEME_PULSAR] == NULL)
             l = NULL;

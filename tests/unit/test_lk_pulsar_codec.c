@@ -1364,11 +1364,11 @@ test_scalable_update(void)
        "the rewritten command reads back with the new URLs");
 
     /* only the controller's: the segments' pairs left as they are */
-    struct lk_pulsar_pair_edit only[3] = {{0, 0, NULL, NULL}, {0, 0, NULL, NULL}, {1, 1, &ext, NULL}};
+    struct lk_pulsar_pair_edit only[3] = {
+        {0, 0, NULL, NULL}, {0, 0, NULL, NULL}, {1, 1, &ext, NULL}};
     struct lk_pulsar_edit e2 = {0, 0, NULL, NULL, -1, 0, only, 3};
-    ok(lk_pulsar_reencode(c.p, c.len, &e2, out) == 1 && lk_pulsar_decode(
-                                                            evbuffer_pullup(out, -1) + 8,
-                                                            evbuffer_get_length(out) - 8, &d) == 0,
+    ok(lk_pulsar_reencode(c.p, c.len, &e2, out) == 1 &&
+           lk_pulsar_decode(evbuffer_pullup(out, -1) + 8, evbuffer_get_length(out) - 8, &d) == 0,
        "one pair edited, the command re-encoded");
     ok(lk_pulsar_pairs(evbuffer_pullup(out, -1) + 8, evbuffer_get_length(out) - 8, p, 4) == 3 &&
            str_is(p[0].url, INT_URL) && str_is(p[1].url, INT2_URL) && str_is(p[2].url, ext.p),
@@ -1455,7 +1455,8 @@ test_tc_assignments(void)
         fmsg(&upd, 2, &snap);
         base(pass == 0 ? &c : &w, LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE, &upd);
     }
-    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 2, "decodes: 2 pairs (one is mid-election)");
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 2,
+       "decodes: 2 pairs (one is mid-election)");
     ok(lk_pulsar_pairs(c.p, c.len, p, 4) == 2 && str_is(p[0].url, INT_URL) &&
            str_is(p[1].url, INT2_URL) && !p[0].url_required,
        "tc 0's and tc 2's broker_service_url, optional");
