@@ -813,10 +813,16 @@ pulsar_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int type, co
         lk_pulsar_sizes(p, UINT32_MAX, &total, &cmd_size) == 0 && (size_t)total + 4 == len &&
         (size_t)cmd_size + LK_PULSAR_PREFIX == len &&
         lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &c) == 0) {
-        if (c.has_url)
-            check_url(x, type, c.url, fd);
-        if (c.has_url_tls)
-            check_url(x, type, c.url_tls, fd);
+        /* every URL pair: one of its own, or one per segment broker or
+         * coordinator within (SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE) */
+        struct lk_pulsar_pair *pairs = lk_palloc(&x->pool, (c.npairs + 1) * sizeof(*pairs));
+        long n = lk_pulsar_pairs(p + LK_PULSAR_PREFIX, cmd_size, pairs, c.npairs);
+        for (long i = 0; i < n && (size_t)i < c.npairs; i++) {
+            if (pairs[i].has_url)
+                check_url(x, type, pairs[i].url, fd);
+            if (pairs[i].has_url_tls)
+                check_url(x, type, pairs[i].url_tls, fd);
+        }
         if (fd->n != 0)
             return;
         /* the rest, a LOOKUP_RESPONSE's message, is read as bytes (the

@@ -2,12 +2,17 @@
  * pulsar: rewrites the broker addresses the Pulsar binary protocol hands out
  * (CONTRACT §4): LOOKUP_RESPONSE (Redirect and Connect) brokerServiceUrl and
  * brokerServiceUrlTls, CLOSE_PRODUCER and CLOSE_CONSUMER
- * assignedBrokerServiceUrl(Tls), TOPIC_MIGRATED brokerServiceUrl(Tls).  The
- * broker is found by either URL, in the exchange's cluster first and then in
- * every other one (a Redirect or a migration may name another cluster's
- * brokers); the pair becomes exactly the selected listener's pulsar and
- * pulsar+ssl addresses: set when the listener has the scheme, cleared when
- * it lacks it.  With pulsar_routing = service a Connect answer also says
+ * assignedBrokerServiceUrl(Tls), TOPIC_MIGRATED brokerServiceUrl(Tls), and
+ * Pulsar 5.0's SCALABLE_TOPIC_UPDATE (each segment's broker_url(_tls) and
+ * the controller's controller_broker_url(_tls)) and
+ * WATCH_TC_ASSIGNMENTS_UPDATE (each coordinator's
+ * broker_service_url(_tls)).  Each pair's broker is found by either URL, in
+ * the exchange's cluster first and then in every other one (a Redirect or a
+ * migration may name another cluster's brokers); the pair becomes exactly
+ * the selected listener's pulsar and pulsar+ssl addresses: set when the
+ * listener has the scheme, cleared when it lacks it (a segment's
+ * broker_url, which Pulsar requires, is then left, logged, for the leak
+ * guard).  With pulsar_routing = service a Connect answer also says
  * proxy_through_service_url, as the Pulsar Proxy does, so that the client
  * reaches the owner through serviceUrl.  URLs that name no mapped broker
  * pass through as they are, logged: a migration to a cluster lookout does
@@ -35,6 +40,10 @@ type_name(int type)
         return "CLOSE_CONSUMER";
     case LK_PULSAR_TOPIC_MIGRATED:
         return "TOPIC_MIGRATED";
+    case LK_PULSAR_SCALABLE_TOPIC_UPDATE:
+        return "SCALABLE_TOPIC_UPDATE";
+    case LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE:
+        return "WATCH_TC_ASSIGNMENTS_UPDATE";
     default:
         return "command";
     }
@@ -42,7 +51,7 @@ type_name(int type)
 
 /* The mapped broker either URL names: the exchange's cluster first. */
 static const struct lk_broker *
-find_broker(const struct lk_xchg *x, const struct lk_pulsar_cmd *c)
+find_broker(const struct lk_xchg *x, const struct lk_pulsar_pair *c)
 {
     const struct lk_str *urls[2] = {c->has_url ? &c->url : NULL,
                                     c->has_url_tls ? &c->url_tls : NULL};
@@ -77,6 +86,44 @@ pick_listener(const struct lk_xchg *x, const struct lk_broker *b)
     return l;
 }
 
+/* The edit of one URL pair into *e (its strings in *url, *url_tls): 0, or
+ * -1 (logged) when it is to be left as it is. */
+static int
+pair_edit(struct lk_flt *f, struct lk_xchg *x, int type, const struct lk_pulsar_pair *c,
+          struct lk_pulsar_pair_edit *e, struct lk_str *url, struct lk_str *url_tls)
+{
+    const struct lk_broker *b = find_broker(x, c);
+    const struct lk_listener *l = b != NULL ? pick_listener(x, b) : NULL;
+    const char *why = b == NULL
+                          ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
+                                                              : "no broker in the map")
+                          : "a broker without the selected listener";
+
+    if (l != NULL && c->url_required && l->addr[LK_SCHEME_PULSAR] == NULL) {
+        why = "a broker whose selected listener has no pulsar:// address, which this field "
+              "requires";
+        l = NULL;
+    }
+    if (l == NULL) {
+        char u[160];
+        snprintf(u, sizeof(u), "%.*s%s%.*s", (int)(c->url.len > 70 ? 70 : c->url.len), c->url.p,
+                 c->has_url && c->has_url_tls ? " " : "",
+                 (int)(c->url_tls.len > 70 ? 70 : c->url_tls.len), c->url_tls.p);
+        lk_log(LK_WARN, x->conn, "%s: %s names %s, %s; passed through unchanged", f->id,
+               type_name(type), u, why);
+        x->unmapped++;
+        return -1;
+    }
+    if (l->addr[LK_SCHEME_PULSAR] != NULL)
+        *url = lk_str_c(l->addr[LK_SCHEME_PULSAR]->text);
+    if (l->addr[LK_SCHEME_PULSAR_SSL] != NULL)
+        *url_tls = lk_str_c(l->addr[LK_SCHEME_PULSAR_SSL]->text);
+    e->set_url = e->set_url_tls = 1;
+    e->url = l->addr[LK_SCHEME_PULSAR] != NULL ? url : NULL;
+    e->url_tls = l->addr[LK_SCHEME_PULSAR_SSL] != NULL ? url_tls : NULL;
+    return 0;
+}
+
 static enum lk_flt_verdict
 pulsar_frame(struct lk_flt *f, struct lk_xchg *x, int16_t type, int16_t version,
              struct evbuffer *in, struct evbuffer *out)
@@ -86,7 +133,6 @@ pulsar_frame(struct lk_flt *f, struct lk_xchg *x, int16_t type, int16_t version,
     uint32_t total, cmd_size;
     struct lk_pulsar_cmd c;
     struct lk_pulsar_edit edit = {.proxy_through = -1};
-    struct lk_str url, url_tls;
     int service = x->cluster->pulsar_routing == LK_PULSAR_ROUTING_SERVICE;
 
     (void)version;
@@ -100,36 +146,29 @@ pulsar_frame(struct lk_flt *f, struct lk_xchg *x, int16_t type, int16_t version,
                type_name(type));
         return LK_FLT_CONTINUE;
     }
-    if (!c.has_url && !c.has_url_tls)
+    if (c.npairs == 0)
         return LK_FLT_CONTINUE; /* a Failed lookup, a close without a new owner */
 
-    const struct lk_broker *b = find_broker(x, &c);
-    const struct lk_listener *l = b != NULL ? pick_listener(x, b) : NULL;
-    if (l == NULL) {
-        char u[160];
-        snprintf(u, sizeof(u), "%.*s%s%.*s", (int)(c.url.len > 70 ? 70 : c.url.len), c.url.p,
-                 c.has_url && c.has_url_tls ? " " : "",
-                 (int)(c.url_tls.len > 70 ? 70 : c.url_tls.len), c.url_tls.p);
-        lk_log(LK_WARN, x->conn, "%s: %s names %s, %s; passed through unchanged", f->id,
-               type_name(type), u,
-               b == NULL ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
-                                                             : "no broker in the map")
-                         : "a broker without the selected listener");
-        x->unmapped++;
+    /* every pair, each to its broker's address on the selected listener */
+    size_t n = c.npairs;
+    struct lk_pulsar_pair *pairs = lk_palloc(&x->pool, n * sizeof(*pairs));
+    struct lk_pulsar_pair_edit *edits = lk_palloc(&x->pool, n * sizeof(*edits));
+    struct lk_str *strs = lk_palloc(&x->pool, 2 * n * sizeof(*strs));
+    unsigned mapped = 0;
+    if (lk_pulsar_pairs(fr + LK_PULSAR_PREFIX, cmd_size, pairs, n) != (long)n)
+        return LK_FLT_CONTINUE; /* not after a decode that counted them */
+    for (size_t i = 0; i < n; i++)
+        if (pair_edit(f, x, type, &pairs[i], &edits[i], &strs[2 * i], &strs[2 * i + 1]) == 0)
+            mapped++;
+    if (mapped == 0)
         return LK_FLT_CONTINUE;
-    }
-    if (l->addr[LK_SCHEME_PULSAR] != NULL)
-        url = lk_str_c(l->addr[LK_SCHEME_PULSAR]->text);
-    if (l->addr[LK_SCHEME_PULSAR_SSL] != NULL)
-        url_tls = lk_str_c(l->addr[LK_SCHEME_PULSAR_SSL]->text);
-    edit.set_url = edit.set_url_tls = 1;
-    edit.url = l->addr[LK_SCHEME_PULSAR] != NULL ? &url : NULL;
-    edit.url_tls = l->addr[LK_SCHEME_PULSAR_SSL] != NULL ? &url_tls : NULL;
+    edit.pairs = edits;
+    edit.npairs = n;
     if (type == LK_PULSAR_LOOKUP_RESPONSE && service && c.lookup_type == LK_PULSAR_CONNECT_TO)
         edit.proxy_through = 1;
     int r = lk_pulsar_reencode(fr + LK_PULSAR_PREFIX, cmd_size, &edit, out);
     if (r == 1) {
-        x->rewrites++;
+        x->rewrites += mapped;
         evbuffer_drain(in, len);
     } else if (r < 0) {
         lk_log(LK_WARN, x->conn, "%s: %s does not re-encode; passed through unchanged", f->id,

@@ -18,8 +18,11 @@
  *    client may choose it, else the lookup listener's), remembered by
  *    request_id, and is removed before the broker sees it (a broker fails
  *    a lookup for a listener it does not have);
- *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
- *    TOPIC_MIGRATED: through the filters (filters/flt_pulsar.c), and with
+ *  - from the broker, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER,
+ *    TOPIC_MIGRATED and Pulsar 5.0's SCALABLE_TOPIC_UPDATE and
+ *    WATCH_TC_ASSIGNMENTS_UPDATE (PIP-460/468, PIP-473: found on
+ *    apache/pulsar's master, see proxy/pulsar.proto): through the filters
+ *    (filters/flt_pulsar.c), and with
  *    the leak guard on, the answers with an error text (ERROR and its
  *    kind) and any command of a type lookout does not know
  *    (lk_pulsar_type_addrs), which the guard reads.

@@ -12,17 +12,20 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <event2/buffer.h>
 
 #include "lk_pulsar_codec.h"
 #include "pulsar.pb-c.h"
 
-/* A message with more unknown fields than MAX_UNKNOWN is refused: no
- * Pulsar command comes near, and protobuf-c spends an allocation on every
- * unknown field it unpacks, which a 5 MiB command of 2-byte fields would
- * turn into millions.  Known fields are bounded already: each is there
- * once at most (walk_base, walk_sub).  A re-encoded message, its known
+/* A message with more unknown fields than MAX_UNKNOWN is refused, and a
+ * sub-command with more unknown fields and entries of repeated messages,
+ * however deep, too: no Pulsar command comes near, and protobuf-c spends
+ * an allocation on every unknown field and every entry it unpacks, which
+ * a 5 MiB command of 2-byte fields would turn into millions.  Other known
+ * fields are bounded already: each is there once at most (walk_base,
+ * walk_msg).  A re-encoded message, its known
  * fields each once and its unknown ones as they were, stays within. */
 #define MAX_UNKNOWN 4096
 
@@ -138,26 +141,53 @@ next(const uint8_t **at, const uint8_t *end, struct field *f)
 
 /* ---- the schema of proxy/pulsar.proto ------------------------------- */
 
-enum { V = 1, B = 2 }; /* a declared field: a varint, or bytes */
-#define NF 9           /* declared field numbers are below this */
+enum { V = 1, B = 2, M = 3 }; /* a declared field: a varint, bytes, or a message */
+#define NF 9                  /* declared field numbers are below this */
+#define MAX_DEPTH 3           /* messages within a command: SCALABLE_TOPIC_UPDATE's are 3 deep */
+
+struct msg {
+    uint8_t kind[NF];          /* by field number; 0 when not declared */
+    uint16_t required;         /* bit n: field n is required */
+    uint16_t repeated;         /* bit n: field n (a message) is repeated */
+    uint8_t url;               /* the field of a broker URL (its Tls sibling is the next), or 0 */
+    const struct msg *sub[NF]; /* kind M: the field's message */
+};
+
+/* The messages between SCALABLE_TOPIC_UPDATE and WATCH_TC_ASSIGNMENTS_UPDATE
+ * and their URLs (proxy/pulsar.proto). */
+static const struct msg segment_broker = {
+    {[1] = V, [2] = B, [3] = B}, 1u << 1 | 1u << 2, 0, 2, {0}};
+static const struct msg dag = {
+    {[1] = V, [3] = M, [4] = B, [5] = B}, 1u << 1, 1u << 3, 4, {[3] = &segment_broker}};
+static const struct msg tc_assignment = {{[1] = V, [2] = B, [3] = B}, 1u << 1, 0, 2, {0}};
+static const struct msg tc_snapshot = {
+    {[1] = V, [2] = M}, 1u << 1, 1u << 2, 0, {[2] = &tc_assignment}};
+
+static const struct msg m_connect = {{[1] = B, [4] = V, [6] = B}, 1u << 1, 0, 0, {0}};
+static const struct msg m_lookup = {
+    {[1] = B, [2] = V, [3] = V, [7] = B}, 1u << 1 | 1u << 2, 0, 0, {0}};
+static const struct msg m_lookup_response = {
+    {[1] = B, [2] = B, [3] = V, [4] = V, [5] = V, [6] = V, [7] = B, [8] = V}, 1u << 4, 0, 1, {0}};
+/* CLOSE_PRODUCER, CLOSE_CONSUMER, TOPIC_MIGRATED */
+static const struct msg m_close = {
+    {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 0, 3, {0}};
+static const struct msg m_scalable_update = {{[1] = V, [2] = M}, 1u << 1, 0, 0, {[2] = &dag}};
+static const struct msg m_tc_update = {{[1] = V, [2] = M}, 1u << 1, 0, 0, {[2] = &tc_snapshot}};
 
 struct schema {
-    int type;          /* the BaseCommand field, and Type value, of the command */
-    uint8_t kind[NF];  /* by field number; 0 when not declared */
-    uint16_t required; /* bit n: field n is required */
-    uint8_t url;       /* the field of the broker URL (its Tls sibling is the next), or 0 */
+    int type; /* the BaseCommand field, and Type value, of the command */
+    const struct msg *m;
 };
 
 static const struct schema schemas[] = {
-    {LK_PULSAR_CONNECT, {[1] = B, [4] = V, [6] = B}, 1u << 1, 0},
-    {LK_PULSAR_LOOKUP, {[1] = B, [2] = V, [3] = V, [7] = B}, 1u << 1 | 1u << 2, 0},
-    {LK_PULSAR_LOOKUP_RESPONSE,
-     {[1] = B, [2] = B, [3] = V, [4] = V, [5] = V, [6] = V, [7] = B, [8] = V},
-     1u << 4,
-     1},
-    {LK_PULSAR_CLOSE_PRODUCER, {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 3},
-    {LK_PULSAR_CLOSE_CONSUMER, {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 3},
-    {LK_PULSAR_TOPIC_MIGRATED, {[1] = V, [2] = V, [3] = B, [4] = B}, 1u << 1 | 1u << 2, 3},
+    {LK_PULSAR_CONNECT, &m_connect},
+    {LK_PULSAR_LOOKUP, &m_lookup},
+    {LK_PULSAR_LOOKUP_RESPONSE, &m_lookup_response},
+    {LK_PULSAR_CLOSE_PRODUCER, &m_close},
+    {LK_PULSAR_CLOSE_CONSUMER, &m_close},
+    {LK_PULSAR_TOPIC_MIGRATED, &m_close},
+    {LK_PULSAR_SCALABLE_TOPIC_UPDATE, &m_scalable_update},
+    {LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE, &m_tc_update},
 };
 #define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
 
@@ -177,44 +207,81 @@ struct vals {
     struct lk_str s[NF];
 };
 
+/* Where the walk puts the URL pairs it meets (lk_pulsar_pairs), when it
+ * is asked to: the first max of them; n counts them all. */
+struct pairs_out {
+    struct lk_pulsar_pair *p;
+    size_t max, n;
+};
+
+/* A message's own URL pair, if it has one of the two. */
+static void
+add_pair(const struct msg *m, const struct vals *v, struct pairs_out *po)
+{
+    unsigned u = m->url;
+
+    if (po == NULL || u == 0 || !((v->seen >> u) & 3u))
+        return;
+    if (po->n < po->max) {
+        struct lk_pulsar_pair *p = &po->p[po->n];
+        p->has_url = (v->seen >> u) & 1;
+        p->url = v->s[u];
+        p->has_url_tls = (v->seen >> (u + 1)) & 1;
+        p->url_tls = v->s[u + 1];
+        p->url_required = (m->required >> u) & 1;
+    }
+    po->n++;
+}
+
 /*
- * Walks one sub-command: every field well formed, the declared ones of
- * their wire type and each at most once, the required ones present.  0,
- * or -1.
+ * Walks one message: every field well formed, the declared ones of their
+ * wire type and each at most once (but a repeated one), the required ones
+ * present, the messages within valid in turn.  *elems counts unknown
+ * fields and the entries of repeated ones over the whole command.  With
+ * po, the URL pairs are added there: each entry's, in the order they
+ * came, then the message's own.  0, or -1.
  *
  * A declared field given twice is refused, though every parser reads the
  * last of a scalar or a string (protobuf-c, Google's, and LightProto,
  * which the broker and the Java client use) and so would agree with this
  * walk: no encoder writes a field of these twice (none of them is
- * repeated in PulsarApi.proto), and a command lookout leaves alone goes
+ * repeated in PulsarApi.proto but the lists of SCALABLE_TOPIC_UPDATE and
+ * WATCH_TC_ASSIGNMENTS_UPDATE), and a command lookout leaves alone goes
  * on as its bytes came, so an earlier copy of a URL it has not rewritten
  * (brokerServiceUrl = internal, then brokerServiceUrl = the lookup
  * address) would reach the client unread.  One rule, "what lookout reads
  * is there once", leaves no reading to agree on.
  */
 static int
-walk_sub(const struct schema *sc, const uint8_t *p, size_t len, struct vals *out)
+walk_msg(const struct msg *m, const uint8_t *p, size_t len, int depth, unsigned *elems,
+         struct vals *out, struct pairs_out *po)
 {
     const uint8_t *at = p, *end = p + len;
     struct field f;
     enum rd r;
-    unsigned unknown = 0;
+    struct vals inner;
 
     memset(out, 0, sizeof(*out));
     while ((r = next(&at, end, &f)) == RD_OK) {
-        if (f.num >= NF || sc->kind[f.num] == 0) {
-            if (++unknown > MAX_UNKNOWN)
+        if (f.num >= NF || m->kind[f.num] == 0) {
+            if (++*elems > MAX_UNKNOWN)
                 return -1;
             continue; /* kept on re-encode */
         }
-        if (f.wt != (sc->kind[f.num] == V ? 0u : 2u) || ((out->seen >> f.num) & 1))
+        unsigned k = m->kind[f.num];
+        int rep = (m->repeated >> f.num) & 1;
+        if (f.wt != (k == V ? 0u : 2u) || (!rep && ((out->seen >> f.num) & 1)))
+            return -1;
+        if (k == M && (depth + 1 >= MAX_DEPTH || (rep && ++*elems > MAX_UNKNOWN) ||
+                       walk_msg(m->sub[f.num], f.p, f.len, depth + 1, elems, &inner, po) != 0))
             return -1;
         out->seen |= (uint16_t)(1u << f.num);
         out->v[f.num] = f.v;
         out->s[f.num] = lk_str_make((const char *)f.p, f.wt == 2 ? f.len : 0);
     }
-    if (r != RD_END || (out->seen & sc->required) != sc->required)
+    if (r != RD_END || (out->seen & m->required) != m->required)
         return -1;
+    add_pair(m, out, po);
     return 0;
 }
 
@@ -225,6 +292,7 @@ struct parsed {
     uint64_t type;
     const struct schema *sc; /* the type's, NULL for another type */
     struct vals sub;         /* the type's sub-command (when sc) */
+    struct pairs_out *po;    /* where its URL pairs go, or NULL */
 };
 
 /*
@@ -249,7 +317,7 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
     size_t sub_len[NSCHEMAS];
     struct field f;
     enum rd r;
-    unsigned unknown = 0, seen = 0;
+    unsigned unknown = 0, seen = 0, elems;
     int have_type = 0, read = 0;
     struct vals scratch;
 
@@ -276,8 +344,10 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
          * came first, as every encoder writes it */
         size_t i = (size_t)(sc - schemas);
         int mine = have_type && f.num == out->type;
+        elems = 0;
         if (f.wt != 2 || (seen & 1u << i) ||
-            walk_sub(sc, f.p, f.len, mine ? &out->sub : &scratch) != 0)
+            walk_msg(sc->m, f.p, f.len, 0, &elems, mine ? &out->sub : &scratch,
+                     mine ? out->po : NULL) != 0)
             return -1;
         read |= mine;
         seen |= 1u << i;
@@ -292,13 +362,14 @@ walk_base(const uint8_t *cmd, size_t len, int full, struct parsed *out)
     size_t i = (size_t)(out->sc - schemas);
     if (!(seen & 1u << i))
         return -1; /* e.g. a LOOKUP without its CommandLookupTopic */
-    return read ? 0 : walk_sub(out->sc, sub[i], sub_len[i], &out->sub);
+    elems = 0;
+    return read ? 0 : walk_msg(out->sc->m, sub[i], sub_len[i], 0, &elems, &out->sub, out->po);
 }
 
 int
 lk_pulsar_command_type(const uint8_t *cmd, size_t len)
 {
-    struct parsed d;
+    struct parsed d = {.po = NULL};
     int r = walk_base(cmd, len, 0, &d);
 
     if (r == TWO_TYPES)
@@ -310,11 +381,13 @@ int
 lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out)
 {
     struct parsed d;
+    struct pairs_out po = {NULL, 0, 0}; /* counts them */
 
     memset(out, 0, sizeof(*out));
     out->lookup_type = -1;
     out->proxy_through = -1;
     out->protocol_version = -1;
+    d.po = &po;
     if (walk_base(cmd, len, 1, &d) != 0)
         return -1;
     out->type = (int)d.type;
@@ -348,21 +421,36 @@ lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out)
         if (HAS(8))
             out->proxy_through = s->v[8] != 0;
         break;
-    default: /* CLOSE_PRODUCER, CLOSE_CONSUMER, TOPIC_MIGRATED */
-        if (d.sc->type != LK_PULSAR_TOPIC_MIGRATED) {
-            out->has_request_id = 1;
-            out->request_id = s->v[2];
-        }
+    case LK_PULSAR_CLOSE_PRODUCER:
+    case LK_PULSAR_CLOSE_CONSUMER:
+        out->has_request_id = 1;
+        out->request_id = s->v[2];
+        break;
+    default: /* TOPIC_MIGRATED, and the two whose URLs are within: lk_pulsar_pairs */
         break;
     }
-    if (d.sc->url != 0) {
-        out->has_url = HAS(d.sc->url);
-        out->url = s->s[d.sc->url];
-        out->has_url_tls = HAS(d.sc->url + 1);
-        out->url_tls = s->s[d.sc->url + 1];
+    unsigned u = d.sc->m->url;
+    if (u != 0) {
+        out->has_url = HAS(u);
+        out->url = s->s[u];
+        out->has_url_tls = HAS(u + 1);
+        out->url_tls = s->s[u + 1];
     }
 #undef HAS
+    out->npairs = po.n;
     return 0;
+}
+
+long
+lk_pulsar_pairs(const uint8_t *cmd, size_t len, struct lk_pulsar_pair *out, size_t max)
+{
+    struct parsed d;
+    struct pairs_out po = {out, max, 0};
+
+    d.po = &po;
+    if (walk_base(cmd, len, 1, &d) != 0 || d.sc == NULL)
+        return -1;
+    return (long)po.n;
 }
 
 /* ---- re-encoding ---------------------------------------------------- */
@@ -379,13 +467,19 @@ prefix(uint8_t h[LK_PULSAR_PREFIX], size_t cmd_len)
     h[7] = (uint8_t)c;
 }
 
-/* Whether setting bytes field n of s to to (NULL: clearing it) changes it. */
+/* Whether setting a bytes field (has, now) to to (NULL: clearing it)
+ * changes it. */
+static int
+bytes_change(int has, struct lk_str now, const struct lk_str *to)
+{
+    return to == NULL ? has : !has || !lk_str_eq(now, *to);
+}
+
+/* Whether setting bytes field n of s to to changes it. */
 static int
 changes(const struct vals *s, unsigned n, const struct lk_str *to)
 {
-    int has = (s->seen >> n) & 1;
-
-    return to == NULL ? has : !has || !lk_str_eq(s->s[n], *to);
+    return bytes_change((s->seen >> n) & 1, s->s[n], to);
 }
 
 static void *
@@ -401,15 +495,16 @@ struct saved {
     ProtobufCBinaryData was;
 };
 
-/* Sets (to != NULL) or clears optional bytes field n of m. */
+/* Sets (to != NULL) or clears bytes field n of m (a required one, which
+ * has no has_ flag, is only ever set). */
 static void
 set_bytes(ProtobufCMessage *m, unsigned n, const struct lk_str *to, struct saved *sv)
 {
     const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(m->descriptor, n);
-    protobuf_c_boolean *has = member(m, fd->quantifier_offset);
     ProtobufCBinaryData *bd = member(m, fd->offset);
 
-    *has = to != NULL;
+    if (fd->label != PROTOBUF_C_LABEL_REQUIRED)
+        *(protobuf_c_boolean *)member(m, fd->quantifier_offset) = to != NULL;
     if (to == NULL)
         return; /* left for protobuf-c to free; not packed */
     sv->bd = bd;
@@ -435,55 +530,157 @@ pack_frame(const LkPb__BaseCommand *base, struct evbuffer *out)
     return evbuffer_commit_space(out, &v, 1) == 0 ? 0 : -1;
 }
 
+/* Whether bytes field n of m is there. */
+static int
+pb_has(ProtobufCMessage *m, unsigned n)
+{
+    const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(m->descriptor, n);
+
+    return fd->label == PROTOBUF_C_LABEL_REQUIRED ||
+           *(protobuf_c_boolean *)member(m, fd->quantifier_offset);
+}
+
+/*
+ * The unpacked messages that hold the URL pairs of m (of schema sm), in
+ * the walk's order (add_pair): the pairs within each entry in the order
+ * they came, then m's own.  No message of the schema has two message
+ * fields, so going by field number is going in wire order.
+ */
+struct pb_pair {
+    ProtobufCMessage *m;
+    unsigned url; /* its URL's field number; the Tls one's is the next */
+};
+
+static void
+pb_pairs(ProtobufCMessage *m, const struct msg *sm, struct pb_pair *out, size_t max, size_t *n)
+{
+    for (unsigned f = 1; f < NF; f++) {
+        if (sm->kind[f] != M)
+            continue;
+        const ProtobufCFieldDescriptor *fd =
+            protobuf_c_message_descriptor_get_field(m->descriptor, f);
+        if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t k = *(size_t *)member(m, fd->quantifier_offset);
+            ProtobufCMessage **a = *(ProtobufCMessage ***)member(m, fd->offset);
+            for (size_t j = 0; j < k; j++)
+                pb_pairs(a[j], sm->sub[f], out, max, n);
+        } else {
+            ProtobufCMessage *c = *(ProtobufCMessage **)member(m, fd->offset);
+            if (c != NULL)
+                pb_pairs(c, sm->sub[f], out, max, n);
+        }
+    }
+    if (sm->url != 0 && (pb_has(m, sm->url) || pb_has(m, sm->url + 1u))) {
+        if (*n < max)
+            out[*n] = (struct pb_pair){m, sm->url};
+        (*n)++;
+    }
+}
+
 int
 lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *edit,
                    struct evbuffer *out)
 {
     struct parsed d;
-    int rc = -1;
+    struct lk_pulsar_edit e = *edit;
+    size_t np = edit->pairs != NULL ? edit->npairs : 0;
+    struct lk_pulsar_pair *cur = NULL;
+    struct pairs_out po = {NULL, 0, 0};
+    struct pb_pair *pbp = NULL;
+    struct saved *psv = NULL;
+    int rc = -1, any = 0;
 
+    if (np > 0) {
+        if ((cur = malloc(np * sizeof(*cur))) == NULL)
+            return -1;
+        po.p = cur;
+        po.max = np;
+    }
+    d.po = &po;
     if (walk_base(cmd, len, 1, &d) != 0 || d.sc == NULL)
-        return -1;
+        goto done;
+    if (np > po.n)
+        np = po.n; /* pairs the command lacks are no edit */
 
     /* what changes, from the walk: most frames go back as they came */
     const struct schema *sc = d.sc;
     const struct vals *s = &d.sub;
-    int url = sc->url != 0 && edit->set_url && changes(s, sc->url, edit->url);
-    int url_tls = sc->url != 0 && edit->set_url_tls && changes(s, sc->url + 1u, edit->url_tls);
+    unsigned u = sc->m->url;
+    if (u != 0 && np > 0) {
+        /* a command with one pair, its own: pairs[0] is it */
+        e.set_url = edit->pairs[0].set_url;
+        e.url = edit->pairs[0].url;
+        e.set_url_tls = edit->pairs[0].set_url_tls;
+        e.url_tls = edit->pairs[0].url_tls;
+        np = 0;
+    }
+    for (size_t i = 0; i < np; i++) {
+        const struct lk_pulsar_pair_edit *pe = &edit->pairs[i];
+        if (pe->set_url && pe->url == NULL && cur[i].url_required)
+            goto done; /* a required URL is never cleared */
+        any |= (pe->set_url && bytes_change(cur[i].has_url, cur[i].url, pe->url)) ||
+               (pe->set_url_tls && bytes_change(cur[i].has_url_tls, cur[i].url_tls, pe->url_tls));
+    }
+    int url = u != 0 && e.set_url && changes(s, u, e.url);
+    int url_tls = u != 0 && e.set_url_tls && changes(s, u + 1u, e.url_tls);
     /* proxy_through_service_url, a bool: absent is false, any value but 0
      * true */
-    int proxy = sc->type == LK_PULSAR_LOOKUP_RESPONSE && edit->proxy_through >= 0 &&
-                (((s->seen >> 8) & 1) && s->v[8] != 0) != (edit->proxy_through != 0);
-    int strip = sc->type == LK_PULSAR_LOOKUP && edit->strip_listener && ((s->seen >> 7) & 1);
-    if (!url && !url_tls && !proxy && !strip)
-        return 0;
+    int proxy = sc->type == LK_PULSAR_LOOKUP_RESPONSE && e.proxy_through >= 0 &&
+                (((s->seen >> 8) & 1) && s->v[8] != 0) != (e.proxy_through != 0);
+    int strip = sc->type == LK_PULSAR_LOOKUP && e.strip_listener && ((s->seen >> 7) & 1);
+    if (!url && !url_tls && !proxy && !strip && !any) {
+        rc = 0;
+        goto done;
+    }
+    if (any &&
+        ((pbp = malloc(np * sizeof(*pbp))) == NULL || (psv = calloc(2 * np, sizeof(*psv))) == NULL))
+        goto done;
 
     LkPb__BaseCommand *base = lk_pb__base_command__unpack(NULL, len, cmd);
     if (base == NULL)
-        return -1; /* only when out of memory, if the walk is right */
+        goto done; /* only when out of memory, if the walk is right */
     const ProtobufCFieldDescriptor *fd =
         protobuf_c_message_descriptor_get_field(base->base.descriptor, (unsigned)sc->type);
     ProtobufCMessage *m = *(ProtobufCMessage **)member(&base->base, fd->offset);
     struct saved sv[2] = {{NULL, {0, NULL}}, {NULL, {0, NULL}}};
+    size_t got = 0;
 
     if (url)
-        set_bytes(m, sc->url, edit->url, &sv[0]);
+        set_bytes(m, u, e.url, &sv[0]);
     if (url_tls)
-        set_bytes(m, sc->url + 1u, edit->url_tls, &sv[1]);
+        set_bytes(m, u + 1u, e.url_tls, &sv[1]);
     if (proxy) {
         LkPb__CommandLookupTopicResponse *r = (LkPb__CommandLookupTopicResponse *)m;
         r->has_proxy_through_service_url = 1;
-        r->proxy_through_service_url = edit->proxy_through != 0;
+        r->proxy_through_service_url = e.proxy_through != 0;
     }
     if (strip)
         ((LkPb__CommandLookupTopic *)m)->has_advertised_listener_name = 0;
+    if (any) {
+        /* the same pairs as the walk's, if the walk is right */
+        pb_pairs(m, sc->m, pbp, np, &got);
+        for (size_t i = 0; i < np && got == po.n; i++) {
+            const struct lk_pulsar_pair_edit *pe = &edit->pairs[i];
+            if (pe->set_url && bytes_change(cur[i].has_url, cur[i].url, pe->url))
+                set_bytes(pbp[i].m, pbp[i].url, pe->url, &psv[2 * i]);
+            if (pe->set_url_tls && bytes_change(cur[i].has_url_tls, cur[i].url_tls, pe->url_tls))
+                set_bytes(pbp[i].m, pbp[i].url + 1u, pe->url_tls, &psv[2 * i + 1]);
+        }
+    }
 
-    if (pack_frame(base, out) == 0)
+    if ((!any || got == po.n) && pack_frame(base, out) == 0)
         rc = 1;
     for (int i = 0; i < 2; i++)
         if (sv[i].bd != NULL)
             *sv[i].bd = sv[i].was;
+    for (size_t i = 0; psv != NULL && i < 2 * np; i++)
+        if (psv[i].bd != NULL)
+            *psv[i].bd = psv[i].was;
     lk_pb__base_command__free_unpacked(base, NULL);
+done:
+    free(cur);
+    free(pbp);
+    free(psv);
     return rc;
 }
 
@@ -534,6 +731,8 @@ lk_pulsar_type_addrs(int type)
     case LK_PULSAR_CLOSE_PRODUCER:
     case LK_PULSAR_CLOSE_CONSUMER:
     case LK_PULSAR_TOPIC_MIGRATED:
+    case LK_PULSAR_SCALABLE_TOPIC_UPDATE:
+    case LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE:
         return LK_PULSAR_ADDRS_DECODED;
     case 8:  /* SEND_ERROR */
     case 14: /* ERROR */
@@ -548,11 +747,15 @@ lk_pulsar_type_addrs(int type)
     case 59: /* END_TXN_ON_PARTITION_RESPONSE */
     case 61: /* END_TXN_ON_SUBSCRIPTION_RESPONSE */
     case 63: /* TC_CLIENT_CONNECT_RESPONSE */
+    case 74: /* SCALABLE_TOPIC_SUBSCRIBE_RESPONSE */
+    case 77: /* WATCH_SCALABLE_TOPICS_UPDATE */
         return LK_PULSAR_ADDRS_TEXT;
     default:
-        /* PulsarApi.proto's Type values: 2-40 and 50-67 hold no address
-         * (facts §4); 41-49 are unassigned. */
-        if ((type >= LK_PULSAR_CONNECT && type <= 40) || (type >= 50 && type <= 67))
+        /* PulsarApi.proto's Type values: 2-40, 50-67 and 70-81 hold no
+         * address (facts §4; proxy/pulsar.proto for 70-81); 41-49 and 69
+         * are unassigned. */
+        if ((type >= LK_PULSAR_CONNECT && type <= 40) || (type >= 50 && type <= 67) ||
+            (type >= 70 && type <= 81))
             return LK_PULSAR_ADDRS_NONE;
         return LK_PULSAR_ADDRS_BYTES;
     }

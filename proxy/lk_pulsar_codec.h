@@ -33,6 +33,8 @@ enum lk_pulsar_type {
     LK_PULSAR_LOOKUP = 23,
     LK_PULSAR_LOOKUP_RESPONSE = 24,
     LK_PULSAR_TOPIC_MIGRATED = 68,
+    LK_PULSAR_SCALABLE_TOPIC_UPDATE = 71,       /* Pulsar 5.0 (proxy/pulsar.proto) */
+    LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE = 80, /* Pulsar 5.0 */
 };
 
 /* CommandLookupTopicResponse.LookupType */
@@ -96,23 +98,57 @@ struct lk_pulsar_cmd {
     int has_proxy_to_broker_url;
     int32_t protocol_version; /* (4), -1 when absent; Pulsar reads it as an int32, so its
                                * low 32 bits, and a negative one is 0 here */
+    /* every type: how many URL pairs the command holds (lk_pulsar_pairs);
+     * SCALABLE_TOPIC_UPDATE's and WATCH_TC_ASSIGNMENTS_UPDATE's are within
+     * it, one per segment broker or coordinator, and are read there */
+    size_t npairs;
 };
 
 /*
  * Decodes command bytes (commandSize of them) of a type lookout touches
  * (CONNECT, LOOKUP, LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER,
- * TOPIC_MIGRATED).  0; -2 for any other type (out->type says which);
+ * TOPIC_MIGRATED, SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE).
+ * 0; -2 for any other type (out->type says which);
  * -1 when malformed: not well-formed protobuf, a type that
  * lk_pulsar_command_type refuses, no sub-command for the type, one of the
- * six sub-commands (whatever the type) twice, a field the sub-command
- * declares (in proxy/pulsar.proto) twice, or not valid against
- * proxy/pulsar.proto (a field of the wrong wire type, a required one
- * missing), or a message of over 4096 unknown fields (no Pulsar command
- * comes near).  A command that decodes is
+ * eight sub-commands (whatever the type) twice, a field a message
+ * declares (in proxy/pulsar.proto) twice but a repeated one, or not valid
+ * against proxy/pulsar.proto (a field of the wrong wire type, a required
+ * one missing, in the sub-command or a message within), or a message of
+ * over 4096 unknown fields, or a sub-command of over 4096 unknown fields
+ * and repeated entries within it (no Pulsar command comes near).  A command that decodes is
  * one lk_pulsar_reencode can re-encode.  Of an unknown field given twice,
  * both are kept as they came.
  */
 int lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out);
+
+/* A broker URL pair of a command: brokerServiceUrl and its Tls sibling,
+ * or their like.  url_required: the plain one cannot be cleared
+ * (SegmentBrokerAddress.broker_url is required). */
+struct lk_pulsar_pair {
+    struct lk_str url, url_tls; /* point into the command */
+    int has_url, has_url_tls;
+    int url_required;
+};
+
+/*
+ * The URL pairs of a command that decodes (lk_pulsar_decode 0): the first
+ * max of them into out, in order; a pair is there when either URL is.
+ * LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and TOPIC_MIGRATED have
+ * at most one, their own; SCALABLE_TOPIC_UPDATE one per
+ * dag.segment_brokers entry (in the order they came), then the
+ * controller's (dag.controller_broker_url(_tls)); WATCH_TC_ASSIGNMENTS_UPDATE
+ * one per snapshot.assignments entry (broker_service_url(_tls)).  Returns
+ * how many the command has (which may be more than max), or -1 when
+ * lk_pulsar_decode would not return 0.
+ */
+long lk_pulsar_pairs(const uint8_t *cmd, size_t len, struct lk_pulsar_pair *out, size_t max);
+
+/* The edit of one URL pair: as set_url / url below. */
+struct lk_pulsar_pair_edit {
+    int set_url, set_url_tls;
+    const struct lk_str *url, *url_tls;
+};
 
 /* The changes lk_pulsar_reencode makes; those that do not apply to the
  * command's type are ignored. */
@@ -125,6 +161,13 @@ struct lk_pulsar_edit {
     const struct lk_str *url, *url_tls;
     int proxy_through;  /* LOOKUP_RESPONSE: 1 (or more) or 0 to set it, -1 to leave it */
     int strip_listener; /* LOOKUP: remove advertised_listener_name */
+    /* Or, for any type, the edits of its URL pairs, pair i of
+     * lk_pulsar_pairs by pairs[i] (pairs beyond npairs are left alone);
+     * for a type with one pair of its own, pairs[0] stands for set_url and
+     * the rest above.  An edit that clears a required URL makes the call
+     * fail (-1). */
+    const struct lk_pulsar_pair_edit *pairs;
+    size_t npairs;
 };
 
 /*
@@ -148,22 +191,26 @@ int lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_ed
  * for the leak guard (filters/flt_leak_guard.c):
  *   NONE     none: every type of PulsarApi.proto (CONNECT 2 to
  *            GET_OR_CREATE_SCHEMA_RESPONSE 40, NEW_TXN 50 to
- *            WATCH_TOPIC_LIST_CLOSE 67) but those below; SEND and
+ *            WATCH_TOPIC_LIST_CLOSE 67, SCALABLE_TOPIC_LOOKUP 70 to
+ *            WATCH_TC_ASSIGNMENTS_CLOSE 81) but those below; SEND and
  *            MESSAGE among them, whose payloads are never read;
- *   DECODED  LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER and
- *            TOPIC_MIGRATED: lk_pulsar_decode reads their URLs, and
- *            LOOKUP_RESPONSE's message is read as TEXT's are;
+ *   DECODED  LOOKUP_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER,
+ *            TOPIC_MIGRATED, SCALABLE_TOPIC_UPDATE and
+ *            WATCH_TC_ASSIGNMENTS_UPDATE: lk_pulsar_pairs reads their
+ *            URLs, and the rest of them (LOOKUP_RESPONSE's message) is
+ *            read as TEXT's are;
  *   TEXT     an answer with an error text the broker fills from its
  *            exceptions, which name the broker as it knows itself (its
  *            "not served by this instance:HOST:PORT"): SEND_ERROR,
  *            ERROR, PARTITIONED_METADATA_RESPONSE, CONSUMER_STATS_RESPONSE,
  *            GET_SCHEMA_RESPONSE, GET_OR_CREATE_SCHEMA_RESPONSE and the
- *            transaction coordinator's answers (51 to 63, odd): their
- *            bytes are read.  Not ACK_RESPONSE, one per acknowledgement
- *            when a client asks for receipts;
- *   BYTES    a type lookout does not know (a newer broker's: the 5.0
- *            scalable-topic and transaction-coordinator commands carry
- *            broker URLs): it could hold anything, so its bytes are read.
+ *            transaction coordinator's answers (51 to 63, odd),
+ *            SCALABLE_TOPIC_SUBSCRIBE_RESPONSE and
+ *            WATCH_SCALABLE_TOPICS_UPDATE: their bytes are read.  Not
+ *            ACK_RESPONSE, one per acknowledgement when a client asks for
+ *            receipts;
+ *   BYTES    a type lookout does not know (a newer broker's): it could
+ *            hold anything, so its bytes are read.
  */
 enum lk_pulsar_addrs {
     LK_PULSAR_ADDRS_NONE = 0,

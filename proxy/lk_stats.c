@@ -410,6 +410,10 @@ lk_pulsar_command_name(int type)
         return "LOOKUP_RESPONSE";
     case 68:
         return "TOPIC_MIGRATED";
+    case 71:
+        return "SCALABLE_TOPIC_UPDATE";
+    case 80:
+        return "WATCH_TC_ASSIGNMENTS_UPDATE";
     /* the answers with an error text, which the leak guard reads
      * (lk_pulsar_type_addrs TEXT) */
     case 8:
@@ -438,6 +442,10 @@ lk_pulsar_command_name(int type)
         return "END_TXN_ON_SUBSCRIPTION_RESPONSE";
     case 63:
         return "TC_CLIENT_CONNECT_RESPONSE";
+    case 74:
+        return "SCALABLE_TOPIC_SUBSCRIBE_RESPONSE";
+    case 77:
+        return "WATCH_SCALABLE_TOPICS_UPDATE";
     default:
         return NULL;
     }

@@ -2,6 +2,7 @@
  * Helpers shared by the fuzz harnesses (fuzz_util.h).
  */
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_util.h"
@@ -411,6 +412,8 @@ static const struct decl decls[] = {
     {LK_PULSAR_CLOSE_PRODUCER, {1, 2, 3, 4}, 4},
     {LK_PULSAR_CLOSE_CONSUMER, {1, 2, 3, 4}, 4},
     {LK_PULSAR_TOPIC_MIGRATED, {1, 2, 3, 4}, 4},
+    {LK_PULSAR_SCALABLE_TOPIC_UPDATE, {1, 2}, 2},
+    {LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE, {1, 2}, 2},
 };
 #define NDECLS (sizeof(decls) / sizeof(decls[0]))
 
@@ -569,6 +572,61 @@ same_pair(const struct lk_pulsar_cmd *d, protobuf_c_boolean h, ProtobufCBinaryDa
     LK_FUZZ_CHECK(same_bytes(d->has_url_tls, d->url_tls, ht, ut));
 }
 
+/* lk_pulsar_pairs's pair i is protobuf-c's (h, u) and (ht, ut). */
+static void
+same_one(const struct lk_pulsar_pair *p, size_t n, size_t i, protobuf_c_boolean h,
+         ProtobufCBinaryData u, protobuf_c_boolean ht, ProtobufCBinaryData ut)
+{
+    if (!h && !ht)
+        return; /* no pair */
+    LK_FUZZ_CHECK(i < n);
+    LK_FUZZ_CHECK(same_bytes(p[i].has_url, p[i].url, h, u));
+    LK_FUZZ_CHECK(same_bytes(p[i].has_url_tls, p[i].url_tls, ht, ut));
+}
+
+/* The URL pairs lookout reads within SCALABLE_TOPIC_UPDATE (each segment
+ * broker's, then the controller's) and WATCH_TC_ASSIGNMENTS_UPDATE (each
+ * assignment's) are protobuf-c's, in that order, and no others. */
+static void
+same_pairs_within(const uint8_t *cmd, size_t len, const struct lk_pulsar_cmd *d,
+                  const LkPb__BaseCommand *pb)
+{
+    struct lk_pulsar_pair *p = calloc(d->npairs + 1, sizeof(*p));
+    size_t i = 0;
+
+    if (p == NULL)
+        abort();
+    LK_FUZZ_CHECK(lk_pulsar_pairs(cmd, len, p, d->npairs) == (long)d->npairs);
+    if (d->type == LK_PULSAR_SCALABLE_TOPIC_UPDATE) {
+        LK_FUZZ_CHECK(pb->scalabletopicupdate != NULL);
+        const LkPb__ScalableTopicDAG *g = pb->scalabletopicupdate->dag;
+        for (size_t k = 0; g != NULL && k < g->n_segment_brokers; k++) {
+            const LkPb__SegmentBrokerAddress *s = g->segment_brokers[k];
+            same_one(p, d->npairs, i, 1, s->broker_url, s->has_broker_url_tls, s->broker_url_tls);
+            LK_FUZZ_CHECK(p[i++].url_required);
+        }
+        if (g != NULL && (g->has_controller_broker_url || g->has_controller_broker_url_tls)) {
+            same_one(p, d->npairs, i, g->has_controller_broker_url, g->controller_broker_url,
+                     g->has_controller_broker_url_tls, g->controller_broker_url_tls);
+            LK_FUZZ_CHECK(!p[i++].url_required);
+        }
+    } else {
+        LK_FUZZ_CHECK(d->type == LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE &&
+                      pb->watchtcassignmentsupdate != NULL);
+        const LkPb__TcAssignmentsSnapshot *sn = pb->watchtcassignmentsupdate->snapshot;
+        for (size_t k = 0; sn != NULL && k < sn->n_assignments; k++) {
+            const LkPb__TcAssignment *a = sn->assignments[k];
+            if (!a->has_broker_service_url && !a->has_broker_service_url_tls)
+                continue;
+            same_one(p, d->npairs, i, a->has_broker_service_url, a->broker_service_url,
+                     a->has_broker_service_url_tls, a->broker_service_url_tls);
+            LK_FUZZ_CHECK(!p[i++].url_required);
+        }
+    }
+    LK_FUZZ_CHECK(i == d->npairs);
+    free(p);
+}
+
 /* Each field lookout reads is there once: the sub-commands in BaseCommand,
  * the declared fields in the type's. */
 static void
@@ -659,11 +717,14 @@ lk_fuzz_pulsar_same_reading(const uint8_t *cmd, size_t len)
                   pb->close_consumer->has_assignedbrokerserviceurltls,
                   pb->close_consumer->assignedbrokerserviceurltls);
         break;
-    default: /* TOPIC_MIGRATED */
+    case LK_PULSAR_TOPIC_MIGRATED:
         LK_FUZZ_CHECK(pb->topicmigrated != NULL);
         same_pair(&d, pb->topicmigrated->has_brokerserviceurl, pb->topicmigrated->brokerserviceurl,
                   pb->topicmigrated->has_brokerserviceurltls,
                   pb->topicmigrated->brokerserviceurltls);
+        break;
+    default: /* the pairs within: SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE */
+        same_pairs_within(cmd, len, &d, pb);
         break;
     }
 out:

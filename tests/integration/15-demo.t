@@ -1,8 +1,11 @@
 #!/usr/bin/perl
-# 15-demo.t: tests/demo.sh, README's first command (issue 6 item 14). With a demo port
-# already taken by something that answers HTTP, the demo must stop with lookout's own
-# error message and a non-zero exit, not print empty results and "Serving until Ctrl-C".
-# And with its ports free it serves, shows a rewritten redirect, and exits 0 on SIGINT.
+# 15-demo.t: tests/demo.sh, README's first command (issue 6 item 14, issue 19). With a demo
+# port already taken by something that answers HTTP, the demo must stop with lookout's own
+# error message and a non-zero exit, not print empty results and "Serving until Ctrl-C";
+# with a Kafka broker's address taken, with the test broker's own error. And with its ports
+# free it serves, shows on each protocol what a client gets straight from the brokers
+# (internal addresses) and through lookout (external ones): a rewritten HTTP redirect,
+# kcat -L's broker list, a binary LOOKUP followed as clients do; and exits 0 on SIGINT.
 # LOOKOUT_DEMO_BIN skips the demo's deps and build steps; every run is bounded, and the
 # demo runs in its own process group, which is ended whole.
 
@@ -19,12 +22,13 @@ use Time::HiRes qw(time sleep);
 
 use Lookout;
 
-need_tools('curl');
+need_tools('curl', 'kcat', 'python3');
 my $top = repo_top();
 my $dir = tmp_dir();
 
 # The demo's fixed addresses (conf/demo.conf): skip if any is taken already (another demo).
-my @demo = ((map { "127.0.1.$_:8080" } 1 .. 3), (map { "127.0.0.1:$_" } 18080 .. 18083));
+my @demo = ((map { ("127.0.1.$_:8080", "127.0.1.$_:6650") } 1 .. 3), (map { "127.0.1.$_:9092" } 11 .. 13),
+            (map { "127.0.0.1:$_" } 18080 .. 18083), (map { "127.0.1.10:$_" } 16650 .. 16653, 19092 .. 19095));
 for my $hp (@demo) {
     my ($h, $p) = split /:/, $hp;
     my $s = IO::Socket::INET->new(LocalAddr => $h, LocalPort => $p, Proto => 'tcp', Listen => 1, ReuseAddr => 1);
@@ -74,7 +78,7 @@ subtest 'a demo port in use: the demo stops with lookout\'s error' => sub {
         POSIX::_exit(0);
     }
     close $blocker;
-    my ($code, $out, $took) = demo(40);
+    my ($code, $out, $took) = demo(60);
     kill 'TERM', $bpid;
     waitpid($bpid, 0);
     ok(defined $code && $code != 0, 'the demo exits non-zero') or diag('exit ' . ($code // 'none (killed)') . "\n$out");
@@ -82,20 +86,52 @@ subtest 'a demo port in use: the demo stops with lookout\'s error' => sub {
         or diag($out);
     unlike($out, qr/Serving until Ctrl-C/, '... and does not claim to serve');
     unlike($out, qr/^== /m, '... nor print results');
-    cmp_ok($took, '<', 20, '... at once (' . sprintf('%.1f', $took) . ' s)');
+    cmp_ok($took, '<', 30, '... at once (' . sprintf('%.1f', $took) . ' s)');
+};
+
+subtest 'a Kafka broker address in use: the demo stops with the broker\'s error' => sub {
+    my $blocker = IO::Socket::INET->new(LocalAddr => '127.0.1.12', LocalPort => 9092, Proto => 'tcp',
+                                        Listen => 16, ReuseAddr => 1) or die "listen 127.0.1.12:9092: $!";
+    my ($code, $out, $took) = demo(60);
+    close $blocker;
+    ok(defined $code && $code != 0, 'the demo exits non-zero') or diag('exit ' . ($code // 'none (killed)') . "\n$out");
+    like($out, qr/cannot bind 127\.0\.1\.12:9092: .*Address already in use/, '... with the Kafka broker\'s own error')
+        or diag($out);
+    unlike($out, qr/Serving until Ctrl-C/, '... and does not claim to serve');
+    unlike($out, qr/^== /m, '... nor print results');
+    cmp_ok($took, '<', 30, '... at once (' . sprintf('%.1f', $took) . ' s)');
 };
 
 subtest 'ports free: the demo serves, then exits 0 on SIGINT' => sub {
     my $served = 0;
-    my ($code, $out) = demo(60, sub {
+    my ($code, $out) = demo(150, sub {
         my ($pid, $file) = @_;
-        $served = wait_until(sub { (slurp($file) // '') =~ /Serving until Ctrl-C/ }, 45, 0.1);
+        $served = wait_until(sub { (slurp($file) // '') =~ /Serving until Ctrl-C/ }, 120, 0.1);
         kill 'INT', -$pid;
     });
     ok($served, 'it prints "Serving until Ctrl-C"') or diag($out);
     is($code, 0, '... and exits 0 on SIGINT') or diag($out);
     like($out, qr{location: http://127\.0\.0\.1:1808\d/}i, '... after a redirect rewritten to an external address')
         or diag($out);
+
+    # Kafka: kcat -L straight at a broker lists the internal addresses, through lookout's
+    # bootstrap address the external ones, and nothing else.
+    my ($direct, $through) = $out =~ /kcat -L -b 127\.0\.1\.11:9092\n(.*?)\n\n.*?kcat -L -b 127\.0\.1\.10:19092\n(.*?)\n\n/s;
+    is_deeply([ sort map { /broker (\d+) at (\S+)/ ? "$1=$2" : "? $_" } split /\n/, $direct // '' ],
+              [ '1=127.0.1.11:9092', '2=127.0.1.12:9092', '3=127.0.1.13:9092' ],
+              'kcat -L straight from the brokers: the 3 internal addresses') or diag($out);
+    is_deeply([ sort map { /broker (\d+) at (\S+)/ ? "$1=$2" : "? $_" } split /\n/, $through // '' ],
+              [ '1=127.0.1.10:19093', '2=127.0.1.10:19094', '3=127.0.1.10:19095' ],
+              'kcat -L through lookout: the 3 external addresses') or diag($out);
+
+    # Pulsar binary: the lookup followed straight among the brokers, and through lookout.
+    my ($pd, $pl) = $out =~ /pulsar-probe 127\.0\.1\.1:6650 .*?\n(.*?)\n\n.*?pulsar-probe 127\.0\.1\.10:16651 .*?\n(.*?)\n\n/s;
+    is($pd // '', "  asked 127.0.1.1:6650: Redirect to pulsar://127.0.1.3:6650\n"
+                . "  asked 127.0.1.3:6650: Connect to pulsar://127.0.1.3:6650",
+       'a binary lookup straight from the brokers: Redirect to b3\'s internal URL') or diag($out);
+    is($pl // '', "  asked 127.0.1.10:16651: Redirect to pulsar://127.0.1.10:16653\n"
+                . "  asked 127.0.1.10:16653: Connect to pulsar://127.0.1.10:16653",
+       '... through lookout: to b3\'s external URL, which the client reaches') or diag($out);
 };
 
 done_testing();

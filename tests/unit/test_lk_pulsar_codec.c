@@ -532,13 +532,13 @@ rewrites_to(const struct tb *cmd, const struct lk_pulsar_edit *e, const struct t
     return good;
 }
 
-static const struct lk_pulsar_edit no_edit = {0, 0, NULL, NULL, -1, 0};
+static const struct lk_pulsar_edit no_edit = {0, 0, NULL, NULL, -1, 0, NULL, 0};
 
 static void
 test_lookup_response(void)
 {
     struct tb c = {0}, s = {0}, w = {0}, ws = {0};
-    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 0};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 0, NULL, 0};
     static const struct {
         int response, authoritative;
         const char *what;
@@ -570,7 +570,7 @@ test_lookup_response(void)
         r.url_tls = INT_URL_TLS;
         lookup_response(&s, &r);
         base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-        struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0};
+        struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0, NULL, 0};
         x.url_tls = NULL;
         lookup_response(&ws, &x);
         base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
@@ -578,7 +578,7 @@ test_lookup_response(void)
         dump_command("lookup-response", 0x03, 0x02, &c);
 
         /* and the other way round */
-        struct lk_pulsar_edit e2 = {1, 1, NULL, &ext_tls, -1, 0};
+        struct lk_pulsar_edit e2 = {1, 1, NULL, &ext_tls, -1, 0, NULL, 0};
         x.url = NULL;
         x.url_tls = ext_tls.p;
         lookup_response(&ws, &x);
@@ -586,7 +586,7 @@ test_lookup_response(void)
         ok(rewrites_to(&c, &e2, &w), "plain URL cleared");
 
         /* only one of the pair asked for: the other is left alone */
-        struct lk_pulsar_edit e3 = {1, 0, &ext, NULL, -1, 0};
+        struct lk_pulsar_edit e3 = {1, 0, &ext, NULL, -1, 0, NULL, 0};
         x.url = ext.p;
         x.url_tls = INT_URL_TLS;
         lookup_response(&ws, &x);
@@ -603,17 +603,17 @@ test_lookup_response(void)
     struct lr x = {ext.p, ext_tls.p, LK_PULSAR_CONNECT_TO, 9, -1, -1, NULL, 1};
     lookup_response(&ws, &x);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
-    struct lk_pulsar_edit ep = {1, 1, &ext, &ext_tls, 1, 0};
+    struct lk_pulsar_edit ep = {1, 1, &ext, &ext_tls, 1, 0, NULL, 0};
     ok(rewrites_to(&c, &ep, &w), "proxy_through set with the URLs");
     dump_command("lookup-response", 0x0b, 0x32, &c);
-    struct lk_pulsar_edit ep1 = {0, 0, NULL, NULL, 1, 0};
+    struct lk_pulsar_edit ep1 = {0, 0, NULL, NULL, 1, 0, NULL, 0};
     x.url = INT_URL;
     x.url_tls = NULL;
     lookup_response(&ws, &x);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
     ok(rewrites_to(&c, &ep1, &w), "proxy_through alone");
     ok(rewrites_to(&w, &ep1, NULL), "proxy_through already true: nothing to do");
-    struct lk_pulsar_edit ep0 = {0, 0, NULL, NULL, 0, 0};
+    struct lk_pulsar_edit ep0 = {0, 0, NULL, NULL, 0, 0, NULL, 0};
     ok(rewrites_to(&c, &ep0, NULL), "proxy_through 0 where it is absent: nothing to do");
     x.proxy_through = 0;
     lookup_response(&s, &x);
@@ -630,20 +630,20 @@ test_lookup_response(void)
     x.proxy_through = 1;
     lookup_response(&c, &x);
     base(&s, LK_PULSAR_LOOKUP_RESPONSE, &c);
-    struct lk_pulsar_edit ep2 = {0, 0, NULL, NULL, 2, 0};
+    struct lk_pulsar_edit ep2 = {0, 0, NULL, NULL, 2, 0, NULL, 0};
     ok(rewrites_to(&w, &ep2, &s), "an edit of 2 writes 1");
 
     /* Failed: the error and message kept, no URL to set */
     r = (struct lr){NULL, NULL, LK_PULSAR_FAILED, 10, -1, 11, "Topic not found", -1};
     lookup_response(&s, &r);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-    struct lk_pulsar_edit clear = {1, 1, NULL, NULL, -1, 0};
+    struct lk_pulsar_edit clear = {1, 1, NULL, NULL, -1, 0, NULL, 0};
     ok(rewrites_to(&c, &clear, NULL), "Failed: clearing absent URLs changes nothing");
     x = r;
     x.url = ext.p;
     lookup_response(&ws, &x);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
-    struct lk_pulsar_edit e4 = {1, 0, &ext, NULL, -1, 0};
+    struct lk_pulsar_edit e4 = {1, 0, &ext, NULL, -1, 0, NULL, 0};
     ok(rewrites_to(&c, &e4, &w), "Failed: error and message kept");
     dump_command("lookup-response", 0x01, 0x02, &c);
     tb_free(&c);
@@ -656,7 +656,7 @@ static void
 test_lookup_strip(void)
 {
     struct tb c = {0}, s = {0}, w = {0}, ws = {0}, kv = {0};
-    struct lk_pulsar_edit e = {0, 0, NULL, NULL, -1, 1};
+    struct lk_pulsar_edit e = {0, 0, NULL, NULL, -1, 1, NULL, 0};
 
     fs(&kv, 1, "client");
     fs(&kv, 2, "lookout-test");
@@ -683,7 +683,7 @@ test_lookup_strip(void)
     dump_command("lookup", 0x10, 0, &c);
     ok(rewrites_to(&w, &e, NULL), "no listener: nothing to strip");
     ok(rewrites_to(&c, &no_edit, NULL), "not asked: nothing to do");
-    struct lk_pulsar_edit urls = {1, 1, &ext, &ext_tls, 1, 0};
+    struct lk_pulsar_edit urls = {1, 1, &ext, &ext_tls, 1, 0, NULL, 0};
     ok(rewrites_to(&c, &urls, NULL), "URLs and proxy_through do not apply to LOOKUP");
 
     /* the listener given twice: refused, neither read nor stripped
@@ -715,7 +715,7 @@ test_close_and_migrated(void)
     static const int types[] = {LK_PULSAR_CLOSE_PRODUCER, LK_PULSAR_CLOSE_CONSUMER,
                                 LK_PULSAR_TOPIC_MIGRATED};
     static const char *const names[] = {"CLOSE_PRODUCER", "CLOSE_CONSUMER", "TOPIC_MIGRATED"};
-    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 1};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 1, NULL, 0};
 
     for (int i = 0; i < 3; i++) {
         subtest("%s", names[i]);
@@ -734,7 +734,7 @@ test_close_and_migrated(void)
         ok(rewrites_to(&c, &e, &w), "both URLs set, the TLS one added");
         dump_command("close", 0x03, 0x32, &c);
         ok(rewrites_to(&w, &e, NULL), "already so: nothing to do");
-        struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0};
+        struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0, NULL, 0};
         reset(&ws);
         fv(&ws, 1, 1234567890123ull);
         fv(&ws, 2, 1);
@@ -746,7 +746,7 @@ test_close_and_migrated(void)
         fv(&s, 1, 3);
         fv(&s, 2, 0);
         base(&c, types[i], &s);
-        struct lk_pulsar_edit clear = {1, 1, NULL, NULL, 0, 0};
+        struct lk_pulsar_edit clear = {1, 1, NULL, NULL, 0, 0, NULL, 0};
         ok(rewrites_to(&c, &clear, NULL), "no URL, cleared: nothing to do");
     }
     subtest(NULL);
@@ -790,7 +790,7 @@ test_unknown_fields(void)
     put(&ws, unk.p, unk.len);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &ws);
     put(&w, unk_base.p, unk_base.len);
-    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 0};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, -1, 0, NULL, 0};
     ok(rewrites_to(&c, &e, &w), "unknown fields 50-55 kept in the command and in BaseCommand");
     dump_command("unknown", 0x03, 0x32, &c);
 
@@ -839,7 +839,7 @@ test_unknown_fields(void)
     fv(&w, 1, LK_PULSAR_CLOSE_PRODUCER);
     fmsg(&w, LK_PULSAR_CONNECT, &ws);
     fmsg(&w, LK_PULSAR_CLOSE_PRODUCER, &ws2);
-    struct lk_pulsar_edit e1 = {1, 0, &ext, NULL, -1, 0};
+    struct lk_pulsar_edit e1 = {1, 0, &ext, NULL, -1, 0, NULL, 0};
     ok(rewrites_to(&c, &e1, &w), "another sub-command and its unknown fields kept");
     dump_command("unknown", 0x01, 0x02, &c);
 
@@ -885,23 +885,23 @@ test_noop(void)
 {
     struct tb c = {0}, s = {0};
     struct lr r = {ext.p, ext_tls.p, 1, 5, 1, -1, NULL, 1};
-    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, 1, 1};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, 1, 1, NULL, 0};
 
     lookup_response(&s, &r);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     ok(rewrites_to(&c, &e, NULL), "every field already as asked: 0, out untouched");
     ok(rewrites_to(&c, &no_edit, NULL), "an empty edit: 0");
     struct lk_str copy = lk_str_make(strdup(ext.p), ext.len);
-    struct lk_pulsar_edit e2 = {1, 0, &copy, NULL, -1, 0};
+    struct lk_pulsar_edit e2 = {1, 0, &copy, NULL, -1, 0, NULL, 0};
     ok(rewrites_to(&c, &e2, NULL), "equal bytes elsewhere: 0");
     free((char *)copy.p);
     struct lk_str pre = lk_str_make(ext.p, ext.len - 1);
-    struct lk_pulsar_edit e3 = {1, 0, &pre, NULL, -1, 0};
+    struct lk_pulsar_edit e3 = {1, 0, &pre, NULL, -1, 0, NULL, 0};
     struct evbuffer *out = evbuffer_new();
     ok(lk_pulsar_reencode(c.p, c.len, &e3, out) == 1, "a prefix of the URL is a change");
     drain(out);
     struct lk_str empty = LK_STRLIT("");
-    struct lk_pulsar_edit e4 = {1, 0, &empty, NULL, -1, 0};
+    struct lk_pulsar_edit e4 = {1, 0, &empty, NULL, -1, 0, NULL, 0};
     ok(lk_pulsar_reencode(c.p, c.len, &e4, out) == 1, "an empty URL (present) is a change");
     struct lk_pulsar_cmd d;
     size_t n = evbuffer_get_length(out);
@@ -930,7 +930,7 @@ test_malformed(void)
 {
     struct tb c = {0}, s = {0};
     struct lk_pulsar_cmd d;
-    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, 1, 1};
+    struct lk_pulsar_edit e = {1, 1, &ext, &ext_tls, 1, 1, NULL, 0};
     struct evbuffer *out = evbuffer_new();
 
 #define REFUSED(what)                                                                              \
@@ -1215,9 +1215,290 @@ test_frame(void)
     tb_free(&st);
 }
 
+/* ---- Pulsar 5.0: URLs within (SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE) ---- */
+
+#define INT2_URL "pulsar://broker-2.pulsar-broker.pulsar.svc.cluster.local:6650"
+
+/* A SegmentBrokerAddress: segment_id, broker_url, broker_url_tls (NULL:
+ * none), then an unknown field 1000 when unk. */
+static void
+seg_broker(struct tb *b, uint64_t id, const char *url, const char *url_tls, int unk)
+{
+    reset(b);
+    fv(b, 1, id);
+    fs(b, 2, url);
+    if (url_tls != NULL)
+        fs(b, 3, url_tls);
+    if (unk)
+        fs(b, 1000, "lookout:unknown-field");
+}
+
+/* A SegmentInfoProto (field 2 of ScalableTopicDAG), which lookout does not
+ * declare: segment_id, hash range, state, epochs. */
+static void
+seg_info(struct tb *b, uint64_t id)
+{
+    reset(b);
+    fv(b, 1, id);
+    fv(b, 2, 0);
+    fv(b, 3, 0xffff);
+    fv(b, 4, 0);
+    fv(b, 7, 1);
+    fv(b, 9, 1700000000000ull);
+}
+
+/* SCALABLE_TOPIC_UPDATE with two segments, each with its broker (the
+ * second's with a TLS URL too), and the controller's URLs; as Pulsar
+ * writes it (field order), or as protobuf-c packs it after a rewrite to
+ * url (known fields first, unknown ones after them). */
+static void
+scalable_update(struct tb *c, const char *u1, const char *u2, const char *u2tls, const char *cu,
+                const char *cutls, int packed)
+{
+    struct tb dag = {0}, upd = {0}, e = {0}, i1 = {0}, i2 = {0};
+
+    seg_info(&i1, 1);
+    seg_info(&i2, 2);
+    reset(&dag);
+    fv(&dag, 1, 7); /* epoch */
+    if (!packed) {
+        fmsg(&dag, 2, &i1);
+        fmsg(&dag, 2, &i2);
+    }
+    seg_broker(&e, 1, u1, NULL, 1);
+    fmsg(&dag, 3, &e);
+    seg_broker(&e, 2, u2, u2tls, 0);
+    fmsg(&dag, 3, &e);
+    if (cu != NULL)
+        fs(&dag, 4, cu);
+    if (cutls != NULL)
+        fs(&dag, 5, cutls);
+    if (packed) {
+        fmsg(&dag, 2, &i1);
+        fmsg(&dag, 2, &i2);
+    }
+    reset(&upd);
+    fv(&upd, 1, 42); /* session_id */
+    fmsg(&upd, 2, &dag);
+    fs(&upd, 5, "topic://public/default/orders"); /* resolved_topic_name */
+    base(c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    tb_free(&dag);
+    tb_free(&upd);
+    tb_free(&e);
+    tb_free(&i1);
+    tb_free(&i2);
+}
+
+/* SCALABLE_TOPIC_UPDATE of session 42 around dag: the epoch (when
+ * epoch), then n copies of the segment broker entry. */
+static void
+update_around(struct tb *c, struct tb *dag, int epoch, const struct tb *entry, int n)
+{
+    struct tb upd = {0};
+
+    reset(dag);
+    if (epoch)
+        fv(dag, 1, 7);
+    for (int i = 0; i < n; i++)
+        fmsg(dag, 3, entry);
+    fv(&upd, 1, 42);
+    fmsg(&upd, 2, dag);
+    base(c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    tb_free(&upd);
+}
+
+static void
+test_scalable_update(void)
+{
+    struct tb c = {0}, w = {0};
+    struct lk_pulsar_cmd d;
+    struct lk_pulsar_pair p[4];
+    struct evbuffer *out = evbuffer_new();
+
+    scalable_update(&c, INT_URL, INT2_URL, INT_URL_TLS, INT_URL, NULL, 0);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_SCALABLE_TOPIC_UPDATE &&
+           d.npairs == 3 && !d.has_url && !d.has_request_id,
+       "SCALABLE_TOPIC_UPDATE decodes: 3 URL pairs within, none of its own");
+    ok(lk_pulsar_pairs(c.p, c.len, p, 4) == 3, "lk_pulsar_pairs: 3");
+    ok(p[0].has_url && str_is(p[0].url, INT_URL) && !p[0].has_url_tls && p[0].url_required &&
+           points_into(p[0].url, &c),
+       "pair 0: segment 1's broker_url, required, pointing into the command");
+    ok(p[1].has_url && str_is(p[1].url, INT2_URL) && p[1].has_url_tls &&
+           str_is(p[1].url_tls, INT_URL_TLS),
+       "pair 1: segment 2's broker_url and broker_url_tls");
+    ok(p[2].has_url && str_is(p[2].url, INT_URL) && !p[2].has_url_tls && !p[2].url_required,
+       "pair 2: the controller's, after the segments'");
+    ok(lk_pulsar_pairs(c.p, c.len, p, 1) == 3 && str_is(p[0].url, INT_URL),
+       "max 1: the first only, and the count of all");
+
+    /* every pair to the external pair: unknown fields kept (SegmentInfoProto
+     * segments, an entry's field 1000, resolved_topic_name) */
+    struct lk_pulsar_pair_edit pe[3] = {
+        {1, 1, &ext, &ext_tls}, {1, 1, &ext, &ext_tls}, {1, 1, &ext, NULL}};
+    struct lk_pulsar_edit e = {0, 0, NULL, NULL, -1, 0, pe, 3};
+    scalable_update(&w, ext.p, ext.p, ext_tls.p, ext.p, NULL, 1);
+    /* entry 1 gets a TLS URL it lacked: written after its broker_url, before
+     * its unknown field */
+    struct tb dag = {0}, upd = {0}, en = {0}, i1 = {0}, i2 = {0};
+    reset(&dag);
+    fv(&dag, 1, 7);
+    seg_broker(&en, 1, ext.p, ext_tls.p, 1);
+    fmsg(&dag, 3, &en);
+    seg_broker(&en, 2, ext.p, ext_tls.p, 0);
+    fmsg(&dag, 3, &en);
+    fs(&dag, 4, ext.p);
+    seg_info(&i1, 1);
+    seg_info(&i2, 2);
+    fmsg(&dag, 2, &i1);
+    fmsg(&dag, 2, &i2);
+    reset(&upd);
+    fv(&upd, 1, 42);
+    fmsg(&upd, 2, &dag);
+    fs(&upd, 5, "topic://public/default/orders");
+    base(&w, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    ok(rewrites_to(&c, &e, &w), "every URL rewritten, each entry's in place, unknown fields kept");
+    dump_command("scalable_update", 0x03, 0x32, &c);
+    ok(rewrites_to(&w, &e, NULL), "already so: nothing to do");
+    ok(lk_pulsar_pairs(w.p, w.len, p, 4) == 3 && str_is(p[0].url_tls, ext_tls.p) &&
+           str_is(p[2].url, ext.p),
+       "the rewritten command reads back with the new URLs");
+
+    /* only the controller's: the segments' pairs left as they are */
+    struct lk_pulsar_pair_edit only[3] = {
+        {0, 0, NULL, NULL}, {0, 0, NULL, NULL}, {1, 1, &ext, NULL}};
+    struct lk_pulsar_edit e2 = {0, 0, NULL, NULL, -1, 0, only, 3};
+    ok(lk_pulsar_reencode(c.p, c.len, &e2, out) == 1 &&
+           lk_pulsar_decode(evbuffer_pullup(out, -1) + 8, evbuffer_get_length(out) - 8, &d) == 0,
+       "one pair edited, the command re-encoded");
+    ok(lk_pulsar_pairs(evbuffer_pullup(out, -1) + 8, evbuffer_get_length(out) - 8, p, 4) == 3 &&
+           str_is(p[0].url, INT_URL) && str_is(p[1].url, INT2_URL) && str_is(p[2].url, ext.p),
+       "... the segments' URLs as they were, the controller's rewritten");
+    drain(out);
+
+    /* a required broker_url is never cleared */
+    struct lk_pulsar_pair_edit clr[1] = {{1, 0, NULL, NULL}};
+    struct lk_pulsar_edit e3 = {0, 0, NULL, NULL, -1, 0, clr, 1};
+    ok(lk_pulsar_reencode(c.p, c.len, &e3, out) == -1 && evbuffer_get_length(out) == 0,
+       "clearing a segment's broker_url (required): -1, out untouched");
+
+    /* malformed: a segment without its broker_url, a broker_url twice, two
+     * DAGs, a DAG without its epoch */
+    reset(&en);
+    fv(&en, 1, 1);
+    update_around(&c, &dag, 1, &en, 1);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1 && lk_pulsar_pairs(c.p, c.len, p, 4) == -1,
+       "a segment broker without its broker_url (required): -1");
+    dump_command("malformed", 0x03, 0x32, &c);
+    seg_broker(&en, 1, INT_URL, NULL, 0);
+    fs(&en, 2, ext.p);
+    update_around(&c, &dag, 1, &en, 1);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a segment's broker_url twice: -1");
+    dump_command("malformed", 0x03, 0x32, &c);
+    reset(&upd);
+    fv(&upd, 1, 42);
+    fmsg(&upd, 2, &dag);
+    fmsg(&upd, 2, &dag);
+    base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "two DAGs: -1");
+    seg_broker(&en, 1, INT_URL, NULL, 0);
+    update_around(&c, &dag, 0, &en, 1);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a DAG without its epoch: -1");
+
+    /* entries and unknown fields within count together, up to 4096 */
+    update_around(&c, &dag, 1, &en, 4096);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 4096, "4096 segment brokers: decoded");
+    fv(&dag, 1000, 1);
+    reset(&upd);
+    fv(&upd, 1, 42);
+    fmsg(&upd, 2, &dag);
+    base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "4096 and an unknown field: -1");
+
+    evbuffer_free(out);
+    tb_free(&c);
+    tb_free(&w);
+    tb_free(&dag);
+    tb_free(&upd);
+    tb_free(&en);
+    tb_free(&i1);
+    tb_free(&i2);
+}
+
+/* WATCH_TC_ASSIGNMENTS_UPDATE: a snapshot of coordinator partitions and
+ * their leader brokers; one mid-election has no URL and no pair. */
+static void
+test_tc_assignments(void)
+{
+    struct tb c = {0}, w = {0}, snap = {0}, upd = {0}, a = {0};
+    struct lk_pulsar_cmd d;
+    struct lk_pulsar_pair p[4];
+
+    for (int pass = 0; pass < 2; pass++) {
+        const char *u = pass == 0 ? INT_URL : ext.p;
+        reset(&snap);
+        fv(&snap, 1, 3); /* parallelism */
+        reset(&a);
+        fv(&a, 1, 0);
+        fs(&a, 2, u);
+        fmsg(&snap, 2, &a);
+        reset(&a);
+        fv(&a, 1, 1); /* mid-election: no broker */
+        fmsg(&snap, 2, &a);
+        reset(&a);
+        fv(&a, 1, 2);
+        fs(&a, 2, pass == 0 ? INT2_URL : ext.p);
+        if (pass == 1)
+            fs(&a, 3, ext_tls.p);
+        fmsg(&snap, 2, &a);
+        reset(&upd);
+        fv(&upd, 1, 9); /* watch_id */
+        fmsg(&upd, 2, &snap);
+        base(pass == 0 ? &c : &w, LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE, &upd);
+    }
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 2,
+       "decodes: 2 pairs (one is mid-election)");
+    ok(lk_pulsar_pairs(c.p, c.len, p, 4) == 2 && str_is(p[0].url, INT_URL) &&
+           str_is(p[1].url, INT2_URL) && !p[0].url_required,
+       "tc 0's and tc 2's broker_service_url, optional");
+    struct lk_pulsar_pair_edit pe[2] = {{1, 1, &ext, NULL}, {1, 1, &ext, &ext_tls}};
+    struct lk_pulsar_edit e = {0, 0, NULL, NULL, -1, 0, pe, 2};
+    ok(rewrites_to(&c, &e, &w), "both rewritten, the partition without a leader left as it was");
+    dump_command("tc_assignments", 0x03, 0x32, &c);
+    ok(rewrites_to(&w, &e, NULL), "already so: nothing to do");
+    struct lk_pulsar_pair_edit clr[1] = {{1, 1, NULL, NULL}};
+    struct lk_pulsar_edit ec = {0, 0, NULL, NULL, -1, 0, clr, 1};
+    struct evbuffer *out = evbuffer_new();
+    ok(lk_pulsar_reencode(c.p, c.len, &ec, out) == 1 &&
+           lk_pulsar_pairs(evbuffer_pullup(out, -1) + 8, evbuffer_get_length(out) - 8, p, 4) == 1 &&
+           str_is(p[0].url, INT2_URL),
+       "an optional URL cleared: that pair is gone");
+    evbuffer_free(out);
+    /* a pair edit on a command with one pair of its own stands for set_url */
+    struct tb s = {0};
+    fs(&s, 1, INT_URL);
+    fv(&s, 4, 1);
+    base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    reset(&s);
+    fs(&s, 1, ext.p);
+    fs(&s, 2, ext_tls.p);
+    fv(&s, 4, 1);
+    base(&w, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    struct lk_pulsar_pair_edit one[1] = {{1, 1, &ext, &ext_tls}};
+    struct lk_pulsar_edit e1 = {0, 0, NULL, NULL, -1, 0, one, 1};
+    ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 1 && rewrites_to(&c, &e1, &w),
+       "LOOKUP_RESPONSE: one pair, pairs[0] rewrites it");
+    tb_free(&s);
+    tb_free(&c);
+    tb_free(&w);
+    tb_free(&snap);
+    tb_free(&upd);
+    tb_free(&a);
+}
+
 /* Which command types the leak guard reads, and how: every type of
- * PulsarApi.proto is known (facts section 4), the four that name brokers
- * by their decoded URLs, any other number by its bytes. */
+ * PulsarApi.proto is known (facts section 4; proxy/pulsar.proto for
+ * 70-81), the six that name brokers by their decoded URLs, any other
+ * number by its bytes. */
 static void
 test_type_addrs(void)
 {
@@ -1247,8 +1528,14 @@ test_type_addrs(void)
         {1, LK_PULSAR_ADDRS_BYTES},
         {41, LK_PULSAR_ADDRS_BYTES}, /* unassigned */
         {69, LK_PULSAR_ADDRS_BYTES},
-        {71, LK_PULSAR_ADDRS_BYTES}, /* SCALABLE_TOPIC_UPDATE */
-        {80, LK_PULSAR_ADDRS_BYTES}, /* WATCH_TC_ASSIGNMENTS_UPDATE */
+        {71, LK_PULSAR_ADDRS_DECODED}, /* SCALABLE_TOPIC_UPDATE */
+        {80, LK_PULSAR_ADDRS_DECODED}, /* WATCH_TC_ASSIGNMENTS_UPDATE */
+        {70, LK_PULSAR_ADDRS_NONE},    /* SCALABLE_TOPIC_LOOKUP, from the client */
+        {75, LK_PULSAR_ADDRS_NONE},    /* SCALABLE_TOPIC_ASSIGNMENT_UPDATE: segment:// names */
+        {81, LK_PULSAR_ADDRS_NONE},    /* WATCH_TC_ASSIGNMENTS_CLOSE */
+        {74, LK_PULSAR_ADDRS_TEXT},    /* SCALABLE_TOPIC_SUBSCRIBE_RESPONSE */
+        {77, LK_PULSAR_ADDRS_TEXT},    /* WATCH_SCALABLE_TOPICS_UPDATE */
+        {82, LK_PULSAR_ADDRS_BYTES},
         {1000, LK_PULSAR_ADDRS_BYTES},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -1306,5 +1593,7 @@ const struct lk_test_case lk_test_pulsar_codec[] = {
     {"pulsar_codec/malformed", test_malformed},
     {"pulsar_codec/frame", test_frame},
     {"pulsar_codec/type_addrs", test_type_addrs},
+    {"pulsar_codec/scalable_update", test_scalable_update},
+    {"pulsar_codec/tc_assignments", test_tc_assignments},
     {NULL, NULL},
 };

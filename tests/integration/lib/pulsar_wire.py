@@ -44,6 +44,9 @@ TYPES = {
     32: 'GET_TOPICS_OF_NAMESPACE', 33: 'GET_TOPICS_OF_NAMESPACE_RESPONSE', 34: 'GET_SCHEMA',
     35: 'GET_SCHEMA_RESPONSE', 36: 'AUTH_CHALLENGE', 37: 'AUTH_RESPONSE', 38: 'ACK_RESPONSE',
     39: 'GET_OR_CREATE_SCHEMA', 40: 'GET_OR_CREATE_SCHEMA_RESPONSE', 68: 'TOPIC_MIGRATED',
+    # Pulsar 5.0 (PIP-460/468 scalable topics, PIP-473 transaction-coordinator discovery),
+    # the two that carry broker URLs
+    71: 'SCALABLE_TOPIC_UPDATE', 80: 'WATCH_TC_ASSIGNMENTS_UPDATE',
 }
 TYPE_BY_NAME = {v: k for k, v in TYPES.items()}
 
@@ -158,6 +161,26 @@ SCHEMAS = {
                                                  (3, 'consumer_epoch', 'uint64')),
     'CommandTopicMigrated': _s((1, 'resource_id', 'uint64'), (2, 'resource_type', 'enum'),
                                (3, 'brokerServiceUrl', 'string'), (4, 'brokerServiceUrlTls', 'string')),
+    # Pulsar 5.0, from PulsarApi.proto on apache/pulsar's master (as apache/pulsar-client-cpp
+    # synced it, 983435aae4c2, 2026-07-09)
+    'SegmentInfoProto': _s((1, 'segment_id', 'uint64'), (2, 'hash_start', 'uint32'), (3, 'hash_end', 'uint32'),
+                           (4, 'state', 'enum'), (5, 'parent_ids', 'uint64', 'repeated'),
+                           (6, 'child_ids', 'uint64', 'repeated'), (7, 'created_at_epoch', 'uint64'),
+                           (8, 'sealed_at_epoch', 'uint64'), (9, 'created_at_ms', 'uint64'),
+                           (10, 'sealed_at_ms', 'uint64'), (11, 'legacy_topic_name', 'string')),
+    'SegmentBrokerAddress': _s((1, 'segment_id', 'uint64'), (2, 'broker_url', 'string'),
+                               (3, 'broker_url_tls', 'string')),
+    'ScalableTopicDAG': _s((1, 'epoch', 'uint64'), (2, 'segments', 'SegmentInfoProto', 'repeated'),
+                           (3, 'segment_brokers', 'SegmentBrokerAddress', 'repeated'),
+                           (4, 'controller_broker_url', 'string'), (5, 'controller_broker_url_tls', 'string')),
+    'CommandScalableTopicUpdate': _s((1, 'session_id', 'uint64'), (2, 'dag', 'ScalableTopicDAG'),
+                                     (3, 'error', 'enum'), (4, 'message', 'string'),
+                                     (5, 'resolved_topic_name', 'string')),
+    'TcAssignment': _s((1, 'tc_id', 'uint64'), (2, 'broker_service_url', 'string'),
+                       (3, 'broker_service_url_tls', 'string')),
+    'TcAssignmentsSnapshot': _s((1, 'parallelism', 'uint32'), (2, 'assignments', 'TcAssignment', 'repeated')),
+    'CommandWatchTcAssignmentsUpdate': _s((1, 'watch_id', 'uint64'), (2, 'snapshot', 'TcAssignmentsSnapshot'),
+                                          (3, 'error', 'enum'), (4, 'message', 'string')),
 }
 
 # BaseCommand: type = 1, then one optional sub-command per type, at the type's number, under
@@ -168,6 +191,7 @@ BASE_FIELDS = {
     15: 'close_producer', 16: 'close_consumer', 17: 'producer_success', 18: 'ping', 19: 'pong',
     20: 'redeliverUnacknowledgedMessages', 21: 'partitionMetadata', 22: 'partitionMetadataResponse',
     23: 'lookupTopic', 24: 'lookupTopicResponse', 38: 'ackResponse', 68: 'topicMigrated',
+    71: 'scalableTopicUpdate', 80: 'watchTcAssignmentsUpdate',
 }
 BASE_SCHEMAS = {
     2: 'CommandConnect', 3: 'CommandConnected', 4: 'CommandSubscribe', 5: 'CommandProducer', 6: 'CommandSend',
@@ -177,6 +201,7 @@ BASE_SCHEMAS = {
     20: 'CommandRedeliverUnacknowledgedMessages', 21: 'CommandPartitionedTopicMetadata',
     22: 'CommandPartitionedTopicMetadataResponse', 23: 'CommandLookupTopic', 24: 'CommandLookupTopicResponse',
     38: 'CommandAckResponse', 68: 'CommandTopicMigrated',
+    71: 'CommandScalableTopicUpdate', 80: 'CommandWatchTcAssignmentsUpdate',
 }
 SCHEMAS['BaseCommand'] = {1: ('type', 'enum', False)}
 SCHEMAS['BaseCommand'].update({n: (BASE_FIELDS[n], BASE_SCHEMAS[n], False) for n in BASE_FIELDS})
