@@ -8,8 +8,12 @@
 # connection). Not draining, a Metadata v13 goes to the broker as always.
 #
 # Clients that read the answer: librdkafka 2.11+ (rd_kafka_handle_Metadata calls
-# rd_kafka_rebootstrap on it) and the Java client 4.0+; Debian's librdkafka 2.0.2 (kcat) and
-# kafka-python 2.0.2 never send Metadata v13, so raw frames stand in for them here.
+# rd_kafka_rebootstrap on it) and the Java client 4.0+. Debian's librdkafka 2.0.2 (kcat) and
+# kafka-python 2.0.2 never send Metadata v13, so raw frames carry most subtests; the last
+# runs a real librdkafka consumer (tests/kafka/kafka-rebootstrap-check) and skips unless the
+# librdkafka it loads is 2.11 or newer: LOOKOUT_LIBRDKAFKA_DIR=DIR puts DIR (a newer
+# librdkafka.so.1, e.g. a build of confluentinc/librdkafka's src/) first on
+# LD_LIBRARY_PATH.
 
 use strict;
 use warnings;
@@ -25,6 +29,7 @@ use Time::HiRes qw(time sleep);
 
 use Lookout;
 use KafkaMock;
+use KafkaTestBroker;
 
 my $dir = tmp_dir();
 
@@ -240,6 +245,57 @@ subtest 'draining: after a request lookout does not read, nothing more is read' 
     $lk->wait_exit(10);
     is($lk->exit_code, 0, 'lookout exits 0');
     $lk->check_sanitizers;
+};
+
+# The client side: librdkafka 2.11+ (kafka-rebootstrap-check, built by tests/build.sh against
+# the installed librdkafka and run with $ENV{LOOKOUT_LIBRDKAFKA_DIR} first on
+# LD_LIBRARY_PATH when set). Two lookouts in front of one broker; the client's
+# bootstrap.servers names both, lookout A first (B is not up yet, so the client starts on
+# A). A consumer with a long Fetch poll under way on A's address for node 1, Metadata every
+# 200 ms: A drains, answers a Metadata v13 REBOOTSTRAP_REQUIRED, the client bootstraps again
+# and goes on fetching through B.
+subtest 'librdkafka 2.11+: it bootstraps again and moves to the other lookout' => sub {
+    my $check = KafkaMock::bin() && (KafkaMock::bin() =~ s{kafka-mock$}{kafka-rebootstrap-check}r);
+    plan skip_all => 'tests/kafka/kafka-rebootstrap-check is not built (librdkafka-dev)' unless $check && -x $check;
+    local $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $ENV{LOOKOUT_LIBRDKAFKA_DIR}, $ENV{LD_LIBRARY_PATH});
+    my $v = `$check 127.0.0.1:1 t 0`;
+    plan skip_all => "needs librdkafka 2.11+ (KIP-1102): $1" if $v =~ /^skip (.*)$/m;
+    my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
+    my $tb = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => 'internal-1.kafka.test', port => 0, bind => '127.0.0.1:0' } ],
+                                    topics => [ { name => 'lk-rb', partitions => 1 } ]);
+    my ($bootA, $extA, $bootB, $extB) = free_ports(4);
+    my %lk;
+    my $conf = sub {
+        my ($boot, $ext) = @_;
+        return KafkaMock::lookout_conf(nodes => [ [ 1, $tb->node(1)->{listen}, $ext ] ], boot => $boot,
+                                       lookout => "drain_timeout = 8s\nlog.kafka = all\nlog_level = debug\n");
+    };
+    $lk{A} = start_lookout(dir => $dir, name => 'rbA', conf => $conf->($bootA, $extA));
+    ok($lk{A}->started, 'lookout A started') or return;
+    my $out = "$dir/rebootstrap-check.out";
+    my $pid = fork // die;
+    if ($pid == 0) {
+        open STDOUT, '>', $out;
+        open STDERR, '>&', \*STDOUT;
+        exec $check, "127.0.0.1:$bootA,127.0.0.1:$bootB", 'lk-rb', 25;
+        POSIX::_exit(127);
+    }
+    ok(wait_until(sub { $lk{A}->log =~ /\bFetch\b/ }, 10), 'the client fetches through A') or diag(slurp($out));
+    $lk{B} = start_lookout(dir => $dir, name => 'rbB', conf => $conf->($bootB, $extB));
+    ok($lk{B}->started, 'lookout B started') or return;
+    sleep 0.5;
+    $lk{A}->signal('TERM');
+    ok(wait_until(sub { $lk{A}->log =~ /answered REBOOTSTRAP_REQUIRED/ }, 10), 'A answered a Metadata v13 REBOOTSTRAP_REQUIRED');
+    ok(wait_until(sub { (slurp($out) // '') =~ /top level error code 129/ }, 10), 'the client read error 129 in it');
+    ok(wait_until(sub { (slurp($out) // '') =~ /Starting re-bootstrap sequence/ }, 10), '... and bootstrapped again');
+    ok(wait_until(sub { $lk{B}->log =~ /\bFetch\b/ }, 15), 'then it fetches through B');
+    $lk{A}->wait_exit(10);
+    is($lk{A}->exit_code, 0, 'A exited 0');
+    kill 'TERM', $pid;
+    waitpid($pid, 0);
+    $lk{B}->stop;
+    $tb->stop;
+    diag(join "\n", grep { /error code 129|re-bootstrap|REBOOTSTRAP/ } split /\n/, slurp($out) // '') if $ENV{TEST_VERBOSE};
 };
 
 kill 'TERM', $kpid;
