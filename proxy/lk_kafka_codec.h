@@ -211,9 +211,13 @@ int lk_kafka_produce_acks(const uint8_t *head, size_t len, int16_t *acks);
  * MetadataResponse gained in v13 ("Version 13 supports top-level error
  * code in the response", MetadataRequest.json @ 4.0.0: the request body
  * did not change).  A client that reads it drops what it knows of the
- * cluster and bootstraps again from its bootstrap.servers (librdkafka
- * 2.11+: rd_kafka_handle_Metadata calls rd_kafka_rebootstrap; the Java
- * client 4.0+ with metadata.recovery.strategy = rebootstrap, its default).
+ * cluster and bootstraps again from its bootstrap.servers: librdkafka
+ * 2.11+ (src/rdkafka_metadata.c reads the field when ApiVersion >= 13;
+ * rd_kafka_handle_Metadata calls rd_kafka_rebootstrap on 129), the Java
+ * client 4.0+ (NetworkClient: response.topLevelError() ==
+ * REBOOTSTRAP_REQUIRED -> initiateRebootstrap(), with
+ * metadata.recovery.strategy = rebootstrap, which KIP-1102 made the
+ * default).  kafka-python has no KIP-1102 (its docs/kips.rst, 3.1-dev).
  */
 #define LK_KAFKA_ERR_REBOOTSTRAP_REQUIRED 129
 
