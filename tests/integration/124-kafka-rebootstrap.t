@@ -38,39 +38,18 @@ my $dir = tmp_dir();
 # two zero bytes after the correlation id; a request whose client id is 's' after 1.2 s. It
 # writes DIR/kafka-got-ID when a request with client id ID came (lookout sends brokers
 # correlation ids of its own).
-my $kl = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp', ReuseAddr => 1)
-    or die "listen: $@";
-my $kport = $kl->sockport;
-my $kpid = fork // die "fork: $!";
-if ($kpid == 0) {
-    my $parent = getppid;
-    open STDOUT, '>', '/dev/null';
-    open STDERR, '>', '/dev/null';
-    local $SIG{ALRM} = sub { POSIX::_exit(0) };
-    alarm 120;
-    while (getppid == $parent) {
-        next unless IO::Select->new($kl)->can_read(1);
-        my $s = $kl->accept or next;
-        next if fork;    # one child per connection
-        while (my $req = KafkaMock::read_frame($s, 60)) {
-            my ($key, $ver, $corr) = unpack('nnN', $req);
-            my $id = substr($req, 10, 1);
-            spew("$dir/kafka-got-$id", '');
-            sleep 1.2 if $id eq 's';
-            my $body = "\0\0";
-            if ($key == 3) {
-                # header v1 tags; ThrottleTimeMs; Brokers [{1, host, port, Rack null, tags}];
-                # ClusterId null; ControllerId 1; Topics []; ErrorCode (v13); tags
-                $body = "\0" . pack('N', 0) . "\x02" . pack('N', 1) . "\x0a127.0.0.1" . pack('N', $kport)
-                    . "\0\0" . "\0" . pack('N', 1) . "\x01" . ($ver >= 13 ? pack('n', 0) : '') . "\0";
-            }
-            syswrite($s, KafkaMock::frame(pack('N', $corr) . $body));
-        }
-        POSIX::_exit(0);
-    }
-    POSIX::_exit(0);
-}
-close $kl;
+my ($kport, $kpid) = KafkaMock::scripted_broker(sub {
+    my ($req, $kport) = @_;
+    my ($key, $ver, $corr) = unpack('nnN', $req);
+    my $id = substr($req, 10, 1);
+    spew("$dir/kafka-got-$id", '');
+    sleep 1.2 if $id eq 's';
+    return pack('N', $corr) . "\0\0" if $key != 3;
+    # header v1 tags; ThrottleTimeMs; Brokers [{1, host, port, Rack null, tags}]; ClusterId
+    # null; ControllerId 1; Topics []; ErrorCode (v13); tags
+    return pack('N', $corr) . "\0" . pack('N', 0) . "\x02" . pack('N', 1) . "\x0a127.0.0.1" . pack('N', $kport)
+        . "\0\0" . "\0" . pack('N', 1) . "\x01" . ($ver >= 13 ? pack('n', 0) : '') . "\0";
+});
 
 # A Produce v3 request (streamed, never rewritten) with correlation id CORR and client id ID.
 sub produce {
@@ -125,20 +104,8 @@ sub decode_metadata {
 sub start {
     my ($name) = @_;
     my ($kboot, $kext) = free_ports(2);
-    my $lk = start_lookout(dir => $dir, name => $name, conf => <<"EOF");
-[lookout]
-workers = 1
-drain_timeout = 8s
-
-[kafka k]
-inter.broker.listener.name = INTERNAL
-lookupListenerName = EXTERNAL
-listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
-bootstrap.servers = 127.0.0.1:$kboot
-
-[broker k/1]
-advertised.listeners = INTERNAL://127.0.0.1:$kport,EXTERNAL://127.0.0.1:$kext
-EOF
+    my $lk = start_lookout(dir => $dir, name => $name, conf => KafkaMock::lookout_conf(
+        nodes => [ [ 1, "127.0.0.1:$kport", $kext ] ], boot => $kboot, lookout => "drain_timeout = 8s\n"));
     ok($lk->started, "lookout ($name) started") or BAIL_OUT('lookout did not start');
     return ($lk, $kboot, $kext);
 }
