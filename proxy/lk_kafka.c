@@ -89,7 +89,11 @@ struct kconn {
     /* draining: the request being read is a Metadata lookout answers
      * itself (answer_local), so its bytes are dropped, not forwarded */
     int local_body;
-    int rebootstrap_logged;
+    int rebootstrap_logged; /* a REBOOTSTRAP_REQUIRED answer went out */
+    /* and then, draining, the connection waits a little for the client to
+     * leave (drain_check) */
+    struct event *linger_ev;
+    int lingered;
     /* SASL after a SaslHandshake v0: its mechanism's rounds, and once the
      * broker has accepted it, the bare tokens the broker has still to
      * send (0: Kafka frames both ways). */
@@ -148,6 +152,8 @@ kconn_cleanup(void *arg)
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
+    if (k->linger_ev != NULL)
+        event_free(k->linger_ev);
     lk_pair_hold_release(&k->pr);
 }
 
@@ -415,13 +421,35 @@ at_boundary(const struct kconn *k)
            !lk_kafka_reader_in_body(&k->rq);
 }
 
+/* How long a draining connection that was told REBOOTSTRAP_REQUIRED waits,
+ * once nothing is owed, for its client to leave first (answer_local). */
+#define LK_KAFKA_REBOOTSTRAP_LINGER_MS 2000
+
+static void drain_check(struct kconn *k);
+
+static void
+linger_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct kconn *k = arg;
+
+    (void)fd;
+    (void)what;
+    k->lingered = 1;
+    drain_check(k);
+}
+
 /*
  * Draining: closes once no request awaits its response (and no response
  * is part-way to the client).  A connection that never reached its
  * broker closes at once.  A Produce with acks=0 is not waited for; one
  * whose Acks lookout could not read is, and if it had acks=0 its entry goes
  * only when a later response passes it, so such a connection may stay
- * until drain_timeout.
+ * until drain_timeout.  One whose client was told REBOOTSTRAP_REQUIRED
+ * waits up to LK_KAFKA_REBOOTSTRAP_LINGER_MS more for the client to close
+ * it (client_gone): a client that honours it reads the answer, bootstraps
+ * again elsewhere and leaves, where lookout closing first would show it a
+ * broker down on top, with its own consequences (librdkafka 2.15 may then
+ * never bootstrap again: 124-kafka-rebootstrap.t).
  */
 static void
 drain_check(struct kconn *k)
@@ -431,6 +459,15 @@ drain_check(struct kconn *k)
     if (k->pr.connected && (k->qlen != 0 || k->holding || k->streaming || k->sasl_left != 0 ||
                             !at_boundary(k) || lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
         return;
+    if (k->rebootstrap_logged && !k->lingered) {
+        if (k->linger_ev == NULL) {
+            struct timeval tv = {LK_KAFKA_REBOOTSTRAP_LINGER_MS / 1000,
+                                 (LK_KAFKA_REBOOTSTRAP_LINGER_MS % 1000) * 1000};
+            k->linger_ev = evtimer_new(k->pr.c->w->base, linger_done, k);
+            evtimer_add(k->linger_ev, &tv);
+        }
+        return;
+    }
     lk_pair_close_drained(&k->pr);
 }
 

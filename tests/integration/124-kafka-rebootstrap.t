@@ -158,8 +158,12 @@ subtest 'draining: Metadata v13 is answered REBOOTSTRAP_REQUIRED by lookout, in 
         is($m->{controller}, -1, '... ControllerId -1');
         ok(!defined $m->{cluster}, '... ClusterId null');
     }
-    ($f, $how) = KafkaMock::read_frame($s, 3);
+    my $t1 = time;
+    ($f, $how) = KafkaMock::read_frame($s, 6);
+    my $lingered = time - $t1;
     is($how, 'eof', 'then the connection closes');
+    cmp_ok($lingered, '>', 1.5, sprintf('... once the client has had 2 s to leave first (%.2f s)', $lingered));
+    cmp_ok($lingered, '<', 4, '... and not much later');
     ok(!-e "$dir/kafka-got-m", 'the broker never got them');
     $lk->wait_exit(10);
     is($lk->exit_code, 0, 'lookout exits 0');
@@ -178,10 +182,25 @@ subtest 'draining: behind a Metadata answer lookout holds and rewrites' => sub {
     ($f, $how) = KafkaMock::read_frame($s, 3);
     $m = decode_metadata($f // '', 13);
     ok($m && $m->{corr} == 8 && $m->{error} == 129, "then lookout's REBOOTSTRAP_REQUIRED") or diag("read: $how");
-    ($f, $how) = KafkaMock::read_frame($s, 3);
+    ($f, $how) = KafkaMock::read_frame($s, 6);
     is($how, 'eof', 'then the connection closes');
     $lk->wait_exit(10);
     is($lk->exit_code, 0, 'lookout exits 0');
+    $lk->check_sanitizers;
+};
+
+subtest 'draining: a client that leaves after the answer is not waited for' => sub {
+    my ($lk, $s) = draining_with_slow_request('leaves');
+    syswrite($s, metadata(13, 8, 'm'));
+    KafkaMock::read_frame($s, 5);
+    my $m = decode_metadata(KafkaMock::read_frame($s, 3) // '', 13);
+    ok($m && $m->{error} == 129, 'REBOOTSTRAP_REQUIRED') or return;
+    my $t0 = time;
+    close $s;
+    $lk->wait_exit(10);
+    my $took = time - $t0;
+    is($lk->exit_code, 0, 'lookout exits 0');
+    cmp_ok($took, '<', 1.5, sprintf('as soon as the client closed (%.2f s)', $took));
     $lk->check_sanitizers;
 };
 

@@ -5,7 +5,8 @@
  *
  *   kafka-rebootstrap-check BOOTSTRAP TOPIC SECONDS
  *
- * It assigns partition 0 of TOPIC from offset 0 and polls for SECONDS,
+ * It consumes partition 0 of TOPIC from offset 0 for SECONDS (the simple
+ * consumer, no group),
  * with long Fetch polls (fetch.wait.max.ms 3000: a request is under way
  * on its broker connection most of the time) and a Metadata refresh every
  * 200 ms, so that a Metadata request comes while a Fetch waits.  Every
@@ -69,11 +70,10 @@ main(int argc, char **argv)
     }
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set_log_cb(conf, on_log);
-    if (set(conf, "bootstrap.servers", argv[1]) != 0 || set(conf, "group.id", "lk-rebootstrap") != 0 ||
-        set(conf, "debug", "metadata,broker") != 0 || set(conf, "fetch.wait.max.ms", "3000") != 0 ||
+    if (set(conf, "bootstrap.servers", argv[1]) != 0 || set(conf, "debug", "metadata,broker") != 0 ||
+        set(conf, "fetch.wait.max.ms", "3000") != 0 ||
         set(conf, "topic.metadata.refresh.interval.ms", "200") != 0 ||
         set(conf, "metadata.recovery.strategy", "rebootstrap") != 0 ||
-        set(conf, "enable.auto.commit", "false") != 0 ||
         set(conf, "reconnect.backoff.max.ms", "200") != 0)
         return 1;
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
@@ -81,19 +81,22 @@ main(int argc, char **argv)
         fprintf(stderr, "rd_kafka_new: %s\n", err);
         return 1;
     }
-    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(parts, argv[2], 0)->offset = 0; /* no ListOffsets */
-    rd_kafka_assign(rk, parts);
-    rd_kafka_topic_partition_list_destroy(parts);
-
+    /* The simple consumer: no group, so no coordinator connection, and
+     * the Metadata refreshes go to the one broker it fetches from. */
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, argv[2], NULL);
+    if (rd_kafka_consume_start(rkt, 0, 0) != 0) { /* from offset 0: no ListOffsets */
+        fprintf(stderr, "consume_start: %s\n", rd_kafka_err2str(rd_kafka_last_error()));
+        return 1;
+    }
     time_t end = time(NULL) + atoi(argv[3]);
     while (time(NULL) < end) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        rd_kafka_message_t *m = rd_kafka_consume(rkt, 0, 100);
         if (m != NULL)
             rd_kafka_message_destroy(m);
+        rd_kafka_poll(rk, 0);
     }
-    rd_kafka_assign(rk, NULL);
-    rd_kafka_consumer_close(rk);
+    rd_kafka_consume_stop(rkt, 0);
+    rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
     printf("end\n");
     return 0;
