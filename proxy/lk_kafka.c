@@ -87,8 +87,10 @@ struct kconn {
      * a SaslHandshake v0 whole, a Produce up to its Acks */
     int head_wait;
     /* draining: the request being read is a Metadata lookout answers
-     * itself (answer_local), so its bytes are dropped, not forwarded */
+     * itself (answer_local), so its bytes are dropped, not forwarded; it
+     * is queued once whole */
     int local_body;
+    struct kreq local_req;
     int rebootstrap_logged; /* a REBOOTSTRAP_REQUIRED answer went out */
     /* and then, draining, the connection waits a little for the client to
      * leave (drain_check) */
@@ -593,29 +595,32 @@ pump_requests(struct lk_pair *pr)
         }
         if (n == 0)
             break;
-        if (k->local_body) { /* the rest of a request lookout answers: dropped */
+        if (local || k->local_body) {
+            /* A request lookout answers itself (from its prefix, at the
+             * start of in: what came before it goes first): its bytes are
+             * dropped as they come, and once it is whole it is queued
+             * behind the requests the broker has, answered in turn. */
+            if (local) {
+                local = 0;
+                evbuffer_remove_buffer(in, out, ready);
+                ready = 0;
+                k->local_req = (struct kreq){0, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
+                                             k->rq.prefix.api_version,
+                                             4 + (uint32_t)k->rq.prefix.size, lk_now_us(), 1};
+                k->frames_in++;
+                k->bytes_in += 4 + (uint64_t)k->rq.prefix.size;
+            }
             evbuffer_drain(in, (size_t)n);
             k->local_body = !(ev & LK_KAFKA_RD_END);
-            continue;
-        }
-        if (local) {
-            /* Its prefix, from the start of in (what came before it goes
-             * first): queued behind the requests the broker has, answered
-             * in turn, and its bytes dropped as they come. */
-            local = 0;
-            evbuffer_remove_buffer(in, out, ready);
-            ready = 0;
+            if (k->local_body)
+                continue;
             if (k->qlen == LK_KAFKA_MAX_PENDING) {
                 lk_pair_close(&k->pr,
                               "client has too many requests awaiting their answers; closing");
                 return;
             }
-            queue_push(k, 0, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
-                       k->rq.prefix.api_version, 4 + (uint32_t)k->rq.prefix.size, 1);
-            k->frames_in++;
-            k->bytes_in += 4 + (uint64_t)k->rq.prefix.size;
-            evbuffer_drain(in, (size_t)n);
-            k->local_body = !(ev & LK_KAFKA_RD_END);
+            const struct kreq *r = &k->local_req;
+            queue_push(k, 0, r->corr, r->key, r->version, r->size, 1);
             answer_local(k);
             continue;
         }
