@@ -604,9 +604,11 @@ pump_requests(struct lk_pair *pr)
                 local = 0;
                 evbuffer_remove_buffer(in, out, ready);
                 ready = 0;
-                k->local_req = (struct kreq){0, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
-                                             k->rq.prefix.api_version,
-                                             4 + (uint32_t)k->rq.prefix.size, lk_now_us(), 1};
+                k->local_req = (struct kreq){.corr = k->rq.prefix.correlation_id,
+                                             .key = k->rq.prefix.api_key,
+                                             .version = k->rq.prefix.api_version,
+                                             .size = 4 + (uint32_t)k->rq.prefix.size,
+                                             .local = 1};
                 k->frames_in++;
                 k->bytes_in += 4 + (uint64_t)k->rq.prefix.size;
             }

@@ -70,8 +70,8 @@ main(int argc, char **argv)
     }
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set_log_cb(conf, on_log);
-    if (set(conf, "bootstrap.servers", argv[1]) != 0 || set(conf, "debug", "metadata,broker") != 0 ||
-        set(conf, "fetch.wait.max.ms", "3000") != 0 ||
+    if (set(conf, "bootstrap.servers", argv[1]) != 0 ||
+        set(conf, "debug", "metadata,broker") != 0 || set(conf, "fetch.wait.max.ms", "3000") != 0 ||
         set(conf, "topic.metadata.refresh.interval.ms", "200") != 0 ||
         set(conf, "metadata.recovery.strategy", "rebootstrap") != 0 ||
         set(conf, "reconnect.backoff.max.ms", "200") != 0)
