@@ -62,8 +62,9 @@ struct kreq {
     int32_t id;   /* lookout's correlation id: what the broker got */
     int32_t corr; /* the client's, put back in the answer */
     int16_t key, version;
-    uint32_t size;   /* the request frame's, size field included */
-    long long t_us;  /* when its prefix came */
+    uint32_t size;  /* the request frame's, size field included */
+    long long t_us; /* when its prefix came */
+    int local;      /* answered by lookout itself (draining: answer_local), never sent */
 };
 
 struct kconn {
@@ -85,6 +86,16 @@ struct kconn {
      * the input, its prefix bytes not moved, until enough of it is there:
      * a SaslHandshake v0 whole, a Produce up to its Acks */
     int head_wait;
+    /* draining: the request being read is a Metadata lookout answers
+     * itself (answer_local), so its bytes are dropped, not forwarded; it
+     * is queued once whole */
+    int local_body;
+    struct kreq local_req;
+    int rebootstrap_logged; /* a REBOOTSTRAP_REQUIRED answer went out */
+    /* and then, draining, the connection waits a little for the client to
+     * leave (drain_check) */
+    struct event *linger_ev;
+    int lingered;
     /* SASL after a SaslHandshake v0: its mechanism's rounds, and once the
      * broker has accepted it, the bare tokens the broker has still to
      * send (0: Kafka frames both ways). */
@@ -143,6 +154,8 @@ kconn_cleanup(void *arg)
     free(k->q);
     if (k->held != NULL)
         evbuffer_free(k->held);
+    if (k->linger_ev != NULL)
+        event_free(k->linger_ev);
     lk_pair_hold_release(&k->pr);
 }
 
@@ -252,7 +265,8 @@ next_piece(struct lk_kafka_reader *r, struct evbuffer *in, size_t off, int *ev)
 /* Queues a request sent to the broker with lookout's id (fewer than
  * LK_KAFKA_MAX_PENDING are queued). */
 static void
-queue_push(struct kconn *k, int32_t id, int32_t corr, int16_t key, int16_t version, uint32_t size)
+queue_push(struct kconn *k, int32_t id, int32_t corr, int16_t key, int16_t version, uint32_t size,
+           int local)
 {
     if (k->qlen == k->qcap) {
         size_t ncap = k->qcap != 0 ? k->qcap * 2 : 16;
@@ -264,18 +278,23 @@ queue_push(struct kconn *k, int32_t id, int32_t corr, int16_t key, int16_t versi
         k->qcap = ncap;
         k->qhead = 0;
     }
-    k->q[(k->qhead + k->qlen) % k->qcap] = (struct kreq){id, corr, key, version, size, lk_now_us()};
+    k->q[(k->qhead + k->qlen) % k->qcap] =
+        (struct kreq){id, corr, key, version, size, lk_now_us(), local};
     k->qlen++;
 }
 
 /* The request a response with lookout's correlation id `id` answers: one
  * at most, as no two queued share an id; the requests queued before it got
- * none.  0, or -1 when nothing matches. */
+ * none.  A request lookout answers itself was never sent: the broker
+ * answers nothing at or after it (none goes to the broker after it).
+ * 0, or -1 when nothing matches. */
 static int
 queue_match(struct kconn *k, int32_t id, struct kreq *out)
 {
     for (size_t i = 0; i < k->qlen; i++) {
         const struct kreq *r = &k->q[(k->qhead + i) % k->qcap];
+        if (r->local)
+            break;
         if (r->id == id) {
             *out = *r;
             k->qhead = (k->qhead + i + 1) % k->qcap;
@@ -404,13 +423,35 @@ at_boundary(const struct kconn *k)
            !lk_kafka_reader_in_body(&k->rq);
 }
 
+/* How long a draining connection that was told REBOOTSTRAP_REQUIRED waits,
+ * once nothing is owed, for its client to leave first (answer_local). */
+#define LK_KAFKA_REBOOTSTRAP_LINGER_MS 2000
+
+static void drain_check(struct kconn *k);
+
+static void
+linger_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct kconn *k = arg;
+
+    (void)fd;
+    (void)what;
+    k->lingered = 1;
+    drain_check(k);
+}
+
 /*
  * Draining: closes once no request awaits its response (and no response
  * is part-way to the client).  A connection that never reached its
  * broker closes at once.  A Produce with acks=0 is not waited for; one
  * whose Acks lookout could not read is, and if it had acks=0 its entry goes
  * only when a later response passes it, so such a connection may stay
- * until drain_timeout.
+ * until drain_timeout.  One whose client was told REBOOTSTRAP_REQUIRED
+ * waits up to LK_KAFKA_REBOOTSTRAP_LINGER_MS more for the client to close
+ * it (client_gone): a client that honours it reads the answer, bootstraps
+ * again elsewhere and leaves, where lookout closing first would show it a
+ * broker down on top, with its own consequences (librdkafka 2.15 may then
+ * never bootstrap again: 124-kafka-rebootstrap.t).
  */
 static void
 drain_check(struct kconn *k)
@@ -420,7 +461,78 @@ drain_check(struct kconn *k)
     if (k->pr.connected && (k->qlen != 0 || k->holding || k->streaming || k->sasl_left != 0 ||
                             !at_boundary(k) || lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
         return;
+    if (k->rebootstrap_logged && !k->lingered) {
+        if (k->linger_ev == NULL) {
+            struct timeval tv = {LK_KAFKA_REBOOTSTRAP_LINGER_MS / 1000,
+                                 (LK_KAFKA_REBOOTSTRAP_LINGER_MS % 1000) * 1000};
+            k->linger_ev = evtimer_new(k->pr.c->w->base, linger_done, k);
+            evtimer_add(k->linger_ev, &tv);
+        }
+        return;
+    }
     lk_pair_close_drained(&k->pr);
+}
+
+/* Draining, at a request boundary: what becomes of the client's next
+ * request, whose prefix would start at offset off of in. */
+enum drain_next {
+    NEXT_STOP = 0, /* not read: it goes on the client's next connection */
+    NEXT_WAIT,     /* its prefix is not all there yet: read on, to see */
+    NEXT_LOCAL,    /* a Metadata lookout answers itself (answer_local) */
+};
+
+static enum drain_next
+drain_next(struct kconn *k, struct evbuffer *in, size_t off)
+{
+    struct lk_kafka_reader r = k->rq; /* a copy: the prefix is read again */
+    int ev;
+
+    if (k->sasl_v0_asked)
+        return NEXT_STOP;
+    ssize_t n = next_piece(&r, in, off, &ev);
+    if (n == 0)
+        return NEXT_WAIT;
+    if (n > 0 && r.prefix.api_key == LK_KAFKA_METADATA &&
+        lk_kafka_rebootstrap_version(r.prefix.api_version))
+        return NEXT_LOCAL;
+    return NEXT_STOP;
+}
+
+static void exchange_done(struct kconn *k, uint64_t bytes_out);
+
+/*
+ * KIP-1102 while draining: the Metadata requests lookout took for itself
+ * (drain_next) are answered REBOOTSTRAP_REQUIRED, so that the client goes
+ * back to its bootstrap.servers (another lookout) rather than to this
+ * one's broker addresses, which stop answering when it exits.  Answered
+ * here, not by the broker: the broker is not asked and not waited for,
+ * and its answer would name this lookout's addresses.  Kafka clients read
+ * answers in request order, so an answer goes out only when it heads the
+ * queue and no broker answer is part-way to the client: the requests the
+ * broker has still to answer were all queued before it.
+ */
+static void
+answer_local(struct kconn *k)
+{
+    struct evbuffer *out = bufferevent_get_output(k->pr.c->bev);
+
+    while (k->qlen != 0 && k->q[k->qhead].local && !k->holding && !k->streaming &&
+           k->rs.have == 0 && !lk_kafka_reader_in_body(&k->rs) && k->sasl_left == 0) {
+        uint8_t a[LK_KAFKA_REBOOTSTRAP_LEN];
+        k->cur = k->q[k->qhead];
+        k->qhead = (k->qhead + 1) % k->qcap;
+        k->qlen--;
+        size_t n = lk_kafka_rebootstrap_answer(k->cur.version, k->cur.corr, a);
+        evbuffer_add(out, a, n);
+        if (!k->rebootstrap_logged)
+            lk_log(LK_INFO, k->pr.c,
+                   "stopping: Metadata v%d (correlation id %d) answered REBOOTSTRAP_REQUIRED "
+                   "(KIP-1102): the client bootstraps again (once per connection)",
+                   k->cur.version, k->cur.corr);
+        k->rebootstrap_logged = 1;
+        k->cur_head_us = k->cur.t_us; /* no broker: no upstream time */
+        exchange_done(k, n);
+    }
 }
 
 static void
@@ -452,12 +564,18 @@ pump_requests(struct lk_pair *pr)
     }
     struct evbuffer *out = bufferevent_get_output(k->pr.up->bev);
     size_t ready = 0; /* whole pieces at the start of in, to forward */
+    int stop = 0, local = 0;
     for (;;) {
         if (at_boundary(k)) {
             /* Stopping: the request under way goes whole, no new one
-             * starts; the client sends it again on its next connection. */
-            lk_io_disable(&k->pr.c->io, EV_READ);
-            break;
+             * starts; the client sends it again on its next connection.
+             * But for a Metadata lookout answers itself (KIP-1102). */
+            enum drain_next next = drain_next(k, in, ready);
+            if (next != NEXT_LOCAL) {
+                stop = next == NEXT_STOP;
+                break;
+            }
+            local = 1;
         }
         if (k->sasl_v0_asked && !lk_kafka_reader_in_body(&k->rq) &&
             evbuffer_get_length(in) > ready) {
@@ -477,6 +595,37 @@ pump_requests(struct lk_pair *pr)
         }
         if (n == 0)
             break;
+        if (local || k->local_body) {
+            /* A request lookout answers itself (from its prefix, at the
+             * start of in: what came before it goes first): its bytes are
+             * dropped as they come, and once it is whole it is queued
+             * behind the requests the broker has, answered in turn. */
+            if (local) {
+                local = 0;
+                evbuffer_remove_buffer(in, out, ready);
+                ready = 0;
+                k->local_req = (struct kreq){.corr = k->rq.prefix.correlation_id,
+                                             .key = k->rq.prefix.api_key,
+                                             .version = k->rq.prefix.api_version,
+                                             .size = 4 + (uint32_t)k->rq.prefix.size,
+                                             .local = 1};
+                k->frames_in++;
+                k->bytes_in += 4 + (uint64_t)k->rq.prefix.size;
+            }
+            evbuffer_drain(in, (size_t)n);
+            k->local_body = !(ev & LK_KAFKA_RD_END);
+            if (k->local_body)
+                continue;
+            if (k->qlen == LK_KAFKA_MAX_PENDING) {
+                lk_pair_close(&k->pr,
+                              "client has too many requests awaiting their answers; closing");
+                return;
+            }
+            const struct kreq *r = &k->local_req;
+            queue_push(k, 0, r->corr, r->key, r->version, r->size, 1);
+            answer_local(k);
+            continue;
+        }
         if ((ev & LK_KAFKA_RD_PREFIX) && k->sasl_left == 0) { /* else a bare token */
             if (k->pr.cluster->unknown_api == LK_UNKNOWN_API_DROP &&
                 !lk_kafka_api_known(k->rq.prefix.api_key)) {
@@ -527,7 +676,7 @@ pump_requests(struct lk_pair *pr)
             put32_at(in, ready + 8, (uint32_t)id);
             if (answered)
                 queue_push(k, id, k->rq.prefix.correlation_id, k->rq.prefix.api_key,
-                           k->rq.prefix.api_version, 4 + (uint32_t)k->rq.prefix.size);
+                           k->rq.prefix.api_version, 4 + (uint32_t)k->rq.prefix.size, 0);
             k->frames_in++;
             k->bytes_in += 4 + (uint64_t)k->rq.prefix.size;
         } else if (ev & LK_KAFKA_RD_PREFIX) { /* a bare SASL token */
@@ -544,7 +693,7 @@ pump_requests(struct lk_pair *pr)
     if (ready != 0)
         evbuffer_remove_buffer(in, out, ready);
     /* Backpressure: a broker that reads slowly stops the client. */
-    if (evbuffer_get_length(out) > LK_KAFKA_HIGH || at_boundary(k))
+    if (evbuffer_get_length(out) > LK_KAFKA_HIGH || stop)
         lk_io_disable(&k->pr.c->io, EV_READ);
     else
         lk_io_enable(&k->pr.c->io, EV_READ);
@@ -593,8 +742,6 @@ filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
  * closed: a tail that does not decode cannot be fitted, and passing it
  * as it came could hand out internal addresses.
  */
-static void exchange_done(struct kconn *k, uint64_t bytes_out);
-
 static int
 stream_tail(struct kconn *k, struct evbuffer *out)
 {
@@ -782,6 +929,14 @@ pump_responses(struct lk_pair *pr)
     size_t ready = 0; /* whole pieces at the start of in, for the client as they are */
     while (!k->pr.dead) {
         int ev;
+        /* Between answers: those lookout owes the client itself, in turn
+         * after what came before them. */
+        if (k->qlen != 0 && k->q[k->qhead].local && !k->holding && !k->streaming &&
+            k->rs.have == 0 && !lk_kafka_reader_in_body(&k->rs)) {
+            evbuffer_remove_buffer(in, out, ready);
+            ready = 0;
+            answer_local(k);
+        }
         /* A client that reads slowly: no new answer is begun for it (the
          * rest waits in the input, and the broker is not read). */
         if (!k->holding && !k->streaming && k->sasl_left == 0 && k->rs.have == 0 &&
@@ -1047,7 +1202,9 @@ drain(struct lk_conn *c)
     struct kconn *k = c->proto;
 
     k->pr.draining = 1;
-    if (at_boundary(k))
+    if (k->pr.connected && !k->pr.dead)
+        pump_requests(&k->pr); /* from here on, reads only what lookout answers itself */
+    else if (at_boundary(k))
         lk_io_disable(&c->io, EV_READ);
     drain_check(k);
 }

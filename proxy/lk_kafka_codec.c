@@ -1240,6 +1240,35 @@ fail:
     return -1;
 }
 
+int
+lk_kafka_rebootstrap_version(int16_t api_version)
+{
+    return api_version >= 13 && api_version <= lk_kafka_rewrite_max_version(LK_KAFKA_METADATA);
+}
+
+size_t
+lk_kafka_rebootstrap_answer(int16_t api_version, int32_t correlation_id, uint8_t *out)
+{
+    size_t n = 8;
+
+    if (!lk_kafka_rebootstrap_version(api_version))
+        return 0;
+    out[n++] = 0; /* response header v1: no tagged fields */
+    lk_kw_put32(out + n, 0);          /* ThrottleTimeMs */
+    n += 4;
+    out[n++] = 1;                     /* Brokers: compact array, empty */
+    out[n++] = 0;                     /* ClusterId: compact nullable string, null */
+    lk_kw_put32(out + n, UINT32_MAX); /* ControllerId: -1 */
+    n += 4;
+    out[n++] = 1; /* Topics: empty (ClusterAuthorizedOperations is v8-10 only) */
+    lk_kw_put16(out + n, LK_KAFKA_ERR_REBOOTSTRAP_REQUIRED); /* ErrorCode (v13+) */
+    n += 2;
+    out[n++] = 0; /* no tagged fields */
+    lk_kw_put32(out, (uint32_t)(n - 4));
+    lk_kw_put32(out + 4, (uint32_t)correlation_id);
+    return n;
+}
+
 size_t
 lk_kafka_fstream_head(int16_t api_key, int16_t api_version, int32_t correlation_id, size_t tail_len,
                       uint8_t *out)

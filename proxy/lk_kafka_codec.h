@@ -212,6 +212,48 @@ int lk_kafka_sasl_bare_rounds(struct lk_str mech);
  */
 int lk_kafka_produce_acks(const uint8_t *head, size_t len, int16_t *acks);
 
+/* ---- KIP-1102: rebootstrap while draining --------------------------- */
+
+/*
+ * REBOOTSTRAP_REQUIRED, "Client metadata is stale. The client should
+ * rebootstrap to obtain new metadata." (apache/kafka
+ * clients/src/main/java/org/apache/kafka/common/protocol/Errors.java, 4.x:
+ * code 129; librdkafka src/rdkafka.h RD_KAFKA_RESP_ERR_REBOOTSTRAP_REQUIRED
+ * = 129).  KIP-1102 lets a broker put it in the top-level ErrorCode that
+ * MetadataResponse gained in v13 ("Version 13 supports top-level error
+ * code in the response", MetadataRequest.json @ 4.0.0: the request body
+ * did not change).  A client that reads it drops what it knows of the
+ * cluster and bootstraps again from its bootstrap.servers: librdkafka
+ * 2.11+ (src/rdkafka_metadata.c reads the field when ApiVersion >= 13;
+ * rd_kafka_handle_Metadata calls rd_kafka_rebootstrap on 129), the Java
+ * client 4.0+ (NetworkClient: response.topLevelError() ==
+ * REBOOTSTRAP_REQUIRED -> initiateRebootstrap(), with
+ * metadata.recovery.strategy = rebootstrap, which KIP-1102 made the
+ * default).  kafka-python has no KIP-1102 (its docs/kips.rst, 3.1-dev).
+ */
+#define LK_KAFKA_ERR_REBOOTSTRAP_REQUIRED 129
+
+/* The bytes lk_kafka_rebootstrap_answer writes. */
+#define LK_KAFKA_REBOOTSTRAP_LEN 23
+
+/*
+ * Whether lookout can answer a Metadata request of api_version itself with
+ * REBOOTSTRAP_REQUIRED: v13 on (KIP-1102) up to the newest layout the codec
+ * knows (lk_kafka_rewrite_max_version; a later one is not guessed).
+ */
+int lk_kafka_rebootstrap_version(int16_t api_version);
+
+/*
+ * Writes a whole MetadataResponse frame (size field first) of api_version
+ * answering correlation_id: response header v1 (no tagged fields),
+ * ThrottleTimeMs 0, no Brokers, ClusterId null, ControllerId -1, no
+ * Topics, ErrorCode REBOOTSTRAP_REQUIRED, no tagged fields (the layout of
+ * MetadataResponse.json v13, flexible).  LK_KAFKA_REBOOTSTRAP_LEN bytes at
+ * out; returns how many, or 0 when lk_kafka_rebootstrap_version refuses
+ * api_version (nothing written).
+ */
+size_t lk_kafka_rebootstrap_answer(int16_t api_version, int32_t correlation_id, uint8_t *out);
+
 /* ---- response rewriting --------------------------------------------- */
 
 /* A callback's verdict on one broker endpoint. */

@@ -4,7 +4,8 @@
 #   tests/build.sh                 -> build/plain/lookout
 #   tests/build.sh asan --enable-asan
 # It makes lookout, the unit tests, the fuzz corpus replays and, when
-# librdkafka is installed, the Kafka mock cluster (tests/kafka/kafka-mock);
+# librdkafka is installed, the Kafka mock cluster (tests/kafka/kafka-mock) and
+# a KIP-1102 client check (tests/kafka/kafka-rebootstrap-check);
 # and tests/zk/zk-watch, proxy/lk_zk.c on a loop (tests/zk/include.am).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -46,7 +46,12 @@
  *     SASL token byte for byte;
  *   - every answer reaches the client in order, with the correlation id
  *     of the client's request it answers (while the broker keeps to the
- *     framing), until the connection closes.
+ *     framing), until the connection closes;
+ *   - draining (SIGTERM, step 7): no request reaches the broker after the
+ *     one under way but those before it; lookout answers Metadata v13 itself
+ *     (REBOOTSTRAP_REQUIRED, KIP-1102) only for the client's requests that
+ *     follow the last one the broker got, each in order with its
+ *     correlation id, and only after every answer the broker gave.
  *
  * Input: a stream of steps, each one byte and the bytes it reads:
  *   0-3  the client queues a frame (kind and fields from what follows);
@@ -54,7 +59,8 @@
  *   5    the broker reads what lookout sent and queues its answers;
  *   6    the broker's queued bytes go to lookout, a piece at a time;
  *   7    the broker queues bytes of its own, or (odd next byte) the
- *        client closes, then nothing more happens.
+ *        client closes, then nothing more happens, or (next byte 2 mod 8)
+ *        lookout starts draining, as on SIGTERM.
  * At the end everything queued is delivered until nothing moves.
  */
 #include "lk_kafka.c"
@@ -713,16 +719,43 @@ check_client(const struct pair *pp, const struct lk_cluster *cl)
     }
 }
 
+/* Whether the whole answer frame at f is one lookout wrote itself while
+ * draining: no answer of the broker's has 129 (0x81) for bytes (opaque
+ * ones are below 0x10, its Metadata answers have ErrorCode 0). */
+static int
+rebootstrap_answer(const uint8_t *f)
+{
+    return get32(f) == LK_KAFKA_REBOOTSTRAP_LEN - 4 && f[LK_KAFKA_REBOOTSTRAP_LEN - 3] == 0 &&
+           f[LK_KAFKA_REBOOTSTRAP_LEN - 2] == LK_KAFKA_ERR_REBOOTSTRAP_REQUIRED;
+}
+
 /* Every whole answer the client got is the broker's, in order, with the
  * correlation id of the client's request it answers (a bare token with
- * none), as long as the broker sent nothing of its own. */
+ * none), as long as the broker sent nothing of its own; then lookout's
+ * own REBOOTSTRAP_REQUIRED answers, each to the next of the client's
+ * requests after what lookout forwarded (at offset fwd of sent), a
+ * Metadata v13, and exactly the encoder's bytes for it. */
 static void
-check_answers(const struct pair *pp, const struct broker *br)
+check_answers(const struct pair *pp, const struct broker *br, const struct tb *sent)
 {
     const struct tb *t = &pp->to_client;
-    size_t off = 0, i = 0;
+    size_t off = 0, i = 0, fwd = br->at + br->got.len;
 
     while (!br->noisy && t->len - off >= 4 && t->len - off - 4 >= get32(t->p + off)) {
+        if (rebootstrap_answer(t->p + off)) {
+            uint8_t want[LK_KAFKA_REBOOTSTRAP_LEN];
+            const uint8_t *q = sent->p + fwd;
+            LK_FUZZ_CHECK(pp->k->pr.draining && i == br->nexpect);
+            LK_FUZZ_CHECK(sent->len - fwd >= LK_KAFKA_REQ_PREFIX &&
+                          sent->len - fwd - 4 >= get32(q));
+            LK_FUZZ_CHECK(q[4] == 0 && q[5] == LK_KAFKA_METADATA && q[6] == 0 && q[7] == 13);
+            LK_FUZZ_CHECK(lk_kafka_rebootstrap_answer(13, (int32_t)get32(q + 8), want) ==
+                              LK_KAFKA_REBOOTSTRAP_LEN &&
+                          memcmp(t->p + off, want, sizeof(want)) == 0);
+            fwd += 4 + get32(q);
+            off += LK_KAFKA_REBOOTSTRAP_LEN;
+            continue;
+        }
         LK_FUZZ_CHECK(i < br->nexpect);
         if (br->expect[i] != BARE)
             LK_FUZZ_CHECK(get32(t->p + off) >= 4 &&
@@ -768,15 +801,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 deliver(&br.out, NULL, pp.ub[0], lk_fuzz_piece(&seed, br.out.len + 1)) != 0)
                 pump_responses(&pp.k->pr);
             break;
-        default:
-            if (r8(&in) & 1) {
+        default: {
+            unsigned b = r8(&in);
+            if (b & 1) {
                 gone = 1;
                 client_gone(&pp.k->pr);
+            } else if (b % 8 == 2) {
+                if (!pp.k->pr.draining)
+                    drain(&pp.c);
             } else {
                 opaque(&br.out, &in, r8(&in) % 16);
                 br.noisy = 1;
             }
             break;
+        }
         }
         collect(&pp, &br);
     }
@@ -805,7 +843,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 evbuffer_get_length(bufferevent_get_input(pp.ub[0])));
     if (!br.noisy)
         check_client(&pp, cl);
-    check_answers(&pp, &br);
+    check_answers(&pp, &br, &sent);
     pair_free(&pp);
     free(sent.p);
     free(br.expect);

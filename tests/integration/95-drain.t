@@ -34,32 +34,13 @@ my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ map { "127.0.0.1
 # once, or after 1.2 s for a request whose client id is 's'; it writes DIR/kafka-got-ID
 # when a request with client id ID came.  (Not by correlation id: lookout sends the broker
 # ids of its own.)
-my $kl = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp', ReuseAddr => 1)
-    or die "listen: $@";
-my $kport = $kl->sockport;
-my $kpid = fork // die "fork: $!";
-if ($kpid == 0) {
-    my $parent = getppid;
-    open STDOUT, '>', '/dev/null';
-    open STDERR, '>', '/dev/null';
-    local $SIG{ALRM} = sub { POSIX::_exit(0) };
-    alarm 120;
-    while (getppid == $parent) {
-        next unless IO::Select->new($kl)->can_read(1);
-        my $s = $kl->accept or next;
-        next if fork;    # one child per connection
-        while (my $req = KafkaMock::read_frame($s, 60)) {
-            my $corr = unpack('N', substr($req, 4, 4));
-            my $id = substr($req, 10, 1);
-            spew("$dir/kafka-got-$id", '');
-            sleep 1.2 if $id eq 's';
-            syswrite($s, KafkaMock::frame(pack('N', $corr) . "\0\0"));
-        }
-        POSIX::_exit(0);
-    }
-    POSIX::_exit(0);
-}
-close $kl;
+my ($kport, $kpid) = KafkaMock::scripted_broker(sub {
+    my ($req) = @_;
+    my $id = substr($req, 10, 1);
+    spew("$dir/kafka-got-$id", '');
+    sleep 1.2 if $id eq 's';
+    return substr($req, 4, 4) . "\0\0";
+});
 
 # A Kafka request (Produce v3: never rewritten, streamed) with correlation id CORR, and
 # client id 's' when SLOW (the broker answers it after 1.2 s).

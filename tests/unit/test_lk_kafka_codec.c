@@ -1747,6 +1747,56 @@ test_stream_padding(void)
     free(t.p);
 }
 
+/*
+ * KIP-1102: the Metadata answer lookout writes itself while draining, next
+ * to one written field by field from MetadataResponse.json v13 (flexible:
+ * header v1, then ThrottleTimeMs, Brokers, ClusterId, ControllerId,
+ * Topics, ErrorCode, tags) by this file's own writers, and read back by
+ * the codec's Metadata decoder.
+ */
+static void
+test_rebootstrap(void)
+{
+    static const int32_t corrs[] = {0, 7, -1, 0x7fffffff};
+    uint8_t a[LK_KAFKA_REBOOTSTRAP_LEN + 8];
+
+    for (size_t i = 0; i < sizeof(corrs) / sizeof(corrs[0]); i++) {
+        struct tb want = {0}, got = {0}, out = {0};
+        w32(&want, 0);
+        w32(&want, corrs[i]);
+        wtags(&want, 1, 0);        /* response header v1 */
+        w32(&want, 0);             /* ThrottleTimeMs */
+        warr(&want, 1, 0);         /* Brokers */
+        wstr(&want, 1, NULL);      /* ClusterId: null */
+        w32(&want, -1);            /* ControllerId */
+        warr(&want, 1, 0);         /* Topics */
+        w16(&want, 129);           /* ErrorCode: REBOOTSTRAP_REQUIRED */
+        wtags(&want, 1, 0);
+        set_size(&want);
+        memset(a, 0xee, sizeof(a));
+        size_t n = lk_kafka_rebootstrap_answer(13, corrs[i], a);
+        put(&got, a, n);
+        ok(n == LK_KAFKA_REBOOTSTRAP_LEN && same(&got, &want),
+           "v13, correlation id %d: the spec's layout, %zu bytes", corrs[i], n);
+        if (!same(&got, &want))
+            diff(&got, &want);
+        ok(a[n] == 0xee, "... and not a byte past it");
+        ok(run(&got, 3, 13, NULL, NULL, &out) == LK_KAFKA_RW_UNCHANGED,
+           "... which the codec's Metadata v13 decoder reads whole");
+        free(want.p);
+        free(got.p);
+        free(out.p);
+    }
+    memset(a, 0xee, sizeof(a));
+    ok(lk_kafka_rebootstrap_answer(12, 7, a) == 0 && a[0] == 0xee,
+       "v12 (no top-level ErrorCode): refused, nothing written");
+    ok(lk_kafka_rebootstrap_answer(14, 7, a) == 0 && a[0] == 0xee,
+       "v14 (a layout no spec has yet): refused");
+    ok(!lk_kafka_rebootstrap_version(0) && !lk_kafka_rebootstrap_version(12) &&
+           lk_kafka_rebootstrap_version(13) && !lk_kafka_rebootstrap_version(-1),
+       "lk_kafka_rebootstrap_version: v13 only, today");
+}
+
 const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/every_version", test_every_version},
     {"kafka_codec/find_coordinator_single", test_find_coordinator_single},
@@ -1762,5 +1812,6 @@ const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/stream", test_stream},
     {"kafka_codec/stream_padding", test_stream_padding},
     {"kafka_codec/produce_acks", test_produce_acks},
+    {"kafka_codec/rebootstrap", test_rebootstrap},
     {NULL, NULL},
 };

@@ -21,6 +21,7 @@ use Carp qw(croak);
 use File::Basename qw(dirname);
 use IO::Handle;
 use IO::Select;
+use IO::Socket::INET;
 use JSON::PP ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(time sleep);
@@ -159,6 +160,39 @@ sub run {
 
 # KafkaMock::frame(PAYLOAD): PAYLOAD behind its 4-byte size.
 sub frame { return pack('N', length $_[0]) . $_[0] }
+
+# KafkaMock::scripted_broker(ANSWER): a Kafka broker on 127.0.0.1, in a child process with
+# one child per connection, that reads each request frame and writes
+# frame(ANSWER->(PAYLOAD, PORT)) back (PAYLOAD: the request without its size field; PORT:
+# the broker's own; ANSWER may sleep, or return undef to answer nothing). Returns (port, pid); kill TERM the pid to stop it. It also stops with
+# the test, and after 120 s.
+sub scripted_broker {
+    my ($answer) = @_;
+    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp', ReuseAddr => 1)
+        or croak("listen: $@");
+    my $port = $l->sockport;
+    my $pid = fork // croak("fork: $!");
+    if ($pid == 0) {
+        my $parent = getppid;
+        open STDOUT, '>', '/dev/null';
+        open STDERR, '>', '/dev/null';
+        local $SIG{ALRM} = sub { POSIX::_exit(0) };
+        alarm 120;
+        while (getppid == $parent) {
+            next unless IO::Select->new($l)->can_read(1);
+            my $s = $l->accept or next;
+            next if fork;    # one child per connection
+            while (my $req = read_frame($s, 60)) {
+                my $a = $answer->($req, $port);
+                syswrite($s, frame($a)) if defined $a;
+            }
+            POSIX::_exit(0);
+        }
+        POSIX::_exit(0);
+    }
+    close $l;
+    return ($port, $pid);
+}
 
 # KafkaMock::read_frame(SOCK, TIMEOUT): the payload of the next size-prefixed frame on SOCK (a
 # plain or an IO::Socket::SSL socket), or undef. In list context also how it ended: "frame",
