@@ -149,9 +149,95 @@ end:
     event_base_free(base);
 }
 
+struct probe_fixture {
+    struct event_base *base;
+    struct evconnlistener *l;
+    struct lk_zk *zk;
+    int fd; /* bound, listening from the timer on */
+    int accepts;
+    uint64_t attempts_before; /* handles opened when the port began to listen */
+};
+
+static void
+on_listen(evutil_socket_t unused, short what, void *arg)
+{
+    struct probe_fixture *f = arg;
+    struct lk_meta_state st;
+
+    lk_zk_state(f->zk, &st);
+    f->attempts_before = st.attempts;
+    evutil_make_socket_nonblocking(f->fd); /* evconnlistener_new wants it so */
+    f->l = evconnlistener_new(f->base, on_accept, &f->accepts, LEV_OPT_CLOSE_ON_FREE, 64, f->fd);
+    if (f->l != NULL)
+        f->fd = -1;
+}
+
+/*
+ * A server comes back during a long pause.  A port bound but not listening
+ * refuses connections; with a 1 s session timeout the handles open at 0, 1
+ * and 2.5 s, and the next would at 5 s.  At 3.2 s the port starts to take
+ * connections (and close them): the probe sees the change and opens a
+ * handle at once, one, not one per round, and then none while the server
+ * keeps taking connections without serving (the pause rules there).
+ */
+static void
+test_probe(void)
+{
+    struct probe_fixture f = {.fd = -1};
+    struct lk_meta_state st;
+    struct lk_meta_opts opts = {.session_timeout_ms = 1000};
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    struct timeval at_listen = {3, 200000}, first = {4, 400000}, second = {1, 200000};
+    struct event *ev = NULL;
+    char servers[64], err[256] = "";
+
+    evthread_use_pthreads();
+    f.base = event_base_new();
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    f.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (!ok(f.fd != -1 && bind(f.fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+                getsockname(f.fd, (struct sockaddr *)&sin, &len) == 0,
+            "a port bound, not listening"))
+        goto end;
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d", ntohs(sin.sin_port));
+    f.zk = lk_zk_start(f.base, servers, "/x", &opts, on_snapshot, NULL, err, sizeof(err));
+    if (!ok(f.zk != NULL, "started: %s", err))
+        goto end;
+    ev = evtimer_new(f.base, on_listen, &f);
+    evtimer_add(ev, &at_listen);
+    event_base_loopexit(f.base, &first);
+    event_base_dispatch(f.base);
+    lk_zk_state(f.zk, &st);
+    ok(f.l != NULL, "the port listens from 3.2 s on");
+    ok(f.attempts_before == 3, "handles opened while it refused: %llu",
+       (unsigned long long)f.attempts_before);
+    ok(st.attempts == f.attempts_before + 1,
+       "one more handle within 1.2 s of it listening, not at 5 s: %llu",
+       (unsigned long long)st.attempts);
+    ok(st.probes > 0 && st.probes < 40, "probes so far: %llu", (unsigned long long)st.probes);
+    event_base_loopexit(f.base, &second);
+    event_base_dispatch(f.base);
+    lk_zk_state(f.zk, &st);
+    ok(st.attempts == f.attempts_before + 1,
+       "no further handle while it takes connections without serving: %llu",
+       (unsigned long long)st.attempts);
+    ok(!st.connected && st.sessions == 0, "no session");
+end:
+    lk_zk_stop(f.zk);
+    if (ev != NULL)
+        event_free(ev);
+    if (f.l != NULL)
+        evconnlistener_free(f.l);
+    if (f.fd != -1)
+        close(f.fd);
+    event_base_free(f.base);
+}
+
 const struct lk_test_case lk_test_zk[] = {
     {"zk/args", test_args},
     {"zk/unreachable", test_unreachable},
     {"zk/backoff", test_backoff},
+    {"zk/probe", test_probe},
     {NULL, NULL},
 };
