@@ -26,6 +26,7 @@ use warnings;
 use Carp qw(croak);
 use JSON::PP qw(decode_json encode_json);
 use Time::HiRes qw(time sleep);
+use Time::Local ();
 
 use Lookout qw(tmp_dir free_port wait_until);
 use E2E;
@@ -134,6 +135,14 @@ sub metric {
 
 # Client handles lookout opened so far, from its log (the C client's line at each
 # zookeeper_init): the same count whichever version of lookout runs.
+# When lookout last logged a session (new or resumed), in epoch seconds, or undef.
+sub session_logged {
+    my @t = ($_[0]{lk}->log // '') =~ /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z \[info\] zookeeper: (?:new|resumed) session/mg;
+    return undef unless @t;
+    my ($Y, $M, $D, $h, $m, $sec) = $t[-1] =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):([\d.]+)$/;
+    return Time::Local::timegm(0, $m, $h, $D, $M - 1, $Y) + $sec;
+}
+
 sub handles_logged {
     my @l = ($_[0]{lk}->log // '') =~ /Initiating client connection/g;
     return scalar @l;
@@ -143,6 +152,8 @@ sub handles_logged {
 # { down => s ZooKeeper was down, serving => s from its kill to serving again,
 #   change => s from serving to the change made, current => s from the change to /map
 #   current (undef if not within 20 s), from_serving => s from serving to current,
+#   session => s from serving to lookout's new session (its log; < 0: before the harness
+#   saw ZooKeeper serve, which it polls every 50 ms),
 #   handles => handles opened while it was down (log), attempts, probes => the
 #   metrics' increase over the outage (undef where lookout has none), in => N, out => N }.
 sub outage {
@@ -173,9 +184,11 @@ sub outage {
     my $t_change = time;
     my $ok = wait_until(sub { $self->current }, 20, 0.02);
     my $t_current = time;
+    my $t_session = $self->session_logged;
     my %r = (down => $t_down, serving => $t_serving - $t_kill, change => $t_change - $t_serving,
              current => $ok ? $t_current - $t_change : undef,
              from_serving => $ok ? $t_current - $t_serving : undef,
+             session => defined $t_session && $t_session > $t_kill ? $t_session - $t_serving : undef,
              handles => $h1 - $h0, in => $in, out => $out,
              map { ($_ => defined $m0{$_} && defined $m1{$_} ? $m1{$_} - $m0{$_} : undef) } qw(attempts probes));
     $self->_tidy;
