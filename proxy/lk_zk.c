@@ -49,16 +49,16 @@
 #define PROBE_MS 250
 #define PROBE_MAX_ADDRS 32
 
-enum probe_seen { PR_UNKNOWN = 0, PR_DOWN, PR_UP };
+enum probe_state { PR_UNKNOWN = 0, PR_DOWN, PR_UP };
 
 /* One address of the server list, as resolved when the pause began. */
 struct probe {
     struct lk_zk *zk;
     struct sockaddr_storage sa;
     socklen_t salen;
-    enum probe_seen seen; /* the last round's answer, kept across pauses */
-    int fd;               /* the connect in flight, or -1 */
-    struct event *ev;     /* its completion */
+    enum probe_state seen; /* the last round's answer, kept across pauses */
+    int fd;                /* the connect in flight, or -1 */
+    struct event *ev;      /* its completion */
 };
 
 /* A request in flight: the completion's context.  Allocated and freed on the
@@ -128,8 +128,8 @@ struct lk_zk {
     struct event *wake, *retry, *giveup;
     struct probe *probes; /* the server list's addresses, for the probe */
     size_t nprobes;
-    struct event *tick;    /* the next probe round */
-    int probed;            /* the handle being opened follows a probe's answer */
+    struct event *tick; /* the next probe round */
+    int probed;         /* the handle being opened follows a probe's answer */
     struct lk_log_every edge_log;
 
     /* shared with the ZooKeeper thread, under mu */
@@ -633,7 +633,7 @@ static int
 probe_seen(struct probe *p, int up)
 {
     struct lk_zk *zk = p->zk;
-    enum probe_seen was = p->seen;
+    enum probe_state was = p->seen;
     unsigned long n;
     char name[NI_MAXHOST + NI_MAXSERV + 4];
 
@@ -739,8 +739,9 @@ reopen_later(struct lk_zk *zk)
  * has lost its connection (enough to ride out a server restart and keep the
  * session), RETRY_WINDOW_MS when the last one never connected.  When the
  * window passes, the handle is closed and the next one opened after a pause
- * that doubles up to BACKOFF_MAX_MS.  Giving up a session costs nothing we
- * hold: the next one reads everything again.
+ * that doubles up to BACKOFF_MAX_MS, or as soon as the probe finds a server
+ * back (probe_round).  Giving up a session costs nothing we hold: the next
+ * one reads everything again.
  */
 static void
 arm_giveup(struct lk_zk *zk, int ms)
@@ -963,7 +964,9 @@ sess_open(struct lk_zk *zk)
     /* After a probe's answer, the whole session timeout: the client's own
      * retries ride out a server that took the connection before it could
      * serve (it gives up on a silent one after two thirds of it). */
-    arm_giveup(zk, probed ? zk->timeout_ms : zk->backing_off ? RETRY_WINDOW_MS : zk->timeout_ms / 2);
+    arm_giveup(zk, probed            ? zk->timeout_ms
+                   : zk->backing_off ? RETRY_WINDOW_MS
+                                     : zk->timeout_ms / 2);
 }
 
 /* Closes the handle: zookeeper_close joins the client's threads and runs the
