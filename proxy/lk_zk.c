@@ -14,8 +14,8 @@
  * changed while we were away is picked up whatever became of the watches.
  * An expired session is closed and replaced by a new one.  A handle that
  * cannot connect within its window is closed too, and the next one opened
- * after a doubling pause (arm_giveup says why), or as soon as a bare TCP
- * connect finds a server that refused connections taking them again
+ * after a doubling pause (arm_giveup says why), or as soon as a probe
+ * finds a server that was not serving answer "srvr" with its mode
  * (probe_round says why).  Each handle has an epoch:
  * items of an older handle are dropped, so a late completion of a closed
  * session never touches the table.
@@ -44,8 +44,9 @@
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 10000
 #define RETRY_WINDOW_MS 500
-/* During a pause every address of the server list gets a bare TCP connect
- * each PROBE_MS; one still unanswered at the next round counts as down. */
+/* During a pause every address of the server list gets a connect and the
+ * four-letter word "srvr" each PROBE_MS; one still unanswered at the next
+ * round counts as down. */
 #define PROBE_MS 250
 #define PROBE_MAX_ADDRS 32
 
@@ -58,7 +59,10 @@ struct probe {
     socklen_t salen;
     enum probe_state seen; /* the last round's answer, kept across pauses */
     int fd;                /* the connect in flight, or -1 */
-    struct event *ev;      /* its completion */
+    struct event *ev;      /* its completion, then the answer's */
+    int sent;              /* "srvr" is written: reading the answer */
+    size_t len;
+    char answer[512]; /* enough for the "Mode: " line, the 8th of srvr's */
 };
 
 /* A request in flight: the completion's context.  Allocated and freed on the
@@ -643,12 +647,26 @@ probe_seen(struct probe *p, int up)
     probe_name(p, name, sizeof(name));
     if ((n = lk_log_every(&zk->edge_log, 10000)) != 0)
         lk_log(LK_INFO, NULL,
-               "zookeeper: %s takes connections again; opening a session now, within the "
+               "zookeeper: %s serves again; opening a session now, within the "
                "%d ms pause (%lu such in 10 s)",
                name, zk->backoff_ms / 2, n);
     evtimer_del(zk->retry);
     zk->probed = 1;
     sess_open(zk);
+    return 1;
+}
+
+/* Whether srvr's answer says the server serves.  "This ZooKeeper instance
+ * is not currently serving requests" while it elects a leader or loads its
+ * database; nothing at all from whatever takes connections without being a
+ * ZooKeeper; "srvr is not executed because it is not in the whitelist" from
+ * one that does not allow it (4lw.commands.whitelist, which has srvr by
+ * default): that one answers, which is all the probe can know. */
+static int
+answer_serves(const struct probe *p)
+{
+    if (p->len == 0 || strstr(p->answer, "not currently serving") != NULL)
+        return 0;
     return 1;
 }
 
@@ -658,25 +676,50 @@ on_probe(evutil_socket_t fd, short what, void *arg)
     struct probe *p = arg;
     int err = 0;
     socklen_t len = sizeof(err);
+    ssize_t n;
 
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-        err = errno;
+    if (!p->sent) {
+        /* connected, or refused */
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+        if (err != 0 || write(fd, "srvr", 4) != 4) {
+            probe_cancel(p);
+            probe_seen(p, 0);
+            return;
+        }
+        p->sent = 1;
+        event_free(p->ev);
+        p->ev = event_new(p->zk->base, fd, EV_READ | EV_PERSIST, on_probe, p);
+        event_add(p->ev, NULL);
+        return;
+    }
+    n = read(fd, p->answer + p->len, sizeof(p->answer) - 1 - p->len);
+    if (n == -1 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n > 0) {
+        p->len += (size_t)n;
+        p->answer[p->len] = '\0';
+        if (strstr(p->answer, "Mode: ") == NULL && p->len < sizeof(p->answer) - 1)
+            return; /* the server closes once it has said it all */
+    }
     probe_cancel(p);
-    probe_seen(p, err == 0);
+    probe_seen(p, answer_serves(p));
 }
 
 /*
  * The pause is what keeps the client from storming an ensemble that is down,
  * but it also keeps a lookout away from one that is back: after a long
  * outage it has grown to BACKOFF_MAX_MS.  A connect to a port where nothing
- * listens costs the server's kernel a reset and the server nothing, so
- * during the pause each address gets one every PROBE_MS, and the first that
- * connects after having been refused (or unanswered) opens the next handle
- * at once.  Only that change counts, not "connects": a server that takes
- * connections without serving (electing a leader, loading its database)
- * connects every time, and there the pause keeps ruling as before.  The
- * rate is bounded whatever the servers do: one connect per address per
- * round, no round while a handle is open, and a new handle per change only.
+ * listens costs the server's kernel a reset and the server nothing, and
+ * "srvr" to one that listens costs it a few lines of text (it is the word
+ * ZooKeeper's own scripts use), so during the pause each address gets one
+ * every PROBE_MS, and the first that says it serves after having been down
+ * (refused, silent, frozen, or not serving) opens the next handle at once.
+ * Only that change counts, not "serves": a server that answers while our
+ * handles fail for another reason keeps answering, and there the pause
+ * keeps ruling as before.  The rate is bounded whatever the servers do: one
+ * connect per address per round, no round while a handle is open, and a new
+ * handle per change only.
  */
 static void
 probe_round(evutil_socket_t fd_unused, short what, void *arg)
@@ -693,22 +736,25 @@ probe_round(evutil_socket_t fd_unused, short what, void *arg)
             probe_cancel(p);
             probe_seen(p, 0);
         }
+        p->sent = 0;
+        p->len = 0;
+        p->answer[0] = '\0';
         fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd == -1)
             continue;
         pthread_mutex_lock(&zk->mu);
         zk->st.probes++;
         pthread_mutex_unlock(&zk->mu);
+        /* connected (at once, or later): on_probe says srvr when it can */
         rc = connect(fd, (const struct sockaddr *)&p->sa, p->salen);
-        if (rc != 0 && errno == EINPROGRESS) {
+        if (rc == 0 || errno == EINPROGRESS) {
             p->fd = fd;
             p->ev = event_new(zk->base, fd, EV_WRITE, on_probe, p);
             event_add(p->ev, NULL);
             continue;
         }
         close(fd);
-        if (probe_seen(p, rc == 0))
-            return;
+        probe_seen(p, 0);
     }
     evtimer_add(zk->tick, &tv);
 }

@@ -8,7 +8,7 @@ package ZkRecovery;
 # their znodes. Each outage: ZooKeeper killed, and kept down until lookout has opened
 # HANDLES more client handles (4 by default: lookout's pause between handles doubles,
 # and after the fourth it is 8 s in the old scheme); ZooKeeper restarted on its port and
-# data; then, as soon as it serves, a broker registers from a new session and one
+# data (or frozen and thawed: outage's how); then, as soon as it serves, a broker registers from a new session and one
 # whose znode goes (deleted, as a broker shutting down does), broker 3 and 2 in turn.
 # Measured: from ZooKeeper serving, and from the change, to lookout's /map listing
 # exactly the brokers registered.
@@ -148,7 +148,10 @@ sub handles_logged {
     return scalar @l;
 }
 
-# $s->outage(handles => N): one outage and recovery, as the head says. Returns
+# $s->outage(handles => N [, how => 'freeze']): one outage and recovery, as the head
+# says; with how => 'freeze' ZooKeeper is not killed but stopped (SIGSTOP) and continued
+# (SIGCONT): its port takes connections all along and nothing answers, as from a frozen
+# or partitioned host. Returns
 # { down => s ZooKeeper was down, serving => s from its kill to serving again,
 #   change => s from serving to the change made, current => s from the change to /map
 #   current (undef if not within 20 s), from_serving => s from serving to current,
@@ -164,15 +167,26 @@ sub outage {
     my ($out) = grep { $self->{in}{$_} } 2, 3;
     my %m0 = map { ($_ => $self->metric("lookout_map_store_${_}_total")) } qw(attempts probes);
     my $h0 = $self->handles_logged;
+    my $freeze = ($o{how} // 'kill') eq 'freeze';
     my $t_kill = time;
-    $zk->kill;
+    if ($freeze) {
+        kill 'STOP', $zk->pid;
+    } else {
+        $zk->kill;
+    }
     croak 'lookout opened no new handle in 30 s: ' . $self->{lk}->log
         unless wait_until(sub { $self->handles_logged >= $h0 + $want }, 30, 0.02);
     sleep 0.7;    # past that handle's 0.5 s window: the next pause has begun
     my $h1 = $self->handles_logged;
     my %m1 = map { ($_ => $self->metric("lookout_map_store_${_}_total")) } qw(attempts probes);
     my $t_down = time - $t_kill;
-    $zk->restart;
+    if ($freeze) {
+        kill 'CONT', $zk->pid;
+        croak 'ZooKeeper does not serve after SIGCONT'
+            unless wait_until(sub { ($zk->four('srvr') // '') =~ /^Mode: /m }, 30, 0.05);
+    } else {
+        $zk->restart;
+    }
     my $t_serving = time;
     my $c = $self->{zk}->client(timeout => 30);
     $c->create("/pulsar$DIR/" . $self->id_of($in),
