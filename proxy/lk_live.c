@@ -721,8 +721,8 @@ lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
                   "ZooKeeper sessions tried (client handles opened), retries included.",
                   offsetof(struct lk_meta_state, attempts));
     state_counter(out, "lookout_map_store_probes_total",
-                  "TCP connects to the ZooKeeper servers while waiting to retry, to find one "
-                  "back before the pause ends.",
+                  "Probes of the ZooKeeper servers (a connect and srvr) while waiting to "
+                  "retry, to find one back before the pause ends.",
                   offsetof(struct lk_meta_state, probes));
 }
 
