@@ -134,6 +134,7 @@ struct lk_zk {
     size_t nprobes;
     struct event *tick; /* the next probe round */
     int probed;         /* the handle being opened follows a probe's answer */
+    int pause_ms;       /* the pause running, for the log */
     struct lk_log_every edge_log;
 
     /* shared with the ZooKeeper thread, under mu */
@@ -649,7 +650,7 @@ probe_seen(struct probe *p, int up)
         lk_log(LK_INFO, NULL,
                "zookeeper: %s serves again; opening a session now, within the "
                "%d ms pause (%lu such in 10 s)",
-               name, zk->backoff_ms / 2, n);
+               name, zk->pause_ms, n);
     evtimer_del(zk->retry);
     zk->probed = 1;
     sess_open(zk);
@@ -682,7 +683,7 @@ on_probe(evutil_socket_t fd, short what, void *arg)
         /* connected, or refused */
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
             err = errno;
-        if (err != 0 || write(fd, "srvr", 4) != 4) {
+        if (err != 0 || send(fd, "srvr", 4, MSG_NOSIGNAL) != 4) {
             probe_cancel(p);
             probe_seen(p, 0);
             return;
@@ -767,6 +768,7 @@ reopen_later(struct lk_zk *zk)
     struct timeval now = {0, 0};
 
     evtimer_add(zk->retry, &tv);
+    zk->pause_ms = zk->backoff_ms;
     probe_resolve(zk);
     lk_log(LK_DEBUG, NULL, "zookeeper: next session in %d ms; probing %zu address%s every %d ms",
            zk->backoff_ms, zk->nprobes, zk->nprobes == 1 ? "" : "es", PROBE_MS);
