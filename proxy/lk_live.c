@@ -717,6 +717,13 @@ lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
     state_counter(out, "lookout_map_store_expiries_total",
                   "ZooKeeper sessions that expired (each followed by a full re-read).",
                   offsetof(struct lk_meta_state, expiries));
+    state_counter(out, "lookout_map_store_attempts_total",
+                  "ZooKeeper sessions tried (client handles opened), retries included.",
+                  offsetof(struct lk_meta_state, attempts));
+    state_counter(out, "lookout_map_store_probes_total",
+                  "Probes of the ZooKeeper servers (a connect and srvr) while waiting to "
+                  "retry, to find one back before the pause ends.",
+                  offsetof(struct lk_meta_state, probes));
 }
 
 json_t *

@@ -49,6 +49,7 @@ struct lk_meta_state {
     uint64_t sessions;      /* sessions established: the first, then one per expiry
                              * or per session given up after an outage */
     uint64_t attempts;      /* sessions tried (handles opened), backoff included */
+    uint64_t probes;        /* TCP connects made to find a server back during a pause */
     uint64_t expiries;      /* sessions the store expired */
     uint64_t errors;        /* failed reads (each logged) */
     int64_t session_id;     /* the store's id of the current session, 0 = none */

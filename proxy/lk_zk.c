@@ -14,16 +14,21 @@
  * changed while we were away is picked up whatever became of the watches.
  * An expired session is closed and replaced by a new one.  A handle that
  * cannot connect within its window is closed too, and the next one opened
- * after a doubling pause (arm_giveup says why).  Each handle has an epoch:
+ * after a doubling pause (arm_giveup says why), or as soon as a probe
+ * finds a server that was not serving answer "srvr" with its mode
+ * (probe_round says why).  Each handle has an epoch:
  * items of an older handle are dropped, so a late completion of a closed
  * session never touches the table.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +44,26 @@
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 10000
 #define RETRY_WINDOW_MS 500
+/* During a pause every address of the server list gets a connect and the
+ * four-letter word "srvr" each PROBE_MS; one still unanswered at the next
+ * round counts as down. */
+#define PROBE_MS 250
+#define PROBE_MAX_ADDRS 32
+
+enum probe_state { PR_UNKNOWN = 0, PR_DOWN, PR_UP };
+
+/* One address of the server list, as resolved when the pause began. */
+struct probe {
+    struct lk_zk *zk;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    enum probe_state seen; /* the last round's answer, kept across pauses */
+    int fd;                /* the connect in flight, or -1 */
+    struct event *ev;      /* its completion, then the answer's */
+    int sent;              /* "srvr" is written: reading the answer */
+    size_t len;
+    char answer[512]; /* enough for the "Mode: " line, the 8th of srvr's */
+};
 
 /* A request in flight: the completion's context.  Allocated and freed on the
  * loop thread; the ZooKeeper thread only reads it.  Listed on the source, so
@@ -105,6 +130,12 @@ struct lk_zk {
     int64_t id;
     char passwd[16];
     struct event *wake, *retry, *giveup;
+    struct probe *probes; /* the server list's addresses, for the probe */
+    size_t nprobes;
+    struct event *tick; /* the next probe round */
+    int probed;         /* the handle being opened follows a probe's answer */
+    int pause_ms;       /* the pause running, for the log */
+    struct lk_log_every edge_log;
 
     /* shared with the ZooKeeper thread, under mu */
     pthread_mutex_t mu;
@@ -505,12 +536,244 @@ got_data(struct lk_zk *zk, struct item *it)
 static void sess_open(struct lk_zk *zk);
 static void sess_close(struct lk_zk *zk);
 
+/* ---- the probe (loop thread) -------------------------------------------- */
+
+static void
+probe_cancel(struct probe *p)
+{
+    if (p->fd == -1)
+        return;
+    event_free(p->ev);
+    p->ev = NULL;
+    close(p->fd);
+    p->fd = -1;
+}
+
+static void
+probe_stop(struct lk_zk *zk)
+{
+    evtimer_del(zk->tick);
+    for (size_t i = 0; i < zk->nprobes; i++)
+        probe_cancel(&zk->probes[i]);
+}
+
+static void
+probe_add(struct lk_zk *zk, struct probe *old, size_t nold, const struct addrinfo *ai)
+{
+    struct probe *p;
+
+    if (zk->nprobes == PROBE_MAX_ADDRS || ai->ai_addrlen > sizeof(p->sa))
+        return;
+    p = &zk->probes[zk->nprobes++];
+    memset(p, 0, sizeof(*p));
+    p->zk = zk;
+    p->fd = -1;
+    memcpy(&p->sa, ai->ai_addr, ai->ai_addrlen);
+    p->salen = ai->ai_addrlen;
+    /* The same address as before keeps what it last said, so that a server
+     * that came back while a handle was trying is not missed. */
+    for (size_t i = 0; i < nold; i++)
+        if (old[i].salen == p->salen && memcmp(&old[i].sa, &p->sa, p->salen) == 0)
+            p->seen = old[i].seen;
+}
+
+/* The addresses of "host:port,[v6]:port,.../chroot", resolved anew for each
+ * pause (the client resolves them for each handle, on this thread too). */
+static void
+probe_resolve(struct lk_zk *zk)
+{
+    struct probe *old = zk->probes;
+    size_t nold = zk->nprobes;
+    char *list = lk_xstrdup(zk->servers), *save = NULL;
+    char *slash = strchr(list, '/');
+
+    if (slash != NULL)
+        *slash = '\0';
+    zk->probes = lk_xcalloc(PROBE_MAX_ADDRS, sizeof(*zk->probes));
+    zk->nprobes = 0;
+    for (char *tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+        struct addrinfo *res = NULL;
+        char *port = strrchr(tok, ':');
+        int rc;
+
+        while (*tok == ' ')
+            tok++;
+        if (port == NULL || port == tok)
+            continue; /* the client refuses it too */
+        *port++ = '\0';
+        if (tok[0] == '[' && port - tok > 2 && port[-2] == ']') {
+            tok++;
+            port[-2] = '\0';
+        }
+        if ((rc = getaddrinfo(tok, port, &hints, &res)) != 0) {
+            lk_log(LK_DEBUG, NULL, "zookeeper: probe: cannot resolve %s: %s", tok,
+                   gai_strerror(rc));
+            continue;
+        }
+        for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
+            probe_add(zk, old, nold, ai);
+        freeaddrinfo(res);
+    }
+    for (size_t i = 0; i < nold; i++)
+        probe_cancel(&old[i]);
+    free(old);
+    free(list);
+}
+
+static void
+probe_name(const struct probe *p, char *buf, size_t len)
+{
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+
+    if (getnameinfo((const struct sockaddr *)&p->sa, p->salen, host, sizeof(host), serv,
+                    sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(buf, len, "?");
+    else
+        snprintf(buf, len, p->sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+}
+
+/* An answer.  Returns 1 when it opened a handle (the probe has stopped). */
+static int
+probe_seen(struct probe *p, int up)
+{
+    struct lk_zk *zk = p->zk;
+    enum probe_state was = p->seen;
+    unsigned long n;
+    char name[NI_MAXHOST + NI_MAXSERV + 4];
+
+    p->seen = up ? PR_UP : PR_DOWN;
+    if (!up || was != PR_DOWN)
+        return 0;
+    probe_name(p, name, sizeof(name));
+    if ((n = lk_log_every(&zk->edge_log, 10000)) != 0)
+        lk_log(LK_INFO, NULL,
+               "zookeeper: %s serves again; opening a session now, within the "
+               "%d ms pause (%lu such in 10 s)",
+               name, zk->pause_ms, n);
+    evtimer_del(zk->retry);
+    zk->probed = 1;
+    sess_open(zk);
+    return 1;
+}
+
+/* Whether srvr's answer says the server serves.  "This ZooKeeper instance
+ * is not currently serving requests" while it elects a leader or loads its
+ * database; nothing at all from whatever takes connections without being a
+ * ZooKeeper; "srvr is not executed because it is not in the whitelist" from
+ * one that does not allow it (4lw.commands.whitelist, which has srvr by
+ * default): that one answers, which is all the probe can know. */
+static int
+answer_serves(const struct probe *p)
+{
+    if (p->len == 0 || strstr(p->answer, "not currently serving") != NULL)
+        return 0;
+    return 1;
+}
+
+static void
+on_probe(evutil_socket_t fd, short what, void *arg)
+{
+    struct probe *p = arg;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ssize_t n;
+
+    if (!p->sent) {
+        /* connected, or refused */
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+        if (err != 0 || send(fd, "srvr", 4, MSG_NOSIGNAL) != 4) {
+            probe_cancel(p);
+            probe_seen(p, 0);
+            return;
+        }
+        p->sent = 1;
+        event_free(p->ev);
+        p->ev = event_new(p->zk->base, fd, EV_READ | EV_PERSIST, on_probe, p);
+        event_add(p->ev, NULL);
+        return;
+    }
+    n = read(fd, p->answer + p->len, sizeof(p->answer) - 1 - p->len);
+    if (n == -1 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n > 0) {
+        p->len += (size_t)n;
+        p->answer[p->len] = '\0';
+        if (strstr(p->answer, "Mode: ") == NULL && p->len < sizeof(p->answer) - 1)
+            return; /* the server closes once it has said it all */
+    }
+    probe_cancel(p);
+    probe_seen(p, answer_serves(p));
+}
+
+/*
+ * The pause is what keeps the client from storming an ensemble that is down,
+ * but it also keeps a lookout away from one that is back: after a long
+ * outage it has grown to BACKOFF_MAX_MS.  A connect to a port where nothing
+ * listens costs the server's kernel a reset and the server nothing, and
+ * "srvr" to one that listens costs it a few lines of text (it is the word
+ * ZooKeeper's own scripts use), so during the pause each address gets one
+ * every PROBE_MS, and the first that says it serves after having been down
+ * (refused, silent, frozen, or not serving) opens the next handle at once.
+ * Only that change counts, not "serves": a server that answers while our
+ * handles fail for another reason keeps answering, and there the pause
+ * keeps ruling as before.  The rate is bounded whatever the servers do: one
+ * connect per address per round, no round while a handle is open, and a new
+ * handle per change only.
+ */
+static void
+probe_round(evutil_socket_t fd_unused, short what, void *arg)
+{
+    struct lk_zk *zk = arg;
+    struct timeval tv = {0, PROBE_MS * 1000};
+
+    for (size_t i = 0; i < zk->nprobes; i++) {
+        struct probe *p = &zk->probes[i];
+        int fd, rc;
+
+        if (p->fd != -1) {
+            /* no answer within a round: dropped on the way, or a frozen host */
+            probe_cancel(p);
+            probe_seen(p, 0);
+        }
+        p->sent = 0;
+        p->len = 0;
+        p->answer[0] = '\0';
+        fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd == -1)
+            continue;
+        pthread_mutex_lock(&zk->mu);
+        zk->st.probes++;
+        pthread_mutex_unlock(&zk->mu);
+        /* connected (at once, or later): on_probe says srvr when it can */
+        rc = connect(fd, (const struct sockaddr *)&p->sa, p->salen);
+        if (rc == 0 || errno == EINPROGRESS) {
+            p->fd = fd;
+            p->ev = event_new(zk->base, fd, EV_WRITE, on_probe, p);
+            event_add(p->ev, NULL);
+            continue;
+        }
+        close(fd);
+        probe_seen(p, 0);
+    }
+    evtimer_add(zk->tick, &tv);
+}
+
+/* The pause before the next handle, probing meanwhile. */
 static void
 reopen_later(struct lk_zk *zk)
 {
     struct timeval tv = {zk->backoff_ms / 1000, (zk->backoff_ms % 1000) * 1000};
+    struct timeval now = {0, 0};
 
     evtimer_add(zk->retry, &tv);
+    zk->pause_ms = zk->backoff_ms;
+    probe_resolve(zk);
+    lk_log(LK_DEBUG, NULL, "zookeeper: next session in %d ms; probing %zu address%s every %d ms",
+           zk->backoff_ms, zk->nprobes, zk->nprobes == 1 ? "" : "es", PROBE_MS);
+    if (zk->nprobes > 0)
+        evtimer_add(zk->tick, &now); /* not from here: the caller may be sess_open */
     zk->backoff_ms = zk->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : zk->backoff_ms * 2;
 }
 
@@ -524,8 +787,9 @@ reopen_later(struct lk_zk *zk)
  * has lost its connection (enough to ride out a server restart and keep the
  * session), RETRY_WINDOW_MS when the last one never connected.  When the
  * window passes, the handle is closed and the next one opened after a pause
- * that doubles up to BACKOFF_MAX_MS.  Giving up a session costs nothing we
- * hold: the next one reads everything again.
+ * that doubles up to BACKOFF_MAX_MS, or as soon as the probe finds a server
+ * back (probe_round).  Giving up a session costs nothing we hold: the next
+ * one reads everything again.
  */
 static void
 arm_giveup(struct lk_zk *zk, int ms)
@@ -562,6 +826,8 @@ got_session_event(struct lk_zk *zk, struct item *it)
         zk->backoff_ms = BACKOFF_MIN_MS;
         zk->backing_off = 0;
         evtimer_del(zk->giveup);
+        for (size_t i = 0; i < zk->nprobes; i++)
+            zk->probes[i].seen = PR_UNKNOWN;
         zk->id = it->session_id;
         memcpy(zk->passwd, it->passwd, sizeof(zk->passwd));
         pthread_mutex_lock(&zk->mu);
@@ -720,6 +986,10 @@ on_retry(evutil_socket_t fd, short what, void *arg)
 static void
 sess_open(struct lk_zk *zk)
 {
+    int probed = zk->probed;
+
+    zk->probed = 0;
+    probe_stop(zk);
     zk->epoch++;
     zk->inflight = 0;
     zk->id = 0;
@@ -739,7 +1009,12 @@ sess_open(struct lk_zk *zk)
     pthread_mutex_lock(&zk->mu);
     zk->st.attempts++;
     pthread_mutex_unlock(&zk->mu);
-    arm_giveup(zk, zk->backing_off ? RETRY_WINDOW_MS : zk->timeout_ms / 2);
+    /* After a probe's answer, the whole session timeout: the client's own
+     * retries ride out a server that took the connection before it could
+     * serve (it gives up on a silent one after two thirds of it). */
+    arm_giveup(zk, probed            ? zk->timeout_ms
+                   : zk->backing_off ? RETRY_WINDOW_MS
+                                     : zk->timeout_ms / 2);
 }
 
 /* Closes the handle: zookeeper_close joins the client's threads and runs the
@@ -809,6 +1084,7 @@ lk_zk_start(struct event_base *base, const char *servers, const char *path,
     event_add(zk->wake, NULL);
     zk->retry = evtimer_new(base, on_retry, zk);
     zk->giveup = evtimer_new(base, on_giveup, zk);
+    zk->tick = evtimer_new(base, probe_round, zk);
     zk->st.stale_since_ms = wall_ms(); /* until the first full read */
     /* The client's library-wide level: its errors and warnings reach
      * on_zk_log, which keeps them at debug. */
@@ -823,6 +1099,9 @@ lk_zk_stop(struct lk_zk *zk)
     if (zk == NULL)
         return;
     sess_close(zk);
+    probe_stop(zk);
+    free(zk->probes);
+    event_free(zk->tick);
     event_free(zk->wake);
     close(zk->wake_fd[0]);
     close(zk->wake_fd[1]);

@@ -33,6 +33,7 @@ use Lookout;
 use PulsarBroker;
 use E2E;
 use ZooKeeper;
+use ZkRecovery ();
 
 plan skip_all => $_ for grep { defined } ZooKeeper::missing();
 
@@ -51,26 +52,8 @@ my $L = $e->L;
 sub id_of { my $b = $_[0]; return "$b->{host}:$b->{webport}" }
 sub json { my $j = eval { decode_json($_[0]) }; return $j // { not_json => $_[0] } }
 
-# The registration of a broker with internal addresses $in and external $ex ({http,
-# pulsar}), in the form a 3.x broker writes: LocalBrokerData, or BrokerLookupData.
-sub registration {
-    my ($in, $ex, %o) = @_;
-    my %al = (internal => { brokerServiceUrl => $in->{pulsar}, brokerHttpUrl => $in->{http} },
-              external => { brokerServiceUrl => $ex->{pulsar}, brokerHttpUrl => $ex->{http} });
-    if (($o{form} // '') eq 'lookup') {
-        return encode_json({ webServiceUrl => $in->{http}, pulsarServiceUrl => $in->{pulsar},
-                             advertisedListeners => \%al, protocols => {}, persistentTopicsEnabled => JSON::PP::true,
-                             nonPersistentTopicsEnabled => JSON::PP::true,
-                             loadManagerClassName => 'org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl',
-                             startTimestamp => int(time * 1000), brokerVersion => '3.3.0', properties => {} });
-    }
-    return encode_json({ webServiceUrl => $in->{http}, pulsarServiceUrl => $in->{pulsar},
-                         persistentTopicsEnabled => JSON::PP::true, nonPersistentTopicsEnabled => JSON::PP::true,
-                         cpu => { usage => 12.5, limit => 200 }, bundles => [], brokerVersionString => '3.1.0',
-                         protocols => {}, advertisedListeners => \%al,
-                         loadManagerClassName => 'org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl',
-                         startTimestamp => int(time * 1000), maxResourceUsage => 0.14, loadReportType => 'LocalBrokerData' });
-}
+# The registration of a broker, in the form a 3.x broker writes (lib/ZkRecovery.pm).
+sub registration { ZkRecovery::registration(@_) }
 
 # Each broker registers from its own session, as a broker does.
 my %sess;

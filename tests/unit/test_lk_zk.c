@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
@@ -149,9 +151,135 @@ end:
     event_base_free(base);
 }
 
+/* What a serving ZooKeeper says to "srvr" (trimmed), then it closes; the
+ * client's handshake gets closed without a word, as from a server that
+ * gives no session. */
+static void
+on_first_bytes(struct bufferevent *bev, void *arg)
+{
+    static const char answer[] = "Zookeeper version: 3.8.0\nMode: standalone\nNode count: 5\n";
+    struct evbuffer *in = bufferevent_get_input(bev);
+    char word[4];
+
+    if (evbuffer_get_length(in) < 4)
+        return;
+    evbuffer_remove(in, word, sizeof(word));
+    if (memcmp(word, "srvr", 4) == 0 &&
+        write(bufferevent_getfd(bev), answer, sizeof(answer) - 1) < 0)
+        perror("write");
+    bufferevent_free(bev);
+}
+
+static void
+on_conn_event(struct bufferevent *bev, short what, void *arg)
+{
+    bufferevent_free(bev);
+}
+
+static void
+on_accept_srvr(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+               void *arg)
+{
+    struct bufferevent *bev =
+        bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+
+    (*(int *)arg)++;
+    bufferevent_setcb(bev, on_first_bytes, NULL, on_conn_event, NULL);
+    bufferevent_enable(bev, EV_READ);
+}
+
+struct probe_fixture {
+    struct event_base *base;
+    struct evconnlistener *l;
+    struct lk_zk *zk;
+    int fd; /* bound, listening from the timer on */
+    int accepts;
+    uint64_t attempts_before; /* handles opened when the port began to listen */
+};
+
+static void
+on_listen(evutil_socket_t unused, short what, void *arg)
+{
+    struct probe_fixture *f = arg;
+    struct lk_meta_state st;
+
+    lk_zk_state(f->zk, &st);
+    f->attempts_before = st.attempts;
+    evutil_make_socket_nonblocking(f->fd); /* evconnlistener_new wants it so */
+    f->l =
+        evconnlistener_new(f->base, on_accept_srvr, &f->accepts, LEV_OPT_CLOSE_ON_FREE, 64, f->fd);
+    if (f->l != NULL)
+        f->fd = -1;
+}
+
+/*
+ * A server comes back during a long pause.  A port bound but not listening
+ * refuses connections; with a 1 s session timeout the handles open at 0, 1
+ * and 2.5 s, and the next would at 5 s.  At 3.2 s the port starts to take
+ * connections and to answer "srvr" as a serving ZooKeeper does (and nothing
+ * else): the probe sees the change and opens a handle at once, one, not one
+ * per round, and then none while the server keeps answering without giving
+ * a session (the pause rules there).  test_backoff's server, which closes
+ * without a word, never counts as serving.
+ */
+static void
+test_probe(void)
+{
+    struct probe_fixture f = {.fd = -1};
+    struct lk_meta_state st;
+    struct lk_meta_opts opts = {.session_timeout_ms = 1000};
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    struct timeval at_listen = {3, 200000}, first = {4, 400000}, second = {1, 200000};
+    struct event *ev = NULL;
+    char servers[64], err[256] = "";
+
+    evthread_use_pthreads();
+    f.base = event_base_new();
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    f.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (!ok(f.fd != -1 && bind(f.fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+                getsockname(f.fd, (struct sockaddr *)&sin, &len) == 0,
+            "a port bound, not listening"))
+        goto end;
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d", ntohs(sin.sin_port));
+    f.zk = lk_zk_start(f.base, servers, "/x", &opts, on_snapshot, NULL, err, sizeof(err));
+    if (!ok(f.zk != NULL, "started: %s", err))
+        goto end;
+    ev = evtimer_new(f.base, on_listen, &f);
+    evtimer_add(ev, &at_listen);
+    event_base_loopexit(f.base, &first);
+    event_base_dispatch(f.base);
+    lk_zk_state(f.zk, &st);
+    ok(f.l != NULL, "the port listens from 3.2 s on");
+    ok(f.attempts_before == 3, "handles opened while it refused: %llu",
+       (unsigned long long)f.attempts_before);
+    ok(st.attempts == f.attempts_before + 1,
+       "one more handle within 1.2 s of it listening, not at 5 s: %llu",
+       (unsigned long long)st.attempts);
+    ok(st.probes > 0 && st.probes < 40, "probes so far: %llu", (unsigned long long)st.probes);
+    event_base_loopexit(f.base, &second);
+    event_base_dispatch(f.base);
+    lk_zk_state(f.zk, &st);
+    ok(st.attempts == f.attempts_before + 1,
+       "no further handle while it answers but gives no session: %llu",
+       (unsigned long long)st.attempts);
+    ok(!st.connected && st.sessions == 0, "no session");
+end:
+    lk_zk_stop(f.zk);
+    if (ev != NULL)
+        event_free(ev);
+    if (f.l != NULL)
+        evconnlistener_free(f.l);
+    if (f.fd != -1)
+        close(f.fd);
+    event_base_free(f.base);
+}
+
 const struct lk_test_case lk_test_zk[] = {
     {"zk/args", test_args},
     {"zk/unreachable", test_unreachable},
     {"zk/backoff", test_backoff},
+    {"zk/probe", test_probe},
     {NULL, NULL},
 };

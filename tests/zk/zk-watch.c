@@ -72,13 +72,13 @@ command(const char *line)
     if (strcmp(line, "state") == 0) {
         struct lk_meta_state st;
         lk_zk_state(zk, &st);
-        put(json_pack("{s:{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "state", "connected",
+        put(json_pack("{s:{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}}", "state", "connected",
                       st.connected, "stale_since_ms", (json_int_t)st.stale_since_ms,
                       "last_change_ms", (json_int_t)st.last_change_ms, "nodes",
                       (json_int_t)st.nodes, "snapshots", (json_int_t)st.snapshots, "sessions",
                       (json_int_t)st.sessions, "expiries", (json_int_t)st.expiries, "errors",
                       (json_int_t)st.errors, "session_id", (json_int_t)st.session_id, "attempts",
-                      (json_int_t)st.attempts));
+                      (json_int_t)st.attempts, "probes", (json_int_t)st.probes));
     } else if (strcmp(line, "clientid") == 0) {
         int64_t id;
         char pw[16], hex[33];
