@@ -126,7 +126,7 @@ conf_free(void *p)
 static int
 any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, size_t errlen)
 {
-    size_t max = cl->nbrokers * LK_SCHEME__COUNT, n = 0;
+    size_t max = cl->nbrokers * LK_SCHEME__COUNT * 2, n = 0;
     size_t *lens;
     unsigned *flags;
     char msg[256];
@@ -143,11 +143,14 @@ any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, si
             const struct lk_url *u = b->internal->addr[sc];
             if (u == NULL)
                 continue;
-            size_t hl = strlen(u->host);
-            conf->any_port_text[n] = lk_xmalloc(hl + 2);
-            memcpy(conf->any_port_text[n], u->host, hl);
-            memcpy(conf->any_port_text[n] + hl, ":", 2);
-            conf->any_port_broker[n++] = b;
+            /* an IPv6 literal both as a URL writes it, "[fd00::11]:", and
+             * as a brokerId may ("%s:%d" of advertisedAddress) */
+            for (int br = strchr(u->host, ':') != NULL; br >= 0; br--) {
+                size_t hl = strlen(u->host) + 2 * (size_t)br + 2;
+                conf->any_port_text[n] = lk_xmalloc(hl);
+                snprintf(conf->any_port_text[n], hl, br ? "[%s]:" : "%s:", u->host);
+                conf->any_port_broker[n++] = b;
+            }
         }
     }
     conf->nany_port = n;
@@ -803,9 +806,12 @@ known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
             continue;
         if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
             return 1;
+        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
+        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
+            h = lk_str_make(h.p + 1, h.len - 2);
         for (int i = 0; i < 2; i++) {
             const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
-            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), host))
+            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
                 return 1;
         }
     }

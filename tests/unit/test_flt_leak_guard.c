@@ -1270,7 +1270,9 @@ static const char binary_fmt[] =
     "advertisedListeners = internal:pulsar://10.0.0.12:6650,internal:pulsar+ssl://10.0.0.12:6651,"
     "external:pulsar://127.0.0.2:16650\n"
     "[broker bin/b3]\n"
-    "advertisedListeners = internal:pulsar://10.0.0.13:6650,external:pulsar://10.0.0.13:16650\n";
+    "advertisedListeners = internal:pulsar://10.0.0.13:6650,external:pulsar://10.0.0.13:16650\n"
+    "[broker bin/b4]\n"
+    "advertisedListeners = internal:pulsar://[fd00::14]:6650,external:pulsar://127.0.0.4:16650\n";
 
 /* An ERROR (14) whose message is msg, as a broker's exception fills it. */
 static void
@@ -1319,6 +1321,9 @@ test_binary_only_map(void)
         {"not ours: 110.0.0.11:8080 and 10.0.0.111:8080 and 10.0.0.11:", 0},
         {"served at pulsar://10.0.0.13:16650 and 127.0.0.1:16650", 0},
         {"10.0.0.11:8080", 1},
+        {"not served by this instance:[fd00::14]:8080", 1},
+        {"not served by this instance:fd00::14:8080", 1},
+        {"not ours: [fd00::140]:8080 fd00::140:8080", 0},
     };
     struct tb g = {0}, out = {0};
     unsigned leaks, rewrites;
