@@ -15,17 +15,15 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use JSON::PP qw(encode_json);
+use JSON::PP;
 use Test::More;
 
 use Lookout;
-use KafkaMock;
 use KafkaTestBroker;
 use PulsarBinBroker;
 
 my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 my $dir = tmp_dir();
-my $BIN = repo_top() . '/tests/integration/bin';
 
 # b1 is mapped by its binary address only; its brokerId names a web port the map lacks.
 # b9 owns t-b9 and is only advertised (lookout never dials it).
@@ -59,8 +57,7 @@ EOF
 
 sub pprobe {
     my ($port, @steps) = @_;
-    my $r = KafkaMock::run([ $PY, "$BIN/pulsar-probe", "127.0.0.1:$port", map { encode_json($_) } @steps ], timeout => 60);
-    return Lookout::json_lines($r->{out});
+    return PulsarBinBroker::probe("127.0.0.1:$port", [], @steps);
 }
 
 my $id_hex = unpack('H*', "instance:127.0.0.1:$web");

@@ -1113,6 +1113,34 @@ test_kafka_answers(void)
     free(out.p);
 }
 
+/* A SCALABLE_TOPIC_UPDATE frame (session 1, epoch 3) with one segment per
+ * URL of urls, segment i + 1 at urls[i] (each short: one-byte lengths). */
+static void
+scalable_update(struct tb *g, const char *const *urls, size_t n)
+{
+    size_t dag = 2; /* epoch */
+
+    for (size_t i = 0; i < n; i++)
+        dag += 2 + 2 + 2 + strlen(urls[i]);
+    g->len = 0;
+    w32(g, 0);
+    w32(g, 0);
+    w8(g, 0x08), w8(g, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
+    w8(g, 0xba), w8(g, 0x04), w8(g, (int)(2 + 2 + dag)); /* field 71 */
+    w8(g, 0x08), w8(g, 1);                                     /* session_id */
+    w8(g, 0x12), w8(g, (int)dag);                              /* dag */
+    w8(g, 0x08), w8(g, 3);                                     /* epoch */
+    for (size_t i = 0; i < n; i++) {
+        size_t ul = strlen(urls[i]);
+        w8(g, 0x1a), w8(g, (int)(2 + 2 + ul)); /* segment_brokers */
+        w8(g, 0x08), w8(g, (int)(i + 1));      /* segment_id */
+        w8(g, 0x12), w8(g, (int)ul);           /* broker_url */
+        put(g, urls[i], ul);
+    }
+    g->p[7] = (uint8_t)(g->len - 8);
+    g->p[3] = (uint8_t)(g->len - 4);
+}
+
 static void
 test_pulsar_answers(void)
 {
@@ -1175,21 +1203,8 @@ test_pulsar_answers(void)
          * a broker's the map lacks (left: a leak, found within) */
         for (int k = 0; k < 2; k++) {
             const char *u = k == 0 ? url : "pulsar://10.9.9.9:6650";
-            size_t ul = strlen(u), sb = 2 + 2 + ul, dag = 2 + 2 + sb, upd = 2 + 2 + dag;
             struct tb g = {0};
-            w32(&g, 0);
-            w32(&g, 0);
-            w8(&g, 0x08), w8(&g, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
-            w8(&g, 0xba), w8(&g, 0x04), w8(&g, (int)upd); /* field 71 */
-            w8(&g, 0x08), w8(&g, 1);                       /* session_id */
-            w8(&g, 0x12), w8(&g, (int)dag);                /* dag */
-            w8(&g, 0x08), w8(&g, 3);                       /* epoch */
-            w8(&g, 0x1a), w8(&g, (int)sb);                 /* segment_brokers */
-            w8(&g, 0x08), w8(&g, 1);                       /* segment_id */
-            w8(&g, 0x12), w8(&g, (int)ul);                 /* broker_url */
-            put(&g, u, ul);
-            g.p[7] = (uint8_t)(g.len - 8);
-            g.p[3] = (uint8_t)(g.len - 4);
+            scalable_update(&g, &u, 1);
             v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_SCALABLE_TOPIC_UPDATE, 0, &g, &leaks,
                           &rewrites, &out);
             if (k == 0)
@@ -1206,26 +1221,9 @@ test_pulsar_answers(void)
          * alone is no edit, and only the other one changes. */
         {
             static const char un[] = "pulsar://10.9.9.9:6650";
-            size_t s1 = 2 + 2 + strlen(un), s2 = 2 + 2 + strlen(url);
-            size_t dag = 2 + 2 + s1 + 2 + s2, upd = 2 + 2 + dag;
+            const char *const us[] = {un, url};
             struct tb g = {0};
-            w32(&g, 0);
-            w32(&g, 0);
-            w8(&g, 0x08), w8(&g, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
-            w8(&g, 0xba), w8(&g, 0x04), w8(&g, (int)upd); /* field 71 */
-            w8(&g, 0x08), w8(&g, 1);                       /* session_id */
-            w8(&g, 0x12), w8(&g, (int)dag);                /* dag */
-            w8(&g, 0x08), w8(&g, 3);                       /* epoch */
-            w8(&g, 0x1a), w8(&g, (int)s1);                 /* segment_brokers[0] */
-            w8(&g, 0x08), w8(&g, 1);
-            w8(&g, 0x12), w8(&g, (int)strlen(un));
-            put(&g, un, strlen(un));
-            w8(&g, 0x1a), w8(&g, (int)s2);                 /* segment_brokers[1] */
-            w8(&g, 0x08), w8(&g, 2);
-            w8(&g, 0x12), w8(&g, (int)strlen(url));
-            put(&g, url, strlen(url));
-            g.p[7] = (uint8_t)(g.len - 8);
-            g.p[3] = (uint8_t)(g.len - 4);
+            scalable_update(&g, us, 2);
             v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_SCALABLE_TOPIC_UPDATE, 0, &g, &leaks,
                           &rewrites, &out);
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 1,
