@@ -841,6 +841,12 @@ scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint
         unsigned port = 0;
         if (start > 0 && host_char(p[start - 1]))
             continue; /* "110.0.0.11:" is not "10.0.0.11:" */
+        /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a
+         * broker prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's
+         * own connection, when it runs on the broker's host), not itself;
+         * a URL's "//" is not that */
+        if (start > 0 && p[start - 1] == '/' && (start < 2 || p[start - 2] != '/'))
+            continue;
         while (end + d < len && d < 6 && isdigit(p[end + d]))
             port = port * 10 + (unsigned)(p[end + d++] - '0');
         if (d == 0 || d > 5 || port == 0 || port > 65535)

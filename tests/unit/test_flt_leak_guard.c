@@ -1319,6 +1319,8 @@ test_binary_only_map(void)
         {"not ours: 110.0.0.11:8080 and 10.0.0.111:8080 and 10.0.0.11:", 0},
         {"served at pulsar://10.0.0.13:16650 and 127.0.0.1:16650", 0},
         {"10.0.0.11:8080", 1},
+        {"http://10.0.0.11:8080/admin", 1},
+        {"consumer address /10.0.0.11:54321 (a peer, as Java prints it)", 0},
         {"not served by this instance:[fd00::14]:8080", 1},
         {"not served by this instance:fd00::14:8080", 1},
         {"not ours: [fd00::140]:8080 fd00::140:8080", 0},
