@@ -827,8 +827,8 @@ host_char(uint8_t c)
 /* Reads a whole binary answer for "HOST:PORT" of a broker without an
  * internal web address (any_port_new), PORT one the map lacks. */
 static void
-scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint8_t *p,
-              size_t len, struct finding *fd)
+scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint8_t *p, size_t len,
+              struct finding *fd)
 {
     struct lk_match_state st;
     struct lk_match_hit hit;

@@ -1127,9 +1127,9 @@ scalable_update(struct tb *g, const char *const *urls, size_t n)
     w32(g, 0);
     w8(g, 0x08), w8(g, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
     w8(g, 0xba), w8(g, 0x04), w8(g, (int)(2 + 2 + dag)); /* field 71 */
-    w8(g, 0x08), w8(g, 1);                                     /* session_id */
-    w8(g, 0x12), w8(g, (int)dag);                              /* dag */
-    w8(g, 0x08), w8(g, 3);                                     /* epoch */
+    w8(g, 0x08), w8(g, 1);                               /* session_id */
+    w8(g, 0x12), w8(g, (int)dag);                        /* dag */
+    w8(g, 0x08), w8(g, 3);                               /* epoch */
     for (size_t i = 0; i < n; i++) {
         size_t ul = strlen(urls[i]);
         w8(g, 0x1a), w8(g, (int)(2 + 2 + ul)); /* segment_brokers */
@@ -1283,9 +1283,9 @@ error_frame(struct tb *g, const char *msg)
     w32(g, 0);
     w8(g, 0x08), w8(g, 14);
     w8(g, 0x72), w8(g, (int)(2 + 2 + 2 + ml)); /* field 14: CommandError */
-    w8(g, 0x08), w8(g, 1);                       /* request_id */
-    w8(g, 0x10), w8(g, 6);                       /* error = ServiceNotReady */
-    w8(g, 0x1a), w8(g, (int)ml);                 /* message */
+    w8(g, 0x08), w8(g, 1);                     /* request_id */
+    w8(g, 0x10), w8(g, 6);                     /* error = ServiceNotReady */
+    w8(g, 0x1a), w8(g, (int)ml);               /* message */
     put(g, msg, ml);
     g->p[7] = (uint8_t)(g->len - 8);
     g->p[3] = (uint8_t)(g->len - 4);
