@@ -36,6 +36,7 @@
  * lookup filter decodes gzip itself, so the coding is looked at when the
  * body reaches us, not in the head.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,12 @@ struct guard_conf {
     enum lk_leak_guard mode;
     struct lk_match *match;
     struct target *targets; /* by pattern id */
+    /* "HOST:" of each internal address of a Pulsar broker without an
+     * internal http or https address (scan_any_port), or NULL */
+    struct lk_match *any_port;
+    const struct lk_broker **any_port_broker; /* by pattern id */
+    char **any_port_text;                     /* the patterns, owned */
+    size_t nany_port;
 };
 
 enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
@@ -97,8 +104,73 @@ conf_free(void *p)
     struct guard_conf *conf = p;
 
     lk_match_free(conf->match);
+    lk_match_free(conf->any_port);
+    for (size_t i = 0; i < conf->nany_port; i++)
+        free(conf->any_port_text[i]);
+    free(conf->any_port_text);
+    free(conf->any_port_broker);
     free(conf->targets);
     free(conf);
+}
+
+/*
+ * A Pulsar broker names itself in its exceptions by its brokerId,
+ * advertisedAddress:webServicePort ("Namespace bundle for topic (...) not
+ * served by this instance:10.0.0.11:8080", BrokerService
+ * .checkTopicNsOwnership): an address the map holds only when the broker's
+ * internal listener has an http or https address.  A binary-only map
+ * (conf/pulsar-binary.conf) has none, so for such a broker the binary
+ * answers are also read for the host of each of its internal addresses
+ * with any port after it.  0, or -1 with err set.
+ */
+static int
+any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, size_t errlen)
+{
+    size_t max = cl->nbrokers * LK_SCHEME__COUNT * 2, n = 0;
+    size_t *lens;
+    unsigned *flags;
+    char msg[256];
+
+    if (!(cl->proto & LK_PROTO_PULSAR) || max == 0)
+        return 0;
+    conf->any_port_text = lk_xcalloc(max, sizeof(*conf->any_port_text));
+    conf->any_port_broker = lk_xcalloc(max, sizeof(*conf->any_port_broker));
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *b = cl->brokers[i];
+        if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) != NULL)
+            continue; /* its web address is in the map */
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->internal->addr[sc];
+            if (u == NULL)
+                continue;
+            /* an IPv6 literal both as a URL writes it, "[fd00::11]:", and
+             * as a brokerId may ("%s:%d" of advertisedAddress) */
+            for (int br = strchr(u->host, ':') != NULL; br >= 0; br--) {
+                size_t hl = strlen(u->host) + 2 * (size_t)br + 2;
+                conf->any_port_text[n] = lk_xmalloc(hl);
+                snprintf(conf->any_port_text[n], hl, br ? "[%s]:" : "%s:", u->host);
+                conf->any_port_broker[n++] = b;
+            }
+        }
+    }
+    conf->nany_port = n;
+    if (n == 0)
+        return 0;
+    lens = lk_xcalloc(n, sizeof(*lens));
+    flags = lk_xcalloc(n, sizeof(*flags));
+    for (size_t i = 0; i < n; i++) {
+        lens[i] = strlen(conf->any_port_text[i]);
+        flags[i] = LK_MATCH_RAW; /* scan_any_port checks what is around it */
+    }
+    conf->any_port = lk_match_new_flags((const char *const *)conf->any_port_text, lens, flags, n,
+                                        msg, sizeof(msg));
+    free(lens);
+    free(flags);
+    if (conf->any_port == NULL) {
+        snprintf(err, errlen, "leak_guard: %s", msg);
+        return -1;
+    }
+    return 0;
 }
 
 static void *
@@ -152,8 +224,11 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
     free(flags);
     if (conf->match == NULL) {
         snprintf(err, errlen, "leak_guard: %s", msg);
-        free(conf->targets);
-        free(conf);
+        conf_free(conf);
+        return NULL;
+    }
+    if (any_port_new(conf, cl, err, errlen) != 0) {
+        conf_free(conf);
         return NULL;
     }
     return conf;
@@ -591,6 +666,13 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
  * for Kafka the host as a whole string with its port after it.  Records
  * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
  *
+ * A Pulsar broker whose internal listener has no http or https address in
+ * the map (a binary-only map) still names itself by its brokerId,
+ * advertisedAddress:webServicePort, in its exceptions: for such a broker
+ * the binary answers are also read for the host of each of its internal
+ * addresses followed by any port (scan_any_port), an address lookout
+ * serves or gives out excepted.
+ *
  * What is not read on purpose: the Streams group answers (KIP-1071,
  * StreamsGroupHeartbeat and StreamsGroupDescribe).  Their only host:port
  * fields are application endpoints, the Interactive Queries addresses of
@@ -710,6 +792,73 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
     return NULL;
 }
 
+/* Whether host:port is an address lookout has in its map or serves: any
+ * address of a broker of a Pulsar cluster (an internal one is the main
+ * automaton's find), or a cluster's service address. */
+static int
+known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
+{
+    enum lk_scheme scheme;
+
+    for (size_t k = 0; k < x->conf->nclusters; k++) {
+        const struct lk_cluster *cl = x->conf->clusters[k];
+        if (!(cl->proto & LK_PROTO_PULSAR))
+            continue;
+        if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
+            return 1;
+        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
+        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
+            h = lk_str_make(h.p + 1, h.len - 2);
+        for (int i = 0; i < 2; i++) {
+            const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
+            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+host_char(uint8_t c)
+{
+    return isalnum(c) || c == '.' || c == '-' || c == '_';
+}
+
+/* Reads a whole binary answer for "HOST:PORT" of a broker without an
+ * internal web address (any_port_new), PORT one the map lacks. */
+static void
+scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint8_t *p, size_t len,
+              struct finding *fd)
+{
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    size_t off = 0;
+
+    lk_match_state_init(&st);
+    while (lk_match_scan(conf->any_port, &st, p, len, &off, &hit) ||
+           lk_match_finish(conf->any_port, &st, &hit)) {
+        size_t start = (size_t)(hit.end - hit.len), end = (size_t)hit.end, d = 0;
+        unsigned port = 0;
+        if (start > 0 && host_char(p[start - 1]))
+            continue; /* "110.0.0.11:" is not "10.0.0.11:" */
+        /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a
+         * broker prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's
+         * own connection, when it runs on the broker's host), not itself;
+         * a URL's "//" is not that */
+        if (start > 0 && p[start - 1] == '/' && (start < 2 || p[start - 2] != '/'))
+            continue;
+        while (end + d < len && d < 6 && isdigit(p[end + d]))
+            port = port * 10 + (unsigned)(p[end + d++] - '0');
+        if (d == 0 || d > 5 || port == 0 || port > 65535)
+            continue;
+        struct lk_str host = lk_str_make((const char *)p + start, hit.len - 1);
+        if (known_addr(x, host, (uint16_t)port))
+            continue;
+        found(fd, conf->any_port_broker[hit.id], lk_str_make((const char *)p + start, hit.len + d),
+              -1, -1);
+    }
+}
+
 /* Reads a whole answer's bytes. */
 static void
 scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *p, size_t len,
@@ -734,6 +883,8 @@ scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *
             continue;
         found(fd, t->broker, lk_str_c(t->raw ? t->addr->hostport : t->text), -1, -1);
     }
+    if (conf->any_port != NULL)
+        scan_any_port(conf, x, p, len, fd);
 }
 
 static void

@@ -5,7 +5,8 @@
  * listener, lookup, location, pulsar, leak_guard) with lk_flt_run_frame,
  * once per leak_guard mode (off, log, block), over a map whose internal
  * addresses are IP literals and names (one of 47 bytes, whose compact
- * length byte is a host character).
+ * length byte is a host character), and one broker with binary addresses
+ * only (its host with any port is an address too, scan_any_port).
  *
  * Input: a flags byte (bit 0: Kafka, else Pulsar; bit 1, Pulsar: a
  * payload section after the command, as SEND and MESSAGE have), the api
@@ -55,7 +56,11 @@ static const char pulsar_fmt[] =
     "[broker prod/b2]\n"
     "advertisedListeners = internal:pulsar+ssl://pulsar-broker-2.pulsar.svc.cluster.local:6651,"
     "internal:http://pulsar-broker-2.pulsar.svc.cluster.local:8080,"
-    "external:pulsar+ssl://127.0.1.2:6651\n";
+    "external:pulsar+ssl://127.0.1.2:6651\n"
+    /* binary addresses only: its brokerId (10.0.0.13:WEBPORT) is found by
+     * its host with any port, but for its external address on that host */
+    "[broker prod/b3]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.13:6650,external:pulsar://10.0.0.13:16650\n";
 
 static const char *const modes[3] = {"off", "log", "block"};
 

@@ -1013,6 +1013,14 @@ test_kafka_answers(void)
                    "as it came, %u leaks, %u rewrites",
                    sv, leaks, rewrites);
             }
+            /* past the ApiVersions clamp (v1) the layout is not lookout's
+             * to trust: a client that asks v2 anyway gets it read as bytes */
+            for (int16_t key = 88; key <= 89; key++) {
+                v = run_frame(conf, LK_PROTO_KAFKA, key, 2, &f, &leaks, &rewrites, &out);
+                ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+                   "... as an api %d v2 answer (past the clamp): read as bytes, %u leak", key,
+                   leaks);
+            }
             /* the same bytes as an answer to an api key nobody knows: found */
             v = run_frame(conf, LK_PROTO_KAFKA, 90, 0, &f, &leaks, &rewrites, &out);
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
@@ -1105,6 +1113,34 @@ test_kafka_answers(void)
     free(out.p);
 }
 
+/* A SCALABLE_TOPIC_UPDATE frame (session 1, epoch 3) with one segment per
+ * URL of urls, segment i + 1 at urls[i] (each short: one-byte lengths). */
+static void
+scalable_update(struct tb *g, const char *const *urls, size_t n)
+{
+    size_t dag = 2; /* epoch */
+
+    for (size_t i = 0; i < n; i++)
+        dag += 2 + 2 + 2 + strlen(urls[i]);
+    g->len = 0;
+    w32(g, 0);
+    w32(g, 0);
+    w8(g, 0x08), w8(g, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
+    w8(g, 0xba), w8(g, 0x04), w8(g, (int)(2 + 2 + dag)); /* field 71 */
+    w8(g, 0x08), w8(g, 1);                               /* session_id */
+    w8(g, 0x12), w8(g, (int)dag);                        /* dag */
+    w8(g, 0x08), w8(g, 3);                               /* epoch */
+    for (size_t i = 0; i < n; i++) {
+        size_t ul = strlen(urls[i]);
+        w8(g, 0x1a), w8(g, (int)(2 + 2 + ul)); /* segment_brokers */
+        w8(g, 0x08), w8(g, (int)(i + 1));      /* segment_id */
+        w8(g, 0x12), w8(g, (int)ul);           /* broker_url */
+        put(g, urls[i], ul);
+    }
+    g->p[7] = (uint8_t)(g->len - 8);
+    g->p[3] = (uint8_t)(g->len - 4);
+}
+
 static void
 test_pulsar_answers(void)
 {
@@ -1167,21 +1203,8 @@ test_pulsar_answers(void)
          * a broker's the map lacks (left: a leak, found within) */
         for (int k = 0; k < 2; k++) {
             const char *u = k == 0 ? url : "pulsar://10.9.9.9:6650";
-            size_t ul = strlen(u), sb = 2 + 2 + ul, dag = 2 + 2 + sb, upd = 2 + 2 + dag;
             struct tb g = {0};
-            w32(&g, 0);
-            w32(&g, 0);
-            w8(&g, 0x08), w8(&g, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
-            w8(&g, 0xba), w8(&g, 0x04), w8(&g, (int)upd); /* field 71 */
-            w8(&g, 0x08), w8(&g, 1);                       /* session_id */
-            w8(&g, 0x12), w8(&g, (int)dag);                /* dag */
-            w8(&g, 0x08), w8(&g, 3);                       /* epoch */
-            w8(&g, 0x1a), w8(&g, (int)sb);                 /* segment_brokers */
-            w8(&g, 0x08), w8(&g, 1);                       /* segment_id */
-            w8(&g, 0x12), w8(&g, (int)ul);                 /* broker_url */
-            put(&g, u, ul);
-            g.p[7] = (uint8_t)(g.len - 8);
-            g.p[3] = (uint8_t)(g.len - 4);
+            scalable_update(&g, &u, 1);
             v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_SCALABLE_TOPIC_UPDATE, 0, &g, &leaks,
                           &rewrites, &out);
             if (k == 0)
@@ -1191,6 +1214,25 @@ test_pulsar_answers(void)
             else
                 ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 0,
                    "SCALABLE_TOPIC_UPDATE naming a broker the map lacks: %u leak", leaks);
+            free(g.p);
+        }
+        /* Two segments, the first naming a broker the map lacks (left as
+         * it is), the second b1's internal URL (rewritten): the pair left
+         * alone is no edit, and only the other one changes. */
+        {
+            static const char un[] = "pulsar://10.9.9.9:6650";
+            const char *const us[] = {un, url};
+            struct tb g = {0};
+            scalable_update(&g, us, 2);
+            v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_SCALABLE_TOPIC_UPDATE, 0, &g, &leaks,
+                          &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 1,
+               "SCALABLE_TOPIC_UPDATE, one segment unmapped and one b1's: %u leak, %u rewrite",
+               leaks, rewrites);
+            if (!block)
+                ok(memmem(out.p, out.len, url, strlen(url)) == NULL &&
+                       memmem(out.p, out.len, un, strlen(un)) != NULL && out.len < 200,
+                   "... b1's rewritten, the unmapped one passed as it came, nothing else added");
             free(g.p);
         }
         /* the same bytes as a MESSAGE: payloads are never read */
@@ -1213,6 +1255,127 @@ test_pulsar_answers(void)
     free(out.p);
 }
 
+/* A map of binary addresses only (conf/pulsar-binary.conf's kind): b3's
+ * external address has its internal host, on another port. */
+static const char binary_fmt[] =
+    "[pulsar bin]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "leak_guard = %s\n"
+    "[broker bin/b1]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.11:6650,external:pulsar://127.0.0.1:16650\n"
+    "[broker bin/b2]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.12:6650,internal:pulsar+ssl://10.0.0.12:6651,"
+    "external:pulsar://127.0.0.2:16650\n"
+    "[broker bin/b3]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.13:6650,external:pulsar://10.0.0.13:16650\n"
+    "[broker bin/b4]\n"
+    "advertisedListeners = internal:pulsar://[fd00::14]:6650,external:pulsar://127.0.0.4:16650\n";
+
+/* An ERROR (14) whose message is msg, as a broker's exception fills it. */
+static void
+error_frame(struct tb *g, const char *msg)
+{
+    size_t ml = strlen(msg);
+
+    g->len = 0;
+    w32(g, 0);
+    w32(g, 0);
+    w8(g, 0x08), w8(g, 14);
+    w8(g, 0x72), w8(g, (int)(2 + 2 + 2 + ml)); /* field 14: CommandError */
+    w8(g, 0x08), w8(g, 1);                     /* request_id */
+    w8(g, 0x10), w8(g, 6);                     /* error = ServiceNotReady */
+    w8(g, 0x1a), w8(g, (int)ml);               /* message */
+    put(g, msg, ml);
+    g->p[7] = (uint8_t)(g->len - 8);
+    g->p[3] = (uint8_t)(g->len - 4);
+}
+
+/*
+ * A broker of a binary-only map names itself in its exceptions by its
+ * brokerId, advertisedAddress:webServicePort ("Namespace bundle for topic
+ * (...) not served by this instance:10.0.0.11:8080"), an address the map
+ * cannot hold since it has no http address: the guard still finds it, by
+ * the host of the broker's internal addresses with any port, while the
+ * addresses lookout gives out (b3's external one shares its internal host)
+ * are no finds.
+ */
+static void
+test_binary_only_map(void)
+{
+    static const char *const modes[] = {"log", "block"};
+    static const struct {
+        const char *msg;
+        unsigned leaks;
+    } cases[] = {
+        {"Namespace bundle for topic (persistent://t/n/x) not served by this "
+         "instance:10.0.0.11:8080. Please redo the lookup.",
+         1},
+        {"not served by this instance:10.0.0.12:8443", 1},
+        {"not served by this instance:10.0.0.13:8080.", 1},
+        {"not served by this instance:10.0.0.11:6650", 1},
+        {"redirect to pulsar://10.0.0.11:6650 now", 1},
+        {"two: 10.0.0.11:8080 and 10.0.0.12:8080", 2},
+        {"not ours: 110.0.0.11:8080 and 10.0.0.111:8080 and 10.0.0.11:", 0},
+        {"served at pulsar://10.0.0.13:16650 and 127.0.0.1:16650", 0},
+        {"10.0.0.11:8080", 1},
+        {"http://10.0.0.11:8080/admin", 1},
+        {"consumer address /10.0.0.11:54321 (a peer, as Java prints it)", 0},
+        {"not served by this instance:[fd00::14]:8080", 1},
+        {"not served by this instance:fd00::14:8080", 1},
+        {"not ours: [fd00::140]:8080 fd00::140:8080", 0},
+    };
+    struct tb g = {0}, out = {0};
+    unsigned leaks, rewrites;
+    char text[1024], err[512];
+
+    for (size_t m = 0; m < 2; m++) {
+        int block = m == 1;
+        snprintf(text, sizeof(text), binary_fmt, modes[m]);
+        struct lk_conf *conf = lk_conf_load_buf("b.conf", text, strlen(text), err, sizeof(err));
+        if (!ok(conf != NULL, "binary-only map loads (leak_guard = %s)", modes[m])) {
+            lk_test_diag("%s", err);
+            continue;
+        }
+        subtest("leak_guard = %s", modes[m]);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            error_frame(&g, cases[i].msg);
+            enum lk_flt_verdict v =
+                run_frame(conf, LK_PROTO_PULSAR, 14, 0, &g, &leaks, &rewrites, &out);
+            ok(leaks == cases[i].leaks &&
+                   v == (block && cases[i].leaks != 0 ? LK_FLT_ERROR : LK_FLT_CONTINUE),
+               "ERROR \"%s\": %u leak%s", cases[i].msg, leaks, leaks == 1 ? "" : "s");
+        }
+        /* a LOOKUP_RESPONSE naming b3's internal URL, rewritten to its
+         * external one on the same host: no find */
+        {
+            static const char u3[] = "pulsar://10.0.0.13:6650";
+            g.len = 0;
+            w32(&g, 0);
+            w32(&g, 0);
+            w8(&g, 0x08), w8(&g, LK_PULSAR_LOOKUP_RESPONSE);
+            w8(&g, 0xc2), w8(&g, 0x01), w8(&g, (int)(2 + strlen(u3) + 4));
+            w8(&g, 0x0a), w8(&g, (int)strlen(u3)); /* brokerServiceUrl */
+            put(&g, u3, strlen(u3));
+            w8(&g, 0x18), w8(&g, 1); /* response = Connect */
+            w8(&g, 0x20), w8(&g, 7); /* request_id */
+            g.p[7] = (uint8_t)(g.len - 8);
+            g.p[3] = (uint8_t)(g.len - 4);
+            enum lk_flt_verdict v = run_frame(conf, LK_PROTO_PULSAR, LK_PULSAR_LOOKUP_RESPONSE, 0,
+                                              &g, &leaks, &rewrites, &out);
+            ok(v == LK_FLT_CONTINUE && leaks == 0 && rewrites == 1 &&
+                   memmem(out.p, out.len, "pulsar://10.0.0.13:16650", 24) != NULL,
+               "LOOKUP_RESPONSE of b3, rewritten to its external address on its internal "
+               "host: %u leaks",
+               leaks);
+        }
+        subtest(NULL);
+        lk_conf_unref(conf);
+    }
+    free(g.p);
+    free(out.p);
+}
+
 const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/request", test_request},
     {"leak_guard/chain", test_chain},
@@ -1228,5 +1391,6 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/lookup_vetted", test_lookup_vetted},
     {"leak_guard/kafka_answers", test_kafka_answers},
     {"leak_guard/pulsar_answers", test_pulsar_answers},
+    {"leak_guard/binary_only_map", test_binary_only_map},
     {NULL, NULL},
 };
