@@ -252,7 +252,10 @@ lk_kafka_clamp_version(int16_t api_key)
 enum lk_kafka_addrs
 lk_kafka_response_addrs(int16_t api_key, int16_t api_version)
 {
-    if (!lk_kafka_api_known(api_key))
+    /* No spec has a negative version, so nothing says what its answer
+     * holds: a broker closes on it, but whatever else comes back is read
+     * as bytes, never taken for an endpoint-free version below min. */
+    if (!lk_kafka_api_known(api_key) || api_version < 0)
         return LK_KAFKA_ADDRS_BYTES;
     for (size_t i = 0; i < NSET; i++) {
         if (rewrite_set[i].key != api_key)

@@ -1197,6 +1197,8 @@ test_header_version(void)
         {1, 18, LK_KAFKA_ADDRS_DECODED},  {1, 19, LK_KAFKA_ADDRS_RECORDS},
         {78, 3, LK_KAFKA_ADDRS_RECORDS},  {79, 3, LK_KAFKA_ADDRS_RECORDS},
         {18, 3, LK_KAFKA_ADDRS_NONE},     {8, 0, LK_KAFKA_ADDRS_NONE},
+        {3, -1, LK_KAFKA_ADDRS_BYTES},    {88, -1, LK_KAFKA_ADDRS_BYTES},
+        {0, -1, LK_KAFKA_ADDRS_BYTES},    {8, -32768, LK_KAFKA_ADDRS_BYTES},
     };
     for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
         ok(lk_kafka_response_addrs(a[i].key, a[i].version) == a[i].want, "api %d v%d: addrs %d",
