@@ -5,7 +5,9 @@
 #   tests/build.sh asan --enable-asan
 # It makes lookout, the unit tests, the fuzz corpus replays and, when
 # librdkafka is installed, the Kafka mock cluster (tests/kafka/kafka-mock) and
-# a KIP-1102 client check (tests/kafka/kafka-rebootstrap-check);
+# a KIP-1102 client check (tests/kafka/kafka-rebootstrap-check: built against
+# Debian's librdkafka headers, run by 124-kafka-rebootstrap.t with the
+# librdkafka 2.15.1 that tests/kafka/rdkafka-new.sh builds from deps.sh);
 # and tests/zk/zk-watch, proxy/lk_zk.c on a loop (tests/zk/include.am).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -80,3 +80,11 @@ npm_ci() {
 }
 npm_ci kafka     # kafkajs (103-kafka-clients.t)
 npm_ci pulsar    # pulsar-flex (107-pulsar-fixtures.t)
+
+# librdkafka 2.15.1 for the real KIP-1102 client in 124-kafka-rebootstrap.t
+# (Debian's 2.0.2 predates it), built from the C source bundled in the npm
+# package @confluentinc/kafka-javascript into /var/cache/lookout-tests, once per
+# machine (tests/kafka/rdkafka-new.sh; about 2 minutes).  A failure only warns:
+# that subtest then skips and says why.  LOOKOUT_RDKAFKA_NEW=no leaves it out.
+[ "${LOOKOUT_RDKAFKA_NEW:-yes}" != no ] && "$top/tests/kafka/rdkafka-new.sh"
+exit 0

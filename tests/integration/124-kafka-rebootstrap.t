@@ -11,9 +11,10 @@
 # rd_kafka_rebootstrap on it) and the Java client 4.0+. Debian's librdkafka 2.0.2 (kcat) and
 # kafka-python 2.0.2 never send Metadata v13, so raw frames carry most subtests; the last
 # runs a real librdkafka consumer (tests/kafka/kafka-rebootstrap-check) and skips unless the
-# librdkafka it loads is 2.11 or newer: LOOKOUT_LIBRDKAFKA_DIR=DIR puts DIR (a newer
-# librdkafka.so.1, e.g. a build of confluentinc/librdkafka's src/) first on
-# LD_LIBRARY_PATH.
+# librdkafka it loads is 2.11 or newer. It loads the librdkafka 2.15.1 that tests/deps.sh
+# builds from the npm package's bundled source (tests/kafka/rdkafka-new.sh, into
+# /var/cache/lookout-tests), or LOOKOUT_LIBRDKAFKA_DIR=DIR (a directory holding a newer
+# librdkafka.so.1) when set; either goes first on LD_LIBRARY_PATH.
 
 use strict;
 use warnings;
@@ -234,8 +235,8 @@ subtest 'draining: after a request lookout does not read, nothing more is read' 
 };
 
 # The client side: librdkafka 2.11+ (kafka-rebootstrap-check, built by tests/build.sh against
-# the installed librdkafka and run with $ENV{LOOKOUT_LIBRDKAFKA_DIR} first on
-# LD_LIBRARY_PATH when set). Two lookouts in front of one broker; the client's
+# the installed librdkafka's headers and run with $ENV{LOOKOUT_LIBRDKAFKA_DIR}, else the
+# library tests/kafka/rdkafka-new.sh built, first on LD_LIBRARY_PATH). Two lookouts in front of one broker; the client's
 # bootstrap.servers names both, lookout A first (B is not up yet, so the client starts on
 # A). A consumer with a long Fetch poll under way on A's address for node 1, Metadata every
 # 200 ms: A drains, answers a Metadata v13 REBOOTSTRAP_REQUIRED, the client bootstraps again
@@ -243,9 +244,17 @@ subtest 'draining: after a request lookout does not read, nothing more is read' 
 subtest 'librdkafka 2.11+: it bootstraps again and moves to the other lookout' => sub {
     my $check = KafkaMock::bin() && (KafkaMock::bin() =~ s{kafka-mock$}{kafka-rebootstrap-check}r);
     plan skip_all => 'tests/kafka/kafka-rebootstrap-check is not built (librdkafka-dev)' unless $check && -x $check;
-    local $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $ENV{LOOKOUT_LIBRDKAFKA_DIR}, $ENV{LD_LIBRARY_PATH});
+    my $libdir = $ENV{LOOKOUT_LIBRDKAFKA_DIR};
+    my $why = '';
+    unless (defined $libdir && length $libdir) {
+        my $got = `sh "$FindBin::Bin/../kafka/rdkafka-new.sh" --libdir`;
+        chomp $got;
+        ($? == 0 ? $libdir : $why) = $got;
+    }
+    local $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $libdir, $ENV{LD_LIBRARY_PATH});
     my $v = `$check 127.0.0.1:1 t 0`;
-    plan skip_all => "needs librdkafka 2.11+ (KIP-1102): $1" if $v =~ /^skip (.*)$/m;
+    plan skip_all => "needs librdkafka 2.11+ (KIP-1102): $1" . ($why && "; $why") if $v =~ /^skip (.*)$/m;
+    diag("client: librdkafka $1") if $v =~ /^version (.*)$/m;
     my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
     my $tb = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => 'internal-1.kafka.test', port => 0, bind => '127.0.0.1:0' } ],
                                     topics => [ { name => 'lk-rb', partitions => 1 } ]);
