@@ -272,7 +272,7 @@ subtest 'librdkafka 2.11+: it bootstraps again and moves to the other lookout' =
     if ($pid == 0) {
         open STDOUT, '>', $out;
         open STDERR, '>&', \*STDOUT;
-        exec $check, "127.0.0.1:$bootA,127.0.0.1:$bootB", 'lk-rb', 25;
+        { no warnings "exec"; exec $check, "127.0.0.1:$bootA,127.0.0.1:$bootB", 'lk-rb', 25; }
         POSIX::_exit(127);
     }
     ok(wait_until(sub { $lk{A}->log =~ /\bFetch\b/ }, 10), 'the client fetches through A') or diag(slurp($out));
