@@ -35,8 +35,22 @@ for tool in curl kcat python3 perl; do
 done
 run=$(mktemp -d /tmp/lookout-demo.XXXXXX)
 pids=""
+# Stops what the demo started: TERM, and their standard input closed; what
+# is still there 5 s later (a broker caught by Ctrl-C mid-way through its
+# own shutdown, say) is killed, so the demo always ends.
 cleanup() {
+    exec 3>&-
     for p in $pids; do kill "$p" 2>/dev/null; done
+    n=0
+    left=""
+    while [ $n -lt 50 ]; do
+        left=""
+        for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+        [ -n "$left" ] || break
+        n=$((n + 1))
+        sleep 0.1
+    done
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
     wait 2>/dev/null
     rm -rf "$run"
 }
