@@ -84,6 +84,32 @@ enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
  * on a decompression bomb, so the rest passes unread. */
 #define LK_GUARD_INFLATE_RATIO 64
 
+/* A "HOST:" match waiting for its port digits (any_port_settle). */
+struct any_port_open {
+    size_t id;
+    uint64_t end; /* stream offset after the ':' */
+    unsigned nd;  /* digits read so far, up to 6 (one too many) */
+    char digits[6];
+};
+
+/* Patterns ending at one byte that can wait at once (any_port_feed). */
+#define ANY_PORT_OPEN 8
+
+/* The any_port matcher's position in one stream. */
+struct any_port_scan {
+    struct lk_match_state st;
+    uint64_t at;       /* stream offset of the piece being read */
+    uint8_t tail[512]; /* the stream's last bytes before it, at offset % 512: more
+                        * than LK_MATCH_MAX_LEN + 2, for the bytes before a match */
+    unsigned nopen;
+    struct any_port_open open[ANY_PORT_OPEN];
+};
+
+/* A find of the any_port matcher: "HOST:PORT" at stream bytes [start, end).
+ * Nonzero stops the scan. */
+typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text,
+                           uint64_t start, uint64_t end);
+
 /* Per exchange, in x->pool. */
 struct guard {
     struct lk_match_state st;
@@ -94,6 +120,7 @@ struct guard {
     enum body_state body;
     z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
     uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
+    struct any_port_scan ap; /* the body, for brokerIds (any_port_feed) */
     int released;      /* block: body bytes have gone out */
     unsigned logged;   /* by log level: the exchange's first leak is logged */
 };
@@ -245,8 +272,8 @@ attach(struct lk_flt *f, struct lk_xchg *x)
 /* Logs the exchange's first leak at each level (later ones are only
  * counted).  header is the field's name, or NULL for the body. */
 static void
-report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const struct target *t,
-       const struct lk_str *header, const char *outcome)
+report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const struct lk_broker *b,
+       const char *text, const struct lk_str *header, const char *outcome)
 {
     char name[64 + 4], method[16 + 4], target[160 + 4];
 
@@ -256,8 +283,8 @@ report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const st
     lk_log(level, x->conn,
            "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
            f->id, header != NULL ? "the header " : "the body",
-           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", t->text,
-           t->broker->name, lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
+           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text,
+           b->name, lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
            lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160), outcome);
 }
 
@@ -300,6 +327,194 @@ count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
     return 1;
 }
 
+/* Whether host:port is an address lookout has in its map or serves: any
+ * address of a broker of a Pulsar cluster (an internal one is the main
+ * automaton's find), or a cluster's service address. */
+static int
+known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
+{
+    enum lk_scheme scheme;
+
+    for (size_t k = 0; k < x->conf->nclusters; k++) {
+        const struct lk_cluster *cl = x->conf->clusters[k];
+        if (!(cl->proto & LK_PROTO_PULSAR))
+            continue;
+        if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
+            return 1;
+        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
+        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
+            h = lk_str_make(h.p + 1, h.len - 2);
+        for (int i = 0; i < 2; i++) {
+            const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
+            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+host_char(uint8_t c)
+{
+    return isalnum(c) || c == '.' || c == '-' || c == '_';
+}
+
+/*
+ * "HOST:PORT" of a broker without an internal web address (any_port_new):
+ * one matcher for the binary answers, read whole, and for the text ones,
+ * whose headers are read whole and whose bodies stream.  A "HOST:" match
+ * counts when the byte before it is no host character (nor a lone '/'),
+ * and the port is the 1 to 5 digits after it, which may come in the next
+ * pieces: the match waits for them (a bounded lookahead), and the stream's
+ * last bytes are kept for the bytes before a match that began in an
+ * earlier piece.
+ */
+static void
+any_port_init(struct any_port_scan *s)
+{
+    lk_match_state_init(&s->st);
+    s->at = 0;
+    s->nopen = 0;
+}
+
+/* The byte at stream offset o, or -1 when it has not come yet (or is
+ * before the stream, or too far back). */
+static int
+any_port_byte(const struct any_port_scan *s, const uint8_t *p, size_t len, uint64_t o)
+{
+    if (o >= s->at + len)
+        return -1;
+    if (o >= s->at)
+        return p[o - s->at];
+    if (s->at - o > sizeof(s->tail))
+        return -1;
+    return s->tail[o % sizeof(s->tail)];
+}
+
+/* Reads the port digits of the waiting matches from the bytes at hand and
+ * decides each one whose digits have ended (or all, once the stream ends):
+ * cb for a find, stopping when it returns nonzero (that is returned). */
+static int
+any_port_settle(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
+                const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
+{
+    for (unsigned i = 0; i < s->nopen;) {
+        struct any_port_open o = s->open[i];
+        int c = -1;
+        while (o.nd < 6 && (c = any_port_byte(s, p, len, o.end + o.nd)) >= 0 && isdigit(c))
+            o.digits[o.nd++] = (char)c;
+        if (o.nd < 6 && c < 0 && !last) {
+            s->open[i++] = o; /* its digits may go on in the next piece */
+            continue;
+        }
+        s->open[i] = s->open[--s->nopen];
+        unsigned port = 0;
+        for (unsigned d = 0; d < o.nd; d++)
+            port = port * 10 + (unsigned)(o.digits[d] - '0');
+        if (o.nd == 0 || o.nd > 5 || port == 0 || port > 65535)
+            continue;
+        const char *pat = conf->any_port_text[o.id];
+        size_t hl = strlen(pat) - 1; /* without its ':' */
+        if (known_addr(x, lk_str_make(pat, hl), (uint16_t)port))
+            continue;
+        char text[LK_MATCH_MAX_LEN + 8];
+        snprintf(text, sizeof(text), "%s%.*s", pat, (int)o.nd, o.digits);
+        int r = cb(arg, conf->any_port_broker[o.id], text, o.end - (hl + 1), o.end + o.nd);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Reads the next len bytes of a stream (last: it ends with them); cb as
+ * any_port_settle. */
+static int
+any_port_feed(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
+              const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
+{
+    struct lk_match_hit hit;
+    size_t off = 0;
+    int r;
+
+    s->at = s->st.pos;
+    if ((r = any_port_settle(conf, x, s, p, len, last, cb, arg)) != 0)
+        return r;
+    while (lk_match_scan(conf->any_port, &s->st, p, len, &off, &hit) ||
+           (last && lk_match_finish(conf->any_port, &s->st, &hit))) {
+        uint64_t start = hit.end - hit.len;
+        int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
+        int b2 = start >= 2 ? any_port_byte(s, p, len, start - 2) : -1;
+        if (b1 >= 0 && host_char((uint8_t)b1))
+            continue; /* "110.0.0.11:" is not "10.0.0.11:" */
+        /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a
+         * broker prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's
+         * own connection, when it runs on the broker's host), not itself;
+         * a URL's "//" is not that */
+        if (b1 == '/' && b2 != '/')
+            continue;
+        s->open[s->nopen++] = (struct any_port_open){.id = hit.id, .end = hit.end};
+        /* Only patterns ending at one byte wait together (a ':' ends the
+         * digits of the ones before); should more than fit, they are
+         * decided with the bytes at hand. */
+        r = any_port_settle(conf, x, s, p, len, last || s->nopen == ANY_PORT_OPEN, cb, arg);
+        if (r != 0)
+            return r;
+    }
+    for (size_t i = len > sizeof(s->tail) ? len - sizeof(s->tail) : 0; i < len; i++)
+        s->tail[(s->at + i) % sizeof(s->tail)] = p[i];
+    return 0;
+}
+
+/* An any_port find in a text response (a header, or the body when in is
+ * set), acted on as on_hit acts on a target's, except that it is never
+ * rewritten: the broker has no web address on any listener (lk_conf
+ * refuses one without an internal one), so there is nothing to put in its
+ * place, and block refuses even a LookupData's brokerId (as on_hit does
+ * one without a replacement). */
+struct text_find {
+    struct lk_flt *f;
+    struct lk_xchg *x;
+    struct guard *g;
+    struct evbuffer *in; /* the body's, or NULL */
+    const struct lk_str *header;
+    enum lk_flt_verdict v;
+};
+
+static int
+text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
+{
+    (void)start, (void)end;
+    struct text_find *tf = arg;
+    struct lk_flt *f = tf->f;
+    struct lk_xchg *x = tf->x;
+    struct guard *g = tf->g;
+    const struct guard_conf *conf = f->conf;
+
+    x->leaks++;
+    switch (conf->mode) {
+    case LK_LEAK_BLOCK:
+        if (tf->in == NULL || !g->released) {
+            report(f, x, g, LK_WARN, b, text, tf->header, "answered 502 (leak_guard = block)");
+            lk_xchg_reply(x, 502, block_reason);
+            tf->v = LK_FLT_REPLY;
+            return 1;
+        }
+        g->logged &= ~(1u << LK_WARN);
+        report(f, x, g, LK_WARN, b, text, NULL,
+               "found past max_buffer_bytes, after the response began: closing the connection "
+               "(leak_guard = block)");
+        tf->v = LK_FLT_ERROR;
+        return 1;
+    case LK_LEAK_REWRITE:
+        report(f, x, g, LK_WARN, b, text, tf->header,
+               "not rewritten: the broker's web address is not in the map (leak_guard = rewrite)");
+        return 0;
+    default:
+        report(f, x, g, LK_WARN, b, text, tf->header, "logged only (leak_guard = log)");
+        return 0;
+    }
+}
+
 /* Headers ------------------------------------------------------------------ */
 
 static enum lk_flt_verdict
@@ -339,7 +554,7 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
         const char *to;
         switch (conf->mode) {
         case LK_LEAK_BLOCK:
-            report(f, x, g, LK_WARN, t, &h->name, "answered 502 (leak_guard = block)");
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name, "answered 502 (leak_guard = block)");
             lk_xchg_reply(x, 502, block_reason);
             return LK_FLT_REPLY;
         case LK_LEAK_REWRITE:
@@ -349,16 +564,24 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
                 done = (size_t)hit.end;
                 changed = 1;
                 x->rewrites++;
-                report(f, x, g, LK_DEBUG, t, &h->name, "rewritten (leak_guard = rewrite)");
+                report(f, x, g, LK_DEBUG, t->broker, t->text, &h->name, "rewritten (leak_guard = rewrite)");
                 break;
             }
-            report(f, x, g, LK_WARN, t, &h->name,
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
                    "not rewritten: no address on the selected listener (leak_guard = rewrite)");
             break;
         default:
-            report(f, x, g, LK_WARN, t, &h->name, "logged only (leak_guard = log)");
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name, "logged only (leak_guard = log)");
             break;
         }
+    }
+    if (conf->any_port != NULL) {
+        struct text_find tf = {f, x, g, NULL, &h->name, LK_FLT_CONTINUE};
+        struct any_port_scan s;
+        any_port_init(&s);
+        if (any_port_feed(conf, x, &s, (const uint8_t *)value.p, value.len, 1, text_any_port,
+                          &tf) != 0)
+            return tf.v;
     }
     if (changed)
         h->value = lk_pstr_concat(&x->pool, out, lk_str_skip(value, done));
@@ -403,6 +626,7 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     if (!is_text(lk_http_media_type(res)))
         return LK_FLT_CONTINUE;
     lk_match_state_init(&g->st);
+    any_port_init(&g->ap);
     g->leak_end = 0;
     /* log only observes, so the response keeps its framing; rewrite
      * streams; block streams too, but keeps what it is given in `in` until
@@ -462,20 +686,20 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
     switch (mode) {
     case LK_LEAK_BLOCK:
         if (!g->released) {
-            report(f, x, g, LK_WARN, t, NULL, "answered 502 (leak_guard = block)");
+            report(f, x, g, LK_WARN, t->broker, t->text, NULL, "answered 502 (leak_guard = block)");
             lk_xchg_reply(x, 502, block_reason);
             return LK_FLT_REPLY;
         }
         /* Too late for a 502: the client has part of the body.  Logged
          * whether or not an earlier leak was. */
         g->logged &= ~(1u << LK_WARN);
-        report(f, x, g, LK_WARN, t, NULL,
+        report(f, x, g, LK_WARN, t->broker, t->text, NULL,
                "found past max_buffer_bytes, after the response began: closing the connection "
                "(leak_guard = block)");
         return LK_FLT_ERROR;
     case LK_LEAK_REWRITE:
         if (g->body == BODY_INFLATE) {
-            report(f, x, g, LK_WARN, t, NULL,
+            report(f, x, g, LK_WARN, t->broker, t->text, NULL,
                    "not rewritten: the body is compressed (leak_guard = rewrite)");
             return LK_FLT_CONTINUE;
         }
@@ -486,16 +710,29 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
             evbuffer_add(out, to, strlen(to));
             g->base = hit->end;
             x->rewrites++;
-            report(f, x, g, LK_DEBUG, t, NULL, "rewritten (leak_guard = rewrite)");
+            report(f, x, g, LK_DEBUG, t->broker, t->text, NULL, "rewritten (leak_guard = rewrite)");
             return LK_FLT_CONTINUE;
         }
-        report(f, x, g, LK_WARN, t, NULL,
+        report(f, x, g, LK_WARN, t->broker, t->text, NULL,
                "not rewritten: no address on the selected listener (leak_guard = rewrite)");
         return LK_FLT_CONTINUE;
     default:
-        report(f, x, g, LK_WARN, t, NULL, "logged only (leak_guard = log)");
+        report(f, x, g, LK_WARN, t->broker, t->text, NULL, "logged only (leak_guard = log)");
         return LK_FLT_CONTINUE;
     }
+}
+
+/* Runs the any_port matcher over len bytes of the scanned stream. */
+static enum lk_flt_verdict
+scan_any_port_text(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
+                   struct evbuffer *out, const void *data, size_t len, int last)
+{
+    const struct guard_conf *conf = f->conf;
+    struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
+
+    if (conf->any_port != NULL && any_port_feed(conf, x, &g->ap, data, len, last, text_any_port, &tf) != 0)
+        return tf.v;
+    return LK_FLT_CONTINUE;
 }
 
 /* Runs the automaton over len bytes of the scanned stream. */
@@ -511,7 +748,7 @@ scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer
     while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit))
         if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
             return v;
-    return LK_FLT_CONTINUE;
+    return scan_any_port_text(f, x, g, in, out, data, len, 0);
 }
 
 /* Inflates raw bytes into the automaton, a bounded piece at a time.  A
@@ -594,10 +831,12 @@ scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
         if (v != LK_FLT_CONTINUE)
             return v;
     }
-    if (last && g->body != BODY_SKIP)
+    if (last && g->body != BODY_SKIP) {
         while (lk_match_finish(conf->match, &g->st, &hit))
             if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
                 return v;
+        return scan_any_port_text(f, x, g, in, out, "", 0, 1);
+    }
     return LK_FLT_CONTINUE;
 }
 
@@ -792,71 +1031,25 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
     return NULL;
 }
 
-/* Whether host:port is an address lookout has in its map or serves: any
- * address of a broker of a Pulsar cluster (an internal one is the main
- * automaton's find), or a cluster's service address. */
+/* Reads a whole binary answer for "HOST:PORT" of a broker without an
+ * internal web address (any_port_new), PORT one the map lacks. */
 static int
-known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
+frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start,
+               uint64_t end)
 {
-    enum lk_scheme scheme;
-
-    for (size_t k = 0; k < x->conf->nclusters; k++) {
-        const struct lk_cluster *cl = x->conf->clusters[k];
-        if (!(cl->proto & LK_PROTO_PULSAR))
-            continue;
-        if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
-            return 1;
-        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
-        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
-            h = lk_str_make(h.p + 1, h.len - 2);
-        for (int i = 0; i < 2; i++) {
-            const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
-            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
-                return 1;
-        }
-    }
+    (void)start, (void)end;
+    found(arg, b, lk_str_c(text), -1, -1);
     return 0;
 }
 
-static int
-host_char(uint8_t c)
-{
-    return isalnum(c) || c == '.' || c == '-' || c == '_';
-}
-
-/* Reads a whole binary answer for "HOST:PORT" of a broker without an
- * internal web address (any_port_new), PORT one the map lacks. */
 static void
 scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint8_t *p, size_t len,
               struct finding *fd)
 {
-    struct lk_match_state st;
-    struct lk_match_hit hit;
-    size_t off = 0;
+    struct any_port_scan s;
 
-    lk_match_state_init(&st);
-    while (lk_match_scan(conf->any_port, &st, p, len, &off, &hit) ||
-           lk_match_finish(conf->any_port, &st, &hit)) {
-        size_t start = (size_t)(hit.end - hit.len), end = (size_t)hit.end, d = 0;
-        unsigned port = 0;
-        if (start > 0 && host_char(p[start - 1]))
-            continue; /* "110.0.0.11:" is not "10.0.0.11:" */
-        /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a
-         * broker prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's
-         * own connection, when it runs on the broker's host), not itself;
-         * a URL's "//" is not that */
-        if (start > 0 && p[start - 1] == '/' && (start < 2 || p[start - 2] != '/'))
-            continue;
-        while (end + d < len && d < 6 && isdigit(p[end + d]))
-            port = port * 10 + (unsigned)(p[end + d++] - '0');
-        if (d == 0 || d > 5 || port == 0 || port > 65535)
-            continue;
-        struct lk_str host = lk_str_make((const char *)p + start, hit.len - 1);
-        if (known_addr(x, host, (uint16_t)port))
-            continue;
-        found(fd, conf->any_port_broker[hit.id], lk_str_make((const char *)p + start, hit.len + d),
-              -1, -1);
-    }
+    any_port_init(&s);
+    any_port_feed(conf, x, &s, p, len, 1, frame_any_port, fd);
 }
 
 /* Reads a whole answer's bytes. */
