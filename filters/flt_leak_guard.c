@@ -7,6 +7,10 @@
  * responses, with one Aho-Corasick automaton
  * (proxy/lk_match.h) built from the map at load.  The body streams through:
  * a match may straddle two reads, and the automaton's state carries it.
+ * A Pulsar broker without an internal web address (a binary-only one,
+ * alone in its map or in a mixed one) is looked for by its brokerId too,
+ * its host with any port (any_port_feed, the matcher the binary answers
+ * use), which is never rewritten: it has no web address to become.
  *
  * What it does with a find depends on the cluster's `leak_guard`:
  *   log      counts it (x->leaks) and logs the first of the exchange at warn;
@@ -146,9 +150,10 @@ conf_free(void *p)
  * served by this instance:10.0.0.11:8080", BrokerService
  * .checkTopicNsOwnership): an address the map holds only when the broker's
  * internal listener has an http or https address.  A binary-only map
- * (conf/pulsar-binary.conf) has none, so for such a broker the binary
- * answers are also read for the host of each of its internal addresses
- * with any port after it.  0, or -1 with err set.
+ * (conf/pulsar-binary.conf) has none, nor has a mixed map for its
+ * binary-only brokers, so for such a broker the answers, binary and text,
+ * are also read for the host of each of its internal addresses with any
+ * port after it.  0, or -1 with err set.
  */
 static int
 any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, size_t errlen)
@@ -906,10 +911,11 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
  * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
  *
  * A Pulsar broker whose internal listener has no http or https address in
- * the map (a binary-only map) still names itself by its brokerId,
- * advertisedAddress:webServicePort, in its exceptions: for such a broker
- * the binary answers are also read for the host of each of its internal
- * addresses followed by any port (scan_any_port), an address lookout
+ * the map (a binary-only map, or a mixed one's binary-only brokers) still
+ * names itself by its brokerId, advertisedAddress:webServicePort, in its
+ * exceptions: for such a broker the binary answers are also read for the
+ * host of each of its internal addresses followed by any port
+ * (scan_any_port, with the matcher the text scan uses), an address lookout
  * serves or gives out excepted.
  *
  * What is not read on purpose: the Streams group answers (KIP-1071,
