@@ -63,10 +63,10 @@ for my $chunked (0, 1) {
             my $before = Lookout::leaks_metric($p->{admin}, 'prod');
             my $r = curl("http://127.0.0.1:$p->{ext1}$PATH");
             if ($mode eq 'log') {
-                is($r->{status}, 200, '200');
+                is($r->{status}, 200, 'status 200');
                 is($r->{body}, $direct->{body}, 'the body as the broker sent it (log only)');
             } else {
-                is($r->{status}, 502, '502');
+                is($r->{status}, 502, 'status 502');
                 my $j = eval { decode_json($r->{body}) } // {};
                 is($j->{reason}, 'response would leak an internal broker address', 'with the reason');
                 unlike($r->{body}, qr/127\.0\.0\.3:8080/, 'and no byte of the brokerId');
@@ -89,7 +89,7 @@ for my $mode (qw(log block)) {
         my $direct = curl("http://127.0.0.1:$p1$PATH");
         my $before = Lookout::leaks_metric($p->{admin}, 'prod');
         my $r = curl("http://127.0.0.1:$p->{ext1}$PATH");
-        is($r->{status}, 200, '200');
+        is($r->{status}, 200, 'status 200');
         is($r->{body}, $direct->{body}, 'byte for byte');
         is(Lookout::leaks_metric($p->{admin}, 'prod'), $before, 'no leak counted');
     };
