@@ -48,17 +48,24 @@ static const char brokers_body[] =
     "[\"10.0.0.11:8080\",\"pulsar-broker-2.pulsar-broker.svc.cluster.local:8080\","
     "\"[::1]:8080\"]";
 
+/* The map fmt (its %s: leak_guard's mode, then keys for the cluster). */
 static struct lk_conf *
-load(const char *mode, const char *filters)
+load_fmt(const char *fmt, const char *mode, const char *filters)
 {
     char text[4096], err[512];
     struct lk_conf *conf;
 
-    snprintf(text, sizeof(text), conf_fmt, mode, filters != NULL ? filters : "");
+    snprintf(text, sizeof(text), fmt, mode, filters != NULL ? filters : "");
     conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
     if (!ok(conf != NULL, "config loads (leak_guard = %s)", mode))
         lk_test_diag("%s", err);
     return conf;
+}
+
+static struct lk_conf *
+load(const char *mode, const char *filters)
+{
+    return load_fmt(conf_fmt, mode, filters);
 }
 
 /* The leak guard's position in the chain, or -1. */
@@ -317,6 +324,29 @@ test_stats(void)
 }
 
 /* One leak at every split point of a two-piece body, in each mode. */
+/* Runs the head, then body cut at cuts[0..n) (ascending) through x's
+ * chain; what came out goes to got (NUL-ended). */
+static enum lk_flt_verdict
+run_cuts(struct lk_xchg *x, const char *body, const size_t *cuts, size_t n, char *got,
+         size_t gotlen)
+{
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+    size_t len = strlen(body), at = 0;
+
+    for (size_t i = 0; i <= n && v == LK_FLT_CONTINUE; i++) {
+        size_t to = i < n ? cuts[i] : len;
+        evbuffer_add(in, body + at, to - at);
+        at = to;
+        v = lk_flt_run_res_body(x, in, out, i == n);
+    }
+    int n_out = evbuffer_remove(out, got, gotlen - 1);
+    got[n_out > 0 ? n_out : 0] = '\0';
+    evbuffer_free(in);
+    evbuffer_free(out);
+    return v;
+}
+
 static void
 test_straddle(void)
 {
@@ -332,17 +362,9 @@ test_straddle(void)
             continue;
         for (size_t a = 1; a < len; a++) {
             struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
-            struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
-            enum lk_flt_verdict v = lk_flt_run_res_headers(x);
-            char got[256] = "";
+            char got[256];
+            enum lk_flt_verdict v = run_cuts(x, body, &a, 1, got, sizeof(got));
 
-            evbuffer_add(in, body, a);
-            if (v == LK_FLT_CONTINUE)
-                v = lk_flt_run_res_body(x, in, out, 0);
-            evbuffer_add(in, body + a, len - a);
-            if (v == LK_FLT_CONTINUE)
-                v = lk_flt_run_res_body(x, in, out, 1);
-            evbuffer_remove(out, got, sizeof(got) - 1);
             switch (m) {
             case 0:
                 bad += v != LK_FLT_CONTINUE || strcmp(got, body) != 0 || x->leaks != 1;
@@ -360,8 +382,6 @@ test_straddle(void)
                              x->leaks);
                 reported = 1; /* the first failure says enough */
             }
-            evbuffer_free(in);
-            evbuffer_free(out);
             finish(x);
         }
         ok(bad == 0, "%s: a leak split at every point (%d bad)", modes[m], bad);
@@ -1396,19 +1416,6 @@ static const char mixed_fmt[] = "[pulsar mix]\n"
                                 "advertisedListeners = internal:pulsar://[fd00::14]:6650,"
                                 "external:pulsar://127.0.0.4:16650\n";
 
-static struct lk_conf *
-load_mixed(const char *mode, const char *filters)
-{
-    char text[2048], err[512];
-    struct lk_conf *conf;
-
-    snprintf(text, sizeof(text), mixed_fmt, mode, filters != NULL ? filters : "");
-    conf = lk_conf_load_buf("m.conf", text, strlen(text), err, sizeof(err));
-    if (!ok(conf != NULL, "mixed map loads (leak_guard = %s)", mode))
-        lk_test_diag("%s", err);
-    return conf;
-}
-
 /*
  * In a mixed map the HTTP answers name a binary-only broker by its
  * brokerId too (/admin/v2/brokers/CLUSTER, "not served by this
@@ -1448,7 +1455,7 @@ test_mixed_map(void)
     static const char *const text_hdrs[] = {"Content-Type", "text/plain", NULL};
 
     for (size_t m = 0; m < 3; m++) {
-        struct lk_conf *conf = load_mixed(modes[m], NULL);
+        struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], NULL);
         if (conf == NULL)
             continue;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1468,34 +1475,22 @@ test_mixed_map(void)
     static const char body[] = "{\"brokerId\":\"10.0.0.13:8080\",\"n\":1}";
     const size_t len = strlen(body);
     for (size_t m = 0; m < 3; m++) {
-        struct lk_conf *conf = load_mixed(modes[m], "filters = leak_guard");
+        struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], "filters = leak_guard");
         int bad = 0;
         if (conf == NULL)
             continue;
         for (size_t a = 1; a < len; a++) {
             for (size_t b = a; b < len; b++) {
                 struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
-                struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
-                enum lk_flt_verdict v = lk_flt_run_res_headers(x);
-                char got[256] = "";
-                evbuffer_add(in, body, a);
-                if (v == LK_FLT_CONTINUE)
-                    v = lk_flt_run_res_body(x, in, out, 0);
-                evbuffer_add(in, body + a, b - a);
-                if (v == LK_FLT_CONTINUE)
-                    v = lk_flt_run_res_body(x, in, out, 0);
-                evbuffer_add(in, body + b, len - b);
-                if (v == LK_FLT_CONTINUE)
-                    v = lk_flt_run_res_body(x, in, out, 1);
-                evbuffer_remove(out, got, sizeof(got) - 1);
+                const size_t cuts[2] = {a, b};
+                char got[256];
+                enum lk_flt_verdict v = run_cuts(x, body, cuts, 2, got, sizeof(got));
                 int fail = x->leaks != 1 ||
                            (m == 2 ? v != LK_FLT_REPLY || got[0] != '\0'
                                    : v != LK_FLT_CONTINUE || strcmp(got, body) != 0);
                 if (fail && bad++ == 0)
                     lk_test_diag("%s, split at %zu and %zu: verdict %d, '%s', %u leaks", modes[m],
                                  a, b, v, got, x->leaks);
-                evbuffer_free(in);
-                evbuffer_free(out);
                 finish(x);
             }
         }
@@ -1508,7 +1503,7 @@ test_mixed_map(void)
     static const char *const hdrs[] = {"X-Owner",  "10.0.0.13:16650", "Location",
                                        "http://10.0.0.13:8080/admin/v2/x", NULL};
     for (size_t m = 0; m < 3; m++) {
-        struct lk_conf *conf = load_mixed(modes[m], "filters = leak_guard");
+        struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], "filters = leak_guard");
         if (conf == NULL)
             continue;
         struct lk_xchg *x = start(conf, "/admin/v2/x", 307, hdrs, 0);
@@ -1521,7 +1516,7 @@ test_mixed_map(void)
 
     /* block: a LookupData of b3, which the lookup filter rewrote, keeps a
      * brokerId no listener has a web address to replace: refused */
-    struct lk_conf *conf = load_mixed("block", NULL);
+    struct lk_conf *conf = load_fmt(mixed_fmt, "block", NULL);
     if (conf != NULL) {
         static const char lookup_body[] =
             "{\"brokerId\":\"10.0.0.13:8080\",\"brokerUrl\":\"pulsar://10.0.0.13:6650\","
