@@ -111,8 +111,8 @@ struct any_port_scan {
 
 /* A find of the any_port matcher: "HOST:PORT" at stream bytes [start, end).
  * Nonzero stops the scan. */
-typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text,
-                           uint64_t start, uint64_t end);
+typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text, uint64_t start,
+                           uint64_t end);
 
 /* Per exchange, in x->pool. */
 struct guard {
@@ -288,8 +288,8 @@ report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const st
     lk_log(level, x->conn,
            "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
            f->id, header != NULL ? "the header " : "the body",
-           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text,
-           b->name, lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
+           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text, b->name,
+           lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
            lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160), outcome);
 }
 
@@ -559,7 +559,8 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
         const char *to;
         switch (conf->mode) {
         case LK_LEAK_BLOCK:
-            report(f, x, g, LK_WARN, t->broker, t->text, &h->name, "answered 502 (leak_guard = block)");
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
+                   "answered 502 (leak_guard = block)");
             lk_xchg_reply(x, 502, block_reason);
             return LK_FLT_REPLY;
         case LK_LEAK_REWRITE:
@@ -569,14 +570,16 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
                 done = (size_t)hit.end;
                 changed = 1;
                 x->rewrites++;
-                report(f, x, g, LK_DEBUG, t->broker, t->text, &h->name, "rewritten (leak_guard = rewrite)");
+                report(f, x, g, LK_DEBUG, t->broker, t->text, &h->name,
+                       "rewritten (leak_guard = rewrite)");
                 break;
             }
             report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
                    "not rewritten: no address on the selected listener (leak_guard = rewrite)");
             break;
         default:
-            report(f, x, g, LK_WARN, t->broker, t->text, &h->name, "logged only (leak_guard = log)");
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
+                   "logged only (leak_guard = log)");
             break;
         }
     }
@@ -735,7 +738,8 @@ scan_any_port_text(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct 
     const struct guard_conf *conf = f->conf;
     struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
 
-    if (conf->any_port != NULL && any_port_feed(conf, x, &g->ap, data, len, last, text_any_port, &tf) != 0)
+    if (conf->any_port != NULL &&
+        any_port_feed(conf, x, &g->ap, data, len, last, text_any_port, &tf) != 0)
         return tf.v;
     return LK_FLT_CONTINUE;
 }
@@ -1040,8 +1044,7 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
 /* Reads a whole binary answer for "HOST:PORT" of a broker without an
  * internal web address (any_port_new), PORT one the map lacks. */
 static int
-frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start,
-               uint64_t end)
+frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
 {
     (void)start, (void)end;
     found(arg, b, lk_str_c(text), -1, -1);

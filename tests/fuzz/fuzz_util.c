@@ -56,8 +56,8 @@ lk_fuzz_piece(uint64_t *state, size_t left)
  * b3 (an IPv6 internal address) only https outside, so its pulsar
  * addresses have no replacement; b4's internal address is a prefix of
  * b1's ("10.0.0.1:80" and "10.0.0.11:8080"); b5 has binary addresses only
- * (a mixed map: its brokerId, 10.0.0.15 with any port, is an address too).  The second %s adds keys to
- * [pulsar prod], the third sections after it (lk_fuzz_pulsar_map). */
+ * (a mixed map: its brokerId, 10.0.0.15 with any port, is an address too).  The second %s adds keys
+ * to [pulsar prod], the third sections after it (lk_fuzz_pulsar_map). */
 static const char map_fmt[] =
     "[lookout]\n"
     "max_buffer_bytes = 8k\n"

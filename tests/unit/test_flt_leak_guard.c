@@ -1485,9 +1485,9 @@ test_mixed_map(void)
                 const size_t cuts[2] = {a, b};
                 char got[256];
                 enum lk_flt_verdict v = run_cuts(x, body, cuts, 2, got, sizeof(got));
-                int fail = x->leaks != 1 ||
-                           (m == 2 ? v != LK_FLT_REPLY || got[0] != '\0'
-                                   : v != LK_FLT_CONTINUE || strcmp(got, body) != 0);
+                int fail =
+                    x->leaks != 1 || (m == 2 ? v != LK_FLT_REPLY || got[0] != '\0'
+                                             : v != LK_FLT_CONTINUE || strcmp(got, body) != 0);
                 if (fail && bad++ == 0)
                     lk_test_diag("%s, split at %zu and %zu: verdict %d, '%s', %u leaks", modes[m],
                                  a, b, v, got, x->leaks);
@@ -1500,7 +1500,7 @@ test_mixed_map(void)
 
     /* headers: a binary-only broker's brokerId, and lookout's own address
      * on its host */
-    static const char *const hdrs[] = {"X-Owner",  "10.0.0.13:16650", "Location",
+    static const char *const hdrs[] = {"X-Owner", "10.0.0.13:16650", "Location",
                                        "http://10.0.0.13:8080/admin/v2/x", NULL};
     for (size_t m = 0; m < 3; m++) {
         struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], "filters = leak_guard");
