@@ -9,8 +9,9 @@
  * a match may straddle two reads, and the automaton's state carries it.
  * A Pulsar broker without an internal web address (a binary-only one,
  * alone in its map or in a mixed one) is looked for by its brokerId too,
- * its host with any port (any_port_feed, the matcher the binary answers
- * use), which is never rewritten: it has no web address to become.
+ * its host with any port (patterns of the same automaton, any_port_hit,
+ * as in the binary answers), which is never rewritten: it has no web
+ * address to become.
  *
  * What it does with a find depends on the cluster's `leak_guard`:
  *   log      counts it (x->leaks) and logs the first of the exchange at warn;
@@ -72,11 +73,12 @@ struct target {
 struct guard_conf {
     enum lk_leak_guard mode;
     struct lk_match *match;
-    struct target *targets; /* by pattern id */
+    struct target *targets; /* by pattern id, below ntargets */
+    size_t ntargets;
     /* "HOST:" of each internal address of a Pulsar broker without an
-     * internal http or https address (scan_any_port), or NULL */
-    struct lk_match *any_port;
-    const struct lk_broker **any_port_broker; /* by pattern id */
+     * internal http or https address (any_port_hit): the patterns of match
+     * from ntargets on, raw */
+    const struct lk_broker **any_port_broker; /* by pattern id - ntargets */
     char **any_port_text;                     /* the patterns, owned */
     size_t nany_port;
 };
@@ -96,12 +98,12 @@ struct any_port_open {
     char digits[6];
 };
 
-/* Patterns ending at one byte that can wait at once (any_port_feed). */
+/* Patterns ending at one byte that can wait at once (any_port_hit). */
 #define ANY_PORT_OPEN 8
 
-/* The any_port matcher's position in one stream. */
+/* The any_port patterns' finds waiting in one stream (the automaton's
+ * position is the scan's own). */
 struct any_port_scan {
-    struct lk_match_state st;
     uint64_t at;       /* stream offset of the piece being read */
     uint8_t tail[512]; /* the stream's last bytes before it, at offset % 512: more
                         * than LK_MATCH_MAX_LEN + 2, for the bytes before a match */
@@ -124,7 +126,7 @@ struct guard {
     enum body_state body;
     z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
     uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
-    struct any_port_scan ap; /* the body, for brokerIds (any_port_feed) */
+    struct any_port_scan ap; /* the body, for brokerIds (any_port_hit) */
     int released;      /* block: body bytes have gone out */
     unsigned logged;   /* by log level: the exchange's first leak is logged */
 };
@@ -135,7 +137,6 @@ conf_free(void *p)
     struct guard_conf *conf = p;
 
     lk_match_free(conf->match);
-    lk_match_free(conf->any_port);
     for (size_t i = 0; i < conf->nany_port; i++)
         free(conf->any_port_text[i]);
     free(conf->any_port_text);
@@ -153,18 +154,16 @@ conf_free(void *p)
  * (conf/pulsar-binary.conf) has none, nor has a mixed map for its
  * binary-only brokers, so for such a broker the answers, binary and text,
  * are also read for the host of each of its internal addresses with any
- * port after it.  0, or -1 with err set.
+ * port after it: these patterns join the automaton, raw (any_port_hit
+ * checks what is around them).
  */
-static int
-any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, size_t errlen)
+static void
+any_port_new(struct guard_conf *conf, const struct lk_cluster *cl)
 {
     size_t max = cl->nbrokers * LK_SCHEME__COUNT * 2, n = 0;
-    size_t *lens;
-    unsigned *flags;
-    char msg[256];
 
     if (!(cl->proto & LK_PROTO_PULSAR) || max == 0)
-        return 0;
+        return;
     conf->any_port_text = lk_xcalloc(max, sizeof(*conf->any_port_text));
     conf->any_port_broker = lk_xcalloc(max, sizeof(*conf->any_port_broker));
     for (size_t i = 0; i < cl->nbrokers; i++) {
@@ -186,23 +185,6 @@ any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, si
         }
     }
     conf->nany_port = n;
-    if (n == 0)
-        return 0;
-    lens = lk_xcalloc(n, sizeof(*lens));
-    flags = lk_xcalloc(n, sizeof(*flags));
-    for (size_t i = 0; i < n; i++) {
-        lens[i] = strlen(conf->any_port_text[i]);
-        flags[i] = LK_MATCH_RAW; /* scan_any_port checks what is around it */
-    }
-    conf->any_port = lk_match_new_flags((const char *const *)conf->any_port_text, lens, flags, n,
-                                        msg, sizeof(msg));
-    free(lens);
-    free(flags);
-    if (conf->any_port == NULL) {
-        snprintf(err, errlen, "leak_guard: %s", msg);
-        return -1;
-    }
-    return 0;
 }
 
 static void *
@@ -218,10 +200,11 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
         return NULL; /* err stays empty: no conf, and attach sits out */
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = cl->leak_guard;
+    any_port_new(conf, cl);
     conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
-    pats = lk_xcalloc(max + 1, sizeof(*pats));
-    lens = lk_xcalloc(max + 1, sizeof(*lens));
-    flags = lk_xcalloc(max + 1, sizeof(*flags));
+    pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
+    lens = lk_xcalloc(max + conf->nany_port + 1, sizeof(*lens));
+    flags = lk_xcalloc(max + conf->nany_port + 1, sizeof(*flags));
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
         for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
@@ -250,16 +233,18 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
             }
         }
     }
+    conf->ntargets = n;
+    for (size_t i = 0; i < conf->nany_port; i++) {
+        pats[n] = conf->any_port_text[i];
+        lens[n] = strlen(pats[n]);
+        flags[n++] = LK_MATCH_RAW;
+    }
     conf->match = lk_match_new_flags(pats, lens, flags, n, msg, sizeof(msg));
     free(pats);
     free(lens);
     free(flags);
     if (conf->match == NULL) {
         snprintf(err, errlen, "leak_guard: %s", msg);
-        conf_free(conf);
-        return NULL;
-    }
-    if (any_port_new(conf, cl, err, errlen) != 0) {
         conf_free(conf);
         return NULL;
     }
@@ -377,7 +362,6 @@ host_char(uint8_t c)
 static void
 any_port_init(struct any_port_scan *s)
 {
-    lk_match_state_init(&s->st);
     s->at = 0;
     s->nopen = 0;
 }
@@ -431,43 +415,43 @@ any_port_settle(const struct guard_conf *conf, const struct lk_xchg *x, struct a
     return 0;
 }
 
-/* Reads the next len bytes of a stream (last: it ends with them); cb as
- * any_port_settle. */
+/* A hit of an any_port pattern (hit->id >= conf->ntargets) in the piece p
+ * (at stream offset s->at); cb as any_port_settle. */
 static int
-any_port_feed(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
-              const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
+any_port_hit(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
+             const uint8_t *p, size_t len, const struct lk_match_hit *hit, any_port_fn cb,
+             void *arg)
 {
-    struct lk_match_hit hit;
-    size_t off = 0;
-    int r;
+    uint64_t start = hit->end - hit->len;
+    int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
+    int b2 = start >= 2 ? any_port_byte(s, p, len, start - 2) : -1;
 
-    s->at = s->st.pos;
-    if ((r = any_port_settle(conf, x, s, p, len, last, cb, arg)) != 0)
-        return r;
-    while (lk_match_scan(conf->any_port, &s->st, p, len, &off, &hit) ||
-           (last && lk_match_finish(conf->any_port, &s->st, &hit))) {
-        uint64_t start = hit.end - hit.len;
-        int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
-        int b2 = start >= 2 ? any_port_byte(s, p, len, start - 2) : -1;
-        if (b1 >= 0 && host_char((uint8_t)b1))
-            continue; /* "110.0.0.11:" is not "10.0.0.11:" */
-        /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a
-         * broker prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's
-         * own connection, when it runs on the broker's host), not itself;
-         * a URL's "//" is not that */
-        if (b1 == '/' && b2 != '/')
-            continue;
-        s->open[s->nopen++] = (struct any_port_open){.id = hit.id, .end = hit.end};
-        /* Only patterns ending at one byte wait together (a ':' ends the
-         * digits of the ones before); should more than fit, they are
-         * decided with the bytes at hand. */
-        r = any_port_settle(conf, x, s, p, len, last || s->nopen == ANY_PORT_OPEN, cb, arg);
-        if (r != 0)
-            return r;
-    }
-    for (size_t i = len > sizeof(s->tail) ? len - sizeof(s->tail) : 0; i < len; i++)
-        s->tail[(s->at + i) % sizeof(s->tail)] = p[i];
-    return 0;
+    if (b1 >= 0 && host_char((uint8_t)b1))
+        return 0; /* "110.0.0.11:" is not "10.0.0.11:" */
+    /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a broker
+     * prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's own
+     * connection, when it runs on the broker's host), not itself; a URL's
+     * "//" is not that */
+    if (b1 == '/' && b2 != '/')
+        return 0;
+    s->open[s->nopen++] = (struct any_port_open){.id = hit->id - conf->ntargets, .end = hit->end};
+    /* Only patterns ending at one byte wait together (a ':' ends the
+     * digits of the ones before); should more than fit, they are decided
+     * with the bytes at hand. */
+    return any_port_settle(conf, x, s, p, len, s->nopen == ANY_PORT_OPEN, cb, arg);
+}
+
+/* The piece p has been read: its last bytes are kept for the next. */
+static void
+any_port_next(struct any_port_scan *s, const uint8_t *p, size_t len)
+{
+    size_t keep = len < sizeof(s->tail) ? len : sizeof(s->tail);
+    size_t o = (size_t)((s->at + len - keep) % sizeof(s->tail));
+    size_t first = sizeof(s->tail) - o < keep ? sizeof(s->tail) - o : keep;
+
+    memcpy(s->tail + o, p + len - keep, first);
+    memcpy(s->tail, p + len - keep + first, keep - first);
+    s->at += len;
 }
 
 /* An any_port find in a text response (a header, or the body when in is
@@ -547,11 +531,21 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
     size_t off = 0, done = 0;
     int more = 1, changed = 0;
 
+    struct text_find tf = {f, x, g, NULL, &h->name, LK_FLT_CONTINUE};
+    struct any_port_scan ap;
+
     lk_match_state_init(&st);
+    any_port_init(&ap);
     g->leak_end = 0;
     while (more) {
         more = lk_match_scan(conf->match, &st, value.p, value.len, &off, &hit) ||
                lk_match_finish(conf->match, &st, &hit);
+        if (more && hit.id >= conf->ntargets) {
+            if (any_port_hit(conf, x, &ap, (const uint8_t *)value.p, value.len, &hit, text_any_port,
+                             &tf) != 0)
+                return tf.v;
+            continue;
+        }
         if (!more || !count(x, g, &hit))
             continue;
         const struct target *t = &conf->targets[hit.id];
@@ -583,14 +577,9 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
             break;
         }
     }
-    if (conf->any_port != NULL) {
-        struct text_find tf = {f, x, g, NULL, &h->name, LK_FLT_CONTINUE};
-        struct any_port_scan s;
-        any_port_init(&s);
-        if (any_port_feed(conf, x, &s, (const uint8_t *)value.p, value.len, 1, text_any_port,
-                          &tf) != 0)
-            return tf.v;
-    }
+    if (any_port_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port, &tf) !=
+        0)
+        return tf.v;
     if (changed)
         h->value = lk_pstr_concat(&x->pool, out, lk_str_skip(value, done));
     return LK_FLT_CONTINUE;
@@ -730,34 +719,33 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
     }
 }
 
-/* Runs the any_port matcher over len bytes of the scanned stream. */
-static enum lk_flt_verdict
-scan_any_port_text(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
-                   struct evbuffer *out, const void *data, size_t len, int last)
-{
-    const struct guard_conf *conf = f->conf;
-    struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
-
-    if (conf->any_port != NULL &&
-        any_port_feed(conf, x, &g->ap, data, len, last, text_any_port, &tf) != 0)
-        return tf.v;
-    return LK_FLT_CONTINUE;
-}
-
 /* Runs the automaton over len bytes of the scanned stream. */
 static enum lk_flt_verdict
 scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
            struct evbuffer *out, const void *data, size_t len)
 {
     const struct guard_conf *conf = f->conf;
+    struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
     struct lk_match_hit hit;
     enum lk_flt_verdict v;
     size_t off = 0;
 
-    while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit))
-        if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+    /* the digits of a brokerId that ended the last piece */
+    if (g->ap.nopen != 0 && any_port_settle(conf, x, &g->ap, data, len, 0, text_any_port, &tf) != 0)
+        return tf.v;
+    while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit)) {
+        if (hit.id >= conf->ntargets)
+            v = any_port_hit(conf, x, &g->ap, data, len, &hit, text_any_port, &tf) != 0
+                    ? tf.v
+                    : LK_FLT_CONTINUE;
+        else
+            v = on_hit(f, x, g, in, out, &hit);
+        if (v != LK_FLT_CONTINUE)
             return v;
-    return scan_any_port_text(f, x, g, in, out, data, len, 0);
+    }
+    if (conf->nany_port != 0)
+        any_port_next(&g->ap, data, len);
+    return LK_FLT_CONTINUE;
 }
 
 /* Inflates raw bytes into the automaton, a bounded piece at a time.  A
@@ -841,10 +829,20 @@ scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
             return v;
     }
     if (last && g->body != BODY_SKIP) {
-        while (lk_match_finish(conf->match, &g->st, &hit))
-            if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+        struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
+        while (lk_match_finish(conf->match, &g->st, &hit)) {
+            if (hit.id >= conf->ntargets)
+                v = any_port_hit(conf, x, &g->ap, (const uint8_t *)"", 0, &hit, text_any_port,
+                                 &tf) != 0
+                        ? tf.v
+                        : LK_FLT_CONTINUE;
+            else
+                v = on_hit(f, x, g, in, out, &hit);
+            if (v != LK_FLT_CONTINUE)
                 return v;
-        return scan_any_port_text(f, x, g, in, out, "", 0, 1);
+        }
+        if (any_port_settle(conf, x, &g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
+            return tf.v;
     }
     return LK_FLT_CONTINUE;
 }
@@ -919,7 +917,7 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
  * names itself by its brokerId, advertisedAddress:webServicePort, in its
  * exceptions: for such a broker the binary answers are also read for the
  * host of each of its internal addresses followed by any port
- * (scan_any_port, with the matcher the text scan uses), an address lookout
+ * (any_port_hit, as the text scan does), an address lookout
  * serves or gives out excepted.
  *
  * What is not read on purpose: the Streams group answers (KIP-1071,
@@ -1027,7 +1025,7 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
 
     if (!str)
         return NULL;
-    for (size_t i = 0; i < lk_match_count(conf->match); i++) {
+    for (size_t i = 0; i < conf->ntargets; i++) {
         const struct target *t = &conf->targets[i];
         uint16_t port = t->raw ? t->addr->port : 0;
         if (!t->raw || strlen(t->text) != hl ||
@@ -1041,24 +1039,14 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
     return NULL;
 }
 
-/* Reads a whole binary answer for "HOST:PORT" of a broker without an
- * internal web address (any_port_new), PORT one the map lacks. */
+/* A "HOST:PORT" of a broker without an internal web address (any_port_hit)
+ * in a binary answer. */
 static int
 frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
 {
     (void)start, (void)end;
     found(arg, b, lk_str_c(text), -1, -1);
     return 0;
-}
-
-static void
-scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint8_t *p, size_t len,
-              struct finding *fd)
-{
-    struct any_port_scan s;
-
-    any_port_init(&s);
-    any_port_feed(conf, x, &s, p, len, 1, frame_any_port, fd);
 }
 
 /* Reads a whole answer's bytes. */
@@ -1070,14 +1058,20 @@ scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *
     struct lk_match_hit hit;
     size_t off = 0;
     int more = 1;
+    struct any_port_scan ap;
 
     lk_match_state_init(&g->st);
+    any_port_init(&ap);
     g->leak_end = 0;
     while (more) {
         more = lk_match_scan(conf->match, &g->st, p, len, &off, &hit) ||
                lk_match_finish(conf->match, &g->st, &hit);
         if (!more)
             break;
+        if (hit.id >= conf->ntargets) {
+            any_port_hit(conf, x, &ap, p, len, &hit, frame_any_port, fd);
+            continue;
+        }
         const struct target *t = &conf->targets[hit.id];
         if (t->raw && (t = raw_find(conf, p, len, &hit)) == NULL)
             continue;
@@ -1085,8 +1079,7 @@ scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *
             continue;
         found(fd, t->broker, lk_str_c(t->raw ? t->addr->hostport : t->text), -1, -1);
     }
-    if (conf->any_port != NULL)
-        scan_any_port(conf, x, p, len, fd);
+    any_port_settle(conf, x, &ap, p, len, 1, frame_any_port, fd);
 }
 
 static void
