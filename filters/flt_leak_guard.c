@@ -7,6 +7,11 @@
  * responses, with one Aho-Corasick automaton
  * (proxy/lk_match.h) built from the map at load.  The body streams through:
  * a match may straddle two reads, and the automaton's state carries it.
+ * A Pulsar broker without an internal web address (a binary-only one,
+ * alone in its map or in a mixed one) is looked for by its brokerId too,
+ * its host with any port (patterns of the same automaton, any_port_hit,
+ * as in the binary answers), which is never rewritten: it has no web
+ * address to become.
  *
  * What it does with a find depends on the cluster's `leak_guard`:
  *   log      counts it (x->leaks) and logs the first of the exchange at warn;
@@ -68,11 +73,12 @@ struct target {
 struct guard_conf {
     enum lk_leak_guard mode;
     struct lk_match *match;
-    struct target *targets; /* by pattern id */
+    struct target *targets; /* by pattern id, below ntargets */
+    size_t ntargets;
     /* "HOST:" of each internal address of a Pulsar broker without an
-     * internal http or https address (scan_any_port), or NULL */
-    struct lk_match *any_port;
-    const struct lk_broker **any_port_broker; /* by pattern id */
+     * internal http or https address (any_port_hit): the patterns of match
+     * from ntargets on, raw */
+    const struct lk_broker **any_port_broker; /* by pattern id - ntargets */
     char **any_port_text;                     /* the patterns, owned */
     size_t nany_port;
 };
@@ -84,6 +90,32 @@ enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
  * on a decompression bomb, so the rest passes unread. */
 #define LK_GUARD_INFLATE_RATIO 64
 
+/* A "HOST:" match waiting for its port digits (any_port_settle). */
+struct any_port_open {
+    size_t id;
+    uint64_t end; /* stream offset after the ':' */
+    unsigned nd;  /* digits read so far, up to 6 (one too many) */
+    char digits[6];
+};
+
+/* Patterns ending at one byte that can wait at once (any_port_hit). */
+#define ANY_PORT_OPEN 8
+
+/* The any_port patterns' finds waiting in one stream (the automaton's
+ * position is the scan's own). */
+struct any_port_scan {
+    uint64_t at;       /* stream offset of the piece being read */
+    uint8_t tail[512]; /* the stream's last bytes before it, at offset % 512: more
+                        * than LK_MATCH_MAX_LEN + 2, for the bytes before a match */
+    unsigned nopen;
+    struct any_port_open open[ANY_PORT_OPEN];
+};
+
+/* A find of the any_port matcher: "HOST:PORT" at stream bytes [start, end).
+ * Nonzero stops the scan. */
+typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text, uint64_t start,
+                           uint64_t end);
+
 /* Per exchange, in x->pool. */
 struct guard {
     struct lk_match_state st;
@@ -94,6 +126,7 @@ struct guard {
     enum body_state body;
     z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
     uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
+    struct any_port_scan ap; /* the body, for brokerIds (any_port_hit) */
     int released;      /* block: body bytes have gone out */
     unsigned logged;   /* by log level: the exchange's first leak is logged */
 };
@@ -104,7 +137,6 @@ conf_free(void *p)
     struct guard_conf *conf = p;
 
     lk_match_free(conf->match);
-    lk_match_free(conf->any_port);
     for (size_t i = 0; i < conf->nany_port; i++)
         free(conf->any_port_text[i]);
     free(conf->any_port_text);
@@ -119,20 +151,19 @@ conf_free(void *p)
  * served by this instance:10.0.0.11:8080", BrokerService
  * .checkTopicNsOwnership): an address the map holds only when the broker's
  * internal listener has an http or https address.  A binary-only map
- * (conf/pulsar-binary.conf) has none, so for such a broker the binary
- * answers are also read for the host of each of its internal addresses
- * with any port after it.  0, or -1 with err set.
+ * (conf/pulsar-binary.conf) has none, nor has a mixed map for its
+ * binary-only brokers, so for such a broker the answers, binary and text,
+ * are also read for the host of each of its internal addresses with any
+ * port after it: these patterns join the automaton, raw (any_port_hit
+ * checks what is around them).
  */
-static int
-any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, size_t errlen)
+static void
+any_port_new(struct guard_conf *conf, const struct lk_cluster *cl)
 {
     size_t max = cl->nbrokers * LK_SCHEME__COUNT * 2, n = 0;
-    size_t *lens;
-    unsigned *flags;
-    char msg[256];
 
     if (!(cl->proto & LK_PROTO_PULSAR) || max == 0)
-        return 0;
+        return;
     conf->any_port_text = lk_xcalloc(max, sizeof(*conf->any_port_text));
     conf->any_port_broker = lk_xcalloc(max, sizeof(*conf->any_port_broker));
     for (size_t i = 0; i < cl->nbrokers; i++) {
@@ -154,23 +185,6 @@ any_port_new(struct guard_conf *conf, const struct lk_cluster *cl, char *err, si
         }
     }
     conf->nany_port = n;
-    if (n == 0)
-        return 0;
-    lens = lk_xcalloc(n, sizeof(*lens));
-    flags = lk_xcalloc(n, sizeof(*flags));
-    for (size_t i = 0; i < n; i++) {
-        lens[i] = strlen(conf->any_port_text[i]);
-        flags[i] = LK_MATCH_RAW; /* scan_any_port checks what is around it */
-    }
-    conf->any_port = lk_match_new_flags((const char *const *)conf->any_port_text, lens, flags, n,
-                                        msg, sizeof(msg));
-    free(lens);
-    free(flags);
-    if (conf->any_port == NULL) {
-        snprintf(err, errlen, "leak_guard: %s", msg);
-        return -1;
-    }
-    return 0;
 }
 
 static void *
@@ -186,10 +200,11 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
         return NULL; /* err stays empty: no conf, and attach sits out */
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = cl->leak_guard;
+    any_port_new(conf, cl);
     conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
-    pats = lk_xcalloc(max + 1, sizeof(*pats));
-    lens = lk_xcalloc(max + 1, sizeof(*lens));
-    flags = lk_xcalloc(max + 1, sizeof(*flags));
+    pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
+    lens = lk_xcalloc(max + conf->nany_port + 1, sizeof(*lens));
+    flags = lk_xcalloc(max + conf->nany_port + 1, sizeof(*flags));
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
         for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
@@ -218,16 +233,18 @@ conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size
             }
         }
     }
+    conf->ntargets = n;
+    for (size_t i = 0; i < conf->nany_port; i++) {
+        pats[n] = conf->any_port_text[i];
+        lens[n] = strlen(pats[n]);
+        flags[n++] = LK_MATCH_RAW;
+    }
     conf->match = lk_match_new_flags(pats, lens, flags, n, msg, sizeof(msg));
     free(pats);
     free(lens);
     free(flags);
     if (conf->match == NULL) {
         snprintf(err, errlen, "leak_guard: %s", msg);
-        conf_free(conf);
-        return NULL;
-    }
-    if (any_port_new(conf, cl, err, errlen) != 0) {
         conf_free(conf);
         return NULL;
     }
@@ -245,8 +262,8 @@ attach(struct lk_flt *f, struct lk_xchg *x)
 /* Logs the exchange's first leak at each level (later ones are only
  * counted).  header is the field's name, or NULL for the body. */
 static void
-report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const struct target *t,
-       const struct lk_str *header, const char *outcome)
+report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const struct lk_broker *b,
+       const char *text, const struct lk_str *header, const char *outcome)
 {
     char name[64 + 4], method[16 + 4], target[160 + 4];
 
@@ -256,8 +273,8 @@ report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const st
     lk_log(level, x->conn,
            "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
            f->id, header != NULL ? "the header " : "the body",
-           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", t->text,
-           t->broker->name, lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
+           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text, b->name,
+           lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
            lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160), outcome);
 }
 
@@ -300,6 +317,193 @@ count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
     return 1;
 }
 
+/* Whether host:port is an address lookout has in its map or serves: any
+ * address of a broker of a Pulsar cluster (an internal one is the main
+ * automaton's find), or a cluster's service address. */
+static int
+known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
+{
+    enum lk_scheme scheme;
+
+    for (size_t k = 0; k < x->conf->nclusters; k++) {
+        const struct lk_cluster *cl = x->conf->clusters[k];
+        if (!(cl->proto & LK_PROTO_PULSAR))
+            continue;
+        if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
+            return 1;
+        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
+        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
+            h = lk_str_make(h.p + 1, h.len - 2);
+        for (int i = 0; i < 2; i++) {
+            const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
+            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+host_char(uint8_t c)
+{
+    return isalnum(c) || c == '.' || c == '-' || c == '_';
+}
+
+/*
+ * "HOST:PORT" of a broker without an internal web address (any_port_new):
+ * one matcher for the binary answers, read whole, and for the text ones,
+ * whose headers are read whole and whose bodies stream.  A "HOST:" match
+ * counts when the byte before it is no host character (nor a lone '/'),
+ * and the port is the 1 to 5 digits after it, which may come in the next
+ * pieces: the match waits for them (a bounded lookahead), and the stream's
+ * last bytes are kept for the bytes before a match that began in an
+ * earlier piece.
+ */
+static void
+any_port_init(struct any_port_scan *s)
+{
+    s->at = 0;
+    s->nopen = 0;
+}
+
+/* The byte at stream offset o, or -1 when it has not come yet (or is
+ * before the stream, or too far back). */
+static int
+any_port_byte(const struct any_port_scan *s, const uint8_t *p, size_t len, uint64_t o)
+{
+    if (o >= s->at + len)
+        return -1;
+    if (o >= s->at)
+        return p[o - s->at];
+    if (s->at - o > sizeof(s->tail))
+        return -1;
+    return s->tail[o % sizeof(s->tail)];
+}
+
+/* Reads the port digits of the waiting matches from the bytes at hand and
+ * decides each one whose digits have ended (or all, once the stream ends):
+ * cb for a find, stopping when it returns nonzero (that is returned). */
+static int
+any_port_settle(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
+                const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
+{
+    for (unsigned i = 0; i < s->nopen;) {
+        struct any_port_open o = s->open[i];
+        int c = -1;
+        while (o.nd < 6 && (c = any_port_byte(s, p, len, o.end + o.nd)) >= 0 && isdigit(c))
+            o.digits[o.nd++] = (char)c;
+        if (o.nd < 6 && c < 0 && !last) {
+            s->open[i++] = o; /* its digits may go on in the next piece */
+            continue;
+        }
+        s->open[i] = s->open[--s->nopen];
+        unsigned port = 0;
+        for (unsigned d = 0; d < o.nd; d++)
+            port = port * 10 + (unsigned)(o.digits[d] - '0');
+        if (o.nd == 0 || o.nd > 5 || port == 0 || port > 65535)
+            continue;
+        const char *pat = conf->any_port_text[o.id];
+        size_t hl = strlen(pat) - 1; /* without its ':' */
+        if (known_addr(x, lk_str_make(pat, hl), (uint16_t)port))
+            continue;
+        char text[LK_MATCH_MAX_LEN + 8];
+        snprintf(text, sizeof(text), "%s%.*s", pat, (int)o.nd, o.digits);
+        int r = cb(arg, conf->any_port_broker[o.id], text, o.end - (hl + 1), o.end + o.nd);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+/* A hit of an any_port pattern (hit->id >= conf->ntargets) in the piece p
+ * (at stream offset s->at); cb as any_port_settle. */
+static int
+any_port_hit(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
+             const uint8_t *p, size_t len, const struct lk_match_hit *hit, any_port_fn cb,
+             void *arg)
+{
+    uint64_t start = hit->end - hit->len;
+    int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
+    int b2 = start >= 2 ? any_port_byte(s, p, len, start - 2) : -1;
+
+    if (b1 >= 0 && host_char((uint8_t)b1))
+        return 0; /* "110.0.0.11:" is not "10.0.0.11:" */
+    /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a broker
+     * prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's own
+     * connection, when it runs on the broker's host), not itself; a URL's
+     * "//" is not that */
+    if (b1 == '/' && b2 != '/')
+        return 0;
+    s->open[s->nopen++] = (struct any_port_open){.id = hit->id - conf->ntargets, .end = hit->end};
+    /* Only patterns ending at one byte wait together (a ':' ends the
+     * digits of the ones before); should more than fit, they are decided
+     * with the bytes at hand. */
+    return any_port_settle(conf, x, s, p, len, s->nopen == ANY_PORT_OPEN, cb, arg);
+}
+
+/* The piece p has been read: its last bytes are kept for the next. */
+static void
+any_port_next(struct any_port_scan *s, const uint8_t *p, size_t len)
+{
+    size_t keep = len < sizeof(s->tail) ? len : sizeof(s->tail);
+    size_t o = (size_t)((s->at + len - keep) % sizeof(s->tail));
+    size_t first = sizeof(s->tail) - o < keep ? sizeof(s->tail) - o : keep;
+
+    memcpy(s->tail + o, p + len - keep, first);
+    memcpy(s->tail, p + len - keep + first, keep - first);
+    s->at += len;
+}
+
+/* An any_port find in a text response (a header, or the body when in is
+ * set), acted on as on_hit acts on a target's, except that it is never
+ * rewritten: the broker has no web address on any listener (lk_conf
+ * refuses one without an internal one), so there is nothing to put in its
+ * place, and block refuses even a LookupData's brokerId (as on_hit does
+ * one without a replacement). */
+struct text_find {
+    struct lk_flt *f;
+    struct lk_xchg *x;
+    struct guard *g;
+    struct evbuffer *in; /* the body's, or NULL */
+    const struct lk_str *header;
+    enum lk_flt_verdict v;
+};
+
+static int
+text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
+{
+    (void)start, (void)end;
+    struct text_find *tf = arg;
+    struct lk_flt *f = tf->f;
+    struct lk_xchg *x = tf->x;
+    struct guard *g = tf->g;
+    const struct guard_conf *conf = f->conf;
+
+    x->leaks++;
+    switch (conf->mode) {
+    case LK_LEAK_BLOCK:
+        if (tf->in == NULL || !g->released) {
+            report(f, x, g, LK_WARN, b, text, tf->header, "answered 502 (leak_guard = block)");
+            lk_xchg_reply(x, 502, block_reason);
+            tf->v = LK_FLT_REPLY;
+            return 1;
+        }
+        g->logged &= ~(1u << LK_WARN);
+        report(f, x, g, LK_WARN, b, text, NULL,
+               "found past max_buffer_bytes, after the response began: closing the connection "
+               "(leak_guard = block)");
+        tf->v = LK_FLT_ERROR;
+        return 1;
+    case LK_LEAK_REWRITE:
+        report(f, x, g, LK_WARN, b, text, tf->header,
+               "not rewritten: the broker's web address is not in the map (leak_guard = rewrite)");
+        return 0;
+    default:
+        report(f, x, g, LK_WARN, b, text, tf->header, "logged only (leak_guard = log)");
+        return 0;
+    }
+}
+
 /* Headers ------------------------------------------------------------------ */
 
 static enum lk_flt_verdict
@@ -327,11 +531,21 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
     size_t off = 0, done = 0;
     int more = 1, changed = 0;
 
+    struct text_find tf = {f, x, g, NULL, &h->name, LK_FLT_CONTINUE};
+    struct any_port_scan ap;
+
     lk_match_state_init(&st);
+    any_port_init(&ap);
     g->leak_end = 0;
     while (more) {
         more = lk_match_scan(conf->match, &st, value.p, value.len, &off, &hit) ||
                lk_match_finish(conf->match, &st, &hit);
+        if (more && hit.id >= conf->ntargets) {
+            if (any_port_hit(conf, x, &ap, (const uint8_t *)value.p, value.len, &hit, text_any_port,
+                             &tf) != 0)
+                return tf.v;
+            continue;
+        }
         if (!more || !count(x, g, &hit))
             continue;
         const struct target *t = &conf->targets[hit.id];
@@ -339,7 +553,8 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
         const char *to;
         switch (conf->mode) {
         case LK_LEAK_BLOCK:
-            report(f, x, g, LK_WARN, t, &h->name, "answered 502 (leak_guard = block)");
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
+                   "answered 502 (leak_guard = block)");
             lk_xchg_reply(x, 502, block_reason);
             return LK_FLT_REPLY;
         case LK_LEAK_REWRITE:
@@ -349,17 +564,22 @@ scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http
                 done = (size_t)hit.end;
                 changed = 1;
                 x->rewrites++;
-                report(f, x, g, LK_DEBUG, t, &h->name, "rewritten (leak_guard = rewrite)");
+                report(f, x, g, LK_DEBUG, t->broker, t->text, &h->name,
+                       "rewritten (leak_guard = rewrite)");
                 break;
             }
-            report(f, x, g, LK_WARN, t, &h->name,
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
                    "not rewritten: no address on the selected listener (leak_guard = rewrite)");
             break;
         default:
-            report(f, x, g, LK_WARN, t, &h->name, "logged only (leak_guard = log)");
+            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
+                   "logged only (leak_guard = log)");
             break;
         }
     }
+    if (any_port_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port, &tf) !=
+        0)
+        return tf.v;
     if (changed)
         h->value = lk_pstr_concat(&x->pool, out, lk_str_skip(value, done));
     return LK_FLT_CONTINUE;
@@ -403,6 +623,7 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     if (!is_text(lk_http_media_type(res)))
         return LK_FLT_CONTINUE;
     lk_match_state_init(&g->st);
+    any_port_init(&g->ap);
     g->leak_end = 0;
     /* log only observes, so the response keeps its framing; rewrite
      * streams; block streams too, but keeps what it is given in `in` until
@@ -462,20 +683,20 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
     switch (mode) {
     case LK_LEAK_BLOCK:
         if (!g->released) {
-            report(f, x, g, LK_WARN, t, NULL, "answered 502 (leak_guard = block)");
+            report(f, x, g, LK_WARN, t->broker, t->text, NULL, "answered 502 (leak_guard = block)");
             lk_xchg_reply(x, 502, block_reason);
             return LK_FLT_REPLY;
         }
         /* Too late for a 502: the client has part of the body.  Logged
          * whether or not an earlier leak was. */
         g->logged &= ~(1u << LK_WARN);
-        report(f, x, g, LK_WARN, t, NULL,
+        report(f, x, g, LK_WARN, t->broker, t->text, NULL,
                "found past max_buffer_bytes, after the response began: closing the connection "
                "(leak_guard = block)");
         return LK_FLT_ERROR;
     case LK_LEAK_REWRITE:
         if (g->body == BODY_INFLATE) {
-            report(f, x, g, LK_WARN, t, NULL,
+            report(f, x, g, LK_WARN, t->broker, t->text, NULL,
                    "not rewritten: the body is compressed (leak_guard = rewrite)");
             return LK_FLT_CONTINUE;
         }
@@ -486,14 +707,14 @@ on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in
             evbuffer_add(out, to, strlen(to));
             g->base = hit->end;
             x->rewrites++;
-            report(f, x, g, LK_DEBUG, t, NULL, "rewritten (leak_guard = rewrite)");
+            report(f, x, g, LK_DEBUG, t->broker, t->text, NULL, "rewritten (leak_guard = rewrite)");
             return LK_FLT_CONTINUE;
         }
-        report(f, x, g, LK_WARN, t, NULL,
+        report(f, x, g, LK_WARN, t->broker, t->text, NULL,
                "not rewritten: no address on the selected listener (leak_guard = rewrite)");
         return LK_FLT_CONTINUE;
     default:
-        report(f, x, g, LK_WARN, t, NULL, "logged only (leak_guard = log)");
+        report(f, x, g, LK_WARN, t->broker, t->text, NULL, "logged only (leak_guard = log)");
         return LK_FLT_CONTINUE;
     }
 }
@@ -504,13 +725,26 @@ scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer
            struct evbuffer *out, const void *data, size_t len)
 {
     const struct guard_conf *conf = f->conf;
+    struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
     struct lk_match_hit hit;
     enum lk_flt_verdict v;
     size_t off = 0;
 
-    while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit))
-        if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+    /* the digits of a brokerId that ended the last piece */
+    if (g->ap.nopen != 0 && any_port_settle(conf, x, &g->ap, data, len, 0, text_any_port, &tf) != 0)
+        return tf.v;
+    while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit)) {
+        if (hit.id >= conf->ntargets)
+            v = any_port_hit(conf, x, &g->ap, data, len, &hit, text_any_port, &tf) != 0
+                    ? tf.v
+                    : LK_FLT_CONTINUE;
+        else
+            v = on_hit(f, x, g, in, out, &hit);
+        if (v != LK_FLT_CONTINUE)
             return v;
+    }
+    if (conf->nany_port != 0)
+        any_port_next(&g->ap, data, len);
     return LK_FLT_CONTINUE;
 }
 
@@ -594,10 +828,22 @@ scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
         if (v != LK_FLT_CONTINUE)
             return v;
     }
-    if (last && g->body != BODY_SKIP)
-        while (lk_match_finish(conf->match, &g->st, &hit))
-            if ((v = on_hit(f, x, g, in, out, &hit)) != LK_FLT_CONTINUE)
+    if (last && g->body != BODY_SKIP) {
+        struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
+        while (lk_match_finish(conf->match, &g->st, &hit)) {
+            if (hit.id >= conf->ntargets)
+                v = any_port_hit(conf, x, &g->ap, (const uint8_t *)"", 0, &hit, text_any_port,
+                                 &tf) != 0
+                        ? tf.v
+                        : LK_FLT_CONTINUE;
+            else
+                v = on_hit(f, x, g, in, out, &hit);
+            if (v != LK_FLT_CONTINUE)
                 return v;
+        }
+        if (any_port_settle(conf, x, &g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
+            return tf.v;
+    }
     return LK_FLT_CONTINUE;
 }
 
@@ -667,10 +913,11 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
  * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
  *
  * A Pulsar broker whose internal listener has no http or https address in
- * the map (a binary-only map) still names itself by its brokerId,
- * advertisedAddress:webServicePort, in its exceptions: for such a broker
- * the binary answers are also read for the host of each of its internal
- * addresses followed by any port (scan_any_port), an address lookout
+ * the map (a binary-only map, or a mixed one's binary-only brokers) still
+ * names itself by its brokerId, advertisedAddress:webServicePort, in its
+ * exceptions: for such a broker the binary answers are also read for the
+ * host of each of its internal addresses followed by any port
+ * (any_port_hit, as the text scan does), an address lookout
  * serves or gives out excepted.
  *
  * What is not read on purpose: the Streams group answers (KIP-1071,
@@ -778,7 +1025,7 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
 
     if (!str)
         return NULL;
-    for (size_t i = 0; i < lk_match_count(conf->match); i++) {
+    for (size_t i = 0; i < conf->ntargets; i++) {
         const struct target *t = &conf->targets[i];
         uint16_t port = t->raw ? t->addr->port : 0;
         if (!t->raw || strlen(t->text) != hl ||
@@ -792,71 +1039,14 @@ raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
     return NULL;
 }
 
-/* Whether host:port is an address lookout has in its map or serves: any
- * address of a broker of a Pulsar cluster (an internal one is the main
- * automaton's find), or a cluster's service address. */
+/* A "HOST:PORT" of a broker without an internal web address (any_port_hit)
+ * in a binary answer. */
 static int
-known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
+frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
 {
-    enum lk_scheme scheme;
-
-    for (size_t k = 0; k < x->conf->nclusters; k++) {
-        const struct lk_cluster *cl = x->conf->clusters[k];
-        if (!(cl->proto & LK_PROTO_PULSAR))
-            continue;
-        if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
-            return 1;
-        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
-        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
-            h = lk_str_make(h.p + 1, h.len - 2);
-        for (int i = 0; i < 2; i++) {
-            const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
-            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
-                return 1;
-        }
-    }
+    (void)start, (void)end;
+    found(arg, b, lk_str_c(text), -1, -1);
     return 0;
-}
-
-static int
-host_char(uint8_t c)
-{
-    return isalnum(c) || c == '.' || c == '-' || c == '_';
-}
-
-/* Reads a whole binary answer for "HOST:PORT" of a broker without an
- * internal web address (any_port_new), PORT one the map lacks. */
-static void
-scan_any_port(const struct guard_conf *conf, const struct lk_xchg *x, const uint8_t *p, size_t len,
-              struct finding *fd)
-{
-    struct lk_match_state st;
-    struct lk_match_hit hit;
-    size_t off = 0;
-
-    lk_match_state_init(&st);
-    while (lk_match_scan(conf->any_port, &st, p, len, &off, &hit) ||
-           lk_match_finish(conf->any_port, &st, &hit)) {
-        size_t start = (size_t)(hit.end - hit.len), end = (size_t)hit.end, d = 0;
-        unsigned port = 0;
-        if (start > 0 && host_char(p[start - 1]))
-            continue; /* "110.0.0.11:" is not "10.0.0.11:" */
-        /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a
-         * broker prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's
-         * own connection, when it runs on the broker's host), not itself;
-         * a URL's "//" is not that */
-        if (start > 0 && p[start - 1] == '/' && (start < 2 || p[start - 2] != '/'))
-            continue;
-        while (end + d < len && d < 6 && isdigit(p[end + d]))
-            port = port * 10 + (unsigned)(p[end + d++] - '0');
-        if (d == 0 || d > 5 || port == 0 || port > 65535)
-            continue;
-        struct lk_str host = lk_str_make((const char *)p + start, hit.len - 1);
-        if (known_addr(x, host, (uint16_t)port))
-            continue;
-        found(fd, conf->any_port_broker[hit.id], lk_str_make((const char *)p + start, hit.len + d),
-              -1, -1);
-    }
 }
 
 /* Reads a whole answer's bytes. */
@@ -868,14 +1058,20 @@ scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *
     struct lk_match_hit hit;
     size_t off = 0;
     int more = 1;
+    struct any_port_scan ap;
 
     lk_match_state_init(&g->st);
+    any_port_init(&ap);
     g->leak_end = 0;
     while (more) {
         more = lk_match_scan(conf->match, &g->st, p, len, &off, &hit) ||
                lk_match_finish(conf->match, &g->st, &hit);
         if (!more)
             break;
+        if (hit.id >= conf->ntargets) {
+            any_port_hit(conf, x, &ap, p, len, &hit, frame_any_port, fd);
+            continue;
+        }
         const struct target *t = &conf->targets[hit.id];
         if (t->raw && (t = raw_find(conf, p, len, &hit)) == NULL)
             continue;
@@ -883,8 +1079,7 @@ scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *
             continue;
         found(fd, t->broker, lk_str_c(t->raw ? t->addr->hostport : t->text), -1, -1);
     }
-    if (conf->any_port != NULL)
-        scan_any_port(conf, x, p, len, fd);
+    any_port_settle(conf, x, &ap, p, len, 1, frame_any_port, fd);
 }
 
 static void

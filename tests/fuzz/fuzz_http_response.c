@@ -17,11 +17,15 @@
  * Invariants: no crash, leak or undefined behaviour; with leak_guard =
  * rewrite and a selected listener other than the internal one, no internal
  * host:port of the map (with a replacement on that listener) appears in the
- * header fields sent or in a text body sent identity-encoded; when no
+ * header fields sent or in a text body sent identity-encoded; with
+ * leak_guard = log, a text body read identity-encoded that names the
+ * binary-only broker b5 by a brokerId (10.0.0.15 with a port, by a naive
+ * reading of the rule) counts a leak, in whatever pieces it came; when no
  * filter may change the body, it goes out byte for byte; the index of
  * known fields agrees with the names after parsing, stripping and the
  * filters' edits.
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +135,45 @@ forbidden(const struct lk_xchg *x, const char **pats, size_t *lens, size_t max)
     return k;
 }
 
+/* Whether the leak guard read the body as it is (text, identity). */
+static int
+guard_read(const struct lk_xchg *x)
+{
+    int gi = -1;
+
+    for (size_t i = 0; i < x->nflt; i++)
+        if (strcmp(x->cluster->filters[i].ops->name, "leak_guard") == 0)
+            gi = (int)i;
+    return gi >= 0 && x->flt[gi].body != LK_BODY_NONE &&
+           lk_http_content_coding(&x->res) == LK_CODING_IDENTITY;
+}
+
+/* Whether b names "10.0.0.15:PORT", b5's host with any port of 1 to 5
+ * digits (the guard's any_port rule, read naively: not after a host
+ * character nor a lone '/'). */
+static int
+naive_broker_id(const char *b, size_t len)
+{
+    static const char host[] = "10.0.0.15:";
+    const size_t hl = sizeof(host) - 1;
+
+    for (size_t i = 0; i + hl <= len; i++) {
+        size_t d = 0;
+        unsigned port = 0;
+        if (strncmp(b + i, host, hl) != 0)
+            continue;
+        if (i > 0 && (isalnum((unsigned char)b[i - 1]) || strchr("._-", b[i - 1]) != NULL))
+            continue;
+        if (i > 0 && b[i - 1] == '/' && (i < 2 || b[i - 2] != '/'))
+            continue;
+        while (i + hl + d < len && d < 6 && isdigit((unsigned char)b[i + hl + d]))
+            port = port * 10 + (unsigned)(b[i + hl + d++] - '0');
+        if (d >= 1 && d <= 5 && port >= 1 && port <= 65535)
+            return 1;
+    }
+    return 0;
+}
+
 static void
 check(struct run *r, int done)
 {
@@ -146,6 +189,9 @@ check(struct run *r, int done)
         LK_FUZZ_CHECK(n == 0 ||
                       memcmp(evbuffer_pullup(r->out, -1), evbuffer_pullup(r->raw, -1), n) == 0);
     }
+    if (x->cluster->leak_guard == LK_LEAK_LOG && done && guard_read(x))
+        LK_FUZZ_CHECK(x->leaks != 0 || !naive_broker_id((const char *)evbuffer_pullup(r->out, -1),
+                                                        evbuffer_get_length(r->out)));
     if (x->cluster->leak_guard != LK_LEAK_REWRITE || x->listener_name == NULL ||
         strcmp(x->listener_name, x->cluster->internal_listener) == 0)
         return;
@@ -163,14 +209,7 @@ check(struct run *r, int done)
      * ended: a body cut short (the connection closes on a malformed or
      * truncated response) may end in "10.0.0.11:6650" whose next byte, a
      * digit, made it no address ("10.0.0.11:66501") and was still held. */
-    if (!done)
-        return;
-    int gi = -1;
-    for (size_t i = 0; i < x->nflt; i++)
-        if (strcmp(x->cluster->filters[i].ops->name, "leak_guard") == 0)
-            gi = (int)i;
-    if (gi < 0 || x->flt[gi].body == LK_BODY_NONE ||
-        lk_http_content_coding(&x->res) != LK_CODING_IDENTITY)
+    if (!done || !guard_read(x))
         return;
     size_t blen = evbuffer_get_length(r->out);
     LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, (const char *)evbuffer_pullup(r->out, -1),

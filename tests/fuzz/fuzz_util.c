@@ -55,8 +55,9 @@ lk_fuzz_piece(uint64_t *state, size_t left)
 /* Every family of b1 on its external listener; b2 only http and pulsar;
  * b3 (an IPv6 internal address) only https outside, so its pulsar
  * addresses have no replacement; b4's internal address is a prefix of
- * b1's ("10.0.0.1:80" and "10.0.0.11:8080").  The second %s adds keys to
- * [pulsar prod], the third sections after it (lk_fuzz_pulsar_map). */
+ * b1's ("10.0.0.1:80" and "10.0.0.11:8080"); b5 has binary addresses only
+ * (a mixed map: its brokerId, 10.0.0.15 with any port, is an address too).  The second %s adds keys
+ * to [pulsar prod], the third sections after it (lk_fuzz_pulsar_map). */
 static const char map_fmt[] =
     "[lookout]\n"
     "max_buffer_bytes = 8k\n"
@@ -80,6 +81,8 @@ static const char map_fmt[] =
     "external:https://127.0.1.3:8443\n"
     "[broker prod/b4]\n"
     "advertisedListeners = internal:http://10.0.0.1:80,external:http://127.0.1.4:8080\n"
+    "[broker prod/b5]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.15:6650,external:pulsar://127.0.1.5:6650\n"
     "%s";
 
 const char lk_fuzz_kafka_guard_map[] =

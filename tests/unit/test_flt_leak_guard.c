@@ -48,17 +48,24 @@ static const char brokers_body[] =
     "[\"10.0.0.11:8080\",\"pulsar-broker-2.pulsar-broker.svc.cluster.local:8080\","
     "\"[::1]:8080\"]";
 
+/* The map fmt (its %s: leak_guard's mode, then keys for the cluster). */
 static struct lk_conf *
-load(const char *mode, const char *filters)
+load_fmt(const char *fmt, const char *mode, const char *filters)
 {
     char text[4096], err[512];
     struct lk_conf *conf;
 
-    snprintf(text, sizeof(text), conf_fmt, mode, filters != NULL ? filters : "");
+    snprintf(text, sizeof(text), fmt, mode, filters != NULL ? filters : "");
     conf = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
     if (!ok(conf != NULL, "config loads (leak_guard = %s)", mode))
         lk_test_diag("%s", err);
     return conf;
+}
+
+static struct lk_conf *
+load(const char *mode, const char *filters)
+{
+    return load_fmt(conf_fmt, mode, filters);
 }
 
 /* The leak guard's position in the chain, or -1. */
@@ -317,6 +324,29 @@ test_stats(void)
 }
 
 /* One leak at every split point of a two-piece body, in each mode. */
+/* Runs the head, then body cut at cuts[0..n) (ascending) through x's
+ * chain; what came out goes to got (NUL-ended). */
+static enum lk_flt_verdict
+run_cuts(struct lk_xchg *x, const char *body, const size_t *cuts, size_t n, char *got,
+         size_t gotlen)
+{
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+    size_t len = strlen(body), at = 0;
+
+    for (size_t i = 0; i <= n && v == LK_FLT_CONTINUE; i++) {
+        size_t to = i < n ? cuts[i] : len;
+        evbuffer_add(in, body + at, to - at);
+        at = to;
+        v = lk_flt_run_res_body(x, in, out, i == n);
+    }
+    int n_out = evbuffer_remove(out, got, gotlen - 1);
+    got[n_out > 0 ? n_out : 0] = '\0';
+    evbuffer_free(in);
+    evbuffer_free(out);
+    return v;
+}
+
 static void
 test_straddle(void)
 {
@@ -332,17 +362,9 @@ test_straddle(void)
             continue;
         for (size_t a = 1; a < len; a++) {
             struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
-            struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
-            enum lk_flt_verdict v = lk_flt_run_res_headers(x);
-            char got[256] = "";
+            char got[256];
+            enum lk_flt_verdict v = run_cuts(x, body, &a, 1, got, sizeof(got));
 
-            evbuffer_add(in, body, a);
-            if (v == LK_FLT_CONTINUE)
-                v = lk_flt_run_res_body(x, in, out, 0);
-            evbuffer_add(in, body + a, len - a);
-            if (v == LK_FLT_CONTINUE)
-                v = lk_flt_run_res_body(x, in, out, 1);
-            evbuffer_remove(out, got, sizeof(got) - 1);
             switch (m) {
             case 0:
                 bad += v != LK_FLT_CONTINUE || strcmp(got, body) != 0 || x->leaks != 1;
@@ -360,8 +382,6 @@ test_straddle(void)
                              x->leaks);
                 reported = 1; /* the first failure says enough */
             }
-            evbuffer_free(in);
-            evbuffer_free(out);
             finish(x);
         }
         ok(bad == 0, "%s: a leak split at every point (%d bad)", modes[m], bad);
@@ -1376,6 +1396,143 @@ test_binary_only_map(void)
     free(out.p);
 }
 
+/* A mixed map: b1 has an internal http address (so lookout serves HTTP for
+ * the cluster), b3 and b4 are binary-only; b3's external listener and
+ * lookout's web service address share b3's internal host. */
+static const char mixed_fmt[] = "[pulsar mix]\n"
+                                "internalListenerName = internal\n"
+                                "lookupListenerName = external\n"
+                                "webServiceUrl = http://10.0.0.13:18080\n"
+                                "leak_guard = %s\n"
+                                "%s\n"
+                                "[broker mix/b1]\n"
+                                "advertisedListeners = internal:pulsar://10.0.0.11:6650,"
+                                "internal:http://10.0.0.11:8080,external:pulsar://127.0.0.1:16650,"
+                                "external:http://127.0.0.1:18081\n"
+                                "[broker mix/b3]\n"
+                                "advertisedListeners = internal:pulsar://10.0.0.13:6650,"
+                                "external:pulsar://10.0.0.13:16650\n"
+                                "[broker mix/b4]\n"
+                                "advertisedListeners = internal:pulsar://[fd00::14]:6650,"
+                                "external:pulsar://127.0.0.4:16650\n";
+
+/*
+ * In a mixed map the HTTP answers name a binary-only broker by its
+ * brokerId too (/admin/v2/brokers/CLUSTER, "not served by this
+ * instance:HOST:PORT", a 5.0 LookupData's brokerId): the text scan reads
+ * them with the binary one's matcher, headers and body, in pieces of
+ * every size, with the same exclusions (lookout's own addresses on the
+ * broker's host, a longer host or port, a peer's "/host:port").
+ */
+static void
+test_mixed_map(void)
+{
+    enum { MAPPED = 0x100 }; /* the main automaton finds one too */
+    static const struct {
+        const char *body;
+        unsigned leaks;
+    } cases[] = {
+        {"[\"10.0.0.13:8080\"]", 1},
+        {"Namespace bundle for topic (persistent://t/n/x) not served by this "
+         "instance:10.0.0.13:8080. Please redo the lookup.",
+         1},
+        {"{\"owner\":\"http://10.0.0.13:8080/admin\"}", 1},
+        {"{\"brokerId\":\"[fd00::14]:8080\"}", 1},
+        {"{\"brokerId\":\"fd00::14:8443\"}", 1},
+        {"two: 10.0.0.13:8080 and 10.0.0.13:9090", 2},
+        {"at the end 10.0.0.13:8", 1},
+        {"10.0.0.13:8080", 1},
+        /* an address in the map too (rewrite mode rewrites it: not run) */
+        {"[\"10.0.0.11:8080\",\"10.0.0.13:8080\"]", 2 | MAPPED},
+        {"{\"url\":\"pulsar://10.0.0.13:6650\"}", 1 | MAPPED}, /* found once */
+        {"not ours: 110.0.0.13:8080 10.0.0.131:8080 x10.0.0.13:8080 10.0.0.13: 10.0.0.13:x", 0},
+        {"too long a port: 10.0.0.13:123456, none: 10.0.0.13:0", 0},
+        {"a peer: /10.0.0.13:54321", 0},
+        {"lookout's own: http://10.0.0.13:18080/x pulsar://10.0.0.13:16650 10.0.0.13:18080", 0},
+        {"[fd00::140]:8080 fd00::140:8080", 0},
+    };
+    static const char *const modes[] = {"log", "rewrite", "block"};
+    static const char *const text_hdrs[] = {"Content-Type", "text/plain", NULL};
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], NULL);
+        if (conf == NULL)
+            continue;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            unsigned n = cases[i].leaks & 0xff;
+            if (m == 1 && (cases[i].leaks & MAPPED))
+                continue;
+            enum lk_flt_verdict v = m == 2 && n != 0 ? LK_FLT_REPLY : LK_FLT_CONTINUE;
+            char what[256];
+            snprintf(what, sizeof(what), "%s: %s", modes[m], cases[i].body);
+            check(conf, what, i % 2 ? text_hdrs : json_hdrs, cases[i].body, 0, v, NULL,
+                  m == 2 && n != 0 ? 1 : n, 0);
+        }
+        lk_conf_unref(conf);
+    }
+
+    /* one brokerId split at every point, in each mode */
+    static const char body[] = "{\"brokerId\":\"10.0.0.13:8080\",\"n\":1}";
+    const size_t len = strlen(body);
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], "filters = leak_guard");
+        int bad = 0;
+        if (conf == NULL)
+            continue;
+        for (size_t a = 1; a < len; a++) {
+            for (size_t b = a; b < len; b++) {
+                struct lk_xchg *x = start(conf, "/admin/v2/x", 200, json_hdrs, 0);
+                const size_t cuts[2] = {a, b};
+                char got[256];
+                enum lk_flt_verdict v = run_cuts(x, body, cuts, 2, got, sizeof(got));
+                int fail =
+                    x->leaks != 1 || (m == 2 ? v != LK_FLT_REPLY || got[0] != '\0'
+                                             : v != LK_FLT_CONTINUE || strcmp(got, body) != 0);
+                if (fail && bad++ == 0)
+                    lk_test_diag("%s, split at %zu and %zu: verdict %d, '%s', %u leaks", modes[m],
+                                 a, b, v, got, x->leaks);
+                finish(x);
+            }
+        }
+        ok(bad == 0, "%s: a brokerId split at every two points (%d bad)", modes[m], bad);
+        lk_conf_unref(conf);
+    }
+
+    /* headers: a binary-only broker's brokerId, and lookout's own address
+     * on its host */
+    static const char *const hdrs[] = {"X-Owner", "10.0.0.13:16650", "Location",
+                                       "http://10.0.0.13:8080/admin/v2/x", NULL};
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load_fmt(mixed_fmt, modes[m], "filters = leak_guard");
+        if (conf == NULL)
+            continue;
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 307, hdrs, 0);
+        enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+        ok(x->leaks == 1 && v == (m == 2 ? LK_FLT_REPLY : LK_FLT_CONTINUE),
+           "%s: a Location naming b3's brokerId: verdict %d, %u leaks", modes[m], v, x->leaks);
+        finish(x);
+        lk_conf_unref(conf);
+    }
+
+    /* block: a LookupData of b3, which the lookup filter rewrote, keeps a
+     * brokerId no listener has a web address to replace: refused */
+    struct lk_conf *conf = load_fmt(mixed_fmt, "block", NULL);
+    if (conf != NULL) {
+        static const char lookup_body[] =
+            "{\"brokerId\":\"10.0.0.13:8080\",\"brokerUrl\":\"pulsar://10.0.0.13:6650\","
+            "\"nativeUrl\":\"pulsar://10.0.0.13:6650\"}";
+        struct result r;
+        struct lk_xchg *x = start(conf, "/lookup/v2/topic/persistent/t/n/x", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, lookup_body, strlen(lookup_body), 0, &r);
+        ok(x->body_vetted && r.v == LK_FLT_REPLY && x->reply_status == 502 && x->leaks == 1,
+           "b3's LookupData: its brokerId refused (verdict %d, %u leaks)", r.v, x->leaks);
+        free(r.out);
+        finish(x);
+        lk_conf_unref(conf);
+    }
+}
+
 const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/request", test_request},
     {"leak_guard/chain", test_chain},
@@ -1392,5 +1549,6 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/kafka_answers", test_kafka_answers},
     {"leak_guard/pulsar_answers", test_pulsar_answers},
     {"leak_guard/binary_only_map", test_binary_only_map},
+    {"leak_guard/mixed_map", test_mixed_map},
     {NULL, NULL},
 };

@@ -216,16 +216,19 @@ sub _write_state {
 }
 
 # $c->set(KEY => VALUE, ...): change own (replaces the table), version, chunked, gzip,
-# leader, unowned_to, cluster or not_ready ([N...]: those brokers answer 503 to
-# /admin/v2/brokers/ready and /health). Brokers see it at their next request.
+# leader, unowned_to, cluster, not_ready ([N...]: those brokers answer 503 to
+# /admin/v2/brokers/ready and /health) or brokers_list ([brokerId...]: what
+# /admin/v2/brokers lists instead of this cluster's brokers, so that a test can name
+# brokers it does not run, such as binary-only ones; undef: back to the brokers' own).
+# Brokers see it at their next request.
 sub set {
     my ($self, %kv) = @_;
     for my $k (keys %kv) {
-        croak "PulsarBroker->set: unknown key '$k'" unless $k =~ /^(own|version|chunked|gzip|leader|unowned_to|cluster|not_ready)$/;
+        croak "PulsarBroker->set: unknown key '$k'" unless $k =~ /^(own|version|chunked|gzip|leader|unowned_to|cluster|not_ready|brokers_list)$/;
         my $v = $kv{$k};
         $v = { %$v } if $k eq 'own';
         $v = $v ? JSON::PP::true : JSON::PP::false if $k eq 'chunked' || $k eq 'gzip';
-        $v = [ @$v ] if $k eq 'not_ready';
+        $v = [ @$v ] if ($k eq 'not_ready' || $k eq 'brokers_list') && defined $v;
         $v = "$v" if $k eq 'version';
         $self->{conf}{$k} = $v;
     }
@@ -818,7 +821,7 @@ sub _dispatch {
     }
     if ($p =~ m{^/admin/v2/brokers(?:/[^/]+)?/?$}) {
         # The classic leak: every broker's internal host:port (its brokerId).
-        return _json($cx, 200, [ map { $_->{id} } @{ $cx->{st}{brokers} } ]);
+        return _json($cx, 200, $cx->{st}{brokers_list} // [ map { $_->{id} } @{ $cx->{st}{brokers} } ]);
     }
     if ($p =~ m{^/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)(?:/(.*))?$}) {
         return _admin_topic($cx, $1, $2, $3, $4, $5 // '');
