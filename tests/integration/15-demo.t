@@ -46,6 +46,11 @@ sub demo {
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
         setsid();
+        # A shell cannot trap a signal that was ignored when it started, and a
+        # test run in the background of a non-interactive shell (nohup ... &)
+        # starts with SIGINT ignored: the demo's Ctrl-C must reach it as from a
+        # terminal.
+        $SIG{$_} = 'DEFAULT' for qw(INT TERM);
         open STDIN, '<', '/dev/null';
         open STDOUT, '>', $out or POSIX::_exit(126);
         open STDERR, '>&', \*STDOUT or POSIX::_exit(126);
