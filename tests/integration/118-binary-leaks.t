@@ -166,16 +166,7 @@ my $b1_url = "pulsar://$b1";
 my %P;
 for my $mode (qw(log block)) {
     my ($ext, $admin) = (free_port(), free_port());
-    my $lk = start_lookout(dir => $dir, name => "pulsar-$mode", conf => <<"EOF");
-[lookout]
-workers = 1
-admin = 127.0.0.1:$admin
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-leak_guard = $mode
-
+    my $lk = start_lookout(dir => $dir, name => "pulsar-$mode", conf => Lookout::guard_conf($admin, $mode, <<"EOF"));
 [broker prod/b1]
 advertisedListeners = internal:$b1_url,internal:http://127.0.0.1:9,external:pulsar://127.0.0.1:$ext
 EOF

@@ -46,16 +46,7 @@ for my $mode (qw(log block)) {
     my %e = $mode eq 'log' ? %ext : map { ($_ => free_port()) } keys %ext;
     my $brokers = join '', map { "[broker prod/$_]\nadvertisedListeners = internal:$int{$_},internal:http://127.0.0.1:" . (8 + substr($_, 1)) . ","
                                  . "external:pulsar://127.0.0.1:$e{$_}\n\n" } sort keys %int;
-    my $lk = start_lookout(dir => $dir, name => "pulsar-$mode", conf => <<"EOF");
-[lookout]
-workers = 1
-admin = 127.0.0.1:$admin
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-leak_guard = $mode
-
+    my $lk = start_lookout(dir => $dir, name => "pulsar-$mode", conf => Lookout::guard_conf($admin, $mode, <<"EOF"));
 $brokers
 EOF
     ok($lk->started, "lookout (leak_guard = $mode) started") or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));

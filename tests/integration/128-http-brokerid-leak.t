@@ -31,16 +31,7 @@ my %L;
 for my $mode (qw(log block)) {
     my ($ext1, $ext3, $admin) = free_ports(3);
     mkdir "$dir/$mode";
-    my $lk = start_lookout(dir => "$dir/$mode", conf => <<"EOF");
-[lookout]
-workers = 1
-admin = 127.0.0.1:$admin
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-leak_guard = $mode
-
+    my $lk = start_lookout(dir => "$dir/$mode", conf => Lookout::guard_conf($admin, $mode, <<"EOF"));
 [broker prod/b1]
 advertisedListeners = @{[ $c->internal_listeners(1) ]},external:http://127.0.0.1:$ext1
 

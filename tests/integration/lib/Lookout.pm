@@ -467,6 +467,15 @@ sub json_lines { return map { my $j = eval { JSON::PP::decode_json($_) }; $j ? (
 
 sub log_since { my ($lk, $from) = @_; return substr($lk->log // '', $from) }
 
+# guard_conf(ADMIN, MODE, BROKERS): the config of a one-worker lookout with its admin
+# listener on 127.0.0.1:ADMIN in front of Pulsar cluster "prod" (listeners "internal" and
+# "external") with leak_guard = MODE, then BROKERS, its [broker prod/...] sections.
+sub guard_conf {
+    my ($admin, $mode, $brokers) = @_;
+    return "[lookout]\nworkers = 1\nadmin = 127.0.0.1:$admin\n\n[pulsar prod]\n"
+         . "internalListenerName = internal\nlookupListenerName = external\nleak_guard = $mode\n\n$brokers";
+}
+
 sub leaks_metric {
     my ($admin, $cluster) = @_;
     my $r = curl("http://127.0.0.1:$admin/metrics");
