@@ -126,7 +126,8 @@ struct guard {
     enum body_state body;
     z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
     uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
-    struct any_port_scan ap; /* the body, for brokerIds (any_port_hit) */
+    struct any_port_scan *ap; /* the body, for brokerIds (any_port_hit); in
+                               * x->pool, only when the map has any */
     int released;      /* block: body bytes have gone out */
     unsigned logged;   /* by log level: the exchange's first leak is logged */
 };
@@ -623,7 +624,11 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     if (!is_text(lk_http_media_type(res)))
         return LK_FLT_CONTINUE;
     lk_match_state_init(&g->st);
-    any_port_init(&g->ap);
+    if (((const struct guard_conf *)f->conf)->nany_port != 0) {
+        if (g->ap == NULL)
+            g->ap = lk_palloc(&x->pool, sizeof(*g->ap));
+        any_port_init(g->ap);
+    }
     g->leak_end = 0;
     /* log only observes, so the response keeps its framing; rewrite
      * streams; block streams too, but keeps what it is given in `in` until
@@ -731,11 +736,12 @@ scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer
     size_t off = 0;
 
     /* the digits of a brokerId that ended the last piece */
-    if (g->ap.nopen != 0 && any_port_settle(conf, x, &g->ap, data, len, 0, text_any_port, &tf) != 0)
+    if (g->ap != NULL && g->ap->nopen != 0 &&
+        any_port_settle(conf, x, g->ap, data, len, 0, text_any_port, &tf) != 0)
         return tf.v;
     while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit)) {
         if (hit.id >= conf->ntargets)
-            v = any_port_hit(conf, x, &g->ap, data, len, &hit, text_any_port, &tf) != 0
+            v = g->ap != NULL && any_port_hit(conf, x, g->ap, data, len, &hit, text_any_port, &tf) != 0
                     ? tf.v
                     : LK_FLT_CONTINUE;
         else
@@ -743,8 +749,8 @@ scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer
         if (v != LK_FLT_CONTINUE)
             return v;
     }
-    if (conf->nany_port != 0)
-        any_port_next(&g->ap, data, len);
+    if (g->ap != NULL)
+        any_port_next(g->ap, data, len);
     return LK_FLT_CONTINUE;
 }
 
@@ -832,8 +838,8 @@ scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
         struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
         while (lk_match_finish(conf->match, &g->st, &hit)) {
             if (hit.id >= conf->ntargets)
-                v = any_port_hit(conf, x, &g->ap, (const uint8_t *)"", 0, &hit, text_any_port,
-                                 &tf) != 0
+                v = g->ap != NULL && any_port_hit(conf, x, g->ap, (const uint8_t *)"", 0, &hit,
+                                                  text_any_port, &tf) != 0
                         ? tf.v
                         : LK_FLT_CONTINUE;
             else
@@ -841,7 +847,8 @@ scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
             if (v != LK_FLT_CONTINUE)
                 return v;
         }
-        if (any_port_settle(conf, x, &g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
+        if (g->ap != NULL &&
+            any_port_settle(conf, x, g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
             return tf.v;
     }
     return LK_FLT_CONTINUE;
