@@ -26,6 +26,7 @@
 
 #include "lk_conn.h"
 #include "lk_dyn.h"
+#include "lk_http.h"
 #include "lk_limit.h"
 #include "lk_location.h"
 #include "lk_log.h"

@@ -267,7 +267,6 @@ struct lk_proto_ops {
     void (*drain)(struct lk_conn *c);
 };
 
-extern const struct lk_proto_ops lk_proto_http;
 extern const struct lk_proto_ops lk_proto_kafka;
 extern const struct lk_proto_ops lk_proto_pulsar;
 
