@@ -1,7 +1,8 @@
 /*
- * HTTP/1.x messages: header editing, hop-by-hop rules, serialization, and
- * the llhttp glue that turns bytes into an lk_http_msg head plus body
- * callbacks.  Pure over bytes: nothing here touches a socket.
+ * HTTP/1.x messages: the fields and their index, header editing, hop-by-hop
+ * rules, request checks and serialization.  The parser that fills a message
+ * from bytes is lk_http_parse.c.  Pure over bytes: nothing here touches a
+ * socket.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +163,8 @@ index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
     m->count[id]++;
 }
 
-static void
-append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
+void
+lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
 {
     if (m->nheaders == m->cap) {
         size_t cap = m->cap != 0 ? m->cap * 2 : 16;
@@ -261,13 +262,13 @@ lk_http_count(const struct lk_http_msg *m, struct lk_str name)
 void
 lk_http_add_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    append(m, lk_hdr_names[id], lk_pstr(m->pool, value.p, value.len), id);
+    lk_http_append(m, lk_hdr_names[id], lk_pstr(m->pool, value.p, value.len), id);
 }
 
 void
 lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
 {
-    append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len),
+    lk_http_append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len),
            lk_http_hdr_id(name));
 }
 
@@ -322,7 +323,7 @@ lk_http_set(struct lk_http_msg *m, struct lk_str name, struct lk_str value)
     }
     size_t i = id != LK_HDR_OTHER ? m->nheaders : next_named(m, name, 0);
     if (i == m->nheaders) { /* absent: added in the caller's spelling */
-        append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len), id);
+        lk_http_append(m, lk_pstr(m->pool, name.p, name.len), lk_pstr(m->pool, value.p, value.len), id);
         return;
     }
     m->headers[i].value = lk_pstr(m->pool, value.p, value.len);
@@ -457,6 +458,15 @@ count_token(struct lk_str tok, void *arg)
     (void)tok;
     (*(size_t *)arg)++;
     return 0;
+}
+
+size_t
+lk_http_count_tokens(struct lk_str s)
+{
+    size_t n = 0;
+
+    each_token(s, count_token, &n);
+    return n;
 }
 
 size_t
@@ -786,518 +796,3 @@ lk_http_content_coding(const struct lk_http_msg *m)
         return LK_CODING_DEFLATE;
     return LK_CODING_OTHER;
 }
-
-/* The parser ------------------------------------------------------------- */
-
-enum { EV_NONE = 0, EV_HEAD = 1, EV_DONE = 2 };
-
-#define STR_(x) #x
-#define XSTR(x) STR_(x) /* a macro's value as a string literal */
-#define P(ll) ((struct lk_http_parser *)((char *)(ll) - offsetof(struct lk_http_parser, ll)))
-
-static int
-grow(struct lk_http_parser *p, const char *at, size_t len)
-{
-    p->head_bytes += len;
-    if (p->head_bytes > p->max_head) {
-        p->error = "head too large";
-        return -1;
-    }
-    if (len == 0)
-        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
-    if (p->buflen + len > p->bufcap) {
-        size_t cap = p->bufcap != 0 ? p->bufcap : 256;
-        while (cap < p->buflen + len)
-            cap *= 2;
-        p->buf = realloc(p->buf, cap);
-        if (p->buf == NULL)
-            abort();
-        p->bufcap = cap;
-    }
-    memcpy(p->buf + p->buflen, at, len);
-    p->buflen += len;
-    return 0;
-}
-
-static struct lk_str
-take(struct lk_http_parser *p)
-{
-    struct lk_str s = lk_pstr(p->msg->pool, p->buf, p->buflen);
-    p->buflen = 0;
-    return s;
-}
-
-static int
-on_message_begin(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    p->head_bytes = 0;
-    p->buflen = 0;
-    p->conn_tokens = 0;
-    return 0;
-}
-
-static int
-on_data(llhttp_t *ll, const char *at, size_t len)
-{
-    return grow(P(ll), at, len) == 0 ? 0 : -1;
-}
-
-/* The k-th byte (1 to 4) before at, a position in the input being parsed;
- * it may lie in an earlier input. */
-static char
-before(const struct lk_http_parser *p, const char *at, size_t k)
-{
-    size_t here = (size_t)(at - p->input_start);
-    return k <= here ? at[-(ptrdiff_t)k] : p->hist[4 - (k - here)];
-}
-
-/* Whether the head line before at ended in CRLF: llhttp takes a bare LF
- * after the request line and as the empty line, which some parsers behind
- * a proxy do not (RFC 9112 §2.2 lets a recipient choose). */
-static int
-crlf_before(const struct lk_http_parser *p, const char *at)
-{
-    return before(p, at, 1) == '\n' && before(p, at, 2) == '\r';
-}
-
-/* Whether CRLF CRLF comes before at: how a head or a chunked body ends. */
-static int
-blank_line_before(const struct lk_http_parser *p, const char *at)
-{
-    return crlf_before(p, at) && before(p, at, 3) == '\n' && before(p, at, 4) == '\r';
-}
-
-static int
-on_field(llhttp_t *ll, const char *at, size_t len)
-{
-    struct lk_http_parser *p = P(ll);
-
-    if (p->buflen == 0 && len != 0 && !crlf_before(p, at)) { /* a field's first byte */
-        p->error = "a line of the head ends in a bare LF";
-        p->error_at = at;
-        return -1;
-    }
-    p->gap_from = at + len;
-    p->lf_in_gap = 0;
-    return on_data(ll, at, len);
-}
-
-static int
-on_value(llhttp_t *ll, const char *at, size_t len)
-{
-    struct lk_http_parser *p = P(ll);
-
-    /* Obsolete line folding is a smuggling vector (RFC 9112 §5.2).  llhttp
-     * skips the line break and reports the folded line as (another piece
-     * of) the value: a LF between the field's name or last piece and this
-     * piece is a fold, even when the first line's value was empty.  (An
-     * empty value comes as an empty piece placed after its line break.) */
-    if (len == 0)
-        return 0;
-    const char *from = p->gap_from != NULL ? p->gap_from : p->input_start;
-    if (p->lf_in_gap || memchr(from, '\n', (size_t)(at - from)) != NULL) {
-        p->error = "obsolete line folding in a header";
-        p->error_at = at;
-        return -1;
-    }
-    p->gap_from = at + len;
-    return on_data(ll, at, len);
-}
-
-static int
-on_url_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    p->msg->target = take(p);
-    return 0;
-}
-
-static int
-on_status_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    p->msg->reason = take(p);
-    return 0;
-}
-
-/* RFC 9110 §5.6.2 tchar, as a table: it is asked for every byte of every
- * field name. */
-static const unsigned char tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
-};
-
-static int
-on_field_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    p->cur_name = take(p);
-    if (p->cur_name.len == 0) { /* ": value" (RFC 9110 §5.1: token = 1*tchar) */
-        p->error = "empty header field name";
-        return -1;
-    }
-    /* RFC 9112 §5.1: no whitespace between the field name and the colon */
-    for (size_t i = 0; i < p->cur_name.len; i++)
-        if (!tchar[(unsigned char)p->cur_name.p[i]]) {
-            p->error = "invalid character in a header field name";
-            return -1;
-        }
-    return 0;
-}
-
-static int
-on_value_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    struct lk_str v = lk_str_trim(take(p));
-
-    if (memchr(v.p, '\r', v.len) != NULL || memchr(v.p, '\n', v.len) != NULL) {
-        p->error = "line break in a header value";
-        return -1;
-    }
-    /* A trailer field (after a chunked body) never joins the head's
-     * fields: the head has gone on already, or goes on later with fields
-     * no filter has seen (a Location, an internal address, a second
-     * Transfer-Encoding).  Trailers are not forwarded. */
-    if (p->head_done)
-        return 0;
-    enum lk_hdr id = lk_http_hdr_id(p->cur_name);
-    /* Each Connection token names a field to remove: capped, as the
-     * fields are by max_header_bytes (see LK_HTTP_MAX_CONNECTION_TOKENS). */
-    if (id == LK_HDR_CONNECTION) {
-        each_token(v, count_token, &p->conn_tokens);
-        if (p->conn_tokens > LK_HTTP_MAX_CONNECTION_TOKENS) {
-            p->error = "more than " XSTR(LK_HTTP_MAX_CONNECTION_TOKENS) " Connection tokens";
-            return -1;
-        }
-    }
-    /* Identified once, as the field joins the message (not when its name
-     * completes: llhttp may run on into the next message's head, whose
-     * fields then join the message the caller starts next); every later
-     * question about the field is an index lookup. */
-    append(p->msg, p->cur_name, v, id);
-    return 0;
-}
-
-static int
-on_headers_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    struct lk_http_msg *m = p->msg;
-
-    if (m->is_request)
-        m->method = lk_str_c(llhttp_method_name(llhttp_get_method(ll)));
-    else
-        m->status = llhttp_get_status_code(ll);
-    m->http_major = llhttp_get_http_major(ll);
-    m->http_minor = llhttp_get_http_minor(ll);
-    p->chunked = (ll->flags & F_CHUNKED) != 0;
-    p->has_cl = (ll->flags & F_CONTENT_LENGTH) != 0;
-    p->content_length = ll->content_length;
-    if (p->has_cl && p->content_length > LK_HTTP_MAX_LENGTH) {
-        p->error = "Content-Length too large";
-        return -1;
-    }
-    p->keep_alive = llhttp_should_keep_alive(ll);
-    p->upgrade = ll->upgrade;
-    p->head_done = 1;
-    p->state = EV_HEAD;
-    if (p->no_body)
-        return 1; /* on_message_complete follows at once */
-    return HPE_PAUSED;
-}
-
-/* llhttp takes any chunk size that fits 64 bits and then waits for that
- * many bytes; one past what any peer can mean is malformed (nginx refuses
- * sizes over its off_t too), and the exchange ends rather than hang. */
-static int
-on_chunk_header(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-
-    if (ll->content_length > LK_HTTP_MAX_LENGTH) {
-        p->error = "chunk size too large";
-        return -1;
-    }
-    p->chunk_left = ll->content_length;
-    p->chunk_started = 0;
-    return 0;
-}
-
-/*
- * llhttp 8 skips the two bytes after a chunk's data without looking at
- * them, so "5\r\nhelloXX0\r\n\r\n" passes as one chunk: a framing that
- * another parser reads differently.  They are checked here instead: n of
- * them are at p->crlf_from, in the input being parsed.
- */
-static int
-check_crlf(struct lk_http_parser *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char want = p->crlf_need == 2 ? '\r' : '\n';
-        if (p->crlf_from[i] != want) {
-            p->error = "chunk data not followed by CRLF";
-            return -1;
-        }
-        p->crlf_need--;
-    }
-    p->crlf_from += n;
-    return 0;
-}
-
-/* A chunk extension is token [= value] (RFC 9112 §7.1.1); llhttp 8 takes
- * ";=value", with no name, and drops it. */
-static int
-on_ext_name(llhttp_t *ll, const char *at, size_t len)
-{
-    P(ll)->ext_named |= len != 0;
-    return 0;
-}
-
-static int
-on_ext_name_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-
-    if (!p->ext_named) {
-        p->error = "chunk extension without a name";
-        return -1;
-    }
-    p->ext_named = 0;
-    return 0;
-}
-
-static int
-on_chunk_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-
-    /* both bytes were consumed just now, in this input */
-    return p->crlf_need != 0 ? check_crlf(p, p->crlf_need) : 0;
-}
-
-static int
-on_body(llhttp_t *ll, const char *at, size_t len)
-{
-    struct lk_http_parser *p = P(ll);
-    if (p->chunked && len != 0) {
-        /* the chunk-size line ends in CRLF: llhttp takes "5;a\r" plus any
-         * byte as its end */
-        if (!p->chunk_started && !crlf_before(p, at)) {
-            p->error = "chunk size line not ended by CRLF";
-            return -1;
-        }
-        p->chunk_started = 1;
-        p->chunk_left -= len;
-        if (p->chunk_left == 0) {
-            p->crlf_need = 2;
-            p->crlf_from = at + len;
-        }
-    }
-    /* llhttp may report an empty piece when stepped without input */
-    if (p->on_body != NULL && len != 0)
-        p->on_body(p->body_arg, at, len);
-    return 0;
-}
-
-static int
-on_message_complete(llhttp_t *ll)
-{
-    struct lk_http_parser *p = P(ll);
-    p->msg_done = 1;
-    p->keep_alive = llhttp_should_keep_alive(ll);
-    if (p->state == EV_HEAD)
-        return 0; /* head not yet reported: lk_http_parse reports DONE next */
-    p->state = EV_DONE;
-    /* An upgrade must reach HPE_PAUSED_UPGRADE, which a pause here would hide. */
-    return ll->upgrade ? 0 : HPE_PAUSED;
-}
-
-/* One table for every parser: llhttp only reads it. */
-static const llhttp_settings_t settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_data,
-    .on_status = on_data,
-    .on_header_field = on_field,
-    .on_header_value = on_value,
-    .on_url_complete = on_url_complete,
-    .on_status_complete = on_status_complete,
-    .on_header_field_complete = on_field_complete,
-    .on_header_value_complete = on_value_complete,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_chunk_header = on_chunk_header,
-    .on_chunk_complete = on_chunk_complete,
-    .on_chunk_extension_name = on_ext_name,
-    .on_chunk_extension_name_complete = on_ext_name_complete,
-    .on_message_complete = on_message_complete,
-};
-
-void
-lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head)
-{
-    memset(p, 0, sizeof(*p));
-    llhttp_init(&p->ll, is_request ? HTTP_REQUEST : HTTP_RESPONSE, &settings);
-    p->max_head = max_head;
-}
-
-void
-lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
-{
-    p->msg = msg;
-    p->head_done = p->msg_done = 0;
-    p->chunked = p->has_cl = p->upgrade = 0;
-    p->chunk_left = 0;
-    p->crlf_need = 0;
-    p->no_body = 0;
-    p->content_length = 0;
-    p->state = EV_NONE;
-    p->error = NULL;
-    p->head_bytes = 0;
-    p->raw_head = 0;
-    p->buflen = 0;
-    p->conn_tokens = 0;
-}
-
-enum lk_http_event
-lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *consumed)
-{
-    *consumed = 0;
-    if (p->error != NULL)
-        return LK_HTTP_ERROR;
-    if (p->state == EV_HEAD && p->msg_done) {
-        /* the head was reported; the message had no body and is done too */
-        p->state = EV_DONE;
-        return p->ll.upgrade ? LK_HTTP_UPGRADE : LK_HTTP_DONE;
-    }
-    p->state = EV_NONE;
-    if (len == 0 && !(p->head_done && !p->msg_done))
-        return LK_HTTP_NEED_MORE;
-    if (data == NULL)
-        data = ""; /* no input: llhttp still steps past a completed head */
-
-    int in_head = !p->head_done;
-    p->input_start = data;
-    p->gap_from = NULL;
-    p->error_at = NULL;
-    if (p->crlf_need != 0)
-        p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
-    llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
-    if (p->crlf_need != 0 && (err == HPE_OK || err == HPE_PAUSED)) {
-        /* the chunk's CRLF straddles inputs: check what was consumed of it */
-        const char *end = err == HPE_OK ? data + len : llhttp_get_error_pos(&p->ll);
-        size_t n = (size_t)(end - p->crlf_from);
-        if (check_crlf(p, n < p->crlf_need ? n : p->crlf_need) != 0)
-            return LK_HTTP_ERROR;
-    }
-    size_t used = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->ll) - data);
-    /* The cap counts every byte of the head, separators included, and
-     * comes before the checks at the head's end: a head over it was over it
-     * before its last line, however it was split. */
-    if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE)) {
-        p->raw_head += used;
-        if (p->raw_head > p->max_head) {
-            p->error = "head too large";
-            return LK_HTTP_TOO_LARGE;
-        }
-    }
-    if (in_head && err == HPE_PAUSED && p->state == EV_HEAD &&
-        !blank_line_before(p, data + used)) {
-        p->error = "the head ends in a bare LF";
-        return LK_HTTP_ERROR;
-    }
-    if (err == HPE_PAUSED && p->state == EV_DONE && p->chunked &&
-        !blank_line_before(p, data + used)) {
-        p->error = "the chunked body ends in a bare LF";
-        return LK_HTTP_ERROR;
-    }
-    /* a line break in the gap after the last name or value piece counts
-     * for a value piece in the next input */
-    const char *gap = p->gap_from != NULL ? p->gap_from : data;
-    if (gap < data + used && memchr(gap, '\n', (size_t)(data + used - gap)) != NULL)
-        p->lf_in_gap = 1;
-    /* keep the last bytes consumed for the next input's look-behind */
-    for (size_t i = used < 4 ? 0 : used - 4; i < used; i++) {
-        memmove(p->hist, p->hist + 1, 3);
-        p->hist[3] = data[i];
-    }
-    switch (err) {
-    case HPE_OK:
-        *consumed = len;
-        /* a no-body head (HEAD response) completes without pausing */
-        return p->state == EV_HEAD ? LK_HTTP_HEAD : LK_HTTP_NEED_MORE;
-    case HPE_PAUSED:
-        *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - data);
-        llhttp_resume(&p->ll);
-        return p->state == EV_HEAD ? LK_HTTP_HEAD : LK_HTTP_DONE;
-    case HPE_PAUSED_UPGRADE:
-        *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - data);
-        if (p->state == EV_HEAD)
-            return LK_HTTP_HEAD; /* the next call reports the upgrade */
-        p->state = EV_DONE;
-        return LK_HTTP_UPGRADE;
-    default:
-        /* The cap counts the head's bytes before a malformed one too: where
-         * the input happened to be split must not turn a 431 into a 400.  A
-         * span callback runs when llhttp hands over the span (at its end, or
-         * at the end of the input), so it says where the bad bytes began. */
-        if (in_head && p->raw_head + (size_t)((p->error_at != NULL ? p->error_at
-                                                                  : llhttp_get_error_pos(&p->ll)) -
-                                              data) > p->max_head) {
-            p->error = "head too large";
-            return LK_HTTP_TOO_LARGE;
-        }
-        if (p->error == NULL)
-            p->error = llhttp_get_error_reason(&p->ll);
-        if (p->error == NULL)
-            p->error = llhttp_errno_name(err);
-        return p->head_bytes > p->max_head ? LK_HTTP_TOO_LARGE : LK_HTTP_ERROR;
-    }
-}
-
-enum lk_http_event
-lk_http_parse_eof(struct lk_http_parser *p)
-{
-    if (p->state == EV_HEAD && p->msg_done) {
-        p->state = EV_DONE;
-        return LK_HTTP_DONE;
-    }
-    llhttp_errno_t err = llhttp_finish(&p->ll);
-    if (err == HPE_OK && p->msg_done)
-        return LK_HTTP_DONE;
-    if (err == HPE_PAUSED) {
-        llhttp_resume(&p->ll);
-        return LK_HTTP_DONE;
-    }
-    if (p->error == NULL)
-        p->error = err == HPE_OK ? "connection closed before the message ended"
-                                 : llhttp_get_error_reason(&p->ll);
-    return LK_HTTP_ERROR;
-}
-
-int
-lk_http_parser_can_step(const struct lk_http_parser *p)
-{
-    return (p->head_done && !p->msg_done) || (p->state == EV_HEAD && p->msg_done);
-}
-
-void
-lk_http_parser_free(struct lk_http_parser *p)
-{
-    free(p->buf);
-    p->buf = NULL;
-    p->bufcap = p->buflen = 0;
-}
-
-/* Resume-after-upgrade for a request whose upgrade was refused upstream. */

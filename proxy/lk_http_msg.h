@@ -1,8 +1,8 @@
 /*
  * HTTP/1.x messages as filters see them: a request or status line plus an
  * ordered list of header fields, all in exchange-pool memory.  Parsing is
- * llhttp's (see lk_http_parser below); this file holds the pure parts:
- * header editing, hop-by-hop rules and serialization.  No sockets here.
+ * llhttp's (lk_http_parse.h); this file holds the pure parts: header
+ * editing, hop-by-hop rules and serialization.  No sockets here.
  */
 #ifndef LK_HTTP_MSG_H
 #define LK_HTTP_MSG_H
@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <event2/buffer.h>
-#include <llhttp.h>
 
 #include "lk_pool.h"
 #include "lk_str.h"
@@ -84,6 +83,9 @@ void lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_reques
 struct lk_str *lk_http_find(struct lk_http_msg *m, struct lk_str name);
 /* Appends a field; name and value are copied into the pool. */
 void lk_http_add(struct lk_http_msg *m, struct lk_str name, struct lk_str value);
+/* The parser's lk_http_add: name and value are pool memory already (not
+ * copied), and id is lk_http_hdr_id(name). */
+void lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id);
 /* Replaces every field named name by one with value (appends if absent). */
 void lk_http_set(struct lk_http_msg *m, struct lk_str name, struct lk_str value);
 /* How many fields are named name. */
@@ -104,6 +106,8 @@ size_t lk_http_del_id(struct lk_http_msg *m, enum lk_hdr id);
 int lk_http_has_token_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str token);
 /* How many comma-separated, non-empty tokens the fields with id hold. */
 size_t lk_http_count_tokens_id(const struct lk_http_msg *m, enum lk_hdr id);
+/* How many comma-separated, non-empty tokens one value holds. */
+size_t lk_http_count_tokens(struct lk_str s);
 /* Whether every field's id and the index agree with the names: for the
  * unit tests and fuzz harnesses, after any edit. */
 int lk_http_index_ok(const struct lk_http_msg *m);
@@ -167,73 +171,5 @@ struct lk_str lk_http_media_type(struct lk_http_msg *m);
  * anything else, stacked codings included. */
 enum lk_coding { LK_CODING_IDENTITY = 0, LK_CODING_GZIP, LK_CODING_DEFLATE, LK_CODING_OTHER };
 enum lk_coding lk_http_content_coding(const struct lk_http_msg *m);
-
-/*
- * Incremental head parser over llhttp.  It collects the head into msg and
- * then pauses, so that the caller decides what to do with the body; the
- * body comes through on_body with framing removed.  Pure over bytes: no
- * sockets, no event base.
- */
-struct lk_http_parser;
-typedef void (*lk_http_body_cb)(void *arg, const char *at, size_t len);
-
-/* The largest Content-Length or chunk size taken (nginx's off_t bound);
- * anything larger is malformed. */
-#define LK_HTTP_MAX_LENGTH ((uint64_t)INT64_MAX)
-
-enum lk_http_event {
-    LK_HTTP_NEED_MORE = 0, /* all input consumed */
-    LK_HTTP_HEAD,          /* the head is complete: msg is filled; parser paused */
-    LK_HTTP_DONE,          /* the message (and its body) is complete; paused */
-    LK_HTTP_UPGRADE,       /* message done and the connection switched protocols */
-    LK_HTTP_ERROR,         /* malformed; error text in lk_http_parser_error */
-    LK_HTTP_TOO_LARGE,     /* the head is over max_head bytes */
-};
-
-struct lk_http_parser {
-    llhttp_t ll;
-    struct lk_http_msg *msg;
-    size_t head_bytes, raw_head, max_head;
-    size_t conn_tokens; /* Connection tokens of this head so far */
-    int state; /* internal */
-    const char *gap_from; /* end of the last field name or value piece, in this input */
-    int lf_in_gap;        /* a LF came after it, in an earlier input */
-    const char *input_start; /* the buffer being parsed, for look-behind */
-    char hist[4];            /* the last bytes consumed before it, hist[3] last */
-    struct lk_str cur_name, cur_value;
-    char *buf; /* growable scratch for the field being read */
-    size_t buflen, bufcap;
-    lk_http_body_cb on_body;
-    void *body_arg;
-    int no_body;    /* response to HEAD / CONNECT: no body follows */
-    int head_done, msg_done;
-    int chunked, has_cl, keep_alive, upgrade;
-    uint64_t chunk_left;   /* data bytes of the current chunk still to come */
-    int chunk_started;     /* a byte of the current chunk's data was seen */
-    int ext_named;         /* the current chunk extension has a name */
-    unsigned crlf_need;    /* bytes of the CRLF after chunk data not yet checked */
-    const char *crlf_from; /* where they are, in the input being parsed */
-    uint64_t content_length;
-    const char *error;
-    const char *error_at; /* where a callback found the input bad, in the input being parsed */
-};
-
-void lk_http_parser_init(struct lk_http_parser *p, int is_request, size_t max_head);
-/* Starts the next message: its head goes into msg. */
-void lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg);
-/*
- * Parses from data; *consumed gets the number of bytes used.  Returns at the
- * first event (head complete, message complete) so the caller can act
- * before the next bytes are read.
- */
-enum lk_http_event lk_http_parse(struct lk_http_parser *p, const char *data, size_t len,
-                                 size_t *consumed);
-/* At end of input: completes a close-delimited body (LK_HTTP_DONE) or
- * reports a truncated message (LK_HTTP_ERROR). */
-enum lk_http_event lk_http_parse_eof(struct lk_http_parser *p);
-/* Whether a call without input can make progress: the head was reported
- * and the message's end is still to be (or has not yet been) reported. */
-int lk_http_parser_can_step(const struct lk_http_parser *p);
-void lk_http_parser_free(struct lk_http_parser *p);
 
 #endif

@@ -19,7 +19,7 @@
 #include <event2/bufferevent.h>
 
 #include "lk_conn.h"
-#include "lk_http_msg.h"
+#include "lk_http_parse.h"
 #include "lk_xchg.h"
 
 

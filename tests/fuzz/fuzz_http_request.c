@@ -29,6 +29,7 @@
 
 #include "fuzz_util.h"
 #include "lk_http_msg.h"
+#include "lk_http_parse.h"
 
 #define MAX_HEAD 2048
 

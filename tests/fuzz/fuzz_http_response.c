@@ -33,6 +33,7 @@
 
 #include "fuzz_util.h"
 #include "lk_http_msg.h"
+#include "lk_http_parse.h"
 #include "lk_xchg.h"
 
 static const struct {

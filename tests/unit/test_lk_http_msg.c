@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lk_http_msg.h"
+#include "lk_http_parse.h"
 #include "lk_test.h"
 
 struct sink {
