@@ -304,6 +304,25 @@ lk_listeners_free(struct lk_listener *l, size_t n)
     free(l);
 }
 
+/* The items of a comma-separated list, trimmed, empty ones skipped (as the
+ * brokers' StringUtils.split, Kafka's listener list and its parseCsvMap
+ * all do): 1 with the next one in *item and *p past it, 0 at the end (*p is
+ * then NULL). */
+static int
+next_item(const char **p, struct lk_str *item)
+{
+    while (*p != NULL) {
+        const char *comma = strchr(*p, ',');
+        const char *end = comma != NULL ? comma : *p + strlen(*p);
+
+        *item = lk_str_trim(lk_str_make(*p, (size_t)(end - *p)));
+        *p = comma != NULL ? comma + 1 : NULL;
+        if (item->len != 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* Adds one "name:scheme://host:port" item (trimmed, non-empty) to the
  * listeners in *ls. */
 static int
@@ -384,22 +403,14 @@ lk_listeners_parse(const char *s, struct lk_listener **out, char *err, size_t er
 {
     struct lk_listener *ls = NULL;
     size_t n = 0;
-    const char *p = s;
+    struct lk_str item;
 
     *out = NULL;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma != NULL ? comma : p + strlen(p);
-        struct lk_str item = lk_str_trim(lk_str_make(p, (size_t)(end - p)));
-
-        /* Brokers split with StringUtils.split, which drops empty items,
-         * so "a:...,,b:...," is valid broker.conf and valid here. */
-        if (item.len != 0 && add_item(&ls, &n, item, err, errlen) != 0)
+    /* Brokers split with StringUtils.split, which drops empty items, so
+     * "a:...,,b:...," is valid broker.conf and valid here. */
+    for (const char *p = s; next_item(&p, &item);)
+        if (add_item(&ls, &n, item, err, errlen) != 0)
             goto fail;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
     if (n == 0) {
         lk_fail(err, errlen, "no listeners (expected name:scheme://host:port,...)");
         goto fail;
@@ -535,54 +546,48 @@ lk_kafka_secmap_find(const struct lk_kafka_secmap *m, size_t n, struct lk_str na
     return NULL;
 }
 
+/* Adds one "name:protocol" item of the map (trimmed, non-empty) to *m. */
+static int
+add_secmap_item(struct lk_kafka_secmap **m, size_t *n, struct lk_str item, char *err,
+                size_t errlen)
+{
+    const char *colon = memchr(item.p, ':', item.len);
+    struct lk_str name, proto;
+    int sec;
+
+    if (colon == NULL)
+        return lk_fail(err, errlen, "'%.*s%s' is not NAME:PROTOCOL", EXCERPT(item.p, item.len));
+    name = lk_str_trim(lk_str_make(item.p, (size_t)(colon - item.p)));
+    proto = lk_str_trim(lk_str_skip(item, (size_t)(colon + 1 - item.p)));
+    if (check_listener_name(name, item, err, errlen) != 0)
+        return -1;
+    if ((sec = lk_kafka_security_parse(proto)) < 0)
+        return lk_fail(err, errlen,
+                       "unknown security protocol '%.*s%s' for listener '%.*s%s' (expected "
+                       "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
+                       EXCERPT(proto.p, proto.len), EXCERPT(name.p, name.len));
+    if (lk_kafka_secmap_find(*m, *n, name) != NULL)
+        return lk_fail(err, errlen, "listener '%.*s%s' is in the map twice",
+                       EXCERPT(name.p, name.len));
+    *m = lk_xrealloc(*m, (*n + 1) * sizeof(**m));
+    (*m)[*n].name = lk_kafka_name_dup(name);
+    (*m)[(*n)++].sec = (enum lk_kafka_security)sec;
+    return 0;
+}
+
 int
 lk_kafka_secmap_parse(const char *s, struct lk_kafka_secmap **out, char *err, size_t errlen)
 {
     struct lk_kafka_secmap *m = NULL;
     size_t n = 0;
-    const char *p = s;
+    struct lk_str item;
 
     *out = NULL;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        struct lk_str item = lk_str_trim(lk_str_make(p, comma != NULL ? (size_t)(comma - p) : strlen(p)));
-
-        /* Kafka's parseCsvMap: "name:protocol" items, trimmed; empty
-         * ones are skipped. */
-        if (item.len != 0) {
-            const char *colon = memchr(item.p, ':', item.len);
-            struct lk_str name, proto;
-            int sec;
-
-            if (colon == NULL)
-                goto bad;
-            name = lk_str_trim(lk_str_make(item.p, (size_t)(colon - item.p)));
-            proto = lk_str_trim(lk_str_skip(item, (size_t)(colon + 1 - item.p)));
-            if (check_listener_name(name, item, err, errlen) != 0)
-                goto fail;
-            if ((sec = lk_kafka_security_parse(proto)) < 0) {
-                lk_fail(err, errlen,
-                     "unknown security protocol '%.*s%s' for listener '%.*s%s' (expected "
-                     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
-                     EXCERPT(proto.p, proto.len), EXCERPT(name.p, name.len));
-                goto fail;
-            }
-            if (lk_kafka_secmap_find(m, n, name) != NULL) {
-                lk_fail(err, errlen, "listener '%.*s%s' is in the map twice", EXCERPT(name.p, name.len));
-                goto fail;
-            }
-            m = lk_xrealloc(m, (n + 1) * sizeof(*m));
-            m[n].name = lk_kafka_name_dup(name);
-            m[n++].sec = (enum lk_kafka_security)sec;
-        }
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-        continue;
-    bad:
-        lk_fail(err, errlen, "'%.*s%s' is not NAME:PROTOCOL", EXCERPT(item.p, item.len));
-        goto fail;
-    }
+    /* Kafka's parseCsvMap: "name:protocol" items, trimmed; empty ones are
+     * skipped. */
+    for (const char *p = s; next_item(&p, &item);)
+        if (add_secmap_item(&m, &n, item, err, errlen) != 0)
+            goto fail;
     if (n == 0) {
         lk_fail(err, errlen, "an empty map (expected NAME:PROTOCOL,...)");
         goto fail;
@@ -686,24 +691,15 @@ lk_kafka_listeners_parse(const char *s, const struct lk_kafka_secmap *map, size_
 {
     struct lk_listener *ls = NULL;
     size_t n = 0;
-    const char *p = s;
+    struct lk_str item;
 
     *out = NULL;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *end = comma != NULL ? comma : p + strlen(p);
-        struct lk_str item = lk_str_trim(lk_str_make(p, (size_t)(end - p)));
-
-        /* Kafka trims each item and skips empty ones. */
-        if (item.len != 0 &&
-            lk_kafka_listener_add(&ls, &n, item, map, nmap, mapname, err, errlen) != 0) {
+    /* Kafka trims each item and skips empty ones. */
+    for (const char *p = s; next_item(&p, &item);)
+        if (lk_kafka_listener_add(&ls, &n, item, map, nmap, mapname, err, errlen) != 0) {
             lk_listeners_free(ls, n);
             return -1;
         }
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
     if (n == 0)
         return lk_fail(err, errlen, "no listeners (expected NAME://host:port,...)");
     *out = ls;
