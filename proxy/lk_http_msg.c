@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lk_http_msg.h"
-#include "lk_location.h"
+#include "lk_urlparts.h"
 
 /* Known fields ------------------------------------------------------------ */
 
@@ -662,11 +662,11 @@ absolute_form(struct lk_http_msg *m, struct lk_str *authority)
 {
     struct lk_url_parts parts;
 
-    if (lk_url_split(m->target, &parts) != 0 ||
+    if (lk_url_parts_split(m->target, &parts) != 0 ||
         (!lk_str_eqi(parts.scheme, LK_STRLIT("http")) &&
          !lk_str_eqi(parts.scheme, LK_STRLIT("https"))))
         return -1;
-    /* lk_url_split drops userinfo; the raw authority keeps it, and is refused */
+    /* lk_url_parts_split drops userinfo; the raw authority keeps it, and is refused */
     const char *a = parts.scheme.p + parts.scheme.len + 3;
     *authority = lk_str_make(a, (size_t)(parts.rest.p - a));
     if (!lk_http_host_valid(*authority))

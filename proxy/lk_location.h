@@ -9,17 +9,10 @@
 #include "lk_conf.h"
 #include "lk_pool.h"
 #include "lk_str.h"
+#include "lk_urlparts.h"
 
-/* The parts of an absolute URL "scheme://[userinfo@]host[:port]rest". */
-struct lk_url_parts {
-    struct lk_str scheme;
-    struct lk_str host; /* without brackets */
-    uint16_t port;      /* explicit, or the scheme's default; 0 if unknown */
-    struct lk_str rest; /* path, query and fragment, byte for byte */
-};
-
-/* 0 on an absolute URL with an authority, -1 otherwise (relative,
- * scheme-relative, bad port). */
+/* lk_url_parts_split, and a URL without a port gets its scheme's default
+ * (0 for a scheme lookout does not know). */
 int lk_url_split(struct lk_str url, struct lk_url_parts *out);
 
 /*
@@ -29,14 +22,6 @@ int lk_url_split(struct lk_str url, struct lk_url_parts *out);
  */
 const struct lk_broker *lk_url_find_broker(const struct lk_cluster *cl, struct lk_str url,
                                            struct lk_url_parts *parts, enum lk_scheme *scheme);
-
-/*
- * Splits "host:port": host a name or an IPv4 address, or an IPv6 address
- * in brackets ("[fd00::13]:6650"), and a port of 1 to 65535, required.  0
- * with *host (without brackets) and *port, or -1 with *why saying what is
- * wrong (a static string).
- */
-int lk_hostport_split(struct lk_str s, struct lk_str *host, uint16_t *port, const char **why);
 
 /*
  * The broker of cl that a Pulsar CONNECT's proxy_to_broker_url names by
