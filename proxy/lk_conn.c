@@ -28,7 +28,6 @@
 #include "lk_dyn.h"
 #include "lk_http.h"
 #include "lk_limit.h"
-#include "lk_location.h"
 #include "lk_log.h"
 #include "lk_stats.h"
 
