@@ -1,6 +1,6 @@
 /*
  * The HTTP/1.1 protocol module: a reverse proxy over the connection layer.
- * Requests are parsed with llhttp (lk_http_msg.c), routed by SNI, Host and
+ * Requests are parsed with llhttp (lk_http_parse.c), routed by SNI, Host and
  * bound address to a broker, passed through the cluster's filter chain and
  * forwarded over a pooled upstream connection; responses come back the
  * same way.  Bodies stream in both directions under watermarks; only a

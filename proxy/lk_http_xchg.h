@@ -22,7 +22,6 @@
 #include "lk_http_parse.h"
 #include "lk_xchg.h"
 
-
 /* Buffer high and low watermarks: past HWM bytes waiting on the slow side,
  * the fast side stops reading until the queue drains to LWM. */
 #define LK_HWM (256 * 1024)
@@ -156,8 +155,8 @@ lk_hx_feed(struct lk_http_parser *p, struct evbuffer *buf)
 }
 
 /* lk_http.c: feeds buffered client bytes to the request parser as far as the
- * current exchange allows; safe to call from inside it (it then only
- * counts). */
+ * current exchange allows (the head, then, once the upstream is ready, the
+ * body), and reads on if the input had filled. */
 void lk_hc_process(struct lk_hconn *hc);
 
 /* lk_http_xchg.c: an exchange's life. */

@@ -1,5 +1,5 @@
 /*
- * Fuzzes the HTTP request stream (lk_http_parser in proxy/lk_http_msg.c,
+ * Fuzzes the HTTP request stream (lk_http_parser in proxy/lk_http_parse.c,
  * request mode): the input is a client's byte stream, pipelined messages
  * and all, fed to lk_http_parse the way proxy/lk_http.c feeds it (stepping
  * a parser stopped at a head with no input, starting the next message

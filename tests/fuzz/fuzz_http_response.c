@@ -2,7 +2,7 @@
  * Fuzzes the HTTP response path: a broker's response stream parsed by
  * lk_http_parser (response mode) and run through the default filter chain
  * (listener, lookup, location, leak_guard) over the fixed listener map of
- * fuzz_util.c, the way proxy/lk_http.c drives it with no sockets: interim
+ * fuzz_util.c, the way proxy/lk_http_up.c drives it with no sockets: interim
  * responses skipped, hop-by-hop fields stripped, the response head hook,
  * then the body hook in the pieces the parser delivers, last = 1 at the end
  * (or at EOF for a close-delimited body).  The head is taken when the engine
@@ -74,7 +74,7 @@ send_head(struct run *r)
     lk_http_write_head(&r->x->res, r->head);
 }
 
-/* pump_body() of proxy/lk_http.c, without the framing. */
+/* pump_body() of proxy/lk_http_up.c, without the framing. */
 static void
 pump(struct run *r, int last)
 {
@@ -93,7 +93,7 @@ pump(struct run *r, int last)
         send_head(r);
 }
 
-/* on_response_head() of proxy/lk_http.c; 0 to go on, -1 when the exchange
+/* on_response_head() of proxy/lk_http_up.c; 0 to go on, -1 when the exchange
  * ends here. */
 static int
 on_head(struct run *r, int head_method)

@@ -1,6 +1,7 @@
 /*
- * Tests for proxy/lk_http_msg.c: the llhttp glue (heads, bodies, framing,
- * the smuggling shapes it must refuse) and header editing.
+ * Tests for proxy/lk_http_msg.c and lk_http_parse.c: the llhttp glue
+ * (heads, bodies, framing, the smuggling shapes it must refuse) and header
+ * editing.
  */
 #include <ctype.h>
 #include <stdint.h>
