@@ -31,7 +31,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "flt_lookup.h"
+#include "lk_lookup.h"
 #include "fuzz_util.h"
 #include "lk_http_msg.h"
 #include "lk_json.h"

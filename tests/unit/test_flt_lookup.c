@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "flt_lookup.h"
+#include "lk_lookup.h"
 #include "lk_conf.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"
