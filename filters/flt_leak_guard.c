@@ -45,10 +45,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "lk_filter.h"
 #include "lk_http_msg.h"
+#include "lk_inflate.h"
 #include "lk_kafka_codec.h"
 #include "lk_location.h"
 #include "lk_log.h"
@@ -87,7 +87,7 @@ enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
 
 /* A compressed body is read up to this many times max_buffer_bytes once
  * inflated (64 MiB by default): past that a worker would spend its time
- * on a decompression bomb, so the rest passes unread. */
+ * on a decompression bomb, so the rest passes unread (lk_inflate). */
 #define LK_GUARD_INFLATE_RATIO 64
 
 /* A "HOST:" match waiting for its port digits (any_port_settle). */
@@ -124,8 +124,7 @@ struct guard {
     uint64_t leak_end;   /*   one address ("http://h:1", "h:1") count once */
     uint64_t fed;        /* raw stream offset read into the automaton so far */
     enum body_state body;
-    z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
-    uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
+    struct lk_inflate z; /* BODY_INFLATE: ended by a pool cleanup */
     struct any_port_scan *ap; /* the body, for brokerIds (any_port_hit); in
                                * x->pool, only when the map has any */
     int released;      /* block: body bytes have gone out */
@@ -661,7 +660,7 @@ body_coding(struct lk_http_msg *res)
 static void
 end_inflate(void *arg)
 {
-    inflateEnd(arg);
+    lk_inflate_end(arg);
 }
 
 /* Acts on one match in the body.  Rewrite moves the bytes before it to out
@@ -754,52 +753,42 @@ scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer
     return LK_FLT_CONTINUE;
 }
 
+/* The body's inflated bytes, into the automaton. */
+struct inflated {
+    struct lk_flt *f;
+    struct lk_xchg *x;
+    struct guard *g;
+    struct evbuffer *in, *out;
+    enum lk_flt_verdict v;
+};
+
+static int
+scan_inflated(void *arg, const void *p, size_t n)
+{
+    struct inflated *s = arg;
+
+    s->v = scan_bytes(s->f, s->x, s->g, s->in, s->out, p, n);
+    return s->v != LK_FLT_CONTINUE;
+}
+
 /* Inflates raw bytes into the automaton, a bounded piece at a time.  A
  * broken stream, or one that inflates past its cap, is no longer read. */
 static enum lk_flt_verdict
 inflate_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
               struct evbuffer *out, const void *data, size_t len)
 {
-    unsigned char buf[16384];
-    enum lk_flt_verdict v;
-    const char *why = NULL;
+    struct inflated s = {f, x, g, in, out, LK_FLT_CONTINUE};
+    const char *why;
 
-    g->z.next_in = (unsigned char *)data;
-    g->z.avail_in = (uInt)len;
-    for (;;) {
-        g->z.next_out = buf;
-        g->z.avail_out = sizeof(buf);
-        int zr = inflate(&g->z, Z_NO_FLUSH);
-        size_t n = sizeof(buf) - g->z.avail_out;
-        if ((v = scan_bytes(f, x, g, in, out, buf, n)) != LK_FLT_CONTINUE)
-            return v;
-        g->inflated += n;
-        if (g->inflated > LK_GUARD_INFLATE_RATIO * x->conf->max_buffer_bytes) {
-            why = "too large once inflated";
-            break;
-        }
-        if (zr == Z_STREAM_END) {
-            if (g->z.avail_in == 0)
-                break;
-            if (inflateReset(&g->z) != Z_OK) {
-                why = "broken";
-                break;
-            }
-            continue; /* concatenated gzip members (RFC 1952 §2.2) */
-        }
-        if (zr != Z_OK && zr != Z_BUF_ERROR) {
-            why = "broken";
-            break;
-        }
-        /* Z_BUF_ERROR: no progress possible until more input comes */
-        if (zr == Z_BUF_ERROR || (g->z.avail_in == 0 && g->z.avail_out != 0))
-            break;
+    switch (lk_inflate_feed(&g->z, data, len, scan_inflated, &s)) {
+    case LK_INFLATE_STOPPED: return s.v;
+    case LK_INFLATE_TOO_BIG: why = "too large once inflated"; break;
+    case LK_INFLATE_BROKEN: why = "broken"; break;
+    default: return LK_FLT_CONTINUE;
     }
-    if (why != NULL) {
-        lk_log(LK_DEBUG, x->conn, "%s: the compressed response body is %s; not read further", f->id,
-               why);
-        g->body = BODY_SKIP;
-    }
+    lk_log(LK_DEBUG, x->conn, "%s: the compressed response body is %s; not read further", f->id,
+           why);
+    g->body = BODY_SKIP;
     return LK_FLT_CONTINUE;
 }
 
@@ -866,10 +855,8 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     if (g->body == BODY_UNDECIDED) {
         g->body = body_coding(&x->res);
         if (g->body == BODY_INFLATE) {
-            /* 15 + 32: a zlib or gzip header, told apart by zlib.  A raw
-             * deflate stream, as some servers send for "deflate", is not
-             * read (inflate reports it broken). */
-            if (inflateInit2(&g->z, 15 + 32) == Z_OK)
+            if (lk_inflate_init(&g->z, LK_INFLATE_GZIP_OR_ZLIB,
+                                LK_GUARD_INFLATE_RATIO * (uint64_t)x->conf->max_buffer_bytes) == 0)
                 lk_pool_cleanup_add(&x->pool, end_inflate, &g->z);
             else
                 g->body = BODY_SKIP;

@@ -12,6 +12,7 @@
 
 #include "lk_filter.h"
 #include "lk_http_msg.h"
+#include "lk_inflate.h"
 #include "lk_log.h"
 #include "lk_lookup.h"
 #include "lk_xchg.h"
@@ -79,7 +80,7 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
         plain = evbuffer_new();
         if (plain == NULL)
             goto pass;
-        if (lk_lookup_gunzip(in, plain, x->conf->max_buffer_bytes) != 0) {
+        if (lk_inflate_gunzip(in, plain, x->conf->max_buffer_bytes) != 0) {
             lk_log(LK_INFO, x->conn,
                    "%s: gzip body not decodable within max_buffer_bytes (%zu); passed through "
                    "unchanged",

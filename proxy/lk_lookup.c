@@ -14,11 +14,9 @@
  * byte) goes the reference way: parsed with jansson, edited, dumped
  * compact.
  */
-#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <jansson.h>
-#include <zlib.h>
 
 #include "lk_json.h"
 #include "lk_location.h"
@@ -59,48 +57,6 @@ lk_lookup_target(struct lk_str target)
         !lk_str_has_prefix(path, LK_STRLIT("/lookup/v2/destination/")))
         return 0;
     return !lk_str_has_suffix_i(path, LK_STRLIT("/bundle"));
-}
-
-int
-lk_lookup_gunzip(struct evbuffer *in, struct evbuffer *plain, size_t max)
-{
-    unsigned char buf[16384];
-    size_t len = evbuffer_get_length(in);
-    z_stream z;
-    int rc = -1;
-
-    if (len == 0 || len > UINT_MAX)
-        return -1;
-    memset(&z, 0, sizeof(z));
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-        return -1;
-    /* bounded: the runner holds at most max_buffer_bytes */
-    z.next_in = evbuffer_pullup(in, -1);
-    z.avail_in = (uInt)len;
-    for (;;) {
-        z.next_out = buf;
-        z.avail_out = sizeof(buf);
-        int zr = inflate(&z, Z_NO_FLUSH);
-        /* Z_BUF_ERROR: no progress possible, i.e. the input ended early */
-        if (zr != Z_OK && zr != Z_STREAM_END)
-            goto out;
-        size_t n = sizeof(buf) - z.avail_out;
-        if (evbuffer_get_length(plain) + n > max)
-            goto out;
-        if (n != 0 && evbuffer_add(plain, buf, n) != 0)
-            goto out;
-        if (zr == Z_STREAM_END) {
-            if (z.avail_in == 0)
-                break;
-            /* another member follows (RFC 1952 §2.2); garbage fails there */
-            if (inflateReset(&z) != Z_OK)
-                goto out;
-        }
-    }
-    rc = 0;
-out:
-    inflateEnd(&z);
-    return rc;
 }
 
 static int

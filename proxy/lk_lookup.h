@@ -41,11 +41,4 @@ int lk_lookup_rewrite(const struct lk_cluster *cl, const char *name, const char 
  * target is looked at from its path. */
 int lk_lookup_target(struct lk_str target);
 
-/*
- * Inflates the gzip body in (RFC 1952, one or more members) into plain,
- * writing at most max bytes.  in is left as it was.  0, or -1 if in is not
- * complete gzip or inflates to more than max.
- */
-int lk_lookup_gunzip(struct evbuffer *in, struct evbuffer *plain, size_t max);
-
 #endif
