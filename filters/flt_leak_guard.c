@@ -36,21 +36,21 @@ attach(struct lk_flt *f, struct lk_xchg *x)
 }
 
 /* The exchange as the matcher sees it. */
-static struct lk_guard_x
-view(const struct lk_flt *f, struct lk_xchg *x)
+static void
+view(const struct lk_flt *f, struct lk_xchg *x, struct lk_guard_x *v)
 {
-    return (struct lk_guard_x){.pool = &x->pool,
-                               .conn = x->conn,
-                               .id = f->id,
-                               .conf = x->conf,
-                               .cluster = x->cluster,
-                               .broker = x->broker,
-                               .listener_name = x->listener_name,
-                               .client_tls = x->client_tls,
-                               .vetted = x->body_vetted,
-                               .req = &x->req,
-                               .leaks = &x->leaks,
-                               .rewrites = &x->rewrites};
+    *v = (struct lk_guard_x){.pool = &x->pool,
+                             .conn = x->conn,
+                             .id = f->id,
+                             .conf = x->conf,
+                             .cluster = x->cluster,
+                             .broker = x->broker,
+                             .listener_name = x->listener_name,
+                             .client_tls = x->client_tls,
+                             .vetted = &x->body_vetted,
+                             .req = &x->req,
+                             .leaks = &x->leaks,
+                             .rewrites = &x->rewrites};
 }
 
 static enum lk_flt_verdict
@@ -85,18 +85,19 @@ static enum lk_flt_verdict
 on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
 {
     struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
-    struct lk_guard_x gx = view(f, x);
-    int read_body;
-    enum lk_guard_verdict v = lk_guard_head(f->conf, s, &gx, res, &read_body);
+    struct lk_guard_x gx;
+    enum lk_guard_read read;
+    enum lk_guard_verdict v;
 
-    if (v != LK_GUARD_PASS || !read_body)
-        return verdict(x, v);
+    view(f, x, &gx);
+    v = lk_guard_head(f->conf, s, &gx, res, &read);
+
     /* log only observes, so the response keeps its framing; rewrite
      * streams; block streams too, but keeps what it is given in `in` until
      * the cap or the end (lk_guard_body). */
-    lk_flt_want_body(x, f,
-                     lk_guard_mode(f->conf) == LK_LEAK_LOG ? LK_BODY_OBSERVE : LK_BODY_STREAM);
-    return LK_FLT_CONTINUE;
+    if (v == LK_GUARD_PASS && read != LK_GUARD_READ_NONE)
+        lk_flt_want_body(x, f, read == LK_GUARD_READ_OBSERVE ? LK_BODY_OBSERVE : LK_BODY_STREAM);
+    return verdict(x, v);
 }
 
 static enum lk_flt_verdict
@@ -104,8 +105,9 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
             int last)
 {
     struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
-    struct lk_guard_x gx = view(f, x);
+    struct lk_guard_x gx;
 
+    view(f, x, &gx);
     return verdict(x, lk_guard_body(f->conf, s, &gx, &x->res, in, out, last));
 }
 
@@ -115,10 +117,11 @@ static enum lk_flt_verdict
 on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
          struct evbuffer *out)
 {
-    struct lk_guard_x gx = view(f, x);
+    struct lk_guard_x gx;
     size_t len = evbuffer_get_length(in);
     const uint8_t *p = evbuffer_pullup(in, -1);
 
+    view(f, x, &gx);
     if (lk_guard_frame(f->conf, &gx, x->proto, key, version, p, len) != LK_GUARD_PASS)
         return LK_FLT_ERROR;
     evbuffer_add_buffer(out, in);

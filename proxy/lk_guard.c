@@ -571,9 +571,9 @@ is_text(struct lk_str t)
 
 enum lk_guard_verdict
 lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, const struct lk_guard_x *x,
-              struct lk_http_msg *res, int *read_body)
+              struct lk_http_msg *res, enum lk_guard_read *read)
 {
-    *read_body = 0;
+    *read = LK_GUARD_READ_NONE;
     for (size_t i = 0; i < res->nheaders; i++) {
         enum lk_guard_verdict v = scan_header(conf, x, g, &res->headers[i]);
         if (v != LK_GUARD_PASS)
@@ -588,7 +588,7 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, const stru
         any_port_init(g->ap);
     }
     g->leak_end = 0;
-    *read_body = 1;
+    *read = conf->mode == LK_LEAK_LOG ? LK_GUARD_READ_OBSERVE : LK_GUARD_READ_STREAM;
     return LK_GUARD_PASS;
 }
 
@@ -638,7 +638,7 @@ on_hit(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_
      * listener's addresses in its address fields; what is left (the 5.0
      * brokerId, "host:webport") is an identifier, so block mode rewrites
      * it rather than refuse every 5.0 lookup -- when it can. */
-    if (mode == LK_LEAK_BLOCK && x->vetted && g->body != BODY_INFLATE && start >= g->base &&
+    if (mode == LK_LEAK_BLOCK && *x->vetted && g->body != BODY_INFLATE && start >= g->base &&
         replacement(x, t) != NULL)
         mode = LK_LEAK_REWRITE;
     switch (mode) {

@@ -34,7 +34,8 @@ enum lk_guard_verdict {
 /* The reason of the 502 that LK_GUARD_REFUSE asks for. */
 extern const char lk_guard_refusal[];
 
-/* The exchange as the guard sees it, filled by the caller for each call. */
+/* The exchange as the guard sees it, filled by the caller for each call
+ * (on its stack: nothing of it is kept). */
 struct lk_guard_x {
     struct lk_pool *pool;             /* the exchange's */
     const struct lk_conn *conn;       /* the log's context */
@@ -44,11 +45,19 @@ struct lk_guard_x {
     const struct lk_broker *broker;   /* where the request went; NULL: not known */
     const char *listener_name;        /* finds are rewritten into it; NULL: none */
     int client_tls;                   /* the client reached us over TLS */
-    int vetted;                       /* every address field of the body was rewritten
-                                       * (LookupData): what is left is an identifier */
+    const int *vetted;                /* set when every address field of the body was
+                                       * rewritten (LookupData): what is left of it
+                                       * is an identifier */
     const struct lk_http_msg *req;    /* HTTP: the request, for the log */
     unsigned *leaks;                  /* the exchange's counts, added to */
     unsigned *rewrites;
+};
+
+/* How the body of a text response is to be read (lk_guard_head). */
+enum lk_guard_read {
+    LK_GUARD_READ_NONE = 0, /* not text: not read */
+    LK_GUARD_READ_OBSERVE,  /* log: read as it passes, never changed nor held */
+    LK_GUARD_READ_STREAM,   /* rewrite, block: changed as it passes, or held */
 };
 
 /* One response as it is read: per exchange, zeroed, in its pool. */
@@ -74,12 +83,12 @@ enum lk_leak_guard lk_guard_mode(const struct lk_guard *g);
 
 /*
  * Reads every header of the response head res (a find in rewrite mode may
- * change a value, in x->pool) and, when its body is text, readies s for it
- * and sets *read_body.
+ * change a value, in x->pool) and, when its body is text, readies s for it;
+ * *read says how the body is to be read.
  */
 enum lk_guard_verdict lk_guard_head(const struct lk_guard *g, struct lk_guard_stream *s,
                                     const struct lk_guard_x *x, struct lk_http_msg *res,
-                                    int *read_body);
+                                    enum lk_guard_read *read);
 /*
  * Reads the body bytes in `in` not read yet, as a body filter takes them
  * (res is the head, for its coding): what may go on is moved to out, what
