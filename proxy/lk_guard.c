@@ -744,7 +744,9 @@ inflate_bytes(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk
     struct inflated s = {conf, x, g, in, out, LK_GUARD_PASS};
     const char *why;
 
-    switch (lk_inflate_feed(&g->z, data, len, scan_inflated, &s)) {
+    switch (lk_inflate_feed(&g->z, data, len,
+                            LK_GUARD_INFLATE_RATIO * (uint64_t)x->conf->max_buffer_bytes,
+                            scan_inflated, &s)) {
     case LK_INFLATE_STOPPED:
         return s.v;
     case LK_INFLATE_TOO_BIG:
@@ -814,8 +816,7 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, const stru
     if (g->body == BODY_UNDECIDED) {
         g->body = body_coding(res);
         if (g->body == BODY_INFLATE) {
-            if (lk_inflate_init(&g->z, LK_INFLATE_GZIP_OR_ZLIB,
-                                LK_GUARD_INFLATE_RATIO * (uint64_t)x->conf->max_buffer_bytes) == 0)
+            if (lk_inflate_init(&g->z, LK_INFLATE_GZIP_OR_ZLIB) == 0)
                 lk_pool_cleanup_add(x->pool, end_inflate, &g->z);
             else
                 g->body = BODY_SKIP;

@@ -10,10 +10,9 @@
 #include "lk_inflate.h"
 
 int
-lk_inflate_init(struct lk_inflate *zi, enum lk_inflate_wrap wrap, uint64_t max)
+lk_inflate_init(struct lk_inflate *zi, enum lk_inflate_wrap wrap)
 {
     memset(zi, 0, sizeof(*zi));
-    zi->max = max;
     /* 16 + 15: a gzip header only; 32 + 15: a zlib or gzip header, told
      * apart by zlib.  A raw deflate stream, as some servers send for
      * "deflate", is refused either way (inflate reports it broken). */
@@ -21,7 +20,8 @@ lk_inflate_init(struct lk_inflate *zi, enum lk_inflate_wrap wrap, uint64_t max)
 }
 
 enum lk_inflate_rc
-lk_inflate_feed(struct lk_inflate *zi, const void *in, size_t len, lk_inflate_sink sink, void *arg)
+lk_inflate_feed(struct lk_inflate *zi, const void *in, size_t len, uint64_t max,
+                lk_inflate_sink sink, void *arg)
 {
     unsigned char buf[16384];
     z_stream *z = &zi->z;
@@ -36,7 +36,7 @@ lk_inflate_feed(struct lk_inflate *zi, const void *in, size_t len, lk_inflate_si
         if (sink(arg, buf, n) != 0)
             return LK_INFLATE_STOPPED;
         zi->out += n;
-        if (zi->out > zi->max)
+        if (zi->out > max)
             return LK_INFLATE_TOO_BIG;
         if (zr == Z_STREAM_END) {
             if (z->avail_in == 0)
@@ -72,11 +72,11 @@ lk_inflate_gunzip(struct evbuffer *in, struct evbuffer *out, size_t max)
     size_t len = evbuffer_get_length(in);
     enum lk_inflate_rc rc;
 
-    if (len == 0 || len > UINT_MAX || lk_inflate_init(&zi, LK_INFLATE_GZIP, max) != 0)
+    if (len == 0 || len > UINT_MAX || lk_inflate_init(&zi, LK_INFLATE_GZIP) != 0)
         return -1;
     /* bounded: the caller holds at most max_buffer_bytes of it; a stream
      * that is not whole ends MORE (zlib's Z_BUF_ERROR: the input ended) */
-    rc = lk_inflate_feed(&zi, evbuffer_pullup(in, -1), len, to_evbuffer, out);
+    rc = lk_inflate_feed(&zi, evbuffer_pullup(in, -1), len, max, to_evbuffer, out);
     lk_inflate_end(&zi);
     return rc == LK_INFLATE_END ? 0 : -1;
 }

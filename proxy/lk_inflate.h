@@ -29,22 +29,21 @@ enum lk_inflate_rc {
 struct lk_inflate {
     z_stream z;
     uint64_t out; /* bytes inflated so far */
-    uint64_t max; /* the cap: past this many it is too big */
 };
 
 /* Takes n inflated bytes (n may be 0); nonzero stops the inflating. */
 typedef int (*lk_inflate_sink)(void *arg, const void *p, size_t n);
 
 /* 0, or -1 when zlib cannot start (lk_inflate_end is then not needed). */
-int lk_inflate_init(struct lk_inflate *zi, enum lk_inflate_wrap wrap, uint64_t max);
+int lk_inflate_init(struct lk_inflate *zi, enum lk_inflate_wrap wrap);
 /*
  * Inflates in[0..len) (len at most UINT_MAX) into sink, a bounded piece at
- * a time; concatenated members (RFC 1952 §2.2) follow one another.  Every
- * piece goes to the sink before the cap is looked at, so the piece that
- * crosses it is read too.  After BROKEN or TOO_BIG the stream is not to be
- * fed again.
+ * a time; concatenated members (RFC 1952 §2.2) follow one another.  max
+ * caps what the whole stream inflates to; every piece goes to the sink
+ * before the cap is looked at, so the piece that crosses it is read too.  After BROKEN or TOO_BIG
+ * the stream is not to be fed again.
  */
-enum lk_inflate_rc lk_inflate_feed(struct lk_inflate *zi, const void *in, size_t len,
+enum lk_inflate_rc lk_inflate_feed(struct lk_inflate *zi, const void *in, size_t len, uint64_t max,
                                    lk_inflate_sink sink, void *arg);
 void lk_inflate_end(struct lk_inflate *zi);
 
