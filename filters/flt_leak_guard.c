@@ -1,12 +1,9 @@
 /*
  * leak_guard: the last check on every text response and on every binary
- * answer that can carry a broker address (CONTRACT §4, "Leak guard"): any
- * internal listener address of the cluster's brokers, found by the matcher
- * of proxy/lk_guard.c, is counted and logged (log), replaced with the
- * broker's address on the selected listener (rewrite), or refused with a
- * 502 or a closed connection (block), by the cluster's `leak_guard`.  This
- * file ties it to the chain: its hooks hand the matcher the exchange and
- * turn what it says into the chain's verdicts.
+ * answer that can carry a broker address (CONTRACT §4, "Leak guard").  The
+ * matcher, proxy/lk_guard.c, finds the brokers' internal addresses and
+ * counts, logs, rewrites or refuses by the cluster's `leak_guard`; the hooks
+ * here hand it the exchange and turn what it says into the chain's verdicts.
  */
 #include <stddef.h>
 
@@ -35,10 +32,19 @@ attach(struct lk_flt *f, struct lk_xchg *x)
     return f->conf != NULL;
 }
 
-/* The exchange as the matcher sees it. */
+/* The exchange as the matcher sees it, filled when it asks (lk_guard.h). */
+struct view {
+    struct lk_guard_x v; /* first: fill gets its address */
+    const struct lk_flt *f;
+    struct lk_xchg *x;
+};
+
 static void
-view(const struct lk_flt *f, struct lk_xchg *x, struct lk_guard_x *v)
+fill(struct lk_guard_x *v)
 {
+    const struct lk_flt *f = ((struct view *)v)->f;
+    struct lk_xchg *x = ((struct view *)v)->x;
+
     *v = (struct lk_guard_x){.pool = &x->pool,
                              .conn = x->conn,
                              .id = f->id,
@@ -53,18 +59,24 @@ view(const struct lk_flt *f, struct lk_xchg *x, struct lk_guard_x *v)
                              .rewrites = &x->rewrites};
 }
 
+/* Sets w up for fill, and no more: the rest of it waits. */
+static struct lk_guard_x *
+view(struct view *w, const struct lk_flt *f, struct lk_xchg *x)
+{
+    w->v.fill = fill;
+    w->f = f;
+    w->x = x;
+    return &w->v;
+}
+
 static enum lk_flt_verdict
 verdict(struct lk_xchg *x, enum lk_guard_verdict v)
 {
-    switch (v) {
-    case LK_GUARD_PASS:
-        return LK_FLT_CONTINUE;
-    case LK_GUARD_REFUSE:
+    if (v == LK_GUARD_REFUSE)
         lk_xchg_reply(x, 502, lk_guard_refusal);
-        return LK_FLT_REPLY;
-    default:
-        return LK_FLT_ERROR;
-    }
+    return v == LK_GUARD_PASS     ? LK_FLT_CONTINUE
+           : v == LK_GUARD_REFUSE ? LK_FLT_REPLY
+                                  : LK_FLT_ERROR;
 }
 
 static enum lk_flt_verdict
@@ -85,12 +97,9 @@ static enum lk_flt_verdict
 on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
 {
     struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
-    struct lk_guard_x gx;
+    struct view w;
     enum lk_guard_read read;
-    enum lk_guard_verdict v;
-
-    view(f, x, &gx);
-    v = lk_guard_head(f->conf, s, &gx, res, &read);
+    enum lk_guard_verdict v = lk_guard_head(f->conf, s, view(&w, f, x), res, &read);
 
     /* log only observes, so the response keeps its framing; rewrite
      * streams; block streams too, but keeps what it is given in `in` until
@@ -105,10 +114,9 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
             int last)
 {
     struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
-    struct lk_guard_x gx;
+    struct view w;
 
-    view(f, x, &gx);
-    return verdict(x, lk_guard_body(f->conf, s, &gx, &x->res, in, out, last));
+    return verdict(x, lk_guard_body(f->conf, s, view(&w, f, x), &x->res, in, out, last));
 }
 
 /* A Kafka or Pulsar answer, whole: read, never changed.  A find in block
@@ -117,12 +125,11 @@ static enum lk_flt_verdict
 on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
          struct evbuffer *out)
 {
-    struct lk_guard_x gx;
+    struct view w;
     size_t len = evbuffer_get_length(in);
     const uint8_t *p = evbuffer_pullup(in, -1);
 
-    view(f, x, &gx);
-    if (lk_guard_frame(f->conf, &gx, x->proto, key, version, p, len) != LK_GUARD_PASS)
+    if (lk_guard_frame(f->conf, view(&w, f, x), x->proto, key, version, p, len) != LK_GUARD_PASS)
         return LK_FLT_ERROR;
     evbuffer_add_buffer(out, in);
     return LK_FLT_CONTINUE;

@@ -56,6 +56,19 @@
 
 const char lk_guard_refusal[] = "response would leak an internal broker address";
 
+/* The view of the exchange, filled on its first use (lk_guard.h). */
+static struct lk_guard_x *
+X(struct lk_guard_x *x)
+{
+    void (*fill)(struct lk_guard_x *) = x->fill;
+
+    if (fill != NULL) {
+        x->fill = NULL;
+        fill(x);
+    }
+    return x;
+}
+
 /* What a pattern stands for. */
 struct target {
     const struct lk_broker *broker;
@@ -239,7 +252,7 @@ lk_guard_mode(const struct lk_guard *g)
 /* Logs the exchange's first leak at each level (later ones are only
  * counted).  header is the field's name, or NULL for the body. */
 static void
-report(const struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct lk_broker *b,
+report(struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct lk_broker *b,
        const char *text, const struct lk_str *header, const char *outcome)
 {
     char name[64 + 4], method[16 + 4], target[160 + 4];
@@ -247,23 +260,23 @@ report(const struct lk_guard_x *x, struct lk_guard_stream *g, int level, const s
     if (g->logged & (1u << level))
         return;
     g->logged |= 1u << level;
-    lk_log(level, x->conn,
+    lk_log(level, X(x)->conn,
            "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
-           x->id, header != NULL ? "the header " : "the body",
+           X(x)->id, header != NULL ? "the header " : "the body",
            header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text, b->name,
-           lk_log_sanitize(method, x->req->method.p, x->req->method.len, 16),
-           lk_log_sanitize(target, x->req->target.p, x->req->target.len, 160), outcome);
+           lk_log_sanitize(method, X(x)->req->method.p, X(x)->req->method.len, 16),
+           lk_log_sanitize(target, X(x)->req->target.p, X(x)->req->target.len, 160), outcome);
 }
 
 /* The text that replaces target t on the exchange's selected listener, or
  * NULL when there is none: no listener selected, or the broker's has no
  * address in that family. */
 static const char *
-replacement(const struct lk_guard_x *x, const struct target *t)
+replacement(struct lk_guard_x *x, const struct target *t)
 {
     const struct lk_listener *l =
-        x->listener_name != NULL ? lk_broker_listener(t->broker, x->listener_name) : NULL;
-    const struct lk_url *u = l != NULL ? lk_listener_pick(l, t->scheme, x->client_tls) : NULL;
+        X(x)->listener_name != NULL ? lk_broker_listener(t->broker, X(x)->listener_name) : NULL;
+    const struct lk_url *u = l != NULL ? lk_listener_pick(l, t->scheme, X(x)->client_tls) : NULL;
 
     if (u == NULL)
         return NULL;
@@ -287,11 +300,11 @@ fresh(struct lk_guard_stream *g, const struct lk_match_hit *hit)
 
 /* Counts a match unless fresh() says it is the last one again. */
 static int
-count(const struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_match_hit *hit)
+count(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_match_hit *hit)
 {
     if (!fresh(g, hit))
         return 0;
-    (*x->leaks)++;
+    (*X(x)->leaks)++;
     return 1;
 }
 
@@ -299,12 +312,12 @@ count(const struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_mat
  * address of a broker of a Pulsar cluster (an internal one is the main
  * automaton's find), or a cluster's service address. */
 static int
-known_addr(const struct lk_guard_x *x, struct lk_str host, uint16_t port)
+known_addr(struct lk_guard_x *x, struct lk_str host, uint16_t port)
 {
     enum lk_scheme scheme;
 
-    for (size_t k = 0; k < x->conf->nclusters; k++) {
-        const struct lk_cluster *cl = x->conf->clusters[k];
+    for (size_t k = 0; k < X(x)->conf->nclusters; k++) {
+        const struct lk_cluster *cl = X(x)->conf->clusters[k];
         if (!(cl->proto & LK_PROTO_PULSAR))
             continue;
         if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
@@ -362,7 +375,7 @@ any_port_byte(const struct lk_guard_ap *s, const uint8_t *p, size_t len, uint64_
  * decides each one whose digits have ended (or all, once the stream ends):
  * cb for a find, stopping when it returns nonzero (that is returned). */
 static int
-any_port_settle(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_ap *s,
+any_port_settle(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_ap *s,
                 const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
 {
     for (unsigned i = 0; i < s->nopen;) {
@@ -396,7 +409,7 @@ any_port_settle(const struct lk_guard *conf, const struct lk_guard_x *x, struct 
 /* A hit of an any_port pattern (hit->id >= conf->ntargets) in the piece p
  * (at stream offset s->at); cb as any_port_settle. */
 static int
-any_port_hit(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_ap *s,
+any_port_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_ap *s,
              const uint8_t *p, size_t len, const struct lk_match_hit *hit, any_port_fn cb,
              void *arg)
 {
@@ -440,7 +453,7 @@ any_port_next(struct lk_guard_ap *s, const uint8_t *p, size_t len)
  * one without a replacement). */
 struct text_find {
     const struct lk_guard *conf;
-    const struct lk_guard_x *x;
+    struct lk_guard_x *x;
     struct lk_guard_stream *g;
     struct evbuffer *in; /* the body's, or NULL */
     const struct lk_str *header;
@@ -452,10 +465,10 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t s
 {
     (void)start, (void)end;
     struct text_find *tf = arg;
-    const struct lk_guard_x *x = tf->x;
+    struct lk_guard_x *x = tf->x;
     struct lk_guard_stream *g = tf->g;
 
-    (*x->leaks)++;
+    (*X(x)->leaks)++;
     switch (tf->conf->mode) {
     case LK_LEAK_BLOCK:
         if (tf->in == NULL || !g->released) {
@@ -483,7 +496,7 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t s
 
 /* Scans one header value; in rewrite mode *value may be replaced. */
 static enum lk_guard_verdict
-scan_header(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
             struct lk_http_header *h)
 {
     struct lk_match_state st;
@@ -519,11 +532,11 @@ scan_header(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_g
             return LK_GUARD_REFUSE;
         case LK_LEAK_REWRITE:
             if (start >= done && (to = replacement(x, t)) != NULL) {
-                out = lk_pstr_concat(x->pool, out, lk_str_make(value.p + done, start - done));
-                out = lk_pstr_concat(x->pool, out, lk_str_c(to));
+                out = lk_pstr_concat(X(x)->pool, out, lk_str_make(value.p + done, start - done));
+                out = lk_pstr_concat(X(x)->pool, out, lk_str_c(to));
                 done = (size_t)hit.end;
                 changed = 1;
-                (*x->rewrites)++;
+                (*X(x)->rewrites)++;
                 report(x, g, LK_DEBUG, t->broker, t->text, &h->name,
                        "rewritten (leak_guard = rewrite)");
                 break;
@@ -540,7 +553,7 @@ scan_header(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_g
         0)
         return tf.v;
     if (changed)
-        h->value = lk_pstr_concat(x->pool, out, lk_str_skip(value, done));
+        h->value = lk_pstr_concat(X(x)->pool, out, lk_str_skip(value, done));
     return LK_GUARD_PASS;
 }
 
@@ -570,7 +583,7 @@ is_text(struct lk_str t)
 }
 
 enum lk_guard_verdict
-lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, const struct lk_guard_x *x,
+lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_guard_x *x,
               struct lk_http_msg *res, enum lk_guard_read *read)
 {
     *read = LK_GUARD_READ_NONE;
@@ -584,7 +597,7 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, const stru
     lk_match_state_init(&g->st);
     if (conf->nany_port != 0) {
         if (g->ap == NULL)
-            g->ap = lk_palloc(x->pool, sizeof(*g->ap));
+            g->ap = lk_palloc(X(x)->pool, sizeof(*g->ap));
         any_port_init(g->ap);
     }
     g->leak_end = 0;
@@ -624,7 +637,7 @@ end_inflate(void *arg)
 /* Acts on one match in the body.  Rewrite moves the bytes before it to out
  * and puts the replacement in its place; block answers or fails. */
 static enum lk_guard_verdict
-on_hit(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+on_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
        struct evbuffer *in, struct evbuffer *out, const struct lk_match_hit *hit)
 {
     const struct target *t = &conf->targets[hit->id];
@@ -638,7 +651,7 @@ on_hit(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_
      * listener's addresses in its address fields; what is left (the 5.0
      * brokerId, "host:webport") is an identifier, so block mode rewrites
      * it rather than refuse every 5.0 lookup -- when it can. */
-    if (mode == LK_LEAK_BLOCK && *x->vetted && g->body != BODY_INFLATE && start >= g->base &&
+    if (mode == LK_LEAK_BLOCK && *X(x)->vetted && g->body != BODY_INFLATE && start >= g->base &&
         replacement(x, t) != NULL)
         mode = LK_LEAK_REWRITE;
     switch (mode) {
@@ -666,7 +679,7 @@ on_hit(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_
             evbuffer_drain(in, hit->len);
             evbuffer_add(out, to, strlen(to));
             g->base = hit->end;
-            (*x->rewrites)++;
+            (*X(x)->rewrites)++;
             report(x, g, LK_DEBUG, t->broker, t->text, NULL, "rewritten (leak_guard = rewrite)");
             return LK_GUARD_PASS;
         }
@@ -697,7 +710,7 @@ take_hit(struct text_find *tf, struct evbuffer *out, const void *data, size_t le
 
 /* Runs the automaton over len bytes of the scanned stream. */
 static enum lk_guard_verdict
-scan_bytes(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+scan_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
            struct evbuffer *in, struct evbuffer *out, const void *data, size_t len)
 {
     struct text_find tf = {conf, x, g, in, NULL, LK_GUARD_PASS};
@@ -720,7 +733,7 @@ scan_bytes(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_gu
 /* The body's inflated bytes, into the automaton. */
 struct inflated {
     const struct lk_guard *conf;
-    const struct lk_guard_x *x;
+    struct lk_guard_x *x;
     struct lk_guard_stream *g;
     struct evbuffer *in, *out;
     enum lk_guard_verdict v;
@@ -738,14 +751,14 @@ scan_inflated(void *arg, const void *p, size_t n)
 /* Inflates raw bytes into the automaton, a bounded piece at a time.  A
  * broken stream, or one that inflates past its cap, is no longer read. */
 static enum lk_guard_verdict
-inflate_bytes(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
               struct evbuffer *in, struct evbuffer *out, const void *data, size_t len)
 {
     struct inflated s = {conf, x, g, in, out, LK_GUARD_PASS};
     const char *why;
 
     switch (lk_inflate_feed(&g->z, data, len,
-                            LK_GUARD_INFLATE_RATIO * (uint64_t)x->conf->max_buffer_bytes,
+                            LK_GUARD_INFLATE_RATIO * (uint64_t)X(x)->conf->max_buffer_bytes,
                             scan_inflated, &s)) {
     case LK_INFLATE_STOPPED:
         return s.v;
@@ -758,8 +771,8 @@ inflate_bytes(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk
     default:
         return LK_GUARD_PASS;
     }
-    lk_log(LK_DEBUG, x->conn, "%s: the compressed response body is %s; not read further", x->id,
-           why);
+    lk_log(LK_DEBUG, X(x)->conn, "%s: the compressed response body is %s; not read further",
+           X(x)->id, why);
     g->body = BODY_SKIP;
     return LK_GUARD_PASS;
 }
@@ -770,7 +783,7 @@ inflate_bytes(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk
  * the length of `in` is the raw stream offset of the end of the data;
  * g->fed is the raw offset read so far. */
 static enum lk_guard_verdict
-scan(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
      struct evbuffer *in, struct evbuffer *out, int last)
 {
     struct lk_match_hit hit;
@@ -807,7 +820,7 @@ scan(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_st
 }
 
 enum lk_guard_verdict
-lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, const struct lk_guard_x *x,
+lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_guard_x *x,
               const struct lk_http_msg *res, struct evbuffer *in, struct evbuffer *out, int last)
 {
     size_t len, keep = 0;
@@ -817,13 +830,13 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, const stru
         g->body = body_coding(res);
         if (g->body == BODY_INFLATE) {
             if (lk_inflate_init(&g->z, LK_INFLATE_GZIP_OR_ZLIB) == 0)
-                lk_pool_cleanup_add(x->pool, end_inflate, &g->z);
+                lk_pool_cleanup_add(X(x)->pool, end_inflate, &g->z);
             else
                 g->body = BODY_SKIP;
         }
         if (g->body == BODY_SKIP)
-            lk_log(LK_DEBUG, x->conn, "%s: the response body's coding is not readable; not read",
-                   x->id);
+            lk_log(LK_DEBUG, X(x)->conn, "%s: the response body's coding is not readable; not read",
+                   X(x)->id);
     }
     if ((v = scan(conf, x, g, in, out, last)) != LK_GUARD_PASS)
         return v;
@@ -835,14 +848,14 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, const stru
         keep = lk_match_pending(conf->match, &g->st);
         keep = keep < len ? keep : len;
     } else if (conf->mode == LK_LEAK_BLOCK && !g->released) {
-        if (len <= x->conf->max_buffer_bytes) {
+        if (len <= X(x)->conf->max_buffer_bytes) {
             keep = len; /* everything, so that a leak can still be a 502 */
         } else {
             g->released = 1;
-            lk_log(LK_DEBUG, x->conn,
+            lk_log(LK_DEBUG, X(x)->conn,
                    "%s: the response body is over max_buffer_bytes (%zu); it streams now, and a "
                    "leak found later closes the connection",
-                   x->id, x->conf->max_buffer_bytes);
+                   X(x)->id, X(x)->conf->max_buffer_bytes);
         }
     }
     evbuffer_remove_buffer(in, out, len - keep);
@@ -937,7 +950,7 @@ found(struct finding *fd, const struct lk_broker *b, struct lk_str s, long port,
 
 /* Kafka: one decoded endpoint, as the client will get it. */
 struct kcheck {
-    const struct lk_guard_x *x;
+    struct lk_guard_x *x;
     struct finding *fd;
 };
 
@@ -945,7 +958,7 @@ static enum lk_kafka_ep
 check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
 {
     struct kcheck *k = arg;
-    const struct lk_cluster *cl = k->x->cluster;
+    const struct lk_cluster *cl = X(k->x)->cluster;
     const struct lk_broker *b = NULL;
     int32_t id;
 
@@ -1003,7 +1016,7 @@ frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t 
 
 /* Reads a whole answer's bytes. */
 static void
-scan_frame(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+scan_frame(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
            const uint8_t *p, size_t len, struct finding *fd)
 {
     struct lk_match_hit hit;
@@ -1034,7 +1047,7 @@ scan_frame(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_gu
 }
 
 static void
-kafka_answer(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+kafka_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
              int16_t key, int16_t version, const uint8_t *p, size_t len, struct finding *fd)
 {
     enum lk_kafka_addrs a = lk_kafka_response_addrs(key, version);
@@ -1071,17 +1084,17 @@ kafka_answer(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_
 
 /* Pulsar: a URL of a decoded command, as the client will get it. */
 static void
-check_url(const struct lk_guard_x *x, int type, struct lk_str url, struct finding *fd)
+check_url(struct lk_guard_x *x, int type, struct lk_str url, struct finding *fd)
 {
     struct lk_url_parts parts;
     enum lk_scheme scheme;
 
     if (url.len == 0 || lk_url_split(url, &parts) != 0)
         return; /* no address a client could dial */
-    for (size_t k = 0; k <= x->conf->nclusters; k++) {
-        const struct lk_cluster *cl = k == 0 ? x->cluster : x->conf->clusters[k - 1];
+    for (size_t k = 0; k <= X(x)->conf->nclusters; k++) {
+        const struct lk_cluster *cl = k == 0 ? X(x)->cluster : X(x)->conf->clusters[k - 1];
         const struct lk_broker *b;
-        if ((k != 0 && cl == x->cluster) || !(cl->proto & LK_PROTO_PULSAR))
+        if ((k != 0 && cl == X(x)->cluster) || !(cl->proto & LK_PROTO_PULSAR))
             continue;
         if ((b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme)) != NULL) {
             if (is_internal(b, parts.host, parts.port))
@@ -1097,7 +1110,7 @@ check_url(const struct lk_guard_x *x, int type, struct lk_str url, struct findin
 }
 
 static void
-pulsar_answer(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk_guard_stream *g,
+pulsar_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
               int type, const uint8_t *p, size_t len, struct finding *fd)
 {
     enum lk_pulsar_addrs a = lk_pulsar_type_addrs(type);
@@ -1112,7 +1125,7 @@ pulsar_answer(const struct lk_guard *conf, const struct lk_guard_x *x, struct lk
         lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &c) == 0) {
         /* every URL pair: one of its own, or one per segment broker or
          * coordinator within (SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE) */
-        struct lk_pulsar_pair *pairs = lk_palloc(x->pool, (c.npairs + 1) * sizeof(*pairs));
+        struct lk_pulsar_pair *pairs = lk_palloc(X(x)->pool, (c.npairs + 1) * sizeof(*pairs));
         long n = lk_pulsar_pairs(p + LK_PULSAR_PREFIX, cmd_size, pairs, c.npairs);
         for (long i = 0; i < n && (size_t)i < c.npairs; i++) {
             if (pairs[i].has_url)
@@ -1147,7 +1160,7 @@ answer_name(unsigned proto, int16_t key, int16_t version, char *buf, size_t len)
 }
 
 enum lk_guard_verdict
-lk_guard_frame(const struct lk_guard *conf, const struct lk_guard_x *x, unsigned proto, int16_t key,
+lk_guard_frame(const struct lk_guard *conf, struct lk_guard_x *x, unsigned proto, int16_t key,
                int16_t version, const uint8_t *p, size_t len)
 {
     struct lk_guard_stream g; /* scan_frame starts what it reads of it */
@@ -1161,7 +1174,7 @@ lk_guard_frame(const struct lk_guard *conf, const struct lk_guard_x *x, unsigned
         pulsar_answer(conf, x, &g, key, p, len, &fd);
     if (fd.n == 0 && !fd.unchecked)
         return LK_GUARD_PASS;
-    *x->leaks += fd.n;
+    *X(x)->leaks += fd.n;
     answer_name(proto, key, version, what, sizeof(what));
     const char *outcome =
         conf->mode == LK_LEAK_BLOCK     ? "closing the connection (leak_guard = block)"
@@ -1169,16 +1182,16 @@ lk_guard_frame(const struct lk_guard *conf, const struct lk_guard_x *x, unsigned
                                           "leak_guard = rewrite logs it as log does"
                                         : "logged only (leak_guard = log)";
     if (fd.unchecked)
-        lk_log(LK_WARN, x->conn,
+        lk_log(LK_WARN, X(x)->conn,
                "%s: %s from broker %s (cluster %s) does not decode, and it carries records, "
                "which are never read: its addresses cannot be checked; %s",
-               x->id, what, x->broker != NULL ? x->broker->name : "-", x->cluster->name,
+               X(x)->id, what, X(x)->broker != NULL ? X(x)->broker->name : "-", X(x)->cluster->name,
                conf->mode == LK_LEAK_BLOCK ? "closing the connection (leak_guard = block)"
                                            : "passed");
     else
-        lk_log(LK_WARN, x->conn,
-               "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s", x->id, what,
-               x->broker != NULL ? x->broker->name : "-", x->cluster->name, fd.what,
+        lk_log(LK_WARN, X(x)->conn,
+               "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s", X(x)->id, what,
+               X(x)->broker != NULL ? X(x)->broker->name : "-", X(x)->cluster->name, fd.what,
                fd.broker != NULL ? "an internal address of broker " : "",
                fd.broker != NULL ? fd.broker->name
                                  : "an address the map lacks, which the broker gave out on its "

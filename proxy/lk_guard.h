@@ -34,9 +34,15 @@ enum lk_guard_verdict {
 /* The reason of the 502 that LK_GUARD_REFUSE asks for. */
 extern const char lk_guard_refusal[];
 
-/* The exchange as the guard sees it, filled by the caller for each call
- * (on its stack: nothing of it is kept). */
+/*
+ * The exchange as the guard sees it, for one call.  The caller sets fill
+ * only (and keeps beside it what fill needs); the guard calls fill(v) for
+ * the rest the first time it needs any of it (a find, a log line, block's
+ * cap, a binary answer), which most text responses never do: they pay for
+ * no view.  fill sets every field after it, and leaves fill NULL.
+ */
 struct lk_guard_x {
+    void (*fill)(struct lk_guard_x *v);
     struct lk_pool *pool;             /* the exchange's */
     const struct lk_conn *conn;       /* the log's context */
     const char *id;                   /* the log's prefix: the filter instance */
@@ -87,7 +93,7 @@ enum lk_leak_guard lk_guard_mode(const struct lk_guard *g);
  * *read says how the body is to be read.
  */
 enum lk_guard_verdict lk_guard_head(const struct lk_guard *g, struct lk_guard_stream *s,
-                                    const struct lk_guard_x *x, struct lk_http_msg *res,
+                                    struct lk_guard_x *x, struct lk_http_msg *res,
                                     enum lk_guard_read *read);
 /*
  * Reads the body bytes in `in` not read yet, as a body filter takes them
@@ -96,15 +102,14 @@ enum lk_guard_verdict lk_guard_head(const struct lk_guard *g, struct lk_guard_st
  * kept in `in`.  last: the body ends here.
  */
 enum lk_guard_verdict lk_guard_body(const struct lk_guard *g, struct lk_guard_stream *s,
-                                    const struct lk_guard_x *x, const struct lk_http_msg *res,
+                                    struct lk_guard_x *x, const struct lk_http_msg *res,
                                     struct evbuffer *in, struct evbuffer *out, int last);
 /*
  * Reads a binary answer p[0..len), whole: a Kafka response to api key/version,
  * or a Pulsar command of type key (proto says which).  PASS or, in block
  * mode with a find, CUT; nothing is changed.
  */
-enum lk_guard_verdict lk_guard_frame(const struct lk_guard *g, const struct lk_guard_x *x,
-                                     unsigned proto, int16_t key, int16_t version, const uint8_t *p,
-                                     size_t len);
+enum lk_guard_verdict lk_guard_frame(const struct lk_guard *g, struct lk_guard_x *x, unsigned proto,
+                                     int16_t key, int16_t version, const uint8_t *p, size_t len);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * Fuzzes the lookup filter (filters/flt_lookup.c): a response body as a
+ * Fuzzes the lookup filter (filters/flt_lookup.c, its rewrite in
+ * proxy/lk_lookup.c, its gunzip in proxy/lk_inflate.c): a response body as a
  * broker sends it to /lookup/v2/topic/..., run through the chain
  * (listener, lookup, location; leak_guard off) over the fixed listener
  * map of fuzz_util.c, in pieces, last = 1 at the end.  The first input
