@@ -122,10 +122,9 @@ struct lk_guard_ap {
     struct any_port_open open[ANY_PORT_OPEN];
 };
 
-/* A find of the any_port matcher: "HOST:PORT" at stream bytes [start, end).
+/* A find of the any_port matcher, "HOST:PORT" (text) of broker b.
  * Nonzero stops the scan. */
-typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text, uint64_t start,
-                           uint64_t end);
+typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text);
 
 void
 lk_guard_free(struct lk_guard *conf)
@@ -268,6 +267,25 @@ report(struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct 
            lk_log_sanitize(target, X(x)->req->target.p, X(x)->req->target.len, 160), outcome);
 }
 
+/* block's answer to a find in a text response: a 502 while none of it
+ * has gone (released: body bytes have), else the connection closes. */
+static enum lk_guard_verdict
+block(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_broker *b, const char *text,
+      const struct lk_str *header, int released)
+{
+    if (!released) {
+        report(x, g, LK_WARN, b, text, header, "answered 502 (leak_guard = block)");
+        return LK_GUARD_REFUSE;
+    }
+    /* Too late for a 502: the client has part of the body.  Logged
+     * whether or not an earlier leak was. */
+    g->logged &= ~(1u << LK_WARN);
+    report(x, g, LK_WARN, b, text, NULL,
+           "found past max_buffer_bytes, after the response began: closing the connection "
+           "(leak_guard = block)");
+    return LK_GUARD_CUT;
+}
+
 /* The text that replaces target t on the exchange's selected listener, or
  * NULL when there is none: no listener selected, or the broker's has no
  * address in that family. */
@@ -399,7 +417,7 @@ any_port_settle(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_gua
             continue;
         char text[LK_MATCH_MAX_LEN + 8];
         snprintf(text, sizeof(text), "%s%.*s", pat, (int)o.nd, o.digits);
-        int r = cb(arg, conf->any_port_broker[o.id], text, o.end - (hl + 1), o.end + o.nd);
+        int r = cb(arg, conf->any_port_broker[o.id], text);
         if (r != 0)
             return r;
     }
@@ -461,9 +479,8 @@ struct text_find {
 };
 
 static int
-text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
+text_any_port(void *arg, const struct lk_broker *b, const char *text)
 {
-    (void)start, (void)end;
     struct text_find *tf = arg;
     struct lk_guard_x *x = tf->x;
     struct lk_guard_stream *g = tf->g;
@@ -471,16 +488,7 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t s
     (*X(x)->leaks)++;
     switch (tf->conf->mode) {
     case LK_LEAK_BLOCK:
-        if (tf->in == NULL || !g->released) {
-            report(x, g, LK_WARN, b, text, tf->header, "answered 502 (leak_guard = block)");
-            tf->v = LK_GUARD_REFUSE;
-            return 1;
-        }
-        g->logged &= ~(1u << LK_WARN);
-        report(x, g, LK_WARN, b, text, NULL,
-               "found past max_buffer_bytes, after the response began: closing the connection "
-               "(leak_guard = block)");
-        tf->v = LK_GUARD_CUT;
+        tf->v = block(x, g, b, text, tf->header, tf->in != NULL && g->released);
         return 1;
     case LK_LEAK_REWRITE:
         report(x, g, LK_WARN, b, text, tf->header,
@@ -527,9 +535,7 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
         const char *to;
         switch (conf->mode) {
         case LK_LEAK_BLOCK:
-            report(x, g, LK_WARN, t->broker, t->text, &h->name,
-                   "answered 502 (leak_guard = block)");
-            return LK_GUARD_REFUSE;
+            return block(x, g, t->broker, t->text, &h->name, 0);
         case LK_LEAK_REWRITE:
             if (start >= done && (to = replacement(x, t)) != NULL) {
                 out = lk_pstr_concat(X(x)->pool, out, lk_str_make(value.p + done, start - done));
@@ -656,17 +662,7 @@ on_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream
         mode = LK_LEAK_REWRITE;
     switch (mode) {
     case LK_LEAK_BLOCK:
-        if (!g->released) {
-            report(x, g, LK_WARN, t->broker, t->text, NULL, "answered 502 (leak_guard = block)");
-            return LK_GUARD_REFUSE;
-        }
-        /* Too late for a 502: the client has part of the body.  Logged
-         * whether or not an earlier leak was. */
-        g->logged &= ~(1u << LK_WARN);
-        report(x, g, LK_WARN, t->broker, t->text, NULL,
-               "found past max_buffer_bytes, after the response began: closing the connection "
-               "(leak_guard = block)");
-        return LK_GUARD_CUT;
+        return block(x, g, t->broker, t->text, NULL, g->released);
     case LK_LEAK_REWRITE:
         if (g->body == BODY_INFLATE) {
             report(x, g, LK_WARN, t->broker, t->text, NULL,
@@ -1007,9 +1003,8 @@ raw_find(const struct lk_guard *conf, const uint8_t *p, size_t len, const struct
 /* A "HOST:PORT" of a broker without an internal web address (any_port_hit)
  * in a binary answer. */
 static int
-frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
+frame_any_port(void *arg, const struct lk_broker *b, const char *text)
 {
-    (void)start, (void)end;
     found(arg, b, lk_str_c(text), -1, -1);
     return 0;
 }
