@@ -1,1251 +1,135 @@
 /*
  * leak_guard: the last check on every text response and on every binary
- * answer that can carry a broker address (CONTRACT §4, "Leak guard"; the
- * binary side is described before on_frame, below).  It looks for any
- * internal listener address of the cluster's brokers, as "host:port" or
- * "scheme://host:port", in every response header and in the body of text
- * responses, with one Aho-Corasick automaton
- * (proxy/lk_match.h) built from the map at load.  The body streams through:
- * a match may straddle two reads, and the automaton's state carries it.
- * A Pulsar broker without an internal web address (a binary-only one,
- * alone in its map or in a mixed one) is looked for by its brokerId too,
- * its host with any port (patterns of the same automaton, any_port_hit,
- * as in the binary answers), which is never rewritten: it has no web
- * address to become.
- *
- * What it does with a find depends on the cluster's `leak_guard`:
- *   log      counts it (x->leaks) and logs the first of the exchange at warn;
- *            nothing is changed and nothing is held back;
- *   rewrite  replaces it with the broker's address on the selected listener
- *            (a "scheme://host:port" form becomes that listener's URL, a bare
- *            host:port its host:port), holding back only the bytes a match
- *            in progress may still need; without a selected listener it
- *            counts and logs as `log` does;
- *   block    holds the body back up to max_buffer_bytes, so that a leak is
- *            answered with a clean 502 and {"reason"}; past the cap the body
- *            streams, and a leak found after that cuts the connection;
- *   off      the filter sits every exchange out.
- *
- * Which bodies: those whose Content-Type is any text/ type, JSON
- * (application/json, any +json), XML (application/xml, any +xml),
- * application/javascript, application/x-ndjson or
- * application/x-www-form-urlencoded, and those without a Content-Type
- * (Jersey's default error pages, short bodies that cannot be told apart).
- * Other types are binary to us and pass untouched.
- * Codings: rewrite and block ask the broker for identity (Accept-Encoding:
- * identity, which every client accepts), so that they can act on every
- * body; log leaves the request alone.  A gzip or deflate body that comes
- * anyway is inflated as it streams, only to be read: its bytes go on as
- * they came, so a leak there is counted and logged, and blocked, but not
- * rewritten.  Other codings (br, zstd) are not read (logged at debug).  The
- * lookup filter decodes gzip itself, so the coding is looked at when the
- * body reaches us, not in the head.
+ * answer that can carry a broker address (CONTRACT §4, "Leak guard").  The
+ * matcher, proxy/lk_guard.c, finds the brokers' internal addresses and
+ * counts, logs, rewrites or refuses by the cluster's `leak_guard`; the hooks
+ * here hand it the exchange and turn what it says into the chain's verdicts.
  */
-#include <ctype.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <zlib.h>
+#include <stddef.h>
 
 #include "lk_filter.h"
+#include "lk_guard.h"
 #include "lk_http_msg.h"
-#include "lk_kafka_codec.h"
-#include "lk_location.h"
-#include "lk_log.h"
-#include "lk_match.h"
-#include "lk_pulsar_codec.h"
-#include "lk_stats.h"
 #include "lk_xchg.h"
-
-static const char block_reason[] = "response would leak an internal broker address";
-
-/* What a pattern stands for. */
-struct target {
-    const struct lk_broker *broker;
-    enum lk_scheme scheme;     /* of the internal address */
-    int url;                   /* the pattern is "scheme://host:port", not "host:port" */
-    int raw;                   /* Kafka: the pattern is the bare host (LK_MATCH_RAW), a
-                                * find only when it is a whole string with its port */
-    const struct lk_url *addr; /* the internal address */
-    const char *text;          /* the pattern (config memory), for logs */
-};
-
-struct guard_conf {
-    enum lk_leak_guard mode;
-    struct lk_match *match;
-    struct target *targets; /* by pattern id, below ntargets */
-    size_t ntargets;
-    /* "HOST:" of each internal address of a Pulsar broker without an
-     * internal http or https address (any_port_hit): the patterns of match
-     * from ntargets on, raw */
-    const struct lk_broker **any_port_broker; /* by pattern id - ntargets */
-    char **any_port_text;                     /* the patterns, owned */
-    size_t nany_port;
-};
-
-enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
-
-/* A compressed body is read up to this many times max_buffer_bytes once
- * inflated (64 MiB by default): past that a worker would spend its time
- * on a decompression bomb, so the rest passes unread. */
-#define LK_GUARD_INFLATE_RATIO 64
-
-/* A "HOST:" match waiting for its port digits (any_port_settle). */
-struct any_port_open {
-    size_t id;
-    uint64_t end; /* stream offset after the ':' */
-    unsigned nd;  /* digits read so far, up to 6 (one too many) */
-    char digits[6];
-};
-
-/* Patterns ending at one byte that can wait at once (any_port_hit). */
-#define ANY_PORT_OPEN 8
-
-/* The any_port patterns' finds waiting in one stream (the automaton's
- * position is the scan's own). */
-struct any_port_scan {
-    uint64_t at;       /* stream offset of the piece being read */
-    uint8_t tail[512]; /* the stream's last bytes before it, at offset % 512: more
-                        * than LK_MATCH_MAX_LEN + 2, for the bytes before a match */
-    unsigned nopen;
-    struct any_port_open open[ANY_PORT_OPEN];
-};
-
-/* A find of the any_port matcher: "HOST:PORT" at stream bytes [start, end).
- * Nonzero stops the scan. */
-typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text, uint64_t start,
-                           uint64_t end);
-
-/* Per exchange, in x->pool. */
-struct guard {
-    struct lk_match_state st;
-    uint64_t base;       /* stream offset of the first byte held in `in` */
-    uint64_t leak_start; /* the last leak counted, so that the two forms of */
-    uint64_t leak_end;   /*   one address ("http://h:1", "h:1") count once */
-    uint64_t fed;        /* raw stream offset read into the automaton so far */
-    enum body_state body;
-    z_stream z;        /* BODY_INFLATE: zlib's state; ended by a pool cleanup */
-    uint64_t inflated; /* BODY_INFLATE: bytes inflated so far */
-    struct any_port_scan *ap; /* the body, for brokerIds (any_port_hit); in
-                               * x->pool, only when the map has any */
-    int released;      /* block: body bytes have gone out */
-    unsigned logged;   /* by log level: the exchange's first leak is logged */
-};
-
-static void
-conf_free(void *p)
-{
-    struct guard_conf *conf = p;
-
-    lk_match_free(conf->match);
-    for (size_t i = 0; i < conf->nany_port; i++)
-        free(conf->any_port_text[i]);
-    free(conf->any_port_text);
-    free(conf->any_port_broker);
-    free(conf->targets);
-    free(conf);
-}
-
-/*
- * A Pulsar broker names itself in its exceptions by its brokerId,
- * advertisedAddress:webServicePort ("Namespace bundle for topic (...) not
- * served by this instance:10.0.0.11:8080", BrokerService
- * .checkTopicNsOwnership): an address the map holds only when the broker's
- * internal listener has an http or https address.  A binary-only map
- * (conf/pulsar-binary.conf) has none, nor has a mixed map for its
- * binary-only brokers, so for such a broker the answers, binary and text,
- * are also read for the host of each of its internal addresses with any
- * port after it: these patterns join the automaton, raw (any_port_hit
- * checks what is around them).
- */
-static void
-any_port_new(struct guard_conf *conf, const struct lk_cluster *cl)
-{
-    size_t max = cl->nbrokers * LK_SCHEME__COUNT * 2, n = 0;
-
-    if (!(cl->proto & LK_PROTO_PULSAR) || max == 0)
-        return;
-    conf->any_port_text = lk_xcalloc(max, sizeof(*conf->any_port_text));
-    conf->any_port_broker = lk_xcalloc(max, sizeof(*conf->any_port_broker));
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_broker *b = cl->brokers[i];
-        if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) != NULL)
-            continue; /* its web address is in the map */
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->internal->addr[sc];
-            if (u == NULL)
-                continue;
-            /* an IPv6 literal both as a URL writes it, "[fd00::11]:", and
-             * as a brokerId may ("%s:%d" of advertisedAddress) */
-            for (int br = strchr(u->host, ':') != NULL; br >= 0; br--) {
-                size_t hl = strlen(u->host) + 2 * (size_t)br + 2;
-                conf->any_port_text[n] = lk_xmalloc(hl);
-                snprintf(conf->any_port_text[n], hl, br ? "[%s]:" : "%s:", u->host);
-                conf->any_port_broker[n++] = b;
-            }
-        }
-    }
-    conf->nany_port = n;
-}
 
 static void *
 conf_new(const struct lk_cluster *cl, struct lk_conf_section *s, char *err, size_t errlen)
 {
-    struct guard_conf *conf;
-    const char **pats;
-    unsigned *flags;
-    size_t *lens, n = 0, max = cl->nbrokers * LK_SCHEME__COUNT * 3;
-    char msg[256];
-
     if (cl->leak_guard == LK_LEAK_OFF)
         return NULL; /* err stays empty: no conf, and attach sits out */
-    conf = lk_xcalloc(1, sizeof(*conf));
-    conf->mode = cl->leak_guard;
-    any_port_new(conf, cl);
-    conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
-    pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
-    lens = lk_xcalloc(max + conf->nany_port + 1, sizeof(*lens));
-    flags = lk_xcalloc(max + conf->nany_port + 1, sizeof(*flags));
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_broker *b = cl->brokers[i];
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->internal->addr[sc];
-            if (u == NULL)
-                continue;
-            /* Two forms: the URL, so that a rewrite can change the scheme
-             * with the address, and the bare host:port (the broker list of
-             * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
-            for (int url = 1; url >= 0; url--) {
-                conf->targets[n] =
-                    (struct target){b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport};
-                pats[n] = conf->targets[n].text;
-                lens[n] = strlen(pats[n]);
-                n++;
-            }
-            /* Kafka answers hold a host as a string and its port as an
-             * integer after it (Metadata's Brokers, DescribeQuorum's
-             * Listeners): a third form, for the answers read as bytes.
-             * Kafka clusters have no text to scan, so it meets no text. */
-            if (cl->proto == LK_PROTO_KAFKA) {
-                conf->targets[n] = (struct target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
-                pats[n] = u->host;
-                lens[n] = strlen(u->host);
-                flags[n++] = LK_MATCH_RAW;
-            }
-        }
-    }
-    conf->ntargets = n;
-    for (size_t i = 0; i < conf->nany_port; i++) {
-        pats[n] = conf->any_port_text[i];
-        lens[n] = strlen(pats[n]);
-        flags[n++] = LK_MATCH_RAW;
-    }
-    conf->match = lk_match_new_flags(pats, lens, flags, n, msg, sizeof(msg));
-    free(pats);
-    free(lens);
-    free(flags);
-    if (conf->match == NULL) {
-        snprintf(err, errlen, "leak_guard: %s", msg);
-        conf_free(conf);
-        return NULL;
-    }
-    return conf;
+    return lk_guard_new(cl, cl->leak_guard, err, errlen);
+}
+
+static void
+conf_free(void *conf)
+{
+    lk_guard_free(conf);
 }
 
 static int
 attach(struct lk_flt *f, struct lk_xchg *x)
 {
-    const struct guard_conf *conf = f->conf;
-
-    return conf != NULL && conf->mode != LK_LEAK_OFF;
+    return f->conf != NULL;
 }
 
-/* Logs the exchange's first leak at each level (later ones are only
- * counted).  header is the field's name, or NULL for the body. */
-static void
-report(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int level, const struct lk_broker *b,
-       const char *text, const struct lk_str *header, const char *outcome)
-{
-    char name[64 + 4], method[16 + 4], target[160 + 4];
-
-    if (g->logged & (1u << level))
-        return;
-    g->logged |= 1u << level;
-    lk_log(level, x->conn,
-           "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
-           f->id, header != NULL ? "the header " : "the body",
-           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text, b->name,
-           lk_log_sanitize(method, x->req.method.p, x->req.method.len, 16),
-           lk_log_sanitize(target, x->req.target.p, x->req.target.len, 160), outcome);
-}
-
-/* The text that replaces target t on the exchange's selected listener, or
- * NULL when there is none: no listener selected, or the broker's has no
- * address in that family. */
-static const char *
-replacement(const struct lk_xchg *x, const struct target *t)
-{
-    const struct lk_listener *l = lk_xchg_listener(x, t->broker);
-    const struct lk_url *u = l != NULL ? lk_listener_pick(l, t->scheme, x->client_tls) : NULL;
-
-    if (u == NULL)
-        return NULL;
-    return t->url ? u->text : u->hostport;
-}
-
-/* Whether a match lies outside the last one taken (the bare form of an
- * address inside its URL form, reported right after it, is the same
- * find); if so it is taken. */
-static int
-fresh(struct guard *g, const struct lk_match_hit *hit)
-{
-    uint64_t start = hit->end - hit->len;
-
-    if (g->leak_end != 0 && start >= g->leak_start && hit->end <= g->leak_end)
-        return 0;
-    g->leak_start = start;
-    g->leak_end = hit->end;
-    return 1;
-}
-
-/* Counts a match unless fresh() says it is the last one again. */
-static int
-count(struct lk_xchg *x, struct guard *g, const struct lk_match_hit *hit)
-{
-    if (!fresh(g, hit))
-        return 0;
-    x->leaks++;
-    return 1;
-}
-
-/* Whether host:port is an address lookout has in its map or serves: any
- * address of a broker of a Pulsar cluster (an internal one is the main
- * automaton's find), or a cluster's service address. */
-static int
-known_addr(const struct lk_xchg *x, struct lk_str host, uint16_t port)
-{
-    enum lk_scheme scheme;
-
-    for (size_t k = 0; k < x->conf->nclusters; k++) {
-        const struct lk_cluster *cl = x->conf->clusters[k];
-        if (!(cl->proto & LK_PROTO_PULSAR))
-            continue;
-        if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
-            return 1;
-        struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
-        if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
-            h = lk_str_make(h.p + 1, h.len - 2);
-        for (int i = 0; i < 2; i++) {
-            const struct lk_url *u = i == 0 ? cl->service : cl->web_service;
-            if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h))
-                return 1;
-        }
-    }
-    return 0;
-}
-
-static int
-host_char(uint8_t c)
-{
-    return isalnum(c) || c == '.' || c == '-' || c == '_';
-}
-
-/*
- * "HOST:PORT" of a broker without an internal web address (any_port_new):
- * one matcher for the binary answers, read whole, and for the text ones,
- * whose headers are read whole and whose bodies stream.  A "HOST:" match
- * counts when the byte before it is no host character (nor a lone '/'),
- * and the port is the 1 to 5 digits after it, which may come in the next
- * pieces: the match waits for them (a bounded lookahead), and the stream's
- * last bytes are kept for the bytes before a match that began in an
- * earlier piece.
- */
-static void
-any_port_init(struct any_port_scan *s)
-{
-    s->at = 0;
-    s->nopen = 0;
-}
-
-/* The byte at stream offset o, or -1 when it has not come yet (or is
- * before the stream, or too far back). */
-static int
-any_port_byte(const struct any_port_scan *s, const uint8_t *p, size_t len, uint64_t o)
-{
-    if (o >= s->at + len)
-        return -1;
-    if (o >= s->at)
-        return p[o - s->at];
-    if (s->at - o > sizeof(s->tail))
-        return -1;
-    return s->tail[o % sizeof(s->tail)];
-}
-
-/* Reads the port digits of the waiting matches from the bytes at hand and
- * decides each one whose digits have ended (or all, once the stream ends):
- * cb for a find, stopping when it returns nonzero (that is returned). */
-static int
-any_port_settle(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
-                const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
-{
-    for (unsigned i = 0; i < s->nopen;) {
-        struct any_port_open o = s->open[i];
-        int c = -1;
-        while (o.nd < 6 && (c = any_port_byte(s, p, len, o.end + o.nd)) >= 0 && isdigit(c))
-            o.digits[o.nd++] = (char)c;
-        if (o.nd < 6 && c < 0 && !last) {
-            s->open[i++] = o; /* its digits may go on in the next piece */
-            continue;
-        }
-        s->open[i] = s->open[--s->nopen];
-        unsigned port = 0;
-        for (unsigned d = 0; d < o.nd; d++)
-            port = port * 10 + (unsigned)(o.digits[d] - '0');
-        if (o.nd == 0 || o.nd > 5 || port == 0 || port > 65535)
-            continue;
-        const char *pat = conf->any_port_text[o.id];
-        size_t hl = strlen(pat) - 1; /* without its ':' */
-        if (known_addr(x, lk_str_make(pat, hl), (uint16_t)port))
-            continue;
-        char text[LK_MATCH_MAX_LEN + 8];
-        snprintf(text, sizeof(text), "%s%.*s", pat, (int)o.nd, o.digits);
-        int r = cb(arg, conf->any_port_broker[o.id], text, o.end - (hl + 1), o.end + o.nd);
-        if (r != 0)
-            return r;
-    }
-    return 0;
-}
-
-/* A hit of an any_port pattern (hit->id >= conf->ntargets) in the piece p
- * (at stream offset s->at); cb as any_port_settle. */
-static int
-any_port_hit(const struct guard_conf *conf, const struct lk_xchg *x, struct any_port_scan *s,
-             const uint8_t *p, size_t len, const struct lk_match_hit *hit, any_port_fn cb,
-             void *arg)
-{
-    uint64_t start = hit->end - hit->len;
-    int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
-    int b2 = start >= 2 ? any_port_byte(s, p, len, start - 2) : -1;
-
-    if (b1 >= 0 && host_char((uint8_t)b1))
-        return 0; /* "110.0.0.11:" is not "10.0.0.11:" */
-    /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a broker
-     * prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's own
-     * connection, when it runs on the broker's host), not itself; a URL's
-     * "//" is not that */
-    if (b1 == '/' && b2 != '/')
-        return 0;
-    s->open[s->nopen++] = (struct any_port_open){.id = hit->id - conf->ntargets, .end = hit->end};
-    /* Only patterns ending at one byte wait together (a ':' ends the
-     * digits of the ones before); should more than fit, they are decided
-     * with the bytes at hand. */
-    return any_port_settle(conf, x, s, p, len, s->nopen == ANY_PORT_OPEN, cb, arg);
-}
-
-/* The piece p has been read: its last bytes are kept for the next. */
-static void
-any_port_next(struct any_port_scan *s, const uint8_t *p, size_t len)
-{
-    size_t keep = len < sizeof(s->tail) ? len : sizeof(s->tail);
-    size_t o = (size_t)((s->at + len - keep) % sizeof(s->tail));
-    size_t first = sizeof(s->tail) - o < keep ? sizeof(s->tail) - o : keep;
-
-    memcpy(s->tail + o, p + len - keep, first);
-    memcpy(s->tail, p + len - keep + first, keep - first);
-    s->at += len;
-}
-
-/* An any_port find in a text response (a header, or the body when in is
- * set), acted on as on_hit acts on a target's, except that it is never
- * rewritten: the broker has no web address on any listener (lk_conf
- * refuses one without an internal one), so there is nothing to put in its
- * place, and block refuses even a LookupData's brokerId (as on_hit does
- * one without a replacement). */
-struct text_find {
-    struct lk_flt *f;
+/* The exchange as the matcher sees it, filled when it asks (lk_guard.h). */
+struct view {
+    struct lk_guard_x v; /* first: fill gets its address */
+    const struct lk_flt *f;
     struct lk_xchg *x;
-    struct guard *g;
-    struct evbuffer *in; /* the body's, or NULL */
-    const struct lk_str *header;
-    enum lk_flt_verdict v;
 };
 
-static int
-text_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
+static void
+fill(struct lk_guard_x *v)
 {
-    (void)start, (void)end;
-    struct text_find *tf = arg;
-    struct lk_flt *f = tf->f;
-    struct lk_xchg *x = tf->x;
-    struct guard *g = tf->g;
-    const struct guard_conf *conf = f->conf;
+    const struct lk_flt *f = ((struct view *)v)->f;
+    struct lk_xchg *x = ((struct view *)v)->x;
 
-    x->leaks++;
-    switch (conf->mode) {
-    case LK_LEAK_BLOCK:
-        if (tf->in == NULL || !g->released) {
-            report(f, x, g, LK_WARN, b, text, tf->header, "answered 502 (leak_guard = block)");
-            lk_xchg_reply(x, 502, block_reason);
-            tf->v = LK_FLT_REPLY;
-            return 1;
-        }
-        g->logged &= ~(1u << LK_WARN);
-        report(f, x, g, LK_WARN, b, text, NULL,
-               "found past max_buffer_bytes, after the response began: closing the connection "
-               "(leak_guard = block)");
-        tf->v = LK_FLT_ERROR;
-        return 1;
-    case LK_LEAK_REWRITE:
-        report(f, x, g, LK_WARN, b, text, tf->header,
-               "not rewritten: the broker's web address is not in the map (leak_guard = rewrite)");
-        return 0;
-    default:
-        report(f, x, g, LK_WARN, b, text, tf->header, "logged only (leak_guard = log)");
-        return 0;
-    }
+    *v = (struct lk_guard_x){.pool = &x->pool,
+                             .conn = x->conn,
+                             .id = f->id,
+                             .conf = x->conf,
+                             .cluster = x->cluster,
+                             .broker = x->broker,
+                             .listener_name = x->listener_name,
+                             .client_tls = x->client_tls,
+                             .vetted = &x->body_vetted,
+                             .req = &x->req,
+                             .leaks = &x->leaks,
+                             .rewrites = &x->rewrites};
 }
 
-/* Headers ------------------------------------------------------------------ */
+/* Sets w up for fill, and no more: the rest of it waits. */
+static struct lk_guard_x *
+view(struct view *w, const struct lk_flt *f, struct lk_xchg *x)
+{
+    w->v.fill = fill;
+    w->f = f;
+    w->x = x;
+    return &w->v;
+}
+
+static enum lk_flt_verdict
+verdict(struct lk_xchg *x, enum lk_guard_verdict v)
+{
+    if (v == LK_GUARD_REFUSE)
+        lk_xchg_reply(x, 502, lk_guard_refusal);
+    return v == LK_GUARD_PASS     ? LK_FLT_CONTINUE
+           : v == LK_GUARD_REFUSE ? LK_FLT_REPLY
+                                  : LK_FLT_ERROR;
+}
 
 static enum lk_flt_verdict
 on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
 {
-    const struct guard_conf *conf = f->conf;
+    enum lk_leak_guard mode = lk_guard_mode(f->conf);
 
     /* A compressed body cannot be read as it streams: ask for it plain.
      * The client gets it plain too (identity is always acceptable, RFC
      * 9110 §12.5.3); between lookout and the brokers it costs bandwidth on
-     * the internal network only. */
-    if (conf->mode == LK_LEAK_REWRITE || conf->mode == LK_LEAK_BLOCK)
+     * the internal network only.  log reads gzip and deflate as they come. */
+    if (mode == LK_LEAK_REWRITE || mode == LK_LEAK_BLOCK)
         lk_http_set_id(req, LK_HDR_ACCEPT_ENCODING, LK_STRLIT("identity"));
     return LK_FLT_CONTINUE;
-}
-
-/* Scans one header value; in rewrite mode *value may be replaced. */
-static enum lk_flt_verdict
-scan_header(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct lk_http_header *h)
-{
-    const struct guard_conf *conf = f->conf;
-    struct lk_match_state st;
-    struct lk_match_hit hit;
-    struct lk_str value = h->value, out = LK_STR_NULL;
-    size_t off = 0, done = 0;
-    int more = 1, changed = 0;
-
-    struct text_find tf = {f, x, g, NULL, &h->name, LK_FLT_CONTINUE};
-    struct any_port_scan ap;
-
-    lk_match_state_init(&st);
-    any_port_init(&ap);
-    g->leak_end = 0;
-    while (more) {
-        more = lk_match_scan(conf->match, &st, value.p, value.len, &off, &hit) ||
-               lk_match_finish(conf->match, &st, &hit);
-        if (more && hit.id >= conf->ntargets) {
-            if (any_port_hit(conf, x, &ap, (const uint8_t *)value.p, value.len, &hit, text_any_port,
-                             &tf) != 0)
-                return tf.v;
-            continue;
-        }
-        if (!more || !count(x, g, &hit))
-            continue;
-        const struct target *t = &conf->targets[hit.id];
-        size_t start = (size_t)(hit.end - hit.len);
-        const char *to;
-        switch (conf->mode) {
-        case LK_LEAK_BLOCK:
-            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
-                   "answered 502 (leak_guard = block)");
-            lk_xchg_reply(x, 502, block_reason);
-            return LK_FLT_REPLY;
-        case LK_LEAK_REWRITE:
-            if (start >= done && (to = replacement(x, t)) != NULL) {
-                out = lk_pstr_concat(&x->pool, out, lk_str_make(value.p + done, start - done));
-                out = lk_pstr_concat(&x->pool, out, lk_str_c(to));
-                done = (size_t)hit.end;
-                changed = 1;
-                x->rewrites++;
-                report(f, x, g, LK_DEBUG, t->broker, t->text, &h->name,
-                       "rewritten (leak_guard = rewrite)");
-                break;
-            }
-            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
-                   "not rewritten: no address on the selected listener (leak_guard = rewrite)");
-            break;
-        default:
-            report(f, x, g, LK_WARN, t->broker, t->text, &h->name,
-                   "logged only (leak_guard = log)");
-            break;
-        }
-    }
-    if (any_port_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port, &tf) !=
-        0)
-        return tf.v;
-    if (changed)
-        h->value = lk_pstr_concat(&x->pool, out, lk_str_skip(value, done));
-    return LK_FLT_CONTINUE;
-}
-
-/* Whether a body of this media type is text we should read (see the top
- * of the file); none (no Content-Type) counts as text. */
-static int
-is_text(struct lk_str t)
-{
-    static const struct lk_str exact[] = {
-        LK_STRLIT("application/json"),
-        LK_STRLIT("application/xml"),
-        LK_STRLIT("application/javascript"),
-        LK_STRLIT("application/x-ndjson"),
-        LK_STRLIT("application/x-www-form-urlencoded"),
-    };
-
-    if (t.len == 0)
-        return 1;
-    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
-        return 1;
-    if (lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml")))
-        return 1;
-    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-        if (lk_str_eqi(t, exact[i]))
-            return 1;
-    return 0;
 }
 
 static enum lk_flt_verdict
 on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
 {
-    struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
+    struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
+    struct view w;
+    enum lk_guard_read read;
+    enum lk_guard_verdict v = lk_guard_head(f->conf, s, view(&w, f, x), res, &read);
 
-    for (size_t i = 0; i < res->nheaders; i++) {
-        enum lk_flt_verdict v = scan_header(f, x, g, &res->headers[i]);
-        if (v != LK_FLT_CONTINUE)
-            return v;
-    }
-    if (!is_text(lk_http_media_type(res)))
-        return LK_FLT_CONTINUE;
-    lk_match_state_init(&g->st);
-    if (((const struct guard_conf *)f->conf)->nany_port != 0) {
-        if (g->ap == NULL)
-            g->ap = lk_palloc(&x->pool, sizeof(*g->ap));
-        any_port_init(g->ap);
-    }
-    g->leak_end = 0;
     /* log only observes, so the response keeps its framing; rewrite
      * streams; block streams too, but keeps what it is given in `in` until
-     * the cap or the end (see on_res_body). */
-    const struct guard_conf *conf = f->conf;
-    lk_flt_want_body(x, f, conf->mode == LK_LEAK_LOG ? LK_BODY_OBSERVE : LK_BODY_STREAM);
-    return LK_FLT_CONTINUE;
-}
-
-/* Body ---------------------------------------------------------------------- */
-
-/*
- * How the body reaches us, decided at its first bytes (a filter before us
- * may have decoded it and dropped Content-Encoding): identity, gzip or
- * deflate (read through zlib; the bytes themselves pass unchanged, so a
- * find there is counted and logged, blocks, but is never rewritten), or
- * another coding (not read).
- */
-static enum body_state
-body_coding(struct lk_http_msg *res)
-{
-    switch (lk_http_content_coding(res)) {
-    case LK_CODING_IDENTITY: return BODY_SCAN;
-    case LK_CODING_GZIP:
-    case LK_CODING_DEFLATE: return BODY_INFLATE;
-    default: return BODY_SKIP; /* br, zstd, stacked codings */
-    }
-}
-
-static void
-end_inflate(void *arg)
-{
-    inflateEnd(arg);
-}
-
-/* Acts on one match in the body.  Rewrite moves the bytes before it to out
- * and puts the replacement in its place; block answers or fails. */
-static enum lk_flt_verdict
-on_hit(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
-       struct evbuffer *out, const struct lk_match_hit *hit)
-{
-    const struct guard_conf *conf = f->conf;
-    const struct target *t = &conf->targets[hit->id];
-    uint64_t start = hit->end - hit->len;
-    const char *to;
-
-    if (!count(x, g, hit))
-        return LK_FLT_CONTINUE;
-    enum lk_leak_guard mode = conf->mode;
-    /* A LookupData body the lookup filter rewrote has only the selected
-     * listener's addresses in its address fields; what is left (the 5.0
-     * brokerId, "host:webport") is an identifier, so block mode rewrites
-     * it rather than refuse every 5.0 lookup -- when it can. */
-    if (mode == LK_LEAK_BLOCK && x->body_vetted && g->body != BODY_INFLATE &&
-        start >= g->base && replacement(x, t) != NULL)
-        mode = LK_LEAK_REWRITE;
-    switch (mode) {
-    case LK_LEAK_BLOCK:
-        if (!g->released) {
-            report(f, x, g, LK_WARN, t->broker, t->text, NULL, "answered 502 (leak_guard = block)");
-            lk_xchg_reply(x, 502, block_reason);
-            return LK_FLT_REPLY;
-        }
-        /* Too late for a 502: the client has part of the body.  Logged
-         * whether or not an earlier leak was. */
-        g->logged &= ~(1u << LK_WARN);
-        report(f, x, g, LK_WARN, t->broker, t->text, NULL,
-               "found past max_buffer_bytes, after the response began: closing the connection "
-               "(leak_guard = block)");
-        return LK_FLT_ERROR;
-    case LK_LEAK_REWRITE:
-        if (g->body == BODY_INFLATE) {
-            report(f, x, g, LK_WARN, t->broker, t->text, NULL,
-                   "not rewritten: the body is compressed (leak_guard = rewrite)");
-            return LK_FLT_CONTINUE;
-        }
-        /* start < base: it overlaps an address just replaced */
-        if (start >= g->base && (to = replacement(x, t)) != NULL) {
-            evbuffer_remove_buffer(in, out, (size_t)(start - g->base));
-            evbuffer_drain(in, hit->len);
-            evbuffer_add(out, to, strlen(to));
-            g->base = hit->end;
-            x->rewrites++;
-            report(f, x, g, LK_DEBUG, t->broker, t->text, NULL, "rewritten (leak_guard = rewrite)");
-            return LK_FLT_CONTINUE;
-        }
-        report(f, x, g, LK_WARN, t->broker, t->text, NULL,
-               "not rewritten: no address on the selected listener (leak_guard = rewrite)");
-        return LK_FLT_CONTINUE;
-    default:
-        report(f, x, g, LK_WARN, t->broker, t->text, NULL, "logged only (leak_guard = log)");
-        return LK_FLT_CONTINUE;
-    }
-}
-
-/* Runs the automaton over len bytes of the scanned stream. */
-static enum lk_flt_verdict
-scan_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
-           struct evbuffer *out, const void *data, size_t len)
-{
-    const struct guard_conf *conf = f->conf;
-    struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
-    struct lk_match_hit hit;
-    enum lk_flt_verdict v;
-    size_t off = 0;
-
-    /* the digits of a brokerId that ended the last piece */
-    if (g->ap != NULL && g->ap->nopen != 0 &&
-        any_port_settle(conf, x, g->ap, data, len, 0, text_any_port, &tf) != 0)
-        return tf.v;
-    while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit)) {
-        if (hit.id >= conf->ntargets)
-            v = g->ap != NULL && any_port_hit(conf, x, g->ap, data, len, &hit, text_any_port, &tf) != 0
-                    ? tf.v
-                    : LK_FLT_CONTINUE;
-        else
-            v = on_hit(f, x, g, in, out, &hit);
-        if (v != LK_FLT_CONTINUE)
-            return v;
-    }
-    if (g->ap != NULL)
-        any_port_next(g->ap, data, len);
-    return LK_FLT_CONTINUE;
-}
-
-/* Inflates raw bytes into the automaton, a bounded piece at a time.  A
- * broken stream, or one that inflates past its cap, is no longer read. */
-static enum lk_flt_verdict
-inflate_bytes(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
-              struct evbuffer *out, const void *data, size_t len)
-{
-    unsigned char buf[16384];
-    enum lk_flt_verdict v;
-    const char *why = NULL;
-
-    g->z.next_in = (unsigned char *)data;
-    g->z.avail_in = (uInt)len;
-    for (;;) {
-        g->z.next_out = buf;
-        g->z.avail_out = sizeof(buf);
-        int zr = inflate(&g->z, Z_NO_FLUSH);
-        size_t n = sizeof(buf) - g->z.avail_out;
-        if ((v = scan_bytes(f, x, g, in, out, buf, n)) != LK_FLT_CONTINUE)
-            return v;
-        g->inflated += n;
-        if (g->inflated > LK_GUARD_INFLATE_RATIO * x->conf->max_buffer_bytes) {
-            why = "too large once inflated";
-            break;
-        }
-        if (zr == Z_STREAM_END) {
-            if (g->z.avail_in == 0)
-                break;
-            if (inflateReset(&g->z) != Z_OK) {
-                why = "broken";
-                break;
-            }
-            continue; /* concatenated gzip members (RFC 1952 §2.2) */
-        }
-        if (zr != Z_OK && zr != Z_BUF_ERROR) {
-            why = "broken";
-            break;
-        }
-        /* Z_BUF_ERROR: no progress possible until more input comes */
-        if (zr == Z_BUF_ERROR || (g->z.avail_in == 0 && g->z.avail_out != 0))
-            break;
-    }
-    if (why != NULL) {
-        lk_log(LK_DEBUG, x->conn, "%s: the compressed response body is %s; not read further", f->id,
-               why);
-        g->body = BODY_SKIP;
-    }
-    return LK_FLT_CONTINUE;
-}
-
-/* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
- * seen) through the automaton, a bounded copy at a time: on_hit may drain
- * `in`, so nothing points into it across a hit.  Invariant: g->base plus
- * the length of `in` is the raw stream offset of the end of the data;
- * g->fed is the raw offset read so far. */
-static enum lk_flt_verdict
-scan(struct lk_flt *f, struct lk_xchg *x, struct guard *g, struct evbuffer *in,
-     struct evbuffer *out, int last)
-{
-    const struct guard_conf *conf = f->conf;
-    struct lk_match_hit hit;
-    enum lk_flt_verdict v;
-    char buf[4096];
-
-    while (g->body != BODY_SKIP) {
-        uint64_t end = g->base + evbuffer_get_length(in);
-        struct evbuffer_ptr p;
-        size_t n;
-
-        if (g->fed >= end)
-            break;
-        n = end - g->fed < sizeof(buf) ? (size_t)(end - g->fed) : sizeof(buf);
-        if (evbuffer_ptr_set(in, &p, (size_t)(g->fed - g->base), EVBUFFER_PTR_SET) != 0 ||
-            evbuffer_copyout_from(in, &p, buf, n) != (ev_ssize_t)n)
-            return LK_FLT_ERROR; /* cannot happen: the bytes are there */
-        g->fed += n;
-        v = g->body == BODY_INFLATE ? inflate_bytes(f, x, g, in, out, buf, n)
-                                    : scan_bytes(f, x, g, in, out, buf, n);
-        if (v != LK_FLT_CONTINUE)
-            return v;
-    }
-    if (last && g->body != BODY_SKIP) {
-        struct text_find tf = {f, x, g, in, NULL, LK_FLT_CONTINUE};
-        while (lk_match_finish(conf->match, &g->st, &hit)) {
-            if (hit.id >= conf->ntargets)
-                v = g->ap != NULL && any_port_hit(conf, x, g->ap, (const uint8_t *)"", 0, &hit,
-                                                  text_any_port, &tf) != 0
-                        ? tf.v
-                        : LK_FLT_CONTINUE;
-            else
-                v = on_hit(f, x, g, in, out, &hit);
-            if (v != LK_FLT_CONTINUE)
-                return v;
-        }
-        if (g->ap != NULL &&
-            any_port_settle(conf, x, g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
-            return tf.v;
-    }
-    return LK_FLT_CONTINUE;
+     * the cap or the end (lk_guard_body). */
+    if (v == LK_GUARD_PASS && read != LK_GUARD_READ_NONE)
+        lk_flt_want_body(x, f, read == LK_GUARD_READ_OBSERVE ? LK_BODY_OBSERVE : LK_BODY_STREAM);
+    return verdict(x, v);
 }
 
 static enum lk_flt_verdict
 on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out,
             int last)
 {
-    const struct guard_conf *conf = f->conf;
-    struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
-    size_t len, keep = 0;
-    enum lk_flt_verdict v;
+    struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
+    struct view w;
 
-    if (g->body == BODY_UNDECIDED) {
-        g->body = body_coding(&x->res);
-        if (g->body == BODY_INFLATE) {
-            /* 15 + 32: a zlib or gzip header, told apart by zlib.  A raw
-             * deflate stream, as some servers send for "deflate", is not
-             * read (inflate reports it broken). */
-            if (inflateInit2(&g->z, 15 + 32) == Z_OK)
-                lk_pool_cleanup_add(&x->pool, end_inflate, &g->z);
-            else
-                g->body = BODY_SKIP;
-        }
-        if (g->body == BODY_SKIP)
-            lk_log(LK_DEBUG, x->conn, "%s: the response body's coding is not readable; not read",
-                   f->id);
-    }
-    if ((v = scan(f, x, g, in, out, last)) != LK_FLT_CONTINUE)
-        return v;
-    len = evbuffer_get_length(in);
-    if (last || g->body == BODY_SKIP) {
-        keep = 0;
-    } else if (conf->mode == LK_LEAK_REWRITE && g->body == BODY_SCAN) {
-        /* A match in progress may still need its bytes replaced. */
-        keep = lk_match_pending(conf->match, &g->st);
-        keep = keep < len ? keep : len;
-    } else if (conf->mode == LK_LEAK_BLOCK && !g->released) {
-        if (len <= x->conf->max_buffer_bytes) {
-            keep = len; /* everything, so that a leak can still be a 502 */
-        } else {
-            g->released = 1;
-            lk_log(LK_DEBUG, x->conn,
-                   "%s: the response body is over max_buffer_bytes (%zu); it streams now, and a "
-                   "leak found later closes the connection",
-                   f->id, x->conf->max_buffer_bytes);
-        }
-    }
-    evbuffer_remove_buffer(in, out, len - keep);
-    g->base += len - keep;
-    return LK_FLT_CONTINUE;
+    return verdict(x, lk_guard_body(f->conf, s, view(&w, f, x), &x->res, in, out, last));
 }
 
-
-/* Binary answers ------------------------------------------------------------ */
-
-/*
- * Kafka and Pulsar answers come whole (the protocol modules hold the kinds
- * that may carry an address: lk_kafka_response_wanted, the Pulsar module's
- * held_type), after the rewriting filters.  A decoded answer is checked
- * field by field: every address it hands out must be one lookout serves,
- * so what is left is either an internal address of a mapped broker or an
- * address the map lacks (a node broker.pattern does not cover, a Pulsar
- * URL of no mapped broker), which a broker gave out on the internal
- * listener lookout reached it on.  An answer that does not decode is read
- * as bytes with the same automaton as text: "host:port" and URL forms, and
- * for Kafka the host as a whole string with its port after it.  Records
- * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
- *
- * A Pulsar broker whose internal listener has no http or https address in
- * the map (a binary-only map, or a mixed one's binary-only brokers) still
- * names itself by its brokerId, advertisedAddress:webServicePort, in its
- * exceptions: for such a broker the binary answers are also read for the
- * host of each of its internal addresses followed by any port
- * (any_port_hit, as the text scan does), an address lookout
- * serves or gives out excepted.
- *
- * What is not read on purpose: the Streams group answers (KIP-1071,
- * StreamsGroupHeartbeat and StreamsGroupDescribe).  Their only host:port
- * fields are application endpoints, the Interactive Queries addresses of
- * the user's own Streams instances, which clients must get as given and
- * which may be any address: one in the brokers' network (10.0.0.5:8080),
- * or even equal to a broker's internal address (an instance on a broker's
- * host and port in another network namespace).  Read as bytes they would
- * be counted as leaks, and the layout holds no broker address that
- * reading it field by field could find, so the codec rates those answers
- * NONE (lk_kafka_response_addrs): never held, never read, for the
- * versions whose layout was read, and ApiVersions is clamped to those
- * (lk_kafka_clamp_version), so a later layout is not met blind.
- *
- * A binary answer's bytes cannot be rewritten in general (a longer string
- * means re-encoding a layout lookout does not know), and what a decoded
- * one still holds, the rewriting filter could not rewrite either: so
- * `rewrite` logs and counts here as `log` does, and `block` closes the
- * connection before any of the answer goes.
- */
-
-/* What one answer holds: leaks counted, the first for the log. */
-struct finding {
-    unsigned n;
-    int unchecked;                  /* it could not be read (records, or no decode) */
-    const struct lk_broker *broker; /* whose internal address; NULL: the map lacks it */
-    char what[200];                 /* the address, as the log shows it */
-};
-
-/* Whether host:port is one of b's internal listener addresses (the trailing
- * dot of a name aside, as lk_cluster_find_addr compares). */
-static int
-is_internal(const struct lk_broker *b, struct lk_str host, uint16_t port)
-{
-    if (host.len > 1 && host.p[host.len - 1] == '.')
-        host.len--;
-    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-        const struct lk_url *u = b->internal->addr[sc];
-        if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), host))
-            return 1;
-    }
-    return 0;
-}
-
-/* Counts a find; the first is kept for the log: the address (sanitised),
- * with its node id when node >= 0 (Kafka) and its port when port >= 0. */
-static void
-found(struct finding *fd, const struct lk_broker *b, struct lk_str s, long port, long node)
-{
-    char text[160];
-    int n;
-
-    if (fd->n++ != 0)
-        return;
-    fd->broker = b;
-    lk_log_sanitize(text, s.p, s.len, 120);
-    n = snprintf(fd->what, sizeof(fd->what), "%s", text);
-    if (port >= 0 && n > 0 && (size_t)n < sizeof(fd->what))
-        n += snprintf(fd->what + n, sizeof(fd->what) - (size_t)n, ":%ld", port);
-    if (node >= 0 && n > 0 && (size_t)n < sizeof(fd->what))
-        snprintf(fd->what + n, sizeof(fd->what) - (size_t)n, " (node %ld)", node);
-}
-
-/* Kafka: one decoded endpoint, as the client will get it. */
-struct kcheck {
-    const struct lk_xchg *x;
-    struct finding *fd;
-};
-
-static enum lk_kafka_ep
-check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
-{
-    struct kcheck *k = arg;
-    const struct lk_cluster *cl = k->x->cluster;
-    const struct lk_broker *b = NULL;
-    int32_t id;
-
-    if (*port > 0 && *port <= 65535) {
-        b = lk_cluster_find_addr(cl, *host, (uint16_t)*port, &(enum lk_scheme){0});
-        if (b != NULL && !is_internal(b, *host, (uint16_t)*port))
-            return LK_KAFKA_EP_KEEP; /* a listener address the map gives out */
-        if (b == NULL && cl->pattern != NULL &&
-            lk_kafka_pattern_match(cl->pattern, *host, (uint16_t)*port, &id))
-            return LK_KAFKA_EP_KEEP; /* broker.pattern's: lookout serves it */
-    }
-    found(k->fd, b, *host, (long)*port, node_id < 0 ? -1 : (long)node_id);
-    return LK_KAFKA_EP_KEEP;
-}
-
-/* A raw hit (a Kafka host) is a find when the bytes around it are a
- * Kafka string of exactly that host (an INT16 length before it, or a
- * compact one: the length plus 1 as an unsigned varint) with the port of
- * one of the host's internal addresses right after it, as an INT32 or a
- * UINT16 (DescribeQuorum).  The target of that address, or NULL. */
-static const struct target *
-raw_find(const struct guard_conf *conf, const uint8_t *p, size_t len,
-         const struct lk_match_hit *hit)
-{
-    size_t start = (size_t)(hit->end - hit->len), end = (size_t)hit->end, hl = hit->len;
-    int str = (start >= 2 && p[start - 2] == (uint8_t)(hl >> 8) && p[start - 1] == (uint8_t)hl) ||
-              (hl + 1 < 128 ? start >= 1 && p[start - 1] == hl + 1
-                            : start >= 2 && p[start - 2] == (uint8_t)(((hl + 1) & 0x7f) | 0x80) &&
-                                  p[start - 1] == (uint8_t)((hl + 1) >> 7));
-
-    if (!str)
-        return NULL;
-    for (size_t i = 0; i < conf->ntargets; i++) {
-        const struct target *t = &conf->targets[i];
-        uint16_t port = t->raw ? t->addr->port : 0;
-        if (!t->raw || strlen(t->text) != hl ||
-            strncasecmp(t->text, (const char *)p + start, hl) != 0)
-            continue;
-        if ((end + 4 <= len && p[end] == 0 && p[end + 1] == 0 && p[end + 2] == (port >> 8) &&
-             p[end + 3] == (port & 0xff)) ||
-            (end + 2 <= len && p[end] == (port >> 8) && p[end + 1] == (port & 0xff)))
-            return t;
-    }
-    return NULL;
-}
-
-/* A "HOST:PORT" of a broker without an internal web address (any_port_hit)
- * in a binary answer. */
-static int
-frame_any_port(void *arg, const struct lk_broker *b, const char *text, uint64_t start, uint64_t end)
-{
-    (void)start, (void)end;
-    found(arg, b, lk_str_c(text), -1, -1);
-    return 0;
-}
-
-/* Reads a whole answer's bytes. */
-static void
-scan_frame(struct lk_flt *f, struct lk_xchg *x, struct guard *g, const uint8_t *p, size_t len,
-           struct finding *fd)
-{
-    const struct guard_conf *conf = f->conf;
-    struct lk_match_hit hit;
-    size_t off = 0;
-    int more = 1;
-    struct any_port_scan ap;
-
-    lk_match_state_init(&g->st);
-    any_port_init(&ap);
-    g->leak_end = 0;
-    while (more) {
-        more = lk_match_scan(conf->match, &g->st, p, len, &off, &hit) ||
-               lk_match_finish(conf->match, &g->st, &hit);
-        if (!more)
-            break;
-        if (hit.id >= conf->ntargets) {
-            any_port_hit(conf, x, &ap, p, len, &hit, frame_any_port, fd);
-            continue;
-        }
-        const struct target *t = &conf->targets[hit.id];
-        if (t->raw && (t = raw_find(conf, p, len, &hit)) == NULL)
-            continue;
-        if (!fresh(g, &hit))
-            continue;
-        found(fd, t->broker, lk_str_c(t->raw ? t->addr->hostport : t->text), -1, -1);
-    }
-    any_port_settle(conf, x, &ap, p, len, 1, frame_any_port, fd);
-}
-
-static void
-kafka_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int16_t key, int16_t version,
-             const uint8_t *p, size_t len, struct finding *fd)
-{
-    enum lk_kafka_addrs a = lk_kafka_response_addrs(key, version);
-    struct kcheck k = {x, fd};
-    struct lk_kafka_rewrite rw = {.endpoint = check_endpoint, .controller = check_endpoint,
-                                  .arg = &k};
-
-    if (a == LK_KAFKA_ADDRS_NONE)
-        return;
-    if (a == LK_KAFKA_ADDRS_DECODED) {
-        /* The callback keeps every endpoint: nothing is written.  The
-         * endpoints are checked field by field; the answer's other
-         * strings (an ErrorMessage, a ClusterId, a Rack) and any bytes
-         * after its last field are the broker's too, and can name a host
-         * as well, so when the fields found nothing the whole answer is
-         * read as bytes (not both: one address, one find).  Answers held
-         * here are small: Fetch and ShareFetch records never come here,
-         * only their NodeEndpoints tail (lk_kafka.c streams them). */
-        if (lk_kafka_rewrite_response(p, len, key, version, &rw, NULL) != LK_KAFKA_RW_MALFORMED) {
-            if (fd->n == 0)
-                scan_frame(f, x, g, p, len, fd);
-            return;
-        }
-        fd->n = 0; /* what the walk met before it failed is read again below */
-        if (key == LK_KAFKA_PRODUCE || key == LK_KAFKA_FETCH || key == LK_KAFKA_SHARE_FETCH ||
-            key == LK_KAFKA_SHARE_ACKNOWLEDGE)
-            a = LK_KAFKA_ADDRS_RECORDS;
-    }
-    if (a == LK_KAFKA_ADDRS_RECORDS)
-        fd->unchecked = 1;
-    else
-        scan_frame(f, x, g, p, len, fd);
-}
-
-/* Pulsar: a URL of a decoded command, as the client will get it. */
-static void
-check_url(const struct lk_xchg *x, int type, struct lk_str url, struct finding *fd)
-{
-    struct lk_url_parts parts;
-    enum lk_scheme scheme;
-
-    if (url.len == 0 || lk_url_split(url, &parts) != 0)
-        return; /* no address a client could dial */
-    for (size_t k = 0; k <= x->conf->nclusters; k++) {
-        const struct lk_cluster *cl = k == 0 ? x->cluster : x->conf->clusters[k - 1];
-        const struct lk_broker *b;
-        if ((k != 0 && cl == x->cluster) || !(cl->proto & LK_PROTO_PULSAR))
-            continue;
-        if ((b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme)) != NULL) {
-            if (is_internal(b, parts.host, parts.port))
-                found(fd, b, url, -1, -1);
-            return;
-        }
-    }
-    /* A migration names another cluster's service URL, which may well be
-     * one its clients reach; any other command names a broker, and one
-     * lookout does not serve came from the broker's internal listener. */
-    if (type != LK_PULSAR_TOPIC_MIGRATED)
-        found(fd, NULL, url, -1, -1);
-}
-
-static void
-pulsar_answer(struct lk_flt *f, struct lk_xchg *x, struct guard *g, int type, const uint8_t *p,
-              size_t len, struct finding *fd)
-{
-    enum lk_pulsar_addrs a = lk_pulsar_type_addrs(type);
-    uint32_t total, cmd_size;
-    struct lk_pulsar_cmd c;
-
-    if (a == LK_PULSAR_ADDRS_NONE)
-        return; /* never SEND, MESSAGE nor their payloads */
-    if (a == LK_PULSAR_ADDRS_DECODED && len >= LK_PULSAR_PREFIX &&
-        lk_pulsar_sizes(p, UINT32_MAX, &total, &cmd_size) == 0 && (size_t)total + 4 == len &&
-        (size_t)cmd_size + LK_PULSAR_PREFIX == len &&
-        lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &c) == 0) {
-        /* every URL pair: one of its own, or one per segment broker or
-         * coordinator within (SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE) */
-        struct lk_pulsar_pair *pairs = lk_palloc(&x->pool, (c.npairs + 1) * sizeof(*pairs));
-        long n = lk_pulsar_pairs(p + LK_PULSAR_PREFIX, cmd_size, pairs, c.npairs);
-        for (long i = 0; i < n && (size_t)i < c.npairs; i++) {
-            if (pairs[i].has_url)
-                check_url(x, type, pairs[i].url, fd);
-            if (pairs[i].has_url_tls)
-                check_url(x, type, pairs[i].url_tls, fd);
-        }
-        if (fd->n != 0)
-            return;
-        /* the rest, a LOOKUP_RESPONSE's message, is read as bytes (the
-         * URLs, rewritten, are no longer internal ones) */
-    }
-    scan_frame(f, x, g, p, len, fd);
-}
-
-/* "the Metadata v14 answer", "the LOOKUP_RESPONSE command" */
-static void
-answer_name(const struct lk_xchg *x, int16_t key, int16_t version, char *buf, size_t len)
-{
-    const char *name;
-
-    if (x->proto == LK_PROTO_KAFKA) {
-        if ((name = lk_kafka_api_name(key)) != NULL)
-            snprintf(buf, len, "the %s v%d answer", name, version);
-        else
-            snprintf(buf, len, "the answer to api key %d v%d", key, version);
-    } else if ((name = lk_pulsar_command_name(key)) != NULL) {
-        snprintf(buf, len, "the %s command", name);
-    } else {
-        snprintf(buf, len, "a command of type %d", key);
-    }
-}
-
+/* A Kafka or Pulsar answer, whole: read, never changed.  A find in block
+ * mode refuses it (the connection closes); otherwise it goes on. */
 static enum lk_flt_verdict
 on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
          struct evbuffer *out)
 {
-    const struct guard_conf *conf = f->conf;
-    struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
+    struct view w;
     size_t len = evbuffer_get_length(in);
     const uint8_t *p = evbuffer_pullup(in, -1);
-    struct finding fd;
-    char what[96];
 
-    memset(&fd, 0, sizeof(fd));
-    if (x->proto == LK_PROTO_KAFKA)
-        kafka_answer(f, x, g, key, version, p, len, &fd);
-    else
-        pulsar_answer(f, x, g, key, p, len, &fd);
-    if (fd.n == 0 && !fd.unchecked) {
-        evbuffer_add_buffer(out, in);
-        return LK_FLT_CONTINUE;
-    }
-    x->leaks += fd.n;
-    answer_name(x, key, version, what, sizeof(what));
-    const char *outcome =
-        conf->mode == LK_LEAK_BLOCK     ? "closing the connection (leak_guard = block)"
-        : conf->mode == LK_LEAK_REWRITE ? "passed: a binary answer's bytes are not rewritten, so "
-                                          "leak_guard = rewrite logs it as log does"
-                                        : "logged only (leak_guard = log)";
-    if (fd.unchecked)
-        lk_log(LK_WARN, x->conn,
-               "%s: %s from broker %s (cluster %s) does not decode, and it carries records, "
-               "which are never read: its addresses cannot be checked; %s",
-               f->id, what, x->broker != NULL ? x->broker->name : "-", x->cluster->name,
-               conf->mode == LK_LEAK_BLOCK ? "closing the connection (leak_guard = block)"
-                                           : "passed");
-    else
-        lk_log(LK_WARN, x->conn,
-               "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s", f->id, what,
-               x->broker != NULL ? x->broker->name : "-", x->cluster->name, fd.what,
-               fd.broker != NULL ? "an internal address of broker " : "",
-               fd.broker != NULL ? fd.broker->name
-                                 : "an address the map lacks, which the broker gave out on its "
-                                   "internal listener",
-               fd.n, outcome);
-    if (conf->mode == LK_LEAK_BLOCK)
+    if (lk_guard_frame(f->conf, view(&w, f, x), x->proto, key, version, p, len) != LK_GUARD_PASS)
         return LK_FLT_ERROR;
     evbuffer_add_buffer(out, in);
     return LK_FLT_CONTINUE;

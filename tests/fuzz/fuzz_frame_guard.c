@@ -1,12 +1,12 @@
 /*
- * Fuzzes the leak guard on binary answers (filters/flt_leak_guard.c,
- * on_frame) as the engine runs it: a whole Kafka response or Pulsar
+ * Fuzzes the leak guard on binary answers (filters/flt_leak_guard.c's
+ * frame hook, proxy/lk_guard.c's lk_guard_frame) as the engine runs it: a whole Kafka response or Pulsar
  * command through the cluster's default chain (kafka, leak_guard; or
  * listener, lookup, location, pulsar, leak_guard) with lk_flt_run_frame,
  * once per leak_guard mode (off, log, block), over a map whose internal
  * addresses are IP literals and names (one of 47 bytes, whose compact
  * length byte is a host character), and one broker with binary addresses
- * only (its host with any port is an address too, scan_any_port).
+ * only (its host with any port is an address too, any_port_hit).
  *
  * Input: a flags byte (bit 0: Kafka, else Pulsar; bit 1, Pulsar: a
  * payload section after the command, as SEND and MESSAGE have), the api

@@ -1,5 +1,6 @@
 /*
- * Fuzzes the lookup filter (filters/flt_lookup.c): a response body as a
+ * Fuzzes the lookup filter (filters/flt_lookup.c, its rewrite in
+ * proxy/lk_lookup.c, its gunzip in proxy/lk_inflate.c): a response body as a
  * broker sends it to /lookup/v2/topic/..., run through the chain
  * (listener, lookup, location; leak_guard off) over the fixed listener
  * map of fuzz_util.c, in pieces, last = 1 at the end.  The first input
@@ -31,7 +32,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "flt_lookup.h"
+#include "lk_lookup.h"
 #include "fuzz_util.h"
 #include "lk_http_msg.h"
 #include "lk_json.h"

@@ -1,5 +1,6 @@
 /*
- * Tests for filters/flt_leak_guard.c, driven through the chain runner as
+ * Tests for filters/flt_leak_guard.c and its matcher, proxy/lk_guard.c,
+ * driven through the chain runner as
  * the engine drives it: a config loaded with lk_conf_load_buf, an exchange,
  * lk_flt_attach_all, the response head, then the body in pieces of many
  * sizes (one byte, odd sizes, all at once), in each mode.

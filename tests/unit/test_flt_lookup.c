@@ -1,5 +1,6 @@
 /*
- * Tests for filters/flt_lookup.c, driven through the chain runner as the
+ * Tests for filters/flt_lookup.c (and proxy/lk_lookup.c, lk_inflate.c),
+ * driven through the chain runner as the
  * HTTP engine drives it: a config with the lookup filter, an exchange, the
  * request head, the response head, then the body in pieces.  The bodies are
  * the LookupData that 2.x, 4.x and 5.0 brokers send (facts/pulsar.md §1).
@@ -11,7 +12,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "flt_lookup.h"
+#include "lk_lookup.h"
 #include "lk_conf.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"

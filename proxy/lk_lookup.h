@@ -1,16 +1,17 @@
 /*
- * The lookup filter's body rewrite as a pure function over bytes, for the
- * tests and the fuzzer, which hold its two paths (the validating splice
- * and jansson, the reference) side by side.  The filter itself is
- * lk_flt_lookup.
+ * The lookup-JSON rewrite (CONTRACT §4) as pure functions over bytes: what
+ * the lookup filter (filters/flt_lookup.c) does to a Pulsar lookup answer,
+ * and what the tests and the fuzzer hold side by side (its two paths, the
+ * validating splice and jansson, the reference).
  */
-#ifndef FLT_LOOKUP_H
-#define FLT_LOOKUP_H
+#ifndef LK_LOOKUP_H
+#define LK_LOOKUP_H
 
 #include <stddef.h>
 #include <event2/buffer.h>
 
 #include "lk_conf.h"
+#include "lk_str.h"
 
 enum lk_lookup_path {
     LK_LOOKUP_ANY = 0, /* the splice, and jansson where it declines: what the filter does */
@@ -34,5 +35,10 @@ enum lk_lookup_rc {
  */
 int lk_lookup_rewrite(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
                       enum lk_lookup_path path, struct evbuffer *out);
+
+/* Whether a request target is a topic lookup (/lookup/v2/topic/... or
+ * /lookup/v2/destination/..., not their /bundle variant); an absolute-form
+ * target is looked at from its path. */
+int lk_lookup_target(struct lk_str target);
 
 #endif
