@@ -3,7 +3,7 @@
 # for every `make check` (a second or two):
 #  - the man pages format with no groff or man warnings;
 #  - lookout.conf.5 documents every config key, with its default: the keys
-#    proxy/lk_conf.c accepts (its tables, tied to sections by check_unknown's
+#    proxy/lk_conf_keys.c accepts (its tables, tied to sections by check_unknown's
 #    kinds[]) and the keys conf/*.conf sets, section by section, and no key
 #    the code does not accept;
 #  - conf/lookout.service.in passes systemd-analyze verify (filled in with
@@ -70,7 +70,7 @@ fi
 # Every key in lookout.conf.5: the page marks each section's key list with
 # '.\" keys: KIND' and each key as '.TP' then '.B key'; KIND is lookout,
 # pulsar, kafka, broker-pulsar or broker-kafka.  Prints what is wrong, if
-# anything.  The arguments: lk_conf.c, the man page, then config files.
+# anything.  The arguments: lk_conf_keys.c, the man page, then config files.
 cat >"$tmp/keys.pl" <<'EOF'
 use strict;
 use warnings;
@@ -78,7 +78,7 @@ my ($code, $page, @confs) = @ARGV;
 my (%code, %conf, %man, %nodefault, @err);
 sub slurp { open(my $f, '<', $_[0]) or die "$_[0]: $!"; local $/; return <$f> }
 
-# lk_conf.c: the key tables, and check_unknown's kinds[] saying which
+# lk_conf_keys.c: the key tables, and check_unknown's kinds[] saying which
 # section (and, for [broker], which cluster kind) each table serves.
 my $src = slurp($code);
 my %table;
@@ -152,7 +152,7 @@ for my $k (sort keys %man) {
 print "$_\n" for @err;
 EOF
 if command -v perl >/dev/null 2>&1; then
-    set -- "$top/proxy/lk_conf.c"
+    set -- "$top/proxy/lk_conf_keys.c"
     confs=$(ls "$top"/conf/*.conf)
     # shellcheck disable=SC2086
     check "lookout.conf.5 documents every key, with its default" \

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lk_conf.h"
+#include "lk_conf_value.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
