@@ -15,6 +15,7 @@
 #include "lk_conf.h"
 #include "lk_conf_brokers.h"
 #include "lk_conf_ini.h"
+#include "lk_conf_keys.h"
 #include "lk_conf_value.h"
 #include "lk_meta.h"
 #include "lk_pool.h"
@@ -23,6 +24,18 @@
 /* A broker registration is a few hundred bytes; ZooKeeper's znode limit is
  * 1 MiB (jute.maxbuffer). */
 #define MAX_REGISTRATION_BYTES (1024u * 1024)
+
+/* clang-format off */
+const struct lk_conf_key lk_conf_broker_keys[] = {
+    {"advertisedListeners", LK_IN_BROKER_PULSAR, NULL, 0, NULL, 0, "required",
+     "the broker's listeners, as its broker.conf has them: NAME:scheme://host:port,..."},
+    {"advertised.listeners", LK_IN_BROKER_KAFKA, NULL, 0, NULL, 0, "required (or registration)",
+     "the broker's listeners, as its server.properties has them: NAME://host:port,..."},
+    {"registration", LK_IN_BROKER_KAFKA, NULL, 0, NULL, 0, "none",
+     "a file with the broker's ZooKeeper registration JSON, instead of advertised.listeners"},
+    {NULL, 0, NULL, 0, NULL, 0, NULL, NULL},
+};
+/* clang-format on */
 
 /* [broker CLUSTER/ID] ------------------------------------------------------------ */
 

@@ -9,6 +9,10 @@
 
 #include "lk_conf.h"
 #include "lk_conf_ini.h"
+#include "lk_conf_keys.h"
+
+/* The keys of [broker CLUSTER/ID], which lk_conf_load_broker reads itself. */
+extern const struct lk_conf_key lk_conf_broker_keys[];
 
 /* Loads [broker CLUSTER/ID] section s (its cluster is loaded). */
 int lk_conf_load_broker(struct lk_loader *ld, struct lk_conf_section *s);

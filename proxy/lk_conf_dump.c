@@ -10,7 +10,9 @@
 
 #include "lk_conf.h"
 #include "lk_conf_bind.h"
+#include "lk_conf_cluster.h"
 #include "lk_conf_keys.h"
+#include "lk_conf_value.h"
 #include "lk_filter.h"
 #include "lk_registry.h"
 
@@ -28,10 +30,16 @@ static void
 dump_health(const struct lk_cluster *cl, FILE *out)
 {
     const struct lk_health_conf *h = &cl->health;
+    unsigned backoff = 0, backoff_max = 0;
 
-    if (h->check == LK_HEALTH_CHECK_OFF && h->fails == 1 &&
-        h->backoff_ms == DEFAULT_HEALTH_BACKOFF_MS &&
-        h->backoff_max_ms == DEFAULT_HEALTH_BACKOFF_MAX_MS)
+    /* the defaults, as the key table gives them */
+    lk_parse_duration(lk_conf_key_find(lk_conf_cluster_keys, LK_IN_PULSAR, "health.backoff", 0)->def,
+                      &backoff);
+    lk_parse_duration(
+        lk_conf_key_find(lk_conf_cluster_keys, LK_IN_PULSAR, "health.backoff_max", 0)->def,
+        &backoff_max);
+    if (h->check == LK_HEALTH_CHECK_OFF && h->fails == 1 && h->backoff_ms == backoff &&
+        h->backoff_max_ms == backoff_max)
         return;
     fprintf(out, "  health   out of rotation after %u failure%s, for %u ms doubling up to %u ms",
             h->fails, h->fails == 1 ? "" : "s", h->backoff_ms, h->backoff_max_ms);

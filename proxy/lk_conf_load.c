@@ -23,13 +23,22 @@
 #include "lk_conf_bind.h"
 #include "lk_conf_brokers.h"
 #include "lk_conf_ini.h"
+#include "lk_conf_cluster.h"
 #include "lk_conf_keys.h"
+#include "lk_conf_lookout.h"
 #include "lk_filter.h"
 #include "lk_pool.h"
 #include "lk_registry.h"
 
 /* The largest file a config may be: far above any real cluster's. */
 #define LK_CONF_MAX_BYTES (4u * 1024 * 1024)
+
+const struct lk_conf_key *const lk_conf_tables[] = {
+    lk_conf_lookout_keys,
+    lk_conf_cluster_keys,
+    lk_conf_broker_keys,
+    NULL,
+};
 
 static void
 conf_free(struct lk_conf *c)
@@ -152,9 +161,8 @@ build(struct lk_loader *ld, const char *text, size_t len)
     /* Clusters first: a broker may come before its cluster in the file. */
     for (i = 0; i < c->nsections; i++) {
         s = &c->sections[i];
-        if (strcmp(s->kind, "pulsar") == 0 && lk_conf_load_pulsar(ld, s) != 0)
-            return -1;
-        if (strcmp(s->kind, "kafka") == 0 && lk_conf_load_kafka(ld, s) != 0)
+        if ((strcmp(s->kind, "pulsar") == 0 || strcmp(s->kind, "kafka") == 0) &&
+            lk_conf_load_cluster(ld, s) != 0)
             return -1;
     }
     for (i = 0; i < c->nsections; i++)
@@ -195,7 +203,7 @@ build(struct lk_loader *ld, const char *text, size_t len)
                           m[0] != '\0' ? m : "cannot build the filter chain");
         }
     }
-    if (lk_conf_check_unknown(ld) != 0)
+    if (lk_conf_check_unknown(ld, lk_conf_tables) != 0)
         return -1;
     return lk_conf_build_binds(ld);
 }
@@ -224,7 +232,8 @@ lk_conf_load_live(const char *name, const char *text, size_t len, const struct l
     }
     c->file = lk_xstrdup(name);
     c->dir = config_dir(name);
-    lk_conf_defaults(c);
+    c->refs = 1;
+    lk_conf_lookout_init(c);
 
     if (build(&ld, text, len) != 0) {
         conf_free(c);
