@@ -241,6 +241,7 @@ struct lk_cluster {
     struct lk_health_conf health;
     struct lk_flt *filters; /* the chain, in `filters =` order */
     size_t nfilters;
+    void (*filters_free)(struct lk_cluster *cl); /* set with the chain: frees it */
     struct lk_conf_section *section;
     int line;
 };
@@ -361,7 +362,8 @@ struct lk_live_set {
     const unsigned char *skip;
 };
 
-/* Loading (lk_conf_load.c) ------------------------------------------------- */
+/* Loading (lk_conf_ready.c: lk_conf_load.h's passes, then the filter chains,
+ * the unknown-key check and the binds) -------------------------------------- */
 
 /*
  * Loads and validates a config file.  Returns NULL and writes
@@ -371,7 +373,8 @@ struct lk_live_set {
  */
 struct lk_conf *lk_conf_load(const char *path, char *err, size_t errlen);
 /* The file's bytes (malloc'd, *len of them; a reload keeps them to rebuild
- * the map when a store changes), or NULL with "path: why" in err. */
+ * the map when a store changes), or NULL with "path: why" in err
+ * (lk_conf_load.c, as lk_conf_ref and lk_conf_unref). */
 char *lk_conf_read(const char *path, size_t *len, char *err, size_t errlen);
 /* The same over text in memory; `name` stands for the file in messages and
  * its directory anchors relative paths. */

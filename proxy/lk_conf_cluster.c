@@ -475,8 +475,6 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
      "a request of an api key lookout does not know: pass it, or drop the connection"},
     {"redirects", P, lk_set_enum, CL(redirects), lk_redirects_names, I, "rewrite",
      "a broker's HTTP redirect to another broker: rewrite it, or follow it"},
-    {"leak_guard", P | K, lk_set_enum, CL(leak_guard), lk_leak_guard_names, I, "log",
-     "an internal address left in a response: off, log, rewrite or block"},
     {"follow.max_hops", P, lk_set_uint, CL(follow_max_hops), &hops_range, I, "5",
      "redirects = follow: at most this many redirects per request"},
     {"follow.replay_bytes", P, lk_set_size, CL(follow_replay_bytes), &no_min, I, "5m",

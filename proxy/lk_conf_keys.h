@@ -87,8 +87,6 @@ int lk_conf_keys_load(struct lk_loader *ld, struct lk_conf_section *s,
 const struct lk_conf_key *lk_conf_key_find(const struct lk_conf_key *table, unsigned in,
                                            const char *name, int nocase);
 
-/* Every table lookout knows, NULL-terminated (lk_conf_load.c). */
-extern const struct lk_conf_key *const lk_conf_tables[];
 /* Fails on the first entry of the file nobody took, with a hint when it is
  * a typo of a key of its own section or a key of another section. */
 int lk_conf_check_unknown(struct lk_loader *ld, const struct lk_conf_key *const *tables);

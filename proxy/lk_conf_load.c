@@ -5,12 +5,14 @@
  * sections of key = value entries; the sections' loaders (lk_conf_keys.c,
  * lk_conf_brokers.c) turn [lookout], [pulsar NAME], [kafka NAME] and [broker
  * CLUSTER/ID] sections into settings, clusters and brokers with their
- * listeners; each cluster's filter chain is built, and its filters take
- * their own keys; any entry nobody took is an unknown key; and last the
- * binding rule (lk_conf_bind.c) turns every lookup-listener and service
- * address into a virtual host on a socket to bind.  Every error names its
- * file and line and stops the load; nothing here prints.  This file holds
- * the order of the passes and the config's life: read, load, ref, free.
+ * listeners, and adds the brokers the clusters' stores registered.  What
+ * follows needs the filters and is lk_conf_ready.c's: each cluster's
+ * filter chain is built, and its filters take their own keys; any entry
+ * nobody took is an unknown key; and last the binding rule (lk_conf_bind.c)
+ * turns every lookup-listener and service address into a virtual host on a
+ * socket to bind.  Every error names its file and line and stops the load;
+ * nothing here prints.  This file holds the order of the passes before the
+ * filters, and the config's life: read, ref, free.
  */
 #include <errno.h>
 #include <limits.h>
@@ -25,8 +27,8 @@
 #include "lk_conf_ini.h"
 #include "lk_conf_cluster.h"
 #include "lk_conf_keys.h"
+#include "lk_conf_load.h"
 #include "lk_conf_lookout.h"
-#include "lk_filter.h"
 #include "lk_pool.h"
 #include "lk_registry.h"
 
@@ -47,9 +49,9 @@ conf_free(struct lk_conf *c)
 
     for (i = 0; i < c->nclusters; i++) {
         struct lk_cluster *cl = c->clusters[i];
-        /* lk_flt_chain_new leaves filters NULL unless it built a chain. */
-        if (cl->filters != NULL)
-            lk_flt_chain_free(cl);
+        /* set by whoever built the chain (lk_conf_ready.c) */
+        if (cl->filters_free != NULL)
+            cl->filters_free(cl);
         free(cl->name);
         free(cl->internal_listener);
         free(cl->lookup_listener);
@@ -187,36 +189,12 @@ build(struct lk_loader *ld, const char *text, size_t len)
             lk_conf_load_store(ld, cl, &ld->sets[i]);
     }
 
-    /* Filters read their own keys from the cluster's section, so unknown
-     * keys can only be told once every chain is built. */
-    for (i = 0; i < c->nclusters; i++) {
-        struct lk_cluster *cl = c->clusters[i];
-        struct lk_conf_entry *e = lk_conf_take(cl->section, "filters");
-        char msg[512] = "";
-        const char *m = msg;
-
-        if (lk_flt_chain_new(cl, e != NULL ? e->value : NULL, msg, sizeof(msg)) != 0) {
-            /* The prefix below names the key already. */
-            if (strncmp(m, "filters: ", 9) == 0)
-                m += 9;
-            return lk_conf_err(ld, e != NULL ? e->line : cl->line, cl->section, "filters", "%s",
-                          m[0] != '\0' ? m : "cannot build the filter chain");
-        }
-    }
-    if (lk_conf_check_unknown(ld, lk_conf_tables) != 0)
-        return -1;
-    return lk_conf_build_binds(ld);
+    return 0;
 }
 
 struct lk_conf *
-lk_conf_load_buf(const char *name, const char *text, size_t len, char *err, size_t errlen)
-{
-    return lk_conf_load_live(name, text, len, NULL, 0, err, errlen);
-}
-
-struct lk_conf *
-lk_conf_load_live(const char *name, const char *text, size_t len, const struct lk_live_set *sets,
-                  size_t nsets, char *err, size_t errlen)
+lk_conf_parse(const char *name, const char *text, size_t len, const struct lk_live_set *sets,
+              size_t nsets, char *err, size_t errlen)
 {
     struct lk_conf *c = lk_xcalloc(1, sizeof(*c));
     struct lk_loader ld = {c, err, errlen, sets, nsets};
@@ -273,20 +251,6 @@ fail:
         fclose(f);
     free(buf);
     return NULL;
-}
-
-struct lk_conf *
-lk_conf_load(const char *path, char *err, size_t errlen)
-{
-    size_t len;
-    char *buf = lk_conf_read(path, &len, err, errlen);
-    struct lk_conf *c;
-
-    if (buf == NULL)
-        return NULL;
-    c = lk_conf_load_buf(path, buf, len, err, errlen);
-    free(buf);
-    return c;
 }
 
 struct lk_conf *

@@ -12,7 +12,7 @@
 #include "lk_access.h"
 #include "lk_admin.h"
 #include "lk_conf.h"
-#include "lk_conf_keys.h"
+#include "lk_conf_ready.h"
 #include "lk_conn.h"
 #include "lk_health.h"
 #include "lk_live.h"
@@ -179,7 +179,7 @@ main(int argc, char **argv)
         case 't': check = 1; break;
         case 'l': live = 1; break;
         case 'p': probe = 1; break;
-        case 'k': lk_conf_keys_print(lk_conf_tables, stdout); return 0;
+        case 'k': lk_conf_keys_print_all(stdout); return 0;
         case 'V': printf("lookout %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;

@@ -19,6 +19,8 @@
 
 #include "lk_conf.h"
 #include "lk_conf_keys.h"
+#include "lk_conf_load.h"
+#include "lk_conf_ready.h"
 #include "lk_conf_value.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
