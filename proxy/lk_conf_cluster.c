@@ -346,21 +346,6 @@ set_health_path(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_
 
 /* The store ------------------------------------------------------------------------- */
 
-static int
-set_networks(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
-             const struct lk_conf_key *k, void *obj)
-{
-    struct lk_cluster *cl = obj;
-    char msg[512];
-    int n;
-
-    (void)k;
-    if ((n = lk_cidrs_parse(e->value, &cl->internal_networks, msg, sizeof(msg))) < 0)
-        return LK_ENTRY_ERR(ld, s, e, "%s", msg);
-    cl->ninternal_networks = (size_t)n;
-    return 0;
-}
-
 /* At most one of keys (a key and its older spelling): the entry in *out,
  * NULL when none is there.  0, or -1 when two are. */
 static int
@@ -441,7 +426,7 @@ set_store(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry 
  * in (the first bad one is reported): keep a new row where its checks
  * belong, after any row it reads. */
 static const struct lk_key_range hops_range = {1, 100}, fails_range = {1, 100};
-static const size_t no_min = 0;
+static const size_t no_min = 0, ninternal_networks = CL(ninternal_networks);
 
 #define P LK_IN_PULSAR
 #define K LK_IN_KAFKA
@@ -505,7 +490,7 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
      "a check's time limit, at most health.interval"},
     {"health.path", P, set_health_path, 0, NULL, I, "/admin/v2/brokers/ready",
      "the path an http check asks for"},
-    {"internal_networks", P | K, set_networks, 0, NULL, 0, "none",
+    {"internal_networks", P | K, lk_set_cidrs, CL(internal_networks), &ninternal_networks, 0, "none",
      "the networks lookout may dial (needed with a store)"},
     {"metadataStoreUrl", P, set_store, 0, NULL, A, "unset",
      "the cluster's ZooKeeper, read for the brokers' registrations"},

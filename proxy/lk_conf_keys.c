@@ -13,6 +13,7 @@
 #include "lk_conf_ini.h"
 #include "lk_conf_keys.h"
 #include "lk_conf_value.h"
+#include "lk_registry.h"
 
 /* Setters ------------------------------------------------------------------------ */
 
@@ -85,6 +86,24 @@ lk_set_uint(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entr
         return LK_ENTRY_ERR(ld, s, e, "'%s' is not a number from %lu to %lu", e->value, r->min,
                             r->max);
     *LK_KEY_FIELD(k, obj, unsigned) = (unsigned)n;
+    return 0;
+}
+
+/* CIDRs (admin.allow, internal_networks): the array at k->off, its count
+ * at the offset arg points to. */
+int
+lk_set_cidrs(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+             const struct lk_conf_key *k, void *obj)
+{
+    struct lk_cidr **nets = LK_KEY_FIELD(k, obj, struct lk_cidr *);
+    char msg[512];
+    int r;
+
+    free(*nets);
+    *nets = NULL;
+    if ((r = lk_cidrs_parse(e->value, nets, msg, sizeof(msg))) < 0)
+        return LK_ENTRY_ERR(ld, s, e, "%s", msg);
+    *(size_t *)(void *)((char *)obj + *(const size_t *)k->arg) = (size_t)r;
     return 0;
 }
 

@@ -67,6 +67,8 @@ struct lk_key_range {
     unsigned long min, max;
 };
 lk_conf_set_fn lk_set_duration, lk_set_onoff, lk_set_size, lk_set_uint, lk_set_enum;
+/* CIDRs (struct lk_cidr *; arg: a const size_t * offset of the count). */
+lk_conf_set_fn lk_set_cidrs;
 /* The duration, on/off and size parsers of those setters, for setters of
  * their own. */
 int lk_conf_duration(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,

@@ -22,7 +22,6 @@
 #include "lk_conf_value.h"
 #include "lk_log.h"
 #include "lk_pool.h"
-#include "lk_registry.h"
 
 /* RFC 8446 4.6.1: a ticket lifetime is at most seven days. */
 #define MAX_SESSION_LIFETIME_S (7u * 24 * 3600)
@@ -51,23 +50,6 @@ set_admin(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry 
     return 0;
 }
 
-/* admin.allow or admin.healthz_allow: CIDRs, as internal_networks are; arg
- * is the offset of the count beside the array. */
-static int
-set_cidrs(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
-          const struct lk_conf_key *k, void *obj)
-{
-    struct lk_cidr **nets = LK_KEY_FIELD(k, obj, struct lk_cidr *);
-    char msg[256];
-    int r;
-
-    free(*nets);
-    *nets = NULL;
-    if ((r = lk_cidrs_parse(e->value, nets, msg, sizeof(msg))) < 0)
-        return LK_ENTRY_ERR(ld, s, e, "%s", msg);
-    *(size_t *)(void *)((char *)obj + *(const size_t *)k->arg) = (size_t)r;
-    return 0;
-}
 static const size_t nadmin_allow = C(nadmin_allow), nadmin_healthz_allow = C(nadmin_healthz_allow);
 
 /* Reads the bearer token of admin.token_file: one line of RFC 6750 b64token
@@ -302,9 +284,9 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "worker threads, each with its own event loop; auto: one per core"},
     {"admin", LK_IN_LOOKOUT, set_admin, 0, NULL, 0, "none",
      "the admin listener's IP:port (/metrics, /healthz, /map)"},
-    {"admin.allow", LK_IN_LOOKOUT, set_cidrs, C(admin_allow), &nadmin_allow, I, "127.0.0.0/8, ::1",
+    {"admin.allow", LK_IN_LOOKOUT, lk_set_cidrs, C(admin_allow), &nadmin_allow, I, "127.0.0.0/8, ::1",
      "CIDRs that may ask the admin listener anything"},
-    {"admin.healthz_allow", LK_IN_LOOKOUT, set_cidrs, C(admin_healthz_allow),
+    {"admin.healthz_allow", LK_IN_LOOKOUT, lk_set_cidrs, C(admin_healthz_allow),
      &nadmin_healthz_allow, 0, "none", "CIDRs that may ask /healthz only, without a token"},
     {"admin.token_file", LK_IN_LOOKOUT, set_admin_token, 0, NULL, 0, "none",
      "a file holding the bearer token the admin listener asks for"},
