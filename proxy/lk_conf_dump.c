@@ -107,6 +107,16 @@ origin(const struct lk_broker *b)
     return b->overrides ? " (static, over its registration)" : " (static)";
 }
 
+/* The value of cl's key as its row in the table writes it. */
+static const char *
+text(const struct lk_cluster *cl, const char *key, char *buf, size_t len)
+{
+    const struct lk_conf_key *k = lk_conf_key_find(
+        lk_conf_cluster_keys, lk_cluster_is_kafka(cl) ? LK_IN_KAFKA : LK_IN_PULSAR, key, 0);
+
+    return lk_conf_key_text(k, cl, buf, len);
+}
+
 static void
 dump_cluster(const struct lk_cluster *cl, FILE *out)
 {
@@ -119,18 +129,22 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
         fprintf(out, "lookup listener '%s', ", cl->lookup_listener);
     else
         fprintf(out, "no lookup listener (brokers are not exposed, nothing is rewritten), ");
-    fprintf(out, "redirects %s", lk_redirects_names[cl->redirects]);
+    char buf[32];
+
+    fprintf(out, "redirects %s", text(cl, "redirects", buf, sizeof(buf)));
     if (cl->redirects == LK_REDIRECTS_FOLLOW)
         fprintf(out, " (at most %u hops, replay %zu bytes)", cl->follow_max_hops,
                 cl->follow_replay_bytes);
     fprintf(out, ", leak_guard %s", lk_leak_guard_names[cl->leak_guard]);
     /* Only when not the default, so that the usual map reads as before. */
-    if (cl->upstream_tls != LK_UPSTREAM_TLS_MATCH)
-        fprintf(out, ", upstream.tls %s", lk_upstream_tls_names[cl->upstream_tls]);
-    if (cl->pulsar_routing != LK_PULSAR_ROUTING_PER_BROKER)
-        fprintf(out, ", pulsar_routing %s", lk_pulsar_routing_names[cl->pulsar_routing]);
-    if (!cl->forwarded_headers)
-        fprintf(out, ", forwarded_headers off");
+    for (const char *const *key = (const char *const[]){"upstream.tls", "pulsar_routing",
+                                                        "forwarded_headers", NULL};
+         *key != NULL; key++) {
+        const struct lk_conf_key *k = lk_conf_key_find(lk_conf_cluster_keys, LK_IN_PULSAR, *key, 0);
+        const char *v = lk_conf_key_text(k, cl, buf, sizeof(buf));
+        if (strcmp(v, k->def) != 0)
+            fprintf(out, ", %s %s", *key, v);
+    }
     for (size_t i = 0; i < cl->nclient_listeners; i++) {
         const char *name = cl->client_listeners[i];
         int internal = 0;
@@ -227,17 +241,14 @@ static void
 dump_kafka(const struct lk_conf *conf, const struct lk_cluster *cl, FILE *out)
 {
     const struct lk_kafka_pattern *pt = cl->pattern;
+    char b1[32], b2[32], b3[32];
 
-    unsigned idle = cl->idle_ms;
-    const char *unit = idle % 60000 == 0 ? "m" : idle % 1000 == 0 ? "s" : "ms";
-
-    idle /= unit[0] == 'm' && unit[1] == '\0' ? 60000 : unit[0] == 's' ? 1000 : 1;
     fprintf(out,
             "cluster %s (kafka): inter.broker.listener.name '%s', lookup listener '%s', "
-            "unknown_api %s, leak_guard %s, max_frame_bytes %zu, timeout.idle %u%s, filters ",
+            "unknown_api %s, leak_guard %s, max_frame_bytes %s, timeout.idle %s, filters ",
             cl->name, cl->internal_listener, cl->lookup_listener,
-            lk_unknown_api_names[cl->unknown_api], lk_leak_guard_names[cl->leak_guard],
-            cl->max_frame_bytes, idle, unit);
+            text(cl, "unknown_api", b1, sizeof(b1)), lk_leak_guard_names[cl->leak_guard],
+            text(cl, "max_frame_bytes", b2, sizeof(b2)), text(cl, "timeout.idle", b3, sizeof(b3)));
     for (size_t i = 0; i < cl->nfilters; i++)
         fprintf(out, "%s%s", i != 0 ? "," : "", cl->filters[i].ops->name);
     fprintf(out, "%s\n", cl->nfilters == 0 ? "(none)" : "");

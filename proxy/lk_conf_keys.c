@@ -128,6 +128,28 @@ lk_set_enum(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entr
     return LK_ENTRY_ERR(ld, s, e, "'%s' is not %s", e->value, list);
 }
 
+const char *
+lk_conf_key_text(const struct lk_conf_key *k, const void *obj, char *buf, size_t len)
+{
+    const void *p = (const char *)obj + k->off;
+
+    if (k->set == lk_set_enum || (k->flags & LK_KEY_NAMES))
+        return ((const char *const *)k->arg)[*(const int *)p];
+    if (k->set == lk_set_onoff)
+        return *(const int *)p ? "on" : "off";
+    if (k->set == lk_set_size)
+        snprintf(buf, len, "%zu", *(const size_t *)p);
+    else if (k->set == lk_set_uint)
+        snprintf(buf, len, "%u", *(const unsigned *)p);
+    else if (k->set == lk_set_duration) {
+        unsigned ms = *(const unsigned *)p;
+        snprintf(buf, len, "%u%s", ms % 60000 == 0 ? ms / 60000 : ms % 1000 == 0 ? ms / 1000 : ms,
+                 ms % 60000 == 0 ? "m" : ms % 1000 == 0 ? "s" : "ms");
+    } else
+        return NULL;
+    return buf;
+}
+
 /* Loading by table ------------------------------------------------------------------ */
 
 void

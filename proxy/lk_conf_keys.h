@@ -31,6 +31,7 @@
 /* Row flags. */
 #define LK_KEY_INIT 0x01u   /* def is applied through set before the file's value */
 #define LK_KEY_ALWAYS 0x02u /* set also runs, with e NULL, when the key is absent */
+#define LK_KEY_NAMES 0x08u  /* arg names the values of an enum its own setter parses */
 #define LK_KEY_REFUSED 0x04u /* a key of another kind that set refuses, saying why:
                               * no hint names it, and --keys leaves it out */
 
@@ -77,6 +78,11 @@ int lk_conf_onoff(struct lk_loader *ld, struct lk_conf_section *s, struct lk_con
                   int *on);
 int lk_conf_size(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
                  size_t min, size_t *bytes);
+
+/* The value of row k in obj as the key would be written, for the rows of
+ * the shared setters and LK_KEY_NAMES ones (a duration in its largest
+ * whole unit: 10m, 30s, 250ms); NULL for the others. */
+const char *lk_conf_key_text(const struct lk_conf_key *k, const void *obj, char *buf, size_t len);
 
 /* A table's rows end with one whose name is NULL. */
 /* Applies the defaults of the rows of table for section kind `in` to obj
