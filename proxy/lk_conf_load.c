@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "lk_conf.h"
-#include "lk_conf_bind.h"
 #include "lk_conf_brokers.h"
 #include "lk_conf_ini.h"
 #include "lk_conf_cluster.h"
