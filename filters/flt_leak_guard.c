@@ -7,6 +7,8 @@
  */
 #include <stddef.h>
 
+#include "lk_conf_cluster.h"
+#include "lk_conf_keys.h"
 #include "lk_filter.h"
 #include "lk_guard.h"
 #include "lk_http_msg.h"
@@ -135,9 +137,19 @@ on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, stru
     return LK_FLT_CONTINUE;
 }
 
+/* leak_guard sets the cluster's mode, which the protocol modules read too
+ * (what they hold for the guard to see). */
+static const struct lk_conf_key keys[] = {
+    {"leak_guard", LK_IN_PULSAR | LK_IN_KAFKA, lk_set_enum, offsetof(struct lk_cluster, leak_guard),
+     lk_leak_guard_names, LK_KEY_INIT, "log",
+     "an internal address left in a response: off, log, rewrite or block"},
+    {NULL, 0, NULL, 0, NULL, 0, NULL, NULL},
+};
+
 const struct lk_flt_ops lk_flt_leak_guard = {
     .name = "leak_guard",
     .protos = LK_PROTO_HTTP | LK_PROTO_KAFKA | LK_PROTO_PULSAR,
+    .keys = keys,
     .conf_new = conf_new,
     .conf_free = conf_free,
     .attach = attach,

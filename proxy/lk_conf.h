@@ -241,6 +241,7 @@ struct lk_cluster {
     struct lk_health_conf health;
     struct lk_flt *filters; /* the chain, in `filters =` order */
     size_t nfilters;
+    void (*filters_free)(struct lk_cluster *cl); /* set with the chain: frees it */
     struct lk_conf_section *section;
     int line;
 };
@@ -361,6 +362,9 @@ struct lk_live_set {
     const unsigned char *skip;
 };
 
+/* Loading (lk_conf_ready.c: lk_conf_load.h's passes, then the filter chains,
+ * the unknown-key check and the binds) -------------------------------------- */
+
 /*
  * Loads and validates a config file.  Returns NULL and writes
  * "file:line: message" into err on any error: unknown or duplicate key, bad
@@ -369,7 +373,8 @@ struct lk_live_set {
  */
 struct lk_conf *lk_conf_load(const char *path, char *err, size_t errlen);
 /* The file's bytes (malloc'd, *len of them; a reload keeps them to rebuild
- * the map when a store changes), or NULL with "path: why" in err. */
+ * the map when a store changes), or NULL with "path: why" in err
+ * (lk_conf_load.c, as lk_conf_ref and lk_conf_unref). */
 char *lk_conf_read(const char *path, size_t *len, char *err, size_t errlen);
 /* The same over text in memory; `name` stands for the file in messages and
  * its directory anchors relative paths. */
@@ -392,22 +397,37 @@ void lk_conf_reject_add(struct lk_cluster *cl, const char *znode, const char *re
 struct lk_conf *lk_conf_ref(struct lk_conf *conf);
 void lk_conf_unref(struct lk_conf *conf);
 
-/* Prints the resolved listener map, as `lookout --check` shows it. */
+/* Prints the resolved listener map, as `lookout --check` shows it
+ * (lk_conf_dump.c). */
 void lk_conf_dump(const struct lk_conf *conf, FILE *out);
 /* The same as a malloc'd string. */
 char *lk_conf_dump_text(const struct lk_conf *conf);
-/* The cluster called name, or NULL. */
-struct lk_cluster *lk_conf_cluster(const struct lk_conf *conf, const char *name);
 
-/* Returns the value of key in s and marks it used, or NULL; *line (if line
+/* The map (lk_conf.c) ------------------------------------------------------- */
+
+/* The cluster called name, or NULL; the same for name[0..len). */
+struct lk_cluster *lk_conf_cluster(const struct lk_conf *conf, const char *name);
+struct lk_cluster *lk_conf_find_cluster(const struct lk_conf *c, const char *name, size_t len);
+static inline int
+lk_cluster_is_kafka(const struct lk_cluster *cl)
+{
+    return cl->proto == LK_PROTO_KAFKA;
+}
+/* The broker of cl other than b that has one of b's addresses (*clash
+ * gets that address), or NULL; with NULL, every address of b is added to
+ * cl's index.  The loader's, as it adds each broker. */
+const struct lk_broker *lk_cluster_addr_claim(struct lk_cluster *cl, const struct lk_broker *b,
+                                              const struct lk_url **clash);
+/* A socket address for ip (canonical text, of family) and port, without
+ * vhosts; NULL if getaddrinfo will not make one. */
+struct lk_bind *lk_bind_new(const char *ip, int family, uint16_t port, unsigned proto, int tls);
+
+/* Returns the value of key in s and marks it used, or NULL (lk_conf_ini.c); *line (if line
  * is not NULL) gets the entry's line, or the section's line when absent. */
 const char *lk_conf_section_get(struct lk_conf_section *s, const char *key, int *line);
 
-/* "10s", "250ms", "2m" -> milliseconds; "32k", "1m", "512" -> bytes.  0/-1. */
-int lk_parse_duration(const char *s, unsigned *ms);
-int lk_parse_size(const char *s, size_t *bytes);
 
-/* URLs and listeners ------------------------------------------------------ */
+/* URLs and listeners (lk_url.c) ------------------------------------------- */
 
 /* Formats fmt into err (when err is not NULL and errlen not 0) and returns
  * -1: the parsers' one way to fail with a message. */

@@ -32,6 +32,7 @@
 struct lk_xchg;
 struct lk_http_msg;
 struct lk_flt;
+struct lk_conf_key;
 
 enum lk_flt_verdict { LK_FLT_CONTINUE = 0, LK_FLT_REPLY, LK_FLT_ERROR };
 /*
@@ -47,6 +48,11 @@ enum lk_body_mode { LK_BODY_NONE = 0, LK_BODY_OBSERVE, LK_BODY_STREAM, LK_BODY_B
 struct lk_flt_ops {
     const char *name; /* the name in `filters =` */
     unsigned protos;  /* LK_PROTO_* this filter can run on */
+    /* The keys the filter owns in its clusters' sections (lk_conf_keys.h),
+     * or NULL: set on the cluster before any chain is built, for every
+     * cluster of its protocols, and known to the unknown-key check and to
+     * `lookout --keys`. */
+    const struct lk_conf_key *keys;
 
     /* Parses the filter's settings for cluster cl; may read its own keys
      * from s with lk_conf_section_get.  Returns the conf (may be NULL when

@@ -12,6 +12,7 @@
 #include "lk_access.h"
 #include "lk_admin.h"
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_conn.h"
 #include "lk_health.h"
 #include "lk_live.h"
@@ -28,6 +29,7 @@ usage(FILE *out)
             "       lookout --check --live -c FILE\n"
             "                                  the same with the brokers registered in ZooKeeper\n"
             "       lookout --probe -c FILE    compare the map with what the brokers advertise\n"
+            "       lookout --keys             list every configuration key\n"
             "       lookout --version | --help\n"
             "\n"
             "lookout is an edge proxy for Apache Pulsar and Apache Kafka clusters: it\n"
@@ -42,6 +44,8 @@ usage(FILE *out)
             "  -p, --probe         ask every broker what it advertises and print where the\n"
             "                      map disagrees: exit 0 if it agrees, 1 if not, 2 if FILE\n"
             "                      is not a valid configuration\n"
+            "  -k, --keys          print every configuration key, one a line: its section,\n"
+            "                      name, default and what it does, separated by tabs\n"
             "  -V, --version       print the version and exit\n"
             "  -h, --help          print this help and exit\n"
             "\n"
@@ -161,7 +165,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 't'},
         {"live", no_argument, NULL, 'l'},         {"probe", no_argument, NULL, 'p'},
-        {"version", no_argument, NULL, 'V'},
+        {"keys", no_argument, NULL, 'k'},         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -169,12 +173,13 @@ main(int argc, char **argv)
     int check = 0, live = 0, probe = 0, ch;
     char err[1024];
 
-    while ((ch = getopt_long(argc, argv, "c:tlpVh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:tlpkVh", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': file = optarg; break;
         case 't': check = 1; break;
         case 'l': live = 1; break;
         case 'p': probe = 1; break;
+        case 'k': lk_conf_keys_print_all(stdout); return 0;
         case 'V': printf("lookout %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;

@@ -2,10 +2,11 @@
 # Static checks of what `make install` and the Dockerfile ship, cheap enough
 # for every `make check` (a second or two):
 #  - the man pages format with no groff or man warnings;
-#  - lookout.conf.5 documents every config key, with its default: the keys
-#    proxy/lk_conf.c accepts (its tables, tied to sections by check_unknown's
-#    kinds[]) and the keys conf/*.conf sets, section by section, and no key
-#    the code does not accept;
+#  - lookout.conf.5 documents every config key, with its default, both
+#    ways: every key `lookout --keys` lists (the binary's key tables, the
+#    filters' own included) and every key conf/*.conf sets, section by
+#    section, is on the page, and the page has no key the binary does not
+#    list;
 #  - conf/lookout.service.in passes systemd-analyze verify (filled in with
 #    this build's lookout), keeps its hardening, and stops later than
 #    drain_timeout;
@@ -69,32 +70,25 @@ fi
 
 # Every key in lookout.conf.5: the page marks each section's key list with
 # '.\" keys: KIND' and each key as '.TP' then '.B key'; KIND is lookout,
-# pulsar, kafka, broker-pulsar or broker-kafka.  Prints what is wrong, if
-# anything.  The arguments: lk_conf.c, the man page, then config files.
+# pulsar, kafka, broker-pulsar or broker-kafka, as `lookout --keys` names
+# the sections.  Prints what is wrong, if anything.  The arguments: the
+# output of `lookout --keys`, the man page, then config files.
 cat >"$tmp/keys.pl" <<'EOF'
 use strict;
 use warnings;
 my ($code, $page, @confs) = @ARGV;
 my (%code, %conf, %man, %nodefault, @err);
-sub slurp { open(my $f, '<', $_[0]) or die "$_[0]: $!"; local $/; return <$f> }
 
-# lk_conf.c: the key tables, and check_unknown's kinds[] saying which
-# section (and, for [broker], which cluster kind) each table serves.
-my $src = slurp($code);
-my %table;
-while ($src =~ /static const char \*const (\w+_keys)\[\] = \{(.*?)\};/sg) {
-    my ($name, $body) = ($1, $2);
-    $table{$name} = [ $body =~ /"([^"]+)"/g ];
+# lookout --keys: "SECTION<tab>KEY<tab>DEFAULT<tab>what it does" a line.
+open(my $k, '<', $code) or die "$code: $!";
+while (my $l = <$k>) {
+    chomp $l;
+    my ($kind, $key) = split /\t/, $l;
+    die "$code:$.: not SECTION<tab>KEY<tab>DEFAULT<tab>TEXT: $l\n"
+        unless defined $key && $kind =~ /^(lookout|pulsar|kafka|broker-pulsar|broker-kafka)$/;
+    $code{$kind}{$key} = 1;
 }
-my $kinds = 0;
-while ($src =~ /\{"(lookout|pulsar|kafka|broker)",\s*([01]),\s*(\w+)\}/g) {
-    my $kind = $1 eq 'broker' ? ($2 ? 'broker-kafka' : 'broker-pulsar') : $1;
-    die "no table $3 in $code\n" unless $table{$3};
-    $code{$kind}{$_} = 1 for @{ $table{$3} };
-    $kinds++;
-}
-die "found $kinds section kinds in the kinds[] of $code, expected 5: has its shape changed?\n"
-    unless $kinds == 5;
+die "found no keys in $code: has the output of lookout --keys changed?\n" unless %code;
 
 # The config files: [broker C/N] takes its cluster's kind.
 for my $file (@confs) {
@@ -136,7 +130,7 @@ while (my $l = <$m>) {
 die "found no keys in $page\n" unless %man;
 
 for my $k (sort keys %code) {
-    push @err, "[$k] $_: accepted by $code, missing from $page"
+    push @err, "[$k] $_: accepted by lookout (--keys), missing from $page"
         for grep { !$man{$k}{$_} } sort keys %{ $code{$k} };
 }
 for my $k (sort keys %conf) {
@@ -144,20 +138,27 @@ for my $k (sort keys %conf) {
         for grep { !$man{$k}{$_} } sort keys %{ $conf{$k} };
 }
 for my $k (sort keys %man) {
-    push @err, "[$k] $_: in $page, but $code does not accept it"
+    push @err, "[$k] $_: in $page, but lookout --keys does not list it"
         for grep { !$code{$k}{$_} } sort keys %{ $man{$k} };
     push @err, "[$k] $_: $page:$nodefault{$k}{$_} says no Default (or Required)"
         for sort keys %{ $nodefault{$k} };
 }
 print "$_\n" for @err;
 EOF
-if command -v perl >/dev/null 2>&1; then
-    set -- "$top/proxy/lk_conf.c"
+if ! command -v perl >/dev/null 2>&1; then
+    skip "config keys in lookout.conf.5" "perl not found"
+elif [ ! -x "$bin" ]; then
+    skip "config keys in lookout.conf.5" "no lookout binary at $bin (set LOOKOUT_BIN)"
+elif ! "$bin" --keys >"$tmp/keys" 2>"$tmp/out"; then
+    not_ok "lookout --keys lists the config keys" "$tmp/out"
+else
+    set -- "$tmp/keys"
     confs=$(ls "$top"/conf/*.conf)
     # shellcheck disable=SC2086
-    check "lookout.conf.5 documents every key, with its default" \
+    check "lookout.conf.5 documents every key lookout --keys lists, with its default, and no other" \
         perl "$tmp/keys.pl" "$1" "$man5" $confs
-    # The same check must fail on a page with one key taken out.
+    # The same check must fail on a page with one key taken out, and on
+    # a binary that lists one key less.
     awk '/^\.B tls\.upstream_ca$/ && !done { done = 1; print ".B tls.upstream_c"; next } { print }' \
         "$man5" >"$tmp/short.5"
     # shellcheck disable=SC2086
@@ -167,8 +168,15 @@ if command -v perl >/dev/null 2>&1; then
         echo "no complaint about tls.upstream_ca" >"$tmp/out"
         not_ok "the key check notices a key missing from the page" "$tmp/out"
     fi
-else
-    skip "config keys in lookout.conf.5" "perl not found"
+    grep -v '^lookout	tls\.upstream_ca	' "$1" >"$tmp/keys-short"
+    # shellcheck disable=SC2086
+    if perl "$tmp/keys.pl" "$tmp/keys-short" "$man5" $confs 2>&1 |
+        grep -q 'tls.upstream_ca: in .*, but lookout --keys does not list it'; then
+        ok "the key check notices a documented key the binary does not list"
+    else
+        echo "no complaint about tls.upstream_ca" >"$tmp/out"
+        not_ok "the key check notices a documented key the binary does not list" "$tmp/out"
+    fi
 fi
 
 # ---- systemd unit -----------------------------------------------------

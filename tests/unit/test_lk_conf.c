@@ -1,5 +1,6 @@
 /*
- * Tests for proxy/lk_conf.c: the INI reader, every key and its default,
+ * Tests for the config loader (proxy/lk_conf*.c): the INI reader, the key
+ * tables, every key and its default,
  * every error with its exact file:line, the binding rule and its conflicts,
  * lk_cluster_find_addr, the dump, and the shipped conf/lookout.conf.
  *
@@ -17,6 +18,10 @@
 #include <unistd.h>
 
 #include "lk_conf.h"
+#include "lk_conf_keys.h"
+#include "lk_conf_load.h"
+#include "lk_conf_ready.h"
+#include "lk_conf_value.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
@@ -2711,6 +2716,65 @@ test_refcount(void)
     lk_conf_unref(NULL);
 }
 
+/* The key tables: every row named, documented and in a section; one row
+ * per key and section; the listing (lookout --keys) has a line per row
+ * but the refused ones, and names the sections as lint.sh reads them. */
+static void
+test_key_tables(void)
+{
+    static const unsigned kinds[] = {LK_IN_LOOKOUT, LK_IN_PULSAR, LK_IN_KAFKA,
+                                     LK_IN_BROKER_PULSAR, LK_IN_BROKER_KAFKA};
+    size_t rows = 0, lines = 0, bad = 0, twice = 0;
+    char *buf = NULL, line[512];
+    size_t len = 0;
+    FILE *f;
+
+    for (size_t t = 0; lk_conf_tables[t] != NULL; t++)
+        for (const struct lk_conf_key *k = lk_conf_tables[t]; k->name != NULL; k++) {
+            if (k->in == 0 || k->doc == NULL || k->doc[0] == '\0' ||
+                ((k->flags & LK_KEY_INIT) && (k->set == NULL || k->def == NULL)))
+                bad++;
+            for (size_t n = 0; n < sizeof(kinds) / sizeof(kinds[0]); n++) {
+                if (!(k->in & kinds[n]))
+                    continue;
+                rows += !(k->flags & LK_KEY_REFUSED);
+                /* the first row of that name in that section is this one */
+                for (size_t u = 0; lk_conf_tables[u] != NULL; u++) {
+                    const struct lk_conf_key *o =
+                        lk_conf_key_find(lk_conf_tables[u], kinds[n], k->name, 0);
+                    if (o != NULL && o != k && !(o->flags & LK_KEY_REFUSED) &&
+                        !(k->flags & LK_KEY_REFUSED))
+                        twice++;
+                    if (o != NULL)
+                        break;
+                }
+            }
+        }
+    ok(bad == 0, "every row has a section and a line; an initialised one a setter and a default");
+    ok(twice == 0, "no key has two rows in one section");
+    f = open_memstream(&buf, &len);
+    lk_conf_keys_print(lk_conf_tables, f);
+    fclose(f);
+    f = fmemopen(buf, len, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char *tab = strchr(line, '\t');
+        lines++;
+        if (tab == NULL || strchr(tab + 1, '\t') == NULL)
+            bad++;
+    }
+    if (f != NULL)
+        fclose(f);
+    ok(lines == rows && bad == 0, "--keys: a SECTION<tab>KEY<tab>... line per row (%zu of %zu)",
+       lines, rows);
+    ok(strstr(buf, "lookout\ttimeout.connect\t5s\t") != NULL, "--keys: a [lookout] key, its default");
+    ok(strstr(buf, "kafka\tmax_frame_bytes\t100m\t") != NULL &&
+           strstr(buf, "pulsar\tmax_frame_bytes\t5184k\t") != NULL,
+       "--keys: one key, a default per section");
+    ok(strstr(buf, "kafka\tclient_listeners") == NULL, "--keys: a key a section refuses is not its");
+    ok(strstr(buf, "broker-kafka\tregistration\t") != NULL, "--keys: [broker] by its cluster's kind");
+    free(buf);
+}
+
 const struct lk_test_case lk_test_conf[] = {
     {"conf/basic", test_basic},
     {"conf/defaults", test_defaults},
@@ -2726,6 +2790,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/cluster_errors", test_cluster_errors},
     {"conf/broker_errors", test_broker_errors},
     {"conf/unknown_keys", test_unknown_keys},
+    {"conf/key_tables", test_key_tables},
     {"conf/filters", test_filters},
     {"conf/section_get", test_section_get},
     {"conf/relative_paths", test_relative_paths},
