@@ -22,12 +22,15 @@
 #include <openssl/evp.h>
 
 #include "lk_admin.h"
-#include "lk_live.h"
-#include "lk_conn.h"
+#include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_filter.h"
+#include "lk_live.h"
 #include "lk_log.h"
 #include "lk_registry.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_workers.h"
 
 /* A request head longer than this is refused (431): the admin API takes
  * no headers that matter. */

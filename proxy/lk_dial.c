@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
 #include <event2/util.h>
 
-#include "lk_conn.h"
+#include "lk_clock.h"
 #include "lk_dial.h"
 #include "lk_log.h"
 #include "lk_pool.h"

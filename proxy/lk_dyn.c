@@ -12,9 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lk_conn.h"
 #include "lk_dyn.h"
 #include "lk_log.h"
+#include "lk_pool.h"
+#include "lk_runtime.h"
+#include "lk_worker.h"
+#include "lk_workers.h"
 
 struct dyn_node {
     const struct lk_cluster *cl;

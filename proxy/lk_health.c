@@ -17,11 +17,14 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "lk_conn.h"
+#include "lk_broker.h"
+#include "lk_dial.h"
 #include "lk_health.h"
 #include "lk_log.h"
 #include "lk_pool.h"
 #include "lk_pulsar_codec.h"
+#include "lk_runtime.h"
+#include "lk_upstream.h"
 
 /* A status line longer than this is not an HTTP answer. */
 #define STATUS_LINE_MAX 1024

@@ -15,11 +15,16 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "lk_broker.h"
 #include "lk_conn.h"
 #include "lk_http_msg.h"
+#include "lk_io.h"
 #include "lk_location.h"
 #include "lk_log.h"
+#include "lk_route.h"
 #include "lk_stats.h"
+#include "lk_upstream.h"
+#include "lk_worker.h"
 #include "lk_xchg.h"
 
 /* Buffer high and low watermarks: past HWM bytes waiting on the slow side,

@@ -47,12 +47,17 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "lk_broker.h"
 #include "lk_conn.h"
 #include "lk_dyn.h"
+#include "lk_hold.h"
+#include "lk_io.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
 #include "lk_pair.h"
+#include "lk_route.h"
 #include "lk_stats.h"
+#include "lk_worker.h"
 #include "lk_xchg.h"
 
 /* Unread input above which the other side stops being read. */

@@ -15,13 +15,14 @@
 #include <jansson.h>
 
 #include "lk_conf.h"
-#include "lk_conn.h"
 #include "lk_live.h"
 #include "lk_log.h"
 #include "lk_meta.h"
 #include "lk_pool.h"
 #include "lk_registry.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_workers.h"
 #include "lk_zk.h"
 
 struct source {

@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lk_broker.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_stats.h"
+#include "lk_worker.h"
 
 void
 lk_pair_close(struct lk_pair *p, const char *why)

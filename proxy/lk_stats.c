@@ -10,9 +10,12 @@
 #include <time.h>
 
 #include "lk_access.h"
+#include "lk_broker.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_upstream.h"
 #include "lk_xchg.h"
 
 enum obj_kind { OBJ_FRONTEND = 0, OBJ_CLUSTER, OBJ_BROKER };

@@ -16,10 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lk_broker.h"
 #include "lk_conf.h"
-#include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
+#include "lk_runtime.h"
 #include "lk_test.h"
 
 static char err[2048];

@@ -17,9 +17,10 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
-#include "lk_conn.h"
+#include "lk_clock.h"
 #include "lk_dial.h"
 #include "lk_registry.h"
+#include "lk_runtime.h"
 #include "lk_test.h"
 
 static void

@@ -11,8 +11,10 @@
 #include "lk_conf.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
 #include "lk_test.h"
+#include "lk_upstream.h"
 
 static const char conf_text[] = "[lookout]\n"
                                 "log.access = off\n"
