@@ -4,10 +4,13 @@
  * they are backed off after connect failures or ejected by active checks
  * (lk_health.c runs those).  Callable from any worker: atomics only.
  */
+#include <event2/buffer.h>
+
 #include "lk_broker.h"
 #include "lk_clock.h"
 #include "lk_log.h"
 #include "lk_runtime.h"
+#include "lk_stats.h"
 
 int
 lk_broker_up(const struct lk_runtime *rt, const struct lk_broker *b)
@@ -101,4 +104,30 @@ lk_broker_check_result(struct lk_runtime *rt, const struct lk_broker *b, int ok)
         !__atomic_exchange_n(&h->check_down, 1, __ATOMIC_RELAXED))
         lk_log(LK_WARN, NULL, "broker %s: %u health check%s failed in a row: out of rotation",
                b->name, fails, fails == 1 ? "" : "s");
+}
+
+void
+lk_broker_write_health(struct evbuffer *out, const void *arg)
+{
+    const struct lk_runtime *rt = arg;
+
+    if (rt == NULL)
+        return;
+    const struct lk_conf *conf = rt->conf;
+    lk_stats_family(out, "lookout_broker_up", "gauge",
+           "1 unless the broker is skipped for now: its connects are failing, or its health "
+           "checks.");
+    for (size_t i = 0; i < conf->nbrokers; i++) {
+        lk_stats_series(out, "lookout_broker_up", "broker", conf->brokers[i]->name, NULL, NULL, NULL,
+               NULL);
+        evbuffer_add_printf(out, "%d\n", lk_broker_up(rt, conf->brokers[i]));
+    }
+    lk_stats_family(out, "lookout_broker_connect_failures", "gauge",
+           "Consecutive failed connects to the broker (0 after a success).");
+    for (size_t i = 0; i < conf->nbrokers; i++) {
+        lk_stats_series(out, "lookout_broker_connect_failures", "broker", conf->brokers[i]->name, NULL,
+               NULL, NULL, NULL);
+        evbuffer_add_printf(out, "%u\n",
+                            __atomic_load_n(&rt->health[i].fails, __ATOMIC_RELAXED));
+    }
 }

@@ -6,6 +6,7 @@
 
 #include "lk_conf.h"
 
+struct evbuffer;
 struct lk_runtime;
 
 /* Picks a broker of cl round-robin among those whose internal listener has
@@ -34,5 +35,9 @@ void lk_broker_check_result(struct lk_runtime *rt, const struct lk_broker *b, in
 int lk_broker_up(const struct lk_runtime *rt, const struct lk_broker *b);
 unsigned lk_broker_fails(const struct lk_runtime *rt, const struct lk_broker *b);
 unsigned lk_broker_check_fails(const struct lk_runtime *rt, const struct lk_broker *b);
+
+/* /metrics' broker health families of rt (a const struct lk_runtime *;
+ * NULL: none), as lk_stats_write's health callback. */
+void lk_broker_write_health(struct evbuffer *out, const void *rt);
 
 #endif

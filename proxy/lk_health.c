@@ -244,7 +244,7 @@ start_probe(struct probe *p)
     bufferevent_enable(p->bev, EV_READ | EV_WRITE);
     /* A failure, even at once, comes back through event_cb; health.timeout
      * covers the whole check, the name lookup included. */
-    lk_dial_start(&p->dial, p->bev, hc->dns, hc->rt, p->b, p->addr, h->timeout_ms);
+    lk_dial_start(&p->dial, p->bev, hc->dns, hc->rt->stats, p->b, p->addr, h->timeout_ms);
 }
 
 static void

@@ -26,6 +26,7 @@
 #include "lk_upstream.h"
 #include "lk_worker.h"
 #include "lk_xchg.h"
+#include "lk_xrec.h"
 
 /* Buffer high and low watermarks: past HWM bytes waiting on the slow side,
  * the fast side stops reading until the queue drains to LWM. */
@@ -963,7 +964,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         hx->upstream_error = "timed out";
-        lk_stats_upstream_error_kind(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
+        lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
         snprintf(reason, sizeof(reason), "broker %s did not answer within %u ms",
                  hx->x.broker->name, hc->c->conf->timeout_response_ms);
         lk_log(LK_WARN, hc->c, "%s", reason);
@@ -988,7 +989,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
     if (retry_stale(hx))
         return;
     hx->upstream_error = (what & BEV_EVENT_EOF) ? "closed the connection" : lk_err_reset;
-    lk_stats_upstream_error_kind(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
+    lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
     snprintf(reason, sizeof(reason), "broker %s %s %s", hx->x.broker->name,
              hx->upstream_error, hx->res_head_seen ? "mid-response" : "before responding");
     lk_log(LK_WARN, hc->c, "%s", reason);

@@ -45,6 +45,7 @@
 #include "lk_stats.h"
 #include "lk_worker.h"
 #include "lk_xchg.h"
+#include "lk_xrec.h"
 
 /* Unread input above which the other side stops being read. */
 #define LK_PULSAR_HIGH (256 * 1024)

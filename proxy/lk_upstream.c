@@ -224,6 +224,24 @@ lk_upstream_release(struct lk_upstream *u)
     il->count++;
 }
 
+enum lk_upstream_err_kind
+lk_upstream_err_kind(const char *error)
+{
+    if (error == lk_err_connect_timeout)
+        return LK_UPERR_TIMEOUT;
+    if (error == lk_err_tls)
+        return LK_UPERR_TLS;
+    if (error == lk_err_reset)
+        return LK_UPERR_RESET;
+    return LK_UPERR_CONNECT;
+}
+
+void
+lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, enum lk_upstream_err_kind kind)
+{
+    lk_stats_broker_error(rt->stats, b, kind);
+}
+
 static void
 connect_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -274,7 +292,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
     if (u->error != lk_err_outside_networks) {
         lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
                why[0] != '\0' ? ": " : "", why);
-        lk_stats_upstream_error(rt, u->broker, u->error);
+        lk_upstream_error(rt, u->broker, lk_upstream_err_kind(u->error));
     }
     lk_broker_connect_result(rt, u->broker, 0);
     u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
@@ -356,14 +374,9 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
         return u;
     }
 
-    u = lk_xcalloc(1, sizeof(*u));
-    u->w = w;
-    u->rt = rt;
-    u->broker = b;
-    u->addr = addr;
-    u->key = key;
-    u->ready_cb = cb;
-    u->arg = arg;
+    u = lk_xmalloc(sizeof(*u));
+    *u = (struct lk_upstream){
+        .w = w, .rt = rt, .broker = b, .addr = addr, .key = key, .ready_cb = cb, .arg = arg};
     int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
     if (lk_scheme_is_tls(u->addr->scheme)) {
         SSL *ssl = ssl_for_key(rt->client_ctx, &u->key);
@@ -389,6 +402,6 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
     bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
     bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     /* Any failure is reported through connect_event_cb from the loop. */
-    lk_dial_start(&u->dial, u->bev, w->dns, rt, b, u->addr, conf->timeout_connect_ms);
+    lk_dial_start(&u->dial, u->bev, w->dns, rt->stats, b, u->addr, conf->timeout_connect_ms);
     return u;
 }

@@ -97,6 +97,11 @@ extern const char lk_err_connect[];
 extern const char lk_err_connect_timeout[];
 extern const char lk_err_tls[];
 extern const char lk_err_reset[];
+/* The kind of upstream error an lk_err_* is, for the broker's counters. */
+enum lk_upstream_err_kind lk_upstream_err_kind(const char *error);
+/* Counts an upstream error of broker b (lookout_upstream_errors_total). */
+void lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b,
+                       enum lk_upstream_err_kind kind);
 
 /*
  * Gets a connection to broker b's internal address of the scheme family

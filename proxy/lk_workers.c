@@ -29,6 +29,7 @@
 #include "lk_upstream.h"
 #include "lk_worker.h"
 #include "lk_workers.h"
+#include "lk_xrec.h"
 
 static struct lk_worker *workers;
 static int nworkers;
@@ -141,7 +142,7 @@ sync_binds(struct lk_worker *w, int log_errors)
 
     if (w->draining)
         return; /* stopping: no new listeners */
-    while ((n = lk_dyn_binds(w->rt, w->ndyn_listen, nb, 16)) != 0) {
+    while ((n = lk_dyn_binds(w->rt->dyn, w->ndyn_listen, nb, 16)) != 0) {
         for (size_t i = 0; i < n; i++) {
             struct lk_dyn_listen *d = lk_xcalloc(1, sizeof(*d));
             char err[256];
@@ -157,6 +158,15 @@ sync_binds(struct lk_worker *w, int log_errors)
         }
         w->ndyn_listen += n;
     }
+}
+
+void
+lk_workers_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cluster *cl,
+                      const struct lk_broker *from, int32_t node_id, struct lk_str host,
+                      int32_t port)
+{
+    if (lk_dyn_learn(rt->dyn, rt->conf->nbrokers, cl, from, node_id, host, port) && rt == w->rt)
+        lk_workers_binds_changed(w);
 }
 
 void
@@ -484,6 +494,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
     mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
     mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
     lk_log_set_describe(lk_conn_describe); /* log lines name their connection */
+    lk_xrec_init();
     nworkers = n;
     workers = lk_xcalloc((size_t)n, sizeof(*workers));
     rt->generation = 1;

@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <event2/event.h>
 
-struct lk_conf;
+#include "lk_conf.h"
+
 struct lk_runtime;
 struct lk_worker;
 
@@ -59,6 +60,20 @@ void lk_workers_run(void);
 struct event_base *lk_workers_main_base(void);
 /* Asks every worker to stop (from any thread). */
 void lk_workers_stop(void);
+/*
+ * A broker of cl's (from, which the connection that carried the response
+ * goes to) named node node_id, which the map lacks, at host:port: its
+ * inter-broker listener's address, since lookout reaches the brokers on
+ * that listener.  rt's lk_dyn learns it (lk_dyn_learn), and when the
+ * pattern gives each node a port, every worker binds that port (w at once,
+ * before the response that names it reaches the client).  rt is the
+ * generation of the connection that carried the response (cl is of its
+ * config): a node learned on an older one than the worker's is served by
+ * connections of that generation only, and gets no listener.
+ */
+void lk_workers_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cluster *cl,
+                           const struct lk_broker *from, int32_t node_id, struct lk_str host,
+                           int32_t port);
 /* Binds were added at run time (lk_dyn_binds): w, the calling worker,
  * listens on them at once, and the others are told to. */
 void lk_workers_binds_changed(struct lk_worker *w);
