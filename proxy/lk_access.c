@@ -326,6 +326,14 @@ kafka_data(int key)
            key == LK_KAFKA_SHARE_ACKNOWLEDGE;
 }
 
+int
+lk_access_enabled(void)
+{
+    int to = __atomic_load_n(&target, __ATOMIC_ACQUIRE);
+
+    return !(to == TO_NOWHERE || (to == TO_STDERR && lk_log_level < LK_INFO));
+}
+
 void
 lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who)
 {

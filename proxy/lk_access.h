@@ -29,6 +29,9 @@ struct lk_access_who {
     const char *frontend;       /* the bound address */
     const struct lk_conf *conf; /* log.format, log.kafka */
 };
+/* Whether lines are written anywhere now (log.access, and on stderr the
+ * log level). */
+int lk_access_enabled(void);
 /* Writes r's line, as who->conf's log.format says. */
 void lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who);
 /* Formats r's line into buf (NUL-terminated, ending in '\n'); its length.

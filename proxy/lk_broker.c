@@ -114,20 +114,20 @@ lk_broker_write_health(struct evbuffer *out, const void *arg)
     if (rt == NULL)
         return;
     const struct lk_conf *conf = rt->conf;
-    lk_stats_family(out, "lookout_broker_up", "gauge",
-           "1 unless the broker is skipped for now: its connects are failing, or its health "
-           "checks.");
+    lk_stats_family(
+        out, "lookout_broker_up", "gauge",
+        "1 unless the broker is skipped for now: its connects are failing, or its health "
+        "checks.");
     for (size_t i = 0; i < conf->nbrokers; i++) {
-        lk_stats_series(out, "lookout_broker_up", "broker", conf->brokers[i]->name, NULL, NULL, NULL,
-               NULL);
+        lk_stats_series(out, "lookout_broker_up", "broker", conf->brokers[i]->name, NULL, NULL,
+                        NULL, NULL);
         evbuffer_add_printf(out, "%d\n", lk_broker_up(rt, conf->brokers[i]));
     }
     lk_stats_family(out, "lookout_broker_connect_failures", "gauge",
-           "Consecutive failed connects to the broker (0 after a success).");
+                    "Consecutive failed connects to the broker (0 after a success).");
     for (size_t i = 0; i < conf->nbrokers; i++) {
-        lk_stats_series(out, "lookout_broker_connect_failures", "broker", conf->brokers[i]->name, NULL,
-               NULL, NULL, NULL);
-        evbuffer_add_printf(out, "%u\n",
-                            __atomic_load_n(&rt->health[i].fails, __ATOMIC_RELAXED));
+        lk_stats_series(out, "lookout_broker_connect_failures", "broker", conf->brokers[i]->name,
+                        NULL, NULL, NULL, NULL);
+        evbuffer_add_printf(out, "%u\n", __atomic_load_n(&rt->health[i].fails, __ATOMIC_RELAXED));
     }
 }

@@ -28,18 +28,6 @@
 
 static atomic_ullong next_conn_id;
 
-const struct lk_proto_ops *
-lk_proto_for(unsigned proto)
-{
-    if (proto == LK_PROTO_HTTP)
-        return &lk_proto_http;
-    if (proto == LK_PROTO_KAFKA)
-        return &lk_proto_kafka;
-    if (proto == LK_PROTO_PULSAR)
-        return &lk_proto_pulsar;
-    return NULL;
-}
-
 /* Client connections come from a per-worker slab: parked ones, which are
  * about all that is left of an idle connection, then sit together in
  * blocks rather than each in a page among the freed buffers of others,
@@ -277,7 +265,7 @@ lk_conn_unpark_io(struct lk_io *io, short what)
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
     lk_io_rebind(io, c->bev);
     io->unparking = 1;
-    lk_proto_for(c->bind->proto)->start(c);
+    c->w->proto_for(c->bind->proto)->start(c);
     io->unparking = 0;
     return 0;
 }
@@ -300,7 +288,7 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         int one = 1;
         setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 #endif
-        const struct lk_proto_ops *ops = lk_proto_for(c->bind->proto);
+        const struct lk_proto_ops *ops = c->w->proto_for(c->bind->proto);
         ops->start(c);
         return;
     }
@@ -433,7 +421,7 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
         w->conns->prev = c;
     w->conns = c;
 
-    const struct lk_proto_ops *ops = lk_proto_for(b->proto);
+    const struct lk_proto_ops *ops = w->proto_for(b->proto);
     if (ops == NULL) {
         c->bev = NULL;
         evutil_closesocket(fd);

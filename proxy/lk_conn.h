@@ -42,13 +42,12 @@ struct lk_proto_ops {
 };
 
 /* The protocol modules (lk_http.c, lk_kafka.c, lk_pulsar.c) ------------- */
+/* Only lk_workers.c names them (struct lk_worker's proto_for): the
+ * connection layer reaches a module through the worker, never by name. */
 extern const struct lk_proto_ops lk_proto_http;
 extern const struct lk_proto_ops lk_proto_kafka;
 extern const struct lk_proto_ops lk_proto_pulsar;
 /* ----------------------------------------------------------------------- */
-
-/* The module of proto (an lk_proto), or NULL. */
-const struct lk_proto_ops *lk_proto_for(unsigned proto);
 
 /*
  * A client connection.  While the protocol module has nothing under way and

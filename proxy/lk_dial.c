@@ -62,8 +62,8 @@ fail(struct bufferevent *bev)
 /* Every address of b at addr lies outside internal_networks: seen lists
  * what the name resolved to, NULL for an IP literal. */
 static void
-refuse(struct lk_dial *d, struct bufferevent *bev, struct lk_rt_stats *stats, const struct lk_broker *b,
-       const struct lk_url *addr, const char *seen)
+refuse(struct lk_dial *d, struct bufferevent *bev, struct lk_rt_stats *stats,
+       const struct lk_broker *b, const struct lk_url *addr, const char *seen)
 {
     if (seen != NULL)
         lk_log(LK_ERR, NULL, "cluster %s: broker %s: %s resolved to %s: %s; not dialling it",

@@ -435,8 +435,8 @@ lk_stats_family(struct evbuffer *out, const char *name, const char *type, const 
 
 /* name{k1="v1",k2="v2"} (NULL keys end the list early) */
 void
-lk_stats_series(struct evbuffer *out, const char *name, const char *k1, const char *v1, const char *k2,
-       const char *v2, const char *k3, const char *v3)
+lk_stats_series(struct evbuffer *out, const char *name, const char *k1, const char *v1,
+                const char *k2, const char *v2, const char *k3, const char *v3)
 {
     evbuffer_add_printf(out, "%s{%s=\"", name, k1);
     add_label(out, v1);
@@ -566,11 +566,12 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
         for (o = objs; o != NULL; o = o->next) {
             if (o->kind != OBJ_FRONTEND)
                 continue;
-            lk_stats_series(out, fes[f].name, "frontend", o->name, fes[f].with_proto ? "protocol" : NULL,
-                   proto_names[o->proto == LK_PROTO_KAFKA    ? LK_SP_KAFKA
-                               : o->proto == LK_PROTO_PULSAR ? LK_SP_PULSAR
-                                                             : LK_SP_HTTP],
-                   NULL, NULL);
+            lk_stats_series(out, fes[f].name, "frontend", o->name,
+                            fes[f].with_proto ? "protocol" : NULL,
+                            proto_names[o->proto == LK_PROTO_KAFKA    ? LK_SP_KAFKA
+                                        : o->proto == LK_PROTO_PULSAR ? LK_SP_PULSAR
+                                                                      : LK_SP_HTTP],
+                            NULL, NULL);
             evbuffer_add_printf(out, "%lld\n", (long long)sum_at(o, fes[f].off));
         }
     }
@@ -593,8 +594,8 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
         if (shows(o, LK_SP_HTTP))
             for (int i = 1; i <= 5; i++) {
                 snprintf(num, sizeof(num), "%dxx", i);
-                lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "http",
-                       "status", num);
+                lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol",
+                                "http", "status", num);
                 evbuffer_add_printf(out, "%llu\n",
                                     (unsigned long long)SUM(o, struct lk_cl_vals, http[i]));
             }
@@ -604,10 +605,11 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
             if (n == 0)
                 continue;
             snprintf(num, sizeof(num), "%d", i);
-            lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "kafka", "api",
-                   i == LK_STAT_KEYS - 1 ? "other"
-                   : name != NULL        ? name
-                                         : num);
+            lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "kafka",
+                            "api",
+                            i == LK_STAT_KEYS - 1 ? "other"
+                            : name != NULL        ? name
+                                                  : num);
             evbuffer_add_printf(out, "%llu\n", (unsigned long long)n);
         }
         for (int i = 0; i < LK_STAT_KEYS; i++) {
@@ -616,16 +618,17 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
             if (n == 0)
                 continue;
             snprintf(num, sizeof(num), "%d", i);
-            lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "pulsar",
-                   "command",
-                   i == LK_STAT_KEYS - 1 ? "other"
-                   : name != NULL        ? name
-                                         : num);
+            lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol",
+                            "pulsar", "command",
+                            i == LK_STAT_KEYS - 1 ? "other"
+                            : name != NULL        ? name
+                                                  : num);
             evbuffer_add_printf(out, "%llu\n", (unsigned long long)n);
         }
     }
 
-    lk_stats_family(out, "lookout_rewrites_total", "counter", "Broker addresses rewritten, by filter.");
+    lk_stats_family(out, "lookout_rewrites_total", "counter",
+                    "Broker addresses rewritten, by filter.");
     for (o = objs; o != NULL; o = o->next) {
         if (o->kind != OBJ_CLUSTER || o->proto == 0)
             continue;

@@ -18,7 +18,7 @@ struct lk_tls_ctxs {
     SSL_CTX **server_ctx; /* one per certificate, chosen by SNI; [0] is default;
                            * NULL-terminated */
     size_t nserver_ctx;
-    SSL_CTX *client_ctx;  /* for TLS to brokers; NULL when no broker is TLS */
+    SSL_CTX *client_ctx;            /* for TLS to brokers; NULL when no broker is TLS */
     struct lk_ticket_keys *tickets; /* session ticket keys; NULL: no tickets */
 };
 
@@ -40,6 +40,5 @@ void lk_tls_keep_session(SSL *ssl);
  * keep each session to the name it was made for.
  */
 int lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outlen);
-
 
 #endif

@@ -20,6 +20,7 @@ struct lk_bind;
 struct lk_conn;
 struct lk_idle_list;
 struct lk_io;
+struct lk_proto_ops;
 struct lk_runtime;
 struct lk_stat_obj;
 struct lk_worker;
@@ -74,6 +75,9 @@ struct lk_worker {
     unsigned nconns;
     struct lk_conn *conns; /* open client connections, for shutdown */
     struct lk_hold hold;   /* what it holds to rewrite, against max_held_bytes */
+    /* The protocol module of a bind's proto (lk_workers.c knows them), or
+     * NULL: per accepted or woken connection, never per read or write. */
+    const struct lk_proto_ops *(*proto_for)(unsigned proto);
     /* What a client connection's io does when its protocol is idle and
      * nothing is buffered (parks it: 1), and when a parked one's read
      * event fires (0: ready to read); lk_conn.c's, reached from lk_io.c

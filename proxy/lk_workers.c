@@ -41,6 +41,18 @@ static pthread_mutex_t cur_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct lk_runtime *cur_rt;
 static atomic_int draining;
 static _Atomic long long drain_deadline_ms;
+static const struct lk_proto_ops *
+proto_for(unsigned proto)
+{
+    if (proto == LK_PROTO_HTTP)
+        return &lk_proto_http;
+    if (proto == LK_PROTO_KAFKA)
+        return &lk_proto_kafka;
+    if (proto == LK_PROTO_PULSAR)
+        return &lk_proto_pulsar;
+    return NULL;
+}
+
 /* Workers whose drain is not over yet.  Worker 0 ends last: its loop also
  * serves the admin listener, whose /healthz says 503 while the others
  * finish (lk_admin.h). */
@@ -121,8 +133,8 @@ listen_on(struct lk_worker *w, const struct lk_bind *b, struct lk_listen *ls, ch
     ls->w = w;
     ls->b = b;
     ls->st = lk_stats_frontend(b->text, b->proto);
-    l = evconnlistener_new(w->base, lk_conn_accept, ls, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                           0, fd);
+    l = evconnlistener_new(w->base, lk_conn_accept, ls,
+                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
     if (l == NULL) {
         close(fd);
         snprintf(err, errlen, "cannot listen on %s", b->text);
@@ -248,7 +260,7 @@ worker_switch(struct lk_worker *w)
         }
         if (w->id == 0)
             lk_log(LK_INFO, NULL, "listening on %s (%s%s)", b->text, b->tls ? "TLS, " : "",
-                   lk_proto_for(b->proto)->name);
+                   proto_for(b->proto)->name);
         n++;
     }
     for (size_t i = 0; i < w->nlisteners; i++)
@@ -308,7 +320,7 @@ worker_drain(struct lk_worker *w)
     lk_idle_pool_free(&w->idle);
     lk_idle_pool_init(&w->idle, 0); /* what exchanges still under way release */
     for (struct lk_conn *c = w->conns, *next; c != NULL; c = next) {
-        const struct lk_proto_ops *ops = lk_proto_for(c->bind->proto);
+        const struct lk_proto_ops *ops = proto_for(c->bind->proto);
         next = c->next;
         if (c->closing)
             continue;
@@ -517,6 +529,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
         w->listeners = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listeners));
         w->listen = lk_xcalloc(conf->nbinds + 1, sizeof(*w->listen));
         lk_io_worker_init(w);
+        w->proto_for = proto_for;
         w->park = lk_conn_park_io;
         w->unpark = lk_conn_unpark_io;
         lk_hold_init(&w->hold, w->base);
@@ -530,7 +543,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
             w->listeners[w->nlisteners++] = l;
             if (i == 0)
                 lk_log(LK_INFO, NULL, "listening on %s (%s%s)", b->text, b->tls ? "TLS, " : "",
-                       lk_proto_for(b->proto)->name);
+                       proto_for(b->proto)->name);
         }
     }
     event_config_free(cfg);

@@ -38,9 +38,10 @@ lk_xrec_take(struct lk_xrec *r, const struct lk_xchg *x)
 void
 lk_xrec_done(const struct lk_xrec *r)
 {
-    const struct lk_access_who who = {r->c->peer, r->c->bind->text, r->c->conf};
-
     if (!r->summary)
         lk_stats_count(r->c->rt->stats, r);
-    lk_access_write(r, &who);
+    if (lk_access_enabled()) {
+        const struct lk_access_who who = {r->c->peer, r->c->bind->text, r->c->conf};
+        lk_access_write(r, &who);
+    }
 }
