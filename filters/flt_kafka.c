@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "lk_conn.h"
-#include "lk_dyn.h"
 #include "lk_filter.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
+#include "lk_workers.h"
 #include "lk_xchg.h"
 
 struct ep_arg {
@@ -49,8 +49,8 @@ endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
         /* Where the node is: lookout serves the pattern's address for it
          * from now on (bound before this response leaves). */
         if (a->x->conn != NULL && a->x->broker != NULL)
-            lk_dyn_learn_node(a->x->conn->w, a->x->conn->rt, cl, a->x->broker, node_id, *host,
-                              *port);
+            lk_workers_learn_node(a->x->conn->w, a->x->conn->rt, cl, a->x->broker, node_id,
+                                  *host, *port);
         /* The codec keeps every endpoint's bytes until it is done. */
         *host = lk_str_c(lk_pstrndup(&a->x->pool, h, strlen(h)));
         *port = p;

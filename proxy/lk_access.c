@@ -12,10 +12,9 @@
 #include <unistd.h>
 
 #include "lk_access.h"
-#include "lk_conn.h"
-#include "lk_filter.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
+#include "lk_pool.h"
 #include "lk_stats.h"
 
 enum { TO_NOWHERE = 0, TO_STDERR, TO_FILE };
@@ -192,19 +191,19 @@ put_filters(struct line *l, const struct lk_xrec *r, int json)
 {
     int first = 1;
 
-    for (int i = 0; i < LK_STAT_FILTERS && lk_flt_registry[i] != NULL; i++) {
+    for (int i = 0; i < LK_STAT_FILTERS && lk_stat_filters[i].name != NULL; i++) {
         if (r->flt_rewrites[i] == 0)
             continue;
-        put(l, json ? "%s\"%s\":%u" : "%s%s=%u", first ? "" : ",", lk_flt_registry[i]->name,
+        put(l, json ? "%s\"%s\":%u" : "%s%s=%u", first ? "" : ",", lk_stat_filters[i].name,
             r->flt_rewrites[i]);
         first = 0;
     }
 }
 
 static void
-format_text(struct line *l, const struct lk_xrec *r)
+format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
 {
-    put(l, "%s > %s %s \"", r->c->peer, r->c->bind->text, proto_name(r));
+    put(l, "%s > %s %s \"", who->client, who->frontend, proto_name(r));
     put_what(l, r);
     put(l, "\" %s ", r->broker != NULL ? r->broker : "-");
     /* HTTP's fields in the order lookout has always logged them; what
@@ -241,12 +240,12 @@ format_text(struct line *l, const struct lk_xrec *r)
 }
 
 static void
-format_json(struct line *l, const struct lk_xrec *r)
+format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
 {
     /* peer and bind text are addresses; names come from the config and
      * are escaped like anything else */
-    put(l, ",\"client\":\"%s\",\"frontend\":\"%s\",\"protocol\":\"%s\"", r->c->peer,
-        r->c->bind->text, proto_name(r));
+    put(l, ",\"client\":\"%s\",\"frontend\":\"%s\",\"protocol\":\"%s\"", who->client,
+        who->frontend, proto_name(r));
     if (r->cluster != NULL) {
         put(l, ",\"cluster\":");
         put_json_str(l, r->cluster->name, strlen(r->cluster->name), 200);
@@ -297,20 +296,21 @@ format_json(struct line *l, const struct lk_xrec *r)
 }
 
 size_t
-lk_access_format(const struct lk_xrec *r, int json, const char *tag, char *buf, size_t len)
+lk_access_format(const struct lk_xrec *r, const struct lk_access_who *who, int json,
+                 const char *tag, char *buf, size_t len)
 {
     struct line l = {buf, 0, len - 1};
 
     put_time(&l, json, tag);
     if (json)
-        format_json(&l, r);
+        format_json(&l, r, who);
     else
-        format_text(&l, r);
+        format_text(&l, r, who);
     if (json && (l.len == 0 || buf[l.len - 1] != '}')) {
         /* cut short: a line that does not parse is worse than a short one */
         l.len = 0;
         put_time(&l, 1, "");
-        put(&l, ",\"client\":\"%s\",\"truncated\":true}", r->c->peer);
+        put(&l, ",\"client\":\"%s\",\"truncated\":true}", who->client);
     }
     buf[l.len++] = '\n';
     buf[l.len] = '\0';
@@ -326,11 +326,19 @@ kafka_data(int key)
            key == LK_KAFKA_SHARE_ACKNOWLEDGE;
 }
 
-void
-lk_access_write(const struct lk_xrec *r)
+int
+lk_access_enabled(void)
 {
     int to = __atomic_load_n(&target, __ATOMIC_ACQUIRE);
-    const struct lk_conf *conf = r->c->conf;
+
+    return !(to == TO_NOWHERE || (to == TO_STDERR && lk_log_level < LK_INFO));
+}
+
+void
+lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who)
+{
+    int to = __atomic_load_n(&target, __ATOMIC_ACQUIRE);
+    const struct lk_conf *conf = who->conf;
     char line[4096];
 
     if (to == TO_NOWHERE || (to == TO_STDERR && lk_log_level < LK_INFO))
@@ -338,7 +346,7 @@ lk_access_write(const struct lk_xrec *r)
     if (r->proto == LK_SP_KAFKA && !r->summary && !conf->log_kafka_all && kafka_data(r->api_key))
         return;
     /* On stderr, among the other log lines, in their shape: "time [info] ..." */
-    size_t n = lk_access_format(r, conf->log_format == LK_LOG_JSON,
+    size_t n = lk_access_format(r, who, conf->log_format == LK_LOG_JSON,
                                 to == TO_STDERR ? "[info] " : "", line, sizeof(line));
     ssize_t w = write(to == TO_FILE ? fd : STDERR_FILENO, line, n);
     (void)w;

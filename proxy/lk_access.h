@@ -22,10 +22,21 @@ int lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen);
 int lk_access_reopen(char *err, size_t errlen);
 /* Closes the file (at exit). */
 void lk_access_close(void);
-/* Writes r's line, as r->c->conf's log.format says. */
-void lk_access_write(const struct lk_xrec *r);
+/* Whom an exchange record's line names, and by which config's log keys:
+ * the record's connection, as lk_xrec_done (lk_xrec.h) reads it. */
+struct lk_access_who {
+    const char *client;         /* "ip:port" */
+    const char *frontend;       /* the bound address */
+    const struct lk_conf *conf; /* log.format, log.kafka */
+};
+/* Whether lines are written anywhere now (log.access, and on stderr the
+ * log level). */
+int lk_access_enabled(void);
+/* Writes r's line, as who->conf's log.format says. */
+void lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who);
 /* Formats r's line into buf (NUL-terminated, ending in '\n'); its length.
  * json: log.format = json; tag (text only) goes after the time. */
-size_t lk_access_format(const struct lk_xrec *r, int json, const char *tag, char *buf, size_t len);
+size_t lk_access_format(const struct lk_xrec *r, const struct lk_access_who *who, int json,
+                        const char *tag, char *buf, size_t len);
 
 #endif

@@ -22,12 +22,15 @@
 #include <openssl/evp.h>
 
 #include "lk_admin.h"
-#include "lk_live.h"
-#include "lk_conn.h"
+#include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_filter.h"
+#include "lk_live.h"
 #include "lk_log.h"
 #include "lk_registry.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_workers.h"
 
 /* A request head longer than this is refused (431): the admin API takes
  * no headers that matter. */
@@ -361,8 +364,8 @@ serve(struct aconn *a, const char *method, size_t mlen, const char *path, size_t
         reply(a, 405, "Method Not Allowed", "text/plain; charset=utf-8", body);
     } else if (IS("/metrics")) {
         struct lk_runtime *rt = lk_workers_runtime(); /* the generation serving now */
-        lk_stats_write(body, rt, rt != NULL ? rt->generation : 0, atomic_load(&lk_reloads_ok),
-                       atomic_load(&lk_reloads_failed));
+        lk_stats_write(body, lk_broker_write_health, rt, rt != NULL ? rt->generation : 0,
+                       atomic_load(&lk_reloads_ok), atomic_load(&lk_reloads_failed));
         if (rt != NULL)
             lk_live_metrics(body, rt->conf);
         lk_runtime_unref(rt);

@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
 #include <event2/util.h>
 
-#include "lk_conn.h"
+#include "lk_clock.h"
 #include "lk_dial.h"
 #include "lk_log.h"
 #include "lk_pool.h"
@@ -28,7 +31,7 @@ struct lk_dial_req {
     struct lk_dial *d; /* NULL once cancelled: nothing below may be touched */
     struct evdns_getaddrinfo_request *r;
     struct bufferevent *bev;
-    struct lk_runtime *rt;
+    struct lk_rt_stats *stats;
     const struct lk_broker *b;
     const struct lk_url *addr;
     long long deadline_ms; /* the dial's timeout, from lk_dial_start */
@@ -59,8 +62,8 @@ fail(struct bufferevent *bev)
 /* Every address of b at addr lies outside internal_networks: seen lists
  * what the name resolved to, NULL for an IP literal. */
 static void
-refuse(struct lk_dial *d, struct bufferevent *bev, struct lk_runtime *rt, const struct lk_broker *b,
-       const struct lk_url *addr, const char *seen)
+refuse(struct lk_dial *d, struct bufferevent *bev, struct lk_rt_stats *stats,
+       const struct lk_broker *b, const struct lk_url *addr, const char *seen)
 {
     if (seen != NULL)
         lk_log(LK_ERR, NULL, "cluster %s: broker %s: %s resolved to %s: %s; not dialling it",
@@ -68,7 +71,7 @@ refuse(struct lk_dial *d, struct bufferevent *bev, struct lk_runtime *rt, const 
     else
         lk_log(LK_ERR, NULL, "cluster %s: broker %s: %s: %s; not dialling it", b->cluster->name,
                b->name, addr->host, lk_err_outside_networks);
-    lk_stats_upstream_error_kind(rt, b, LK_UPERR_OUTSIDE);
+    lk_stats_broker_error(stats, b, LK_UPERR_OUTSIDE);
     d->error = lk_err_outside_networks;
     fail(bev);
 }
@@ -129,7 +132,7 @@ resolved_cb(int result, struct evutil_addrinfo *ai, void *arg)
     cl = q->b->cluster;
     pick = lk_dial_pick(cl->internal_networks, cl->ninternal_networks, ai, seen, sizeof(seen));
     if (pick == NULL) {
-        refuse(d, q->bev, q->rt, q->b, q->addr, seen);
+        refuse(d, q->bev, q->stats, q->b, q->addr, seen);
         goto out;
     }
     /* What the lookup took comes off the connect's time. */
@@ -144,7 +147,7 @@ out:
 
 void
 lk_dial_start(struct lk_dial *d, struct bufferevent *bev, struct evdns_base *dns,
-              struct lk_runtime *rt, const struct lk_broker *b, const struct lk_url *addr,
+              struct lk_rt_stats *stats, const struct lk_broker *b, const struct lk_url *addr,
               unsigned timeout_ms)
 {
     const struct lk_cluster *cl = b->cluster;
@@ -165,7 +168,7 @@ lk_dial_start(struct lk_dial *d, struct bufferevent *bev, struct evdns_base *dns
     if (cl->ninternal_networks == 0 && inside == 0)
         inside = 1;
     if (inside == 0) {
-        refuse(d, bev, rt, b, addr, NULL);
+        refuse(d, bev, stats, b, addr, NULL);
         return;
     }
     if (inside == 1) {
@@ -180,13 +183,9 @@ lk_dial_start(struct lk_dial *d, struct bufferevent *bev, struct evdns_base *dns
         fail(bev);
         return;
     }
-    q = lk_xcalloc(1, sizeof(*q));
-    q->d = d;
-    q->bev = bev;
-    q->rt = rt;
-    q->b = b;
-    q->addr = addr;
-    q->deadline_ms = lk_now_ms() + timeout_ms;
+    q = lk_xmalloc(sizeof(*q));
+    *q = (struct lk_dial_req){.d = d, .bev = bev, .stats = stats, .b = b, .addr = addr,
+                              .deadline_ms = lk_now_ms() + timeout_ms};
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;

@@ -25,7 +25,7 @@
 
 #include "lk_registry.h"
 
-struct lk_runtime;
+struct lk_rt_stats;
 
 /* Why a dial refused to connect: every address of the broker lies outside
  * its cluster's internal_networks. */
@@ -46,18 +46,19 @@ struct lk_dial {
 
 /*
  * Starts connecting bev (made with fd -1, its callbacks set and
- * EV_READ|EV_WRITE enabled) to addr, an internal address of broker b of
- * generation rt, resolving a name on dns.  timeout_ms bounds the whole
+ * EV_READ|EV_WRITE enabled) to addr, an internal address of broker b,
+ * resolving a name on dns; a refusal counts in stats (the series of b's
+ * generation).  timeout_ms bounds the whole
  * dial from now, the name lookup included: it becomes bev's read and write
  * timeouts, which the caller may change once connected.  The outcome
  * always comes back through bev's event callback, from the loop and never
  * before this returns: BEV_EVENT_CONNECTED, a timeout, or
  * BEV_EVENT_ERROR, after which d->error and lk_dial_dns_error say whether
- * the dial step failed rather than the connect.  The caller keeps rt, b
+ * the dial step failed rather than the connect.  The caller keeps stats, b
  * and addr alive until the outcome or lk_dial_cancel.
  */
 void lk_dial_start(struct lk_dial *d, struct bufferevent *bev, struct evdns_base *dns,
-                   struct lk_runtime *rt, const struct lk_broker *b, const struct lk_url *addr,
+                   struct lk_rt_stats *stats, const struct lk_broker *b, const struct lk_url *addr,
                    unsigned timeout_ms);
 /* Stops a name lookup still under way (nothing if none is), so that the
  * owner of d and bev may be freed: the lookup's callback, which libevent

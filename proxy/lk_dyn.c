@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lk_conn.h"
 #include "lk_dyn.h"
 #include "lk_log.h"
+#include "lk_pool.h"
 
 struct dyn_node {
     const struct lk_cluster *cl;
@@ -77,11 +77,10 @@ same_addr(const struct lk_broker *b, enum lk_scheme scheme, struct lk_str host, 
     return u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), h);
 }
 
-void
-lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cluster *cl,
-                  const struct lk_broker *from, int32_t node_id, struct lk_str host, int32_t port)
+int
+lk_dyn_learn(struct lk_dyn *d, size_t nbrokers, const struct lk_cluster *cl,
+             const struct lk_broker *from, int32_t node_id, struct lk_str host, int32_t port)
 {
-    struct lk_dyn *d = rt->dyn;
     const struct lk_url *via = lk_kafka_addr(from->internal);
     struct lk_bind *bind = NULL;
     struct lk_broker *b;
@@ -91,7 +90,7 @@ lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cl
     int32_t loop_id;
 
     if (cl->pattern == NULL || via == NULL || node_id < 0)
-        return;
+        return 0;
     /* A broker that names the pattern's own address for the node would
      * have lookout connect to itself, over and over. */
     if (lk_kafka_pattern_match(cl->pattern, host, (uint16_t)port, &loop_id) && loop_id == node_id &&
@@ -100,13 +99,13 @@ lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cl
                "cluster %s: broker %s names node %ld at %.*s:%ld, which is the "
                "address broker.pattern gives it on lookout; not serving it (a loop)",
                cl->name, from->name, (long)node_id, (int)host.len, host.p, (long)port);
-        return;
+        return 0;
     }
     pthread_mutex_lock(&d->mu);
     n = find(d, cl, node_id);
     if (n != NULL && same_addr(n->b, via->scheme, host, port)) {
         pthread_mutex_unlock(&d->mu); /* the usual case: known already */
-        return;
+        return 0;
     }
     if (d->nbrokers == LK_DYN_MAX_BROKERS) {
         int first = !d->full_logged;
@@ -117,9 +116,9 @@ lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cl
                    "cluster %s: %d nodes learned already, the most lookout keeps; node %ld at "
                    "%.*s:%ld and any later one will not be served",
                    cl->name, LK_DYN_MAX_BROKERS, (long)node_id, (int)host.len, host.p, (long)port);
-        return;
+        return 0;
     }
-    b = lk_kafka_node_new(cl, node_id, host, port, via->scheme, rt->conf->nbrokers, err,
+    b = lk_kafka_node_new(cl, node_id, host, port, via->scheme, nbrokers, err,
                           sizeof(err));
     if (b == NULL) {
         pthread_mutex_unlock(&d->mu);
@@ -127,7 +126,7 @@ lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cl
                "cluster %s: broker %s named node %ld at an address lookout cannot "
                "use (%s); not serving it",
                cl->name, from->name, (long)node_id, err);
-        return;
+        return 0;
     }
     d->brokers = lk_xrealloc(d->brokers, (d->nbrokers + 1) * sizeof(*d->brokers));
     d->brokers[d->nbrokers++] = b;
@@ -142,7 +141,7 @@ lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cl
                b->internal->addr[via->scheme]->hostport, from->name);
         n->b = b;
         pthread_mutex_unlock(&d->mu);
-        return;
+        return 0;
     }
     d->nodes = lk_xrealloc(d->nodes, (d->nnodes + 1) * sizeof(*d->nodes));
     d->nodes[d->nnodes++] = (struct dyn_node){cl, node_id, b};
@@ -162,15 +161,12 @@ lk_dyn_learn_node(struct lk_worker *w, struct lk_runtime *rt, const struct lk_cl
            bind != NULL ? " on " : "", bind != NULL ? bind->text : "");
     if (cl->pattern->port_has_id && bind == NULL)
         lk_log(LK_WARN, NULL, "cluster %s: node %ld: %s", cl->name, (long)node_id, err);
-    if (bind != NULL && rt == w->rt)
-        lk_workers_binds_changed(w);
+    return bind != NULL;
 }
 
 const struct lk_broker *
-lk_dyn_find_node(struct lk_runtime *rt, const struct lk_cluster *cl, int32_t node_id)
-{
-    struct lk_dyn *d = rt->dyn;
-    const struct lk_broker *b = NULL;
+lk_dyn_find_node(struct lk_dyn *d, const struct lk_cluster *cl, int32_t node_id)
+{    const struct lk_broker *b = NULL;
     struct dyn_node *n;
 
     pthread_mutex_lock(&d->mu);
@@ -181,10 +177,8 @@ lk_dyn_find_node(struct lk_runtime *rt, const struct lk_cluster *cl, int32_t nod
 }
 
 size_t
-lk_dyn_binds(struct lk_runtime *rt, size_t from, const struct lk_bind **out, size_t max)
-{
-    struct lk_dyn *d = rt->dyn;
-    size_t n = 0;
+lk_dyn_binds(struct lk_dyn *d, size_t from, const struct lk_bind **out, size_t max)
+{    size_t n = 0;
 
     pthread_mutex_lock(&d->mu);
     for (size_t i = from; i < d->nbinds && n < max; i++)

@@ -9,6 +9,7 @@
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
 #include "lk_xchg.h"
 
@@ -150,7 +151,7 @@ lk_client_listener(struct lk_conn *c, const struct lk_cluster *cl, struct lk_str
         return canon;
     if (c == NULL)
         return NULL;
-    lk_stats_listener_refused(c, cl);
+    lk_stats_listener_refused(c->rt->stats, cl);
     if (c->listener_logged)
         return NULL;
     c->listener_logged = 1;

@@ -17,11 +17,14 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "lk_conn.h"
+#include "lk_broker.h"
+#include "lk_dial.h"
 #include "lk_health.h"
 #include "lk_log.h"
 #include "lk_pool.h"
 #include "lk_pulsar_codec.h"
+#include "lk_runtime.h"
+#include "lk_upstream.h"
 
 /* A status line longer than this is not an HTTP answer. */
 #define STATUS_LINE_MAX 1024
@@ -241,7 +244,7 @@ start_probe(struct probe *p)
     bufferevent_enable(p->bev, EV_READ | EV_WRITE);
     /* A failure, even at once, comes back through event_cb; health.timeout
      * covers the whole check, the name lookup included. */
-    lk_dial_start(&p->dial, p->bev, hc->dns, hc->rt, p->b, p->addr, h->timeout_ms);
+    lk_dial_start(&p->dial, p->bev, hc->dns, hc->rt->stats, p->b, p->addr, h->timeout_ms);
 }
 
 static void

@@ -18,7 +18,10 @@
 
 #include "lk_http.h"
 #include "lk_http_xchg.h"
+#include "lk_io.h"
 #include "lk_log.h"
+#include "lk_upstream.h"
+#include "lk_worker.h"
 
 static void process_input(struct lk_hconn *hc);
 

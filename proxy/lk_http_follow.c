@@ -12,6 +12,7 @@
 #include "lk_http_xchg.h"
 #include "lk_location.h"
 #include "lk_log.h"
+#include "lk_upstream.h"
 
 void
 lk_hx_start_hop(struct lk_hx *hx)

@@ -11,8 +11,11 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "lk_broker.h"
 #include "lk_http_xchg.h"
 #include "lk_log.h"
+#include "lk_route.h"
+#include "lk_upstream.h"
 
 /* Request side ----------------------------------------------------------------- */
 

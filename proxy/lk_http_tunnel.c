@@ -9,6 +9,8 @@
 #include <event2/event.h>
 
 #include "lk_http_xchg.h"
+#include "lk_io.h"
+#include "lk_upstream.h"
 
 /* Moves bytes both ways once a 101 has switched the connection over. */
 static void

@@ -11,9 +11,13 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "lk_broker.h"
 #include "lk_http_xchg.h"
+#include "lk_io.h"
 #include "lk_log.h"
 #include "lk_stats.h"
+#include "lk_upstream.h"
+#include "lk_worker.h"
 
 static void up_write(struct bufferevent *bev, void *arg);
 static void up_event(struct bufferevent *bev, short what, void *arg);
@@ -421,7 +425,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         hx->upstream_error = "timed out";
-        lk_stats_upstream_error_kind(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
+        lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
         snprintf(reason, sizeof(reason), "broker %s did not answer within %u ms",
                  hx->x.broker->name, hc->c->conf->timeout_response_ms);
         lk_log(LK_WARN, hc->c, "%s", reason);
@@ -446,7 +450,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
     if (retry_stale(hx))
         return;
     hx->upstream_error = (what & BEV_EVENT_EOF) ? "closed the connection" : lk_err_reset;
-    lk_stats_upstream_error_kind(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
+    lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
     snprintf(reason, sizeof(reason), "broker %s %s %s", hx->x.broker->name,
              hx->upstream_error, hx->res_head_seen ? "mid-response" : "before responding");
     lk_log(LK_WARN, hc->c, "%s", reason);

@@ -11,8 +11,11 @@
 #include <jansson.h>
 
 #include "lk_http_xchg.h"
+#include "lk_io.h"
 #include "lk_log.h"
 #include "lk_stats.h"
+#include "lk_upstream.h"
+#include "lk_xrec.h"
 
 /* Exchanges ------------------------------------------------------------------ */
 

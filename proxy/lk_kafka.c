@@ -47,13 +47,20 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "lk_broker.h"
 #include "lk_conn.h"
 #include "lk_dyn.h"
+#include "lk_hold.h"
+#include "lk_io.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
 #include "lk_pair.h"
+#include "lk_route.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_worker.h"
 #include "lk_xchg.h"
+#include "lk_xrec.h"
 
 /* Unread input above which the other side stops being read. */
 #define LK_KAFKA_HIGH (256 * 1024)
@@ -1142,7 +1149,7 @@ pattern_broker(struct kconn *k, const struct lk_vhost *vh)
     }
     k->pr.broker = lk_cluster_find_node(k->pr.cluster, id);
     if (k->pr.broker == NULL)
-        k->pr.broker = lk_dyn_find_node(c->rt, k->pr.cluster, id);
+        k->pr.broker = lk_dyn_find_node(c->rt->dyn, k->pr.cluster, id);
     if (k->pr.broker == NULL) {
         snprintf(why, sizeof(why),
                  "node %ld (broker.pattern) has not been named by any broker yet, so lookout does "

@@ -15,13 +15,14 @@
 #include <jansson.h>
 
 #include "lk_conf.h"
-#include "lk_conn.h"
 #include "lk_live.h"
 #include "lk_log.h"
 #include "lk_meta.h"
 #include "lk_pool.h"
 #include "lk_registry.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_workers.h"
 #include "lk_zk.h"
 
 struct source {
@@ -635,19 +636,19 @@ lk_live_stop(void)
 
 /* What /metrics and /healthz show ---------------------------------------------------- */
 
-/* A counter of the sources' states: the uint64_t at off in lk_meta_state. */
+/* A counter of the sources' states: the uint64_t at c->off in lk_meta_state. */
 static void
-state_counter(struct evbuffer *out, const char *name, const char *help, size_t off)
+state_counter(struct evbuffer *out, const struct lk_stat_counter *c)
 {
     struct lk_meta_state st = {0};
     uint64_t v;
 
-    lk_stats_family(out, name, "counter", help);
+    lk_stats_family(out, c->name, "counter", c->help);
     for (struct source *s = L.sources; s != NULL; s = s->next) {
         if (s->src != NULL)
             s->ops->state(s->src, &st);
-        memcpy(&v, (const char *)&st + off, sizeof(v));
-        evbuffer_add_printf(out, "%s{cluster=\"%s\"} %" PRIu64 "\n", name, s->cluster, v);
+        memcpy(&v, (const char *)&st + c->off, sizeof(v));
+        evbuffer_add_printf(out, "%s{cluster=\"%s\"} %" PRIu64 "\n", c->name, s->cluster, v);
     }
 }
 
@@ -711,19 +712,23 @@ lk_live_metrics(struct evbuffer *out, const struct lk_conf *conf)
             evbuffer_add_printf(out,
                                 "lookout_map_updates_total{cluster=\"%s\",result=\"%s\"} %" PRIu64
                                 "\n", s->cluster, upd_names[k], s->updates[k]);
-    state_counter(out, "lookout_map_store_sessions_total",
-                  "ZooKeeper sessions established (the first, then one per expiry).",
-                  offsetof(struct lk_meta_state, sessions));
-    state_counter(out, "lookout_map_store_expiries_total",
-                  "ZooKeeper sessions that expired (each followed by a full re-read).",
-                  offsetof(struct lk_meta_state, expiries));
-    state_counter(out, "lookout_map_store_attempts_total",
-                  "ZooKeeper sessions tried (client handles opened), retries included.",
-                  offsetof(struct lk_meta_state, attempts));
-    state_counter(out, "lookout_map_store_probes_total",
-                  "Probes of the ZooKeeper servers (a connect and srvr) while waiting to "
-                  "retry, to find one back before the pause ends.",
-                  offsetof(struct lk_meta_state, probes));
+    static const struct lk_stat_counter state_counters[] = {
+        {"lookout_map_store_sessions_total",
+         "ZooKeeper sessions established (the first, then one per expiry).",
+         offsetof(struct lk_meta_state, sessions)},
+        {"lookout_map_store_expiries_total",
+         "ZooKeeper sessions that expired (each followed by a full re-read).",
+         offsetof(struct lk_meta_state, expiries)},
+        {"lookout_map_store_attempts_total",
+         "ZooKeeper sessions tried (client handles opened), retries included.",
+         offsetof(struct lk_meta_state, attempts)},
+        {"lookout_map_store_probes_total",
+         "Probes of the ZooKeeper servers (a connect and srvr) while waiting to retry, to find "
+         "one back before the pause ends.",
+         offsetof(struct lk_meta_state, probes)},
+    };
+    for (size_t i = 0; i < sizeof(state_counters) / sizeof(state_counters[0]); i++)
+        state_counter(out, &state_counters[i]);
 }
 
 json_t *

@@ -10,10 +10,17 @@
 #include <unistd.h>
 #include <openssl/err.h>
 
+#include "lk_clock.h"
 #include "lk_log.h"
-#include "lk_conn.h"
 
 int lk_log_level = LK_INFO;
+static lk_log_describe_fn describe;
+
+void
+lk_log_set_describe(lk_log_describe_fn fn)
+{
+    describe = fn;
+}
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -26,8 +33,8 @@ emit(int level, const struct lk_conn *c, const char *msg)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    if (c != NULL)
-        lk_conn_describe(c, ctx, sizeof(ctx));
+    if (c != NULL && describe != NULL)
+        describe(c, ctx, sizeof(ctx));
     int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] %s%s\n",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], msg, ctx);

@@ -2,7 +2,9 @@
  * Logging to stderr, one line per call, written with a single write(2) so
  * that worker threads never interleave.  lk_log() appends the connection's
  * context (", client: ip:port, sni: name, while <action>") when given one,
- * in the spirit of nginx's log->action.
+ * in the spirit of nginx's log->action, through the describe callback the
+ * connection layer sets (as nginx's log->handler): the log knows nothing of
+ * connections.
  */
 #ifndef LK_LOG_H
 #define LK_LOG_H
@@ -12,6 +14,12 @@
 enum lk_log_level { LK_ERR = 0, LK_WARN, LK_INFO, LK_DEBUG };
 
 struct lk_conn;
+
+/* Writes a connection's context for a log line into buf (NUL-terminated). */
+typedef void (*lk_log_describe_fn)(const struct lk_conn *c, char *buf, size_t len);
+/* Set once, before any connection exists (lk_workers_start sets
+ * lk_conn_describe); until then lines name no context. */
+void lk_log_set_describe(lk_log_describe_fn fn);
 
 /* Set once at start-up (and on reload); read by every thread. */
 extern int lk_log_level;

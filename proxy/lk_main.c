@@ -13,12 +13,13 @@
 #include "lk_admin.h"
 #include "lk_conf.h"
 #include "lk_conf_ready.h"
-#include "lk_conn.h"
 #include "lk_health.h"
 #include "lk_live.h"
 #include "lk_log.h"
 #include "lk_probe.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
+#include "lk_workers.h"
 
 static void
 usage(FILE *out)

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lk_broker.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_stats.h"
+#include "lk_worker.h"
+#include "lk_xrec.h"
 
 void
 lk_pair_close(struct lk_pair *p, const char *why)
@@ -143,7 +146,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
     char why[160];
 
     if (what & BEV_EVENT_ERROR)
-        lk_stats_upstream_error_kind(p->c->rt, p->broker, LK_UPERR_RESET);
+        lk_upstream_error(p->c->rt, p->broker, LK_UPERR_RESET);
     snprintf(why, sizeof(why), "broker %s %s; closing", p->broker->name,
              (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
     lk_pair_close(p, why);

@@ -14,7 +14,9 @@
 #include <sys/time.h>
 
 #include "lk_conn.h"
+#include "lk_hold.h"
 #include "lk_stats.h"
+#include "lk_upstream.h"
 
 struct lk_pair;
 

@@ -25,11 +25,12 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "lk_conn.h"
 #include "lk_kafka_codec.h"
 #include "lk_pool.h"
 #include "lk_probe.h"
 #include "lk_pulsar_codec.h"
+#include "lk_runtime.h"
+#include "lk_upstream.h"
 
 /* A Pulsar admin answer or a Kafka Metadata response without topics is a
  * few KiB; anything past this is not what the probe asked for. */

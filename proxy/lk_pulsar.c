@@ -33,13 +33,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lk_broker.h"
 #include "lk_conn.h"
+#include "lk_hold.h"
+#include "lk_io.h"
 #include "lk_location.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_pulsar_codec.h"
+#include "lk_route.h"
 #include "lk_stats.h"
+#include "lk_worker.h"
 #include "lk_xchg.h"
+#include "lk_xrec.h"
 
 /* Unread input above which the other side stops being read. */
 #define LK_PULSAR_HIGH (256 * 1024)

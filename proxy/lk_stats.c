@@ -1,7 +1,8 @@
 /*
  * The metrics registry (lk_stats.h): series by name, one shard of values
- * per worker, summed and written as Prometheus text when scraped; and the
- * exchange record's one way out, to the counters and to the access log.
+ * per worker, summed and written as Prometheus text when scraped.  It
+ * knows neither connections nor exchanges: lk_xrec.c turns an ended
+ * exchange into counts here and a line in the access log.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -9,11 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "lk_access.h"
-#include "lk_conn.h"
-#include "lk_filter.h"
+#include "lk_pool.h"
 #include "lk_stats.h"
-#include "lk_xchg.h"
+
+struct lk_stat_filter lk_stat_filters[LK_STAT_FILTERS + 1];
 
 enum obj_kind { OBJ_FRONTEND = 0, OBJ_CLUSTER, OBJ_BROKER };
 
@@ -169,6 +169,8 @@ lk_stats_runtime(const struct lk_conf *conf)
     for (size_t i = 0; i < conf->nbrokers; i++)
         s->broker[i] = obj_get(OBJ_BROKER, conf->brokers[i]->name, 0);
     s->none = obj_get(OBJ_CLUSTER, "-", 0);
+    s->brokers = conf->brokers;
+    s->nbrokers = conf->nbrokers;
     return s;
 }
 
@@ -183,68 +185,34 @@ lk_stats_runtime_free(struct lk_rt_stats *s, const struct lk_conf *conf)
 }
 
 static struct lk_stat_obj *
-broker_obj(struct lk_runtime *rt, const struct lk_broker *b)
+broker_obj(struct lk_rt_stats *s, const struct lk_broker *b)
 {
-    if (rt->stats != NULL && b->index < rt->conf->nbrokers && rt->conf->brokers[b->index] == b)
-        return rt->stats->broker[b->index];
+    if (s != NULL && b->index < s->nbrokers && s->brokers[b->index] == b)
+        return s->broker[b->index];
     return obj_get(OBJ_BROKER, b->name, 0); /* learned at run time (lk_dyn.h) */
 }
 
 void
-lk_stats_upstream_error_kind(struct lk_runtime *rt, const struct lk_broker *b,
-                             enum lk_upstream_err_kind kind)
+lk_stats_broker_error(struct lk_rt_stats *s, const struct lk_broker *b,
+                      enum lk_upstream_err_kind kind)
 {
     if (b == NULL)
         return;
-    struct lk_br_vals *v = lk_stat_vals(broker_obj(rt, b));
+    struct lk_br_vals *v = lk_stat_vals(broker_obj(s, b));
     lk_stat_add(&v->err[kind], 1);
 }
 
 void
-lk_stats_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, const char *error)
+lk_stats_listener_refused(struct lk_rt_stats *s, const struct lk_cluster *cl)
 {
-    enum lk_upstream_err_kind kind = LK_UPERR_CONNECT;
-
-    if (error == lk_err_connect_timeout)
-        kind = LK_UPERR_TIMEOUT;
-    else if (error == lk_err_tls)
-        kind = LK_UPERR_TLS;
-    else if (error == lk_err_reset)
-        kind = LK_UPERR_RESET;
-    lk_stats_upstream_error_kind(rt, b, kind);
-}
-
-void
-lk_stats_listener_refused(const struct lk_conn *c, const struct lk_cluster *cl)
-{
-    const struct lk_rt_stats *s = c->rt != NULL ? c->rt->stats : NULL;
-
     if (s != NULL)
         lk_stat_add(&((struct lk_cl_vals *)lk_stat_vals(s->cluster[cl->index]))->listener_refused,
                     1);
 }
 
-/* The exchange record ------------------------------------------------------- */
-
 void
-lk_xrec_take(struct lk_xrec *r, const struct lk_xchg *x)
+lk_stats_count(const struct lk_rt_stats *s, const struct lk_xrec *r)
 {
-    r->rewrites += x->rewrites;
-    r->leaks += x->leaks;
-    r->unmapped += x->unmapped;
-    if (x->rewrites == 0 || x->cluster == NULL)
-        return;
-    for (size_t i = 0; i < x->nflt; i++) {
-        size_t k = x->cluster->filters[i].reg_index;
-        if (x->flt[i].rewrites != 0 && k < LK_STAT_FILTERS)
-            r->flt_rewrites[k] += (uint16_t)x->flt[i].rewrites;
-    }
-}
-
-static void
-count(const struct lk_xrec *r)
-{
-    const struct lk_rt_stats *s = r->c->rt->stats;
     if (s == NULL)
         return;
     struct lk_cl_vals *v =
@@ -278,14 +246,6 @@ count(const struct lk_xrec *r)
     lk_hist_add(&v->dur[r->proto], r->dur_us);
     if (r->upstream_us >= 0)
         lk_hist_add(&v->up[r->proto], r->upstream_us);
-}
-
-void
-lk_xrec_done(const struct lk_xrec *r)
-{
-    if (!r->summary)
-        count(r);
-    lk_access_write(r);
 }
 
 /* Names ------------------------------------------------------------------- */
@@ -474,9 +434,9 @@ lk_stats_family(struct evbuffer *out, const char *name, const char *type, const 
 }
 
 /* name{k1="v1",k2="v2"} (NULL keys end the list early) */
-static void
-series(struct evbuffer *out, const char *name, const char *k1, const char *v1, const char *k2,
-       const char *v2, const char *k3, const char *v3)
+void
+lk_stats_series(struct evbuffer *out, const char *name, const char *k1, const char *v1,
+                const char *k2, const char *v2, const char *k3, const char *v3)
 {
     evbuffer_add_printf(out, "%s{%s=\"", name, k1);
     add_label(out, v1);
@@ -504,15 +464,15 @@ sum_at(const struct lk_stat_obj *o, size_t off)
 
 #define SUM(o, type, field) sum_at((o), offsetof(type, field))
 
-/* A counter with one series per cluster, at off in struct lk_cl_vals. */
+/* A counter with one series per cluster, at c->off in struct lk_cl_vals. */
 static void
-cluster_counter(struct evbuffer *out, const char *name, const char *help, size_t off)
+cluster_counter(struct evbuffer *out, const struct lk_stat_counter *c)
 {
-    lk_stats_family(out, name, "counter", help);
+    lk_stats_family(out, c->name, "counter", c->help);
     for (const struct lk_stat_obj *o = objs; o != NULL; o = o->next)
         if (o->kind == OBJ_CLUSTER && o->proto != 0) {
-            series(out, name, "cluster", o->name, NULL, NULL, NULL, NULL);
-            evbuffer_add_printf(out, "%llu\n", (unsigned long long)sum_at(o, off));
+            lk_stats_series(out, c->name, "cluster", o->name, NULL, NULL, NULL, NULL);
+            evbuffer_add_printf(out, "%llu\n", (unsigned long long)sum_at(o, c->off));
         }
 }
 
@@ -526,18 +486,18 @@ write_hist(struct evbuffer *out, const char *name, const struct lk_stat_obj *o, 
     snprintf(key, sizeof(key), "%s_bucket", name);
     for (int i = 0; i < LK_HIST_BUCKETS; i++) {
         cum += sum_at(o, off + offsetof(struct lk_hist, bucket) + (size_t)i * sizeof(uint64_t));
-        series(out, key, "cluster", o->name, "protocol", proto, "le",
+        lk_stats_series(out, key, "cluster", o->name, "protocol", proto, "le",
                i < LK_HIST_BOUNDS ? bounds_le[i] : "+Inf");
         /* +Inf is the count: shards read a moment apart could disagree */
         evbuffer_add_printf(out, "%llu\n", (unsigned long long)(i < LK_HIST_BOUNDS ? cum : count));
     }
     uint64_t sum = sum_at(o, off + offsetof(struct lk_hist, sum_us));
     snprintf(key, sizeof(key), "%s_sum", name);
-    series(out, key, "cluster", o->name, "protocol", proto, NULL, NULL);
+    lk_stats_series(out, key, "cluster", o->name, "protocol", proto, NULL, NULL);
     evbuffer_add_printf(out, "%llu.%06llu\n", (unsigned long long)(sum / 1000000),
                         (unsigned long long)(sum % 1000000));
     snprintf(key, sizeof(key), "%s_count", name);
-    series(out, key, "cluster", o->name, "protocol", proto, NULL, NULL);
+    lk_stats_series(out, key, "cluster", o->name, "protocol", proto, NULL, NULL);
     evbuffer_add_printf(out, "%llu\n", (unsigned long long)count);
 }
 
@@ -576,7 +536,7 @@ lk_stats_held(long long delta, unsigned pauses)
 }
 
 void
-lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
+lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, uint64_t generation,
                uint64_t reloads_ok, uint64_t reloads_failed)
 {
     const struct lk_stat_obj *o;
@@ -606,11 +566,12 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
         for (o = objs; o != NULL; o = o->next) {
             if (o->kind != OBJ_FRONTEND)
                 continue;
-            series(out, fes[f].name, "frontend", o->name, fes[f].with_proto ? "protocol" : NULL,
-                   proto_names[o->proto == LK_PROTO_KAFKA    ? LK_SP_KAFKA
-                               : o->proto == LK_PROTO_PULSAR ? LK_SP_PULSAR
-                                                             : LK_SP_HTTP],
-                   NULL, NULL);
+            lk_stats_series(out, fes[f].name, "frontend", o->name,
+                            fes[f].with_proto ? "protocol" : NULL,
+                            proto_names[o->proto == LK_PROTO_KAFKA    ? LK_SP_KAFKA
+                                        : o->proto == LK_PROTO_PULSAR ? LK_SP_PULSAR
+                                                                      : LK_SP_HTTP],
+                            NULL, NULL);
             evbuffer_add_printf(out, "%lld\n", (long long)sum_at(o, fes[f].off));
         }
     }
@@ -619,7 +580,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
                     "Client connections refused at accept, by the limit they were over.");
     for (o = objs; o != NULL; o = o->next)
         for (int r = 0; r < 2 && o->kind == OBJ_FRONTEND; r++) {
-            series(out, "lookout_connections_refused_total", "frontend", o->name, "reason",
+            lk_stats_series(out, "lookout_connections_refused_total", "frontend", o->name, "reason",
                    refusals[r], NULL, NULL);
             evbuffer_add_printf(out, "%llu\n",
                                 (unsigned long long)SUM(o, struct lk_fe_vals, refused[r]));
@@ -633,8 +594,8 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
         if (shows(o, LK_SP_HTTP))
             for (int i = 1; i <= 5; i++) {
                 snprintf(num, sizeof(num), "%dxx", i);
-                series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "http",
-                       "status", num);
+                lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol",
+                                "http", "status", num);
                 evbuffer_add_printf(out, "%llu\n",
                                     (unsigned long long)SUM(o, struct lk_cl_vals, http[i]));
             }
@@ -644,10 +605,11 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
             if (n == 0)
                 continue;
             snprintf(num, sizeof(num), "%d", i);
-            series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "kafka", "api",
-                   i == LK_STAT_KEYS - 1 ? "other"
-                   : name != NULL        ? name
-                                         : num);
+            lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "kafka",
+                            "api",
+                            i == LK_STAT_KEYS - 1 ? "other"
+                            : name != NULL        ? name
+                                                  : num);
             evbuffer_add_printf(out, "%llu\n", (unsigned long long)n);
         }
         for (int i = 0; i < LK_STAT_KEYS; i++) {
@@ -656,38 +618,42 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
             if (n == 0)
                 continue;
             snprintf(num, sizeof(num), "%d", i);
-            series(out, "lookout_exchanges_total", "cluster", o->name, "protocol", "pulsar",
-                   "command",
-                   i == LK_STAT_KEYS - 1 ? "other"
-                   : name != NULL        ? name
-                                         : num);
+            lk_stats_series(out, "lookout_exchanges_total", "cluster", o->name, "protocol",
+                            "pulsar", "command",
+                            i == LK_STAT_KEYS - 1 ? "other"
+                            : name != NULL        ? name
+                                                  : num);
             evbuffer_add_printf(out, "%llu\n", (unsigned long long)n);
         }
     }
 
-    lk_stats_family(out, "lookout_rewrites_total", "counter", "Broker addresses rewritten, by filter.");
+    lk_stats_family(out, "lookout_rewrites_total", "counter",
+                    "Broker addresses rewritten, by filter.");
     for (o = objs; o != NULL; o = o->next) {
         if (o->kind != OBJ_CLUSTER || o->proto == 0)
             continue;
-        for (int i = 0; lk_flt_registry[i] != NULL && i < LK_STAT_FILTERS; i++) {
-            if ((lk_flt_registry[i]->protos & o->proto) == 0)
+        for (int i = 0; lk_stat_filters[i].name != NULL && i < LK_STAT_FILTERS; i++) {
+            if ((lk_stat_filters[i].protos & o->proto) == 0)
                 continue;
-            series(out, "lookout_rewrites_total", "cluster", o->name, "filter",
-                   lk_flt_registry[i]->name, NULL, NULL);
+            lk_stats_series(out, "lookout_rewrites_total", "cluster", o->name, "filter",
+                   lk_stat_filters[i].name, NULL, NULL);
             evbuffer_add_printf(out, "%llu\n",
                                 (unsigned long long)SUM(o, struct lk_cl_vals, rewrites[i]));
         }
     }
-    cluster_counter(out, "lookout_leaks_total",
-                    "Internal addresses the leak guard found in responses.",
-                    offsetof(struct lk_cl_vals, leaks));
-    cluster_counter(out, "lookout_unmapped_total",
-                    "Broker addresses a filter could not map, passed through unchanged.",
-                    offsetof(struct lk_cl_vals, unmapped));
-    cluster_counter(out, "lookout_listener_refused_total",
-                    "Listener names clients asked for that they may not choose (CONTRACT 3): "
-                    "the lookup listener was used.",
-                    offsetof(struct lk_cl_vals, listener_refused));
+    static const struct lk_stat_counter cluster_counters[] = {
+        {"lookout_leaks_total", "Internal addresses the leak guard found in responses.",
+         offsetof(struct lk_cl_vals, leaks)},
+        {"lookout_unmapped_total",
+         "Broker addresses a filter could not map, passed through unchanged.",
+         offsetof(struct lk_cl_vals, unmapped)},
+        {"lookout_listener_refused_total",
+         "Listener names clients asked for that they may not choose (CONTRACT 3): the lookup "
+         "listener was used.",
+         offsetof(struct lk_cl_vals, listener_refused)},
+    };
+    for (size_t i = 0; i < sizeof(cluster_counters) / sizeof(cluster_counters[0]); i++)
+        cluster_counter(out, &cluster_counters[i]);
 
     lk_stats_family(out, "lookout_upstream_errors_total", "counter",
                     "Failures talking to brokers: connect, timeout, reset, tls, "
@@ -695,7 +661,7 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     for (o = objs; o != NULL; o = o->next)
         if (o->kind == OBJ_BROKER)
             for (int k = 0; k < LK_UPERR__COUNT; k++) {
-                series(out, "lookout_upstream_errors_total", "broker", o->name, "kind",
+                lk_stats_series(out, "lookout_upstream_errors_total", "broker", o->name, "kind",
                        uperr_names[k], NULL, NULL);
                 evbuffer_add_printf(out, "%llu\n",
                                     (unsigned long long)SUM(o, struct lk_br_vals, err[k]));
@@ -725,25 +691,8 @@ lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
     pthread_mutex_unlock(&lock);
 
     /* Health, from the runtime serving now (the map's brokers). */
-    if (rt != NULL) {
-        const struct lk_conf *conf = rt->conf;
-        lk_stats_family(out, "lookout_broker_up", "gauge",
-               "1 unless the broker is skipped for now: its connects are failing, or its health "
-               "checks.");
-        for (size_t i = 0; i < conf->nbrokers; i++) {
-            series(out, "lookout_broker_up", "broker", conf->brokers[i]->name, NULL, NULL, NULL,
-                   NULL);
-            evbuffer_add_printf(out, "%d\n", lk_broker_up(rt, conf->brokers[i]));
-        }
-        lk_stats_family(out, "lookout_broker_connect_failures", "gauge",
-               "Consecutive failed connects to the broker (0 after a success).");
-        for (size_t i = 0; i < conf->nbrokers; i++) {
-            series(out, "lookout_broker_connect_failures", "broker", conf->brokers[i]->name, NULL,
-                   NULL, NULL, NULL);
-            evbuffer_add_printf(out, "%u\n",
-                                __atomic_load_n(&rt->health[i].fails, __ATOMIC_RELAXED));
-        }
-    }
+    if (health != NULL)
+        health(out, arg);
     lk_stats_family(out, "lookout_held_bytes", "gauge",
            "Bytes the workers hold to rewrite them (whole response frames, the tails of streamed "
            "Fetch answers), against max_held_bytes per worker.");

@@ -23,8 +23,6 @@
 #include "lk_str.h"
 
 struct lk_conn;
-struct lk_runtime;
-struct lk_xchg;
 
 /* Histogram buckets (upper bounds in microseconds), +Inf last. */
 #define LK_HIST_BOUNDS 13
@@ -33,6 +31,15 @@ struct lk_xchg;
  * types 0..127 (likewise), filters by registry index. */
 #define LK_STAT_KEYS 129
 #define LK_STAT_FILTERS 16
+
+/* The filters as labels name them, by registry index: filled once, before
+ * any exchange ends or /metrics is scraped, by lk_xrec_init (which knows
+ * the registry); a NULL name ends it. */
+struct lk_stat_filter {
+    const char *name;
+    unsigned protos; /* LK_PROTO_*: the clusters it can count for */
+};
+extern struct lk_stat_filter lk_stat_filters[LK_STAT_FILTERS + 1];
 
 enum lk_stat_proto { LK_SP_HTTP = 0, LK_SP_KAFKA, LK_SP_PULSAR, LK_SP__COUNT };
 enum lk_upstream_err_kind {
@@ -104,23 +111,25 @@ struct lk_rt_stats {
     struct lk_stat_obj **cluster; /* by cluster index */
     struct lk_stat_obj **broker;  /* by broker index (the map's; learned ones go by name) */
     struct lk_stat_obj *none;     /* exchanges that reached no cluster */
+    struct lk_broker **brokers;   /* the config's, to tell a map broker from a learned one */
+    size_t nbrokers;
 };
 struct lk_rt_stats *lk_stats_runtime(const struct lk_conf *conf);
 void lk_stats_runtime_free(struct lk_rt_stats *s, const struct lk_conf *conf);
 
-/* A listener name that connection c's client may not choose, for cluster
- * cl (lookout_listener_refused_total). */
-void lk_stats_listener_refused(const struct lk_conn *c, const struct lk_cluster *cl);
+/* A listener name that a client may not choose, for cluster cl of the
+ * runtime whose series s are (lookout_listener_refused_total). */
+void lk_stats_listener_refused(struct lk_rt_stats *s, const struct lk_cluster *cl);
 
-/* Rare events, found by name when need be. */
-void lk_stats_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, const char *error);
-void lk_stats_upstream_error_kind(struct lk_runtime *rt, const struct lk_broker *b,
-                                  enum lk_upstream_err_kind kind);
+/* An upstream error of broker b, under the runtime whose series s are (a
+ * learned broker's series is found by name: rare). */
+void lk_stats_broker_error(struct lk_rt_stats *s, const struct lk_broker *b,
+                           enum lk_upstream_err_kind kind);
 
 /*
  * The exchange record: one per exchange of any protocol, built by the
- * protocol module when the exchange ends and handed to lk_xrec_done, which
- * counts it (/metrics) and logs it (the access log).  summary marks a
+ * protocol module when the exchange ends and handed to lk_xrec_done
+ * (lk_xrec.h), which counts it (/metrics) and logs it (the access log).  summary marks a
  * binary connection's closing line, which is logged but is no exchange.
  */
 struct lk_xrec {
@@ -147,11 +156,9 @@ struct lk_xrec {
     unsigned summary : 1;
 };
 
-/* Takes an exchange's rewrites, leaks and unmapped addresses (by filter)
- * into r. */
-void lk_xrec_take(struct lk_xrec *r, const struct lk_xchg *x);
-/* The exchange ended: counts it and writes its access-log line. */
-void lk_xrec_done(const struct lk_xrec *r);
+/* Counts an ended exchange (not a summary) in the series s of its
+ * runtime (lk_xrec_done calls it). */
+void lk_stats_count(const struct lk_rt_stats *s, const struct lk_xrec *r);
 
 /* The workers' held bytes (lk_hold.h) change by delta, and `pauses`
  * connections stopped reading their brokers for the budget: the gauge
@@ -165,8 +172,6 @@ long long lk_now_us(void);
 const char *lk_kafka_api_name(int key);
 const char *lk_pulsar_command_name(int type);
 
-/* The Prometheus text (format 0.0.4) of every series, and the gauges of
- * the runtime given (broker health), onto out. */
 /* "# HELP name help" and "# TYPE name type": a metric family's head. */
 void lk_stats_family(struct evbuffer *out, const char *name, const char *type, const char *help);
 
@@ -175,7 +180,23 @@ void lk_stats_family(struct evbuffer *out, const char *name, const char *type, c
  * lookout_admin_refused_total. */
 void lk_stats_admin_refused(int token);
 
-void lk_stats_write(struct evbuffer *out, struct lk_runtime *rt, uint64_t generation,
-                    uint64_t reloads_ok, uint64_t reloads_failed);
+/* name{k1="v1",k2="v2",k3="v3"} and a space (NULL keys end the list early). */
+void lk_stats_series(struct evbuffer *out, const char *name, const char *k1, const char *v1,
+                     const char *k2, const char *v2, const char *k3, const char *v3);
+
+/* A counter family with one series per cluster, its value at off in the
+ * values a writer sums (struct lk_cl_vals here, lk_live.c's own). */
+struct lk_stat_counter {
+    const char *name, *help;
+    size_t off;
+};
+
+/* Writes families of its own onto out (health(out, arg)). */
+typedef void (*lk_stats_write_fn)(struct evbuffer *out, const void *arg);
+/* The Prometheus text (format 0.0.4) of every series onto out, with
+ * health's families (the serving runtime's broker health: lk_broker.h) in
+ * their place; health may be NULL. */
+void lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg,
+                    uint64_t generation, uint64_t reloads_ok, uint64_t reloads_failed);
 
 #endif

@@ -22,10 +22,11 @@
 #include <openssl/x509v3.h>
 #include <event2/bufferevent_ssl.h>
 
-#include "lk_conn.h"
-#include "lk_dyn.h"
+#include "lk_clock.h"
+#include "lk_conf.h"
 #include "lk_log.h"
-#include "lk_stats.h"
+#include "lk_pool.h"
+#include "lk_tls.h"
 
 static void
 ssl_err(char *err, size_t errlen, const char *what, const char *file, int line,
@@ -195,8 +196,7 @@ static int
 ticket_key_cb(SSL *ssl, unsigned char name[16], unsigned char iv[16], EVP_CIPHER_CTX *cctx,
               EVP_MAC_CTX *hctx, int enc)
 {
-    struct lk_runtime *rt = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-    struct lk_ticket_keys *t = rt->tickets;
+    struct lk_ticket_keys *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     struct ticket_key k;
     size_t i = 0;
     int ret = -1;
@@ -288,10 +288,8 @@ client_hello_cb(SSL *ssl, int *alert, void *arg)
 
 /* Session resumption as the config says, on one server context. */
 static void
-sessions_setup(struct lk_runtime *rt, SSL_CTX *ctx)
+sessions_setup(const struct lk_conf *conf, struct lk_ticket_keys *tickets, SSL_CTX *ctx)
 {
-    const struct lk_conf *conf = rt->conf;
-
     /* Sessions live in the context the handshake began with (the default
      * certificate's) whatever SNI picks; the same id contexts on every
      * context let a session resume after the switch, and one per name
@@ -299,7 +297,7 @@ sessions_setup(struct lk_runtime *rt, SSL_CTX *ctx)
      * that it stays) keeps it to its name. */
     SSL_CTX_set_session_id_context(ctx, sid_ctx_base, sizeof(sid_ctx_base) - 1);
     SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);
-    SSL_CTX_set_app_data(ctx, rt);
+    SSL_CTX_set_app_data(ctx, tickets); /* ticket_key_cb's */
     SSL_CTX_set_timeout(ctx, (long)conf->session_lifetime_s);
     SSL_CTX_set_session_cache_mode(ctx, conf->session_cache ? SSL_SESS_CACHE_SERVER
                                                             : SSL_SESS_CACHE_OFF);
@@ -339,19 +337,20 @@ cert_matches(SSL_CTX *ctx, const char *name)
     return X509_check_ip_asc(x, name, 0) == 1;
 }
 
-/* SNI: switch to the context whose certificate names the server. */
+/* SNI: switch to the context whose certificate names the server (arg:
+ * the generation's NULL-terminated server contexts). */
 static int
 servername_cb(SSL *ssl, int *alert, void *arg)
 {
-    struct lk_runtime *rt = arg;
+    SSL_CTX **server_ctx = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 
     if (name == NULL)
         return SSL_TLSEXT_ERR_OK;
-    for (size_t i = 0; i < rt->nserver_ctx; i++) {
-        if (cert_matches(rt->server_ctx[i], name)) {
-            if (SSL_get_SSL_CTX(ssl) != rt->server_ctx[i])
-                SSL_set_SSL_CTX(ssl, rt->server_ctx[i]);
+    for (size_t i = 0; server_ctx[i] != NULL; i++) {
+        if (cert_matches(server_ctx[i], name)) {
+            if (SSL_get_SSL_CTX(ssl) != server_ctx[i])
+                SSL_set_SSL_CTX(ssl, server_ctx[i]);
             return SSL_TLSEXT_ERR_OK;
         }
     }
@@ -360,11 +359,12 @@ servername_cb(SSL *ssl, int *alert, void *arg)
 }
 
 static SSL_CTX *
-server_ctx_new(struct lk_runtime *rt, const struct lk_cert *cert, char *err, size_t errlen)
+server_ctx_new(const struct lk_conf *conf, struct lk_tls_ctxs *t, const struct lk_cert *cert,
+               char *err, size_t errlen)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL) {
-        snprintf(err, errlen, "%s: cannot create a TLS context", rt->conf->file);
+        snprintf(err, errlen, "%s: cannot create a TLS context", conf->file);
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -372,22 +372,22 @@ server_ctx_new(struct lk_runtime *rt, const struct lk_cert *cert, char *err, siz
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (SSL_CTX_use_certificate_chain_file(ctx, cert->cert_file) != 1) {
         ssl_err(err, errlen, "tls.certificate: cannot load", cert->cert_file, cert->line,
-                rt->conf->file);
+                conf->file);
         goto fail;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, cert->key_file, SSL_FILETYPE_PEM) != 1) {
-        ssl_err(err, errlen, "tls.key: cannot load", cert->key_file, cert->line, rt->conf->file);
+        ssl_err(err, errlen, "tls.key: cannot load", cert->key_file, cert->line, conf->file);
         goto fail;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ssl_err(err, errlen, "tls.key does not match the certificate", cert->key_file,
-                cert->line, rt->conf->file);
+                cert->line, conf->file);
         goto fail;
     }
     SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
-    SSL_CTX_set_tlsext_servername_arg(ctx, rt);
+    SSL_CTX_set_tlsext_servername_arg(ctx, t->server_ctx);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-    sessions_setup(rt, ctx);
+    sessions_setup(conf, t->tickets, ctx);
     return ctx;
 fail:
     SSL_CTX_free(ctx);
@@ -450,18 +450,10 @@ lk_tls_keep_session(SSL *ssl)
         SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
 }
 
-struct lk_runtime *
-lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
+int
+lk_tls_ctxs_new(struct lk_tls_ctxs *t, const struct lk_conf *conf, char *err, size_t errlen)
 {
-    struct lk_runtime *rt = lk_xcalloc(1, sizeof(*rt));
-
-    rt->conf = lk_conf_ref(conf);
-    rt->refs = 1;
-    rt->generation = 1;
-    rt->health = lk_xcalloc(conf->nbrokers + 1, sizeof(*rt->health));
-    rt->rr = lk_xcalloc(conf->nclusters + 1, sizeof(*rt->rr));
-    rt->dyn = lk_dyn_new();
-    rt->stats = lk_stats_runtime(conf);
+    memset(t, 0, sizeof(*t));
     if (needs_tls(conf, 1)) {
         if (conf->ncerts == 0) {
             for (size_t i = 0; i < conf->nbinds; i++)
@@ -471,61 +463,36 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
                              conf->file, conf->binds[i]->text);
                     break;
                 }
-            goto fail;
+            return -1;
         }
-        if (conf->session_tickets && (rt->tickets = tickets_new(conf, err, errlen)) == NULL)
-            goto fail;
-        rt->server_ctx = lk_xcalloc(conf->ncerts, sizeof(SSL_CTX *));
+        if (conf->session_tickets && (t->tickets = tickets_new(conf, err, errlen)) == NULL)
+            return -1;
+        t->server_ctx = lk_xcalloc(conf->ncerts + 1, sizeof(SSL_CTX *));
         for (size_t i = 0; i < conf->ncerts; i++) {
-            rt->server_ctx[i] = server_ctx_new(rt, &conf->certs[i], err, errlen);
-            if (rt->server_ctx[i] == NULL)
-                goto fail;
-            rt->nserver_ctx++;
+            t->server_ctx[i] = server_ctx_new(conf, t, &conf->certs[i], err, errlen);
+            if (t->server_ctx[i] == NULL)
+                return -1;
+            t->nserver_ctx++;
         }
     }
     if (needs_tls(conf, 0)) {
-        rt->client_ctx = client_ctx_new(conf, err, errlen);
-        if (rt->client_ctx == NULL)
-            goto fail;
+        t->client_ctx = client_ctx_new(conf, err, errlen);
+        if (t->client_ctx == NULL)
+            return -1;
         if (!conf->upstream_verify)
             lk_log(LK_WARN, NULL,
                    "tls.upstream_verify = off: broker certificates are NOT verified");
     }
-    return rt;
-fail:
-    lk_runtime_free(rt);
-    return NULL;
-}
-
-struct lk_runtime *
-lk_runtime_ref(struct lk_runtime *rt)
-{
-    __atomic_add_fetch(&rt->refs, 1, __ATOMIC_RELAXED);
-    return rt;
+    return 0;
 }
 
 void
-lk_runtime_unref(struct lk_runtime *rt)
+lk_tls_ctxs_free(struct lk_tls_ctxs *t)
 {
-    /* Release: what one thread did with rt happens before another frees it. */
-    if (rt != NULL && __atomic_sub_fetch(&rt->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        lk_runtime_free(rt);
-}
-
-void
-lk_runtime_free(struct lk_runtime *rt)
-{
-    if (rt == NULL)
-        return;
-    for (size_t i = 0; i < rt->nserver_ctx; i++)
-        SSL_CTX_free(rt->server_ctx[i]);
-    free(rt->server_ctx);
-    tickets_free(rt->tickets);
-    SSL_CTX_free(rt->client_ctx);
-    free(rt->health);
-    free(rt->rr);
-    lk_dyn_free(rt->dyn);
-    lk_stats_runtime_free(rt->stats, rt->conf);
-    lk_conf_unref(rt->conf);
-    free(rt);
+    for (size_t i = 0; i < t->nserver_ctx; i++)
+        SSL_CTX_free(t->server_ctx[i]);
+    free(t->server_ctx);
+    tickets_free(t->tickets);
+    SSL_CTX_free(t->client_ctx);
+    memset(t, 0, sizeof(*t));
 }

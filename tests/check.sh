@@ -105,5 +105,22 @@ if [ "${LOOKOUT_FUZZ:-yes}" != no ]; then
         echo "== fuzz: skipped (clang with libFuzzer not found: apt-get install clang libclang-rt-14-dev)"
     fi
 fi
+# Include cycles among the modules of proxy/ and filters/ (tests/cycles.pl):
+# one check, passed when there is none.  Skipped with a note until the tree
+# has no cycle left: issue 20 removes the engine's, and the config's and the
+# filters' go with their own restructuring; once merged, the default below
+# becomes yes (LOOKOUT_CYCLES=yes runs it now).
+if [ "${LOOKOUT_CYCLES:-no}" = yes ]; then
+    echo "== include cycles (tests/cycles.pl)"
+    if perl "$top/tests/cycles.pl" "$top" >"$top/build/cycles.log" 2>&1; then
+        echo "1 passed, 0 failed" >>"$top/build/cycles.log"
+    else
+        echo "0 passed, 1 failed" >>"$top/build/cycles.log"
+    fi
+    grep -vE '^  ' "$top/build/cycles.log"
+    tally "$top/build/cycles.log"
+else
+    echo "== include cycles: skipped until the tree has none (LOOKOUT_CYCLES=yes runs tests/cycles.pl)"
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -68,6 +68,8 @@
 #include <event2/event.h>
 
 #include "fuzz_util.h"
+#include "lk_runtime.h"
+#include "lk_upstream.h"
 #include "../unit/lk_test_wire.h" /* struct tb, put(), w8() */
 
 /* Three brokers whose internal hosts are all different. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "lk_conn.h"
+#include "lk_tls.h"
 
 static int
 lower(int ch)

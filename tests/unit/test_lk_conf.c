@@ -17,14 +17,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lk_broker.h"
 #include "lk_conf.h"
 #include "lk_conf_keys.h"
 #include "lk_conf_load.h"
 #include "lk_conf_ready.h"
 #include "lk_conf_value.h"
-#include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_log.h"
+#include "lk_runtime.h"
 #include "lk_test.h"
 
 static char err[2048];

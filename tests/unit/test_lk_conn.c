@@ -4,14 +4,20 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "lk_broker.h"
 #include "lk_conf.h"
-#include "lk_conn.h"
+#include "lk_route.h"
+#include "lk_runtime.h"
 #include "lk_test.h"
+#include "lk_tls.h"
+#include "lk_upstream.h"
+#include "lk_worker.h"
 
 static void
 test_route(void)

@@ -17,7 +17,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
-#include "lk_conn.h"
+#include "lk_clock.h"
 #include "lk_dial.h"
 #include "lk_registry.h"
 #include "lk_test.h"
@@ -88,7 +88,6 @@ struct dial_fx {
     struct lk_cidr *nets;
     struct lk_cluster cl;
     struct lk_broker b;
-    struct lk_runtime rt;
     struct lk_url addr;
     char hosts[64];
     evutil_socket_t lfd; /* a listener on 127.0.0.1 */
@@ -227,7 +226,7 @@ dial_start(struct dial_fx *fx, const char *host, unsigned timeout_ms)
     dl->bev = bufferevent_socket_new(fx->base, -1, BEV_OPT_CLOSE_ON_FREE);
     bufferevent_setcb(dl->bev, NULL, NULL, event_cb, dl);
     bufferevent_enable(dl->bev, EV_READ | EV_WRITE);
-    lk_dial_start(&dl->dial, dl->bev, fx->dns, &fx->rt, &fx->b, &fx->addr, timeout_ms);
+    lk_dial_start(&dl->dial, dl->bev, fx->dns, NULL, &fx->b, &fx->addr, timeout_ms);
     ok(dl->events == 0, "%s: no outcome before lk_dial_start returns", host);
     return dl;
 }

@@ -8,11 +8,15 @@
 #include <jansson.h>
 
 #include "lk_access.h"
+#include "lk_broker.h"
 #include "lk_conf.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
+#include "lk_runtime.h"
 #include "lk_stats.h"
 #include "lk_test.h"
+#include "lk_upstream.h"
+#include "lk_xrec.h"
 
 static const char conf_text[] = "[lookout]\n"
                                 "log.access = off\n"
@@ -36,6 +40,7 @@ runtime_new(void)
     rt->conf = conf;
     rt->health = calloc(conf->nbrokers + 1, sizeof(*rt->health));
     rt->stats = lk_stats_runtime(conf);
+    lk_xrec_init(); /* the filters' names, as lk_workers_start does */
     return rt;
 }
 
@@ -115,8 +120,8 @@ test_record_counts(void)
     r.upstream_us = -1;
     r.dur_us = 20000000; /* past the last bound: +Inf only */
     lk_xrec_done(&r);
-    lk_stats_upstream_error(rt, rt->conf->brokers[0], lk_err_connect_timeout);
-    lk_stats_write(out, rt, 7, 2, 1);
+    lk_upstream_error(rt, rt->conf->brokers[0], lk_upstream_err_kind(lk_err_connect_timeout));
+    lk_stats_write(out, lk_broker_write_health, rt, 7, 2, 1);
     evbuffer_add(out, "", 1);
     const char *t = (const char *)evbuffer_pullup(out, -1);
     ok(has_line(t, "lookout_exchanges_total{cluster=\"prod\",protocol=\"http\",status=\"2xx\"} 1"),
@@ -157,7 +162,7 @@ test_record_counts(void)
     r = http_rec(&c, "/x");
     lk_xrec_done(&r);
     evbuffer_drain(out, evbuffer_get_length(out));
-    lk_stats_write(out, rt2, 8, 3, 1);
+    lk_stats_write(out, lk_broker_write_health, rt2, 8, 3, 1);
     evbuffer_add(out, "", 1);
     t = (const char *)evbuffer_pullup(out, -1);
     ok(has_line(t, "lookout_exchanges_total{cluster=\"prod\",protocol=\"http\",status=\"2xx\"} 2"),
@@ -184,8 +189,9 @@ test_access_lines(void)
     if (rt == NULL)
         goto end;
     conn_init(&c, rt);
+    const struct lk_access_who who = {c.peer, c.bind->text, c.conf};
     struct lk_xrec r = http_rec(&c, "/a\"b\x01\xff");
-    lk_access_format(&r, 0, "", line, sizeof(line));
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
     const char *body = strchr(line, ' ');
     ok_str(
         body,
@@ -194,7 +200,7 @@ test_access_lines(void)
         "54 bytes to client, 2 rewrites, 0 leaks, 0 hops, 0 bytes from client, 3 ms, broker 1 ms, "
         "rewritten by lookup=2\n",
         "text: every field, untrusted bytes made '.'");
-    lk_access_format(&r, 1, "", line, sizeof(line));
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
     j = json_loads(line, 0, &jerr);
     if (!ok(j != NULL, "JSON: parses (%s)", j == NULL ? jerr.text : ""))
         goto end;
@@ -213,7 +219,7 @@ test_access_lines(void)
     r.bytes_in = 40;
     r.bytes_out = 300;
     r.upstream_us = -1;
-    lk_access_format(&r, 0, "[info] ", line, sizeof(line));
+    lk_access_format(&r, &who, 0, "[info] ", line, sizeof(line));
     ok(strstr(line, "Z [info] 127.0.0.1:40312 > 127.0.0.1:18081 kafka \"Metadata v12\" - - 300 "
                     "bytes to client, 0 rewrites, 0 leaks, 40 bytes from client, 0 ms\n") != NULL,
        "text, Kafka: the api by name and version: %s", line);
@@ -221,11 +227,11 @@ test_access_lines(void)
     r.bytes_out = 0;
     r.leaks = 1;
     r.refused = 1;
-    lk_access_format(&r, 0, "", line, sizeof(line));
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
     ok(strstr(line, "\"Metadata v12\" - - 0 bytes to client, 0 rewrites, 1 leaks, refused: "
                     "connection closed, 40 bytes from client") != NULL,
        "text, a refused answer: %s", line);
-    lk_access_format(&r, 1, "", line, sizeof(line));
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
     j = json_loads(line, 0, &jerr);
     ok(j != NULL && json_is_true(json_object_get(j, "refused")) &&
            json_integer_value(json_object_get(j, "leaks")) == 1,
@@ -236,7 +242,7 @@ test_access_lines(void)
     r.summary = 1;
     r.frames_in = 4;
     r.frames_out = 3;
-    lk_access_format(&r, 1, "", line, sizeof(line));
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
     j = json_loads(line, 0, &jerr);
     ok(j != NULL && strcmp(json_string_value(json_object_get(j, "event")), "connection") == 0 &&
            json_integer_value(json_object_get(j, "frames_out")) == 3,

@@ -1,0 +1,630 @@
+/*
+ * Connection I/O: how a connection's bufferevent is driven (struct lk_io in
+ * lk_io.h says why).  The worker's flush queue writes what callbacks put in
+ * an output once per loop iteration; reads go straight into the input; and
+ * TLS over this direct path (client connections) is OpenSSL called here,
+ * record by record, rather than a TLS bufferevent.  What a client
+ * connection does when it parks and wakes is the connection's (lk_conn.c),
+ * reached through the worker (w->park, w->unpark) only then.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "lk_clock.h"
+#include "lk_io.h"
+#include "lk_pool.h"
+#include "lk_worker.h"
+
+
+#define LK_READ_MIN (16 * 1024)
+#define LK_READ_MAX (64 * 1024)
+
+static void
+io_unlink(struct lk_io *io)
+{
+    if (!io->queued)
+        return;
+    if (io->prev != NULL)
+        io->prev->next = io->next;
+    else
+        io->w->flushq = io->next;
+    if (io->next != NULL)
+        io->next->prev = io->prev;
+    io->prev = io->next = NULL;
+    io->queued = 0;
+}
+
+void
+lk_io_queue(struct lk_io *io)
+{
+    struct lk_worker *w = io->w;
+
+    if (io->queued)
+        return;
+    io->queued = 1;
+    io->prev = NULL;
+    io->next = w->flushq;
+    if (w->flushq != NULL)
+        w->flushq->prev = io;
+    else
+        event_active(w->flush_ev, EV_TIMEOUT, 1);
+    w->flushq = io;
+}
+
+/* The output changed: queue a flush when bytes came in, or when the
+ * bufferevent drained them itself (to go back to direct writes).  A TLS
+ * output waiting for the kernel (or for a read) is flushed by that wait. */
+static void
+io_out_changed(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct lk_io *io = arg;
+
+    if (io->ssl != NULL) {
+        if (info->n_added != 0 && !io->wwait && !io->write_wants_read)
+            lk_io_queue(io);
+        return;
+    }
+    if (info->n_added == 0 && !(bufferevent_get_enabled(io->bev) & EV_WRITE))
+        return;
+    lk_io_queue(io);
+}
+
+/* The bufferevent's event callback, as the bufferevent would run it. */
+static void
+io_report(struct lk_io *io, short what)
+{
+    bufferevent_event_cb eventcb;
+    void *cbarg;
+
+    bufferevent_getcb(io->bev, NULL, NULL, &eventcb, &cbarg);
+    if (eventcb != NULL)
+        eventcb(io->bev, what, cbarg);
+}
+
+static int tls_flush(struct lk_io *io);
+
+/* Parks a client connection whose protocol is idle once nothing is
+ * buffered anywhere (the output drained, no input, nothing held by
+ * OpenSSL): the connection's own w->park does it.  1 if it parked. */
+static int
+io_park_if_idle(struct lk_io *io)
+{
+    if (!io->park_wanted)
+        return 0;
+    if (io->queued || io->wwait || io->handshaking || io->read_wants_write ||
+        io->write_wants_read || io->ssl_end ||
+        evbuffer_get_length(bufferevent_get_output(io->bev)) != 0 ||
+        evbuffer_get_length(bufferevent_get_input(io->bev)) != 0 ||
+        (io->ssl != NULL && SSL_has_pending(io->ssl)))
+        return 0;
+    io->park_wanted = 0;
+    return io->w->park(io);
+}
+
+static void
+io_flush(struct lk_io *io)
+{
+    struct bufferevent *bev = io->bev;
+    struct evbuffer *out = bufferevent_get_output(bev);
+
+    if (io->ssl != NULL) {
+        tls_flush(io);
+        return;
+    }
+    if (bufferevent_get_enabled(bev) & EV_WRITE) {
+        /* The kernel lagged and the bufferevent writes: once it has
+         * drained the output, writes are direct again. */
+        if (evbuffer_get_length(out) == 0)
+            bufferevent_disable(bev, EV_WRITE);
+        return;
+    }
+    if (evbuffer_get_length(out) == 0) {
+        io_park_if_idle(io);
+        return;
+    }
+    /* A socket bufferevent keeps its output's start frozen except while
+     * it writes; so do we. */
+    evbuffer_unfreeze(out, 1);
+    int n = evbuffer_write(out, bufferevent_getfd(bev));
+    evbuffer_freeze(out, 1);
+    if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+        evbuffer_get_length(out) != 0) {
+        /* The rest (or the error, which its own write reports through the
+         * event callback) goes the bufferevent's way. */
+        bufferevent_enable(bev, EV_WRITE);
+        return;
+    }
+    /* Drained: the write callback runs as the bufferevent would run it,
+     * unless the protocol is done and the connection parks. */
+    if (!io_park_if_idle(io))
+        bufferevent_trigger(bev, EV_WRITE, 0);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_worker *w = arg;
+    struct lk_io *io;
+
+    while ((io = w->flushq) != NULL) {
+        io_unlink(io);
+        io_flush(io);
+    }
+}
+
+/* A plaintext socket is readable (or its read timeout passed): read into
+ * the bufferevent's input and run its callbacks as the bufferevent would.
+ * libevent 2.1 reads at most 4 KiB per call after a FIONREAD ioctl; this
+ * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
+static void tls_read_cb(struct lk_io *io, short what);
+
+static void
+io_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_io *io = arg;
+    struct bufferevent *bev = io->bev;
+    bufferevent_data_cb readcb;
+    bufferevent_event_cb eventcb;
+    void *cbarg;
+
+    if (bev == NULL) { /* parked */
+        if (io->w->unpark(io, what) != 0)
+            return;
+        bev = io->bev;
+    }
+    if (io->ssl != NULL) {
+        tls_read_cb(io, what);
+        return;
+    }
+    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
+    if (what & EV_TIMEOUT) {
+        lk_io_disable(io, EV_READ);
+        if (eventcb != NULL)
+            eventcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, cbarg);
+        return;
+    }
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    evbuffer_unfreeze(in, 0);
+    int nv = evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, v, 2);
+    ssize_t n = -1;
+    int err = ENOMEM;
+    if (nv > 0) {
+        for (int k = 0; k < nv; k++) {
+            iov[k].iov_base = v[k].iov_base;
+            iov[k].iov_len = v[k].iov_len;
+        }
+        n = readv(fd, iov, nv);
+        err = errno;
+        size_t left = n > 0 ? (size_t)n : 0;
+        for (int k = 0; k < nv; k++) {
+            v[k].iov_len = left < v[k].iov_len ? left : v[k].iov_len;
+            left -= v[k].iov_len;
+        }
+        evbuffer_commit_space(in, v, n > 0 ? nv : 0);
+    }
+    evbuffer_freeze(in, 0);
+    if (n > 0) {
+        /* A full read asks for more next time; a small one, less.  The
+         * reservation can be larger than asked (libevent rounds chains up),
+         * so a full read is one that got at least what was asked. */
+        if ((size_t)n >= io->read_size && io->read_size < LK_READ_MAX)
+            io->read_size *= 2;
+        else if ((size_t)n < io->read_size / 4 && io->read_size > LK_READ_MIN)
+            io->read_size /= 2;
+        io->park_wanted = 0;
+        if (readcb != NULL)
+            readcb(bev, cbarg);
+        return;
+    }
+    if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
+        return;
+    lk_io_disable(io, EV_READ);
+    if (eventcb != NULL)
+        eventcb(bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), cbarg);
+}
+
+void
+lk_io_go_plain(struct lk_io *io, struct event *rev)
+{
+    bufferevent_disable(io->bev, EV_READ | EV_WRITE);
+    io->plain = 1;
+    io->read_size = LK_READ_MIN;
+    if (rev != NULL) {
+        event_assign(rev, io->w->base, bufferevent_getfd(io->bev), EV_READ | EV_PERSIST,
+                     io_read_cb, io);
+        io->rev = rev;
+    } else {
+        io->rev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_READ | EV_PERSIST,
+                            io_read_cb, io);
+        io->rev_owned = 1;
+    }
+    io->cb = evbuffer_add_cb(bufferevent_get_output(io->bev), io_out_changed, io);
+}
+
+/* TLS over the direct path ------------------------------------------------ */
+
+/* The most plaintext one TLS record carries (RFC 8446 §5.1): what one
+ * SSL_write is given, so that each record goes out in one write. */
+#define LK_TLS_RECORD 16384
+
+static void tls_write_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Waits for the socket to take more (on), or stops waiting. */
+static void
+io_wait_write(struct lk_io *io, int on)
+{
+    if (on && !io->wwait) {
+        if (io->wev == NULL)
+            io->wev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_WRITE | EV_PERSIST,
+                                tls_write_cb, io);
+        event_add(io->wev, io->has_wtv ? &io->wtv : NULL);
+        io->wwait = 1;
+    } else if (!on && io->wwait) {
+        event_del(io->wev);
+        io->wwait = 0;
+    }
+}
+
+/* How SSL_read or SSL_do_handshake ended, as a TLS bufferevent that allows
+ * a dirty shutdown reports it: close_notify, or the peer gone without one
+ * (EOF or a reset), is the end of input;
+ * anything else an error, its reasons left in the queue for the log. */
+static short
+tls_end_what(int err)
+{
+    unsigned long e = ERR_peek_error();
+
+    /* OpenSSL 3 calls the peer's EOF without close_notify an error. */
+    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && e == 0) ||
+        (err == SSL_ERROR_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+        ERR_clear_error();
+        return BEV_EVENT_EOF;
+    }
+    return BEV_EVENT_ERROR;
+}
+
+/* Runs the server handshake on; reports BEV_EVENT_CONNECTED, an error or
+ * the end through the event callback, as a TLS bufferevent would.  The
+ * callback may free io. */
+static void
+tls_handshake(struct lk_io *io)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(io->ssl);
+    if (r == 1) {
+        io->handshaking = 0;
+        io_wait_write(io, 0);
+        /* The request often came in the Finished's segment: OpenSSL has
+         * it, the socket has nothing more to say. */
+        if (SSL_has_pending(io->ssl))
+            event_active(io->rev, EV_READ, 1);
+        io_report(io, BEV_EVENT_CONNECTED);
+        return;
+    }
+    int err = SSL_get_error(io->ssl, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        long long left = io->hs_deadline_ms != 0 ? io->hs_deadline_ms - lk_now_ms() : 1;
+        if (left <= 0) {
+            lk_io_disable(io, EV_READ | EV_WRITE);
+            io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
+            return;
+        }
+        io_wait_write(io, err == SSL_ERROR_WANT_WRITE);
+        /* The read timeout, restarted by each read, is what is left. */
+        if (io->hs_deadline_ms != 0 && io->has_rtv) {
+            io->rtv = (struct timeval){left / 1000, (left % 1000) * 1000};
+            if (io->reading)
+                event_add(io->rev, &io->rtv);
+        }
+        return;
+    }
+    lk_io_disable(io, EV_READ | EV_WRITE);
+    io_report(io, BEV_EVENT_READING | tls_end_what(err));
+}
+
+/* Writes the output in records of up to LK_TLS_RECORD bytes until it is
+ * drained or the socket is full, and runs the write callback (subject to
+ * the write low-water mark) when something went.  -1 when a write failed
+ * and the event callback ran, which may have freed io. */
+static int
+tls_flush(struct lk_io *io)
+{
+    struct evbuffer *out = bufferevent_get_output(io->bev);
+    size_t len, sent = 0;
+    int err = SSL_ERROR_NONE;
+
+    if (io->write_wants_read || io->handshaking)
+        return 0; /* the read side resumes it */
+    evbuffer_unfreeze(out, 1);
+    while ((len = evbuffer_get_length(out)) != 0) {
+        size_t n = len < LK_TLS_RECORD ? len : LK_TLS_RECORD, done;
+        struct evbuffer_iovec v;
+        const void *p = io->w->tls_out;
+        /* A head and its body are two chains: gathered, they are one
+         * record.  Retries after WANT_WRITE pass the same bytes again (the
+         * output only grows at its end), perhaps from elsewhere:
+         * SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER. */
+        if (evbuffer_peek(out, (ev_ssize_t)n, NULL, &v, 1) == 1)
+            p = v.iov_base;
+        else
+            evbuffer_copyout(out, io->w->tls_out, n);
+        ERR_clear_error();
+        if (SSL_write_ex(io->ssl, p, n, &done) != 1) {
+            err = SSL_get_error(io->ssl, 0);
+            break;
+        }
+        evbuffer_drain(out, done);
+        sent += done;
+    }
+    evbuffer_freeze(out, 1);
+    switch (err) {
+    case SSL_ERROR_NONE:
+        io_wait_write(io, 0);
+        if (io_park_if_idle(io))
+            return 0;
+        break;
+    case SSL_ERROR_WANT_WRITE:
+        io_wait_write(io, 1);
+        break;
+    case SSL_ERROR_WANT_READ: /* a post-handshake message to read first */
+        io_wait_write(io, 0);
+        io->write_wants_read = 1;
+        if (!io->reading)
+            event_add(io->rev, NULL);
+        break;
+    default:
+        io_wait_write(io, 0);
+        ERR_clear_error();
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
+        return -1;
+    }
+    if (sent != 0)
+        bufferevent_trigger(io->bev, EV_WRITE, 0);
+    return 0;
+}
+
+/* Reads what OpenSSL can give into the input and runs the read callback;
+ * once the input is over (or broken), reports that to the event callback
+ * after any data before it. */
+static void
+tls_read(struct lk_io *io)
+{
+    struct bufferevent *bev = io->bev;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    bufferevent_data_cb readcb;
+    void *cbarg;
+    struct evbuffer_iovec v;
+    size_t got = 0;
+    int err = SSL_ERROR_NONE;
+
+    bufferevent_getcb(bev, &readcb, NULL, NULL, &cbarg);
+    evbuffer_unfreeze(in, 0);
+    if (evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, &v, 1) != 1) {
+        evbuffer_freeze(in, 0);
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | BEV_EVENT_ERROR);
+        return;
+    }
+    for (;;) {
+        size_t n;
+        ERR_clear_error();
+        if (SSL_read_ex(io->ssl, (char *)v.iov_base + got, v.iov_len - got, &n) != 1) {
+            err = SSL_get_error(io->ssl, 0);
+            break;
+        }
+        got += n;
+        /* Stop when OpenSSL holds nothing more, rather than read the
+         * socket to its EAGAIN: the event is level-triggered.  A full
+         * record may have more behind it. */
+        if (got == v.iov_len || (n < LK_TLS_RECORD && !SSL_has_pending(io->ssl)))
+            break;
+    }
+    v.iov_len = got;
+    evbuffer_commit_space(in, &v, got != 0 ? 1 : 0);
+    evbuffer_freeze(in, 0);
+    if (err == SSL_ERROR_WANT_WRITE) { /* a post-handshake answer to send first */
+        io->read_wants_write = 1;
+        io_wait_write(io, 1);
+    } else if (err != SSL_ERROR_NONE && err != SSL_ERROR_WANT_READ) {
+        io->ssl_end = 1;
+        io->ssl_end_what = tls_end_what(err);
+    }
+    if (got != 0) {
+        if (got == io->read_size && io->read_size < LK_READ_MAX)
+            io->read_size *= 2;
+        else if (got < io->read_size / 4 && io->read_size > LK_READ_MIN)
+            io->read_size /= 2;
+        /* What is left (OpenSSL's, or the end) comes after the callback,
+         * which may close the connection: that cancels it. */
+        if (io->ssl_end || SSL_has_pending(io->ssl))
+            event_active(io->rev, EV_READ, 1);
+        io->park_wanted = 0;
+        if (readcb != NULL)
+            readcb(bev, cbarg);
+        return;
+    }
+    if (io->ssl_end) {
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | io->ssl_end_what);
+    }
+}
+
+static void
+tls_read_cb(struct lk_io *io, short what)
+{
+    if (what & EV_TIMEOUT) {
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
+        return;
+    }
+    if (io->handshaking) {
+        tls_handshake(io);
+        return;
+    }
+    if (io->write_wants_read) {
+        io->write_wants_read = 0;
+        if (!io->reading)
+            event_del(io->rev); /* added for the write's sake only */
+        if (tls_flush(io) != 0)
+            return;
+    }
+    if (!io->reading)
+        return; /* activated before reading was switched off: kept for lk_io_enable */
+    if (io->ssl_end) {
+        lk_io_disable(io, EV_READ);
+        io_report(io, BEV_EVENT_READING | io->ssl_end_what);
+        return;
+    }
+    tls_read(io);
+}
+
+static void
+tls_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_io *io = arg;
+
+    if (what & EV_TIMEOUT) {
+        io_wait_write(io, 0);
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_TIMEOUT);
+        return;
+    }
+    if (io->handshaking) {
+        tls_handshake(io);
+        return;
+    }
+    if (io->read_wants_write) {
+        io->read_wants_write = 0;
+        io_wait_write(io, 0);
+        if (io->reading)
+            event_active(io->rev, EV_READ, 1);
+    }
+    tls_flush(io);
+}
+
+void
+lk_io_go_tls(struct lk_io *io, SSL *ssl, struct event *rev)
+{
+    io->ssl = ssl;
+    io->handshaking = 1;
+    lk_io_go_plain(io, rev);
+}
+
+void
+lk_io_attach(struct lk_io *io, struct lk_worker *w, struct bufferevent *bev)
+{
+    io->bev = bev;
+    io->w = w;
+}
+
+void
+lk_io_detach(struct lk_io *io)
+{
+    io_unlink(io);
+    if (io->rev != NULL && io->rev_owned)
+        event_free(io->rev);
+    else if (io->rev != NULL)
+        event_del(io->rev);
+    io->rev = NULL;
+    if (io->cb != NULL)
+        evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
+    io->cb = NULL;
+    if (io->wev != NULL)
+        event_free(io->wev);
+    io->wev = NULL;
+    if (io->ssl != NULL)
+        SSL_free(io->ssl); /* its socket BIO leaves the fd to the bufferevent */
+    io->ssl = NULL;
+}
+
+void
+lk_io_enable(struct lk_io *io, short what)
+{
+    if (io->plain) {
+        if ((what & EV_READ) && !io->reading) {
+            io->reading = 1;
+            event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
+            /* OpenSSL may hold input the socket will not announce. */
+            if (io->ssl != NULL && (io->ssl_end || SSL_has_pending(io->ssl)))
+                event_active(io->rev, EV_READ, 1);
+        }
+        return; /* EV_WRITE: the flush queue asks for it when needed */
+    }
+    /* Enabling again would only re-arm the timeout: an event_add per call. */
+    if ((bufferevent_get_enabled(io->bev) & what) != what)
+        bufferevent_enable(io->bev, what);
+}
+
+void
+lk_io_disable(struct lk_io *io, short what)
+{
+    if (io->plain) {
+        if ((what & EV_READ) && io->reading) {
+            io->reading = 0;
+            if (!io->write_wants_read) /* else the write still waits on it */
+                event_del(io->rev);
+        }
+        if ((what & EV_WRITE) && io->ssl != NULL)
+            io_wait_write(io, 0);
+        else if (what & EV_WRITE)
+            bufferevent_disable(io->bev, EV_WRITE);
+        return;
+    }
+    bufferevent_disable(io->bev, what);
+}
+
+void
+lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct timeval *wr)
+{
+    bufferevent_set_timeouts(io->bev, rd, wr);
+    if (!io->plain)
+        return;
+    io->has_rtv = rd != NULL;
+    if (rd != NULL)
+        io->rtv = *rd;
+    io->has_wtv = wr != NULL;
+    if (wr != NULL)
+        io->wtv = *wr;
+    /* As libevent does: a new timeout counts from now. */
+    if (io->reading)
+        event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
+    if (io->wwait)
+        event_add(io->wev, io->has_wtv ? &io->wtv : NULL);
+}
+
+int
+lk_io_reading(const struct lk_io *io)
+{
+    return io->plain ? io->reading : (bufferevent_get_enabled(io->bev) & EV_READ) != 0;
+}
+
+void
+lk_io_rebind(struct lk_io *io, struct bufferevent *bev)
+{
+    io->bev = bev;
+    io->cb = evbuffer_add_cb(bufferevent_get_output(bev), io_out_changed, io);
+}
+
+void
+lk_io_worker_init(struct lk_worker *w)
+{
+    w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
+    w->tls_out = lk_xmalloc(LK_TLS_RECORD);
+}
+
+void
+lk_io_worker_free(struct lk_worker *w)
+{
+    if (w->flush_ev != NULL)
+        event_free(w->flush_ev);
+    w->flush_ev = NULL;
+    free(w->tls_out);
+    w->tls_out = NULL;
+}

@@ -1,0 +1,44 @@
+/*
+ * TLS contexts (lk_tls.c): the server contexts of a config's certificates,
+ * chosen by SNI, with session resumption, and the client context for TLS
+ * brokers.  Built for each generation by lk_runtime.c; nothing here knows
+ * the runtime.
+ */
+#ifndef LK_TLS_H
+#define LK_TLS_H
+
+#include <stddef.h>
+#include <openssl/ssl.h>
+
+struct lk_conf;
+struct lk_ticket_keys;
+
+/* What a config's TLS needs, as struct lk_runtime holds it. */
+struct lk_tls_ctxs {
+    SSL_CTX **server_ctx; /* one per certificate, chosen by SNI; [0] is default;
+                           * NULL-terminated */
+    size_t nserver_ctx;
+    SSL_CTX *client_ctx;            /* for TLS to brokers; NULL when no broker is TLS */
+    struct lk_ticket_keys *tickets; /* session ticket keys; NULL: no tickets */
+};
+
+/* Builds t for conf (zeroed first): server contexts when a bind terminates
+ * TLS, the client context when a broker address is TLS.  0, or -1 with
+ * err (what was built is in t, for lk_tls_ctxs_free). */
+int lk_tls_ctxs_new(struct lk_tls_ctxs *t, const struct lk_conf *conf, char *err, size_t errlen);
+void lk_tls_ctxs_free(struct lk_tls_ctxs *t);
+/* Before a client's TLS connection is freed: keeps its session resumable
+ * (tls.session_cache).  Nothing is sent. */
+void lk_tls_keep_session(SSL *ssl);
+/*
+ * The host name in the body of a ClientHello's server_name extension (RFC
+ * 6066 §3), checked as OpenSSL checks it: a 2-byte list length covering
+ * the rest, one entry of type host_name (0) whose 2-byte length covers
+ * the rest, a name of 1 to 255 bytes without NUL.  Writes it lower-cased
+ * and NUL-terminated into out (outlen > 255) and returns its length, or -1
+ * when the body is not that.  Pure; the client-hello callback uses it to
+ * keep each session to the name it was made for.
+ */
+int lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,407 @@
+/*
+ * Upstream connections: dialled to a broker's internal address (lk_dial.c
+ * checks it against internal_networks and resolves it), TLS through a TLS
+ * bufferevent, plaintext over the direct path (lk_io.c) once connected;
+ * each connect's outcome goes to the broker's health (lk_broker.c).  Idle
+ * ones wait in the worker's pool, under the key they were dialled for.
+ */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "lk_broker.h"
+#include "lk_log.h"
+#include "lk_pool.h"
+#include "lk_runtime.h"
+#include "lk_stats.h"
+#include "lk_upstream.h"
+#include "lk_worker.h"
+
+const char lk_err_connect[] = "connect failed";
+const char lk_err_connect_timeout[] = "connect timed out";
+const char lk_err_tls[] = "TLS handshake with the broker failed";
+const char lk_err_reset[] = "connection reset by the broker";
+
+static int
+host_is_ip(const char *host)
+{
+    struct in6_addr a6;
+    struct in_addr a4;
+
+    return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+}
+
+/* FNV-1a over what tells keys apart most often: host, port and scheme
+ * (equal keys hash equally; the chain compares them in full). */
+static size_t
+key_hash(const struct lk_upstream_key *k)
+{
+    uint32_t h = 2166136261u;
+
+    for (const char *p = k->host != NULL ? k->host : ""; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ k->port) * 16777619u;
+    h = (h ^ (unsigned)k->scheme) * 16777619u;
+    return h;
+}
+
+void
+lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
+                     const struct lk_cluster *cl, const struct lk_url *addr)
+{
+    memset(k, 0, sizeof(*k));
+    k->rt = rt;
+    k->cluster = cl;
+    k->scheme = addr->scheme;
+    k->port = addr->port;
+    k->host = addr->host;
+    k->hash = key_hash(k);
+    if (!lk_scheme_is_tls(addr->scheme))
+        return;
+    k->sni = host_is_ip(addr->host) ? NULL : addr->host;
+    k->verified = rt->conf->upstream_verify ? addr->host : NULL;
+    k->alpn_http = addr->scheme == LK_SCHEME_HTTPS;
+}
+
+static int
+str_eq(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+int
+lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
+{
+    return a->hash == b->hash && a->rt == b->rt && a->cluster == b->cluster &&
+           a->scheme == b->scheme && a->port == b->port &&
+           str_eq(a->host, b->host) && str_eq(a->sni, b->sni) &&
+           str_eq(a->verified, b->verified) && a->alpn_http == b->alpn_http;
+}
+
+void
+lk_idle_pool_init(struct lk_idle_pool *p, size_t nkeys)
+{
+    size_t n = 16;
+
+    while (n < nkeys * 2 && n < ((size_t)1 << 20))
+        n *= 2;
+    p->slots = lk_xcalloc(n, sizeof(*p->slots));
+    p->nslots = n;
+}
+
+/* The list of key k in p; with create, made if p has none.  NULL if none. */
+static struct lk_idle_list *
+idle_list(struct lk_idle_pool *p, const struct lk_upstream_key *k, int create)
+{
+    if (p->slots == NULL)
+        return NULL;
+    struct lk_idle_list **slot = &p->slots[k->hash & (p->nslots - 1)];
+    for (struct lk_idle_list *il = *slot; il != NULL; il = il->next)
+        if (lk_upstream_key_eq(&il->key, k))
+            return il;
+    if (!create)
+        return NULL;
+    struct lk_idle_list *il = lk_xcalloc(1, sizeof(*il));
+    il->key = *k;
+    il->next = *slot;
+    *slot = il;
+    return il;
+}
+
+unsigned
+lk_idle_pool_count(const struct lk_idle_pool *p, const struct lk_upstream_key *k)
+{
+    const struct lk_idle_list *il = idle_list((struct lk_idle_pool *)p, k, 0);
+    return il != NULL ? il->count : 0;
+}
+
+void
+lk_idle_pool_free(struct lk_idle_pool *p)
+{
+    for (size_t i = 0; i < p->nslots; i++)
+        while (p->slots[i] != NULL) {
+            struct lk_idle_list *il = p->slots[i];
+            while (il->head != NULL) {
+                struct lk_upstream *u = il->head;
+                il->head = u->next;
+                u->next = NULL;
+                u->idle = 0;
+                lk_upstream_free(u);
+            }
+            p->slots[i] = il->next;
+            free(il);
+        }
+    free(p->slots);
+    p->slots = NULL;
+    p->nslots = 0;
+}
+
+void
+lk_upstream_free(struct lk_upstream *u)
+{
+    if (u == NULL)
+        return;
+    if (u->ready_ev != NULL)
+        event_free(u->ready_ev); /* cancels a pending report */
+    lk_dial_cancel(&u->dial); /* a name lookup may still be under way */
+    if (u->bev != NULL) {
+        lk_io_detach(&u->io);
+        bufferevent_free(u->bev);
+    }
+    free(u);
+}
+
+static void
+idle_remove(struct lk_upstream *u)
+{
+    struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 0);
+    for (struct lk_upstream **pp = &il->head; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == u) {
+            *pp = u->next;
+            il->count--;
+            break;
+        }
+    }
+    u->next = NULL;
+    u->idle = 0;
+}
+
+/* An idle pooled connection saw data, EOF, an error or its idle timeout:
+ * whatever it is, the connection is no longer reusable. */
+static void
+idle_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct lk_upstream *u = arg;
+    idle_remove(u);
+    lk_upstream_free(u);
+}
+
+static void
+idle_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    idle_read_cb(bev, arg);
+}
+
+void
+lk_upstream_release(struct lk_upstream *u)
+{
+    const struct lk_conf *conf = u->w->rt->conf;
+
+    /* The pool holds the current generation's connections only (it goes
+     * with the generation); one dialled for no key is never pooled; nor is
+     * one with bytes left either way, which would reach or come from the
+     * next exchange. */
+    if (u->rt != u->w->rt || u->key.rt != u->rt || u->key.host == NULL ||
+        conf->upstream_idle_max == 0 || evbuffer_get_length(bufferevent_get_input(u->bev)) != 0 ||
+        evbuffer_get_length(bufferevent_get_output(u->bev)) != 0) {
+        lk_upstream_free(u);
+        return;
+    }
+    struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 1);
+    if (il == NULL || il->count >= conf->upstream_idle_max) {
+        lk_upstream_free(u);
+        return;
+    }
+    struct timeval tv = {conf->timeout_idle_ms / 1000, (conf->timeout_idle_ms % 1000) * 1000};
+    u->ready_cb = NULL;
+    u->arg = NULL;
+    u->idle = 1;
+    bufferevent_setcb(u->bev, idle_read_cb, NULL, idle_event_cb, u);
+    bufferevent_setwatermark(u->bev, EV_READ, 0, 0);
+    bufferevent_setwatermark(u->bev, EV_WRITE, 0, 0);
+    lk_io_set_timeouts(&u->io, &tv, NULL);
+    lk_io_enable(&u->io, EV_READ);
+    u->next = il->head;
+    il->head = u;
+    il->count++;
+}
+
+enum lk_upstream_err_kind
+lk_upstream_err_kind(const char *error)
+{
+    if (error == lk_err_connect_timeout)
+        return LK_UPERR_TIMEOUT;
+    if (error == lk_err_tls)
+        return LK_UPERR_TLS;
+    if (error == lk_err_reset)
+        return LK_UPERR_RESET;
+    return LK_UPERR_CONNECT;
+}
+
+void
+lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, enum lk_upstream_err_kind kind)
+{
+    lk_stats_broker_error(rt->stats, b, kind);
+}
+
+static void
+connect_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct lk_upstream *u = arg;
+    struct lk_runtime *rt = u->rt;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        /* Before the first request: lookout writes a head and then its body
+         * as it comes, and Nagle would hold the body until the broker ACKs
+         * the head, which a kept-alive peer delays by 40 ms. */
+        int one = 1;
+        setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        lk_broker_connect_result(rt, u->broker, 1);
+        bufferevent_set_timeouts(bev, NULL, NULL);
+        if (!lk_scheme_is_tls(u->addr->scheme))
+            lk_io_go_plain(&u->io, NULL); /* connected: direct reads and writes from now */
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        u->ready_cb(u, LK_UP_CONNECTED, u->arg);
+        return;
+    }
+    char tls_reason[256] = "";
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    unsigned long e = ssl != NULL ? bufferevent_get_openssl_error(bev) : 0;
+    if (what & BEV_EVENT_TIMEOUT) {
+        u->error = lk_err_connect_timeout;
+    } else if (e != 0 || (ssl != NULL && SSL_get_verify_result(ssl) != X509_V_OK)) {
+        /* libevent moved OpenSSL's errors into the bufferevent's queue */
+        long vr = SSL_get_verify_result(ssl);
+        u->error = lk_err_tls;
+        if (vr != X509_V_OK)
+            snprintf(tls_reason, sizeof(tls_reason), "certificate verify failed: %s",
+                     X509_verify_cert_error_string(vr));
+        else
+            ERR_error_string_n(e, tls_reason, sizeof(tls_reason));
+        while (bufferevent_get_openssl_error(bev) != 0)
+            ;
+    } else {
+        u->error = u->dial.error != NULL ? u->dial.error : lk_err_connect;
+    }
+    ERR_clear_error();
+    int err = EVUTIL_SOCKET_ERROR();
+    int dns = lk_dial_dns_error(&u->dial, bev);
+    const char *why = tls_reason[0] != '\0' ? tls_reason
+                      : dns != 0             ? evutil_gai_strerror(dns)
+                      : err != 0             ? evutil_socket_error_to_string(err)
+                                             : "";
+    /* A dial refused by internal_networks is logged and counted by lk_dial. */
+    if (u->error != lk_err_outside_networks) {
+        lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
+               why[0] != '\0' ? ": " : "", why);
+        lk_upstream_error(rt, u->broker, lk_upstream_err_kind(u->error));
+    }
+    lk_broker_connect_result(rt, u->broker, 0);
+    u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
+}
+
+static void
+reuse_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_upstream *u = arg;
+    u->ready_cb(u, LK_UP_CONNECTED, u->arg);
+}
+
+/* The SSL for key k: exactly what the key says, so that a connection is
+ * what its key describes.  No session is set: every upstream handshake is
+ * a full one, and no session of one broker is ever offered to another. */
+static SSL *
+ssl_for_key(SSL_CTX *ctx, const struct lk_upstream_key *k)
+{
+    SSL *ssl = SSL_new(ctx);
+    if (ssl == NULL)
+        return NULL;
+    if (k->sni != NULL)
+        SSL_set_tlsext_host_name(ssl, k->sni);
+    if (k->alpn_http) {
+        static const unsigned char h11[] = "\x08http/1.1";
+        SSL_set_alpn_protos(ssl, h11, sizeof(h11) - 1);
+    }
+    if (k->verified != NULL) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+        if (host_is_ip(k->verified))
+            X509_VERIFY_PARAM_set1_ip_asc(vp, k->verified);
+        else
+            X509_VERIFY_PARAM_set1_host(vp, k->verified, 0);
+    }
+    return ssl;
+}
+
+SSL *
+lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr)
+{
+    struct lk_upstream_key k;
+
+    lk_upstream_key_make(&k, rt, NULL, addr); /* the SSL does not depend on the cluster */
+    return ssl_for_key(rt->client_ctx, &k);
+}
+
+struct lk_upstream *
+lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker *b,
+                enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb, void *arg)
+{
+    const struct lk_url *addr = lk_broker_upstream(b, scheme, client_tls);
+    struct lk_upstream_key key;
+    if (addr == NULL)
+        return NULL; /* no internal address of that family */
+    lk_upstream_key_make(&key, rt, b->cluster, addr);
+    /* Only a connection dialled for this very key: the same address and
+     * protocol, TLS identity, cluster (its internal_networks) and
+     * generation (an exchange still on an older generation finds none,
+     * since the pool holds the worker's). */
+    struct lk_idle_list *il = idle_list(&w->idle, &key, 0);
+    struct lk_upstream *u = il != NULL ? il->head : NULL;
+    const struct lk_conf *conf = rt->conf;
+
+    if (u != NULL) {
+        assert(lk_upstream_key_eq(&u->key, &key));
+        idle_remove(u);
+        u->reused = 1;
+        u->ready_cb = cb;
+        u->arg = arg;
+        /* Reading stays on (turning it off and on again costs two
+         * epoll_ctl calls per exchange): nothing is read before the report
+         * below, which runs in this loop iteration. */
+        bufferevent_setcb(u->bev, NULL, NULL, NULL, NULL);
+        /* Report from the loop, never re-entrantly from the caller's stack;
+         * with u's own event, so that freeing u first cancels the report. */
+        if (u->ready_ev == NULL)
+            u->ready_ev = evtimer_new(w->base, reuse_cb, u);
+        event_active(u->ready_ev, EV_TIMEOUT, 1);
+        return u;
+    }
+
+    u = lk_xmalloc(sizeof(*u));
+    *u = (struct lk_upstream){
+        .w = w, .rt = rt, .broker = b, .addr = addr, .key = key, .ready_cb = cb, .arg = arg};
+    int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+    if (lk_scheme_is_tls(u->addr->scheme)) {
+        SSL *ssl = ssl_for_key(rt->client_ctx, &u->key);
+        if (ssl == NULL) {
+            free(u);
+            return NULL;
+        }
+        u->bev = bufferevent_openssl_socket_new(w->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
+        if (u->bev == NULL) {
+            SSL_free(ssl);
+            free(u);
+            return NULL;
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
+    } else {
+        u->bev = bufferevent_socket_new(w->base, -1, opts);
+        if (u->bev == NULL) {
+            free(u);
+            return NULL;
+        }
+    }
+    lk_io_attach(&u->io, w, u->bev);
+    bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    /* Any failure is reported through connect_event_cb from the loop. */
+    lk_dial_start(&u->dial, u->bev, w->dns, rt->stats, b, u->addr, conf->timeout_connect_ms);
+    return u;
+}
