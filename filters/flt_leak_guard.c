@@ -1202,14 +1202,16 @@ answer_name(const struct lk_xchg *x, int16_t key, int16_t version, char *buf, si
     }
 }
 
+/* A binary answer as the client gets it: the edits of the filters before
+ * this one written into its bytes. */
 static enum lk_flt_verdict
-on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
-         struct evbuffer *out)
+on_frame(struct lk_flt *f, struct lk_xchg *x, struct lk_frame *fr)
 {
     const struct guard_conf *conf = f->conf;
     struct guard *g = lk_flt_ctx(f, x, sizeof(*g));
-    size_t len = evbuffer_get_length(in);
-    const uint8_t *p = evbuffer_pullup(in, -1);
+    int16_t key = fr->key, version = fr->version;
+    size_t len;
+    const uint8_t *p = lk_frame_bytes(fr, &len);
     struct finding fd;
     char what[96];
 
@@ -1218,10 +1220,8 @@ on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, stru
         kafka_answer(f, x, g, key, version, p, len, &fd);
     else
         pulsar_answer(f, x, g, key, p, len, &fd);
-    if (fd.n == 0 && !fd.unchecked) {
-        evbuffer_add_buffer(out, in);
+    if (fd.n == 0 && !fd.unchecked)
         return LK_FLT_CONTINUE;
-    }
     x->leaks += fd.n;
     answer_name(x, key, version, what, sizeof(what));
     const char *outcome =
@@ -1245,10 +1245,7 @@ on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, stru
                                  : "an address the map lacks, which the broker gave out on its "
                                    "internal listener",
                fd.n, outcome);
-    if (conf->mode == LK_LEAK_BLOCK)
-        return LK_FLT_ERROR;
-    evbuffer_add_buffer(out, in);
-    return LK_FLT_CONTINUE;
+    return conf->mode == LK_LEAK_BLOCK ? LK_FLT_ERROR : LK_FLT_CONTINUE;
 }
 
 const struct lk_flt_ops lk_flt_leak_guard = {

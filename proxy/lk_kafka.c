@@ -720,6 +720,11 @@ filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
     v = lk_flt_run_frame(&x, k->cur.key, k->cur.version, in, out);
+    /* The nodes broker.pattern placed: served from now on, bound before
+     * this response leaves. */
+    for (size_t i = 0; i < x.nlearned && x.broker != NULL; i++)
+        lk_dyn_learn_node(k->pr.c->w, k->pr.c->rt, x.cluster, x.broker, x.learned[i].node_id,
+                          x.learned[i].host, x.learned[i].port);
     lk_xrec_take(&k->cur_rec, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);

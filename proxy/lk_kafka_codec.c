@@ -901,7 +901,8 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
         rc = LK_KAFKA_RW_MALFORMED;
         goto out;
     }
-    emit(&w, frame, len, (uint32_t)size, out);
+    if (out != NULL) /* NULL: a reading (lk_kafka_view_decode, the leak guard) */
+        emit(&w, frame, len, (uint32_t)size, out);
     rc = LK_KAFKA_RW_REWRITTEN;
 out:
     if (w.e != w.inl)

@@ -388,7 +388,8 @@ int lk_kafka_clamp_version(int16_t api_key);
  * ApiVersions max or count); the enclosing tagged-field size and the frame
  * size are recomputed; all other bytes, unknown tagged fields among them,
  * are copied.  Returns an enum lk_kafka_rw; only LK_KAFKA_RW_REWRITTEN
- * touches out.
+ * touches out, and out NULL makes it a reading: LK_KAFKA_RW_REWRITTEN then
+ * says what would change, and nothing is written.
  */
 enum lk_kafka_rw lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key,
                                            int16_t api_version, struct lk_kafka_rewrite *rw,

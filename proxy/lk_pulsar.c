@@ -302,7 +302,8 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     x.listener_name = listener != NULL ? listener : p->pr.cluster->lookup_listener;
     x.client_tls = p->pr.c->tls;
     lk_flt_attach_all(&x);
-    v = lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
+    v = lk_flt_run_pulsar(&x, type, lk_pulsar_type_addrs(type) == LK_PULSAR_ADDRS_DECODED ? &c : NULL,
+                          p->held, out);
     lk_xrec_take(&r, &x);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
