@@ -89,8 +89,9 @@ kafka_response(struct lk_flt *f, struct lk_xchg *x, struct lk_kafka_view *v)
 
     if (v->decoded == LK_KAFKA_RW_MALFORMED) {
         /* The frame goes as it came (the leak guard reads it). */
-        lk_log(LK_WARN, x->conn, "%s: api %d v%d response does not decode; passed through unchanged",
-               f->id, v->api_key, v->api_version);
+        lk_log(LK_WARN, x->conn,
+               "%s: api %d v%d response does not decode; passed through unchanged", f->id,
+               v->api_key, v->api_version);
         return LK_FLT_CONTINUE;
     }
     lk_kafka_view_clamp(v, x->cluster->unknown_api == LK_UNKNOWN_API_DROP);

@@ -388,8 +388,8 @@ frame_wanted(const struct lk_xchg *x, unsigned proto)
 {
     for (size_t i = 0; i < x->nflt; i++) {
         const struct lk_flt_ops *ops = x->cluster->filters[i].ops;
-        if (x->flt[i].attached && (proto == LK_PROTO_KAFKA ? ops->kafka_response != NULL
-                                                           : ops->pulsar_command != NULL))
+        if (x->flt[i].attached &&
+            (proto == LK_PROTO_KAFKA ? ops->kafka_response != NULL : ops->pulsar_command != NULL))
             return 1;
     }
     return 0;
@@ -430,11 +430,11 @@ run_frame(struct lk_xchg *x, struct lk_frame *fr, struct evbuffer *out)
             if (fr->proto == LK_PROTO_KAFKA)
                 snprintf(what, sizeof(what), "api %d v%d response", fr->key, fr->version);
             else
-                snprintf(what, sizeof(what), "%s", lk_pulsar_command_name(fr->key) != NULL
-                                                       ? lk_pulsar_command_name(fr->key)
-                                                       : "command");
-            lk_log(LK_WARN, x->conn, "%s: %s does not re-encode; passed through unchanged",
-                   editor, what);
+                snprintf(what, sizeof(what), "%s",
+                         lk_pulsar_command_name(fr->key) != NULL ? lk_pulsar_command_name(fr->key)
+                                                                 : "command");
+            lk_log(LK_WARN, x->conn, "%s: %s does not re-encode; passed through unchanged", editor,
+                   what);
         }
         /* only what the client gets counts (a refused frame's count stays,
          * as a filter made it) */
@@ -456,11 +456,11 @@ run_frame(struct lk_xchg *x, struct lk_frame *fr, struct evbuffer *out)
 }
 
 enum lk_flt_verdict
-lk_flt_run_pulsar(struct lk_xchg *x, int type, const struct lk_pulsar_cmd *c,
-                  struct evbuffer *in, struct evbuffer *out)
+lk_flt_run_pulsar(struct lk_xchg *x, int type, const struct lk_pulsar_cmd *c, struct evbuffer *in,
+                  struct evbuffer *out)
 {
-    struct lk_frame fr = {.proto = LK_PROTO_PULSAR, .key = (int16_t)type, .in = in,
-                          .len = evbuffer_get_length(in)};
+    struct lk_frame fr = {
+        .proto = LK_PROTO_PULSAR, .key = (int16_t)type, .in = in, .len = evbuffer_get_length(in)};
     struct lk_pulsar_view pv;
 
     if (frame_wanted(x, LK_PROTO_PULSAR)) {
@@ -474,7 +474,10 @@ enum lk_flt_verdict
 lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
                  struct evbuffer *out)
 {
-    struct lk_frame fr = {.proto = LK_PROTO_KAFKA, .key = key, .version = version, .in = in,
+    struct lk_frame fr = {.proto = LK_PROTO_KAFKA,
+                          .key = key,
+                          .version = version,
+                          .in = in,
                           .len = evbuffer_get_length(in)};
     struct lk_kafka_view kv;
 

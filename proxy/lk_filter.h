@@ -37,23 +37,22 @@ struct lk_pulsar_view;
 
 /* A binary frame going through the chain (lk_flt_run_frame). */
 struct lk_frame {
-    unsigned proto;               /* LK_PROTO_KAFKA or LK_PROTO_PULSAR */
-    int16_t key, version;         /* Kafka: the request's; Pulsar: the type, 0 */
-    struct evbuffer *in;          /* the frame as it came, whole */
-    const uint8_t *p;             /* ... its bytes, once pulled up */
+    unsigned proto;       /* LK_PROTO_KAFKA or LK_PROTO_PULSAR */
+    int16_t key, version; /* Kafka: the request's; Pulsar: the type, 0 */
+    struct evbuffer *in;  /* the frame as it came, whole */
+    const uint8_t *p;     /* ... its bytes, once pulled up */
     size_t len;
-    struct lk_kafka_view *kafka;  /* the decoded view, or NULL */
+    struct lk_kafka_view *kafka; /* the decoded view, or NULL */
     struct lk_pulsar_view *pulsar;
-    struct evbuffer *enc;         /* the frame with the edits, once written */
-    unsigned enc_edits;           /* the view's edits when it was */
-    int enc_r;                    /* 1: enc holds it; 0: the edits change no byte;
-                                   * -1: it cannot be written (the original goes) */
+    struct evbuffer *enc; /* the frame with the edits, once written */
+    unsigned enc_edits;   /* the view's edits when it was */
+    int enc_r;            /* 1: enc holds it; 0: the edits change no byte;
+                           * -1: it cannot be written (the original goes) */
 };
 
 /* The frame's bytes as they stand: the original, or with the edits made so
  * far (written at most once per set of edits, and kept). */
 const uint8_t *lk_frame_bytes(struct lk_frame *fr, size_t *len);
-
 
 struct lk_flt_ops {
     const char *name; /* the name in `filters =` */

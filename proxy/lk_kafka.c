@@ -50,6 +50,7 @@
 #include "lk_conn.h"
 #include "lk_dyn.h"
 #include "lk_kafka_codec.h"
+#include "lk_kafka_fstream.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_stats.h"

@@ -49,8 +49,8 @@ lk_kafka_view_decode(struct lk_kafka_view *v, const uint8_t *frame, size_t len, 
                      int16_t api_version, struct lk_pool *pool)
 {
     struct collect c = {.v = v, .pool = pool};
-    struct lk_kafka_rewrite rw = {.endpoint = add_endpoint, .controller = add_controller,
-                                  .arg = &c};
+    struct lk_kafka_rewrite rw = {
+        .endpoint = add_endpoint, .controller = add_controller, .arg = &c};
 
     memset(v, 0, sizeof(*v));
     v->api_key = api_key;
@@ -117,7 +117,9 @@ enum lk_kafka_rw
 lk_kafka_view_encode(const struct lk_kafka_view *v, struct evbuffer *out)
 {
     struct replay r = {.v = v};
-    struct lk_kafka_rewrite rw = {.endpoint = replay, .controller = replay, .arg = &r,
+    struct lk_kafka_rewrite rw = {.endpoint = replay,
+                                  .controller = replay,
+                                  .arg = &r,
                                   .drop_unknown_api = v->drop_unknown_api};
     enum lk_kafka_rw rc;
 
@@ -125,7 +127,7 @@ lk_kafka_view_encode(const struct lk_kafka_view *v, struct evbuffer *out)
         (v->api_key == LK_KAFKA_API_VERSIONS && !v->clamp))
         return LK_KAFKA_RW_UNCHANGED;
     rc = lk_kafka_rewrite_response(v->frame, v->len, v->api_key, v->api_version, &rw, out);
-    return rc == LK_KAFKA_RW_REWRITTEN ? rc
+    return rc == LK_KAFKA_RW_REWRITTEN   ? rc
            : rc == LK_KAFKA_RW_MALFORMED ? rc
                                          : LK_KAFKA_RW_UNCHANGED;
 }

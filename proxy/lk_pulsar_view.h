@@ -30,9 +30,9 @@ struct lk_pulsar_view {
     size_t len;
     enum lk_pulsar_view_state state;
     struct lk_pulsar_cmd cmd;
-    struct lk_pulsar_pair *pairs; /* cmd.npairs of them, in the order of
-                                   * lk_pulsar_pairs */
-    struct lk_pulsar_edit edit;   /* what lk_pulsar_view_encode will change */
+    struct lk_pulsar_pair *pairs;           /* cmd.npairs of them, in the order of
+                                             * lk_pulsar_pairs */
+    struct lk_pulsar_edit edit;             /* what lk_pulsar_view_encode will change */
     struct lk_pulsar_pair_edit *pair_edits; /* edit.pairs, once a pair is set */
     struct lk_pool *pool;
     unsigned edits; /* changes made: the encoding is due when not 0 */
