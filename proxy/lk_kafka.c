@@ -1145,8 +1145,7 @@ start(struct lk_conn *c)
     lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
     if (vh == NULL) {
-        lk_pair_close(&k->pr, c->sni != NULL ? "no Kafka broker on this address for that SNI name; closing"
-                                      : "no Kafka broker on this address without SNI; closing");
+        lk_pair_no_route(&k->pr, "Kafka");
         return;
     }
     k->pr.cluster = vh->cluster;
@@ -1156,9 +1155,7 @@ start(struct lk_conn *c)
         if (pattern_broker(k, vh) != 0)
             return;
     } else {
-        k->pr.any_broker = vh->broker == NULL;
-        k->pr.broker =
-            vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_KAFKA);
+        lk_pair_route(&k->pr, vh);
     }
     if (k->pr.broker == NULL) {
         lk_pair_close(&k->pr, "the cluster has no brokers; closing");

@@ -219,6 +219,25 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
     }
 }
 
+void
+lk_pair_no_route(struct lk_pair *p, const char *proto)
+{
+    char why[96];
+
+    snprintf(why, sizeof(why), "no %s broker on this address %s; closing", proto,
+             p->c->sni != NULL ? "for that SNI name" : "without SNI");
+    lk_pair_close(p, why);
+}
+
+void
+lk_pair_route(struct lk_pair *p, const struct lk_vhost *vh)
+{
+    p->cluster = vh->cluster;
+    p->any_broker = vh->broker == NULL;
+    p->broker = vh->broker != NULL ? vh->broker
+                                   : lk_pick_broker(p->c->rt, vh->cluster, p->ops->family);
+}
+
 struct timeval
 lk_pair_tv(unsigned ms)
 {

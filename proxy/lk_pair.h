@@ -76,6 +76,14 @@ void lk_pair_close_drained(struct lk_pair *p);
 void lk_pair_log_summary(const struct lk_pair *p, enum lk_stat_proto proto, uint64_t bytes_in,
                          uint64_t bytes_out, uint64_t frames_in, uint64_t frames_out);
 
+/* Started on a bind address with no route for the client's SNI name (or
+ * for none): closes, saying so (proto: "Kafka", "Pulsar"). */
+void lk_pair_no_route(struct lk_pair *p, const char *proto);
+/* The pair's cluster and broker from its route: the broker it names, or
+ * for a service address any healthy one of the cluster's (any_broker;
+ * NULL when there is none). */
+void lk_pair_route(struct lk_pair *p, const struct lk_vhost *vh);
+
 /* A read timeout of ms milliseconds (timeout.idle). */
 struct timeval lk_pair_tv(unsigned ms);
 

@@ -536,17 +536,12 @@ start(struct lk_conn *c)
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {
-        lk_pair_close(&p->pr, c->sni != NULL
-                                  ? "no Pulsar broker on this address for that SNI name; closing"
-                                  : "no Pulsar broker on this address without SNI; closing");
+        lk_pair_no_route(&p->pr, "Pulsar");
         return;
     }
     p->vh = vh;
-    p->pr.cluster = vh->cluster;
     p->rq.type = p->rs.type = -1;
-    p->pr.any_broker = vh->broker == NULL;
-    p->pr.broker =
-        vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_PULSAR);
+    lk_pair_route(&p->pr, vh);
     if (p->pr.broker == NULL) {
         lk_pair_close(&p->pr, vh->cluster->nbrokers == 0
                                   ? "the cluster has no brokers; closing"
