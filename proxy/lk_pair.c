@@ -234,8 +234,8 @@ lk_pair_route(struct lk_pair *p, const struct lk_vhost *vh)
 {
     p->cluster = vh->cluster;
     p->any_broker = vh->broker == NULL;
-    p->broker = vh->broker != NULL ? vh->broker
-                                   : lk_pick_broker(p->c->rt, vh->cluster, p->ops->family);
+    p->broker =
+        vh->broker != NULL ? vh->broker : lk_pick_broker(p->c->rt, vh->cluster, p->ops->family);
 }
 
 struct timeval

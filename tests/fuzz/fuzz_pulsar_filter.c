@@ -3,8 +3,9 @@
  * engine runs it: an exchange built as proxy/lk_pulsar.c's broker_command
  * builds one (proto Pulsar, the connection's cluster and broker, the
  * listener a LOOKUP named or the cluster's lookupListenerName, the
- * client's TLS), the chain attached, the frame hook called on a whole
- * frame, the chain detached; over lk_fuzz_pulsar_map (fuzz_util.c): the
+ * client's TLS), the chain attached, the pulsar_command hook called on
+ * the view of a whole frame (lk_pulsar_view.h) and the view written, the
+ * chain detached; over lk_fuzz_pulsar_map (fuzz_util.c): the
  * filter harnesses' cluster "prod", "west" and "east" to be named by
  * Redirects and migrations, and a Kafka cluster.
  *
@@ -63,7 +64,7 @@
  *     error message, an unknown field): by the field-by-field check, it
  *     comes back exactly as it was, and the filter adds none;
  *   - the chain runner (lk_flt_run_frame), given the frame as the engine
- *     holds it, drains it and writes what the hook wrote, or the frame
+ *     holds it, drains it and writes what the view wrote, or the frame
  *     as it came;
  *   - running the chain again on its output changes nothing and counts
  *     nothing.
