@@ -20,7 +20,7 @@ add(struct collect *c, int32_t node_id, const struct lk_str *host, int32_t port,
     struct lk_kafka_view *v = c->v;
 
     if (v->nep == c->cap) {
-        size_t cap = c->cap != 0 ? 2 * c->cap : 8;
+        size_t cap = 2 * c->cap;
         struct lk_kafka_endpoint *ep = lk_palloc(c->pool, cap * sizeof(*ep));
         if (v->nep != 0)
             memcpy(ep, v->ep, v->nep * sizeof(*ep));
@@ -48,15 +48,19 @@ enum lk_kafka_rw
 lk_kafka_view_decode(struct lk_kafka_view *v, const uint8_t *frame, size_t len, int16_t api_key,
                      int16_t api_version, struct lk_pool *pool)
 {
-    struct collect c = {.v = v, .pool = pool};
+    struct collect c = {.v = v, .pool = pool, .cap = sizeof(v->inl) / sizeof(v->inl[0])};
     struct lk_kafka_rewrite rw = {
         .endpoint = add_endpoint, .controller = add_controller, .arg = &c};
 
-    memset(v, 0, sizeof(*v));
+    /* field by field: inl is written as endpoints come */
     v->api_key = api_key;
     v->api_version = api_version;
     v->frame = frame;
     v->len = len;
+    v->ep = v->inl;
+    v->nep = 0;
+    v->clamp = v->drop_unknown_api = 0;
+    v->edits = 0;
     v->decoded = lk_kafka_rewrite_response(frame, len, api_key, api_version, &rw, NULL);
     if (v->decoded == LK_KAFKA_RW_REWRITTEN) /* an ApiVersions clamp, not asked for yet */
         v->decoded = LK_KAFKA_RW_UNCHANGED;
@@ -73,6 +77,8 @@ lk_kafka_view_set(struct lk_kafka_view *v, size_t i, struct lk_str host, int32_t
     if (host.len > INT16_MAX || (host.p == NULL && host.len != 0) ||
         (e->controller && (port <= 0 || port > 65535)))
         return -1;
+    if (!e->set && lk_str_eq(host, e->host) && port == e->port)
+        return 0; /* as it is: nothing to write */
     e->set = 1;
     e->new_host = host;
     e->new_port = port;

@@ -43,19 +43,21 @@ struct lk_kafka_view {
     enum lk_kafka_rw decoded;
     struct lk_kafka_endpoint *ep;
     size_t nep;
+    struct lk_kafka_endpoint inl[8]; /* ep while there are few (most answers) */
     int clamp;            /* ApiVersions: clamp (lk_kafka_view_clamp) */
     int drop_unknown_api; /* ... and drop the keys lookout does not know */
     unsigned edits;       /* changes made: the encoding is due when not 0 */
 };
 
 /* Decodes frame[0..len) (whole, the response to api_key/api_version) into
- * v, its endpoints allocated from pool.  The frame's bytes must stay while
+ * v, its endpoints beyond the first 8 allocated from pool.  The frame's bytes must stay while
  * v is used.  Returns v->decoded. */
 enum lk_kafka_rw lk_kafka_view_decode(struct lk_kafka_view *v, const uint8_t *frame, size_t len,
                                       int16_t api_key, int16_t api_version, struct lk_pool *pool);
 
 /* Endpoint i goes out as host:port (host's bytes must live as long as v).
- * 1 when that changes its bytes, 0 when it does not, -1 (nothing set) when
+ * 1 when that changes its bytes, 0 when it does not (then, unless it was
+ * set before, nothing is: a frame left as it is is never written), -1 (nothing set) when
  * it cannot be encoded: a host over 32767 bytes, or a controller listener's
  * port outside 1-65535. */
 int lk_kafka_view_set(struct lk_kafka_view *v, size_t i, struct lk_str host, int32_t port);
