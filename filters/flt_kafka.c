@@ -10,32 +10,27 @@
  * broker's: they are not held, so never rewritten.  A node id the map lacks gets its address from
  * broker.pattern; without one its endpoint is left as the broker sent it,
  * and that is logged as a warning every time: an internal address reached
- * the client.
+ * the client.  A node broker.pattern places is recorded in the exchange
+ * (lk_xchg_learn): the module has lookout serve it before the answer
+ * leaves.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "lk_conn.h"
 #include "lk_filter.h"
-#include "lk_kafka_codec.h"
+#include "lk_kafka_view.h"
 #include "lk_log.h"
 #include "lk_workers.h"
 #include "lk_xchg.h"
 
-struct ep_arg {
-    struct lk_flt *f;
-    struct lk_xchg *x;
-};
-
 static enum lk_kafka_ep
-endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+endpoint(struct lk_xchg *x, int32_t node_id, struct lk_str *host, int32_t *port)
 {
-    struct ep_arg *a = arg;
-    const struct lk_cluster *cl = a->x->cluster;
+    const struct lk_cluster *cl = x->cluster;
     const struct lk_broker *b = lk_cluster_find_node(cl, node_id);
 
     if (b != NULL) {
-        const struct lk_listener *l = lk_xchg_listener(a->x, b);
+        const struct lk_listener *l = lk_xchg_listener(x, b);
         const struct lk_url *u = l != NULL ? lk_kafka_addr(l) : NULL;
         if (u == NULL)
             return LK_KAFKA_EP_UNKNOWN;
@@ -47,12 +42,11 @@ endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
     char h[256];
     if (cl->pattern != NULL && lk_kafka_pattern_expand(cl->pattern, node_id, h, sizeof(h), &p) == 0) {
         /* Where the node is: lookout serves the pattern's address for it
-         * from now on (bound before this response leaves). */
-        if (a->x->conn != NULL && a->x->broker != NULL)
-            lk_workers_learn_node(a->x->conn->w, a->x->conn->rt, cl, a->x->broker, node_id,
-                                  *host, *port);
-        /* The codec keeps every endpoint's bytes until it is done. */
-        *host = lk_str_c(lk_pstrndup(&a->x->pool, h, strlen(h)));
+         * from now on (the module binds it before this response leaves). */
+        if (x->broker != NULL)
+            lk_xchg_learn(x, node_id, *host, *port);
+        /* The view keeps every endpoint's bytes until it is written. */
+        *host = lk_str_c(lk_pstrndup(&x->pool, h, strlen(h)));
         *port = p;
         return LK_KAFKA_EP_REWRITE;
     }
@@ -71,18 +65,17 @@ endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
  * leak.
  */
 static enum lk_kafka_ep
-controller(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
+controller(struct lk_xchg *x, int32_t node_id, struct lk_str *host, int32_t *port)
 {
-    struct ep_arg *a = arg;
     const struct lk_broker *b;
     const struct lk_listener *l;
     const struct lk_url *u;
 
     (void)node_id;
     if (*port <= 0 || *port > 65535 ||
-        (b = lk_cluster_find_internal(a->x->cluster, *host, (uint16_t)*port)) == NULL)
+        (b = lk_cluster_find_internal(x->cluster, *host, (uint16_t)*port)) == NULL)
         return LK_KAFKA_EP_KEEP;
-    l = lk_xchg_listener(a->x, b);
+    l = lk_xchg_listener(x, b);
     if ((u = l != NULL ? lk_kafka_addr(l) : NULL) == NULL)
         return LK_KAFKA_EP_UNKNOWN;
     *host = lk_str_c(u->host);
@@ -91,37 +84,36 @@ controller(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
 }
 
 static enum lk_flt_verdict
-kafka_response(struct lk_flt *f, struct lk_xchg *x, int16_t api_key, int16_t api_version,
-               struct evbuffer *in, struct evbuffer *out)
+kafka_response(struct lk_flt *f, struct lk_xchg *x, struct lk_kafka_view *v)
 {
-    struct ep_arg a = {.f = f, .x = x};
-    struct lk_kafka_rewrite rw = {.endpoint = endpoint, .controller = controller, .arg = &a,
-                                  .drop_unknown_api = x->cluster->unknown_api == LK_UNKNOWN_API_DROP};
-    size_t len = evbuffer_get_length(in);
-    const uint8_t *frame = evbuffer_pullup(in, -1);
+    unsigned unknown = 0;
 
-    enum lk_kafka_rw r = lk_kafka_rewrite_response(frame, len, api_key, api_version, &rw, out);
-    if (r == LK_KAFKA_RW_MALFORMED) {
-        /* The walk may have met endpoints before it failed: none of them
-         * was rewritten, since the frame goes as it came (the leak guard
-         * reads it). */
-        lk_log(LK_WARN, x->conn, "%s: api %d v%d response does not decode; passed through unchanged",
-               f->id, api_key, api_version);
-        evbuffer_add_buffer(out, in);
+    if (v->decoded == LK_KAFKA_RW_MALFORMED) {
+        /* The frame goes as it came (the leak guard reads it). */
+        lk_log(LK_WARN, x->conn,
+               "%s: api %d v%d response does not decode; passed through unchanged", f->id,
+               v->api_key, v->api_version);
         return LK_FLT_CONTINUE;
     }
-    if (rw.unknown != 0)
+    lk_kafka_view_clamp(v, x->cluster->unknown_api == LK_UNKNOWN_API_DROP);
+    for (size_t i = 0; i < v->nep; i++) {
+        const struct lk_kafka_endpoint *e = &v->ep[i];
+        struct lk_str host = e->host;
+        int32_t port = e->port;
+        enum lk_kafka_ep r = e->controller ? controller(x, e->node_id, &host, &port)
+                                           : endpoint(x, e->node_id, &host, &port);
+        int changed = r == LK_KAFKA_EP_REWRITE ? lk_kafka_view_set(v, i, host, port) : 0;
+        if (r == LK_KAFKA_EP_UNKNOWN || changed < 0)
+            unknown++; /* one that cannot be encoded too: never half a rewrite */
+        else
+            x->rewrites += (unsigned)changed; /* counted if the client gets it */
+    }
+    if (unknown != 0)
         lk_log(LK_WARN, x->conn,
                "%s: api %d v%d response names %u node(s) the map lacks and broker.pattern does not "
                "cover; their internal addresses reached the client",
-               f->id, api_key, api_version, rw.unknown);
-    x->unmapped += rw.unknown;
-    if (r == LK_KAFKA_RW_REWRITTEN) {
-        x->rewrites += rw.changed; /* only what the client gets counts */
-        evbuffer_drain(in, len);
-    } else {
-        evbuffer_add_buffer(out, in);
-    }
+               f->id, v->api_key, v->api_version, unknown);
+    x->unmapped += unknown;
     return LK_FLT_CONTINUE;
 }
 
@@ -129,5 +121,5 @@ const struct lk_flt_ops lk_flt_kafka = {
     .name = "kafka",
     .protos = LK_PROTO_KAFKA,
     .attach = lk_flt_attach_if_listener,
-    .frame = kafka_response,
+    .kafka_response = kafka_response,
 };

@@ -84,14 +84,7 @@ verdict(struct lk_xchg *x, enum lk_guard_verdict v)
 static enum lk_flt_verdict
 on_req_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *req)
 {
-    enum lk_leak_guard mode = lk_guard_mode(f->conf);
-
-    /* A compressed body cannot be read as it streams: ask for it plain.
-     * The client gets it plain too (identity is always acceptable, RFC
-     * 9110 §12.5.3); between lookout and the brokers it costs bandwidth on
-     * the internal network only.  log reads gzip and deflate as they come. */
-    if (mode == LK_LEAK_REWRITE || mode == LK_LEAK_BLOCK)
-        lk_http_set_id(req, LK_HDR_ACCEPT_ENCODING, LK_STRLIT("identity"));
+    lk_guard_req_head(f->conf, req);
     return LK_FLT_CONTINUE;
 }
 
@@ -121,24 +114,21 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     return verdict(x, lk_guard_body(f->conf, s, view(&w, f, x), &x->res, in, out, last));
 }
 
-/* A Kafka or Pulsar answer, whole: read, never changed.  A find in block
- * mode refuses it (the connection closes); otherwise it goes on. */
+/* A Kafka or Pulsar answer, whole, as the client gets it (the edits of
+ * the filters before this one written into its bytes): read, never
+ * changed.  A find in block mode refuses it (the connection closes). */
 static enum lk_flt_verdict
-on_frame(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
-         struct evbuffer *out)
+on_frame(struct lk_flt *f, struct lk_xchg *x, struct lk_frame *fr)
 {
     struct view w;
-    size_t len = evbuffer_get_length(in);
-    const uint8_t *p = evbuffer_pullup(in, -1);
+    size_t len;
+    const uint8_t *p = lk_frame_bytes(fr, &len);
 
-    if (lk_guard_frame(f->conf, view(&w, f, x), x->proto, key, version, p, len) != LK_GUARD_PASS)
-        return LK_FLT_ERROR;
-    evbuffer_add_buffer(out, in);
-    return LK_FLT_CONTINUE;
+    return lk_guard_frame(f->conf, view(&w, f, x), x->proto, fr->key, fr->version, p, len) ==
+                   LK_GUARD_PASS ? LK_FLT_CONTINUE : LK_FLT_ERROR;
 }
 
-/* leak_guard sets the cluster's mode, which the protocol modules read too
- * (what they hold for the guard to see). */
+/* The cluster's mode, which the protocol modules read too (what to hold). */
 static const struct lk_conf_key keys[] = {
     {"leak_guard", LK_IN_PULSAR | LK_IN_KAFKA, lk_set_enum, offsetof(struct lk_cluster, leak_guard),
      lk_leak_guard_names, LK_KEY_INIT, "log",

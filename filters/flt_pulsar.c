@@ -16,8 +16,9 @@
  * proxy_through_service_url, as the Pulsar Proxy does, so that the client
  * reaches the owner through serviceUrl.  URLs that name no mapped broker
  * pass through as they are, logged: a migration to a cluster lookout does
- * not front, or an address the map lacks.  Only the command is re-encoded,
- * its unknown fields kept; the engine sends other frames byte for byte.
+ * not front, or an address the map lacks.  The edits go into the command's
+ * view (lk_pulsar_view.h); only the command is re-encoded, once, its
+ * unknown fields kept; the engine sends other frames byte for byte.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,28 +26,16 @@
 #include "lk_filter.h"
 #include "lk_location.h"
 #include "lk_log.h"
-#include "lk_pulsar_codec.h"
+#include "lk_pulsar_view.h"
+#include "lk_stats.h"
 #include "lk_xchg.h"
 
+/* Its name: every type that comes here has one. */
 static const char *
 type_name(int type)
 {
-    switch (type) {
-    case LK_PULSAR_LOOKUP_RESPONSE:
-        return "LOOKUP_RESPONSE";
-    case LK_PULSAR_CLOSE_PRODUCER:
-        return "CLOSE_PRODUCER";
-    case LK_PULSAR_CLOSE_CONSUMER:
-        return "CLOSE_CONSUMER";
-    case LK_PULSAR_TOPIC_MIGRATED:
-        return "TOPIC_MIGRATED";
-    case LK_PULSAR_SCALABLE_TOPIC_UPDATE:
-        return "SCALABLE_TOPIC_UPDATE";
-    case LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE:
-        return "WATCH_TC_ASSIGNMENTS_UPDATE";
-    default:
-        return "command";
-    }
+    const char *n = lk_pulsar_command_name(type);
+    return n != NULL ? n : "command";
 }
 
 /* The mapped broker either URL names: the exchange's cluster first. */
@@ -86,12 +75,14 @@ pick_listener(const struct lk_xchg *x, const struct lk_broker *b)
     return l;
 }
 
-/* The edit of one URL pair into *e (its strings in *url, *url_tls): 0, or
- * -1 (logged) when it is to be left as it is. */
+/* Edits URL pair i of v (its strings in *url, *url_tls): 0, or -1 (logged)
+ * when it is to be left as it is. */
 static int
-pair_edit(struct lk_flt *f, struct lk_xchg *x, int type, const struct lk_pulsar_pair *c,
-          struct lk_pulsar_pair_edit *e, struct lk_str *url, struct lk_str *url_tls)
+pair_edit(struct lk_flt *f, struct lk_xchg *x, struct lk_pulsar_view *v, size_t i,
+          struct lk_str *url, struct lk_str *url_tls)
 {
+    int type = v->type;
+    const struct lk_pulsar_pair *c = &v->pairs[i];
     const struct lk_broker *b = find_broker(x, c);
     const struct lk_listener *l = b != NULL ? pick_listener(x, b) : NULL;
     const char *why = b == NULL
@@ -118,62 +109,34 @@ pair_edit(struct lk_flt *f, struct lk_xchg *x, int type, const struct lk_pulsar_
         *url = lk_str_c(l->addr[LK_SCHEME_PULSAR]->text);
     if (l->addr[LK_SCHEME_PULSAR_SSL] != NULL)
         *url_tls = lk_str_c(l->addr[LK_SCHEME_PULSAR_SSL]->text);
-    e->set_url = e->set_url_tls = 1;
-    e->url = l->addr[LK_SCHEME_PULSAR] != NULL ? url : NULL;
-    e->url_tls = l->addr[LK_SCHEME_PULSAR_SSL] != NULL ? url_tls : NULL;
+    lk_pulsar_view_set_pair(v, i, l->addr[LK_SCHEME_PULSAR] != NULL ? url : NULL,
+                            l->addr[LK_SCHEME_PULSAR_SSL] != NULL ? url_tls : NULL);
     return 0;
 }
 
 static enum lk_flt_verdict
-pulsar_frame(struct lk_flt *f, struct lk_xchg *x, int16_t type, int16_t version,
-             struct evbuffer *in, struct evbuffer *out)
+pulsar_command(struct lk_flt *f, struct lk_xchg *x, struct lk_pulsar_view *v)
 {
-    size_t len = evbuffer_get_length(in);
-    const uint8_t *fr = evbuffer_pullup(in, -1);
-    uint32_t total, cmd_size;
-    struct lk_pulsar_cmd c;
-    struct lk_pulsar_edit edit = {.proxy_through = -1};
-    int service = x->cluster->pulsar_routing == LK_PULSAR_ROUTING_SERVICE;
+    size_t n = v->cmd.npairs;
+    unsigned mapped = 0;
 
-    (void)version;
-    if (lk_pulsar_type_addrs(type) != LK_PULSAR_ADDRS_DECODED)
-        return LK_FLT_CONTINUE; /* a type lookout does not know: the leak guard's */
-    if (len < LK_PULSAR_PREFIX || lk_pulsar_sizes(fr, UINT32_MAX, &total, &cmd_size) != 0 ||
-        (size_t)total + 4 != len || (size_t)cmd_size + LK_PULSAR_PREFIX != len)
-        return LK_FLT_CONTINUE; /* not a simple frame: nothing of lookout's */
-    if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, cmd_size, &c) != 0) {
+    if (v->state == LK_PULSAR_VIEW_MALFORMED)
         lk_log(LK_WARN, x->conn, "%s: %s does not decode; passed through unchanged", f->id,
-               type_name(type));
-        return LK_FLT_CONTINUE;
-    }
-    if (c.npairs == 0)
+               type_name(v->type));
+    if (v->state != LK_PULSAR_VIEW_DECODED || n == 0)
         return LK_FLT_CONTINUE; /* a Failed lookup, a close without a new owner */
 
     /* every pair, each to its broker's address on the selected listener */
-    size_t n = c.npairs;
-    struct lk_pulsar_pair *pairs = lk_palloc(&x->pool, n * sizeof(*pairs));
-    struct lk_pulsar_pair_edit *edits = lk_palloc(&x->pool, n * sizeof(*edits));
     struct lk_str *strs = lk_palloc(&x->pool, 2 * n * sizeof(*strs));
-    unsigned mapped = 0;
-    if (lk_pulsar_pairs(fr + LK_PULSAR_PREFIX, cmd_size, pairs, n) != (long)n)
-        return LK_FLT_CONTINUE; /* not after a decode that counted them */
     for (size_t i = 0; i < n; i++)
-        if (pair_edit(f, x, type, &pairs[i], &edits[i], &strs[2 * i], &strs[2 * i + 1]) == 0)
+        if (pair_edit(f, x, v, i, &strs[2 * i], &strs[2 * i + 1]) == 0)
             mapped++;
     if (mapped == 0)
         return LK_FLT_CONTINUE;
-    edit.pairs = edits;
-    edit.npairs = n;
-    if (type == LK_PULSAR_LOOKUP_RESPONSE && service && c.lookup_type == LK_PULSAR_CONNECT_TO)
-        edit.proxy_through = 1;
-    int r = lk_pulsar_reencode(fr + LK_PULSAR_PREFIX, cmd_size, &edit, out);
-    if (r == 1) {
-        x->rewrites += mapped;
-        evbuffer_drain(in, len);
-    } else if (r < 0) {
-        lk_log(LK_WARN, x->conn, "%s: %s does not re-encode; passed through unchanged", f->id,
-               type_name(type));
-    }
+    if (v->type == LK_PULSAR_LOOKUP_RESPONSE && v->cmd.lookup_type == LK_PULSAR_CONNECT_TO &&
+        x->cluster->pulsar_routing == LK_PULSAR_ROUTING_SERVICE)
+        lk_pulsar_view_proxy_through(v, 1);
+    x->rewrites += mapped; /* counted if the client gets it */
     return LK_FLT_CONTINUE;
 }
 
@@ -181,5 +144,5 @@ const struct lk_flt_ops lk_flt_pulsar = {
     .name = "pulsar",
     .protos = LK_PROTO_PULSAR,
     .attach = lk_flt_attach_if_listener,
-    .frame = pulsar_frame,
+    .pulsar_command = pulsar_command,
 };

@@ -41,13 +41,6 @@ struct lk_proto_ops {
     void (*drain)(struct lk_conn *c);
 };
 
-/* The protocol modules (lk_http.c, lk_kafka.c, lk_pulsar.c) ------------- */
-/* Only lk_workers.c names them (struct lk_worker's proto_for): the
- * connection layer reaches a module through the worker, never by name. */
-extern const struct lk_proto_ops lk_proto_kafka;
-extern const struct lk_proto_ops lk_proto_pulsar;
-/* ----------------------------------------------------------------------- */
-
 /*
  * A client connection.  While the protocol module has nothing under way and
  * the client is silent (lk_conn_idle), the connection is parked: bev, the

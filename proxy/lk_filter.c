@@ -8,8 +8,10 @@
 
 #include "lk_conn.h"
 #include "lk_filter.h"
+#include "lk_kafka_view.h"
 #include "lk_log.h"
 #include "lk_runtime.h"
+#include "lk_pulsar_view.h"
 #include "lk_stats.h"
 #include "lk_xchg.h"
 
@@ -184,6 +186,21 @@ lk_flt_ctx(struct lk_flt *f, struct lk_xchg *x, size_t size)
 }
 
 void
+lk_xchg_learn(struct lk_xchg *x, int32_t node_id, struct lk_str host, int32_t port)
+{
+    if (x->nlearned == x->learned_cap) {
+        size_t cap = x->learned_cap != 0 ? 2 * x->learned_cap : 4;
+        struct lk_learned *l = lk_palloc(&x->pool, cap * sizeof(*l));
+        if (x->nlearned != 0)
+            memcpy(l, x->learned, x->nlearned * sizeof(*l));
+        x->learned = l;
+        x->learned_cap = cap;
+    }
+    x->learned[x->nlearned++] =
+        (struct lk_learned){node_id, lk_pstr(&x->pool, host.p, host.len), port};
+}
+
+void
 lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode)
 {
     struct lk_flt_state *s = &x->flt[f->index];
@@ -315,35 +332,161 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
     return v;
 }
 
+/* The edits made to the frame's view so far. */
+static unsigned
+frame_edits(const struct lk_frame *fr)
+{
+    return fr->kafka != NULL ? fr->kafka->edits : fr->pulsar != NULL ? fr->pulsar->edits : 0;
+}
+
+/* Writes the frame with its edits into fr->enc, unless that was done for
+ * these edits already: fr->enc_r. */
+static int
+frame_encode(struct lk_frame *fr)
+{
+    unsigned n = frame_edits(fr);
+
+    if (n == 0)
+        return 0;
+    if (fr->enc != NULL && fr->enc_edits == n)
+        return fr->enc_r;
+    if (fr->enc == NULL && (fr->enc = evbuffer_new()) == NULL)
+        abort(); /* out of memory, as lk_xmalloc */
+    evbuffer_drain(fr->enc, evbuffer_get_length(fr->enc));
+    if (fr->kafka != NULL) {
+        enum lk_kafka_rw r = lk_kafka_view_encode(fr->kafka, fr->enc);
+        fr->enc_r = r == LK_KAFKA_RW_REWRITTEN ? 1 : r == LK_KAFKA_RW_MALFORMED ? -1 : 0;
+    } else {
+        fr->enc_r = lk_pulsar_view_encode(fr->pulsar, fr->enc);
+    }
+    fr->enc_edits = n;
+    return fr->enc_r;
+}
+
+static const uint8_t *
+frame_orig(struct lk_frame *fr)
+{
+    if (fr->p == NULL)
+        fr->p = evbuffer_pullup(fr->in, -1);
+    return fr->p;
+}
+
+const uint8_t *
+lk_frame_bytes(struct lk_frame *fr, size_t *len)
+{
+    if (frame_encode(fr) == 1) {
+        *len = evbuffer_get_length(fr->enc);
+        return evbuffer_pullup(fr->enc, -1);
+    }
+    *len = fr->len;
+    return frame_orig(fr);
+}
+
+/* Whether an attached filter reads the protocol's view: else the frame is
+ * not decoded at all. */
+static int
+frame_wanted(const struct lk_xchg *x, unsigned proto)
+{
+    for (size_t i = 0; i < x->nflt; i++) {
+        const struct lk_flt_ops *ops = x->cluster->filters[i].ops;
+        if (x->flt[i].attached &&
+            (proto == LK_PROTO_KAFKA ? ops->kafka_response != NULL : ops->pulsar_command != NULL))
+            return 1;
+    }
+    return 0;
+}
+
+/* The chain over a frame (whose view, if any, is set up), then the frame
+ * out: written once if edited, else as it came. */
+static enum lk_flt_verdict
+run_frame(struct lk_xchg *x, struct lk_frame *fr, struct evbuffer *out)
+{
+    enum lk_flt_verdict v = LK_FLT_CONTINUE;
+    const char *editor = NULL;
+
+    for (size_t i = 0; i < x->nflt && v == LK_FLT_CONTINUE; i++) {
+        struct lk_flt *f = &x->cluster->filters[i];
+        const struct lk_flt_ops *ops = f->ops;
+        if (!x->flt[i].attached)
+            continue;
+        unsigned before = x->rewrites, edits = frame_edits(fr);
+        if (fr->kafka != NULL && ops->kafka_response != NULL)
+            v = ops->kafka_response(f, x, fr->kafka);
+        else if (fr->pulsar != NULL && ops->pulsar_command != NULL)
+            v = ops->pulsar_command(f, x, fr->pulsar);
+        if (v == LK_FLT_CONTINUE && ops->frame != NULL)
+            v = ops->frame(f, x, fr);
+        x->flt[i].frame_rewrites = x->rewrites - before;
+        x->flt[i].rewrites += x->flt[i].frame_rewrites;
+        if (frame_edits(fr) != edits)
+            editor = f->id;
+    }
+    int r = v == LK_FLT_CONTINUE ? frame_encode(fr) : 0;
+    if (r == 1) {
+        evbuffer_add_buffer(out, fr->enc);
+        evbuffer_drain(fr->in, fr->len);
+    } else {
+        if (r < 0 && editor != NULL) {
+            char what[64];
+            if (fr->proto == LK_PROTO_KAFKA)
+                snprintf(what, sizeof(what), "api %d v%d response", fr->key, fr->version);
+            else
+                snprintf(what, sizeof(what), "%s",
+                         lk_pulsar_command_name(fr->key) != NULL ? lk_pulsar_command_name(fr->key)
+                                                                 : "command");
+            lk_log(LK_WARN, x->conn, "%s: %s does not re-encode; passed through unchanged", editor,
+                   what);
+        }
+        /* only what the client gets counts (a refused frame's count stays,
+         * as a filter made it) */
+        for (size_t i = 0; v == LK_FLT_CONTINUE && editor != NULL && i < x->nflt; i++) {
+            x->flt[i].rewrites -= x->flt[i].frame_rewrites;
+            x->rewrites -= x->flt[i].frame_rewrites;
+        }
+        /* A refused frame goes nowhere: the caller closes the connection. */
+        if (v == LK_FLT_CONTINUE)
+            evbuffer_add_buffer(out, fr->in);
+        else
+            evbuffer_drain(fr->in, fr->len);
+    }
+    for (size_t i = 0; i < x->nflt; i++)
+        x->flt[i].frame_rewrites = 0;
+    if (fr->enc != NULL)
+        evbuffer_free(fr->enc);
+    return v;
+}
+
+enum lk_flt_verdict
+lk_flt_run_pulsar(struct lk_xchg *x, int type, const struct lk_pulsar_cmd *c, struct evbuffer *in,
+                  struct evbuffer *out)
+{
+    struct lk_frame fr = {
+        .proto = LK_PROTO_PULSAR, .key = (int16_t)type, .in = in, .len = evbuffer_get_length(in)};
+    struct lk_pulsar_view pv;
+
+    if (frame_wanted(x, LK_PROTO_PULSAR)) {
+        lk_pulsar_view_init(&pv, type, frame_orig(&fr), fr.len, c, &x->pool);
+        fr.pulsar = &pv;
+    }
+    return run_frame(x, &fr, out);
+}
+
 enum lk_flt_verdict
 lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version, struct evbuffer *in,
                  struct evbuffer *out)
 {
-    struct evbuffer *cur = in, *next = NULL, *spare = NULL;
-    enum lk_flt_verdict v = LK_FLT_CONTINUE;
+    struct lk_frame fr = {.proto = LK_PROTO_KAFKA,
+                          .key = key,
+                          .version = version,
+                          .in = in,
+                          .len = evbuffer_get_length(in)};
+    struct lk_kafka_view kv;
 
-    /* The frames that come here are whole and small (metadata,
-     * coordinators, errors naming leaders): each stage reads one buffer and
-     * fills the other. */
-    for (size_t i = 0; i < x->nflt && v == LK_FLT_CONTINUE; i++) {
-        struct lk_flt *f = &x->cluster->filters[i];
-        if (!x->flt[i].attached || f->ops->frame == NULL)
-            continue;
-        if (spare == NULL)
-            spare = evbuffer_new();
-        next = cur == spare ? in : spare;
-        unsigned before = x->rewrites;
-        v = f->ops->frame(f, x, key, version, cur, next);
-        x->flt[i].rewrites += x->rewrites - before;
-        evbuffer_add_buffer(next, cur); /* anything it left goes on unchanged */
-        cur = next;
+    if (x->proto == LK_PROTO_PULSAR)
+        return lk_flt_run_pulsar(x, key, NULL, in, out);
+    if (frame_wanted(x, LK_PROTO_KAFKA)) {
+        lk_kafka_view_decode(&kv, frame_orig(&fr), fr.len, key, version, &x->pool);
+        fr.kafka = &kv;
     }
-    /* A refused frame goes nowhere: the caller closes the connection. */
-    if (v == LK_FLT_CONTINUE)
-        evbuffer_add_buffer(out, cur);
-    else
-        evbuffer_drain(cur, evbuffer_get_length(cur));
-    if (spare != NULL)
-        evbuffer_free(spare);
-    return v;
+    return run_frame(x, &fr, out);
 }

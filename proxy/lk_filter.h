@@ -28,22 +28,32 @@
 
 #include "lk_conf.h"
 #include "lk_pool.h"
+#include "lk_xchg.h"
 
-struct lk_xchg;
 struct lk_http_msg;
 struct lk_flt;
 struct lk_conf_key;
+struct lk_kafka_view;
+struct lk_pulsar_view;
 
-enum lk_flt_verdict { LK_FLT_CONTINUE = 0, LK_FLT_REPLY, LK_FLT_ERROR };
-/*
- * How a filter takes the response body:
- *   LK_BODY_OBSERVE  reads it as it passes and moves it on unchanged; the
- *                    response keeps its framing and its head is not held;
- *   LK_BODY_STREAM   may change it as it passes (the head waits for the
- *                    first byte out, and the length becomes unknown);
- *   LK_BODY_BUFFER   gets it whole, up to max_buffer_bytes.
- */
-enum lk_body_mode { LK_BODY_NONE = 0, LK_BODY_OBSERVE, LK_BODY_STREAM, LK_BODY_BUFFER };
+/* A binary frame going through the chain (lk_flt_run_frame). */
+struct lk_frame {
+    unsigned proto;       /* LK_PROTO_KAFKA or LK_PROTO_PULSAR */
+    int16_t key, version; /* Kafka: the request's; Pulsar: the type, 0 */
+    struct evbuffer *in;  /* the frame as it came, whole */
+    const uint8_t *p;     /* ... its bytes, once pulled up */
+    size_t len;
+    struct lk_kafka_view *kafka; /* the decoded view, or NULL */
+    struct lk_pulsar_view *pulsar;
+    struct evbuffer *enc; /* the frame with the edits, once written */
+    unsigned enc_edits;   /* the view's edits when it was */
+    int enc_r;            /* 1: enc holds it; 0: the edits change no byte;
+                           * -1: it cannot be written (the original goes) */
+};
+
+/* The frame's bytes as they stand: the original, or with the edits made so
+ * far (written at most once per set of edits, and kept). */
+const uint8_t *lk_frame_bytes(struct lk_frame *fr, size_t *len);
 
 struct lk_flt_ops {
     const char *name; /* the name in `filters =` */
@@ -89,17 +99,25 @@ struct lk_flt_ops {
     enum lk_flt_verdict (*http_res_body)(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in,
                                          struct evbuffer *out, int last);
 
-    /* A binary protocol's frame, whole, of a kind a filter may change or
+    /*
+     * Binary protocols: a frame, whole, of a kind a filter may change or
      * must read (one that may carry a broker address); the rest stream
-     * past.  Kafka: a response (size field included) to
-     * the request api_key/api_version (lk_kafka_response_wanted).  Pulsar:
-     * a command frame of type `key` (version 0) from the broker.  Move it,
-     * as it is or rewritten, from in to out.  Only filters of the
+     * past.  It is decoded once into a view the hooks read and edit with
+     * its functions (lk_kafka_view.h, lk_pulsar_view.h), and written once,
+     * after the chain, only when an edit changed it.  Only filters of the
      * exchange's protocol (x->proto) are attached.  LK_FLT_ERROR refuses
-     * the frame: nothing of it reaches the client, whose connection
-     * closes (say why in the log first). */
-    enum lk_flt_verdict (*frame)(struct lk_flt *f, struct lk_xchg *x, int16_t key, int16_t version,
-                                 struct evbuffer *in, struct evbuffer *out);
+     * the frame: nothing of it reaches the client, whose connection closes
+     * (say why in the log first).
+     * kafka_response: a response to the request v->api_key/api_version
+     * (lk_kafka_response_wanted).  pulsar_command: a command from the
+     * broker.  frame: any of them, to read as the client will get it
+     * (lk_frame_bytes: the edits of the filters before this one applied).
+     */
+    enum lk_flt_verdict (*kafka_response)(struct lk_flt *f, struct lk_xchg *x,
+                                          struct lk_kafka_view *v);
+    enum lk_flt_verdict (*pulsar_command)(struct lk_flt *f, struct lk_xchg *x,
+                                          struct lk_pulsar_view *v);
+    enum lk_flt_verdict (*frame)(struct lk_flt *f, struct lk_xchg *x, struct lk_frame *fr);
 };
 
 /* A filter instance in a cluster's chain. */

@@ -242,10 +242,15 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     return conf;
 }
 
-enum lk_leak_guard
-lk_guard_mode(const struct lk_guard *g)
+void
+lk_guard_req_head(const struct lk_guard *g, struct lk_http_msg *req)
 {
-    return g->mode;
+    /* A compressed body cannot be read as it streams: ask for it plain.
+     * The client gets it plain too (identity is always acceptable, RFC
+     * 9110 §12.5.3); between lookout and the brokers it costs bandwidth on
+     * the internal network only.  log reads gzip and deflate as they come. */
+    if (g->mode == LK_LEAK_REWRITE || g->mode == LK_LEAK_BLOCK)
+        lk_http_set_id(req, LK_HDR_ACCEPT_ENCODING, LK_STRLIT("identity"));
 }
 
 /* Logs the exchange's first leak at each level (later ones are only

@@ -85,7 +85,9 @@ struct lk_guard_stream {
 struct lk_guard *lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err,
                               size_t errlen);
 void lk_guard_free(struct lk_guard *g);
-enum lk_leak_guard lk_guard_mode(const struct lk_guard *g);
+/* The request head req, before it goes to the broker: in rewrite and
+ * block mode, asks for the body uncompressed. */
+void lk_guard_req_head(const struct lk_guard *g, struct lk_http_msg *req);
 
 /*
  * Reads every header of the response head res (a find in rewrite mode may

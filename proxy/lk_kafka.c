@@ -52,18 +52,18 @@
 #include "lk_dyn.h"
 #include "lk_hold.h"
 #include "lk_io.h"
+#include "lk_kafka.h"
 #include "lk_kafka_codec.h"
+#include "lk_kafka_fstream.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_route.h"
 #include "lk_runtime.h"
 #include "lk_stats.h"
 #include "lk_worker.h"
+#include "lk_workers.h"
 #include "lk_xchg.h"
 #include "lk_xrec.h"
-
-/* Unread input above which the other side stops being read. */
-#define LK_KAFKA_HIGH (256 * 1024)
 
 struct kreq {
     int32_t id;   /* lookout's correlation id: what the broker got */
@@ -117,14 +117,6 @@ struct kconn {
     /* for the connection's closing line */
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
 };
-
-/* timeout.idle of the cluster's: Kafka clients keep connections for
- * minutes between requests (connections.max.idle.ms). */
-static struct timeval
-idle_tv(const struct lk_cluster *cl)
-{
-    return (struct timeval){cl->idle_ms / 1000, (cl->idle_ms % 1000) * 1000};
-}
 
 /* Whether k holds part of an answer: one held whole, or a streamed one's
  * tail. */
@@ -463,10 +455,9 @@ linger_done(evutil_socket_t fd, short what, void *arg)
 static void
 drain_check(struct kconn *k)
 {
-    if (!k->pr.draining || k->pr.dead)
-        return;
-    if (k->pr.connected && (k->qlen != 0 || k->holding || k->streaming || k->sasl_left != 0 ||
-                            !at_boundary(k) || lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
+    if (!lk_pair_drain_due(&k->pr, k->qlen != 0 || k->holding || k->streaming ||
+                                       k->sasl_left != 0 || !at_boundary(k) ||
+                                       lk_kafka_reader_in_body(&k->rs) || k->rs.have != 0))
         return;
     if (k->rebootstrap_logged && !k->lingered) {
         if (k->linger_ev == NULL) {
@@ -565,7 +556,7 @@ pump_requests(struct lk_pair *pr)
         return;
     }
     if (!k->pr.connected) { /* input waits, up to a point */
-        if (evbuffer_get_length(in) > LK_KAFKA_HIGH)
+        if (evbuffer_get_length(in) > LK_PAIR_HIGH)
             lk_io_disable(&k->pr.c->io, EV_READ);
         return;
     }
@@ -699,11 +690,7 @@ pump_requests(struct lk_pair *pr)
     }
     if (ready != 0)
         evbuffer_remove_buffer(in, out, ready);
-    /* Backpressure: a broker that reads slowly stops the client. */
-    if (evbuffer_get_length(out) > LK_KAFKA_HIGH || stop)
-        lk_io_disable(&k->pr.c->io, EV_READ);
-    else
-        lk_io_enable(&k->pr.c->io, EV_READ);
+    lk_pair_pace_client(&k->pr, stop);
     drain_check(k);
 }
 
@@ -716,20 +703,14 @@ filter_response(struct kconn *k, struct evbuffer *in, struct evbuffer *out)
     enum lk_flt_verdict v;
     struct lk_xchg x;
 
-    memset(&x, 0, sizeof(x));
-    lk_pool_init(&x.pool);
-    x.conn = k->pr.c;
-    x.conf = k->pr.c->conf;
-    x.cluster = k->pr.cluster;
-    x.broker = k->pr.broker;
-    x.listener_name = k->pr.cluster->lookup_listener;
-    x.client_tls = k->pr.c->tls;
-    x.proto = LK_PROTO_KAFKA;
-    lk_flt_attach_all(&x);
+    lk_pair_xchg_begin(&k->pr, &x, LK_PROTO_KAFKA, NULL);
     v = lk_flt_run_frame(&x, k->cur.key, k->cur.version, in, out);
-    lk_xrec_take(&k->cur_rec, &x);
-    lk_flt_detach_all(&x);
-    lk_pool_free(&x.pool);
+    /* The nodes broker.pattern placed: served from now on, bound before
+     * this response leaves. */
+    for (size_t i = 0; i < x.nlearned && x.broker != NULL; i++)
+        lk_workers_learn_node(k->pr.c->w, k->pr.c->rt, x.cluster, x.broker, x.learned[i].node_id,
+                              x.learned[i].host, x.learned[i].port);
+    lk_pair_xchg_end(&x, &k->cur_rec);
     evbuffer_drain(in, evbuffer_get_length(in));
     return v == LK_FLT_CONTINUE ? 0 : -1;
 }
@@ -947,8 +928,7 @@ pump_responses(struct lk_pair *pr)
         /* A client that reads slowly: no new answer is begun for it (the
          * rest waits in the input, and the broker is not read). */
         if (!k->holding && !k->streaming && k->sasl_left == 0 && k->rs.have == 0 &&
-            !lk_kafka_reader_in_body(&k->rs) &&
-            evbuffer_get_length(out) + ready > LK_KAFKA_HIGH)
+            !lk_kafka_reader_in_body(&k->rs) && evbuffer_get_length(out) + ready > LK_PAIR_HIGH)
             break;
         if (holds(k) && !lk_hold_may_read(hold_of(k), &k->pr.hw, k->pr.c->conf->max_held_bytes)) {
             k->pr.paused = 1; /* lk_pair's hold_resume comes back here */
@@ -1055,18 +1035,9 @@ pump_responses(struct lk_pair *pr)
         evbuffer_remove_buffer(in, out, ready);
     if (k->pr.dead)
         return;
-    /* Backpressure: a client that reads slowly stops the broker, streamed
-     * answers included (their records move at the client's pace), between
-     * answers; a connection waiting for the budget reads nothing.  One
-     * holding part of an answer reads on until it ends, whatever its
-     * client's pace: what it holds counts against the worker's budget,
-     * which the others may be waiting for (and the budget's owner must
-     * never wait, on a client least of all: lk_hold.h).  The answer is
-     * bounded (max_frame_bytes); the loop above begins no other. */
-    if (k->pr.paused || (evbuffer_get_length(out) > LK_KAFKA_HIGH && !holds(k)))
-        lk_io_disable(&k->pr.up->io, EV_READ);
-    else
-        lk_io_enable(&k->pr.up->io, EV_READ);
+    /* Streamed answers too move at the client's pace, between answers;
+     * one held goes on to its end (the loop above begins no other). */
+    lk_pair_pace_broker(&k->pr, holds(k));
     drain_check(k);
 }
 
@@ -1174,14 +1145,16 @@ start(struct lk_conn *c)
     struct kconn *k = lk_palloc(&c->pool, sizeof(*k));
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
     /* (vh NULL is closed at once below) */
-    struct timeval idle = idle_tv(vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster);
+    /* timeout.idle of the cluster's: Kafka clients keep connections for
+     * minutes between requests (connections.max.idle.ms). */
+    struct timeval idle =
+        lk_pair_tv((vh != NULL ? vh->cluster : c->bind->vhosts[0].cluster)->idle_ms);
 
     c->proto = k;
     lk_pair_start(&k->pr, &kafka_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, kconn_cleanup, k);
     if (vh == NULL) {
-        lk_pair_close(&k->pr, c->sni != NULL ? "no Kafka broker on this address for that SNI name; closing"
-                                      : "no Kafka broker on this address without SNI; closing");
+        lk_pair_no_route(&k->pr, "Kafka");
         return;
     }
     k->pr.cluster = vh->cluster;
@@ -1191,9 +1164,7 @@ start(struct lk_conn *c)
         if (pattern_broker(k, vh) != 0)
             return;
     } else {
-        k->pr.any_broker = vh->broker == NULL;
-        k->pr.broker =
-            vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_KAFKA);
+        lk_pair_route(&k->pr, vh);
     }
     if (k->pr.broker == NULL) {
         lk_pair_close(&k->pr, "the cluster has no brokers; closing");

@@ -17,6 +17,7 @@
 #include "lk_live.h"
 #include "lk_log.h"
 #include "lk_probe.h"
+#include "lk_protos.h"
 #include "lk_runtime.h"
 #include "lk_stats.h"
 #include "lk_workers.h"
@@ -242,7 +243,7 @@ main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     if (lk_access_configure(conf, err, sizeof(err)) != 0 ||
-        lk_workers_start(rt, conf->workers, err, sizeof(err)) != 0 ||
+        lk_workers_start(rt, conf->workers, lk_proto_for, err, sizeof(err)) != 0 ||
         lk_admin_start(lk_workers_main_base(), conf, err, sizeof(err)) != 0 ||
         lk_health_start(rt, lk_workers_main_base(), err, sizeof(err)) != 0) {
         fprintf(stderr, "lookout: %s\n", err);

@@ -11,6 +11,7 @@
 #include "lk_stats.h"
 #include "lk_worker.h"
 #include "lk_xrec.h"
+#include "lk_xchg.h"
 
 void
 lk_pair_close(struct lk_pair *p, const char *why)
@@ -90,8 +91,9 @@ cleanup(void *arg)
     p->up = NULL;
 }
 
+/* The client sent something or the broker can take more (bev is either). */
 static void
-client_read(struct bufferevent *bev, void *arg)
+on_requests(struct bufferevent *bev, void *arg)
 {
     struct lk_pair *p = arg;
 
@@ -99,8 +101,10 @@ client_read(struct bufferevent *bev, void *arg)
         p->ops->requests(p);
 }
 
+/* The broker sent something or the client can take more (the broker's
+ * callbacks are set once it is connected). */
 static void
-client_write(struct bufferevent *bev, void *arg)
+on_responses(struct bufferevent *bev, void *arg)
 {
     struct lk_pair *p = arg;
 
@@ -119,24 +123,6 @@ client_event(struct bufferevent *bev, short what, void *arg)
         p->ops->client_gone(p); /* EOF or reset */
     else
         lk_pair_close(p, NULL);
-}
-
-static void
-up_read(struct bufferevent *bev, void *arg)
-{
-    struct lk_pair *p = arg;
-
-    if (!p->dead)
-        p->ops->responses(p);
-}
-
-static void
-up_write(struct bufferevent *bev, void *arg)
-{
-    struct lk_pair *p = arg;
-
-    if (!p->dead)
-        p->ops->requests(p);
 }
 
 static void
@@ -178,7 +164,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     }
     p->connected = 1;
     lk_log(LK_DEBUG, p->c, "to broker %s at %s", p->broker->name, u->addr->hostport);
-    bufferevent_setcb(u->bev, up_read, up_write, up_event, p);
+    bufferevent_setcb(u->bev, on_responses, on_requests, up_event, p);
     lk_io_set_timeouts(&u->io, &p->idle, NULL);
     lk_io_enable(&u->io, EV_READ | EV_WRITE);
     p->c->action = "proxying";
@@ -225,7 +211,7 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
     p->start_us = lk_now_us();
     p->hw.resume = hold_resume;
     lk_pool_cleanup_add(&c->pool, cleanup, p);
-    bufferevent_setcb(c->bev, client_read, client_write, client_event, p);
+    bufferevent_setcb(c->bev, on_requests, on_responses, client_event, p);
     lk_io_set_timeouts(&c->io, &idle, NULL);
     unsigned ms = c->conf->timeout_first_frame_ms;
     if (ms != 0) {
@@ -234,4 +220,77 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
         evtimer_add(&p->first, &tv);
         p->first_armed = 1;
     }
+}
+
+void
+lk_pair_no_route(struct lk_pair *p, const char *proto)
+{
+    char why[96];
+
+    snprintf(why, sizeof(why), "no %s broker on this address %s; closing", proto,
+             p->c->sni != NULL ? "for that SNI name" : "without SNI");
+    lk_pair_close(p, why);
+}
+
+void
+lk_pair_route(struct lk_pair *p, const struct lk_vhost *vh)
+{
+    p->cluster = vh->cluster;
+    p->any_broker = vh->broker == NULL;
+    p->broker =
+        vh->broker != NULL ? vh->broker : lk_pick_broker(p->c->rt, vh->cluster, p->ops->family);
+}
+
+struct timeval
+lk_pair_tv(unsigned ms)
+{
+    return (struct timeval){ms / 1000, (ms % 1000) * 1000};
+}
+
+void
+lk_pair_pace_client(struct lk_pair *p, int stop)
+{
+    if (stop || evbuffer_get_length(bufferevent_get_output(p->up->bev)) > LK_PAIR_HIGH)
+        lk_io_disable(&p->c->io, EV_READ);
+    else
+        lk_io_enable(&p->c->io, EV_READ);
+}
+
+void
+lk_pair_pace_broker(struct lk_pair *p, int holding)
+{
+    if (p->paused ||
+        (evbuffer_get_length(bufferevent_get_output(p->c->bev)) > LK_PAIR_HIGH && !holding))
+        lk_io_disable(&p->up->io, EV_READ);
+    else
+        lk_io_enable(&p->up->io, EV_READ);
+}
+
+int
+lk_pair_drain_due(const struct lk_pair *p, int busy)
+{
+    return p->draining && !p->dead && !(p->connected && busy);
+}
+
+void
+lk_pair_xchg_begin(struct lk_pair *p, struct lk_xchg *x, unsigned proto, const char *listener)
+{
+    memset(x, 0, sizeof(*x));
+    lk_pool_init(&x->pool);
+    x->conn = p->c;
+    x->conf = p->c->conf;
+    x->cluster = p->cluster;
+    x->broker = p->broker;
+    x->proto = proto;
+    x->listener_name = listener != NULL ? listener : p->cluster->lookup_listener;
+    x->client_tls = p->c->tls;
+    lk_flt_attach_all(x);
+}
+
+void
+lk_pair_xchg_end(struct lk_xchg *x, struct lk_xrec *r)
+{
+    lk_xrec_take(r, x);
+    lk_flt_detach_all(x);
+    lk_pool_free(&x->pool);
 }

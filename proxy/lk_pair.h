@@ -6,7 +6,9 @@
  * the broker.  The pair owns the callbacks on both bufferevents and calls
  * the module back: requests when the client has sent something or the
  * broker can take more, responses the other way round.  Both sides close
- * together, once, from the event loop.
+ * together, once, from the event loop.  It also holds what the modules do
+ * alike: the exchange each held frame from the broker goes through the
+ * filters in, backpressure both ways, and when a draining pair may close.
  */
 #ifndef LK_PAIR_H
 #define LK_PAIR_H
@@ -17,6 +19,10 @@
 #include "lk_hold.h"
 #include "lk_stats.h"
 #include "lk_upstream.h"
+#include "lk_xchg.h"
+
+/* Over this much waiting in one side's output, the other side is not read. */
+#define LK_PAIR_HIGH (256 * 1024)
 
 struct lk_pair;
 
@@ -71,5 +77,36 @@ void lk_pair_close_drained(struct lk_pair *p);
  * and bytes each way, and its lifetime. */
 void lk_pair_log_summary(const struct lk_pair *p, enum lk_stat_proto proto, uint64_t bytes_in,
                          uint64_t bytes_out, uint64_t frames_in, uint64_t frames_out);
+
+/* Started on a bind address with no route for the client's SNI name (or
+ * for none): closes, saying so (proto: "Kafka", "Pulsar"). */
+void lk_pair_no_route(struct lk_pair *p, const char *proto);
+/* The pair's cluster and broker from its route: the broker it names, or
+ * for a service address any healthy one of the cluster's (any_broker;
+ * NULL when there is none). */
+void lk_pair_route(struct lk_pair *p, const struct lk_vhost *vh);
+
+/* A read timeout of ms milliseconds (timeout.idle). */
+struct timeval lk_pair_tv(unsigned ms);
+
+/* Backpressure.  A broker that reads slowly stops the client: the client
+ * is read unless the broker's output holds over LK_PAIR_HIGH, or stop. */
+void lk_pair_pace_client(struct lk_pair *p, int stop);
+/* A client that reads slowly stops the broker, but never while the pair
+ * holds part of a frame (holding): that counts against the worker's
+ * budget, which others may be waiting for, and the budget's owner must
+ * never wait on a client (lk_hold.h); it is bounded by max_frame_bytes.
+ * Nor is the broker read while the budget has no room (paused). */
+void lk_pair_pace_broker(struct lk_pair *p, int holding);
+/* Draining: whether the pair may close now, with busy saying whether the
+ * module has something under way (which counts only once connected). */
+int lk_pair_drain_due(const struct lk_pair *p, int busy);
+
+/* The exchange of one held frame from the broker, in x: of the pair's
+ * cluster and broker, rewriting into listener (NULL: the cluster's lookup
+ * listener), its filters attached.  lk_pair_xchg_end takes its counts into
+ * r and releases it. */
+void lk_pair_xchg_begin(struct lk_pair *p, struct lk_xchg *x, unsigned proto, const char *listener);
+void lk_pair_xchg_end(struct lk_xchg *x, struct lk_xrec *r);
 
 #endif

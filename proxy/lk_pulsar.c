@@ -40,6 +40,7 @@
 #include "lk_location.h"
 #include "lk_log.h"
 #include "lk_pair.h"
+#include "lk_pulsar.h"
 #include "lk_pulsar_codec.h"
 #include "lk_route.h"
 #include "lk_stats.h"
@@ -47,8 +48,6 @@
 #include "lk_xchg.h"
 #include "lk_xrec.h"
 
-/* Unread input above which the other side stops being read. */
-#define LK_PULSAR_HIGH (256 * 1024)
 /* Lookups awaiting their answer, remembered per connection at most; a
  * client keeps far fewer in flight (maxLookupRequest, 50000 per client in
  * Java, but per connection a handful), and past this the oldest goes. */
@@ -104,12 +103,6 @@ pconn_cleanup(void *arg)
     if (p->held != NULL)
         evbuffer_free(p->held);
     lk_pair_hold_release(&p->pr);
-}
-
-static struct timeval
-idle_tv(const struct lk_conf *conf)
-{
-    return (struct timeval){conf->timeout_idle_ms / 1000, (conf->timeout_idle_ms % 1000) * 1000};
 }
 
 static uint32_t
@@ -298,20 +291,10 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
             r.dur_us = r.upstream_us = now - l.t_us;
         }
     }
-    memset(&x, 0, sizeof(x));
-    lk_pool_init(&x.pool);
-    x.conn = p->pr.c;
-    x.conf = p->pr.c->conf;
-    x.cluster = p->pr.cluster;
-    x.proto = LK_PROTO_PULSAR;
-    x.broker = p->pr.broker;
-    x.listener_name = listener != NULL ? listener : p->pr.cluster->lookup_listener;
-    x.client_tls = p->pr.c->tls;
-    lk_flt_attach_all(&x);
-    v = lk_flt_run_frame(&x, (int16_t)type, 0, p->held, out);
-    lk_xrec_take(&r, &x);
-    lk_flt_detach_all(&x);
-    lk_pool_free(&x.pool);
+    lk_pair_xchg_begin(&p->pr, &x, LK_PROTO_PULSAR, listener);
+    v = lk_flt_run_pulsar(
+        &x, type, lk_pulsar_type_addrs(type) == LK_PULSAR_ADDRS_DECODED ? &c : NULL, p->held, out);
+    lk_pair_xchg_end(&x, &r);
     evbuffer_drain(p->held, evbuffer_get_length(p->held));
     r.c = p->pr.c;
     r.cluster = p->pr.cluster;
@@ -364,7 +347,7 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
          * rest waits in the input, and the broker is not read), unless a
          * held one is part-way: it ends first (see pump_responses). */
         if (s->left == 0 && !from_client && p->pr.hw.counted == 0 &&
-            evbuffer_get_length(out) > LK_PULSAR_HIGH)
+            evbuffer_get_length(out) > LK_PAIR_HIGH)
             return 0;
         if (s->left == 0) {
             int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
@@ -431,11 +414,8 @@ static int choose_broker(struct pconn *p);
 static void
 drain_check(struct pconn *p)
 {
-    if (!p->pr.draining || p->pr.dead)
-        return;
-    if (p->pr.connected && (p->rq.left != 0 || p->rs.left != 0))
-        return;
-    lk_pair_close_drained(&p->pr);
+    if (lk_pair_drain_due(&p->pr, p->rq.left != 0 || p->rs.left != 0))
+        lk_pair_close_drained(&p->pr);
 }
 
 /* The client's input: its CONNECT first (which decides the broker), then
@@ -450,22 +430,19 @@ pump_requests(struct lk_pair *pr)
         int r = choose_broker(p);
         if (r > 0)
             lk_pair_connect(&p->pr);
-        else if (r == 0 && evbuffer_get_length(in) > LK_PULSAR_HIGH)
+        else if (r == 0 && evbuffer_get_length(in) > LK_PAIR_HIGH)
             lk_io_disable(&p->pr.c->io, EV_READ);
         return;
     }
     if (!p->pr.connected) { /* input waits, up to a point */
-        if (evbuffer_get_length(in) > LK_PULSAR_HIGH)
+        if (evbuffer_get_length(in) > LK_PAIR_HIGH)
             lk_io_disable(&p->pr.c->io, EV_READ);
         return;
     }
     struct evbuffer *out = bufferevent_get_output(p->pr.up->bev);
     if (pump(p, 1, in, out) != 0)
         return;
-    if (evbuffer_get_length(out) > LK_PULSAR_HIGH || (p->pr.draining && p->rq.left == 0))
-        lk_io_disable(&p->pr.c->io, EV_READ);
-    else
-        lk_io_enable(&p->pr.c->io, EV_READ);
+    lk_pair_pace_client(&p->pr, p->pr.draining && p->rq.left == 0);
     drain_check(p);
 }
 
@@ -478,15 +455,7 @@ pump_responses(struct lk_pair *pr)
 
     if (pump(p, 0, in, out) != 0)
         return;
-    /* A client that reads slowly stops the broker, but not part-way
-     * through a frame held whole: what it holds counts against the
-     * worker's budget, which the others may be waiting for (the budget's
-     * owner must never wait on a client: lk_hold.h); it is bounded by
-     * max_frame_bytes, and pump begins no other. */
-    if (p->pr.paused || (evbuffer_get_length(out) > LK_PULSAR_HIGH && p->pr.hw.counted == 0))
-        lk_io_disable(&p->pr.up->io, EV_READ);
-    else
-        lk_io_enable(&p->pr.up->io, EV_READ);
+    lk_pair_pace_broker(&p->pr, p->pr.hw.counted != 0); /* pump begins no other */
     drain_check(p);
 }
 
@@ -567,24 +536,19 @@ static void
 start(struct lk_conn *c)
 {
     struct pconn *p = lk_palloc(&c->pool, sizeof(*p));
-    struct timeval idle = idle_tv(c->conf);
+    struct timeval idle = lk_pair_tv(c->conf->timeout_idle_ms);
     const struct lk_vhost *vh = lk_route(c->bind, lk_str_c(c->sni), LK_STR_NULL, 0);
 
     c->proto = p;
     lk_pair_start(&p->pr, &pulsar_pair, c, idle);
     lk_pool_cleanup_add(&c->pool, pconn_cleanup, p);
     if (vh == NULL) {
-        lk_pair_close(&p->pr, c->sni != NULL
-                                  ? "no Pulsar broker on this address for that SNI name; closing"
-                                  : "no Pulsar broker on this address without SNI; closing");
+        lk_pair_no_route(&p->pr, "Pulsar");
         return;
     }
     p->vh = vh;
-    p->pr.cluster = vh->cluster;
     p->rq.type = p->rs.type = -1;
-    p->pr.any_broker = vh->broker == NULL;
-    p->pr.broker =
-        vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_PULSAR);
+    lk_pair_route(&p->pr, vh);
     if (p->pr.broker == NULL) {
         lk_pair_close(&p->pr, vh->cluster->nbrokers == 0
                                   ? "the cluster has no brokers; closing"

@@ -694,14 +694,20 @@ lk_pulsar_frame(struct evbuffer *out, const uint8_t *cmd, size_t len)
     evbuffer_add(out, cmd, len);
 }
 
+/* A C string as a bytes field (pointing to it). */
+static ProtobufCBinaryData
+pb_text(const char *s)
+{
+    return (ProtobufCBinaryData){strlen(s), (uint8_t *)s};
+}
+
 int
 lk_pulsar_connect_frame(struct evbuffer *out, const char *client_version, uint32_t protocol_version)
 {
     LkPb__CommandConnect c = LK_PB__COMMAND_CONNECT__INIT;
     LkPb__BaseCommand base = LK_PB__BASE_COMMAND__INIT;
 
-    c.client_version.data = (uint8_t *)client_version;
-    c.client_version.len = strlen(client_version);
+    c.client_version = pb_text(client_version);
     c.has_protocol_version = 1;
     c.protocol_version = protocol_version;
     base.type = LK_PULSAR_CONNECT;
@@ -715,8 +721,7 @@ lk_pulsar_lookup_frame(struct evbuffer *out, const char *topic, uint64_t request
     LkPb__CommandLookupTopic l = LK_PB__COMMAND_LOOKUP_TOPIC__INIT;
     LkPb__BaseCommand base = LK_PB__BASE_COMMAND__INIT;
 
-    l.topic.data = (uint8_t *)topic;
-    l.topic.len = strlen(topic);
+    l.topic = pb_text(topic);
     l.request_id = request_id;
     base.type = LK_PULSAR_LOOKUP;
     base.lookuptopic = &l;

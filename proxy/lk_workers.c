@@ -20,7 +20,6 @@
 #include "lk_clock.h"
 #include "lk_conn.h"
 #include "lk_dyn.h"
-#include "lk_http.h"
 #include "lk_io.h"
 #include "lk_log.h"
 #include "lk_pool.h"
@@ -42,17 +41,8 @@ static pthread_mutex_t cur_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct lk_runtime *cur_rt;
 static atomic_int draining;
 static _Atomic long long drain_deadline_ms;
-static const struct lk_proto_ops *
-proto_for(unsigned proto)
-{
-    if (proto == LK_PROTO_HTTP)
-        return &lk_proto_http;
-    if (proto == LK_PROTO_KAFKA)
-        return &lk_proto_kafka;
-    if (proto == LK_PROTO_PULSAR)
-        return &lk_proto_pulsar;
-    return NULL;
-}
+/* The protocol registry lk_workers_start was given (lk_protos.h). */
+static const struct lk_proto_ops *(*proto_for)(unsigned proto);
 
 /* Workers whose drain is not over yet.  Worker 0 ends last: its loop also
  * serves the admin listener, whose /healthz says 503 while the others
@@ -491,7 +481,8 @@ lk_workers_draining(void)
 }
 
 int
-lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
+lk_workers_start(struct lk_runtime *rt, int n, const struct lk_proto_ops *(*protos)(unsigned),
+                 char *err, size_t errlen)
 {
     const struct lk_conf *conf = rt->conf;
 
@@ -506,6 +497,7 @@ lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen)
      * to 8 MiB stays with the process instead. */
     mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
     mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+    proto_for = protos;
     lk_log_set_describe(lk_conn_describe); /* log lines name their connection */
     lk_xrec_init();
     nworkers = n;

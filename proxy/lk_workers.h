@@ -10,12 +10,15 @@
 
 #include "lk_conf.h"
 
+struct lk_proto_ops;
 struct lk_runtime;
 struct lk_worker;
 
 /* Creates n workers with listeners on every bind of rt->conf; 0/-1 + err.
- * rt becomes generation 1; the workers take their own references. */
-int lk_workers_start(struct lk_runtime *rt, int n, char *err, size_t errlen);
+ * rt becomes generation 1; the workers take their own references.  protos
+ * says which module serves a bind's protocol (lk_proto_for). */
+int lk_workers_start(struct lk_runtime *rt, int n, const struct lk_proto_ops *(*protos)(unsigned),
+                     char *err, size_t errlen);
 
 /* What a reload changed, for its log line. */
 struct lk_reload_stats {

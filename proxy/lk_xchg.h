@@ -10,11 +10,25 @@
 #include <event2/buffer.h>
 
 #include "lk_conf.h"
-#include "lk_filter.h"
 #include "lk_http_msg.h"
 #include "lk_pool.h"
+#include "lk_str.h"
 
 struct lk_conn;
+struct lk_flt;
+
+/* A hook's verdict (lk_filter.h says what each means), which the chain
+ * runners below hand the protocol modules. */
+enum lk_flt_verdict { LK_FLT_CONTINUE = 0, LK_FLT_REPLY, LK_FLT_ERROR };
+/*
+ * How a filter takes the response body:
+ *   LK_BODY_OBSERVE  reads it as it passes and moves it on unchanged; the
+ *                    response keeps its framing and its head is not held;
+ *   LK_BODY_STREAM   may change it as it passes (the head waits for the
+ *                    first byte out, and the length becomes unknown);
+ *   LK_BODY_BUFFER   gets it whole, up to max_buffer_bytes.
+ */
+enum lk_body_mode { LK_BODY_NONE = 0, LK_BODY_OBSERVE, LK_BODY_STREAM, LK_BODY_BUFFER };
 
 struct lk_flt_state {
     void *ctx;              /* the filter's per-exchange state (lk_flt_ctx) */
@@ -24,6 +38,17 @@ struct lk_flt_state {
     struct evbuffer *out;   /* the filter's output, drained by the next stage */
     int overflowed;         /* the body went past the cap: passed through */
     unsigned rewrites;      /* addresses this filter rewrote (of x->rewrites) */
+    unsigned frame_rewrites; /* ... of the binary frame under way, counted
+                              * only if it is written */
+};
+
+/* A Kafka node a response named that the map lacks, whose address
+ * broker.pattern gives (the kafka filter records it): the module hands it
+ * to the dynamic-node code (lk_dyn_learn_node) before the response leaves. */
+struct lk_learned {
+    int32_t node_id;
+    struct lk_str host; /* the broker's own address of the node, in x->pool */
+    int32_t port;
 };
 
 struct lk_xchg {
@@ -49,6 +74,8 @@ struct lk_xchg {
     unsigned leaks;           /* internal addresses found by the leak guard */
     unsigned unmapped;        /* broker addresses no listener could be found for,
                                * passed through unchanged */
+    struct lk_learned *learned; /* nlearned of them, in x->pool */
+    size_t nlearned, learned_cap;
     int body_vetted;          /* a filter rewrote every address field of the body
                                * (LookupData): what is left is no address to refuse */
 };
@@ -71,6 +98,9 @@ const char *lk_client_listener(struct lk_conn *c, const struct lk_cluster *cl, s
                                const char *what);
 
 /* Filter-facing helpers ----------------------------------------------------- */
+
+/* Records a learned node (struct lk_learned; host is copied). */
+void lk_xchg_learn(struct lk_xchg *x, int32_t node_id, struct lk_str host, int32_t port);
 
 /* The filter's per-exchange context; allocates size zeroed bytes on first
  * use from the exchange pool. */
@@ -95,12 +125,22 @@ enum lk_flt_verdict lk_flt_run_res_headers(struct lk_xchg *x);
  */
 enum lk_flt_verdict lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in,
                                         struct evbuffer *out, int last);
-/* Passes a whole binary frame (a Kafka response, a Pulsar command)
- * through the attached filters' frame hooks, in chain order; in is
- * drained, the result appended to out.  A verdict other than
- * LK_FLT_CONTINUE stops the chain, nothing is appended, and the caller
- * closes the connection (there is no reply to give in a binary protocol). */
+/*
+ * Passes a whole binary frame (a Kafka response, a Pulsar command) through
+ * the attached filters' frame hooks, in chain order; in is drained, the
+ * frame as the client gets it appended to out.  The frame is decoded once
+ * (when a filter of its kind is attached) into a view the filters read and
+ * edit, and re-encoded once, after the chain, only when one changed it; a
+ * frame nobody changed leaves as its bytes came.  Pulsar: c is the command
+ * as the module decoded it, or NULL to decode it here.  A verdict other
+ * than LK_FLT_CONTINUE stops the chain, nothing is appended, and the
+ * caller closes the connection (there is no reply to give in a binary
+ * protocol).
+ */
 enum lk_flt_verdict lk_flt_run_frame(struct lk_xchg *x, int16_t key, int16_t version,
                                      struct evbuffer *in, struct evbuffer *out);
+struct lk_pulsar_cmd;
+enum lk_flt_verdict lk_flt_run_pulsar(struct lk_xchg *x, int type, const struct lk_pulsar_cmd *c,
+                                      struct evbuffer *in, struct evbuffer *out);
 
 #endif

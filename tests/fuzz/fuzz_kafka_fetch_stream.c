@@ -30,6 +30,7 @@
 
 #include "fuzz_util.h"
 #include "lk_kafka_codec.h"
+#include "lk_kafka_fstream.h"
 
 static enum lk_kafka_rw
 rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, struct lk_fuzz_kafka_rec *r,

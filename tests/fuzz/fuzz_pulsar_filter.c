@@ -3,8 +3,9 @@
  * engine runs it: an exchange built as proxy/lk_pulsar.c's broker_command
  * builds one (proto Pulsar, the connection's cluster and broker, the
  * listener a LOOKUP named or the cluster's lookupListenerName, the
- * client's TLS), the chain attached, the frame hook called on a whole
- * frame, the chain detached; over lk_fuzz_pulsar_map (fuzz_util.c): the
+ * client's TLS), the chain attached, the pulsar_command hook called on
+ * the view of a whole frame (lk_pulsar_view.h) and the view written, the
+ * chain detached; over lk_fuzz_pulsar_map (fuzz_util.c): the
  * filter harnesses' cluster "prod", "west" and "east" to be named by
  * Redirects and migrations, and a Kafka cluster.
  *
@@ -63,7 +64,7 @@
  *     error message, an unknown field): by the field-by-field check, it
  *     comes back exactly as it was, and the filter adds none;
  *   - the chain runner (lk_flt_run_frame), given the frame as the engine
- *     holds it, drains it and writes what the hook wrote, or the frame
+ *     holds it, drains it and writes what the view wrote, or the frame
  *     as it came;
  *   - running the chain again on its output changes nothing and counts
  *     nothing.
@@ -76,6 +77,7 @@
 #include "fuzz_util.h"
 #include "lk_location.h"
 #include "lk_pulsar_codec.h"
+#include "lk_pulsar_view.h"
 #include "lk_xchg.h"
 
 static const char *const listeners[4] = {NULL, "other", "internal", "vpn"};
@@ -441,11 +443,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     model(&x, !mismatch && len != 0, key, rd, cmd, len, &d, &e);
     for (size_t i = 0; i < x.nflt; i++) {
         struct lk_flt *f = &x.cluster->filters[i];
-        if (!x.flt[i].attached || f->ops->frame == NULL)
+        struct lk_pulsar_view v;
+        if (!x.flt[i].attached || f->ops->pulsar_command == NULL)
             continue;
         LK_FUZZ_CHECK(strcmp(f->ops->name, "pulsar") == 0);
         fill(in, fr, flen, pieces, &seed);
-        LK_FUZZ_CHECK(f->ops->frame(f, &x, key, 0, in, out) == LK_FLT_CONTINUE);
+        lk_pulsar_view_init(&v, key, evbuffer_pullup(in, -1), flen, NULL, &x.pool);
+        unsigned before = x.rewrites;
+        LK_FUZZ_CHECK(f->ops->pulsar_command(f, &x, &v) == LK_FLT_CONTINUE);
+        if (lk_pulsar_view_encode(&v, out) == 1)
+            evbuffer_drain(in, flen);
+        else
+            x.rewrites = before; /* counted only when the client gets it */
         ran++;
     }
     /* it sits out an exchange with no listener selected (CONTRACT §3) */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "lk_conf.h"
+#include "lk_filter.h"
 #include "lk_kafka_codec.h"
 #include "lk_match.h"
 #include "lk_xchg.h"

@@ -431,6 +431,7 @@ test_kafka_pattern(void)
     x.conf = conf;
     x.cluster = conf->clusters[0];
     x.listener_name = x.cluster->lookup_listener;
+    x.broker = x.cluster->brokers[0];
     x.proto = LK_PROTO_KAFKA;
     lk_flt_attach_all(&x);
     struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
@@ -442,6 +443,14 @@ test_kafka_pattern(void)
        "b9.k.example:30009 (%zu bytes, want %zu)",
        olen, wlen);
     ok(x.rewrites == 4, "four endpoints rewritten (%u)", (unsigned)x.rewrites);
+    /* the filter binds nothing: the nodes it placed wait in the exchange,
+     * at the broker's own address of each, for the module */
+    int learned = x.nlearned == 3;
+    for (size_t i = 0; learned && i < 3; i++)
+        learned = x.learned[i].node_id == ids[i + 1] && x.learned[i].port == 9092 &&
+                  lk_str_eq(x.learned[i].host, lk_str_c(in_hosts[i + 1]));
+    ok(learned, "nodes 2, 3 and 9 learned at 10.0.0.2, 10.0.0.3 and b9.internal:9092 (%zu)",
+       x.nlearned);
     evbuffer_free(in);
     evbuffer_free(out);
     lk_flt_detach_all(&x);

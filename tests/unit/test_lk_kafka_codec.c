@@ -20,6 +20,8 @@
 #include <event2/buffer.h>
 
 #include "lk_kafka_codec.h"
+#include "lk_kafka_fstream.h"
+#include "lk_kafka_view.h"
 #include "lk_kafka_wire.h"
 #include "lk_test.h"
 #include "lk_test_wire.h"
@@ -749,6 +751,35 @@ check_message(int16_t key, int16_t ver, int unk, size_t nep)
     if (nep != 0 && !ok(rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fin),
                         "rewritten back to the internal frame"))
         diff(&out, &fin);
+
+    /* the view the filters get: one decode, every endpoint set, one
+     * encode, to the same bytes; set to what they are, nothing is written */
+    struct lk_pool pool;
+    struct lk_kafka_view v;
+    struct evbuffer *eb = evbuffer_new();
+    int vok;
+    lk_pool_init(&pool);
+    vok = lk_kafka_view_decode(&v, fin.p, fin.len, key, ver, &pool) == LK_KAFKA_RW_UNCHANGED &&
+          v.nep == nep;
+    for (size_t i = 0; vok && i < nep; i++)
+        vok = v.ep[i].node_id == in.ep[i].id &&
+              lk_str_eq(v.ep[i].host, lk_str_c(in.ep[i].host)) &&
+              lk_kafka_view_set(&v, i, lk_str_c(ex.ep[i].host), ex.ep[i].port) == 1;
+    rc = lk_kafka_view_encode(&v, eb);
+    out.len = 0;
+    take(&out, eb);
+    if (!ok(vok && (nep == 0 ? rc == LK_KAFKA_RW_UNCHANGED && out.len == 0
+                             : rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex)),
+            "view: %zu endpoints read and set, written once to the external frame", v.nep))
+        diff(&out, &fex);
+    vok = lk_kafka_view_decode(&v, fex.p, fex.len, key, ver, &pool) == LK_KAFKA_RW_UNCHANGED;
+    for (size_t i = 0; vok && i < v.nep; i++)
+        vok = lk_kafka_view_set(&v, i, v.ep[i].host, v.ep[i].port) == 0;
+    ok(vok && lk_kafka_view_encode(&v, eb) == LK_KAFKA_RW_UNCHANGED &&
+           evbuffer_get_length(eb) == 0,
+       "view: set to what they are, nothing written");
+    evbuffer_free(eb);
+    lk_pool_free(&pool);
 
     /* identity: already external, and a callback that keeps */
     cb = (struct t_cb){.external = 1};
