@@ -322,7 +322,7 @@ struct lk_conf {
     size_t max_held_bytes;             /* per worker: frames held to rewrite (lk_hold.h), default 64m */
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
     int listen_backlog;                /* `listen.backlog`: listen(2) backlog of each socket, default 4096 */
-    /* Connection limits (lk_conn.c accept_cb, lk_limit.h, lk_pair.c): client
+    /* Connection limits (lk_conn_accept, lk_limit.h, lk_pair.c): client
      * connections per worker and per client address (an IPv6 /64) across
      * the workers, 0: no cap (the defaults); a Kafka or Pulsar client's
      * first frame must come within timeout.first_frame (0: off), default 10s */

@@ -14,7 +14,7 @@
  * in bufferevent_socket_connect_hostname cannot be cancelled safely when
  * the resolver is freed with a generation's health checks); an IP literal
  * is connected at once.  Both the upstream
- * connections (lk_conn.c) and the active health checks (lk_health.c) dial
+ * connections (lk_upstream.c) and the active health checks (lk_health.c) dial
  * through here.
  */
 #ifndef LK_DIAL_H

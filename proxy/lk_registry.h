@@ -81,7 +81,7 @@ void lk_zk_connect_free(struct lk_zk_connect *zc);
 /* Registrations -------------------------------------------------------------------- */
 
 /* One broker as its registration names it: the shape a [broker] section's
- * advertisedListeners (or a Kafka advertised.listeners) gives lk_conf.c,
+ * advertisedListeners (or a Kafka advertised.listeners) gives lk_conf_brokers.c,
  * so that a map generation can be built from either. */
 struct lk_registration {
     char *id;        /* the znode name: Pulsar brokerId "host:8080", Kafka node id "1" */
@@ -119,7 +119,7 @@ void lk_registration_free(struct lk_registration *r);
 
 /*
  * The listeners of a Kafka registration document (version 4 or 5), as
- * lk_conf.c's `registration = FILE` and the live map read it: 0 with the
+ * lk_conf_brokers.c's `registration = FILE` and the live map read it: 0 with the
  * listeners in *ls and *n (lk_listeners_free), or -1 with a message.
  */
 int lk_registry_kafka_listeners(const char *data, size_t len, struct lk_listener **ls, size_t *n,
@@ -131,7 +131,7 @@ int lk_registry_kafka_listeners(const char *data, size_t len, struct lk_listener
  * internal one, where lookout forwards what it accepts there.  An internal
  * listener without an http or https address is fine when the lookup one
  * has none either: lookout serves no HTTP for that broker.  0, or -1 with
- * a message.  Shared with lk_conf.c's static brokers.
+ * a message.  Shared with lk_conf_brokers.c's static brokers.
  */
 int lk_pulsar_listeners_check(const struct lk_listener *internal, const struct lk_listener *lookup,
                               char *err, size_t errlen);

@@ -1,5 +1,5 @@
 /*
- * Fuzzes the config reader and loader (proxy/lk_conf.c) over INI text in
+ * Fuzzes the config reader and loader (proxy/lk_conf_load.c and its passes) over INI text in
  * memory.  Invariants: no crash, leak or undefined behaviour; the text
  * either loads (and then its map can be printed, as `lookout --check`
  * does), or the error says where: "fuzz.conf:LINE: " with LINE between 1

@@ -1,6 +1,6 @@
 /*
- * Tests for the pure parts of proxy/lk_conn.c: routing on a bound socket
- * (SNI, then Host, then the bound address) and broker health.
+ * Tests for the pure parts of the engine: routing on a bound socket (lk_route.c)
+ * (SNI, then Host, then the bound address) and broker health (lk_broker.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -218,7 +218,7 @@ end:
 
 /* Registrations of binary addresses only, as Pulsar's broker.conf examples
  * give advertisedListeners: lookout serves no HTTP for such a broker, so
- * none is required; the same rule as a [broker] section's (lk_conf.c). */
+ * none is required; the same rule as a [broker] section's (lk_conf_brokers.c). */
 static void
 test_pulsar_binary_only(void)
 {
