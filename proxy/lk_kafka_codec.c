@@ -836,6 +836,7 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
 
     rw->endpoints = rw->changed = rw->unknown = rw->skipped = rw->clamped = rw->dropped = 0;
     rw->tag_at = 0;
+    rw->flex = 0;
     if (len < LK_KAFKA_RES_PREFIX || len - 4 > INT32_MAX || lk_kw_get32(frame) != len - 4)
         return LK_KAFKA_RW_MALFORMED;
     if (hv < 0 || api_version < 0)
