@@ -402,6 +402,7 @@ host_port(struct walk *w, int32_t id, lk_kafka_endpoint_cb cb, int port16, int s
 
     struct lk_str orig = lk_str_make((const char *)c->p + hstart, hlen), host = orig;
     int32_t nport = port;
+    rw->host_at = hoff;
     switch (cb(rw->arg, id, &host, &nport)) {
     case LK_KAFKA_EP_REWRITE:
         break;
@@ -484,7 +485,9 @@ top_tags(struct walk *w)
             size_t slot = edit_add(w, E_NOOP, size_off, size_len);
             size_t outer = c->len;
             c->len = end; /* the array must fit in the field */
+            w->rw->tag_at = size_off;
             node_endpoints(w);
+            w->rw->tag_at = 0;
             c->len = outer;
             if (c->bad)
                 return;
@@ -832,6 +835,8 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
     int hv = lk_kafka_response_header_version(api_key, api_version);
 
     rw->endpoints = rw->changed = rw->unknown = rw->skipped = rw->clamped = rw->dropped = 0;
+    rw->tag_at = 0;
+    rw->flex = 0;
     if (len < LK_KAFKA_RES_PREFIX || len - 4 > INT32_MAX || lk_kw_get32(frame) != len - 4)
         return LK_KAFKA_RW_MALFORMED;
     if (hv < 0 || api_version < 0)
@@ -847,12 +852,12 @@ lk_kafka_rewrite_response(const uint8_t *frame, size_t len, int16_t api_key, int
             return LK_KAFKA_RW_UNSUPPORTED;
     }
 
-    memset(&w, 0, sizeof(w));
-    w.c = (struct lk_kw){frame, len, 4, 0};
-    w.flex = flexible(api_key, api_version);
+    w.c = (struct lk_kw){frame, len, 4, 0}; /* field by field: inl is written as edits come */
+    w.flex = rw->flex = flexible(api_key, api_version);
     w.ver = api_version;
     w.rw = rw;
     w.e = w.inl;
+    w.ne = 0;
     w.cap = sizeof(w.inl) / sizeof(w.inl[0]);
 
     lk_kw_skip(&w.c, 4); /* CorrelationId */

@@ -296,6 +296,14 @@ struct lk_kafka_rewrite {
     unsigned skipped;   /* FindCoordinator entries with node id < 0, not asked */
     unsigned clamped;   /* ApiVersions entries whose max version was lowered */
     unsigned dropped;   /* ApiVersions entries removed */
+    /* Where the endpoint given to a callback sits in the frame, set just
+     * before the call, for a caller that writes the frame itself
+     * (lk_kafka_view_encode): its Host field, length and all, at host_at
+     * (a compact string when flex; the Port follows the host's bytes),
+     * and the size of the tagged field that holds it at tag_at (0: none,
+     * only the frame's size encloses it). */
+    size_t host_at, tag_at;
+    int flex;
 };
 
 enum lk_kafka_rw {

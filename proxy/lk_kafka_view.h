@@ -4,8 +4,10 @@
  * after the chain, only when a setter changed something (the runner in
  * lk_filter.c).  A response nobody changes leaves as its bytes came.  The
  * walk itself is the codec's (lk_kafka_rewrite_response): the decode reads
- * with it, the encode replays the view's edits through it in the order
- * the decode met the endpoints.
+ * with it and notes where each endpoint's fields sit, and the encode
+ * splices: the unchanged runs copied, the new hosts and ports written,
+ * the sizes around them (a tagged field's, the frame's) fixed, no second
+ * walk.  An ApiVersions clamp is written by the walk (once a connection).
  */
 #ifndef LK_KAFKA_VIEW_H
 #define LK_KAFKA_VIEW_H
@@ -30,6 +32,9 @@ struct lk_kafka_endpoint {
     int set; /* new_host and new_port go out instead */
     struct lk_str new_host;
     int32_t new_port;
+    /* where its Host field and the tagged field around it sit
+     * (lk_kafka_rewrite's host_at, tag_at) */
+    uint32_t host_at, tag_at;
 };
 
 struct lk_kafka_view {
@@ -47,6 +52,7 @@ struct lk_kafka_view {
     int clamp;            /* ApiVersions: clamp (lk_kafka_view_clamp) */
     int drop_unknown_api; /* ... and drop the keys lookout does not know */
     unsigned edits;       /* changes made: the encoding is due when not 0 */
+    int flex;             /* the hosts are compact strings */
 };
 
 /* Decodes frame[0..len) (whole, the response to api_key/api_version) into
@@ -71,5 +77,10 @@ void lk_kafka_view_clamp(struct lk_kafka_view *v, int drop_unknown_api);
  * or LK_KAFKA_RW_UNCHANGED (they change no byte) or LK_KAFKA_RW_MALFORMED
  * (it cannot be written) with out untouched: the original bytes go. */
 enum lk_kafka_rw lk_kafka_view_encode(const struct lk_kafka_view *v, struct evbuffer *out);
+
+/* The same, written by replaying the view's changes through the codec's
+ * walk: the reference lk_kafka_view_encode's splice is tested against
+ * (tests/fuzz/fuzz_kafka_response.c). */
+enum lk_kafka_rw lk_kafka_view_encode_walk(const struct lk_kafka_view *v, struct evbuffer *out);
 
 #endif

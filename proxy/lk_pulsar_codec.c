@@ -212,11 +212,13 @@ struct vals {
 struct pairs_out {
     struct lk_pulsar_pair *p;
     size_t max, n;
+    uint32_t path[MAX_DEPTH]; /* the walk's way down: lk_pulsar_pair's entry */
 };
 
-/* A message's own URL pair, if it has one of the two. */
+/* A message's own URL pair (the message `depth` below the sub-command),
+ * if it has one of the two. */
 static void
-add_pair(const struct msg *m, const struct vals *v, struct pairs_out *po)
+add_pair(const struct msg *m, const struct vals *v, int depth, struct pairs_out *po)
 {
     unsigned u = m->url;
 
@@ -229,6 +231,9 @@ add_pair(const struct msg *m, const struct vals *v, struct pairs_out *po)
         p->has_url_tls = (v->seen >> (u + 1)) & 1;
         p->url_tls = v->s[u + 1];
         p->url_required = (m->required >> u) & 1;
+        p->depth = (unsigned)depth;
+        for (int d = 0; d < depth && d < 2; d++)
+            p->entry[d] = po->path[d];
     }
     po->n++;
 }
@@ -260,6 +265,7 @@ walk_msg(const struct msg *m, const uint8_t *p, size_t len, int depth, unsigned 
     struct field f;
     enum rd r;
     struct vals inner;
+    uint32_t entries = 0; /* of its repeated message field (it has one at most) */
 
     memset(out, 0, sizeof(*out));
     while ((r = next(&at, end, &f)) == RD_OK) {
@@ -272,6 +278,8 @@ walk_msg(const struct msg *m, const uint8_t *p, size_t len, int depth, unsigned 
         int rep = (m->repeated >> f.num) & 1;
         if (f.wt != (k == V ? 0u : 2u) || (!rep && ((out->seen >> f.num) & 1)))
             return -1;
+        if (k == M && po != NULL)
+            po->path[depth] = rep ? entries++ : 0;
         if (k == M && (depth + 1 >= MAX_DEPTH || (rep && ++*elems > MAX_UNKNOWN) ||
                        walk_msg(m->sub[f.num], f.p, f.len, depth + 1, elems, &inner, po) != 0))
             return -1;
@@ -281,7 +289,7 @@ walk_msg(const struct msg *m, const uint8_t *p, size_t len, int depth, unsigned 
     }
     if (r != RD_END || (out->seen & m->required) != m->required)
         return -1;
-    add_pair(m, out, po);
+    add_pair(m, out, depth, po);
     return 0;
 }
 
@@ -381,7 +389,7 @@ int
 lk_pulsar_decode(const uint8_t *cmd, size_t len, struct lk_pulsar_cmd *out)
 {
     struct parsed d;
-    struct pairs_out po = {NULL, 0, 0}; /* counts them */
+    struct pairs_out po = {NULL, 0, 0, {0}}; /* counts them */
 
     memset(out, 0, sizeof(*out));
     out->lookup_type = -1;
@@ -445,7 +453,7 @@ long
 lk_pulsar_pairs(const uint8_t *cmd, size_t len, struct lk_pulsar_pair *out, size_t max)
 {
     struct parsed d;
-    struct pairs_out po = {out, max, 0};
+    struct pairs_out po = {out, max, 0, {0}};
 
     d.po = &po;
     if (walk_base(cmd, len, 1, &d) != 0 || d.sc == NULL)
@@ -541,40 +549,36 @@ pb_has(ProtobufCMessage *m, unsigned n)
 }
 
 /*
- * The unpacked messages that hold the URL pairs of m (of schema sm), in
- * the walk's order (add_pair): the pairs within each entry in the order
- * they came, then m's own.  No message of the schema has two message
- * fields, so going by field number is going in wire order.
+ * The unpacked message that holds pair p of the sub-command m (of schema
+ * sm), found the way the walk went (p->depth, p->entry: no message of the
+ * schema has two message fields), and in *url its URL's field number (the
+ * Tls one's is the next); NULL when it is not there, which a walk that
+ * agrees with protobuf-c never leaves.
  */
-struct pb_pair {
-    ProtobufCMessage *m;
-    unsigned url; /* its URL's field number; the Tls one's is the next */
-};
-
-static void
-pb_pairs(ProtobufCMessage *m, const struct msg *sm, struct pb_pair *out, size_t max, size_t *n)
+static ProtobufCMessage *
+pb_pair(ProtobufCMessage *m, const struct msg *sm, const struct lk_pulsar_pair *p, unsigned *url)
 {
-    for (unsigned f = 1; f < NF; f++) {
-        if (sm->kind[f] != M)
-            continue;
+    for (unsigned d = 0; d < p->depth && d < 2 && m != NULL; d++) {
+        unsigned f = 1;
+        while (f < NF && sm->kind[f] != M)
+            f++;
+        if (f == NF)
+            return NULL;
         const ProtobufCFieldDescriptor *fd =
             protobuf_c_message_descriptor_get_field(m->descriptor, f);
         if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t k = *(size_t *)member(m, fd->quantifier_offset);
             ProtobufCMessage **a = *(ProtobufCMessage ***)member(m, fd->offset);
-            for (size_t j = 0; j < k; j++)
-                pb_pairs(a[j], sm->sub[f], out, max, n);
+            m = p->entry[d] < k ? a[p->entry[d]] : NULL;
         } else {
-            ProtobufCMessage *c = *(ProtobufCMessage **)member(m, fd->offset);
-            if (c != NULL)
-                pb_pairs(c, sm->sub[f], out, max, n);
+            m = *(ProtobufCMessage **)member(m, fd->offset);
         }
+        sm = sm->sub[f];
     }
-    if (sm->url != 0 && (pb_has(m, sm->url) || pb_has(m, sm->url + 1u))) {
-        if (*n < max)
-            out[*n] = (struct pb_pair){m, sm->url};
-        (*n)++;
-    }
+    *url = sm->url;
+    if (m == NULL || p->depth > 2 || sm->url == 0 || !(pb_has(m, sm->url) || pb_has(m, sm->url + 1u)))
+        return NULL;
+    return m;
 }
 
 int
@@ -585,8 +589,7 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
     struct lk_pulsar_edit e = *edit;
     size_t np = edit->pairs != NULL ? edit->npairs : 0;
     struct lk_pulsar_pair *cur = NULL;
-    struct pairs_out po = {NULL, 0, 0};
-    struct pb_pair *pbp = NULL;
+    struct pairs_out po = {NULL, 0, 0, {0}};
     struct saved *psv = NULL;
     int rc = -1, any = 0;
 
@@ -632,8 +635,7 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
         rc = 0;
         goto done;
     }
-    if (any &&
-        ((pbp = malloc(np * sizeof(*pbp))) == NULL || (psv = calloc(2 * np, sizeof(*psv))) == NULL))
+    if (any && (psv = calloc(2 * np, sizeof(*psv))) == NULL)
         goto done;
 
     LkPb__BaseCommand *base = lk_pb__base_command__unpack(NULL, len, cmd);
@@ -643,7 +645,7 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
         protobuf_c_message_descriptor_get_field(base->base.descriptor, (unsigned)sc->type);
     ProtobufCMessage *m = *(ProtobufCMessage **)member(&base->base, fd->offset);
     struct saved sv[2] = {{NULL, {0, NULL}}, {NULL, {0, NULL}}};
-    size_t got = 0;
+    int found = 1;
 
     if (url)
         set_bytes(m, u, e.url, &sv[0]);
@@ -656,19 +658,22 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
     }
     if (strip)
         ((LkPb__CommandLookupTopic *)m)->has_advertised_listener_name = 0;
-    if (any) {
-        /* the same pairs as the walk's, if the walk is right */
-        pb_pairs(m, sc->m, pbp, np, &got);
-        for (size_t i = 0; i < np && got == po.n; i++) {
-            const struct lk_pulsar_pair_edit *pe = &edit->pairs[i];
-            if (pe->set_url && bytes_change(cur[i].has_url, cur[i].url, pe->url))
-                set_bytes(pbp[i].m, pbp[i].url, pe->url, &psv[2 * i]);
-            if (pe->set_url_tls && bytes_change(cur[i].has_url_tls, cur[i].url_tls, pe->url_tls))
-                set_bytes(pbp[i].m, pbp[i].url + 1u, pe->url_tls, &psv[2 * i + 1]);
-        }
+    for (size_t i = 0; any && found && i < np; i++) {
+        /* the pairs where the walk found them */
+        const struct lk_pulsar_pair_edit *pe = &edit->pairs[i];
+        int set = pe->set_url && bytes_change(cur[i].has_url, cur[i].url, pe->url);
+        int set_tls =
+            pe->set_url_tls && bytes_change(cur[i].has_url_tls, cur[i].url_tls, pe->url_tls);
+        unsigned pu;
+        ProtobufCMessage *pm = set || set_tls ? pb_pair(m, sc->m, &cur[i], &pu) : NULL;
+        found = pm != NULL || !(set || set_tls);
+        if (set && found)
+            set_bytes(pm, pu, pe->url, &psv[2 * i]);
+        if (set_tls && found)
+            set_bytes(pm, pu + 1u, pe->url_tls, &psv[2 * i + 1]);
     }
 
-    if ((!any || got == po.n) && pack_frame(base, out) == 0)
+    if (found && pack_frame(base, out) == 0)
         rc = 1;
     for (int i = 0; i < 2; i++)
         if (sv[i].bd != NULL)
@@ -679,7 +684,6 @@ lk_pulsar_reencode(const uint8_t *cmd, size_t len, const struct lk_pulsar_edit *
     lk_pb__base_command__free_unpacked(base, NULL);
 done:
     free(cur);
-    free(pbp);
     free(psv);
     return rc;
 }

@@ -129,6 +129,12 @@ struct lk_pulsar_pair {
     struct lk_str url, url_tls; /* point into the command */
     int has_url, has_url_tls;
     int url_required;
+    /* where it sits, for lk_pulsar_reencode: the message holding it is
+     * depth messages below the sub-command, entry[d] the index of the one
+     * taken at depth d among the entries of a repeated field (0 for a
+     * field that is not) */
+    unsigned depth;
+    uint32_t entry[2];
 };
 
 /*

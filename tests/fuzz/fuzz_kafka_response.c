@@ -24,6 +24,11 @@
  *     gone; an error-35 reply is never rewritten.
  * DescribeQuorum v2's controller listeners (uint16 ports) go to the same
  * callback as the broker endpoints, so the same invariants hold for them. 
+ * And the view (proxy/lk_kafka_view.c): the frame decoded, its endpoints
+ * set by edits the input's hash picks (a new host, short, empty or over
+ * 127 bytes, a new port, the endpoint as it is, or changed and set back),
+ * is written by the splice (lk_kafka_view_encode) with the verdict and the
+ * bytes of the walk it stands for (lk_kafka_view_encode_walk).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +38,8 @@
 
 #include "fuzz_util.h"
 #include "lk_kafka_codec.h"
+#include "lk_kafka_view.h"
+#include "lk_pool.h"
 
 /* ApiVersions entries, read here from the spec (not by the codec). */
 struct av {
@@ -153,6 +160,64 @@ rewrite(const uint8_t *f, size_t len, int16_t key, int16_t ver, int drop,
     return rc;
 }
 
+/* The view's splice against its walk, over edits picked by the input's
+ * hash. */
+static void
+check_splice(const uint8_t *frame, size_t len, int16_t key, int16_t ver, int drop,
+             const uint8_t *data, size_t size)
+{
+    static char longhost[200];
+    struct lk_pool pool;
+    struct lk_kafka_view v;
+    struct evbuffer *a = evbuffer_new(), *b = evbuffer_new();
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+    memset(longhost, 'x', sizeof(longhost));
+    for (size_t i = 0; i < size; i++)
+        h = (h ^ data[i]) * 1099511628211ULL;
+    lk_pool_init(&pool);
+    if (lk_kafka_view_decode(&v, frame, len, key, ver, &pool) == LK_KAFKA_RW_UNCHANGED) {
+        for (size_t i = 0; i < v.nep; i++) {
+            const struct lk_kafka_endpoint *e = &v.ep[i];
+            h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+            switch ((h >> 33) % 7) {
+            case 0:
+                break;
+            case 1:
+                lk_kafka_view_set(&v, i, lk_str_c("h1.example"), e->port + 1);
+                break;
+            case 2:
+                lk_kafka_view_set(&v, i, lk_str_make(longhost, sizeof(longhost)), e->port);
+                break;
+            case 3:
+                lk_kafka_view_set(&v, i, lk_str_make("", 0), (int32_t)(h >> 48));
+                break;
+            case 4:
+                lk_kafka_view_set(&v, i, e->host, e->port);
+                break;
+            case 5:
+                lk_kafka_view_set(&v, i, lk_str_c("h5"), 5);
+                lk_kafka_view_set(&v, i, e->host, e->port);
+                break;
+            default:
+                lk_kafka_view_set(&v, i, lk_str_make(longhost, (h >> 40) % sizeof(longhost)),
+                                  e->port);
+                break;
+            }
+        }
+        if (h & 1)
+            lk_kafka_view_clamp(&v, drop);
+        enum lk_kafka_rw rs = lk_kafka_view_encode(&v, a), rw = lk_kafka_view_encode_walk(&v, b);
+        LK_FUZZ_CHECK(rs == rw);
+        size_t n = evbuffer_get_length(a);
+        LK_FUZZ_CHECK(n == evbuffer_get_length(b));
+        LK_FUZZ_CHECK(n == 0 || memcmp(evbuffer_pullup(a, -1), evbuffer_pullup(b, -1), n) == 0);
+    }
+    lk_pool_free(&pool);
+    evbuffer_free(a);
+    evbuffer_free(b);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -179,6 +244,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     out = evbuffer_new();
     out2 = evbuffer_new();
+
+    check_splice(frame, len, key, ver, drop, data, size);
 
     first.rewrite = 1;
     enum lk_kafka_rw rc = rewrite(frame, len, key, ver, drop, &first, out);

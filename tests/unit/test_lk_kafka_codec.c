@@ -772,6 +772,11 @@ check_message(int16_t key, int16_t ver, int unk, size_t nep)
                              : rc == LK_KAFKA_RW_REWRITTEN && same(&out, &fex)),
             "view: %zu endpoints read and set, written once to the external frame", v.nep))
         diff(&out, &fex);
+    /* the splice against the walk it stands for */
+    struct tb walked = {0};
+    ok(lk_kafka_view_encode_walk(&v, eb) == rc && (take(&walked, eb), same(&walked, &out)),
+       "view: the splice writes what the walk writes");
+    free(walked.p);
     vok = lk_kafka_view_decode(&v, fex.p, fex.len, key, ver, &pool) == LK_KAFKA_RW_UNCHANGED;
     for (size_t i = 0; vok && i < v.nep; i++)
         vok = lk_kafka_view_set(&v, i, v.ep[i].host, v.ep[i].port) == 0;
