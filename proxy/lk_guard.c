@@ -1,8 +1,8 @@
 /*
  * The leak guard's matcher: the last check on every text response and on
  * every binary answer that can carry a broker address (CONTRACT §4, "Leak
- * guard"; the binary side is described before lk_guard_frame, below), for
- * the leak_guard filter (filters/flt_leak_guard.c).  It looks for any
+ * guard"; the binary side, which this file's automaton serves, is read in
+ * lk_guard_frame.c), for the leak_guard filter (filters/flt_leak_guard.c).  It looks for any
  * internal listener address of the cluster's brokers, as "host:port" or
  * "scheme://host:port", in every response header and in the body of text
  * responses, with one Aho-Corasick automaton
