@@ -11,6 +11,7 @@
 #include "lk_conf_keys.h"
 #include "lk_filter.h"
 #include "lk_guard.h"
+#include "lk_guard_frame.h"
 #include "lk_http_msg.h"
 #include "lk_xchg.h"
 
@@ -114,18 +115,17 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     return verdict(x, lk_guard_body(f->conf, s, view(&w, f, x), &x->res, in, out, last));
 }
 
-/* A Kafka or Pulsar answer, whole, as the client gets it (the edits of
- * the filters before this one written into its bytes): read, never
- * changed.  A find in block mode refuses it (the connection closes). */
+/* A Kafka or Pulsar answer, whole, as the client gets it (with the edits of the filters
+ * before this one): read, never changed; a find in block mode closes the connection. */
 static enum lk_flt_verdict
 on_frame(struct lk_flt *f, struct lk_xchg *x, struct lk_frame *fr)
 {
     struct view w;
-    size_t len;
-    const uint8_t *p = lk_frame_bytes(fr, &len);
+    struct lk_guard_answer a = {x->proto, fr->key, fr->version, NULL, 0,
+                                fr->kafka, fr->pulsar, lk_frame_written(fr)};
 
-    return lk_guard_frame(f->conf, view(&w, f, x), x->proto, fr->key, fr->version, p, len) ==
-                   LK_GUARD_PASS ? LK_FLT_CONTINUE : LK_FLT_ERROR;
+    a.p = lk_frame_bytes(fr, &a.len);
+    return verdict(x, lk_guard_frame(f->conf, view(&w, f, x), &a));
 }
 
 /* The cluster's mode, which the protocol modules read too (what to hold). */

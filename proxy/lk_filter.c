@@ -382,6 +382,12 @@ lk_frame_bytes(struct lk_frame *fr, size_t *len)
     return frame_orig(fr);
 }
 
+int
+lk_frame_written(struct lk_frame *fr)
+{
+    return frame_encode(fr) == 1;
+}
+
 /* Whether an attached filter reads the protocol's view: else the frame is
  * not decoded at all. */
 static int

@@ -54,6 +54,10 @@ struct lk_frame {
 /* The frame's bytes as they stand: the original, or with the edits made so
  * far (written at most once per set of edits, and kept). */
 const uint8_t *lk_frame_bytes(struct lk_frame *fr, size_t *len);
+/* Whether lk_frame_bytes gives the view written with its edits (1), or
+ * the bytes it was decoded from (0: no view, no edit, or edits that change
+ * no byte or cannot be written, which the runner sends as they came). */
+int lk_frame_written(struct lk_frame *fr);
 
 struct lk_flt_ops {
     const char *name; /* the name in `filters =` */

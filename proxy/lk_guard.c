@@ -1,8 +1,8 @@
 /*
  * The leak guard's matcher: the last check on every text response and on
  * every binary answer that can carry a broker address (CONTRACT §4, "Leak
- * guard"; the binary side is described before lk_guard_frame, below), for
- * the leak_guard filter (filters/flt_leak_guard.c).  It looks for any
+ * guard"; the binary side, which this file's automaton serves, is read in
+ * lk_guard_frame.c), for the leak_guard filter (filters/flt_leak_guard.c).  It looks for any
  * internal listener address of the cluster's brokers, as "host:port" or
  * "scheme://host:port", in every response header and in the body of text
  * responses, with one Aho-Corasick automaton
@@ -10,7 +10,7 @@
  * a match may straddle two reads, and the automaton's state carries it.
  * A Pulsar broker without an internal web address (a binary-only one,
  * alone in its map or in a mixed one) is looked for by its brokerId too,
- * its host with any port (patterns of the same automaton, any_port_hit,
+ * its host with any port (patterns of the same automaton, lk_guard_ap_hit,
  * as in the binary answers), which is never rewritten: it has no web
  * address to become.
  *
@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "lk_guard.h"
+#include "lk_guard_int.h"
 #include "lk_kafka_codec.h"
 #include "lk_location.h"
 #include "lk_log.h"
@@ -56,9 +57,8 @@
 
 const char lk_guard_refusal[] = "response would leak an internal broker address";
 
-/* The view of the exchange, filled on its first use (lk_guard.h). */
-static struct lk_guard_x *
-X(struct lk_guard_x *x)
+struct lk_guard_x *
+lk_guard_fill(struct lk_guard_x *x)
 {
     void (*fill)(struct lk_guard_x *) = x->fill;
 
@@ -69,30 +69,6 @@ X(struct lk_guard_x *x)
     return x;
 }
 
-/* What a pattern stands for. */
-struct target {
-    const struct lk_broker *broker;
-    enum lk_scheme scheme;     /* of the internal address */
-    int url;                   /* the pattern is "scheme://host:port", not "host:port" */
-    int raw;                   /* Kafka: the pattern is the bare host (LK_MATCH_RAW), a
-                                * find only when it is a whole string with its port */
-    const struct lk_url *addr; /* the internal address */
-    const char *text;          /* the pattern (config memory), for logs */
-};
-
-struct lk_guard {
-    enum lk_leak_guard mode;
-    struct lk_match *match;
-    struct target *targets; /* by pattern id, below ntargets */
-    size_t ntargets;
-    /* "HOST:" of each internal address of a Pulsar broker without an
-     * internal http or https address (any_port_hit): the patterns of match
-     * from ntargets on, raw */
-    const struct lk_broker **any_port_broker; /* by pattern id - ntargets */
-    char **any_port_text;                     /* the patterns, owned */
-    size_t nany_port;
-};
-
 /* lk_guard_stream.body */
 enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
 
@@ -100,31 +76,6 @@ enum body_state { BODY_UNDECIDED = 0, BODY_SCAN, BODY_INFLATE, BODY_SKIP };
  * inflated (64 MiB by default): past that a worker would spend its time
  * on a decompression bomb, so the rest passes unread (lk_inflate). */
 #define LK_GUARD_INFLATE_RATIO 64
-
-/* A "HOST:" match waiting for its port digits (any_port_settle). */
-struct any_port_open {
-    size_t id;
-    uint64_t end; /* stream offset after the ':' */
-    unsigned nd;  /* digits read so far, up to 6 (one too many) */
-    char digits[6];
-};
-
-/* Patterns ending at one byte that can wait at once (any_port_hit). */
-#define ANY_PORT_OPEN 8
-
-/* The any_port patterns' finds waiting in one stream (the automaton's
- * position is the scan's own). */
-struct lk_guard_ap {
-    uint64_t at;       /* stream offset of the piece being read */
-    uint8_t tail[512]; /* the stream's last bytes before it, at offset % 512: more
-                        * than LK_MATCH_MAX_LEN + 2, for the bytes before a match */
-    unsigned nopen;
-    struct any_port_open open[ANY_PORT_OPEN];
-};
-
-/* A find of the any_port matcher, "HOST:PORT" (text) of broker b.
- * Nonzero stops the scan. */
-typedef int (*any_port_fn)(void *arg, const struct lk_broker *b, const char *text);
 
 void
 lk_guard_free(struct lk_guard *conf)
@@ -147,7 +98,7 @@ lk_guard_free(struct lk_guard *conf)
  * (conf/pulsar-binary.conf) has none, nor has a mixed map for its
  * binary-only brokers, so for such a broker the answers, binary and text,
  * are also read for the host of each of its internal addresses with any
- * port after it: these patterns join the automaton, raw (any_port_hit
+ * port after it: these patterns join the automaton, raw (lk_guard_ap_hit
  * checks what is around them).
  */
 static void
@@ -206,8 +157,8 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
              * with the address, and the bare host:port (the broker list of
              * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
             for (int url = 1; url >= 0; url--) {
-                conf->targets[n] =
-                    (struct target){b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport};
+                conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc,         url, 0,
+                                                            u, url ? u->text : u->hostport};
                 pats[n] = conf->targets[n].text;
                 lens[n] = strlen(pats[n]);
                 n++;
@@ -217,7 +168,8 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
              * Listeners): a third form, for the answers read as bytes.
              * Kafka clusters have no text to scan, so it meets no text. */
             if (cl->proto == LK_PROTO_KAFKA) {
-                conf->targets[n] = (struct target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
+                conf->targets[n] =
+                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
                 pats[n] = u->host;
                 lens[n] = strlen(u->host);
                 flags[n++] = LK_MATCH_RAW;
@@ -264,12 +216,15 @@ report(struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct 
     if (g->logged & (1u << level))
         return;
     g->logged |= 1u << level;
-    lk_log(level, X(x)->conn,
+    lk_log(level, lk_guard_fill(x)->conn,
            "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
-           X(x)->id, header != NULL ? "the header " : "the body",
+           lk_guard_fill(x)->id, header != NULL ? "the header " : "the body",
            header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text, b->name,
-           lk_log_sanitize(method, X(x)->req->method.p, X(x)->req->method.len, 16),
-           lk_log_sanitize(target, X(x)->req->target.p, X(x)->req->target.len, 160), outcome);
+           lk_log_sanitize(method, lk_guard_fill(x)->req->method.p,
+                           lk_guard_fill(x)->req->method.len, 16),
+           lk_log_sanitize(target, lk_guard_fill(x)->req->target.p,
+                           lk_guard_fill(x)->req->target.len, 160),
+           outcome);
 }
 
 /* block's answer to a find in a text response: a 502 while none of it
@@ -295,11 +250,14 @@ block(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_broker *b
  * NULL when there is none: no listener selected, or the broker's has no
  * address in that family. */
 static const char *
-replacement(struct lk_guard_x *x, const struct target *t)
+replacement(struct lk_guard_x *x, const struct lk_guard_target *t)
 {
     const struct lk_listener *l =
-        X(x)->listener_name != NULL ? lk_broker_listener(t->broker, X(x)->listener_name) : NULL;
-    const struct lk_url *u = l != NULL ? lk_listener_pick(l, t->scheme, X(x)->client_tls) : NULL;
+        lk_guard_fill(x)->listener_name != NULL
+            ? lk_broker_listener(t->broker, lk_guard_fill(x)->listener_name)
+            : NULL;
+    const struct lk_url *u =
+        l != NULL ? lk_listener_pick(l, t->scheme, lk_guard_fill(x)->client_tls) : NULL;
 
     if (u == NULL)
         return NULL;
@@ -309,8 +267,8 @@ replacement(struct lk_guard_x *x, const struct target *t)
 /* Whether a match lies outside the last one taken (the bare form of an
  * address inside its URL form, reported right after it, is the same
  * find); if so it is taken. */
-static int
-fresh(struct lk_guard_stream *g, const struct lk_match_hit *hit)
+int
+lk_guard_fresh(struct lk_guard_stream *g, const struct lk_match_hit *hit)
 {
     uint64_t start = hit->end - hit->len;
 
@@ -321,13 +279,13 @@ fresh(struct lk_guard_stream *g, const struct lk_match_hit *hit)
     return 1;
 }
 
-/* Counts a match unless fresh() says it is the last one again. */
+/* Counts a match unless lk_guard_fresh() says it is the last one again. */
 static int
 count(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_match_hit *hit)
 {
-    if (!fresh(g, hit))
+    if (!lk_guard_fresh(g, hit))
         return 0;
-    (*X(x)->leaks)++;
+    (*lk_guard_fill(x)->leaks)++;
     return 1;
 }
 
@@ -339,8 +297,8 @@ known_addr(struct lk_guard_x *x, struct lk_str host, uint16_t port)
 {
     enum lk_scheme scheme;
 
-    for (size_t k = 0; k < X(x)->conf->nclusters; k++) {
-        const struct lk_cluster *cl = X(x)->conf->clusters[k];
+    for (size_t k = 0; k < lk_guard_fill(x)->conf->nclusters; k++) {
+        const struct lk_cluster *cl = lk_guard_fill(x)->conf->clusters[k];
         if (!(cl->proto & LK_PROTO_PULSAR))
             continue;
         if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
@@ -373,8 +331,8 @@ host_char(uint8_t c)
  * last bytes are kept for the bytes before a match that began in an
  * earlier piece.
  */
-static void
-any_port_init(struct lk_guard_ap *s)
+void
+lk_guard_ap_init(struct lk_guard_ap *s)
 {
     s->at = 0;
     s->nopen = 0;
@@ -397,9 +355,9 @@ any_port_byte(const struct lk_guard_ap *s, const uint8_t *p, size_t len, uint64_
 /* Reads the port digits of the waiting matches from the bytes at hand and
  * decides each one whose digits have ended (or all, once the stream ends):
  * cb for a find, stopping when it returns nonzero (that is returned). */
-static int
-any_port_settle(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_ap *s,
-                const uint8_t *p, size_t len, int last, any_port_fn cb, void *arg)
+int
+lk_guard_ap_settle(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_ap *s,
+                   const uint8_t *p, size_t len, int last, lk_guard_ap_cb cb, void *arg)
 {
     for (unsigned i = 0; i < s->nopen;) {
         struct any_port_open o = s->open[i];
@@ -430,11 +388,11 @@ any_port_settle(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_gua
 }
 
 /* A hit of an any_port pattern (hit->id >= conf->ntargets) in the piece p
- * (at stream offset s->at); cb as any_port_settle. */
-static int
-any_port_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_ap *s,
-             const uint8_t *p, size_t len, const struct lk_match_hit *hit, any_port_fn cb,
-             void *arg)
+ * (at stream offset s->at); cb as lk_guard_ap_settle. */
+int
+lk_guard_ap_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_ap *s,
+                const uint8_t *p, size_t len, const struct lk_match_hit *hit, lk_guard_ap_cb cb,
+                void *arg)
 {
     uint64_t start = hit->end - hit->len;
     int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
@@ -452,7 +410,7 @@ any_port_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_
     /* Only patterns ending at one byte wait together (a ':' ends the
      * digits of the ones before); should more than fit, they are decided
      * with the bytes at hand. */
-    return any_port_settle(conf, x, s, p, len, s->nopen == ANY_PORT_OPEN, cb, arg);
+    return lk_guard_ap_settle(conf, x, s, p, len, s->nopen == ANY_PORT_OPEN, cb, arg);
 }
 
 /* The piece p has been read: its last bytes are kept for the next. */
@@ -490,7 +448,7 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text)
     struct lk_guard_x *x = tf->x;
     struct lk_guard_stream *g = tf->g;
 
-    (*X(x)->leaks)++;
+    (*lk_guard_fill(x)->leaks)++;
     switch (tf->conf->mode) {
     case LK_LEAK_BLOCK:
         tf->v = block(x, g, b, text, tf->header, tf->in != NULL && g->released);
@@ -522,20 +480,20 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     struct lk_guard_ap ap;
 
     lk_match_state_init(&st);
-    any_port_init(&ap);
+    lk_guard_ap_init(&ap);
     g->leak_end = 0;
     while (more) {
         more = lk_match_scan(conf->match, &st, value.p, value.len, &off, &hit) ||
                lk_match_finish(conf->match, &st, &hit);
         if (more && hit.id >= conf->ntargets) {
-            if (any_port_hit(conf, x, &ap, (const uint8_t *)value.p, value.len, &hit, text_any_port,
-                             &tf) != 0)
+            if (lk_guard_ap_hit(conf, x, &ap, (const uint8_t *)value.p, value.len, &hit,
+                                text_any_port, &tf) != 0)
                 return tf.v;
             continue;
         }
         if (!more || !count(x, g, &hit))
             continue;
-        const struct target *t = &conf->targets[hit.id];
+        const struct lk_guard_target *t = &conf->targets[hit.id];
         size_t start = (size_t)(hit.end - hit.len);
         const char *to;
         switch (conf->mode) {
@@ -543,11 +501,12 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
             return block(x, g, t->broker, t->text, &h->name, 0);
         case LK_LEAK_REWRITE:
             if (start >= done && (to = replacement(x, t)) != NULL) {
-                out = lk_pstr_concat(X(x)->pool, out, lk_str_make(value.p + done, start - done));
-                out = lk_pstr_concat(X(x)->pool, out, lk_str_c(to));
+                out = lk_pstr_concat(lk_guard_fill(x)->pool, out,
+                                     lk_str_make(value.p + done, start - done));
+                out = lk_pstr_concat(lk_guard_fill(x)->pool, out, lk_str_c(to));
                 done = (size_t)hit.end;
                 changed = 1;
-                (*X(x)->rewrites)++;
+                (*lk_guard_fill(x)->rewrites)++;
                 report(x, g, LK_DEBUG, t->broker, t->text, &h->name,
                        "rewritten (leak_guard = rewrite)");
                 break;
@@ -560,11 +519,11 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
             break;
         }
     }
-    if (any_port_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port, &tf) !=
-        0)
+    if (lk_guard_ap_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port,
+                           &tf) != 0)
         return tf.v;
     if (changed)
-        h->value = lk_pstr_concat(X(x)->pool, out, lk_str_skip(value, done));
+        h->value = lk_pstr_concat(lk_guard_fill(x)->pool, out, lk_str_skip(value, done));
     return LK_GUARD_PASS;
 }
 
@@ -608,8 +567,8 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
     lk_match_state_init(&g->st);
     if (conf->nany_port != 0) {
         if (g->ap == NULL)
-            g->ap = lk_palloc(X(x)->pool, sizeof(*g->ap));
-        any_port_init(g->ap);
+            g->ap = lk_palloc(lk_guard_fill(x)->pool, sizeof(*g->ap));
+        lk_guard_ap_init(g->ap);
     }
     g->leak_end = 0;
     *read = conf->mode == LK_LEAK_LOG ? LK_GUARD_READ_OBSERVE : LK_GUARD_READ_STREAM;
@@ -651,7 +610,7 @@ static enum lk_guard_verdict
 on_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
        struct evbuffer *in, struct evbuffer *out, const struct lk_match_hit *hit)
 {
-    const struct target *t = &conf->targets[hit->id];
+    const struct lk_guard_target *t = &conf->targets[hit->id];
     uint64_t start = hit->end - hit->len;
     const char *to;
 
@@ -662,8 +621,8 @@ on_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream
      * listener's addresses in its address fields; what is left (the 5.0
      * brokerId, "host:webport") is an identifier, so block mode rewrites
      * it rather than refuse every 5.0 lookup -- when it can. */
-    if (mode == LK_LEAK_BLOCK && *X(x)->vetted && g->body != BODY_INFLATE && start >= g->base &&
-        replacement(x, t) != NULL)
+    if (mode == LK_LEAK_BLOCK && *lk_guard_fill(x)->vetted && g->body != BODY_INFLATE &&
+        start >= g->base && replacement(x, t) != NULL)
         mode = LK_LEAK_REWRITE;
     switch (mode) {
     case LK_LEAK_BLOCK:
@@ -680,7 +639,7 @@ on_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream
             evbuffer_drain(in, hit->len);
             evbuffer_add(out, to, strlen(to));
             g->base = hit->end;
-            (*X(x)->rewrites)++;
+            (*lk_guard_fill(x)->rewrites)++;
             report(x, g, LK_DEBUG, t->broker, t->text, NULL, "rewritten (leak_guard = rewrite)");
             return LK_GUARD_PASS;
         }
@@ -704,7 +663,7 @@ take_hit(struct text_find *tf, struct evbuffer *out, const void *data, size_t le
     if (hit->id < tf->conf->ntargets)
         return on_hit(tf->conf, tf->x, g, tf->in, out, hit);
     if (g->ap != NULL &&
-        any_port_hit(tf->conf, tf->x, g->ap, data, len, hit, text_any_port, tf) != 0)
+        lk_guard_ap_hit(tf->conf, tf->x, g->ap, data, len, hit, text_any_port, tf) != 0)
         return tf->v;
     return LK_GUARD_PASS;
 }
@@ -721,7 +680,7 @@ scan_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_st
 
     /* the digits of a brokerId that ended the last piece */
     if (g->ap != NULL && g->ap->nopen != 0 &&
-        any_port_settle(conf, x, g->ap, data, len, 0, text_any_port, &tf) != 0)
+        lk_guard_ap_settle(conf, x, g->ap, data, len, 0, text_any_port, &tf) != 0)
         return tf.v;
     while (lk_match_scan(conf->match, &g->st, data, len, &off, &hit))
         if ((v = take_hit(&tf, out, data, len, &hit)) != LK_GUARD_PASS)
@@ -758,9 +717,10 @@ inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     struct inflated s = {conf, x, g, in, out, LK_GUARD_PASS};
     const char *why;
 
-    switch (lk_inflate_feed(&g->z, data, len,
-                            LK_GUARD_INFLATE_RATIO * (uint64_t)X(x)->conf->max_buffer_bytes,
-                            scan_inflated, &s)) {
+    switch (
+        lk_inflate_feed(&g->z, data, len,
+                        LK_GUARD_INFLATE_RATIO * (uint64_t)lk_guard_fill(x)->conf->max_buffer_bytes,
+                        scan_inflated, &s)) {
     case LK_INFLATE_STOPPED:
         return s.v;
     case LK_INFLATE_TOO_BIG:
@@ -772,8 +732,8 @@ inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     default:
         return LK_GUARD_PASS;
     }
-    lk_log(LK_DEBUG, X(x)->conn, "%s: the compressed response body is %s; not read further",
-           X(x)->id, why);
+    lk_log(LK_DEBUG, lk_guard_fill(x)->conn,
+           "%s: the compressed response body is %s; not read further", lk_guard_fill(x)->id, why);
     g->body = BODY_SKIP;
     return LK_GUARD_PASS;
 }
@@ -814,7 +774,7 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
             if ((v = take_hit(&tf, out, (const uint8_t *)"", 0, &hit)) != LK_GUARD_PASS)
                 return v;
         if (g->ap != NULL &&
-            any_port_settle(conf, x, g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
+            lk_guard_ap_settle(conf, x, g->ap, (const uint8_t *)"", 0, 1, text_any_port, &tf) != 0)
             return tf.v;
     }
     return LK_GUARD_PASS;
@@ -831,13 +791,14 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
         g->body = body_coding(res);
         if (g->body == BODY_INFLATE) {
             if (lk_inflate_init(&g->z, LK_INFLATE_GZIP_OR_ZLIB) == 0)
-                lk_pool_cleanup_add(X(x)->pool, end_inflate, &g->z);
+                lk_pool_cleanup_add(lk_guard_fill(x)->pool, end_inflate, &g->z);
             else
                 g->body = BODY_SKIP;
         }
         if (g->body == BODY_SKIP)
-            lk_log(LK_DEBUG, X(x)->conn, "%s: the response body's coding is not readable; not read",
-                   X(x)->id);
+            lk_log(LK_DEBUG, lk_guard_fill(x)->conn,
+                   "%s: the response body's coding is not readable; not read",
+                   lk_guard_fill(x)->id);
     }
     if ((v = scan(conf, x, g, in, out, last)) != LK_GUARD_PASS)
         return v;
@@ -849,353 +810,17 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
         keep = lk_match_pending(conf->match, &g->st);
         keep = keep < len ? keep : len;
     } else if (conf->mode == LK_LEAK_BLOCK && !g->released) {
-        if (len <= X(x)->conf->max_buffer_bytes) {
+        if (len <= lk_guard_fill(x)->conf->max_buffer_bytes) {
             keep = len; /* everything, so that a leak can still be a 502 */
         } else {
             g->released = 1;
-            lk_log(LK_DEBUG, X(x)->conn,
+            lk_log(LK_DEBUG, lk_guard_fill(x)->conn,
                    "%s: the response body is over max_buffer_bytes (%zu); it streams now, and a "
                    "leak found later closes the connection",
-                   X(x)->id, X(x)->conf->max_buffer_bytes);
+                   lk_guard_fill(x)->id, lk_guard_fill(x)->conf->max_buffer_bytes);
         }
     }
     evbuffer_remove_buffer(in, out, len - keep);
     g->base += len - keep;
     return LK_GUARD_PASS;
-}
-
-/* Binary answers ------------------------------------------------------------ */
-
-/*
- * Kafka and Pulsar answers come whole (the protocol modules hold the kinds
- * that may carry an address: lk_kafka_response_wanted, the Pulsar module's
- * held_type), after the rewriting filters.  A decoded answer is checked
- * field by field: every address it hands out must be one lookout serves,
- * so what is left is either an internal address of a mapped broker or an
- * address the map lacks (a node broker.pattern does not cover, a Pulsar
- * URL of no mapped broker), which a broker gave out on the internal
- * listener lookout reached it on.  An answer that does not decode is read
- * as bytes with the same automaton as text: "host:port" and URL forms, and
- * for Kafka the host as a whole string with its port after it.  Records
- * (Produce, Fetch, ShareFetch, MESSAGE and SEND payloads) are never read.
- *
- * A Pulsar broker whose internal listener has no http or https address in
- * the map (a binary-only map, or a mixed one's binary-only brokers) still
- * names itself by its brokerId, advertisedAddress:webServicePort, in its
- * exceptions: for such a broker the binary answers are also read for the
- * host of each of its internal addresses followed by any port
- * (any_port_hit, as the text scan does), an address lookout
- * serves or gives out excepted.
- *
- * What is not read on purpose: the Streams group answers (KIP-1071,
- * StreamsGroupHeartbeat and StreamsGroupDescribe).  Their only host:port
- * fields are application endpoints, the Interactive Queries addresses of
- * the user's own Streams instances, which clients must get as given and
- * which may be any address: one in the brokers' network (10.0.0.5:8080),
- * or even equal to a broker's internal address (an instance on a broker's
- * host and port in another network namespace).  Read as bytes they would
- * be counted as leaks, and the layout holds no broker address that
- * reading it field by field could find, so the codec rates those answers
- * NONE (lk_kafka_response_addrs): never held, never read, for the
- * versions whose layout was read, and ApiVersions is clamped to those
- * (lk_kafka_clamp_version), so a later layout is not met blind.
- *
- * A binary answer's bytes cannot be rewritten in general (a longer string
- * means re-encoding a layout lookout does not know), and what a decoded
- * one still holds, the rewriting filter could not rewrite either: so
- * `rewrite` logs and counts here as `log` does, and `block` closes the
- * connection before any of the answer goes.
- */
-
-/* What one answer holds: leaks counted, the first for the log. */
-struct finding {
-    unsigned n;
-    int unchecked;                  /* it could not be read (records, or no decode) */
-    const struct lk_broker *broker; /* whose internal address; NULL: the map lacks it */
-    char what[200];                 /* the address, as the log shows it */
-};
-
-/* Whether host:port is one of b's internal listener addresses (the trailing
- * dot of a name aside, as lk_cluster_find_addr compares). */
-static int
-is_internal(const struct lk_broker *b, struct lk_str host, uint16_t port)
-{
-    if (host.len > 1 && host.p[host.len - 1] == '.')
-        host.len--;
-    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-        const struct lk_url *u = b->internal->addr[sc];
-        if (u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), host))
-            return 1;
-    }
-    return 0;
-}
-
-/* Counts a find; the first is kept for the log: the address (sanitised),
- * with its node id when node >= 0 (Kafka) and its port when port >= 0. */
-static void
-found(struct finding *fd, const struct lk_broker *b, struct lk_str s, long port, long node)
-{
-    char text[160];
-    int n;
-
-    if (fd->n++ != 0)
-        return;
-    fd->broker = b;
-    lk_log_sanitize(text, s.p, s.len, 120);
-    n = snprintf(fd->what, sizeof(fd->what), "%s", text);
-    if (port >= 0 && n > 0 && (size_t)n < sizeof(fd->what))
-        n += snprintf(fd->what + n, sizeof(fd->what) - (size_t)n, ":%ld", port);
-    if (node >= 0 && n > 0 && (size_t)n < sizeof(fd->what))
-        snprintf(fd->what + n, sizeof(fd->what) - (size_t)n, " (node %ld)", node);
-}
-
-/* Kafka: one decoded endpoint, as the client will get it. */
-struct kcheck {
-    struct lk_guard_x *x;
-    struct finding *fd;
-};
-
-static enum lk_kafka_ep
-check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
-{
-    struct kcheck *k = arg;
-    const struct lk_cluster *cl = X(k->x)->cluster;
-    const struct lk_broker *b = NULL;
-    int32_t id;
-
-    if (*port > 0 && *port <= 65535) {
-        b = lk_cluster_find_addr(cl, *host, (uint16_t)*port, &(enum lk_scheme){0});
-        if (b != NULL && !is_internal(b, *host, (uint16_t)*port))
-            return LK_KAFKA_EP_KEEP; /* a listener address the map gives out */
-        if (b == NULL && cl->pattern != NULL &&
-            lk_kafka_pattern_match(cl->pattern, *host, (uint16_t)*port, &id))
-            return LK_KAFKA_EP_KEEP; /* broker.pattern's: lookout serves it */
-    }
-    found(k->fd, b, *host, (long)*port, node_id < 0 ? -1 : (long)node_id);
-    return LK_KAFKA_EP_KEEP;
-}
-
-/* A raw hit (a Kafka host) is a find when the bytes around it are a
- * Kafka string of exactly that host (an INT16 length before it, or a
- * compact one: the length plus 1 as an unsigned varint) with the port of
- * one of the host's internal addresses right after it, as an INT32 or a
- * UINT16 (DescribeQuorum).  The target of that address, or NULL. */
-static const struct target *
-raw_find(const struct lk_guard *conf, const uint8_t *p, size_t len, const struct lk_match_hit *hit)
-{
-    size_t start = (size_t)(hit->end - hit->len), end = (size_t)hit->end, hl = hit->len;
-    int str = (start >= 2 && p[start - 2] == (uint8_t)(hl >> 8) && p[start - 1] == (uint8_t)hl) ||
-              (hl + 1 < 128 ? start >= 1 && p[start - 1] == hl + 1
-                            : start >= 2 && p[start - 2] == (uint8_t)(((hl + 1) & 0x7f) | 0x80) &&
-                                  p[start - 1] == (uint8_t)((hl + 1) >> 7));
-
-    if (!str)
-        return NULL;
-    for (size_t i = 0; i < conf->ntargets; i++) {
-        const struct target *t = &conf->targets[i];
-        uint16_t port = t->raw ? t->addr->port : 0;
-        if (!t->raw || strlen(t->text) != hl ||
-            strncasecmp(t->text, (const char *)p + start, hl) != 0)
-            continue;
-        if ((end + 4 <= len && p[end] == 0 && p[end + 1] == 0 && p[end + 2] == (port >> 8) &&
-             p[end + 3] == (port & 0xff)) ||
-            (end + 2 <= len && p[end] == (port >> 8) && p[end + 1] == (port & 0xff)))
-            return t;
-    }
-    return NULL;
-}
-
-/* A "HOST:PORT" of a broker without an internal web address (any_port_hit)
- * in a binary answer. */
-static int
-frame_any_port(void *arg, const struct lk_broker *b, const char *text)
-{
-    found(arg, b, lk_str_c(text), -1, -1);
-    return 0;
-}
-
-/* Reads a whole answer's bytes. */
-static void
-scan_frame(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
-           const uint8_t *p, size_t len, struct finding *fd)
-{
-    struct lk_match_hit hit;
-    size_t off = 0;
-    int more = 1;
-    struct lk_guard_ap ap;
-
-    lk_match_state_init(&g->st);
-    any_port_init(&ap);
-    g->leak_end = 0;
-    while (more) {
-        more = lk_match_scan(conf->match, &g->st, p, len, &off, &hit) ||
-               lk_match_finish(conf->match, &g->st, &hit);
-        if (!more)
-            break;
-        if (hit.id >= conf->ntargets) {
-            any_port_hit(conf, x, &ap, p, len, &hit, frame_any_port, fd);
-            continue;
-        }
-        const struct target *t = &conf->targets[hit.id];
-        if (t->raw && (t = raw_find(conf, p, len, &hit)) == NULL)
-            continue;
-        if (!fresh(g, &hit))
-            continue;
-        found(fd, t->broker, lk_str_c(t->raw ? t->addr->hostport : t->text), -1, -1);
-    }
-    any_port_settle(conf, x, &ap, p, len, 1, frame_any_port, fd);
-}
-
-static void
-kafka_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
-             int16_t key, int16_t version, const uint8_t *p, size_t len, struct finding *fd)
-{
-    enum lk_kafka_addrs a = lk_kafka_response_addrs(key, version);
-    struct kcheck k = {x, fd};
-    struct lk_kafka_rewrite rw = {
-        .endpoint = check_endpoint, .controller = check_endpoint, .arg = &k};
-
-    if (a == LK_KAFKA_ADDRS_NONE)
-        return;
-    if (a == LK_KAFKA_ADDRS_DECODED) {
-        /* The callback keeps every endpoint: nothing is written.  The
-         * endpoints are checked field by field; the answer's other
-         * strings (an ErrorMessage, a ClusterId, a Rack) and any bytes
-         * after its last field are the broker's too, and can name a host
-         * as well, so when the fields found nothing the whole answer is
-         * read as bytes (not both: one address, one find).  Answers held
-         * here are small: Fetch and ShareFetch records never come here,
-         * only their NodeEndpoints tail (lk_kafka.c streams them). */
-        if (lk_kafka_rewrite_response(p, len, key, version, &rw, NULL) != LK_KAFKA_RW_MALFORMED) {
-            if (fd->n == 0)
-                scan_frame(conf, x, g, p, len, fd);
-            return;
-        }
-        fd->n = 0; /* what the walk met before it failed is read again below */
-        if (key == LK_KAFKA_PRODUCE || key == LK_KAFKA_FETCH || key == LK_KAFKA_SHARE_FETCH ||
-            key == LK_KAFKA_SHARE_ACKNOWLEDGE)
-            a = LK_KAFKA_ADDRS_RECORDS;
-    }
-    if (a == LK_KAFKA_ADDRS_RECORDS)
-        fd->unchecked = 1;
-    else
-        scan_frame(conf, x, g, p, len, fd);
-}
-
-/* Pulsar: a URL of a decoded command, as the client will get it. */
-static void
-check_url(struct lk_guard_x *x, int type, struct lk_str url, struct finding *fd)
-{
-    struct lk_url_parts parts;
-    enum lk_scheme scheme;
-
-    if (url.len == 0 || lk_url_split(url, &parts) != 0)
-        return; /* no address a client could dial */
-    for (size_t k = 0; k <= X(x)->conf->nclusters; k++) {
-        const struct lk_cluster *cl = k == 0 ? X(x)->cluster : X(x)->conf->clusters[k - 1];
-        const struct lk_broker *b;
-        if ((k != 0 && cl == X(x)->cluster) || !(cl->proto & LK_PROTO_PULSAR))
-            continue;
-        if ((b = lk_cluster_find_addr(cl, parts.host, parts.port, &scheme)) != NULL) {
-            if (is_internal(b, parts.host, parts.port))
-                found(fd, b, url, -1, -1);
-            return;
-        }
-    }
-    /* A migration names another cluster's service URL, which may well be
-     * one its clients reach; any other command names a broker, and one
-     * lookout does not serve came from the broker's internal listener. */
-    if (type != LK_PULSAR_TOPIC_MIGRATED)
-        found(fd, NULL, url, -1, -1);
-}
-
-static void
-pulsar_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
-              int type, const uint8_t *p, size_t len, struct finding *fd)
-{
-    enum lk_pulsar_addrs a = lk_pulsar_type_addrs(type);
-    uint32_t total, cmd_size;
-    struct lk_pulsar_cmd c;
-
-    if (a == LK_PULSAR_ADDRS_NONE)
-        return; /* never SEND, MESSAGE nor their payloads */
-    if (a == LK_PULSAR_ADDRS_DECODED && len >= LK_PULSAR_PREFIX &&
-        lk_pulsar_sizes(p, UINT32_MAX, &total, &cmd_size) == 0 && (size_t)total + 4 == len &&
-        (size_t)cmd_size + LK_PULSAR_PREFIX == len &&
-        lk_pulsar_decode(p + LK_PULSAR_PREFIX, cmd_size, &c) == 0) {
-        /* every URL pair: one of its own, or one per segment broker or
-         * coordinator within (SCALABLE_TOPIC_UPDATE, WATCH_TC_ASSIGNMENTS_UPDATE) */
-        struct lk_pulsar_pair *pairs = lk_palloc(X(x)->pool, (c.npairs + 1) * sizeof(*pairs));
-        long n = lk_pulsar_pairs(p + LK_PULSAR_PREFIX, cmd_size, pairs, c.npairs);
-        for (long i = 0; i < n && (size_t)i < c.npairs; i++) {
-            if (pairs[i].has_url)
-                check_url(x, type, pairs[i].url, fd);
-            if (pairs[i].has_url_tls)
-                check_url(x, type, pairs[i].url_tls, fd);
-        }
-        if (fd->n != 0)
-            return;
-        /* the rest, a LOOKUP_RESPONSE's message, is read as bytes (the
-         * URLs, rewritten, are no longer internal ones) */
-    }
-    scan_frame(conf, x, g, p, len, fd);
-}
-
-/* "the Metadata v14 answer", "the LOOKUP_RESPONSE command" */
-static void
-answer_name(unsigned proto, int16_t key, int16_t version, char *buf, size_t len)
-{
-    const char *name;
-
-    if (proto == LK_PROTO_KAFKA) {
-        if ((name = lk_kafka_api_name(key)) != NULL)
-            snprintf(buf, len, "the %s v%d answer", name, version);
-        else
-            snprintf(buf, len, "the answer to api key %d v%d", key, version);
-    } else if ((name = lk_pulsar_command_name(key)) != NULL) {
-        snprintf(buf, len, "the %s command", name);
-    } else {
-        snprintf(buf, len, "a command of type %d", key);
-    }
-}
-
-enum lk_guard_verdict
-lk_guard_frame(const struct lk_guard *conf, struct lk_guard_x *x, unsigned proto, int16_t key,
-               int16_t version, const uint8_t *p, size_t len)
-{
-    struct lk_guard_stream g; /* scan_frame starts what it reads of it */
-    struct finding fd;
-    char what[96];
-
-    memset(&fd, 0, sizeof(fd));
-    if (proto == LK_PROTO_KAFKA)
-        kafka_answer(conf, x, &g, key, version, p, len, &fd);
-    else
-        pulsar_answer(conf, x, &g, key, p, len, &fd);
-    if (fd.n == 0 && !fd.unchecked)
-        return LK_GUARD_PASS;
-    *X(x)->leaks += fd.n;
-    answer_name(proto, key, version, what, sizeof(what));
-    const char *outcome =
-        conf->mode == LK_LEAK_BLOCK     ? "closing the connection (leak_guard = block)"
-        : conf->mode == LK_LEAK_REWRITE ? "passed: a binary answer's bytes are not rewritten, so "
-                                          "leak_guard = rewrite logs it as log does"
-                                        : "logged only (leak_guard = log)";
-    if (fd.unchecked)
-        lk_log(LK_WARN, X(x)->conn,
-               "%s: %s from broker %s (cluster %s) does not decode, and it carries records, "
-               "which are never read: its addresses cannot be checked; %s",
-               X(x)->id, what, X(x)->broker != NULL ? X(x)->broker->name : "-", X(x)->cluster->name,
-               conf->mode == LK_LEAK_BLOCK ? "closing the connection (leak_guard = block)"
-                                           : "passed");
-    else
-        lk_log(LK_WARN, X(x)->conn,
-               "%s: %s from broker %s (cluster %s) names %s, %s%s (%u in all); %s", X(x)->id, what,
-               X(x)->broker != NULL ? X(x)->broker->name : "-", X(x)->cluster->name, fd.what,
-               fd.broker != NULL ? "an internal address of broker " : "",
-               fd.broker != NULL ? fd.broker->name
-                                 : "an address the map lacks, which the broker gave out on its "
-                                   "internal listener",
-               fd.n, outcome);
-    return conf->mode == LK_LEAK_BLOCK ? LK_GUARD_CUT : LK_GUARD_PASS;
 }

@@ -5,7 +5,8 @@
  * filters and connections so that it reads as one piece.  It is built once
  * per cluster from the map (patterns, one automaton) and reads a response
  * through a per-exchange lk_guard_stream; what it finds it counts, logs and
- * acts on by the cluster's mode, and says what the caller is to do.
+ * acts on by the cluster's mode, and says what the caller is to do.  The
+ * binary answers are lk_guard_frame.h's.
  */
 #ifndef LK_GUARD_H
 #define LK_GUARD_H
@@ -106,12 +107,5 @@ enum lk_guard_verdict lk_guard_head(const struct lk_guard *g, struct lk_guard_st
 enum lk_guard_verdict lk_guard_body(const struct lk_guard *g, struct lk_guard_stream *s,
                                     struct lk_guard_x *x, const struct lk_http_msg *res,
                                     struct evbuffer *in, struct evbuffer *out, int last);
-/*
- * Reads a binary answer p[0..len), whole: a Kafka response to api key/version,
- * or a Pulsar command of type key (proto says which).  PASS or, in block
- * mode with a find, CUT; nothing is changed.
- */
-enum lk_guard_verdict lk_guard_frame(const struct lk_guard *g, struct lk_guard_x *x, unsigned proto,
-                                     int16_t key, int16_t version, const uint8_t *p, size_t len);
 
 #endif
