@@ -48,17 +48,10 @@ fill(struct lk_guard_x *v)
     const struct lk_flt *f = ((struct view *)v)->f;
     struct lk_xchg *x = ((struct view *)v)->x;
 
-    *v = (struct lk_guard_x){.pool = &x->pool,
-                             .conn = x->conn,
-                             .id = f->id,
-                             .conf = x->conf,
-                             .cluster = x->cluster,
-                             .broker = x->broker,
-                             .listener_name = x->listener_name,
-                             .client_tls = x->client_tls,
-                             .vetted = &x->body_vetted,
-                             .req = &x->req,
-                             .leaks = &x->leaks,
+    *v = (struct lk_guard_x){.pool = &x->pool, .conn = x->conn, .id = f->id, .conf = x->conf,
+                             .cluster = x->cluster, .broker = x->broker,
+                             .listener_name = x->listener_name, .client_tls = x->client_tls,
+                             .vetted = &x->body_vetted, .req = &x->req, .leaks = &x->leaks,
                              .rewrites = &x->rewrites};
 }
 
@@ -121,8 +114,9 @@ static enum lk_flt_verdict
 on_frame(struct lk_flt *f, struct lk_xchg *x, struct lk_frame *fr)
 {
     struct view w;
-    struct lk_guard_answer a = {x->proto, fr->key, fr->version, NULL, 0,
-                                fr->kafka, fr->pulsar, lk_frame_written(fr)};
+    struct lk_guard_answer a = {.proto = x->proto, .key = fr->key, .version = fr->version,
+                                .kafka = fr->kafka, .pulsar = fr->pulsar,
+                                .written = lk_frame_written(fr)};
 
     a.p = lk_frame_bytes(fr, &a.len);
     return verdict(x, lk_guard_frame(f->conf, view(&w, f, x), &a));
