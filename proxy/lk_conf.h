@@ -362,36 +362,10 @@ struct lk_live_set {
     const unsigned char *skip;
 };
 
-/* Loading (lk_conf_ready.c: lk_conf_load.h's passes, then the filter chains,
- * the unknown-key check and the binds) -------------------------------------- */
-
-/*
- * Loads and validates a config file.  Returns NULL and writes
- * "file:line: message" into err on any error: unknown or duplicate key, bad
- * URL, unknown listener name, conflicting binds, bad filter list.
- * The result has one reference.
- */
-struct lk_conf *lk_conf_load(const char *path, char *err, size_t errlen);
 /* The file's bytes (malloc'd, *len of them; a reload keeps them to rebuild
  * the map when a store changes), or NULL with "path: why" in err
  * (lk_conf_load.c, as lk_conf_ref and lk_conf_unref). */
 char *lk_conf_read(const char *path, size_t *len, char *err, size_t errlen);
-/* The same over text in memory; `name` stands for the file in messages and
- * its directory anchors relative paths. */
-struct lk_conf *lk_conf_load_buf(const char *name, const char *text, size_t len, char *err,
-                                 size_t errlen);
-/*
- * The same with the brokers that clusters' stores (metadataStoreUrl,
- * zookeeper.connect) registered: each set's nodes are parsed and checked
- * (lk_registration_parse) and added as brokers of its cluster after the
- * static ones.  A static [broker] section of the same name wins over its
- * registration; a registration that does not parse, or whose addresses
- * another broker has, is left out and listed in cl->rejects.  Whatever else
- * fails (a bind conflict) fails the whole load, as for a file.
- */
-struct lk_conf *lk_conf_load_live(const char *name, const char *text, size_t len,
-                                  const struct lk_live_set *sets, size_t nsets, char *err,
-                                  size_t errlen);
 /* Adds a refused registration to cluster cl of a conf not yet shared. */
 void lk_conf_reject_add(struct lk_cluster *cl, const char *znode, const char *reason);
 struct lk_conf *lk_conf_ref(struct lk_conf *conf);

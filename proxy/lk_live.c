@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_live.h"
 #include "lk_log.h"
 #include "lk_meta.h"

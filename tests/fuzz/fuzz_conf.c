@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
+#include "lk_conf_ready.h"
 #include "lk_log.h"
 
 static const char name[] = "fuzz.conf";

@@ -40,6 +40,7 @@
 #include <event2/buffer.h>
 
 #include "fuzz_util.h"
+#include "lk_conf_ready.h"
 #include "lk_kafka_codec.h"
 #include "lk_log.h"
 #include "lk_pulsar_codec.h"

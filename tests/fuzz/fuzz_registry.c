@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
+#include "lk_conf_ready.h"
 #include "lk_log.h"
 #include "lk_registry.h"
 

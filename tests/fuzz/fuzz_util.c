@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "lk_match.h"
+#include "lk_conf_ready.h"
 #include "lk_log.h"
+#include "lk_match.h"
 #include "lk_pulsar_codec.h"
 #include "pulsar.pb-c.h"
 

@@ -12,6 +12,7 @@
 
 #include "fuzz_util.h"
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_http_msg.h"
 #include "lk_match.h"
 #include "lk_pulsar_codec.h"

@@ -12,10 +12,11 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "lk_lookup.h"
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"
+#include "lk_lookup.h"
 #include "lk_test.h"
 #include "lk_xchg.h"
 

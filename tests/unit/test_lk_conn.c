@@ -12,6 +12,7 @@
 
 #include "lk_broker.h"
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_route.h"
 #include "lk_runtime.h"
 #include "lk_test.h"

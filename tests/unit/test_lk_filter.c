@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_filter.h"
 #include "lk_http_msg.h"
 #include "lk_pulsar_codec.h"

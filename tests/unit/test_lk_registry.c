@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_meta.h"
 #include "lk_registry.h"
 #include "lk_test.h"

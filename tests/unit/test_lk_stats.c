@@ -10,6 +10,7 @@
 #include "lk_access.h"
 #include "lk_broker.h"
 #include "lk_conf.h"
+#include "lk_conf_ready.h"
 #include "lk_conn.h"
 #include "lk_filter.h"
 #include "lk_runtime.h"
