@@ -201,8 +201,10 @@ test_v2(void)
         {0x21, 0x11, 14, "TLV overruns"},
         {0x21, 0x11, 17, "TLV overruns"},
     };
+    uint8_t src[40] = {0}; /* in4, then zeros: as long as any case asks */
+    memcpy(src, in4, sizeof(in4));
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        l = v2_hdr(b, bad[i].cmd, bad[i].fam, in4, bad[i].n);
+        l = v2_hdr(b, bad[i].cmd, bad[i].fam, src, bad[i].n);
         if (bad[i].n == 17)
             b[16 + 13] = 9; /* the AUTHORITY TLV claims 9 bytes */
         err[0] = '\0';
