@@ -215,6 +215,9 @@ struct lk_cluster {
     int bootstrap_sasl;
     struct lk_kafka_pattern *pattern;
     enum lk_unknown_api unknown_api;
+    /* proxy_protocol: the PROXY protocol versions its binds take, a mask of
+     * LK_PP_V1 and LK_PP_V2 (lk_proxyproto.h); 0: off. */
+    int proxy_protocol;
     /* internal_networks: where lookout may dial; none set: not checked
      * for static brokers, and no registration is accepted. */
     struct lk_cidr *internal_networks;
@@ -269,6 +272,7 @@ struct lk_bind {
     socklen_t addrlen;
     unsigned proto; /* one LK_PROTO_* */
     int tls;        /* terminate TLS here */
+    unsigned proxy_protocol; /* its clusters' proxy_protocol: LK_PP_* mask, 0: off */
     /* Several vhosts: routed by SNI (or the HTTP Host); plaintext Kafka and
      * Pulsar binds have exactly one. */
     struct lk_vhost *vhosts;
@@ -299,6 +303,9 @@ struct lk_conf {
      * token (NULL: none asked), read at each load (lk_admin.c) */
     struct lk_cidr *admin_allow, *admin_healthz_allow;
     size_t nadmin_allow, nadmin_healthz_allow;
+    /* proxy_protocol.trusted: the sources a PROXY header is taken from. */
+    struct lk_cidr *proxy_protocol_trusted;
+    size_t nproxy_protocol_trusted;
     char *admin_token_file; /* resolved */
     char *admin_token;
     size_t admin_token_len;

@@ -169,6 +169,8 @@ add_vhost(struct lk_loader *ld, struct lk_cluster *cl, const struct lk_broker *b
 
         if (b->tls != tls)
             return conflict(ld, &nv, first, "bind %s cannot mix TLS and plaintext", text);
+        if (b->proxy_protocol != (unsigned)cl->proxy_protocol)
+            return conflict(ld, &nv, first, "bind %s cannot take the PROXY protocol for one and not the other (proxy_protocol)", text);
         if (b->proto != proto)
             return conflict(ld, &nv, first, "bind %s cannot serve both %s and %s", text,
                             lk_proto_name(b->proto), lk_proto_name(proto));
@@ -193,6 +195,7 @@ add_vhost(struct lk_loader *ld, struct lk_cluster *cl, const struct lk_broker *b
     } else {
         if ((b = lk_bind_new(ip, family, u->port, proto, tls)) == NULL)
             return lk_conf_err(ld, line, NULL, NULL, "cannot make a socket address of %s", text);
+        b->proxy_protocol = (unsigned)cl->proxy_protocol;
         c->binds = lk_xrealloc(c->binds, (c->nbinds + 1) * sizeof(*c->binds));
         c->binds[c->nbinds++] = b;
 

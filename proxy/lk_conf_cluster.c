@@ -27,6 +27,8 @@ const char *const lk_pulsar_routing_names[] = {"per-broker", "service", NULL};
 const char *const lk_leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
 const char *const lk_upstream_tls_names[] = {"match", "plain", "tls", NULL};
 const char *const lk_unknown_api_names[] = {"pass", "drop", NULL};
+/* proxy_protocol: each name's index is its LK_PP_* mask. */
+static const char *const proxy_protocol_names[] = {"off", "v1", "v2", "any", NULL};
 const char *const lk_health_check_names[] = {"off", "tcp", "http", NULL};
 
 /* Listeners ------------------------------------------------------------------------ */
@@ -492,6 +494,8 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
      "a check's time limit, at most health.interval"},
     {"health.path", P, set_health_path, 0, NULL, I, "/admin/v2/brokers/ready",
      "the path an http check asks for"},
+    {"proxy_protocol", P | K, lk_set_enum, CL(proxy_protocol), proxy_protocol_names, I, "off",
+     "the PROXY protocol header its listeners take from proxy_protocol.trusted: off, v1, v2, any"},
     {"internal_networks", P | K, lk_set_cidrs, CL(internal_networks), &ninternal_networks, 0, "none",
      "the networks lookout may dial (needed with a store)"},
     {"metadataStoreUrl", P, set_store, 0, NULL, A, "unset",

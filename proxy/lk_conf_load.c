@@ -109,6 +109,7 @@ conf_free(struct lk_conf *c)
     free(c->sections);
     free(c->admin);
     free(c->admin_allow);
+    free(c->proxy_protocol_trusted);
     free(c->admin_healthz_allow);
     free(c->admin_token_file);
     if (c->admin_token != NULL)

@@ -51,6 +51,7 @@ set_admin(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry 
 }
 
 static const size_t nadmin_allow = C(nadmin_allow), nadmin_healthz_allow = C(nadmin_healthz_allow);
+static const size_t nproxy_protocol_trusted = C(nproxy_protocol_trusted);
 
 /* Reads the bearer token of admin.token_file: one line of RFC 6750 b64token
  * characters, trailing whitespace (the newline an editor adds) ignored. */
@@ -288,6 +289,9 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "CIDRs that may ask the admin listener anything"},
     {"admin.healthz_allow", LK_IN_LOOKOUT, lk_set_cidrs, C(admin_healthz_allow),
      &nadmin_healthz_allow, 0, "none", "CIDRs that may ask /healthz only, without a token"},
+    {"proxy_protocol.trusted", LK_IN_LOOKOUT, lk_set_cidrs, C(proxy_protocol_trusted),
+     &nproxy_protocol_trusted, 0, "none",
+     "CIDRs whose connections to a proxy_protocol listener must start with a PROXY header"},
     {"admin.token_file", LK_IN_LOOKOUT, set_admin_token, 0, NULL, 0, "none",
      "a file holding the bearer token the admin listener asks for"},
     {"log_level", LK_IN_LOOKOUT, set_log_level, 0, NULL, I, "info",

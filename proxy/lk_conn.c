@@ -5,6 +5,7 @@
  * idle; closed.  They come from a per-worker slab.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 #include "lk_io.h"
 #include "lk_limit.h"
 #include "lk_log.h"
+#include "lk_proxyproto.h"
+#include "lk_registry.h"
 #include "lk_route.h"
 #include "lk_runtime.h"
 #include "lk_stats.h"
@@ -75,6 +78,11 @@ lk_conn_close(struct lk_conn *c)
     struct bufferevent *bev = c->bev;
 
     c->bev = NULL;
+    if (c->pp_wait) { /* c->proto is its struct pp_wait */
+        event_del(&c->rev);
+        free(c->proto);
+        c->proto = NULL;
+    }
     c->w->nconns--;
     lk_limit_drop(c->limit);
     if (c->st != NULL)
@@ -321,15 +329,15 @@ static struct lk_log_every refused_log;
  * before any handshake).
  */
 static void
-refuse(const struct lk_listen *ls, evutil_socket_t fd, const struct sockaddr *sa, int why)
+refuse(struct lk_stat_obj *st, const struct lk_bind *b, const struct lk_conf *conf,
+       evutil_socket_t fd, const struct sockaddr *sa, int why)
 {
     static const char *const bodies[2] = {
         "{\"reason\": \"too many connections (max_connections)\"}",
         "{\"reason\": \"too many connections from your address (max_connections_per_client)\"}"};
-    const struct lk_conf *conf = ls->w->rt->conf;
 
-    lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(ls->st))->refused[why], 1);
-    if (ls->b->proto == LK_PROTO_HTTP && !ls->b->tls) {
+    lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(st))->refused[why], 1);
+    if (b->proto == LK_PROTO_HTTP && !b->tls) {
         char resp[256], junk[4096];
         int n = snprintf(resp, sizeof(resp),
                          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -358,8 +366,11 @@ refuse(const struct lk_listen *ls, evutil_socket_t fd, const struct sockaddr *sa
            "refused %lu client connections since the last such line: %lu over max_connections "
            "(%s), %lu over max_connections_per_client (%s); the latest from %s on %s",
            by[0] + by[1], by[0], conf->max_connections != 0 ? caps[0] : "off", by[1],
-           conf->max_connections_per_client != 0 ? caps[1] : "off", ip, ls->b->text);
+           conf->max_connections_per_client != 0 ? caps[1] : "off", ip, b->text);
 }
+
+static void conn_start(struct lk_conn *c, evutil_socket_t fd);
+static void pp_wait(struct lk_conn *c, evutil_socket_t fd, const struct sockaddr *sa, int salen);
 
 void
 lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
@@ -368,19 +379,19 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     const struct lk_listen *ls = arg;
     const struct lk_bind *b = ls->b;
     struct lk_worker *w = ls->w;
-    struct event_base *base = w->base;
     uint16_t port = 0;
     char ip[INET6_ADDRSTRLEN] = "";
     const struct lk_conf *conf = w->rt->conf;
     struct lk_limit_slot *slot = NULL;
 
     if (conf->max_connections != 0 && w->nconns >= conf->max_connections) {
-        refuse(ls, fd, sa, REFUSED_MAX);
+        refuse(ls->st, b, conf, fd, sa, REFUSED_MAX);
         return;
     }
-    if (conf->max_connections_per_client != 0 &&
+    /* With the PROXY protocol, the client's count waits for its address. */
+    if (conf->max_connections_per_client != 0 && b->proxy_protocol == 0 &&
         lk_limit_take(sa, conf->max_connections_per_client, &slot) != 0) {
-        refuse(ls, fd, sa, REFUSED_PER_CLIENT);
+        refuse(ls->st, b, conf, fd, sa, REFUSED_PER_CLIENT);
         return;
     }
     struct lk_conn *c = conn_alloc(w);
@@ -420,8 +431,23 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     if (w->conns != NULL)
         w->conns->prev = c;
     w->conns = c;
+    if (b->proxy_protocol != 0) {
+        pp_wait(c, fd, sa, salen);
+        return;
+    }
+    conn_start(c, fd);
+}
 
+/* Starts c on fd: its TLS handshake, or its protocol module. */
+static void
+conn_start(struct lk_conn *c, evutil_socket_t fd)
+{
+    const struct lk_bind *b = c->bind;
+    struct lk_worker *w = c->w;
+    struct event_base *base = w->base;
     const struct lk_proto_ops *ops = w->proto_for(b->proto);
+
+    c->fd = -1;
     if (ops == NULL) {
         c->bev = NULL;
         evutil_closesocket(fd);
@@ -469,4 +495,187 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     lk_io_attach(&c->io, w, c->bev);
     lk_io_go_plain(&c->io, &c->rev);
     ops->start(c);
+}
+
+/* The PROXY protocol ----------------------------------------------------------
+ *
+ * A bind with proxy_protocol reads nothing else until it knows who the
+ * client is: from proxy_protocol.trusted, the connection must start with a
+ * PROXY header of an accepted version, whose source address then names
+ * the client everywhere (c->peer: logs, the access log,
+ * max_connections_per_client, X-Forwarded-For); from anywhere else, it
+ * must not.  The header is taken off the socket and nothing after it, so
+ * TLS or the protocol module then starts on the socket as it would have.
+ * The bytes are peeked: an incomplete header is read into buf (every byte
+ * of it is header) and waited on; an untrusted one's first bytes are left
+ * where they are, so a prefix of a signature is looked at again after a
+ * short pause rather than on a socket that stays readable.
+ */
+#define LK_PP_WAIT_MAX 1024 /* a v2 header with TLVs up to this is taken */
+
+struct pp_wait {
+    struct lk_conn *c;
+    struct sockaddr_storage sa; /* the client: the socket's, then the header's */
+    long long deadline_ms;
+    size_t have;
+    unsigned trusted : 1;
+    uint8_t buf[LK_PP_WAIT_MAX];
+};
+
+static void pp_cb(evutil_socket_t fd, short what, void *arg);
+
+static void
+pp_arm(struct pp_wait *p, int readable)
+{
+    struct lk_conn *c = p->c;
+    long long now = lk_now_ms(), left = p->deadline_ms > now ? p->deadline_ms - now : 0;
+
+    if (!readable && left > 10)
+        left = 10;
+    struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
+    event_assign(&c->rev, c->w->base, readable ? c->fd : -1, readable ? EV_READ : 0, pp_cb, p);
+    event_add(&c->rev, &tv);
+}
+
+static void
+pp_close(struct lk_conn *c, int level, const char *fmt, const char *what)
+{
+    lk_log(level, c, fmt, what);
+    lk_conn_close(c);
+}
+
+static void
+pp_wait(struct lk_conn *c, evutil_socket_t fd, const struct sockaddr *sa, int salen)
+{
+    /* Off the pool, which keeps what it holds for the connection's life. */
+    struct pp_wait *p = lk_xmalloc(sizeof(*p));
+    const struct lk_conf *conf = c->conf;
+
+    memset(p, 0, offsetof(struct pp_wait, buf));
+    c->proto = p; /* until pp_done */
+    p->c = c;
+    memcpy(&p->sa, sa, (size_t)salen < sizeof(p->sa) ? (size_t)salen : sizeof(p->sa));
+    p->deadline_ms = lk_now_ms() + conf->timeout_client_header_ms;
+    p->trusted = (sa->sa_family == AF_INET &&
+                  lk_cidr_contains(conf->proxy_protocol_trusted, conf->nproxy_protocol_trusted,
+                                   AF_INET, &((const struct sockaddr_in *)sa)->sin_addr)) ||
+                 (sa->sa_family == AF_INET6 &&
+                  lk_cidr_contains(conf->proxy_protocol_trusted, conf->nproxy_protocol_trusted,
+                                   AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr));
+    c->fd = fd;
+    c->pp_wait = 1;
+    c->action = "waiting for its PROXY protocol header";
+    pp_arm(p, 1);
+}
+
+/* The header is off the socket (or there is none): c goes on as accepted. */
+static void
+pp_done(struct pp_wait *p)
+{
+    struct lk_conn *c = p->c;
+    const struct lk_conf *conf = c->conf;
+    evutil_socket_t fd = c->fd;
+
+    struct sockaddr_storage sa = p->sa;
+
+    c->pp_wait = 0;
+    c->action = NULL;
+    c->proto = NULL;
+    free(p);
+    if (conf->max_connections_per_client != 0 &&
+        lk_limit_take((const struct sockaddr *)&sa, conf->max_connections_per_client,
+                      &c->limit) != 0) {
+        c->fd = -1;
+        refuse(c->st, c->bind, conf, fd, (const struct sockaddr *)&sa, REFUSED_PER_CLIENT);
+        lk_conn_close(c);
+        return;
+    }
+    conn_start(c, fd);
+}
+
+/* Takes the header's source as the client. */
+static void
+pp_take(struct pp_wait *p, const struct lk_pp_hdr *h)
+{
+    struct lk_conn *c = p->c;
+    size_t off, len;
+
+    if (h->addr.family == 0 ||
+        lk_pp_src_text(&h->addr, c->peer, sizeof(c->peer), &off, &len) != 0)
+        return; /* LOCAL, UNKNOWN: the balancer's own connection */
+    c->peer_ip_off = (unsigned char)off;
+    c->peer_ip_len = (unsigned char)len;
+    memset(&p->sa, 0, sizeof(p->sa));
+    if (h->addr.family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&p->sa;
+        sin->sin_family = AF_INET;
+        memcpy(&sin->sin_addr, h->addr.src, 4);
+        sin->sin_port = htons(h->addr.sport);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&p->sa;
+        sin6->sin6_family = AF_INET6;
+        memcpy(&sin6->sin6_addr, h->addr.src, 16);
+        sin6->sin6_port = htons(h->addr.sport);
+    }
+}
+
+static void
+pp_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct pp_wait *p = arg;
+    struct lk_conn *c = p->c;
+    size_t room = p->trusted ? sizeof(p->buf) - p->have : LK_PP_V2_MIN;
+    char err[128];
+    struct lk_pp_hdr h;
+
+    if (lk_now_ms() >= p->deadline_ms) {
+        pp_close(c, LK_INFO, "no %s within timeout.client_header; closed",
+                 p->trusted ? "complete PROXY protocol header" : "first bytes");
+        return;
+    }
+    ssize_t n = recv(c->fd, p->buf + p->have, room, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        pp_close(c, LK_INFO, "%s; closed",
+                 p->have > 0 ? "the client closed within its PROXY protocol header"
+                             : "the client closed before its first byte");
+        return;
+    }
+    if (n < 0) {
+        pp_arm(p, 1);
+        return;
+    }
+    if (!p->trusted) {
+        int d = lk_pp_detect(p->buf, (size_t)n, LK_PP_ANY);
+        if (d == 1)
+            pp_close(c, LK_WARN,
+                     "a PROXY protocol header from an address not in %s; closed",
+                     "proxy_protocol.trusted");
+        else if (d == 0)
+            pp_done(p);
+        else
+            pp_arm(p, 0);
+        return;
+    }
+    int r = lk_pp_parse(p->buf, p->have + (size_t)n, c->bind->proxy_protocol, &h, err,
+                        sizeof(err));
+    if (r < 0) {
+        pp_close(c, LK_WARN, "bad PROXY protocol header from a trusted address: %s; closed", err);
+        return;
+    }
+    /* Off the socket: the rest of the header (r > 0), or all there is of it. */
+    size_t take = r > 0 ? (size_t)r - p->have : (size_t)n;
+    if (recv(c->fd, p->buf + p->have, take, MSG_DONTWAIT) != (ssize_t)take) {
+        pp_close(c, LK_INFO, "%s; closed", "the PROXY protocol header could not be read");
+        return;
+    }
+    p->have += take;
+    if (r > 0) {
+        pp_take(p, &h);
+        pp_done(p);
+    } else if (p->have == sizeof(p->buf)) {
+        pp_close(c, LK_WARN, "a PROXY protocol header over %s bytes, lookout's limit; closed",
+                 "1024");
+    } else {
+        pp_arm(p, 1);
+    }
 }

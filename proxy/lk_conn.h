@@ -59,7 +59,7 @@ struct lk_conn {
     struct lk_pool pool; /* the protocol's state: until close or parking */
     const char *sni;    /* from the TLS handshake (OpenSSL's copy), or NULL */
     const char *action; /* what we were doing, for logs */
-    void *proto;        /* the protocol module's state */
+    void *proto;        /* the protocol module's state (while pp_wait: lk_conn.c's) */
     struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
     struct lk_stat_obj *st; /* its bound address's metrics series */
     struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
@@ -71,6 +71,7 @@ struct lk_conn {
     unsigned tls : 1;
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
+    unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
     unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };

@@ -10,6 +10,8 @@ curl openssl perl libio-socket-ssl-perl python3 procps iproute2"
 # prometheus_client's parser reads /metrics in 96-observe.t (Debian's prometheus,
 # with promtool, is 96 MB installed; this is 200 kB).
 PKGS="$PKGS python3-prometheus-client"
+# HAProxy in front of lookout, sending the PROXY protocol (129-proxy-protocol.t).
+PKGS="$PKGS haproxy"
 # The Kafka fixtures and the clients run against them: librdkafka's mock
 # cluster (tests/kafka/kafka-mock), kcat, kafka-python (run with
 # /usr/bin/python3), and tshark to decode the test broker's bytes

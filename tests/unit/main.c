@@ -12,6 +12,7 @@ extern const struct lk_test_case lk_test_json[];
 extern const struct lk_test_case lk_test_conf[];
 extern const struct lk_test_case lk_test_http_msg[];
 extern const struct lk_test_case lk_test_location[];
+extern const struct lk_test_case lk_test_proxyproto[];
 extern const struct lk_test_case lk_test_filter[];
 extern const struct lk_test_case lk_test_conn[];
 extern const struct lk_test_case lk_test_dial[];
@@ -33,6 +34,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_conf,
     lk_test_http_msg,
     lk_test_location,
+    lk_test_proxyproto,
     lk_test_filter,
     lk_test_conn,
     lk_test_dial,
