@@ -294,7 +294,13 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
     }
     if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->tls_failures, 1);
-    if (what & BEV_EVENT_ERROR)
+    char why[1200];
+    c->sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name); /* for the log line */
+    if ((what & BEV_EVENT_ERROR) && c->rt->auths != NULL &&
+        lk_tls_client_refusal(c->io.ssl, why + 22, sizeof(why) - 22) != NULL) {
+        memcpy(why, "TLS handshake failed: ", 22);
+        lk_log_ssl(LK_INFO, c, why); /* the subject and the reason */
+    } else if (what & BEV_EVENT_ERROR)
         lk_log_ssl(LK_INFO, c, "TLS handshake failed");
     else if (what & BEV_EVENT_TIMEOUT)
         lk_log(LK_INFO, c, "TLS handshake timed out");
@@ -444,6 +450,8 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
             return;
         }
         SSL_set_accept_state(ssl);
+        if (w->rt->auths != NULL)
+            lk_tls_set_bind(ssl, b); /* client certificates by cluster: lk_tls.c */
         /* One read takes what the socket has, not a record header and then
          * its body; and a write retried after WANT_WRITE may come from
          * another place in memory (tls_flush). */
