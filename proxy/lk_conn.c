@@ -90,6 +90,8 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    free(c->cert_subject);
+    c->cert_subject = NULL;
     if (c->io.ssl != NULL)
         lk_tls_keep_session(c->io.ssl);
     lk_io_detach(&c->io);
@@ -279,6 +281,11 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         /* OpenSSL's copy lives as long as the SSL: through parking */
         c->sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name);
         c->action = NULL;
+        if (c->rt->auths != NULL) {
+            char subject[512];
+            if (lk_tls_client_subject(c->io.ssl, subject, sizeof(subject)) != NULL)
+                c->cert_subject = lk_xstrdup(subject);
+        }
 #ifdef TCP_QUICKACK
         /* The client spoke last (its Finished: always in TLS 1.3, on a
          * resumption in 1.2) and usually sends its request right behind it,

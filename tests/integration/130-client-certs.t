@@ -41,6 +41,7 @@ tls.verify_client = on
 tls.client_ca = $certs->{client_ca}
 tls.client_crl = $crl
 timeout.connect = 2s
+log.access = $dir/access.log
 
 [pulsar prod]
 internalListenerName = internal
@@ -109,6 +110,8 @@ subtest 'a good certificate passes' => sub {
     my $r = get('prod', 'client');
     is($r->{status}, 200, 'prod: 200 with the client certificate') or diag(explain($r));
     like(s_client('prod', 'client'), qr/Verify return code: 0/, 's_client -cert: handshake done');
+    ok(wait_until(sub { (slurp("$dir/access.log") // '') =~ m{"GET /test/headers" prod/b1 200 .*, client certificate "CN=client alice,O=lookout tests"\n} }, 5) == 1,
+       'the access log names the verified subject') or diag(slurp("$dir/access.log"));
 };
 
 subtest 'required and missing: certificate_required' => sub {
@@ -137,7 +140,11 @@ subtest 'another CA, expired, revoked' => sub {
 };
 
 subtest 'optional and off, by SNI' => sub {
+    my $from = length(slurp("$dir/access.log") // '');
     is(get('opt', undef)->{status}, 200, 'optional: no certificate passes');
+    ok(wait_until(sub { substr(slurp("$dir/access.log") // '', $from) =~ m{"GET /test/headers" opt/b2 200 } }, 5) == 1,
+       '... logged') or diag(slurp("$dir/access.log"));
+    unlike(substr(slurp("$dir/access.log") // '', $from), qr/client certificate/, '... with no certificate named');
     is(get('opt', 'client')->{status}, 200, 'optional: a good one passes');
     refused('opt', 'client_other', qr/unknown ca.*SSL alert number 48/i,
             qr/client certificate 'CN=client other,O=lookout tests' refused.*sni: opt\.lookout\.test/,
