@@ -204,6 +204,7 @@ struct lk_cluster {
     size_t max_frame_bytes;        /* binary protocols */
     unsigned idle_ms;              /* Kafka: timeout.idle, both sides, default 10m */
     int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
+    int forwarded_client_cert;     /* add X-Forwarded-Client-Cert; default off */
     enum lk_upstream_tls upstream_tls; /* default match */
     /* tls.verify_client and tls.client_ca of clients reaching this
      * cluster over TLS (SNI picks it); inherit and NULL: [lookout]'s */

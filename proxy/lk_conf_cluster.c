@@ -469,6 +469,8 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
      "a Pulsar frame over this closes its connection"},
     {"forwarded_headers", P, lk_set_onoff, CL(forwarded_headers), NULL, I, "on",
      "add X-Forwarded-For, -Proto and -Host to HTTP requests"},
+    {"forwarded_client_cert", P, lk_set_onoff, CL(forwarded_client_cert), NULL, I, "off",
+     "add X-Forwarded-Client-Cert (the verified client certificate's subject) to HTTP requests"},
     {"upstream.tls", P, lk_set_enum, CL(upstream_tls), lk_upstream_tls_names, I, "match",
      "a broker with http and https: match the client, plain, or tls"},
     {"tls.verify_client", P | K, lk_set_enum, CL(verify_client), lk_verify_client_names, 0,

@@ -27,6 +27,20 @@ add_forwarded(struct lk_hx *hx)
     struct lk_str *xff = lk_http_find_id(req, LK_HDR_X_FORWARDED_FOR), *host;
     struct lk_str ip = lk_conn_peer_ip(c);
 
+    /* Only lookout says which certificate a client showed: the client's
+     * own field never passes, whatever the settings. */
+    if (lk_http_del_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT) != 0)
+        lk_log(LK_DEBUG, c, "the client's X-Forwarded-Client-Cert removed");
+    if (hx->x.cluster->forwarded_client_cert && c->cert_subject != NULL) {
+        /* Envoy's form: Subject="..." (OpenSSL's RFC 2253 text escapes
+         * '"' and '\\' already) */
+        size_t n = strlen(c->cert_subject);
+        char *v = lk_palloc(req->pool, n + 10);
+        memcpy(v, "Subject=\"", 9);
+        memcpy(v + 9, c->cert_subject, n);
+        v[9 + n] = '"';
+        lk_http_add_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT, lk_str_make(v, n + 10));
+    }
     if (!hx->x.cluster->forwarded_headers)
         return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */
     if (xff != NULL) {

@@ -522,7 +522,7 @@ client_hello_cb(SSL *ssl, int *alert, void *arg)
     size_t len, baselen = sizeof(sid_ctx_base);
     char name[256];
     unsigned char md[SHA256_DIGEST_LENGTH];
-    EVP_MD_CTX *h;
+    EVP_MD_CTX *h = NULL;
     int n;
 
     (void)arg;

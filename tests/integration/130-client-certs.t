@@ -14,6 +14,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use File::Copy qw(copy);
+use JSON::PP qw(decode_json);
 use Test::More;
 
 use Lookout;
@@ -48,6 +49,7 @@ internalListenerName = internal
 lookupListenerName = external
 webServiceUrl = https://prod.lookout.test:$s
 bind = 127.0.0.1
+forwarded_client_cert = on
 
 [broker prod/b1]
 advertisedListeners = @{[ $c->internal_listeners(1) ]},external:https://b1.lookout.test:$s
@@ -68,6 +70,8 @@ lookupListenerName = external
 webServiceUrl = https://open.lookout.test:$s
 bind = 127.0.0.1
 tls.verify_client = off
+forwarded_client_cert = on
+forwarded_headers = off
 
 [broker open/b3]
 advertisedListeners = @{[ $c->internal_listeners(3) ]},external:https://b3.lookout.test:$s
@@ -76,12 +80,19 @@ ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start');
 
 my @resolve = map { ('--resolve', "$_.lookout.test:$s:127.0.0.1") } qw(prod opt open);
 
-# get(NAME, CERT): curl https://NAME.lookout.test/test/headers with client certificate
-# CERT (a test_certs prefix: client, client_other...) or none.
+# get(NAME, CERT, CURL_ARGS...): curl https://NAME.lookout.test/test/headers with client
+# certificate CERT (a test_certs prefix: client, client_other...) or none.
 sub get {
-    my ($name, $cert) = @_;
+    my ($name, $cert, @args) = @_;
     my @cert = $cert ? ('--cert', $certs->{"${cert}_crt"}, '--key', $certs->{"${cert}_key"}) : ();
-    return curl('--cacert', $certs->{edge_ca}, @resolve, @cert, "https://$name.lookout.test:$s/test/headers");
+    return curl('--cacert', $certs->{edge_ca}, @resolve, @cert, @args, "https://$name.lookout.test:$s/test/headers");
+}
+
+# xfcc(NAME, CERT, CURL_ARGS...): the X-Forwarded-Client-Cert fields the broker got.
+sub xfcc {
+    my $r = get(@_);
+    return [ 'status ' . $r->{status} ] unless $r->{status} == 200;
+    return [ map { $_->[1] } grep { lc $_->[0] eq 'x-forwarded-client-cert' } @{ decode_json($r->{body})->{headers} } ];
 }
 
 # s_client(NAME, CERT, ARGS...): openssl s_client with SNI NAME.lookout.test, waiting a
@@ -154,6 +165,17 @@ subtest 'optional and off, by SNI' => sub {
     unlike($out, qr/Acceptable client certificate CA names/, 'off: no certificate is asked for') or diag($out);
     like(s_client('prod', undef), qr/Acceptable client certificate CA names\n.*CN ?= ?lookout client test CA/,
          'on: the client CA is named in the request');
+};
+
+subtest 'X-Forwarded-Client-Cert' => sub {
+    my @forged = ('-H', 'X-Forwarded-Client-Cert: Subject="CN=admin"', '-H', 'x-forwarded-client-cert: By=x');
+    is_deeply(xfcc('prod', 'client'), [ 'Subject="CN=client alice,O=lookout tests"' ],
+              'forwarded_client_cert = on: the verified subject');
+    is_deeply(xfcc('prod', 'client', @forged), [ 'Subject="CN=client alice,O=lookout tests"' ],
+              '... and only it: the client\'s own fields are removed');
+    is_deeply(xfcc('opt', 'client', @forged), [], 'off (the default): none, and the client\'s removed');
+    is_deeply(xfcc('opt', undef, @forged), [], '... without a certificate too');
+    is_deeply(xfcc('open', undef, @forged), [], 'on, forwarded_headers = off, no certificate asked: the client\'s removed');
 };
 
 subtest 'config errors' => sub {
