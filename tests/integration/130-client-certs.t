@@ -148,6 +148,13 @@ subtest 'another CA, expired, revoked' => sub {
             qr/client certificate 'CN=client revoked,O=lookout tests' refused: certificate revoked/,
             'revoked');
     is(get('prod', 'client')->{status}, 200, 'the good one still passes');
+    # A broken CRL file: the reload is refused, the running CRL stays.
+    spew($crl, "-----BEGIN X509 CRL-----\nnot base64\n-----END X509 CRL-----\n");
+    $lk->signal('HUP');
+    ok($lk->wait_log(qr/SIGHUP: reload refused: .*tls\.client_crl: no PEM CRL in \Q$crl\E; still serving generation 2/, 10),
+       'a broken CRL: the reload is refused, saying why') or diag($lk->log);
+    isnt(get('prod', 'client_revoked')->{status}, 200, '... and the revoked one stays refused');
+    is(get('prod', 'client')->{status}, 200, '... the good one passes');
 };
 
 subtest 'optional and off, by SNI' => sub {
