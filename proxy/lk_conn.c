@@ -92,6 +92,7 @@ lk_conn_close(struct lk_conn *c)
     lk_pool_free(&c->pool);
     free(c->cert_subject);
     c->cert_subject = NULL;
+    c->auth_id = 0;
     if (c->io.ssl != NULL)
         lk_tls_keep_session(c->io.ssl);
     lk_io_detach(&c->io);
@@ -283,6 +284,7 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         c->action = NULL;
         if (c->rt->auths != NULL) {
             char subject[512];
+            c->auth_id = lk_tls_conn_auth_id(c->io.ssl);
             if (lk_tls_client_subject(c->io.ssl, subject, sizeof(subject)) != NULL)
                 c->cert_subject = lk_xstrdup(subject);
         }

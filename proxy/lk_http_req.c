@@ -15,6 +15,8 @@
 #include "lk_http_xchg.h"
 #include "lk_log.h"
 #include "lk_route.h"
+#include "lk_runtime.h"
+#include "lk_tls.h"
 #include "lk_upstream.h"
 
 /* Request side ----------------------------------------------------------------- */
@@ -154,6 +156,16 @@ lk_hx_on_request_head(struct lk_hx *hx)
         lk_route(c->bind, lk_str_c(c->sni), host ? *host : LK_STR_NULL, absolute);
     if (vh == NULL) {
         lk_hx_reply_error(hx, 421, "no broker is mapped to this host", 0);
+        return;
+    }
+    /* A Host naming another cluster than the handshake's SNI chose (none
+     * sent) must not pass that cluster's client-certificate check; nor
+     * may a connection older than a reload that asks for one. */
+    uint64_t auth =
+        c->tls && c->rt->auths != NULL ? lk_tls_auth_id(c->rt->auths, vh->cluster->index) : 0;
+    if (auth != 0 && auth != c->auth_id) {
+        refuse(hx, 421, "this cluster's client certificate check was not the one this TLS "
+                        "connection passed (send SNI naming it)");
         return;
     }
     if (host == NULL) /* HTTP/1.0: the broker gets what a 1.1 client would send */

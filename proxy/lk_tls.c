@@ -479,6 +479,30 @@ lk_tls_set_bind(SSL *ssl, const struct lk_bind *b)
     SSL_set_ex_data(ssl, ex_bind, (void *)(uintptr_t)b);
 }
 
+static uint64_t
+auth_id(const struct lk_client_auth *a)
+{
+    uint64_t id = 0;
+
+    if (a != NULL && a->mode != 0)
+        memcpy(&id, a->sid, sizeof(id));
+    return id;
+}
+
+uint64_t
+lk_tls_conn_auth_id(SSL *ssl)
+{
+    return ex_chosen >= 0 ? auth_id(SSL_get_ex_data(ssl, ex_chosen)) : 0;
+}
+
+uint64_t
+lk_tls_auth_id(const struct lk_client_auths *as, size_t cluster_index)
+{
+    if (as == NULL)
+        return 0;
+    return auth_id(as->cluster != NULL ? &as->cluster[cluster_index] : &as->global);
+}
+
 const char *
 lk_tls_client_refusal(SSL *ssl, char *buf, size_t len)
 {

@@ -8,6 +8,7 @@
 #define LK_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <openssl/ssl.h>
 
 struct lk_bind;
@@ -46,6 +47,14 @@ void lk_tls_set_bind(SSL *ssl, const struct lk_bind *b);
  * NULL when the handshake did not fail on one.
  */
 const char *lk_tls_client_refusal(SSL *ssl, char *buf, size_t len);
+/*
+ * Which client-certificate check a connection passed, as a number that
+ * stays the same across reloads while the settings do: the connection's
+ * (lk_tls_conn_auth_id, at the end of its handshake) and the one a
+ * cluster asks for (lk_tls_auth_id, as routed later).  0: none.
+ */
+uint64_t lk_tls_conn_auth_id(SSL *ssl);
+uint64_t lk_tls_auth_id(const struct lk_client_auths *as, size_t cluster_index);
 /* The subject of the client's verified certificate, RFC 2253, into buf
  * (at most len - 1 bytes, never a control character); NULL: none. */
 const char *lk_tls_client_subject(SSL *ssl, char *buf, size_t len);

@@ -174,6 +174,21 @@ subtest 'optional and off, by SNI' => sub {
          'on: the client CA is named in the request');
 };
 
+subtest 'no SNI: the strictest cluster of the socket, and Host must not reach past it' => sub {
+    my @ip = ('--cacert', $certs->{edge_ca}, '--cert', $certs->{client_crt}, '--key', $certs->{client_key});
+    my $r = curl(@ip, '-H', "Host: prod.lookout.test:$s", "https://127.0.0.1:$s/test/headers");
+    is($r->{status}, 200, 'no SNI, a certificate, Host prod: 200') or diag(explain($r));
+    $r = curl('--cacert', $certs->{edge_ca}, '-H', "Host: open.lookout.test:$s", "https://127.0.0.1:$s/test/headers");
+    isnt($r->{status}, 200, 'no SNI, no certificate: refused in the handshake (prod requires one)');
+    my $from = length($lk->log // '');
+    $r = curl(@ip, '-H', "Host: opt.lookout.test:$s", "https://127.0.0.1:$s/test/headers");
+    is($r->{status}, 421, "no SNI, Host opt: 421, since the check passed was prod's, not opt's") or diag(explain($r));
+    ok(wait_until(sub { substr($lk->log // '', $from) =~ /refused 421: this cluster's client certificate check was not the one this TLS connection passed/ }, 5) == 1,
+       '... logged') or diag(substr($lk->log // '', $from));
+    $r = curl(@ip, @resolve, '-H', "Host: open.lookout.test:$s", "https://prod.lookout.test:$s/test/headers");
+    is($r->{status}, 421, 'SNI prod, Host open: 421 (SNI and Host must agree)');
+};
+
 subtest 'X-Forwarded-Client-Cert' => sub {
     my @forged = ('-H', 'X-Forwarded-Client-Cert: Subject="CN=admin"', '-H', 'x-forwarded-client-cert: By=x');
     is_deeply(xfcc('prod', 'client'), [ 'Subject="CN=client alice,O=lookout tests"' ],
