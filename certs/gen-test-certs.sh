@@ -14,6 +14,16 @@
 #   ticket.key             an 80-byte TLS session ticket key (tls.session_ticket_key in
 #                          conf/lookout.conf), kept if it has the right size
 #
+# Client certificates (tls.verify_client), made and kept as one set:
+#   client-ca.crt/.key     CA that lookout trusts for clients (tls.client_ca)
+#   client.crt/.key        a good client: CN=client alice
+#   client-revoked.crt/.key  CN=client revoked, listed in client.crl
+#   client-expired.crt/.key  CN=client expired, valid only in January 2020
+#   client.crl             client-ca's CRL revoking client-revoked (tls.client_crl)
+#   client-none.crl        client-ca's CRL revoking nothing
+#   other-ca.crt/.key      a CA lookout does not trust, and
+#   client-other.crt/.key  CN=client other, signed by it
+#
 # Keys are EC P-256 (fast). The script is idempotent: a file set that exists, verifies
 # against its CA, matches its key and is valid for another day is kept; anything else
 # is regenerated (a new CA forces new leaves). It never prompts, and a lock makes
@@ -126,6 +136,75 @@ ensure_leaf edge        edge-ca     lookout.test "$EDGE_SAN"
 ensure_leaf edge2       edge-ca     other.test   "$EDGE2_SAN"
 ensure_ca   internal-ca "lookout internal test CA"
 ensure_leaf broker      internal-ca localhost    "$BROKER_SAN"
+
+# make_client_set: the client CA's certificates and CRLs, through `openssl ca` (the
+# expired one needs dates in the past, the CRLs its database).
+make_client_set() {
+    make_ca client-ca "lookout client test CA"
+    make_ca other-ca "lookout other test CA"
+    make_leaf client client-ca "client alice" "DNS:alice.client.test"
+    make_leaf client-other other-ca "client other" "DNS:other.client.test"
+    : >"$tmp/index.txt"
+    echo 01 >"$tmp/crlnumber"
+    openssl rand -hex 16 >"$tmp/serial"
+    cat >"$tmp/ca.cnf" <<EOF
+[ca]
+default_ca = c
+[c]
+database = $tmp/index.txt
+new_certs_dir = $tmp
+certificate = $dir/client-ca.crt
+private_key = $dir/client-ca.key
+default_md = sha256
+policy = p
+crlnumber = $tmp/crlnumber
+serial = $tmp/serial
+default_crl_days = 3650
+unique_subject = no
+[p]
+organizationName = optional
+commonName = supplied
+[ext]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = clientAuth
+EOF
+    for n in revoked expired; do
+        new_key "$tmp/client-$n.key"
+        openssl req -new -batch -key "$tmp/client-$n.key" -out "$tmp/client-$n.csr" \
+            -subj "/O=lookout tests/CN=client $n" 2>/dev/null
+    done
+    openssl ca -batch -config "$tmp/ca.cnf" -extensions ext -days 825 -notext \
+        -in "$tmp/client-revoked.csr" -out "$tmp/client-revoked.crt" 2>/dev/null
+    openssl ca -batch -config "$tmp/ca.cnf" -extensions ext -notext \
+        -startdate 20200101000000Z -enddate 20200131000000Z \
+        -in "$tmp/client-expired.csr" -out "$tmp/client-expired.crt" 2>/dev/null
+    openssl ca -batch -config "$tmp/ca.cnf" -gencrl -out "$tmp/client-none.crl" 2>/dev/null
+    openssl ca -batch -config "$tmp/ca.cnf" -revoke "$tmp/client-revoked.crt" \
+        -crl_reason keyCompromise 2>/dev/null
+    openssl ca -batch -config "$tmp/ca.cnf" -gencrl -out "$tmp/client.crl" 2>/dev/null
+    install_pair client-revoked
+    install_pair client-expired
+    chmod 644 "$tmp/client-none.crl" "$tmp/client.crl"
+    mv -f "$tmp/client-none.crl" "$dir/client-none.crl"
+    mv -f "$tmp/client.crl" "$dir/client.crl"
+    echo "gen-test-certs: made the client set in $dir"
+}
+
+# client_set_ok: every file of the set is there and good, and client.crl is
+# client-ca's and revokes client-revoked.
+client_set_ok() {
+    cert_ok client-ca client-ca && cert_ok other-ca other-ca &&
+        cert_ok client client-ca && cert_ok client-other other-ca &&
+        cert_ok client-revoked client-ca || return 1
+    [ -s "$dir/client-expired.key" ] && [ -s "$dir/client-none.crl" ] || return 1
+    openssl verify -no_check_time -CAfile "$dir/client-ca.crt" "$dir/client-expired.crt" \
+        >/dev/null 2>&1 || return 1
+    openssl crl -in "$dir/client.crl" -CAfile "$dir/client-ca.crt" -noout 2>/dev/null || return 1
+    serial=$(openssl x509 -in "$dir/client-revoked.crt" -noout -serial | sed 's/^serial=//')
+    openssl crl -in "$dir/client.crl" -noout -text 2>/dev/null | grep -q "Serial Number: $serial"
+}
+client_set_ok || make_client_set
 
 if [ ! -f "$dir/ticket.key" ] || [ "$(wc -c <"$dir/ticket.key")" -ne 80 ]; then
     openssl rand -out "$tmp/ticket.key" 80

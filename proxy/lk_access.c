@@ -237,6 +237,8 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
         put(l, ", rewritten by ");
         put_filters(l, r, 0);
     }
+    if (who->cert_subject != NULL)
+        put(l, ", client certificate \"%s\"", who->cert_subject);
 }
 
 static void
@@ -291,6 +293,10 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     if (r->error != NULL) {
         put(l, ",\"error\":");
         put_json_str(l, r->error, strlen(r->error), 200);
+    }
+    if (who->cert_subject != NULL) {
+        put(l, ",\"client_cert\":");
+        put_json_str(l, who->cert_subject, strlen(who->cert_subject), 512);
     }
     put(l, "}");
 }

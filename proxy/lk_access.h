@@ -28,6 +28,7 @@ struct lk_access_who {
     const char *client;         /* "ip:port" */
     const char *frontend;       /* the bound address */
     const struct lk_conf *conf; /* log.format, log.kafka */
+    const char *cert_subject;   /* the client's verified certificate's; NULL: none */
 };
 /* Whether lines are written anywhere now (log.access, and on stderr the
  * log level). */

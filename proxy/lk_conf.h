@@ -117,6 +117,14 @@ enum lk_pulsar_routing { LK_PULSAR_ROUTING_PER_BROKER = 0, LK_PULSAR_ROUTING_SER
 /* upstream.tls: how a broker with both an http and an https internal
  * address is reached (lk_broker_upstream). */
 enum lk_upstream_tls { LK_UPSTREAM_TLS_MATCH = 0, LK_UPSTREAM_TLS_PLAIN, LK_UPSTREAM_TLS_TLS };
+/* tls.verify_client: a cluster's inherit takes [lookout]'s value. */
+enum lk_verify_client {
+    LK_VERIFY_INHERIT,
+    LK_VERIFY_OFF,
+    LK_VERIFY_OPTIONAL, /* asked for; none is fine, a bad one fails the handshake */
+    LK_VERIFY_ON,       /* required */
+};
+extern const char *const lk_verify_client_names[];
 enum lk_leak_guard { LK_LEAK_OFF = 0, LK_LEAK_LOG, LK_LEAK_REWRITE, LK_LEAK_BLOCK };
 /*
  * Broker health (lk_conn.h has the state, lk_health.h the active checks):
@@ -196,7 +204,12 @@ struct lk_cluster {
     size_t max_frame_bytes;        /* binary protocols */
     unsigned idle_ms;              /* Kafka: timeout.idle, both sides, default 10m */
     int forwarded_headers;         /* add X-Forwarded-For/-Proto/-Host; default on */
+    int forwarded_client_cert;     /* add X-Forwarded-Client-Cert; default off */
     enum lk_upstream_tls upstream_tls; /* default match */
+    /* tls.verify_client and tls.client_ca of clients reaching this
+     * cluster over TLS (SNI picks it); inherit and NULL: [lookout]'s */
+    int verify_client; /* enum lk_verify_client */
+    char *client_ca;   /* resolved path */
     enum lk_pulsar_routing pulsar_routing; /* default per-broker */
     /* client_listeners (Pulsar): the listeners besides lookupListenerName
      * that a client may name (CONTRACT §3; lk_cluster_client_listener),
@@ -313,6 +326,12 @@ struct lk_conf {
     size_t ncerts;
     char *upstream_ca;  /* resolved path; NULL: system default store */
     int upstream_verify; /* 1 unless `tls.upstream_verify = off` */
+    /* Client certificates (lk_tls.c): tls.verify_client, default off, and
+     * the CA file and CRL file they are checked against (resolved paths;
+     * NULL: none).  A [cluster] may set its own. */
+    int verify_client; /* enum lk_verify_client, never inherit here */
+    char *client_ca;
+    char *client_crl;
     int session_cache;   /* tls.session_cache, default on */
     int session_tickets; /* tls.session_tickets, default on */
     /* tls.session_ticket_key, in order: the first encrypts */

@@ -26,6 +26,7 @@ const char *const lk_redirects_names[] = {"rewrite", "follow", NULL};
 const char *const lk_pulsar_routing_names[] = {"per-broker", "service", NULL};
 const char *const lk_leak_guard_names[] = {"off", "log", "rewrite", "block", NULL};
 const char *const lk_upstream_tls_names[] = {"match", "plain", "tls", NULL};
+const char *const lk_verify_client_names[] = {"inherit", "off", "optional", "on", NULL};
 const char *const lk_unknown_api_names[] = {"pass", "drop", NULL};
 /* proxy_protocol: each name's index is its LK_PP_* mask. */
 static const char *const proxy_protocol_names[] = {"off", "v1", "v2", "any", NULL};
@@ -470,8 +471,14 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
      "a Pulsar frame over this closes its connection"},
     {"forwarded_headers", P, lk_set_onoff, CL(forwarded_headers), NULL, I, "on",
      "add X-Forwarded-For, -Proto and -Host to HTTP requests"},
+    {"forwarded_client_cert", P, lk_set_onoff, CL(forwarded_client_cert), NULL, I, "off",
+     "add X-Forwarded-Client-Cert (the verified client certificate's subject) to HTTP requests"},
     {"upstream.tls", P, lk_set_enum, CL(upstream_tls), lk_upstream_tls_names, I, "match",
      "a broker with http and https: match the client, plain, or tls"},
+    {"tls.verify_client", P | K, lk_set_enum, CL(verify_client), lk_verify_client_names, 0,
+     "inherit", "client certificates when SNI names this cluster: inherit, off, optional, on"},
+    {"tls.client_ca", P | K, lk_set_path, CL(client_ca), NULL, 0, "tls.client_ca of [lookout]",
+     "CA file that this cluster's clients' certificates are checked against"},
     {"pulsar_routing", P, set_pulsar_routing, CL(pulsar_routing), lk_pulsar_routing_names,
      I | LK_KEY_NAMES,
      "per-broker", "binary clients go to each owner's address, or all through serviceUrl"},

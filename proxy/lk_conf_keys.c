@@ -109,6 +109,19 @@ lk_set_cidrs(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_ent
 
 /* "'%s' is not a, b or c", from the names. */
 int
+lk_set_path(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+            const struct lk_conf_key *k, void *obj)
+{
+    char **p = LK_KEY_FIELD(k, obj, char *);
+
+    if (e->value[0] == '\0')
+        return LK_ENTRY_ERR(ld, s, e, "empty path");
+    free(*p);
+    *p = lk_conf_path(ld->conf, e->value);
+    return 0;
+}
+
+int
 lk_set_enum(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
             const struct lk_conf_key *k, void *obj)
 {

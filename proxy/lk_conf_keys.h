@@ -68,6 +68,8 @@ struct lk_key_range {
     unsigned long min, max;
 };
 lk_conf_set_fn lk_set_duration, lk_set_onoff, lk_set_size, lk_set_uint, lk_set_enum;
+/* A file's path (char *), relative to the config file's folder. */
+lk_conf_set_fn lk_set_path;
 /* CIDRs (struct lk_cidr *; arg: a const size_t * offset of the count). */
 lk_conf_set_fn lk_set_cidrs;
 /* The duration, on/off and size parsers of those setters, for setters of

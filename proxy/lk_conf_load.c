@@ -54,6 +54,7 @@ conf_free(struct lk_conf *c)
         free(cl->name);
         free(cl->internal_listener);
         free(cl->lookup_listener);
+        free(cl->client_ca);
         for (j = 0; j < cl->nclient_listeners; j++)
             free(cl->client_listeners[j]);
         free(cl->client_listeners);
@@ -117,6 +118,8 @@ conf_free(struct lk_conf *c)
     free(c->admin_token);
     free(c->log_access_file);
     free(c->upstream_ca);
+    free(c->client_ca);
+    free(c->client_crl);
     free(c->file);
     free(c->dir);
     free(c);

@@ -205,17 +205,16 @@ set_key(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e
     return 0;
 }
 
+/* [lookout] has no inherit: it is what the clusters inherit. */
 static int
-set_upstream_ca(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
-                const struct lk_conf_key *k, void *obj)
+set_verify_client(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                  const struct lk_conf_key *k, void *obj)
 {
-    struct lk_conf *c = obj;
-
-    (void)k;
-    if (e->value[0] == '\0')
-        return LK_ENTRY_ERR(ld, s, e, "empty path");
-    free(c->upstream_ca);
-    c->upstream_ca = lk_conf_path(c, e->value);
+    if (lk_set_enum(ld, s, e, k, obj) != 0)
+        return -1;
+    if (*LK_KEY_FIELD(k, obj, int) == LK_VERIFY_INHERIT)
+        return LK_ENTRY_ERR(ld, s, e, "'inherit' is for a cluster: [lookout] takes off, "
+                                      "optional or on");
     return 0;
 }
 
@@ -314,7 +313,14 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "a ticket key file (80 or 48 bytes); repeatable, the first encrypts"},
     {"tls.session_ticket_lifetime", LK_IN_LOOKOUT, set_ticket_lifetime, C(session_lifetime_s),
      NULL, I, "5m", "how long a TLS session may be resumed, 1s to 7 days"},
-    {"tls.upstream_ca", LK_IN_LOOKOUT, set_upstream_ca, 0, NULL, 0, "the system's CA store",
+    {"tls.verify_client", LK_IN_LOOKOUT, set_verify_client, C(verify_client),
+     lk_verify_client_names, I, "off",
+     "client certificates on TLS listeners: off, optional (a bad one fails), or on (required)"},
+    {"tls.client_ca", LK_IN_LOOKOUT, lk_set_path, C(client_ca), NULL, 0, "none",
+     "CA file that clients' certificates are checked against"},
+    {"tls.client_crl", LK_IN_LOOKOUT, lk_set_path, C(client_crl), NULL, 0, "none",
+     "CRL file (PEM) of revoked client certificates, read again on SIGHUP"},
+    {"tls.upstream_ca", LK_IN_LOOKOUT, lk_set_path, C(upstream_ca), NULL, 0, "the system's CA store",
      "CA file that brokers' certificates are checked against"},
     {"tls.upstream_verify", LK_IN_LOOKOUT, lk_set_onoff, C(upstream_verify), NULL, I, "on",
      "check brokers' certificates"},

@@ -98,6 +98,9 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    free(c->cert_subject);
+    c->cert_subject = NULL;
+    c->auth_id = 0;
     if (c->io.ssl != NULL)
         lk_tls_keep_session(c->io.ssl);
     lk_io_detach(&c->io);
@@ -287,6 +290,12 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         /* OpenSSL's copy lives as long as the SSL: through parking */
         c->sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name);
         c->action = NULL;
+        if (c->rt->auths != NULL) {
+            char subject[512];
+            c->auth_id = lk_tls_conn_auth_id(c->io.ssl);
+            if (lk_tls_client_subject(c->io.ssl, subject, sizeof(subject)) != NULL)
+                c->cert_subject = lk_xstrdup(subject);
+        }
 #ifdef TCP_QUICKACK
         /* The client spoke last (its Finished: always in TLS 1.3, on a
          * resumption in 1.2) and usually sends its request right behind it,
@@ -302,7 +311,13 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
     }
     if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->tls_failures, 1);
-    if (what & BEV_EVENT_ERROR)
+    char why[1200];
+    c->sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name); /* for the log line */
+    if ((what & BEV_EVENT_ERROR) && c->rt->auths != NULL &&
+        lk_tls_client_refusal(c->io.ssl, why + 22, sizeof(why) - 22) != NULL) {
+        memcpy(why, "TLS handshake failed: ", 22);
+        lk_log_ssl(LK_INFO, c, why); /* the subject and the reason */
+    } else if (what & BEV_EVENT_ERROR)
         lk_log_ssl(LK_INFO, c, "TLS handshake failed");
     else if (what & BEV_EVENT_TIMEOUT)
         lk_log(LK_INFO, c, "TLS handshake timed out");
@@ -470,6 +485,8 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
             return;
         }
         SSL_set_accept_state(ssl);
+        if (w->rt->auths != NULL)
+            lk_tls_set_bind(ssl, b); /* client certificates by cluster: lk_tls.c */
         /* One read takes what the socket has, not a record header and then
          * its body; and a write retried after WANT_WRITE may come from
          * another place in memory (tls_flush). */

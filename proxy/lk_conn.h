@@ -58,6 +58,10 @@ struct lk_conn {
     struct lk_io io;     /* how bev is driven */
     struct lk_pool pool; /* the protocol's state: until close or parking */
     const char *sni;    /* from the TLS handshake (OpenSSL's copy), or NULL */
+    /* The subject of the client's verified certificate, RFC 2253 (malloc'd,
+     * for the access log and the HTTP header); NULL: none, or none asked */
+    char *cert_subject;
+    uint64_t auth_id; /* the check its handshake passed (lk_tls_conn_auth_id); 0: none */
     const char *action; /* what we were doing, for logs */
     void *proto;        /* the protocol module's state (while pp_wait: lk_conn.c's) */
     struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */

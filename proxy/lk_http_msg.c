@@ -35,6 +35,7 @@ const struct lk_str lk_hdr_names[LK_HDR_NKNOWN] = {
     [LK_HDR_CONTENT_ENCODING] = LK_STRLIT("Content-Encoding"),
     [LK_HDR_ACCEPT_ENCODING] = LK_STRLIT("Accept-Encoding"),
     [LK_HDR_ETAG] = LK_STRLIT("ETag"),
+    [LK_HDR_X_FORWARDED_CLIENT_CERT] = LK_STRLIT("X-Forwarded-Client-Cert"),
 };
 
 /*
@@ -115,6 +116,7 @@ lk_http_hdr_id(struct lk_str name)
     case 18: id = LK_HDR_PROXY_AUTHENTICATE; break;
     case 19: id = LK_HDR_PROXY_AUTHORIZATION; break;
     case 21: id = LK_HDR_X_PULSAR_LISTENER_NAME; break;
+    case 23: id = LK_HDR_X_FORWARDED_CLIENT_CERT; break;
     default: return LK_HDR_OTHER;
     }
     return fold_eq(x, lk_hdr_names[id].p, name.len) ? id : LK_HDR_OTHER;

@@ -44,6 +44,7 @@ enum lk_hdr {
     LK_HDR_CONTENT_ENCODING,
     LK_HDR_ACCEPT_ENCODING,
     LK_HDR_ETAG,
+    LK_HDR_X_FORWARDED_CLIENT_CERT,
     LK_HDR_NKNOWN
 };
 extern const struct lk_str lk_hdr_names[LK_HDR_NKNOWN];

@@ -15,6 +15,8 @@
 #include "lk_http_xchg.h"
 #include "lk_log.h"
 #include "lk_route.h"
+#include "lk_runtime.h"
+#include "lk_tls.h"
 #include "lk_upstream.h"
 
 /* Request side ----------------------------------------------------------------- */
@@ -27,6 +29,20 @@ add_forwarded(struct lk_hx *hx)
     struct lk_str *xff = lk_http_find_id(req, LK_HDR_X_FORWARDED_FOR), *host;
     struct lk_str ip = lk_conn_peer_ip(c);
 
+    /* Only lookout says which certificate a client showed: the client's
+     * own field never passes, whatever the settings. */
+    if (lk_http_del_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT) != 0)
+        lk_log(LK_DEBUG, c, "the client's X-Forwarded-Client-Cert removed");
+    if (hx->x.cluster->forwarded_client_cert && c->cert_subject != NULL) {
+        /* Envoy's form: Subject="..." (OpenSSL's RFC 2253 text escapes
+         * '"' and '\\' already) */
+        size_t n = strlen(c->cert_subject);
+        char *v = lk_palloc(req->pool, n + 10);
+        memcpy(v, "Subject=\"", 9);
+        memcpy(v + 9, c->cert_subject, n);
+        v[9 + n] = '"';
+        lk_http_add_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT, lk_str_make(v, n + 10));
+    }
     if (!hx->x.cluster->forwarded_headers)
         return 0; /* forwarded_headers = off: the client's own, if any, pass as sent */
     if (xff != NULL) {
@@ -140,6 +156,16 @@ lk_hx_on_request_head(struct lk_hx *hx)
         lk_route(c->bind, lk_str_c(c->sni), host ? *host : LK_STR_NULL, absolute);
     if (vh == NULL) {
         lk_hx_reply_error(hx, 421, "no broker is mapped to this host", 0);
+        return;
+    }
+    /* A Host naming another cluster than the handshake's SNI chose (none
+     * sent) must not pass that cluster's client-certificate check; nor
+     * may a connection older than a reload that asks for one. */
+    uint64_t auth =
+        c->tls && c->rt->auths != NULL ? lk_tls_auth_id(c->rt->auths, vh->cluster->index) : 0;
+    if (auth != 0 && auth != c->auth_id) {
+        refuse(hx, 421, "this cluster's client certificate check was not the one this TLS "
+                        "connection passed (send SNI naming it)");
         return;
     }
     if (host == NULL) /* HTTP/1.0: the broker gets what a 1.1 client would send */

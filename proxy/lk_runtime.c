@@ -21,6 +21,7 @@ tls_of(const struct lk_runtime *rt, struct lk_tls_ctxs *t)
     t->nserver_ctx = rt->nserver_ctx;
     t->client_ctx = rt->client_ctx;
     t->tickets = rt->tickets;
+    t->auths = rt->auths;
 }
 
 struct lk_runtime *
@@ -42,6 +43,7 @@ lk_runtime_new(struct lk_conf *conf, char *err, size_t errlen)
     rt->nserver_ctx = t.nserver_ctx;
     rt->client_ctx = t.client_ctx;
     rt->tickets = t.tickets;
+    rt->auths = t.auths;
     if (rc != 0) {
         lk_runtime_free(rt);
         return NULL;

@@ -48,6 +48,7 @@ struct lk_runtime {
     size_t nserver_ctx;
     SSL_CTX *client_ctx;  /* for TLS to brokers */
     struct lk_ticket_keys *tickets;  /* session ticket keys (lk_tls.c); NULL: no tickets */
+    struct lk_client_auths *auths;   /* client certificates (lk_tls.c); NULL: not asked */
     struct lk_broker_health *health; /* by broker index */
     unsigned *rr;                    /* round-robin cursor by cluster index (atomic) */
     struct lk_dyn *dyn;              /* what the map gains at run time (lk_dyn.h) */

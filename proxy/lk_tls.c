@@ -6,8 +6,10 @@
  * session cache (tls.session_cache) and tickets (tls.session_tickets) whose
  * keys come from tls.session_ticket_key files, the first encrypting and all
  * decrypting, or else are lookout's own, made at start and rotated every
- * tls.session_ticket_lifetime.  The contexts, and so the cache and the keys,
- * are shared by every worker.
+ * tls.session_ticket_lifetime.  Client certificates (tls.verify_client):
+ * [lookout]'s settings on every server context, a cluster's own applied to
+ * the connection whose SNI routes to it.  The contexts, and so the cache
+ * and the keys, are shared by every worker.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include "lk_conf.h"
 #include "lk_log.h"
 #include "lk_pool.h"
+#include "lk_route.h"
 #include "lk_tls.h"
 
 static void
@@ -249,6 +252,281 @@ lk_tls_sni_parse(const unsigned char *p, size_t len, char *out, size_t outlen)
     return (int)n;
 }
 
+
+/* Client certificates ------------------------------------------------------ */
+
+/* One set of client-certificate settings: [lookout]'s or a cluster's. */
+struct lk_client_auth {
+    int mode;                   /* SSL_VERIFY_*; 0: none asked */
+    X509_STORE *store;          /* the CAs and the CRL */
+    STACK_OF(X509_NAME) *names; /* the CAs the CertificateRequest names */
+    /* The session id context of its connections: a session resumes only
+     * under the settings it was verified with. */
+    unsigned char sid[SHA256_DIGEST_LENGTH];
+};
+
+struct lk_client_auths {
+    struct lk_client_auth global;
+    struct lk_client_auth *cluster; /* by cluster index; NULL: all inherit */
+    size_t ncluster;
+};
+
+/* SSL: the bind, the settings chosen, why a certificate was refused
+ * (malloc'd text); SSL_CTX: the auths. */
+static int ex_bind = -1, ex_chosen = -1, ex_refusal = -1, ex_auths = -1;
+static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
+
+static void
+refusal_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+    free(ptr);
+}
+
+static void
+ex_init(void)
+{
+    ex_bind = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    ex_chosen = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    ex_refusal = SSL_get_ex_new_index(0, NULL, NULL, NULL, refusal_free);
+    ex_auths = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+/* A name as RFC 2253 text, escaped by OpenSSL, and never a control byte. */
+static const char *
+name_text(const X509_NAME *n, char *buf, size_t len)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    int got = 0;
+
+    if (len == 0)
+        return NULL;
+    if (b != NULL && n != NULL && X509_NAME_print_ex(b, n, 0, XN_FLAG_RFC2253) >= 0)
+        got = BIO_read(b, buf, (int)(len - 1));
+    BIO_free(b);
+    buf[got > 0 ? got : 0] = '\0';
+    for (char *p = buf; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+            *p = '.';
+    return buf;
+}
+
+/* OpenSSL's verdict stands; the first failure is kept to be logged with the
+ * certificate's subject (the alert OpenSSL sends follows the reason). */
+static int
+client_verify_cb(int ok, X509_STORE_CTX *x)
+{
+    SSL *ssl;
+    char subject[512], msg[1024];
+    int err, depth;
+
+    if (ok)
+        return 1;
+    ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+    if (ssl == NULL || SSL_get_ex_data(ssl, ex_refusal) != NULL)
+        return 0;
+    err = X509_STORE_CTX_get_error(x);
+    depth = X509_STORE_CTX_get_error_depth(x);
+    name_text(X509_get_subject_name(X509_STORE_CTX_get0_cert(x)), subject, sizeof(subject));
+    snprintf(msg, sizeof(msg), "client certificate '%s' refused: %s", subject,
+             X509_verify_cert_error_string(err));
+    if (depth > 0)
+        snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (its issuer at depth %d)", depth);
+    if (SSL_set_ex_data(ssl, ex_refusal, lk_xstrdup(msg)) != 1)
+        free(SSL_get_ex_data(ssl, ex_refusal));
+    return 0;
+}
+
+static int
+auth_setup(struct lk_client_auth *a, int verify, const char *ca, const char *crl,
+           const char *who, const struct lk_conf *conf, char *err, size_t errlen)
+{
+    EVP_MD_CTX *h;
+    BIO *b;
+    X509_CRL *x;
+    int ncrl = 0;
+
+    if (verify != LK_VERIFY_OPTIONAL && verify != LK_VERIFY_ON)
+        return 0;
+    if (ca == NULL) {
+        snprintf(err, errlen, "%s: %s: tls.verify_client = %s needs a tls.client_ca", conf->file,
+                 who, lk_verify_client_names[verify]);
+        return -1;
+    }
+    if ((a->store = X509_STORE_new()) == NULL || X509_STORE_load_file(a->store, ca) != 1) {
+        ssl_err(err, errlen, "tls.client_ca: cannot load", ca, 0, conf->file);
+        return -1;
+    }
+    if ((a->names = SSL_load_client_CA_file(ca)) == NULL) {
+        ssl_err(err, errlen, "tls.client_ca: no CA certificate in", ca, 0, conf->file);
+        return -1;
+    }
+    if (crl != NULL) {
+        if ((b = BIO_new_file(crl, "r")) == NULL) {
+            ssl_err(err, errlen, "tls.client_crl: cannot open", crl, 0, conf->file);
+            return -1;
+        }
+        while ((x = PEM_read_bio_X509_CRL(b, NULL, NULL, NULL)) != NULL) {
+            ncrl += X509_STORE_add_crl(a->store, x) == 1;
+            X509_CRL_free(x);
+        }
+        BIO_free(b);
+        ERR_clear_error(); /* the end of the file */
+        if (ncrl == 0) {
+            snprintf(err, errlen, "%s: tls.client_crl: no PEM CRL in %s", conf->file, crl);
+            return -1;
+        }
+        /* The leaf's issuer must have a CRL in the file. */
+        X509_STORE_set_flags(a->store, X509_V_FLAG_CRL_CHECK);
+    }
+    a->mode = SSL_VERIFY_PEER | (verify == LK_VERIFY_ON ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
+    if ((h = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(h, "lookout verify", 15) != 1 ||
+        EVP_DigestUpdate(h, who, strlen(who) + 1) != 1 ||
+        EVP_DigestUpdate(h, &a->mode, sizeof(a->mode)) != 1 ||
+        EVP_DigestUpdate(h, ca, strlen(ca) + 1) != 1 ||
+        EVP_DigestFinal_ex(h, a->sid, NULL) != 1) {
+        EVP_MD_CTX_free(h);
+        snprintf(err, errlen, "%s: %s: cannot hash the session context", conf->file, who);
+        return -1;
+    }
+    EVP_MD_CTX_free(h);
+    return 0;
+}
+
+static void
+auth_clear(struct lk_client_auth *a)
+{
+    X509_STORE_free(a->store);
+    sk_X509_NAME_pop_free(a->names, X509_NAME_free);
+}
+
+static void
+auths_free(struct lk_client_auths *as)
+{
+    if (as == NULL)
+        return;
+    auth_clear(&as->global);
+    for (size_t i = 0; as->cluster != NULL && i < as->ncluster; i++)
+        auth_clear(&as->cluster[i]);
+    free(as->cluster);
+    free(as);
+}
+
+/* The settings of conf; NULL with err empty when no one asks for a
+ * certificate. */
+static struct lk_client_auths *
+auths_new(const struct lk_conf *conf, char *err, size_t errlen)
+{
+    struct lk_client_auths *as = lk_xcalloc(1, sizeof(*as));
+    int any = conf->verify_client != LK_VERIFY_OFF, own = 0;
+    char who[300];
+
+    pthread_once(&ex_once, ex_init);
+    for (size_t i = 0; i < conf->nclusters; i++)
+        own |= conf->clusters[i]->verify_client != LK_VERIFY_INHERIT ||
+               conf->clusters[i]->client_ca != NULL;
+    if (auth_setup(&as->global, conf->verify_client, conf->client_ca, conf->client_crl,
+                   "[lookout]", conf, err, errlen) != 0)
+        goto fail;
+    if (own) {
+        as->cluster = lk_xcalloc(conf->nclusters, sizeof(*as->cluster));
+        as->ncluster = conf->nclusters;
+        for (size_t i = 0; i < conf->nclusters; i++) {
+            const struct lk_cluster *cl = conf->clusters[i];
+            int v = cl->verify_client != LK_VERIFY_INHERIT ? cl->verify_client
+                                                           : conf->verify_client;
+            snprintf(who, sizeof(who), "[%s %s]", cl->proto & LK_PROTO_KAFKA ? "kafka" : "pulsar",
+                     cl->name);
+            if (auth_setup(&as->cluster[i], v, cl->client_ca ? cl->client_ca : conf->client_ca,
+                           conf->client_crl, who, conf, err, errlen) != 0)
+                goto fail;
+            any |= v != LK_VERIFY_OFF;
+        }
+    }
+    if (any)
+        return as;
+fail:
+    auths_free(as);
+    return NULL;
+}
+
+/* Which settings a connection gets: those of the cluster its SNI routes to
+ * on its socket; with no SNI, or one naming no cluster there, the strictest
+ * of the socket's clusters, so that an HTTP Host cannot pass a check. */
+static const struct lk_client_auth *
+auth_for(SSL *ssl, const struct lk_client_auths *as, const char *sni)
+{
+    const struct lk_bind *b;
+    const struct lk_vhost *vh;
+    const struct lk_client_auth *a = NULL;
+
+    if (as->cluster == NULL || (b = SSL_get_ex_data(ssl, ex_bind)) == NULL)
+        return &as->global;
+    if ((vh = lk_route(b, lk_str_c(sni), LK_STR_NULL, 0)) != NULL && sni != NULL)
+        return &as->cluster[vh->cluster->index];
+    for (size_t i = 0; i < b->nvhosts; i++) {
+        const struct lk_client_auth *c = &as->cluster[b->vhosts[i].cluster->index];
+        if (a == NULL || c->mode > a->mode)
+            a = c;
+    }
+    return a != NULL ? a : &as->global;
+}
+
+void
+lk_tls_set_bind(SSL *ssl, const struct lk_bind *b)
+{
+    SSL_set_ex_data(ssl, ex_bind, (void *)(uintptr_t)b);
+}
+
+static uint64_t
+auth_id(const struct lk_client_auth *a)
+{
+    uint64_t id = 0;
+
+    if (a != NULL && a->mode != 0)
+        memcpy(&id, a->sid, sizeof(id));
+    return id;
+}
+
+uint64_t
+lk_tls_conn_auth_id(SSL *ssl)
+{
+    return ex_chosen >= 0 ? auth_id(SSL_get_ex_data(ssl, ex_chosen)) : 0;
+}
+
+uint64_t
+lk_tls_auth_id(const struct lk_client_auths *as, size_t cluster_index)
+{
+    if (as == NULL)
+        return 0;
+    return auth_id(as->cluster != NULL ? &as->cluster[cluster_index] : &as->global);
+}
+
+const char *
+lk_tls_client_refusal(SSL *ssl, char *buf, size_t len)
+{
+    const char *why = ex_refusal >= 0 ? SSL_get_ex_data(ssl, ex_refusal) : NULL;
+
+    if (why == NULL && ERR_GET_LIB(ERR_peek_last_error()) == ERR_LIB_SSL &&
+        ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE)
+        why = "a client certificate is required and none was sent";
+    if (why == NULL)
+        return NULL;
+    snprintf(buf, len, "%s", why);
+    return buf;
+}
+
+const char *
+lk_tls_client_subject(SSL *ssl, char *buf, size_t len)
+{
+    X509 *x = SSL_get0_peer_certificate(ssl);
+
+    if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK)
+        return NULL;
+    return name_text(X509_get_subject_name(x), buf, len);
+}
+
 static const unsigned char sid_ctx_base[] = "lookout";
 
 /*
@@ -262,18 +540,35 @@ static const unsigned char sid_ctx_base[] = "lookout";
 static int
 client_hello_cb(SSL *ssl, int *alert, void *arg)
 {
-    const unsigned char *ext;
-    size_t len;
+    const struct lk_client_auths *as = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_auths);
+    const struct lk_client_auth *a = NULL;
+    const unsigned char *ext, *base = sid_ctx_base;
+    size_t len, baselen = sizeof(sid_ctx_base);
     char name[256];
     unsigned char md[SHA256_DIGEST_LENGTH];
-    EVP_MD_CTX *h;
+    EVP_MD_CTX *h = NULL;
     int n;
 
+    (void)arg;
     if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len) ||
         (n = lk_tls_sni_parse(ext, len, name, sizeof(name))) < 0)
-        return SSL_CLIENT_HELLO_SUCCESS; /* OpenSSL refuses a malformed one itself */
-    if ((h = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1 ||
-        EVP_DigestUpdate(h, sid_ctx_base, sizeof(sid_ctx_base)) != 1 ||
+        n = -1; /* none; OpenSSL refuses a malformed one itself */
+    if (as != NULL) {
+        /* Chosen here, before OpenSSL looks for a session; applied in
+         * servername_cb, after the certificate's context is switched to. */
+        a = auth_for(ssl, as, n >= 0 ? name : NULL);
+        SSL_set_ex_data(ssl, ex_chosen, (void *)(uintptr_t)a);
+        if (a->mode != 0) {
+            base = a->sid;
+            baselen = sizeof(a->sid);
+        }
+        if (n < 0 && a->mode != 0 && SSL_set_session_id_context(ssl, base, (unsigned)baselen) != 1)
+            n = -2;
+    }
+    if (n == -1)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (n == -2 || (h = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(h, base, baselen) != 1 ||
         EVP_DigestUpdate(h, name, (size_t)n) != 1 || EVP_DigestFinal_ex(h, md, NULL) != 1 ||
         SSL_set_session_id_context(ssl, md, sizeof(md)) != 1) {
         /* Resuming nothing is safe; resuming across names is not. */
@@ -345,16 +640,31 @@ servername_cb(SSL *ssl, int *alert, void *arg)
     SSL_CTX **server_ctx = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 
-    if (name == NULL)
-        return SSL_TLSEXT_ERR_OK;
-    for (size_t i = 0; server_ctx[i] != NULL; i++) {
+    const struct lk_client_auth *a;
+
+    (void)alert;
+    for (size_t i = 0; name != NULL && server_ctx[i] != NULL; i++) {
         if (cert_matches(server_ctx[i], name)) {
             if (SSL_get_SSL_CTX(ssl) != server_ctx[i])
                 SSL_set_SSL_CTX(ssl, server_ctx[i]);
-            return SSL_TLSEXT_ERR_OK;
+            break;
         }
     }
-    /* No certificate names it: the default answers; routing decides later. */
+    /* No certificate names it: the default answers; routing decides later.
+     * A cluster's own client-certificate settings go on the connection
+     * now: the switch took the context's. */
+    if (ex_chosen >= 0 && (a = SSL_get_ex_data(ssl, ex_chosen)) != NULL) {
+        SSL_set_verify(ssl, a->mode, a->mode != 0 ? client_verify_cb : NULL);
+        if (a->mode != 0) {
+            STACK_OF(X509_NAME) *names = SSL_dup_CA_list(a->names);
+            if (SSL_set1_verify_cert_store(ssl, a->store) != 1 || names == NULL) {
+                sk_X509_NAME_pop_free(names, X509_NAME_free);
+                *alert = SSL_AD_INTERNAL_ERROR;
+                return SSL_TLSEXT_ERR_ALERT_FATAL;
+            }
+            SSL_set_client_CA_list(ssl, names);
+        }
+    }
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -388,6 +698,21 @@ server_ctx_new(const struct lk_conf *conf, struct lk_tls_ctxs *t, const struct l
     SSL_CTX_set_tlsext_servername_arg(ctx, t->server_ctx);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     sessions_setup(conf, t->tickets, ctx);
+    if (t->auths != NULL) {
+        const struct lk_client_auth *a = &t->auths->global;
+        STACK_OF(X509_NAME) *names = a->mode != 0 ? SSL_dup_CA_list(a->names) : NULL;
+        SSL_CTX_set_ex_data(ctx, ex_auths, t->auths);
+        if (a->mode != 0) {
+            if (names == NULL || SSL_CTX_set1_verify_cert_store(ctx, a->store) != 1) {
+                sk_X509_NAME_pop_free(names, X509_NAME_free);
+                ssl_err(err, errlen, "tls.client_ca: cannot use", conf->client_ca, 0, conf->file);
+                goto fail;
+            }
+            SSL_CTX_set_client_CA_list(ctx, names);
+            SSL_CTX_set_verify(ctx, a->mode, client_verify_cb);
+            SSL_CTX_set_session_id_context(ctx, a->sid, sizeof(a->sid));
+        }
+    }
     return ctx;
 fail:
     SSL_CTX_free(ctx);
@@ -467,6 +792,9 @@ lk_tls_ctxs_new(struct lk_tls_ctxs *t, const struct lk_conf *conf, char *err, si
         }
         if (conf->session_tickets && (t->tickets = tickets_new(conf, err, errlen)) == NULL)
             return -1;
+        err[0] = '\0';
+        if ((t->auths = auths_new(conf, err, errlen)) == NULL && err[0] != '\0')
+            return -1;
         t->server_ctx = lk_xcalloc(conf->ncerts + 1, sizeof(SSL_CTX *));
         for (size_t i = 0; i < conf->ncerts; i++) {
             t->server_ctx[i] = server_ctx_new(conf, t, &conf->certs[i], err, errlen);
@@ -493,6 +821,7 @@ lk_tls_ctxs_free(struct lk_tls_ctxs *t)
         SSL_CTX_free(t->server_ctx[i]);
     free(t->server_ctx);
     tickets_free(t->tickets);
+    auths_free(t->auths);
     SSL_CTX_free(t->client_ctx);
     memset(t, 0, sizeof(*t));
 }

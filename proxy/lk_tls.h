@@ -8,10 +8,13 @@
 #define LK_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <openssl/ssl.h>
 
+struct lk_bind;
 struct lk_conf;
 struct lk_ticket_keys;
+struct lk_client_auths;
 
 /* What a config's TLS needs, as struct lk_runtime holds it. */
 struct lk_tls_ctxs {
@@ -20,6 +23,10 @@ struct lk_tls_ctxs {
     size_t nserver_ctx;
     SSL_CTX *client_ctx;            /* for TLS to brokers; NULL when no broker is TLS */
     struct lk_ticket_keys *tickets; /* session ticket keys; NULL: no tickets */
+    /* Client certificates (tls.verify_client): [lookout]'s are set on
+     * every server context; a cluster's own, SNI applies to the connection
+     * (lk_tls_set_bind).  NULL: off everywhere. */
+    struct lk_client_auths *auths;
 };
 
 /* Builds t for conf (zeroed first): server contexts when a bind terminates
@@ -30,6 +37,27 @@ void lk_tls_ctxs_free(struct lk_tls_ctxs *t);
 /* Before a client's TLS connection is freed: keeps its session resumable
  * (tls.session_cache).  Nothing is sent. */
 void lk_tls_keep_session(SSL *ssl);
+/* The bind a client's TLS connection came in on, given when the runtime
+ * asks for client certificates (its auths): SNI then chooses a cluster's
+ * own settings by the cluster it routes to. */
+void lk_tls_set_bind(SSL *ssl, const struct lk_bind *b);
+/*
+ * Why a client's certificate was refused ("client certificate
+ * '/O=x/CN=y' refused: certificate has expired"), written into buf, or
+ * NULL when the handshake did not fail on one.
+ */
+const char *lk_tls_client_refusal(SSL *ssl, char *buf, size_t len);
+/*
+ * Which client-certificate check a connection passed, as a number that
+ * stays the same across reloads while the settings do: the connection's
+ * (lk_tls_conn_auth_id, at the end of its handshake) and the one a
+ * cluster asks for (lk_tls_auth_id, as routed later).  0: none.
+ */
+uint64_t lk_tls_conn_auth_id(SSL *ssl);
+uint64_t lk_tls_auth_id(const struct lk_client_auths *as, size_t cluster_index);
+/* The subject of the client's verified certificate, RFC 2253, into buf
+ * (at most len - 1 bytes, never a control character); NULL: none. */
+const char *lk_tls_client_subject(SSL *ssl, char *buf, size_t len);
 /*
  * The host name in the body of a ClientHello's server_name extension (RFC
  * 6066 §3), checked as OpenSSL checks it: a 2-byte list length covering

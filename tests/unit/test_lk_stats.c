@@ -190,7 +190,7 @@ test_access_lines(void)
     if (rt == NULL)
         goto end;
     conn_init(&c, rt);
-    const struct lk_access_who who = {c.peer, c.bind->text, c.conf};
+    const struct lk_access_who who = {c.peer, c.bind->text, c.conf, NULL};
     struct lk_xrec r = http_rec(&c, "/a\"b\x01\xff");
     lk_access_format(&r, &who, 0, "", line, sizeof(line));
     const char *body = strchr(line, ' ');
@@ -210,6 +210,24 @@ test_access_lines(void)
     ok(json_integer_value(json_object_get(json_object_get(j, "filters"), "lookup")) == 2,
        "JSON: rewrites by filter");
     ok(json_real_value(json_object_get(j, "duration_ms")) == 3.4, "JSON: duration in ms");
+    ok(json_object_get(j, "client_cert") == NULL, "JSON: no client certificate, no field");
+    json_decref(j);
+    j = NULL;
+
+    /* a verified client certificate's subject (OpenSSL's RFC 2253 text,
+     * which escapes '"' and '\\' itself) */
+    const struct lk_access_who who_cert = {c.peer, c.bind->text, c.conf,
+                                           "CN=client \\\"alice\\\",O=lookout tests"};
+    lk_access_format(&r, &who_cert, 0, "", line, sizeof(line));
+    ok(strstr(line, ", rewritten by lookup=2, client certificate \"CN=client \\\"alice\\\",O=lookout "
+                    "tests\"\n") != NULL,
+       "text: the client certificate last: %s", line);
+    lk_access_format(&r, &who_cert, 1, "", line, sizeof(line));
+    j = json_loads(line, 0, &jerr);
+    if (!ok(j != NULL, "JSON with a certificate: parses (%s)", j == NULL ? jerr.text : ""))
+        goto end;
+    ok_str(json_string_value(json_object_get(j, "client_cert")),
+           "CN=client \\\"alice\\\",O=lookout tests", "JSON: client_cert, the subject");
     json_decref(j);
 
     memset(&r, 0, sizeof(r));

@@ -101,6 +101,10 @@ sub test_certs {
         edge2_crt   => "$dir/edge2.crt",    edge2_key  => "$dir/edge2.key",
         internal_ca => "$dir/internal-ca.crt",
         broker_crt  => "$dir/broker.crt",   broker_key => "$dir/broker.key",
+        client_ca   => "$dir/client-ca.crt",   client_crl => "$dir/client.crl",
+        client_none_crl => "$dir/client-none.crl",
+        map { my $n = $_ =~ s/-/_/gr; ("${n}_crt" => "$dir/$_.crt", "${n}_key" => "$dir/$_.key") }
+            qw(client client-revoked client-expired client-other),
     };
     return $CERTS;
 }
