@@ -315,6 +315,7 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
     c->sni = SSL_get_servername(c->io.ssl, TLSEXT_NAMETYPE_host_name); /* for the log line */
     if ((what & BEV_EVENT_ERROR) && c->rt->auths != NULL &&
         lk_tls_client_refusal(c->io.ssl, why + 22, sizeof(why) - 22) != NULL) {
+        lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->client_cert_refused, 1);
         memcpy(why, "TLS handshake failed: ", 22);
         lk_log_ssl(LK_INFO, c, why); /* the subject and the reason */
     } else if (what & BEV_EVENT_ERROR)
@@ -328,7 +329,8 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
 
 /* Connection limits --------------------------------------------------------- */
 
-enum { REFUSED_MAX, REFUSED_PER_CLIENT };
+/* The reasons of lookout_connections_refused_total, in lk_fe_vals.refused. */
+enum { REFUSED_MAX, REFUSED_PER_CLIENT, REFUSED_PP_UNTRUSTED, REFUSED_PP_BAD };
 /* Refusals not yet in a log line, by reason, and when the last line was:
  * a flood makes one line a second, not one per connection. */
 static atomic_ulong refused_unlogged[2];
@@ -554,9 +556,13 @@ pp_arm(struct pp_wait *p, int readable)
     event_add(&c->rev, &tv);
 }
 
+#define PP_UNCOUNTED (-1)
+
 static void
-pp_close(struct lk_conn *c, int level, const char *fmt, const char *what)
+pp_close(struct lk_conn *c, int why, int level, const char *fmt, const char *what)
 {
+    if (why != PP_UNCOUNTED)
+        lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->refused[why], 1);
     lk_log(level, c, fmt, what);
     lk_conn_close(c);
 }
@@ -646,13 +652,14 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
     struct lk_pp_hdr h;
 
     if (lk_now_ms() >= p->deadline_ms) {
-        pp_close(c, LK_INFO, "no %s within timeout.client_header; closed",
+        pp_close(c, p->trusted ? REFUSED_PP_BAD : PP_UNCOUNTED, LK_INFO,
+                 "no %s within timeout.client_header; closed",
                  p->trusted ? "complete PROXY protocol header" : "first bytes");
         return;
     }
     ssize_t n = recv(c->fd, p->buf + p->have, room, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        pp_close(c, LK_INFO, "%s; closed",
+        pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed",
                  p->have > 0 ? "the client closed within its PROXY protocol header"
                              : "the client closed before its first byte");
         return;
@@ -664,7 +671,7 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
     if (!p->trusted) {
         int d = lk_pp_detect(p->buf, (size_t)n, LK_PP_ANY);
         if (d == 1)
-            pp_close(c, LK_WARN,
+            pp_close(c, REFUSED_PP_UNTRUSTED, LK_WARN,
                      "a PROXY protocol header from an address not in %s; closed",
                      "proxy_protocol.trusted");
         else if (d == 0)
@@ -676,13 +683,15 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
     int r = lk_pp_parse(p->buf, p->have + (size_t)n, c->bind->proxy_protocol, &h, err,
                         sizeof(err));
     if (r < 0) {
-        pp_close(c, LK_WARN, "bad PROXY protocol header from a trusted address: %s; closed", err);
+        pp_close(c, REFUSED_PP_BAD, LK_WARN,
+                 "bad PROXY protocol header from a trusted address: %s; closed", err);
         return;
     }
     /* Off the socket: the rest of the header (r > 0), or all there is of it. */
     size_t take = r > 0 ? (size_t)r - p->have : (size_t)n;
     if (recv(c->fd, p->buf + p->have, take, MSG_DONTWAIT) != (ssize_t)take) {
-        pp_close(c, LK_INFO, "%s; closed", "the PROXY protocol header could not be read");
+        pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed",
+                 "the PROXY protocol header could not be read");
         return;
     }
     p->have += take;
@@ -690,8 +699,8 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
         pp_take(p, &h);
         pp_done(p);
     } else if (p->have == sizeof(p->buf)) {
-        pp_close(c, LK_WARN, "a PROXY protocol header over %s bytes, lookout's limit; closed",
-                 "1024");
+        pp_close(c, REFUSED_PP_BAD, LK_WARN,
+                 "a PROXY protocol header over %s bytes, lookout's limit; closed", "1024");
     } else {
         pp_arm(p, 1);
     }

@@ -556,6 +556,10 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
         {"lookout_tls_handshake_failures_total", "counter",
          "Client TLS handshakes that failed or timed out.",
          offsetof(struct lk_fe_vals, tls_failures), 0},
+        {"lookout_client_cert_refused_total", "counter",
+         "Client TLS handshakes that failed on the client's certificate (tls.verify_client); "
+         "also counted in lookout_tls_handshake_failures_total.",
+         offsetof(struct lk_fe_vals, client_cert_refused), 0},
         {"lookout_first_frame_timeouts_total", "counter",
          "Kafka and Pulsar client connections closed for sending no first frame within "
          "timeout.first_frame.",
@@ -575,11 +579,14 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
             evbuffer_add_printf(out, "%lld\n", (long long)sum_at(o, fes[f].off));
         }
     }
-    static const char *const refusals[2] = {"max_connections", "max_connections_per_client"};
+    static const char *const refusals[4] = {"max_connections", "max_connections_per_client",
+                                            "proxy_protocol_untrusted", "proxy_protocol_bad"};
     lk_stats_family(out, "lookout_connections_refused_total", "counter",
-                    "Client connections refused at accept, by the limit they were over.");
+                    "Client connections refused at accept, by the limit they were over, or "
+                    "for their PROXY protocol header (one from an address not in "
+                    "proxy_protocol.trusted; a bad or missing one from a trusted address).");
     for (o = objs; o != NULL; o = o->next)
-        for (int r = 0; r < 2 && o->kind == OBJ_FRONTEND; r++) {
+        for (int r = 0; r < 4 && o->kind == OBJ_FRONTEND; r++) {
             lk_stats_series(out, "lookout_connections_refused_total", "frontend", o->name, "reason",
                    refusals[r], NULL, NULL);
             evbuffer_add_printf(out, "%llu\n",

@@ -62,7 +62,9 @@ struct lk_fe_vals {
     uint64_t open; /* incremented at accept, decremented at close: summed, it is the gauge */
     uint64_t total;
     uint64_t tls_failures;
-    uint64_t refused[2];          /* over max_connections, max_connections_per_client */
+    uint64_t refused[4];          /* max_connections, max_connections_per_client, PROXY header
+                                     from an untrusted address, bad or missing from a trusted one */
+    uint64_t client_cert_refused; /* handshakes failed on the client's certificate */
     uint64_t first_frame_timeouts; /* binary connections closed by timeout.first_frame */
 };
 

@@ -30,7 +30,7 @@ need_tools('haproxy');
 
 my $dir = tmp_dir();
 my ($p) = free_ports(1);
-my ($w, $wt, $h1, $h2, $h3) = free_ports(5);    # lookout http, https; haproxy v1, v2, v2 to https
+my ($w, $wt, $h1, $h2, $h3, $adm) = free_ports(6);    # lookout http, https; haproxy v1, v2, v2 to https; admin
 my $certs = test_certs();
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => ["127.0.0.1:$p"], own => {});
 
@@ -39,6 +39,7 @@ my $lk = start_lookout(dir => $dir, conf => <<"EOF" . broker_sections($c, 'prod'
 tls.certificate = $certs->{edge_crt}
 tls.key = $certs->{edge_key}
 workers = 1
+admin = 127.0.0.1:$adm
 timeout.client_header = 1s
 max_connections_per_client = 1
 proxy_protocol.trusted = 127.0.0.2/32
@@ -184,12 +185,22 @@ my @bad = (
     [ 'a v2 header from an untrusted address', '127.0.0.4', $sig . "\x21\x11\x00\x0c" . ("\0" x 12) . $get,
       qr/a PROXY protocol header from an address not in proxy_protocol.trusted.*client: 127\.0\.0\.4/ ],
 );
+my $m0 = Lookout::metrics_map($adm);
 for my $b (@bad) {
     my ($name, $from, $bytes, $port, $re) = @$b == 5 ? @$b : (@$b[ 0 .. 2 ], undef, $b->[3]);
     my ($got, $how, $secs) = raw($from, $bytes, $port);
     is($got, '', "$name: no answer");
     like($how, qr/^(?:eof|reset)$/, "$name: closed ($how after " . sprintf('%.1f', $secs) . ' s)');
     ok($lk->wait_log($re, 3), "$name: logged") or diag($lk->log);
+}
+# Counted by reason: 8 bad or missing headers from the trusted address on the http
+# listener and 1 on the https one, 2 headers from untrusted addresses.
+my $m1 = Lookout::metrics_map($adm);
+for (["127.0.0.1:$w", 'proxy_protocol_bad', 8], ["127.0.0.1:$wt", 'proxy_protocol_bad', 1],
+     ["127.0.0.1:$w", 'proxy_protocol_untrusted', 2], ["127.0.0.1:$wt", 'proxy_protocol_untrusted', 0]) {
+    my ($fe, $why, $n) = @$_;
+    my $k = "lookout_connections_refused_total{frontend=\"$fe\",reason=\"$why\"}";
+    is(($m1->{$k} // -1) - ($m0->{$k} // 0), $n, "/metrics: $k +$n");
 }
 like($lk->log, qr/no PROXY protocol signature; closed, client: 127\.0\.0\.2:\d+, server: 127\.0\.0\.1:$w/,
      'the log line names the client and the listener');

@@ -24,7 +24,7 @@ need_tools('openssl');
 
 my $certs = test_certs();
 my $dir = tmp_dir();
-my ($s, $b1, $b2, $b3) = free_ports(4);
+my ($s, $b1, $b2, $b3, $adm) = free_ports(5);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ "127.0.0.1:$b1", "127.0.0.1:$b2", "127.0.0.1:$b3" ]);
 
 # The CRL starts revoking nothing: a reload with the real one revokes client-revoked.
@@ -36,6 +36,7 @@ copy($certs->{client_none_crl}, $crl) or die "copy: $!";
 my $lk = start_lookout(dir => $dir, conf => <<"EOF");
 [lookout]
 workers = 1
+admin = 127.0.0.1:$adm
 tls.certificate = $certs->{edge_crt}
 tls.key = $certs->{edge_key}
 tls.verify_client = on
@@ -105,16 +106,20 @@ sub s_client {
 }
 
 # refused(NAME, CERT, ALERT, LOG, WHAT): the handshake fails with ALERT (s_client's
-# text and number) and lookout logs LOG for it.
+# text and number) and lookout logs LOG for it; both count in
+# lookout_client_cert_refused_total.
+my $refused_key = "lookout_client_cert_refused_total{frontend=\"127.0.0.1:$s\"}";
 sub refused {
     my ($name, $cert, $alert, $log, $what) = @_;
     my $from = length($lk->log // '');
+    my $n0 = Lookout::metrics_map($adm)->{$refused_key} // -1;
     my $r = get($name, $cert);
     isnt($r->{status}, 200, "$what: curl gets no answer") or diag(explain($r));
     my $out = s_client($name, $cert);
     like($out, $alert, "$what: s_client gets the alert") or diag($out);
     ok(wait_until(sub { substr($lk->log // "", $from) =~ $log }, 5) == 1, "$what: logged with the reason")
         or diag(substr($lk->log // "", $from));
+    is((Lookout::metrics_map($adm)->{$refused_key} // -1) - $n0, 2, "$what: $refused_key +2");
 }
 
 subtest 'a good certificate passes' => sub {
@@ -123,6 +128,7 @@ subtest 'a good certificate passes' => sub {
     like(s_client('prod', 'client'), qr/Verify return code: 0/, 's_client -cert: handshake done');
     ok(wait_until(sub { (slurp("$dir/access.log") // '') =~ m{"GET /test/headers" prod/b1 200 .*, client certificate "CN=client alice,O=lookout tests"\n} }, 5) == 1,
        'the access log names the verified subject') or diag(slurp("$dir/access.log"));
+    is(Lookout::metrics_map($adm)->{$refused_key}, 0, "$refused_key: 0 after good certificates");
 };
 
 subtest 'required and missing: certificate_required' => sub {

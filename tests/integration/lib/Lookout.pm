@@ -466,7 +466,8 @@ sub _wait_pid {
 # Lookout::json_lines(TEXT): the JSON objects of TEXT's lines (a probe's output), lines that
 # are not JSON left out. Lookout::log_since(LK, FROM): lookout's log after its first FROM
 # bytes. Lookout::leaks_metric(ADMIN_PORT, CLUSTER): lookout_leaks_total{cluster=CLUSTER}
-# on that admin port's /metrics, or -1. Not exported: many tests have their own.
+# on that admin port's /metrics, or -1. Lookout::metrics_map(ADMIN_PORT): that /metrics as
+# { 'name{labels}' => value }. Not exported: many tests have their own.
 sub json_lines { return map { my $j = eval { JSON::PP::decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
 
 sub log_since { my ($lk, $from) = @_; return substr($lk->log // '', $from) }
@@ -478,6 +479,14 @@ sub guard_conf {
     my ($admin, $mode, $brokers) = @_;
     return "[lookout]\nworkers = 1\nadmin = 127.0.0.1:$admin\n\n[pulsar prod]\n"
          . "internalListenerName = internal\nlookupListenerName = external\nleak_guard = $mode\n\n$brokers";
+}
+
+sub metrics_map {
+    my ($admin) = @_;
+    my %m;
+    my $body = curl("http://127.0.0.1:$admin/metrics")->{body} // '';
+    while ($body =~ /^(\w+\{[^}]*\}) (\S+)$/mg) { $m{$1} = $2 }
+    return \%m;
 }
 
 sub leaks_metric {
