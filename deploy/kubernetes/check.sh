@@ -10,7 +10,8 @@
 # 2. That the check can fail: copies of the manifests, each broken one way (a
 #    field of the wrong type, an unknown field, a required field missing, bad
 #    YAML, an unknown kind, a grace period shorter than the drain, a port the
-#    pod does not have), must each be refused, naming the field.
+#    pod does not have, a pod the namespace's Pod Security Standard refuses),
+#    must each be refused, naming the field.
 # 3. kustomize's own build, when kubectl is on the machine (else skipped).
 # 4. lookout.conf, taken from the ConfigMap, through `lookout --check`, with the
 #    test certificates of certs/gen-test-certs.sh where the Secret would be.
@@ -92,6 +93,9 @@ broken deployment.yaml 's/terminationGracePeriodSeconds: 60$/terminationGracePer
 broken service.yaml 's/targetPort: kafka-ssl$/targetPort: kafka/' \
     '/spec/ports/2/targetPort: no container port is named kafka' \
     "a Service port the pod does not have"
+broken deployment.yaml 's/allowPrivilegeEscalation: false$/allowPrivilegeEscalation: true/' \
+    '/spec/template/spec/containers/0/securityContext/allowPrivilegeEscalation: must be false (restricted Pod Security Standard)' \
+    "a pod the restricted Pod Security Standard refuses"
 broken lookout.conf 's|^serviceUrl = pulsar+ssl://pulsar.example.com:6651$|serviceUrl = pulsar+ssl://pulsar.example.com:6650|' \
     "[pulsar prod] serviceUrl's port 6650 is not a container port" \
     "a service address on a port the pod does not open"

@@ -15,8 +15,9 @@
  *   - what no schema says but this fleet relies on: selectors that match the pod
  *     template, named ports that exist, the ConfigMap the pod mounts, the admin port of
  *     lookout.conf in the probes, each lookout.conf service address's port in the
- *     container and the Service, workers within the CPU limit, and a grace period
- *     longer than the preStop hook and drain_timeout together.
+ *     container and the Service, workers within the CPU limit, a grace period longer
+ *     than the preStop hook and drain_timeout together, and a pod spec that meets the
+ *     Pod Security Standard its namespace enforces (restricted).
  * A failure names the file, the kind, the name, the field and the reason.  The YAML
  * is read as Kubernetes reads it (YAML 1.1: `0440` is octal, `on` is a boolean).
  * --conf-out writes lookout.conf as the first DIR's ConfigMap holds it, for `lookout
@@ -263,6 +264,44 @@ function matches(selector, labels) {
     return Object.entries(selector || {}).every(([k, v]) => labels && labels[k] === v);
 }
 
+/*
+ * The "restricted" Pod Security Standard, which namespace.yaml enforces: a pod spec
+ * that breaks it is refused by the API server when the Deployment makes its pods, not
+ * when the Deployment is applied, so it is checked here.
+ */
+function restrictedErrors(pod) {
+    const out = [];
+    const psc = pod.securityContext || {};
+    for (const key of ['hostNetwork', 'hostPID', 'hostIPC'])
+        if (pod[key])
+            out.push(`/${key}: not allowed under the restricted Pod Security Standard`);
+    (pod.volumes || []).forEach((v, i) => {
+        if (v.hostPath)
+            out.push(`/volumes/${i}/hostPath: not allowed under the restricted Pod Security Standard`);
+    });
+    (pod.containers || []).concat(pod.initContainers || []).forEach((c, i) => {
+        const sc = c.securityContext || {};
+        const at = `/containers/${i}/securityContext`;
+        const caps = sc.capabilities || {};
+        if (sc.allowPrivilegeEscalation !== false)
+            out.push(`${at}/allowPrivilegeEscalation: must be false (restricted Pod Security Standard)`);
+        if (sc.privileged)
+            out.push(`${at}/privileged: must not be true (restricted Pod Security Standard)`);
+        if (!(caps.drop || []).includes('ALL'))
+            out.push(`${at}/capabilities/drop: must hold ALL (restricted Pod Security Standard)`);
+        if ((caps.add || []).some((x) => x !== 'NET_BIND_SERVICE'))
+            out.push(`${at}/capabilities/add: only NET_BIND_SERVICE (restricted Pod Security Standard)`);
+        if ((sc.runAsNonRoot === undefined ? psc.runAsNonRoot : sc.runAsNonRoot) !== true)
+            out.push(`${at}/runAsNonRoot: must be true, here or for the pod (restricted Pod Security Standard)`);
+        if ((sc.runAsUser === undefined ? psc.runAsUser : sc.runAsUser) === 0)
+            out.push(`${at}/runAsUser: must not be 0 (restricted Pod Security Standard)`);
+        const seccomp = (sc.seccompProfile || psc.seccompProfile || {}).type;
+        if (seccomp !== 'RuntimeDefault' && seccomp !== 'Localhost')
+            out.push(`${at}/seccompProfile: RuntimeDefault or Localhost, here or for the pod (restricted Pod Security Standard)`);
+    });
+    return out;
+}
+
 /* What the fleet relies on beyond the schemas; each failure is added to its object's errors. */
 function fleetErrors(list, confText) {
     const errs = new Map();
@@ -317,6 +356,12 @@ function fleetErrors(list, confText) {
                 add(o, `/spec/template/spec/terminationGracePeriodSeconds: ${grace} s is not above the preStop sleep (${sleep} s) plus drain_timeout (${drain} s)`);
         });
     }
+    const restricted = of('Namespace').some((o) =>
+        ((o.obj.metadata || {}).labels || {})['pod-security.kubernetes.io/enforce'] === 'restricted');
+    if (restricted)
+        for (const o of of('Deployment'))
+            for (const msg of restrictedErrors(((o.obj.spec || {}).template || {}).spec || {}))
+                add(o, `/spec/template/spec${msg}`);
     for (const o of of('Service')) {
         const spec = o.obj.spec || {};
         const pod = pods.find((p) => matches(spec.selector, p.labels));
