@@ -3,7 +3,7 @@
  * validate.js: checks the manifests of a kustomize directory (deploy/kubernetes/)
  * against the Kubernetes API schemas, offline, and prints one TAP line per object.
  *
- *   node validate.js DIR... [--conf-out FILE]
+ *   node validate.js DIR|FILE... [--conf-out FILE]
  *
  * Every YAML document of the files kustomization.yaml lists, and the ConfigMaps its
  * configMapGenerator makes, is checked three ways:
@@ -20,7 +20,8 @@
  *     Pod Security Standard its namespace enforces (restricted).
  * A failure names the file, the kind, the name, the field and the reason.  The YAML
  * is read as Kubernetes reads it (YAML 1.1: `0440` is octal, `on` is a boolean).
- * --conf-out writes lookout.conf as the first DIR's ConfigMap holds it, for `lookout
+ * A FILE instead of a DIR is what `kubectl kustomize` built of one, checked the same
+ * way.  --conf-out writes lookout.conf as the first DIR's ConfigMap holds it, for `lookout
  * --check`.  Several DIRs are checked each on its own, in one run (one compiler
  * start), their lines prefixed with the directory's name and a "# DIR: N passed, N
  * failed" line for each.
@@ -118,6 +119,17 @@ function loadKustomization(dir) {
     return { objects, errors, confText };
 }
 
+/*
+ * Loads a file of objects as `kubectl kustomize` writes them (what `kubectl apply -k`
+ * sends): the ConfigMap under its hashed name, the namespace set, the image named.
+ */
+function loadBuilt(file) {
+    const errors = [];
+    const objects = readDocs(file, errors).map((obj, i) => ({ file: '', index: i, obj }));
+    const cm = objects.find((o) => o.obj.kind === 'ConfigMap' && o.obj.data && 'lookout.conf' in o.obj.data);
+    return { objects, errors, confText: cm ? cm.obj.data['lookout.conf'] : null, built: true };
+}
+
 /* kubernetes-models' module for an apiVersion and kind: apps/v1 Deployment -> apps/v1/Deployment. */
 function modelPath(obj) {
     if (typeof obj.apiVersion !== 'string' || typeof obj.kind !== 'string' || !/^[A-Za-z]+$/.test(obj.kind))
@@ -129,7 +141,7 @@ function modelPath(obj) {
 
 function describe(o) {
     const name = o.obj && o.obj.metadata && o.obj.metadata.name;
-    return `${o.file}: ${o.obj && o.obj.kind || '(no kind)'} ${name || '(no name)'}`;
+    return `${o.file ? o.file + ': ' : ''}${o.obj && o.obj.kind || '(no kind)'} ${name || '(no name)'}`;
 }
 
 /* The schema check: kubernetes-models' validator for the object's kind. */
@@ -400,7 +412,7 @@ function main(argv) {
     const many = dirs.length > 1;
     const loaded = dirs.map((dir) => {
         const label = many ? path.basename(path.resolve(dir)) + ': ' : '';
-        return { dir, label, ...loadKustomization(dir) };
+        return { dir, label, ...(fs.statSync(dir).isDirectory() ? loadKustomization(dir) : loadBuilt(dir)) };
     });
     const all = [];
     for (const d of loaded)
@@ -414,7 +426,7 @@ function main(argv) {
     const summary = [];
     for (const d of loaded) {
         const first = results.length;
-        report(d.errors.length === 0, `${d.label}${path.basename(path.resolve(d.dir))}/kustomization.yaml: its files`, d.errors);
+        report(d.errors.length === 0, d.label + (d.built ? 'the YAML reads' : 'kustomization.yaml: its files'), d.errors);
         const fleet = fleetErrors(d.objects.filter((o) => !o.schemaMissing), d.confText);
         for (const o of d.objects) {
             const e = [...o.schema, ...(types.get(o) || []), ...(fleet.get(o) || [])];
