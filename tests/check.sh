@@ -76,6 +76,14 @@ echo "== install: make dist, build from the tarball, make install and uninstall,
 grep -E '^not ok|^# ' "$top/build/install-dist.log"
 tail -n 1 "$top/build/install-dist.log"
 tally "$top/build/install-dist.log"
+# The Kubernetes manifests of deploy/kubernetes/, offline, against the Kubernetes
+# schemas (and broken copies of them, which must be refused), and the lookout.conf
+# of their ConfigMap through the plain build's --check (a few seconds).
+echo "== deploy/kubernetes: manifests against the Kubernetes schemas, lookout.conf through --check"
+LOOKOUT_BIN="$top/build/plain/lookout" "$top/deploy/kubernetes/check.sh" >"$top/build/kubernetes.log" 2>&1
+grep -E '^not ok|# SKIP' "$top/build/kubernetes.log"
+tail -n 1 "$top/build/kubernetes.log"
+tally "$top/build/kubernetes.log"
 if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
     # A small quarantine: the backpressure tests measure lookout's RSS, and
     # ASan's default 256 MiB of freed-but-held memory would swamp it.

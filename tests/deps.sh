@@ -69,19 +69,22 @@ if [ -n "$missing" ]; then
     $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-# The npm packages of a directory under tests/, into its node_modules (ignored by
+# The npm packages of a directory of the tree, into its node_modules (ignored by
 # git), exactly as its lock file says; again only when the lock file changed
 # since the last install.
 top=$(cd "$(dirname "$0")/.." && pwd)
 npm_ci() {
-    dir="$top/tests/$1"
+    dir="$top/$1"
     cmp -s "$dir/package-lock.json" "$dir/node_modules/.lookout-lock" 2>/dev/null && return 0
-    echo "deps: npm ci in tests/$1"
+    echo "deps: npm ci in $1"
     (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) >&2
     cp "$dir/package-lock.json" "$dir/node_modules/.lookout-lock"
 }
-npm_ci kafka     # kafkajs (103-kafka-clients.t)
-npm_ci pulsar    # pulsar-flex (107-pulsar-fixtures.t)
+npm_ci tests/kafka     # kafkajs (103-kafka-clients.t)
+npm_ci tests/pulsar    # pulsar-flex (107-pulsar-fixtures.t)
+# kubernetes-models (the Kubernetes API schemas and types), typescript and yaml, for
+# the offline check of the Kubernetes manifests (deploy/kubernetes/check.sh).
+npm_ci deploy/kubernetes/check
 
 # librdkafka 2.15.1 for the real KIP-1102 client in 124-kafka-rebootstrap.t
 # (Debian's 2.0.2 predates it), built from the C source bundled in the npm
