@@ -10,7 +10,8 @@
 #  - before TLS on an https broker address, and on health checks (a v2 LOCAL);
 #  - two clients never share a pooled broker connection (keep-alive, interleaved);
 #  - off: a backend that expects no header gets none;
-#  - Pulsar binary: a CONNECT through lookout arrives with the client's address;
+#  - Pulsar binary: a CONNECT through lookout arrives with the client's address, and Kafka
+#    (bootstrap and a node's own address) too;
 #  - a broker that takes no PROXY header gets one: lookout answers what the broker did
 #    (HTTP) or closes (binary), logged, and goes on serving.
 
@@ -40,12 +41,15 @@ my $dir = tmp_dir();
 my $certs = test_certs();
 my ($p) = free_ports(1);
 my ($w1, $w2, $wraw1, $wraw2, $woff, $wt, $wbad, $bsvc, $bsvcbad, $ext, $ext2) = free_ports(11);
-my ($hb, $hb1, $hbs, $hbin, $hf, $raw1, $raw2, $rawoff) = free_ports(8);
+my ($hb, $hb1, $hbs, $hbin, $hf, $raw1, $raw2, $rawoff, $hk, $kboot, $kext) = free_ports(11);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => ["127.0.0.1:$p"], own => {});
 my $t = PulsarBinBroker->start(
     dir => $dir, unknown_command => 'ignore',
     brokers => [ { name => 'b1', advertisedListeners => "internal:pulsar://127.0.0.1:0,external:pulsar://127.0.0.1:$ext" } ]);
 my $binaddr = $t->addr('b1');
+my $tb = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => '127.0.0.1', port => 0, bind => '127.0.0.1:0' } ],
+                                topics => [ { name => 'lk-pp', partitions => 1 } ]);
+my $kaddr = $tb->node(1)->{listen};
 
 # A backend that reads no header but records the bytes before the HTTP request, one hex
 # line per connection, and answers 200 "ok".
@@ -111,6 +115,15 @@ frontend bk_bin
 backend broker_bin
     mode tcp
     server b1 $binaddr
+frontend bk_kafka
+    mode tcp
+    bind 127.0.0.1:$hk accept-proxy
+    option logasap
+    log-format "PPKAFKA src=%[src]:%[src_port] dst=%[dst]:%[dst_port]"
+    default_backend broker_kafka
+backend broker_kafka
+    mode tcp
+    server k1 $kaddr
 frontend front
     mode tcp
     bind 127.0.0.1:$hf
@@ -197,6 +210,15 @@ serviceUrl = pulsar://127.0.0.1:$bsvcbad
 upstream.proxy_protocol = v1
 [broker binbad/b1]
 advertisedListeners = internal:pulsar://$binaddr,external:pulsar://127.0.0.1:$ext2
+
+[kafka k]
+inter.broker.listener.name = INTERNAL
+lookupListenerName = EXTERNAL
+listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT
+bootstrap.servers = 127.0.0.1:$kboot
+upstream.proxy_protocol = v1
+[broker k/1]
+advertised.listeners = INTERNAL://127.0.0.1:$hk,EXTERNAL://127.0.0.1:$kext
 EOF
 ok($lk->started, 'lookout started') or diag($lk->log);
 
@@ -298,18 +320,28 @@ sub probe {
         or diag(slurp("$dir/haproxy.out"));
 }
 
+# Kafka: the bootstrap connection and a node's own both arrive with the client's address.
+for my $to ([ 'bootstrap', $kboot ], [ 'node 1', $kext ]) {
+    my ($name, $port) = @$to;
+    my $r = KafkaMock::run([ $PY, "$BIN/kafka-probe", '--source', '127.0.0.8', "127.0.0.1:$port", 'ApiVersions:0' ], timeout => 30);
+    my ($l) = map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $r->{out};
+    ok($l && !$l->{closed} && defined $l->{response_hex}, "Kafka $name through lookout: ApiVersions answered")
+        or diag($r->{out}, $r->{err});
+    ok(wait_until(sub { slurp("$dir/haproxy.out") =~ /PPKAFKA src=127\.0\.0\.8:\d+ dst=127\.0\.0\.1:$port/ }, 5),
+       "... HAProxy read the client's address from its header (v1)") or diag(slurp("$dir/haproxy.out"));
+}
+
 # Brokers that take no PROXY header get one.
 {
-    my $from = length($lk->log // '');
     my $r = curl("http://127.0.0.1:$wbad/test/headers");
-    ok($r->{status} == 400 || $r->{status} == 502, "an HTTP broker without PROXY support: its answer or 502 ($r->{status})");
-    ok($lk->wait_log(qr/broker bad\/b1|bad\/b1/, 3), '... logged') or diag($lk->log);
-    diag(Lookout::log_since($lk, $from));
+    is($r->{status}, 400, 'an HTTP broker without PROXY support: its own answer (400 to a request line "PROXY TCP4 ...")');
+    ok($lk->wait_log(qr{"GET /test/headers" bad/b1 400 }, 3), '... in the access log') or diag($lk->log);
     my @r = probe("127.0.0.1:$bsvcbad");
     my ($hello) = grep { ($_->{step} // '') eq 'connect' } @r;
     ok(!$hello || !@{ $hello->{received} // [] } || $hello->{closed}, 'a binary broker without PROXY support: the client is closed')
         or diag(explain(\@r));
-    diag(Lookout::log_since($lk, $from));
+    ok($lk->wait_log(qr{broker binbad/b1 closed the connection; closing, client: 127\.0\.0\.1:\d+}, 3), '... logged')
+        or diag($lk->log);
     my $ok = curl("http://127.0.0.1:$w2/test/headers");
     is($ok->{status}, 200, 'other clusters are still served');
 }
