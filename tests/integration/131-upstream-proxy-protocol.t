@@ -7,7 +7,8 @@
 #    (--local-port), and HAProxy reads the client's address from both;
 #  - with HAProxy's send-proxy-v2 in front of lookout, the header names the client behind
 #    that HAProxy and the address it connected to, not the balancer;
-#  - before TLS on an https broker address, and on health checks (a v2 LOCAL);
+#  - before TLS on an https broker address, and on health checks and lookout --probe (a
+#    v2 LOCAL);
 #  - two clients never share a pooled broker connection (keep-alive, interleaved);
 #  - off: a backend that expects no header gets none;
 #  - Pulsar binary: a CONNECT through lookout arrives with the client's address, and Kafka
@@ -270,6 +271,15 @@ for my $v ([ 'v1', $w1 ], [ 'v2', $w2 ]) {
        'health checks send a header too (v2 LOCAL: HAProxy keeps the connection\'s own address)')
         or diag(slurp("$dir/haproxy.out"));
     unlike($lk->log, qr/health check failed/, '... and pass');
+}
+
+# lookout --probe is lookout's own connection too: a LOCAL header, then its requests.
+{
+    my $r = run_lookout(dir => $dir, name => 'probe', args => [ '--probe', '-c', $lk->conf ], timeout => 30);
+    like($r->{out}, qr{^\S+\s+tls/b1 https://127\.0\.0\.1:$hbs}m, 'lookout --probe asks the https broker')
+        or diag($r->{out});
+    ok(wait_until(sub { slurp("$dir/haproxy.out") =~ m{PPHTTP src=127\.0\.0\.1:\d+ dst=127\.0\.0\.1:$hbs pp=1 GET /admin/v2/clusters} }, 5),
+       '... through a header HAProxy took') or diag(slurp("$dir/haproxy.out"));
 }
 
 # Two clients, interleaved on keep-alive connections: never one's pooled connection for the other.
