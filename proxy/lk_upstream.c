@@ -251,6 +251,17 @@ idle_remove(struct lk_upstream *u)
     }
     u->next = NULL;
     u->idle = 0;
+    /* A client's list (upstream.proxy_protocol) goes once empty: clients
+     * come and go, and their lists would pile up until the next reload.
+     * Without the header there are as many keys as addresses: kept. */
+    if (il->count == 0 && il->key.pp != 0) {
+        struct lk_idle_pool *p = &u->w->idle;
+        struct lk_idle_list **slot = &p->slots[il->key.hash & (p->nslots - 1)];
+        while (*slot != il)
+            slot = &(*slot)->next;
+        *slot = il->next;
+        free(il);
+    }
 }
 
 /* An idle pooled connection saw data, EOF, an error or its idle timeout:

@@ -19,6 +19,7 @@
 #include "lk_runtime.h"
 #include "lk_test.h"
 #include "lk_upstream.h"
+#include "lk_worker.h"
 
 static const char conf_text[] = "[pulsar p]\ninternalListenerName = internal\n"
                                 "webServiceUrl = http://127.0.0.1:18080\n"
@@ -123,6 +124,73 @@ test_key(void)
     lk_conf_unref(conf);
 }
 
+static void
+ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
+{
+    *(int *)arg += ev == LK_UP_CONNECTED ? 1 : 100;
+}
+
+static size_t
+nlists(const struct lk_idle_pool *p)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < p->nslots; i++)
+        for (const struct lk_idle_list *il = p->slots[i]; il != NULL; il = il->next)
+            n++;
+    return n;
+}
+
+/* The pool with the header on: a connection released by one client is
+ * handed to that client again, never to another; a client's list goes
+ * once it is empty. */
+static void
+test_pool(void)
+{
+    struct lk_conf *conf = load(conf_text);
+
+    if (conf == NULL)
+        return;
+    struct lk_runtime rt = {.conf = conf};
+    struct lk_worker w = {.base = event_base_new(), .rt = &rt};
+    const struct lk_broker *b = conf->clusters[0]->brokers[0];
+    const struct lk_url *http = b->internal->addr[LK_SCHEME_HTTP];
+    struct lk_conn a = {.fd = -1}, other = {.fd = -1};
+    struct bufferevent *pair[2];
+    struct lk_pp_addr pa;
+    int called = 0;
+
+    snprintf(a.peer, sizeof(a.peer), "192.0.2.7:40001");
+    a.peer_ip_len = 9;
+    snprintf(other.peer, sizeof(other.peer), "192.0.2.8:40001");
+    other.peer_ip_len = 9;
+    lk_idle_pool_init(&w.idle, 1);
+    bufferevent_pair_new(w.base, 0, pair);
+    struct lk_upstream *u = calloc(1, sizeof(*u));
+    *u = (struct lk_upstream){.w = &w, .rt = &rt, .broker = b, .addr = http, .bev = pair[0]};
+    lk_upstream_key_make(&u->key, &rt, b->cluster, http);
+    lk_upstream_key_client(&u->key, b->cluster, &a, &pa);
+    u->io.bev = pair[0];
+    u->io.w = &w;
+    lk_upstream_release(u);
+    ok(lk_idle_pool_count(&w.idle, &u->key) == 1 && nlists(&w.idle) == 1,
+       "released under its client's key");
+    struct lk_upstream *got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, &other, ready, &called);
+    ok(got != NULL && got != u && !got->reused, "another client gets a new connection");
+    ok(got != NULL && got->pp_len == 16 && got->pp_hdr[12] == 0x20,
+       "... whose header (its socket's address unknown here) is a v2 LOCAL");
+    lk_upstream_free(got);
+    got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, &a, ready, &called);
+    ok(got == u && got->reused, "the same client gets its own connection back");
+    ok(nlists(&w.idle) == 0, "... and its emptied list is gone");
+    lk_upstream_free(got);
+    bufferevent_free(pair[1]);
+    lk_idle_pool_free(&w.idle);
+    event_base_loop(w.base, EVLOOP_NONBLOCK);
+    event_base_free(w.base);
+    lk_conf_unref(conf);
+}
+
 /* The header a broker gets parses back to the client's addresses. */
 static void
 test_header(void)
@@ -222,6 +290,7 @@ test_dial_header(void)
 
 const struct lk_test_case lk_test_ppout[] = {
     {"ppout/key", test_key},
+    {"ppout/pool", test_pool},
     {"ppout/header", test_header},
     {"ppout/dial_header", test_dial_header},
     {NULL, NULL},
