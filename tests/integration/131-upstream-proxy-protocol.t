@@ -87,7 +87,7 @@ raw_backend($raw2, "$dir/raw2");
 raw_backend($rawoff, "$dir/rawoff");
 
 spew("$dir/broker.pem", slurp($certs->{broker_crt}) . slurp($certs->{broker_key}));
-spew("$dir/haproxy.cfg", <<"EOF");
+start_haproxy($dir, <<"EOF");
 global
     log stderr format raw local0 info
 defaults
@@ -133,14 +133,7 @@ backend lk
     mode tcp
     server lk 127.0.0.1:$w2 send-proxy-v2 source 127.0.0.2
 EOF
-my $hp = fork // die "fork: $!";
-if ($hp == 0) {
-    open STDOUT, '>', "$dir/haproxy.out";
-    open STDERR, '>&', \*STDOUT;
-    exec '/usr/sbin/haproxy', '-db', '-f', "$dir/haproxy.cfg";
-    exit 127;
-}
-END { kill 'TERM', $_ for grep { $_ } ($hp, @kids); waitpid($_, 0) for grep { $_ } ($hp, @kids) }
+END { local $?; kill 'TERM', $_ for @kids; waitpid($_, 0) for @kids }
 ok(wait_port('127.0.0.1', $hb) && wait_port('127.0.0.1', $hbin) && wait_port('127.0.0.1', $hf), 'haproxy listens')
     or diag(slurp("$dir/haproxy.out"));
 
