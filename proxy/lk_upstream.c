@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,9 @@ host_is_ip(const char *host)
 }
 
 /* FNV-1a over what tells keys apart most often: host, port and scheme
- * (equal keys hash equally; the chain compares them in full). */
+ * (equal keys hash equally; the chain compares them in full).  Its top two
+ * bits are the PROXY header's version, so that equal hashes mean equal
+ * versions and lk_upstream_key_eq reads the client only when there is one. */
 static size_t
 key_hash(const struct lk_upstream_key *k)
 {
@@ -54,14 +57,15 @@ key_hash(const struct lk_upstream_key *k)
         h = (h ^ (unsigned char)*p) * 16777619u;
     h = (h ^ k->port) * 16777619u;
     h = (h ^ (unsigned)k->scheme) * 16777619u;
-    return h;
+    return h & 0x3fffffffu; /* the top two bits: pp's (lk_upstream_key_client) */
 }
 
 void
 lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
                      const struct lk_cluster *cl, const struct lk_url *addr)
 {
-    memset(k, 0, sizeof(*k));
+    /* Up to the client's fields, which only lk_upstream_key_client sets. */
+    memset(k, 0, offsetof(struct lk_upstream_key, pp_src));
     k->rt = rt;
     k->cluster = cl;
     k->scheme = addr->scheme;
@@ -87,8 +91,9 @@ lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key
     return a->hash == b->hash && a->rt == b->rt && a->cluster == b->cluster &&
            a->scheme == b->scheme && a->port == b->port && str_eq(a->host, b->host) &&
            str_eq(a->sni, b->sni) && str_eq(a->verified, b->verified) &&
-           a->alpn_http == b->alpn_http && a->pp == b->pp &&
-           (a->pp == 0 || (a->pp_family == b->pp_family && a->pp_port == b->pp_port &&
+           a->alpn_http == b->alpn_http &&
+           (a->pp == 0 || (a->pp == b->pp && a->pp_family == b->pp_family &&
+                           a->pp_port == b->pp_port &&
                            memcmp(a->pp_src, b->pp_src, sizeof(a->pp_src)) == 0));
 }
 
@@ -150,19 +155,24 @@ lk_upstream_key_client(struct lk_upstream_key *k, const struct lk_cluster *cl,
     k->pp = (unsigned char)cl->upstream_proxy_protocol;
     if (k->pp == 0)
         return;
+    k->pp_family = 0;
+    k->pp_port = 0;
+    memset(k->pp_src, 0, sizeof(k->pp_src));
     /* A client lookout cannot name (a balancer's LOCAL or UNKNOWN, a
      * family it does not know) goes as one without an address. */
     if (c == NULL || peer_src(c, a) != 0) {
         a->family = 0;
-        return;
+    } else {
+        k->pp_family = (unsigned char)a->family;
+        k->pp_port = a->sport;
+        memcpy(k->pp_src, a->src, sizeof(k->pp_src));
     }
-    k->pp_family = (unsigned char)a->family;
-    k->pp_port = a->sport;
-    memcpy(k->pp_src, a->src, sizeof(k->pp_src));
     uint32_t h = k->hash;
     for (size_t i = 0; i < sizeof(k->pp_src); i++)
         h = (h ^ k->pp_src[i]) * 16777619u;
-    k->hash = (h ^ k->pp_port) * 16777619u;
+    h = (h ^ k->pp_port) * 16777619u;
+    /* The version in the top bits: equal hashes, equal versions. */
+    k->hash = (h & 0x3fffffffu) | ((uint32_t)k->pp << 30);
 }
 
 void
@@ -238,7 +248,21 @@ lk_upstream_free(struct lk_upstream *u)
     free(u);
 }
 
-static void
+/* A client's list (upstream.proxy_protocol) goes once empty: clients come
+ * and go, and their lists would pile up until the next reload.  Without
+ * the header there are as many keys as addresses: those are kept. */
+static void __attribute__((noinline))
+idle_list_drop(struct lk_idle_pool *p, struct lk_idle_list *il)
+{
+    struct lk_idle_list **slot = &p->slots[il->key.hash & (p->nslots - 1)];
+
+    while (*slot != il)
+        slot = &(*slot)->next;
+    *slot = il->next;
+    free(il);
+}
+
+static inline __attribute__((always_inline)) void
 idle_remove(struct lk_upstream *u)
 {
     struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 0);
@@ -251,17 +275,8 @@ idle_remove(struct lk_upstream *u)
     }
     u->next = NULL;
     u->idle = 0;
-    /* A client's list (upstream.proxy_protocol) goes once empty: clients
-     * come and go, and their lists would pile up until the next reload.
-     * Without the header there are as many keys as addresses: kept. */
-    if (il->count == 0 && il->key.pp != 0) {
-        struct lk_idle_pool *p = &u->w->idle;
-        struct lk_idle_list **slot = &p->slots[il->key.hash & (p->nslots - 1)];
-        while (*slot != il)
-            slot = &(*slot)->next;
-        *slot = il->next;
-        free(il);
-    }
+    if (il->count == 0 && il->key.pp != 0)
+        idle_list_drop(&u->w->idle, il);
 }
 
 /* An idle pooled connection saw data, EOF, an error or its idle timeout:

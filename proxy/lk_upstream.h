@@ -49,15 +49,18 @@ struct lk_upstream_key {
                                   * for; NULL: tls.upstream_verify = off */
     unsigned alpn_http : 1;      /* offered ALPN http/1.1 */
     /* upstream.proxy_protocol (lk_upstream_key_client): its first bytes
-     * are a PROXY header of this version (0: none) naming a client at this
-     * source address, port included (pp_family 0: none, a v2 LOCAL or v1
-     * UNKNOWN); all 0 when off */
+     * are a PROXY header of this version (0: none, as when off); its two
+     * top bits are in hash too, so keys of other versions differ there */
     unsigned char pp;
-    unsigned char pp_family;
-    uint16_t pp_port;
-    unsigned char pp_src[16];
     uint32_t hash;               /* of host, port and scheme (and the client): made once,
                                   * with the key */
+    /* pp only: the client the header names, at this source address, port
+     * included (pp_family 0: none, a v2 LOCAL or v1 UNKNOWN).  Left unset,
+     * and never read, when pp is 0, so that a key without the header is
+     * made and compared as before it existed. */
+    unsigned char pp_src[16];
+    uint16_t pp_port;
+    unsigned char pp_family;
 };
 
 /* The key of a connection to addr dialled for rt and a broker of cl (the

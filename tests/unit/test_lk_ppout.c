@@ -119,8 +119,9 @@ test_key(void)
     lk_upstream_key_make(&koff, &rt, off, off->brokers[0]->internal->addr[LK_SCHEME_HTTP]);
     struct lk_upstream_key koff2 = koff;
     lk_upstream_key_client(&koff2, off, &a, &pa);
-    ok(memcmp(&koff, &koff2, sizeof(koff)) == 0 && koff.pp == 0,
+    ok(lk_upstream_key_eq(&koff, &koff2) && koff2.pp == 0 && koff2.hash == koff.hash,
        "off: the key is the one without the feature");
+    ok((ka.hash >> 30) == LK_PP_V2 && (kbase.hash >> 30) == 0, "the version is in the hash");
     lk_conf_unref(conf);
 }
 
