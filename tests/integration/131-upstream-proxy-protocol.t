@@ -9,7 +9,8 @@
 #    that HAProxy and the address it connected to, not the balancer;
 #  - before TLS on an https broker address, and on health checks and lookout --probe (a
 #    v2 LOCAL);
-#  - two clients never share a pooled broker connection (keep-alive, interleaved);
+#  - two clients never share a pooled broker connection (keep-alive, interleaved), and one
+#    that leaves (Connection: close) leaves none in the pool;
 #  - off: a backend that expects no header gets none;
 #  - Pulsar binary: a CONNECT through lookout arrives with the client's address, and Kafka
 #    (bootstrap and a node's own address) too;
@@ -305,6 +306,17 @@ for my $v ([ 'v1', $w1 ], [ 'v2', $w2 ]) {
               'seven requests of three keep-alive clients, interleaved: each broker connection names its own client')
         or diag(explain(\@got));
     close $_ for ($a, $b, $a2);
+}
+
+# A client that leaves (Connection: close): its broker connection, of no use to anyone
+# else, is closed rather than pooled.
+{
+    my $est = sub { scalar grep { /\S/ } split /\n/, `ss -Htn state established '( dport = :$hb )' 2>/dev/null` };
+    my $n0 = $est->();
+    my $r = curl('-H', 'Connection: close', '--interface', '127.0.0.9', "http://127.0.0.1:$w2/test/headers");
+    is($r->{status}, 200, 'a client asking Connection: close: 200');
+    sleep 0.3;
+    is($est->(), $n0, '... its broker connection is not left in the pool');
 }
 
 # Pulsar binary: CONNECT through lookout arrives with the client's address.
