@@ -231,6 +231,9 @@ struct lk_cluster {
     /* proxy_protocol: the PROXY protocol versions its binds take, a mask of
      * LK_PP_V1 and LK_PP_V2 (lk_proxyproto.h); 0: off. */
     int proxy_protocol;
+    /* upstream.proxy_protocol: the PROXY protocol header lookout sends
+     * first on each connection to a broker, LK_PP_V1 or LK_PP_V2; 0: off. */
+    int upstream_proxy_protocol;
     /* internal_networks: where lookout may dial; none set: not checked
      * for static brokers, and no registration is accepted. */
     struct lk_cidr *internal_networks;

@@ -30,6 +30,8 @@ const char *const lk_verify_client_names[] = {"inherit", "off", "optional", "on"
 const char *const lk_unknown_api_names[] = {"pass", "drop", NULL};
 /* proxy_protocol: each name's index is its LK_PP_* mask. */
 static const char *const proxy_protocol_names[] = {"off", "v1", "v2", "any", NULL};
+/* upstream.proxy_protocol: the same, without any (lookout sends one). */
+static const char *const upstream_proxy_protocol_names[] = {"off", "v1", "v2", NULL};
 const char *const lk_health_check_names[] = {"off", "tcp", "http", NULL};
 
 /* Listeners ------------------------------------------------------------------------ */
@@ -503,6 +505,9 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
      "the path an http check asks for"},
     {"proxy_protocol", P | K, lk_set_enum, CL(proxy_protocol), proxy_protocol_names, I, "off",
      "the PROXY protocol header its listeners take from proxy_protocol.trusted: off, v1, v2, any"},
+    {"upstream.proxy_protocol", P | K, lk_set_enum, CL(upstream_proxy_protocol),
+     upstream_proxy_protocol_names, I, "off",
+     "a PROXY protocol header naming the client first on each broker connection: off, v1, v2"},
     {"internal_networks", P | K, lk_set_cidrs, CL(internal_networks), &ninternal_networks, 0, "none",
      "the networks lookout may dial (needed with a store)"},
     {"metadataStoreUrl", P, set_store, 0, NULL, A, "unset",

@@ -624,10 +624,15 @@ pp_take(struct pp_wait *p, const struct lk_pp_hdr *h)
     size_t off, len;
 
     if (h->addr.family == 0 ||
-        lk_pp_src_text(&h->addr, c->peer, sizeof(c->peer), &off, &len) != 0)
-        return; /* LOCAL, UNKNOWN: the balancer's own connection */
+        lk_pp_src_text(&h->addr, c->peer, sizeof(c->peer), &off, &len) != 0) {
+        c->pp_local = 1; /* LOCAL, UNKNOWN: the balancer's own connection */
+        return;
+    }
     c->peer_ip_off = (unsigned char)off;
     c->peer_ip_len = (unsigned char)len;
+    c->pp_dst = 1;
+    c->pp_dport = h->addr.dport;
+    memcpy(c->pp_daddr, h->addr.dst, sizeof(c->pp_daddr));
     memset(&p->sa, 0, sizeof(p->sa));
     if (h->addr.family == AF_INET) {
         struct sockaddr_in *sin = (struct sockaddr_in *)&p->sa;

@@ -76,6 +76,13 @@ struct lk_conn {
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
+    /* Its PROXY header, for the one lookout sends on (upstream.proxy_protocol):
+     * it named no client (v2 LOCAL, v1 UNKNOWN), or the address the client
+     * connected to (of peer's family), which getsockname would not tell. */
+    unsigned pp_local : 1;
+    unsigned pp_dst : 1;
+    uint16_t pp_dport;
+    unsigned char pp_daddr[16];
     unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };

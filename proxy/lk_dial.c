@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <errno.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/util.h>
@@ -231,4 +233,48 @@ int
 lk_dial_dns_error(const struct lk_dial *d, struct bufferevent *bev)
 {
     return d->dns_error != 0 ? d->dns_error : bufferevent_socket_get_dns_error(bev);
+}
+
+int
+lk_dial_proxy_header(struct bufferevent **bevp, const uint8_t *hdr, size_t len, SSL *ssl, int opts,
+                     unsigned timeout_ms)
+{
+    struct bufferevent *bev = *bevp, *tls;
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    bufferevent_data_cb rd, wr;
+    bufferevent_event_cb ev;
+    void *arg;
+    ssize_t n;
+
+    /* A fresh connection's send buffer is empty: it takes the 16 to 232
+     * bytes whole, or the socket is already failing. */
+    do
+        n = send(fd, hdr, len, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)len) {
+        if (n >= 0)
+            errno = EAGAIN;
+        goto fail;
+    }
+    if (ssl == NULL)
+        return 0;
+    tls = bufferevent_openssl_socket_new(bufferevent_get_base(bev), fd, ssl,
+                                         BUFFEREVENT_SSL_CONNECTING, opts);
+    if (tls == NULL) {
+        errno = ENOMEM;
+        goto fail;
+    }
+    bufferevent_getcb(bev, &rd, &wr, &ev, &arg);
+    bufferevent_setfd(bev, -1); /* the socket is the TLS bufferevent's now */
+    bufferevent_free(bev);
+    bufferevent_openssl_set_allow_dirty_shutdown(tls, 1);
+    bufferevent_setcb(tls, rd, wr, ev, arg);
+    set_timeouts(tls, timeout_ms);
+    bufferevent_enable(tls, EV_READ | EV_WRITE);
+    *bevp = tls;
+    return 0;
+fail:
+    if (ssl != NULL)
+        SSL_free(ssl);
+    return -1;
 }

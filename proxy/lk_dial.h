@@ -22,6 +22,7 @@
 
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
+#include <openssl/ssl.h>
 
 #include "lk_registry.h"
 
@@ -72,6 +73,22 @@ void lk_dial_abandon(struct lk_dial *d);
 /* The resolver error behind a BEV_EVENT_ERROR on bev, whether it came from
  * the dial's own lookup or libevent's: an EVUTIL_EAI_* code, or 0. */
 int lk_dial_dns_error(const struct lk_dial *d, struct bufferevent *bev);
+
+/*
+ * upstream.proxy_protocol: *bevp, a socket bufferevent whose dial has just
+ * connected, gets hdr[len] (a PROXY protocol header) written on its socket
+ * before anything else.  With ssl (the connection is TLS), TLS then starts
+ * on the same socket: *bevp becomes a TLS bufferevent with opts, in the
+ * connecting state, with the plain one's callbacks, EV_READ|EV_WRITE on and
+ * timeout_ms for its handshake, whose event callback gets
+ * BEV_EVENT_CONNECTED once the handshake is done; the plain one is freed.
+ * The header goes first and unencrypted, as the PROXY protocol wants, and
+ * nothing is copied through a filter bufferevent.  0, or -1 with errno
+ * when the socket did not take the header at once or the TLS bufferevent
+ * could not be made (*bevp is then unchanged, ssl freed).
+ */
+int lk_dial_proxy_header(struct bufferevent **bevp, const uint8_t *hdr, size_t len, SSL *ssl,
+                         int opts, unsigned timeout_ms);
 
 /*
  * The pure step of a dial: of the resolver's answers ai, the first whose

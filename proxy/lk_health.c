@@ -22,6 +22,7 @@
 #include "lk_health.h"
 #include "lk_log.h"
 #include "lk_pool.h"
+#include "lk_proxyproto.h"
 #include "lk_pulsar_codec.h"
 #include "lk_runtime.h"
 #include "lk_upstream.h"
@@ -45,6 +46,7 @@ struct probe {
     struct bufferevent *bev;   /* while a check runs */
     struct lk_dial dial;       /* how bev was dialled */
     enum probe_kind kind;
+    unsigned pp_pending : 1; /* upstream.proxy_protocol: the header goes first */
 };
 
 struct cluster_timer {
@@ -177,6 +179,27 @@ event_cb(struct bufferevent *bev, short what, void *arg)
     struct probe *p = arg;
     char why[256];
 
+    if ((what & BEV_EVENT_CONNECTED) && p->pp_pending) {
+        /* A check is lookout's own connection: a v2 LOCAL or v1 UNKNOWN
+         * header, as HAProxy sends with its checks, then TLS if any. */
+        uint8_t hdr[LK_PP_V1_MAX + 1];
+        const struct lk_pp_addr none = {0};
+        int tls = p->kind != PROBE_TCP && lk_scheme_is_tls(p->addr->scheme);
+        SSL *ssl = tls ? lk_upstream_ssl_new(p->hc->rt, p->addr) : NULL;
+        int n =
+            lk_pp_write((unsigned)p->b->cluster->upstream_proxy_protocol, &none, hdr, sizeof(hdr));
+        p->pp_pending = 0;
+        if ((tls && ssl == NULL) || n < 0 ||
+            lk_dial_proxy_header(&p->bev, hdr, (size_t)n, ssl, BEV_OPT_CLOSE_ON_FREE,
+                                 p->b->cluster->health.timeout_ms) != 0) {
+            snprintf(why, sizeof(why), "%s", "the PROXY protocol header could not be sent");
+            finish(p, 0, why);
+            return;
+        }
+        if (tls)
+            return; /* the handshake's end comes back here */
+        bev = p->bev;
+    }
     if (what & BEV_EVENT_CONNECTED) {
         if (p->kind == PROBE_TCP) {
             finish(p, 1, NULL);
@@ -226,7 +249,8 @@ start_probe(struct probe *p)
 
     if (p->bev != NULL) /* the last one is still running: cannot be, timeout <= interval */
         finish(p, 0, "the previous check never ended");
-    if (p->kind != PROBE_TCP && lk_scheme_is_tls(p->addr->scheme)) {
+    p->pp_pending = p->b->cluster->upstream_proxy_protocol != 0;
+    if (p->kind != PROBE_TCP && lk_scheme_is_tls(p->addr->scheme) && !p->pp_pending) {
         SSL *ssl = lk_upstream_ssl_new(hc->rt, p->addr);
         if (ssl == NULL)
             return;

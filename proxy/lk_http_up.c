@@ -41,7 +41,7 @@ lk_hx_get_upstream(struct lk_hx *hx)
 
     hx->waiting_upstream = 1;
     c->action = "connecting to the broker";
-    hx->up = lk_upstream_get(c->w, c->rt, hx->x.broker, LK_SCHEME_HTTP, c->tls, up_ready, hx);
+    hx->up = lk_upstream_get(c->w, c->rt, hx->x.broker, LK_SCHEME_HTTP, c, up_ready, hx);
     if (hx->up == NULL) {
         char why[200];
         hx->waiting_upstream = 0;

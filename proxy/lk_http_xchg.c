@@ -132,14 +132,19 @@ lk_hx_end(struct lk_hx *hx, int reuse_upstream)
     struct lk_hconn *hc = hx->hc;
 
     lk_hx_log(hx);
-    if (reuse_upstream && hx->up != NULL && !hc->dead) {
-        lk_upstream_release(hx->up);
-        hx->up = NULL;
-    }
     /* Unless the request was read to its end, the rest of it cannot be told
      * from the next one. */
     if (!hx->req_done || !hc->rp.msg_done)
         hc->closing = 1;
+    if (reuse_upstream && hx->up != NULL && !hc->dead) {
+        /* One whose PROXY header names this client serves no other: not
+         * pooled when the client is leaving (upstream.proxy_protocol). */
+        if (hx->up->key.pp != 0 && (hc->closing || hc->client_eof))
+            lk_upstream_free(hx->up);
+        else
+            lk_upstream_release(hx->up);
+        hx->up = NULL;
+    }
     if (hx->upgrade_req && !hc->tunnel && llhttp_get_errno(&hc->rp.ll) == HPE_PAUSED_UPGRADE)
         llhttp_resume_after_upgrade(&hc->rp.ll); /* the broker said no: still HTTP */
     hc->x = NULL;

@@ -176,7 +176,7 @@ lk_pair_connect(struct lk_pair *p)
 {
     first_frame_done(p);
     p->c->action = "connecting to the broker";
-    p->up = lk_upstream_get(p->c->w, p->c->rt, p->broker, p->ops->family, p->c->tls, up_ready, p);
+    p->up = lk_upstream_get(p->c->w, p->c->rt, p->broker, p->ops->family, p->c, up_ready, p);
     if (p->up == NULL)
         lk_pair_close(p, "cannot set up a connection to the broker (no internal address of its "
                          "protocol); closing");

@@ -28,6 +28,7 @@
 #include "lk_kafka_codec.h"
 #include "lk_pool.h"
 #include "lk_probe.h"
+#include "lk_proxyproto.h"
 #include "lk_pulsar_codec.h"
 #include "lk_runtime.h"
 #include "lk_upstream.h"
@@ -125,6 +126,21 @@ fail:
     return -1;
 }
 
+/* upstream.proxy_protocol of the cluster whose broker addr is an internal
+ * address of (0: off).  The probe is lookout's own connection: it sends a
+ * v2 LOCAL or v1 UNKNOWN header, as the health checks do. */
+static unsigned
+addr_pp(const struct lk_runtime *rt, const struct lk_url *addr)
+{
+    const struct lk_conf *conf = rt->conf;
+
+    for (size_t i = 0; i < conf->nbrokers; i++)
+        for (int sc = 0; conf->brokers[i]->internal != NULL && sc < LK_SCHEME__COUNT; sc++)
+            if (conf->brokers[i]->internal->addr[sc] == addr)
+                return (unsigned)conf->brokers[i]->cluster->upstream_proxy_protocol;
+    return 0;
+}
+
 /* Connects to addr (TLS when its scheme is, as lk_upstream_ssl_new sets it
  * up), every step within ms.  0, or -1 with why. */
 static int
@@ -152,6 +168,17 @@ conn_open(struct lk_runtime *rt, const struct lk_url *addr, unsigned ms, struct 
         else
             snprintf(why, whylen, "connect: %s", strerror(errno));
         return -1;
+    }
+    unsigned pp = addr_pp(rt, addr);
+    if (pp != 0) {
+        uint8_t hdr[LK_PP_V1_MAX + 1];
+        const struct lk_pp_addr none = {0};
+        int n = lk_pp_write(pp, &none, hdr, sizeof(hdr));
+        if (n < 0 || send(c->fd, hdr, (size_t)n, MSG_NOSIGNAL) != n) {
+            snprintf(why, whylen, "the PROXY protocol header could not be sent: %s",
+                     strerror(errno));
+            goto fail;
+        }
     }
     if (!lk_scheme_is_tls(addr->scheme))
         return 0;

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,11 @@
 #include <openssl/x509v3.h>
 
 #include "lk_broker.h"
+#include "lk_clock.h"
+#include "lk_conn.h"
 #include "lk_log.h"
 #include "lk_pool.h"
+#include "lk_proxyproto.h"
 #include "lk_runtime.h"
 #include "lk_stats.h"
 #include "lk_upstream.h"
@@ -29,6 +33,7 @@ const char lk_err_connect[] = "connect failed";
 const char lk_err_connect_timeout[] = "connect timed out";
 const char lk_err_tls[] = "TLS handshake with the broker failed";
 const char lk_err_reset[] = "connection reset by the broker";
+const char lk_err_pp_send[] = "the PROXY protocol header could not be sent";
 
 static int
 host_is_ip(const char *host)
@@ -40,7 +45,9 @@ host_is_ip(const char *host)
 }
 
 /* FNV-1a over what tells keys apart most often: host, port and scheme
- * (equal keys hash equally; the chain compares them in full). */
+ * (equal keys hash equally; the chain compares them in full).  Its top two
+ * bits are the PROXY header's version, so that equal hashes mean equal
+ * versions and lk_upstream_key_eq reads the client only when there is one. */
 static size_t
 key_hash(const struct lk_upstream_key *k)
 {
@@ -50,14 +57,15 @@ key_hash(const struct lk_upstream_key *k)
         h = (h ^ (unsigned char)*p) * 16777619u;
     h = (h ^ k->port) * 16777619u;
     h = (h ^ (unsigned)k->scheme) * 16777619u;
-    return h;
+    return h & 0x3fffffffu; /* the top two bits: pp's (lk_upstream_key_client) */
 }
 
 void
 lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
                      const struct lk_cluster *cl, const struct lk_url *addr)
 {
-    memset(k, 0, sizeof(*k));
+    /* Up to the client's fields, which only lk_upstream_key_client sets. */
+    memset(k, 0, offsetof(struct lk_upstream_key, pp_src));
     k->rt = rt;
     k->cluster = cl;
     k->scheme = addr->scheme;
@@ -81,9 +89,90 @@ int
 lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
 {
     return a->hash == b->hash && a->rt == b->rt && a->cluster == b->cluster &&
-           a->scheme == b->scheme && a->port == b->port &&
-           str_eq(a->host, b->host) && str_eq(a->sni, b->sni) &&
-           str_eq(a->verified, b->verified) && a->alpn_http == b->alpn_http;
+           a->scheme == b->scheme && a->port == b->port && str_eq(a->host, b->host) &&
+           str_eq(a->sni, b->sni) && str_eq(a->verified, b->verified) &&
+           a->alpn_http == b->alpn_http &&
+           (a->pp == 0 || (a->pp == b->pp && a->pp_family == b->pp_family &&
+                           a->pp_port == b->pp_port &&
+                           memcmp(a->pp_src, b->pp_src, sizeof(a->pp_src)) == 0));
+}
+
+/* The client's address as c->peer names it (after its own PROXY header,
+ * if it had one) into a's source: 0, or -1 when it has none to name. */
+static int
+peer_src(const struct lk_conn *c, struct lk_pp_addr *a)
+{
+    char ip[INET6_ADDRSTRLEN];
+    const char *port;
+    unsigned long p;
+    char *end;
+
+    if (c->pp_local || c->peer_ip_len == 0 || c->peer_ip_len >= sizeof(ip))
+        return -1;
+    memcpy(ip, c->peer + c->peer_ip_off, c->peer_ip_len);
+    ip[c->peer_ip_len] = '\0';
+    a->family = c->peer_ip_off != 0 ? AF_INET6 : AF_INET;
+    port = c->peer + c->peer_ip_off + c->peer_ip_len + (c->peer_ip_off != 0 ? 2 : 1);
+    p = strtoul(port, &end, 10);
+    if (inet_pton(a->family, ip, a->src) != 1 || *end != '\0' || p > 65535)
+        return -1;
+    a->sport = (uint16_t)p;
+    return 0;
+}
+
+/* The address c connected to, of a's family, into a's destination: its
+ * PROXY header's, or its socket's.  0, or -1. */
+static int
+local_dst(const struct lk_conn *c, struct lk_pp_addr *a)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (c->pp_dst) {
+        memcpy(a->dst, c->pp_daddr, sizeof(a->dst));
+        a->dport = c->pp_dport;
+        return 0;
+    }
+    if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != a->family)
+        return -1;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+        memcpy(a->dst, &sin->sin_addr, 4);
+        a->dport = ntohs(sin->sin_port);
+    } else {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
+        memcpy(a->dst, &sin6->sin6_addr, 16);
+        a->dport = ntohs(sin6->sin6_port);
+    }
+    return 0;
+}
+
+void
+lk_upstream_key_client(struct lk_upstream_key *k, const struct lk_cluster *cl,
+                       const struct lk_conn *c, struct lk_pp_addr *a)
+{
+    memset(a, 0, sizeof(*a));
+    k->pp = (unsigned char)cl->upstream_proxy_protocol;
+    if (k->pp == 0)
+        return;
+    k->pp_family = 0;
+    k->pp_port = 0;
+    memset(k->pp_src, 0, sizeof(k->pp_src));
+    /* A client lookout cannot name (a balancer's LOCAL or UNKNOWN, a
+     * family it does not know) goes as one without an address. */
+    if (c == NULL || peer_src(c, a) != 0) {
+        a->family = 0;
+    } else {
+        k->pp_family = (unsigned char)a->family;
+        k->pp_port = a->sport;
+        memcpy(k->pp_src, a->src, sizeof(k->pp_src));
+    }
+    uint32_t h = k->hash;
+    for (size_t i = 0; i < sizeof(k->pp_src); i++)
+        h = (h ^ k->pp_src[i]) * 16777619u;
+    h = (h ^ k->pp_port) * 16777619u;
+    /* The version in the top bits: equal hashes, equal versions. */
+    k->hash = (h & 0x3fffffffu) | ((uint32_t)k->pp << 30);
 }
 
 void
@@ -159,7 +248,21 @@ lk_upstream_free(struct lk_upstream *u)
     free(u);
 }
 
-static void
+/* A client's list (upstream.proxy_protocol) goes once empty: clients come
+ * and go, and their lists would pile up until the next reload.  Without
+ * the header there are as many keys as addresses: those are kept. */
+static void __attribute__((noinline))
+idle_list_drop(struct lk_idle_pool *p, struct lk_idle_list *il)
+{
+    struct lk_idle_list **slot = &p->slots[il->key.hash & (p->nslots - 1)];
+
+    while (*slot != il)
+        slot = &(*slot)->next;
+    *slot = il->next;
+    free(il);
+}
+
+static inline __attribute__((always_inline)) void
 idle_remove(struct lk_upstream *u)
 {
     struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 0);
@@ -172,6 +275,8 @@ idle_remove(struct lk_upstream *u)
     }
     u->next = NULL;
     u->idle = 0;
+    if (il->count == 0 && il->key.pp != 0)
+        idle_list_drop(&u->w->idle, il);
 }
 
 /* An idle pooled connection saw data, EOF, an error or its idle timeout:
@@ -242,11 +347,38 @@ lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b, enum lk_upst
     lk_stats_broker_error(rt->stats, b, kind);
 }
 
+static SSL *ssl_for_key(SSL_CTX *ctx, const struct lk_upstream_key *k);
+
+/* Connected, with a PROXY header to send first: sends it, and for TLS
+ * starts the handshake after it, on the same socket (lk_dial_proxy_header).
+ * 0 when the handshake is under way: its end comes back to
+ * connect_event_cb.  1 when the connection is ready; -1 if the header
+ * could not be sent. */
+static int
+pp_send(struct lk_upstream *u)
+{
+    SSL *ssl = NULL;
+    long long left = u->pp_deadline_ms - lk_now_ms();
+
+    if (lk_scheme_is_tls(u->addr->scheme) &&
+        (ssl = ssl_for_key(u->rt->client_ctx, &u->key)) == NULL)
+        return -1;
+    int rc = lk_dial_proxy_header(&u->bev, u->pp_hdr, u->pp_len, ssl,
+                                  BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS,
+                                  left > 0 ? (unsigned)left : 1);
+    u->pp_len = 0;
+    if (rc != 0)
+        return -1;
+    u->io.bev = u->bev; /* the TLS bufferevent, if it changed */
+    return ssl == NULL;
+}
+
 static void
 connect_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct lk_upstream *u = arg;
     struct lk_runtime *rt = u->rt;
+    int pp_failed = 0;
 
     if (what & BEV_EVENT_CONNECTED) {
         /* Before the first request: lookout writes a head and then its body
@@ -254,6 +386,14 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
          * the head, which a kept-alive peer delays by 40 ms. */
         int one = 1;
         setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (u->pp_len != 0) {
+            int rc = pp_send(u);
+            if (rc == 0)
+                return; /* the TLS handshake, after the header */
+            pp_failed = rc < 0;
+        }
+    }
+    if ((what & BEV_EVENT_CONNECTED) && !pp_failed) {
         lk_broker_connect_result(rt, u->broker, 1);
         bufferevent_set_timeouts(bev, NULL, NULL);
         if (!lk_scheme_is_tls(u->addr->scheme))
@@ -267,6 +407,8 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
     unsigned long e = ssl != NULL ? bufferevent_get_openssl_error(bev) : 0;
     if (what & BEV_EVENT_TIMEOUT) {
         u->error = lk_err_connect_timeout;
+    } else if (pp_failed) {
+        u->error = lk_err_pp_send;
     } else if (e != 0 || (ssl != NULL && SSL_get_verify_result(ssl) != X509_V_OK)) {
         /* libevent moved OpenSSL's errors into the bufferevent's queue */
         long vr = SSL_get_verify_result(ssl);
@@ -290,8 +432,11 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
                                              : "";
     /* A dial refused by internal_networks is logged and counted by lk_dial. */
     if (u->error != lk_err_outside_networks) {
-        lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s", u->broker->name, u->addr->text, u->error,
-               why[0] != '\0' ? ": " : "", why);
+        lk_log(LK_WARN, NULL, "broker %s at %s: %s%s%s%s", u->broker->name, u->addr->text,
+               u->error, why[0] != '\0' ? ": " : "", why,
+               u->key.pp != 0 && u->error == lk_err_tls
+                   ? " (upstream.proxy_protocol is on: does the broker take PROXY headers?)"
+                   : "");
         lk_upstream_error(rt, u->broker, lk_upstream_err_kind(u->error));
     }
     lk_broker_connect_result(rt, u->broker, 0);
@@ -341,13 +486,16 @@ lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr)
 
 struct lk_upstream *
 lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker *b,
-                enum lk_scheme scheme, int client_tls, lk_upstream_ready_cb cb, void *arg)
+                enum lk_scheme scheme, const struct lk_conn *c, lk_upstream_ready_cb cb, void *arg)
 {
-    const struct lk_url *addr = lk_broker_upstream(b, scheme, client_tls);
+    const struct lk_url *addr = lk_broker_upstream(b, scheme, c != NULL && c->tls);
     struct lk_upstream_key key;
+    struct lk_pp_addr ppa;
     if (addr == NULL)
         return NULL; /* no internal address of that family */
     lk_upstream_key_make(&key, rt, b->cluster, addr);
+    if (b->cluster->upstream_proxy_protocol != 0)
+        lk_upstream_key_client(&key, b->cluster, c, &ppa);
     /* Only a connection dialled for this very key: the same address and
      * protocol, TLS identity, cluster (its internal_networks) and
      * generation (an exchange still on an older generation finds none,
@@ -374,11 +522,25 @@ lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_brok
         return u;
     }
 
-    u = lk_xmalloc(sizeof(*u));
+    /* The PROXY header is written now, sent once connected. */
+    uint8_t hdr[LK_PP_V1_MAX + 1]; /* snprintf's NUL */
+    int hlen = 0;
+    if (key.pp != 0) {
+        if (ppa.family != 0 && local_dst(c, &ppa) != 0)
+            ppa.family = 0;
+        if ((hlen = lk_pp_write(key.pp, &ppa, hdr, sizeof(hdr))) < 0)
+            return NULL;
+    }
+    u = lk_xmalloc(sizeof(*u) + (size_t)hlen);
     *u = (struct lk_upstream){
         .w = w, .rt = rt, .broker = b, .addr = addr, .key = key, .ready_cb = cb, .arg = arg};
     int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
-    if (lk_scheme_is_tls(u->addr->scheme)) {
+    if (hlen > 0) {
+        memcpy(u->pp_hdr, hdr, (size_t)hlen);
+        u->pp_len = (unsigned char)hlen;
+        u->pp_deadline_ms = lk_now_ms() + conf->timeout_connect_ms;
+    }
+    if (lk_scheme_is_tls(u->addr->scheme) && hlen == 0) {
         SSL *ssl = ssl_for_key(rt->client_ctx, &u->key);
         if (ssl == NULL) {
             free(u);

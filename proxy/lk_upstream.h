@@ -15,7 +15,9 @@
 #include "lk_dial.h"
 #include "lk_io.h"
 
+struct lk_conn;
 struct lk_idle_pool;
+struct lk_pp_addr;
 struct lk_runtime;
 struct lk_upstream;
 struct lk_worker;
@@ -46,13 +48,32 @@ struct lk_upstream_key {
     const char *verified;        /* the name or IP the certificate was verified
                                   * for; NULL: tls.upstream_verify = off */
     unsigned alpn_http : 1;      /* offered ALPN http/1.1 */
-    uint32_t hash;               /* of host, port and scheme: made once, with the key */
+    /* upstream.proxy_protocol (lk_upstream_key_client): its first bytes
+     * are a PROXY header of this version (0: none, as when off); its two
+     * top bits are in hash too, so keys of other versions differ there */
+    unsigned char pp;
+    uint32_t hash;               /* of host, port and scheme (and the client): made once,
+                                  * with the key */
+    /* pp only: the client the header names, at this source address, port
+     * included (pp_family 0: none, a v2 LOCAL or v1 UNKNOWN).  Left unset,
+     * and never read, when pp is 0, so that a key without the header is
+     * made and compared as before it existed. */
+    unsigned char pp_src[16];
+    uint16_t pp_port;
+    unsigned char pp_family;
 };
 
 /* The key of a connection to addr dialled for rt and a broker of cl (the
  * protocol follows addr's scheme).  Its strings point into rt's config. */
 void lk_upstream_key_make(struct lk_upstream_key *k, const struct lk_runtime *rt,
                           const struct lk_cluster *cl, const struct lk_url *addr);
+/* For cl's upstream.proxy_protocol (nothing when off): k's connection
+ * names client c (NULL: lookout's own connection, a LOCAL header) in its
+ * PROXY header, by its address as c->peer says it (after c's own PROXY
+ * header), port included.  a gets that source (family 0: none); the
+ * destination is left for the dial. */
+void lk_upstream_key_client(struct lk_upstream_key *k, const struct lk_cluster *cl,
+                            const struct lk_conn *c, struct lk_pp_addr *a);
 /* 1 when a and b are equal in every field. */
 int lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b);
 
@@ -91,12 +112,16 @@ struct lk_upstream {
     int idle;     /* sitting in the idle pool */
     const char *error; /* why it failed: lk_err_* */
     struct lk_dial dial; /* how it was dialled */
+    long long pp_deadline_ms; /* pp_len: the dial's end, the TLS handshake's too */
+    unsigned char pp_len; /* a PROXY header to send once connected (upstream.proxy_protocol) */
+    uint8_t pp_hdr[];   /* its bytes: allocated with the struct, only then */
 };
 
 extern const char lk_err_connect[];
 extern const char lk_err_connect_timeout[];
 extern const char lk_err_tls[];
 extern const char lk_err_reset[];
+extern const char lk_err_pp_send[];
 /* The kind of upstream error an lk_err_* is, for the broker's counters. */
 enum lk_upstream_err_kind lk_upstream_err_kind(const char *error);
 /* Counts an upstream error of broker b (lookout_upstream_errors_total). */
@@ -108,7 +133,8 @@ void lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b,
  * given (LK_SCHEME_HTTP for http or https; each protocol module its own):
  * when the broker has both the plain and the TLS one, the cluster's
  * upstream.tls picks, by default the one with the client's TLS-ness
- * (lk_broker_upstream).  An idle pooled connection of exactly that
+ * (lk_broker_upstream).  c is the client it is for (its TLS-ness, and its
+ * address for upstream.proxy_protocol), or NULL.  An idle pooled connection of exactly that
  * address's key (struct lk_upstream_key: never one to another address or
  * protocol) or a new one.  ready_cb reports the outcome from the event
  * loop, never before this returns.  NULL if no connection could even be set up.
@@ -117,7 +143,7 @@ void lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b,
  */
 struct lk_upstream *lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt,
                                     const struct lk_broker *b, enum lk_scheme scheme,
-                                    int client_tls, lk_upstream_ready_cb cb, void *arg);
+                                    const struct lk_conn *c, lk_upstream_ready_cb cb, void *arg);
 /* A client SSL for broker address addr, from rt->client_ctx, as
  * lk_upstream_key_make describes it: SNI when the host is a name, its name
  * or IP verified unless tls.upstream_verify = off, ALPN http/1.1 when addr

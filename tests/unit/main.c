@@ -16,6 +16,7 @@ extern const struct lk_test_case lk_test_proxyproto[];
 extern const struct lk_test_case lk_test_filter[];
 extern const struct lk_test_case lk_test_conn[];
 extern const struct lk_test_case lk_test_dial[];
+extern const struct lk_test_case lk_test_ppout[];
 extern const struct lk_test_case lk_test_flt_listener[];
 extern const struct lk_test_case lk_test_flt_lookup[];
 extern const struct lk_test_case lk_test_match[];
@@ -38,6 +39,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_filter,
     lk_test_conn,
     lk_test_dial,
+    lk_test_ppout,
     lk_test_flt_listener,
     lk_test_flt_lookup,
     lk_test_match,

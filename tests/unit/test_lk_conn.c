@@ -12,6 +12,7 @@
 
 #include "lk_broker.h"
 #include "lk_conf.h"
+#include "lk_conn.h"
 #include "lk_conf_ready.h"
 #include "lk_route.h"
 #include "lk_runtime.h"
@@ -137,7 +138,7 @@ test_upstream_reuse(void)
         lk_upstream_release(u);
         ok(pooled(&w, &rt, http) == 1, "round %d: released into the idle pool", round);
         called = 0;
-        struct lk_upstream *got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, 0, ready, &called);
+        struct lk_upstream *got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, NULL, ready, &called);
         ok(got == u && got->reused && pooled(&w, &rt, http) == 0, "handed out again");
         ok(called == 0, "not reported from the caller's stack");
         if (round == 0)
@@ -162,7 +163,7 @@ test_upstream_reuse(void)
     struct bufferevent *kept_peer;
     struct lk_upstream *kept = fake_upstream(&w, &rt, b, http, &kept_peer);
     lk_upstream_release(kept);
-    struct lk_upstream *got = lk_upstream_get(&w, &old_rt, b, LK_SCHEME_HTTP, 0, ready, &called);
+    struct lk_upstream *got = lk_upstream_get(&w, &old_rt, b, LK_SCHEME_HTTP, NULL, ready, &called);
     ok(got != kept && pooled(&w, &rt, http) == 1,
        "nor does it take the current generation's pooled one");
     lk_upstream_free(got);
@@ -230,8 +231,9 @@ test_upstream_reuse_by_key(void)
         {LK_SCHEME_HTTP, 0, LK_SCHEME_HTTP},
     };
     for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+        struct lk_conn client = {.tls = asks[i].client_tls};
         struct lk_upstream *got =
-            lk_upstream_get(&w, &rt, b1, asks[i].family, asks[i].client_tls, ready, &called);
+            lk_upstream_get(&w, &rt, b1, asks[i].family, &client, ready, &called);
         ok(got == pooled_up[asks[i].want] && got->addr == a[asks[i].want] &&
                got->key.scheme == asks[i].want,
            "asked for %s (client TLS %d): the %s connection",
@@ -248,13 +250,13 @@ test_upstream_reuse_by_key(void)
     struct bufferevent *peer;
     struct lk_upstream *h = fake_upstream(&w, &rt, b2, b2->internal->addr[LK_SCHEME_HTTP], &peer);
     lk_upstream_release(h);
-    struct lk_upstream *got = lk_upstream_get(&w, &rt, b2, LK_SCHEME_PULSAR, 0, ready, &called);
+    struct lk_upstream *got = lk_upstream_get(&w, &rt, b2, LK_SCHEME_PULSAR, NULL, ready, &called);
     ok(got != NULL && got != h && !got->reused && got->key.scheme == LK_SCHEME_PULSAR &&
            pooled(&w, &rt, b2->internal->addr[LK_SCHEME_HTTP]) == 1,
        "a binary client never gets the broker's pooled HTTP connection");
     lk_upstream_free(got);
     /* Nor another broker's (the same protocol, another address). */
-    got = lk_upstream_get(&w, &rt, b1, LK_SCHEME_HTTP, 0, ready, &called);
+    got = lk_upstream_get(&w, &rt, b1, LK_SCHEME_HTTP, NULL, ready, &called);
     ok(got != NULL && got != h && !got->reused, "nor another broker's");
     lk_upstream_free(got);
     event_base_loop(w.base, EVLOOP_NONBLOCK);

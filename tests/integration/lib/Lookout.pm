@@ -40,7 +40,7 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
-                 lookout_error_problems hosts_argv closed_after);
+                 lookout_error_problems hosts_argv closed_after start_haproxy);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -188,6 +188,25 @@ sub closed_after {
     close $s;
     return $n;
 }
+
+# start_haproxy(DIR, CONFIG): HAProxy in the foreground (-db) on CONFIG, written to
+# DIR/haproxy.cfg, its log and errors in DIR/haproxy.out; stopped when the test ends.
+# Returns its pid. For a test that needs HAProxy on either side of lookout (need_tools).
+my @HAPROXY;
+sub start_haproxy {
+    my ($dir, $config) = @_;
+    spew("$dir/haproxy.cfg", $config);
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        open STDOUT, '>', "$dir/haproxy.out";
+        open STDERR, '>&', \*STDOUT;
+        { exec 'haproxy', '-db', '-f', "$dir/haproxy.cfg" }
+        POSIX::_exit(127);
+    }
+    push @HAPROXY, [ $pid, $$ ];
+    return $pid;
+}
+END { local $?; for (@HAPROXY) { next unless $_->[1] == $$; kill 'TERM', $_->[0]; waitpid($_->[0], 0) } }
 
 # wait_until(CODE [, TIMEOUT=10 [, STEP=0.05]]): poll CODE until it returns true (and
 # return that value) or TIMEOUT seconds pass (return false).
