@@ -588,7 +588,10 @@ pp_wait(struct lk_conn *c, evutil_socket_t fd, const struct sockaddr *sa, int sa
     c->fd = fd;
     c->pp_wait = 1;
     c->action = "waiting for its PROXY protocol header";
-    pp_arm(p, 1);
+    /* The header mostly comes with the connection: look before waiting, which
+     * saves adding the event to epoll and taking it out again. */
+    event_assign(&c->rev, c->w->base, fd, EV_READ, pp_cb, p);
+    pp_cb(fd, EV_READ, p);
 }
 
 /* The header is off the socket (or there is none): c goes on as accepted. */
