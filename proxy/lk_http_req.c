@@ -5,6 +5,9 @@
  * from what was parsed, X-Forwarded-*), and run through the request filters
  * before an upstream is asked for.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <event2/buffer.h>
@@ -14,8 +17,11 @@
 #include "lk_broker.h"
 #include "lk_http_xchg.h"
 #include "lk_log.h"
+#include "lk_ratelimit.h"
+#include "lk_registry.h"
 #include "lk_route.h"
 #include "lk_runtime.h"
+#include "lk_stats.h"
 #include "lk_tls.h"
 #include "lk_upstream.h"
 
@@ -103,6 +109,61 @@ refuse(struct lk_hx *hx, int status, const char *why)
     lk_hx_reply_error(hx, status, why, 1);
 }
 
+/* Requests limited and not yet in a log line, and when the last line was:
+ * a flood makes one line a second, not one per request. */
+static atomic_ulong limited_unlogged;
+static struct lk_log_every limited_log;
+
+/*
+ * limit.requests of cl: 0 if the client may go on, else -1 having answered
+ * 429 with Retry-After and the connection kept (a request body not read
+ * yet closes it, as for every answer lookout gives before the body).
+ */
+static int
+limited(struct lk_hx *hx, const struct lk_cluster *cl)
+{
+    struct lk_conn *c = hx->hc->c;
+    struct lk_str ip = lk_conn_peer_ip(c);
+    struct sockaddr_storage ss;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    char text[INET6_ADDRSTRLEN];
+    const void *a;
+    unsigned retry_s;
+
+    if (ip.len == 0 || ip.len >= sizeof(text))
+        return 0;
+    memcpy(text, ip.p, ip.len);
+    text[ip.len] = '\0';
+    if (inet_pton(AF_INET, text, &s4->sin_addr) == 1) {
+        ss.ss_family = AF_INET;
+        a = &s4->sin_addr;
+    } else if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1) {
+        ss.ss_family = AF_INET6;
+        a = &s6->sin6_addr;
+    } else {
+        return 0; /* a unix socket's client, say: not an address */
+    }
+    if (cl->nlimit_exempt != 0 &&
+        lk_cidr_contains(cl->limit_exempt, cl->nlimit_exempt, ss.ss_family, a))
+        return 0;
+    if (lk_rate_take((const struct sockaddr *)&ss, (unsigned)cl->index, &cl->limit,
+                     (uint64_t)lk_now_us() * 1000, &retry_s) == 0)
+        return 0;
+
+    lk_stats_limited(c->rt->stats, cl);
+    atomic_fetch_add(&limited_unlogged, 1);
+    if (lk_log_every(&limited_log, 1000) != 0)
+        lk_log(LK_WARN, c,
+               "limited %lu HTTP requests since the last such line (limit.requests); the latest "
+               "to cluster %s, at %u/%s with a burst of %u, may come again in %us",
+               atomic_exchange(&limited_unlogged, 0), cl->name, cl->limit.requests,
+               cl->limit.per_s == 1 ? "s" : "m", cl->limit.burst, retry_s);
+    hx->retry_after_s = retry_s;
+    lk_hx_reply_error(hx, 429, "too many requests from your address (limit.requests)", 0);
+    return -1;
+}
+
 void
 lk_hx_on_request_head(struct lk_hx *hx)
 {
@@ -171,6 +232,8 @@ lk_hx_on_request_head(struct lk_hx *hx)
     if (host == NULL) /* HTTP/1.0: the broker gets what a 1.1 client would send */
         lk_http_add_id(req, LK_HDR_HOST, vhost_authority(&hx->x.pool, vh));
     hx->x.cluster = vh->cluster;
+    if (vh->cluster->limit.requests != 0 && limited(hx, vh->cluster) != 0)
+        return;
     hx->any_broker = vh->broker == NULL;
     hx->x.broker =
         vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_HTTP);
