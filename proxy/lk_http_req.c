@@ -7,7 +7,6 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <event2/buffer.h>
@@ -109,10 +108,37 @@ refuse(struct lk_hx *hx, int status, const char *why)
     lk_hx_reply_error(hx, status, why, 1);
 }
 
-/* Requests limited and not yet in a log line, and when the last line was:
- * a flood makes one line a second, not one per request. */
-static atomic_ulong limited_unlogged;
+/* Limited requests since the last line saying so: a flood makes one line
+ * a second, not one per request. */
 static struct lk_log_every limited_log;
+
+/* An IPv4 address as inet_ntop wrote it into the peer text: a quarter of
+ * inet_pton's instructions, on every request of a limited cluster.  -1
+ * for anything else. */
+static int
+ipv4_of(struct lk_str ip, struct in_addr *out)
+{
+    uint32_t a = 0;
+    unsigned part = 0, digits = 0, dots = 0;
+
+    for (size_t i = 0; i < ip.len; i++) {
+        if (ip.p[i] >= '0' && ip.p[i] <= '9') {
+            part = part * 10 + (unsigned)(ip.p[i] - '0');
+            if (++digits > 3 || part > 255)
+                return -1;
+        } else if (ip.p[i] == '.' && digits != 0 && dots < 3) {
+            a = a << 8 | part;
+            part = digits = 0;
+            dots++;
+        } else {
+            return -1;
+        }
+    }
+    if (dots != 3 || digits == 0)
+        return -1;
+    out->s_addr = htonl(a << 8 | part);
+    return 0;
+}
 
 /*
  * limit.requests of cl: 0 if the client may go on, else -1 having answered
@@ -131,18 +157,18 @@ limited(struct lk_hx *hx, const struct lk_cluster *cl)
     const void *a;
     unsigned retry_s;
 
-    if (ip.len == 0 || ip.len >= sizeof(text))
-        return 0;
-    memcpy(text, ip.p, ip.len);
-    text[ip.len] = '\0';
-    if (inet_pton(AF_INET, text, &s4->sin_addr) == 1) {
+    if (ipv4_of(ip, &s4->sin_addr) == 0) {
         ss.ss_family = AF_INET;
         a = &s4->sin_addr;
-    } else if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1) {
+    } else {
+        if (ip.len == 0 || ip.len >= sizeof(text))
+            return 0; /* no address to limit */
+        memcpy(text, ip.p, ip.len);
+        text[ip.len] = '\0';
+        if (inet_pton(AF_INET6, text, &s6->sin6_addr) != 1)
+            return 0;
         ss.ss_family = AF_INET6;
         a = &s6->sin6_addr;
-    } else {
-        return 0; /* a unix socket's client, say: not an address */
     }
     if (cl->nlimit_exempt != 0 &&
         lk_cidr_contains(cl->limit_exempt, cl->nlimit_exempt, ss.ss_family, a))
@@ -152,13 +178,13 @@ limited(struct lk_hx *hx, const struct lk_cluster *cl)
         return 0;
 
     lk_stats_limited(c->rt->stats, cl);
-    atomic_fetch_add(&limited_unlogged, 1);
-    if (lk_log_every(&limited_log, 1000) != 0)
+    unsigned long n = lk_log_every(&limited_log, 1000);
+    if (n != 0)
         lk_log(LK_WARN, c,
                "limited %lu HTTP requests since the last such line (limit.requests); the latest "
                "to cluster %s, at %u/%s with a burst of %u, may come again in %us",
-               atomic_exchange(&limited_unlogged, 0), cl->name, cl->limit.requests,
-               cl->limit.per_s == 1 ? "s" : "m", cl->limit.burst, retry_s);
+               n, cl->name, cl->limit.requests, cl->limit.per_s == 1 ? "s" : "m", cl->limit.burst,
+               retry_s);
     hx->retry_after_s = retry_s;
     lk_hx_reply_error(hx, 429, "too many requests from your address (limit.requests)", 0);
     return -1;

@@ -7,7 +7,8 @@
 # flooder gets 200 again. The same address is not limited on cluster open, nor from the
 # exempt 127.0.0.4, nor on the admin listener. Behind a trusted balancer (raw PROXY v1
 # headers from 127.0.0.9), the header's source is what is limited: 192.0.2.7 across two
-# connections, while 192.0.2.8 through the same balancer is served. /metrics counts every
+# connections, while 192.0.2.8 through the same balancer is served; 2000 more source
+# addresses through it grow lookout's memory by less than 4 MiB. /metrics counts every
 # 429 by cluster, the access log shows them, and the log says so in a line a second at
 # most, however many there were. Every loop is bounded in count and time.
 
@@ -153,14 +154,30 @@ my $b3 = conn('127.0.0.9', $we, $pp7);
 is(ask($b3)->{status}, 429, '192.0.2.7 on a new connection: still 429 (its bucket, not the connection\'s)');
 close $_ for $b1, $b2, $b3;
 
+# A flood from 2000 source addresses (each its own PROXY header): each is a new client with
+# its burst, lookout's memory stays what it was, and 127.0.0.3 is served meanwhile.
+my $rss0 = rss_kb($lk->pid);
+my ($served, $n, $end) = (0, 0, time + 60);
+while ($n < 2000 && time < $end) {
+    my $s = conn('127.0.0.9', $we, sprintf("PROXY TCP4 10.77.%d.%d 127.0.0.1 1 $we\r\n", $n >> 8, $n & 255));
+    $served++ if ask($s)->{status} == 200;
+    close $s;
+    $n++;
+}
+my $rss1 = rss_kb($lk->pid);
+is($served, 2000, "2000 addresses, one request each: each served ($served of $n)");
+ok($rss1 - $rss0 < 4096, "lookout's memory grew by less than 4 MiB ($rss0 -> $rss1 KiB; the table is 2 MiB)");
+is(curl('--interface', '127.0.0.3', "http://127.0.0.1:$w/test/headers")->{status}, 200, '127.0.0.3 is still served');
+
 # --- counted, logged, in the access log ----------------------------------------------------
 my $m = metrics();
 is($m->{'lookout_http_requests_limited_total{cluster="prod"}'}, $n429 + 1,
    "/metrics: lookout_http_requests_limited_total{cluster=\"prod\"} counts prod's 429s");
 ok(($m->{'lookout_http_requests_limited_total{cluster="edge"}'} // 0) >= 3, '... and edge\'s, apart');
 is($m->{'lookout_http_requests_limited_total{cluster="open"}'}, 0, '... open has none');
-ok(defined $m->{lookout_http_rate_limit_entries} && $m->{lookout_http_rate_limit_entries} <= 65536,
-   "lookout_http_rate_limit_entries ($m->{lookout_http_rate_limit_entries})");
+# One request at 2/s is refilled in half a second: only the latest are still filling.
+ok(($m->{lookout_http_rate_limit_entries} // 0) >= 1 && $m->{lookout_http_rate_limit_entries} < 2000,
+   "lookout_http_rate_limit_entries: the buckets still filling ($m->{lookout_http_rate_limit_entries})");
 is($m->{lookout_http_rate_limit_evictions_total}, 0, 'no eviction');
 ok($lk->wait_log(qr/127\.0\.0\.2:\d+ > 127\.0\.0\.1:$w http "GET \/test\/headers" - 429 /, 3),
    'the access log shows the 429') or diag($lk->log);
