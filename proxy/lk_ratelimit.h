@@ -32,8 +32,9 @@
 /* limit.requests: at most this many per second or per minute */
 #define LK_RATE_MAX 1000000u
 
-/* A rate: `requests` per `per_s` seconds, in buckets of `burst` (at
- * least 1). */
+/* A rate: `requests` per `per_s` seconds, in buckets of `burst`; all
+ * three at least 1 when given to lk_rate_take (requests 0 is a config's
+ * "off", which never gets here). */
 struct lk_rate {
     unsigned requests, per_s, burst;
 };

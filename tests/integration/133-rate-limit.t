@@ -166,7 +166,12 @@ while ($n < 2000 && time < $end) {
 }
 my $rss1 = rss_kb($lk->pid);
 is($served, 2000, "2000 addresses, one request each: each served ($served of $n)");
-ok($rss1 - $rss0 < 4096, "lookout's memory grew by less than 4 MiB ($rss0 -> $rss1 KiB; the table is 2 MiB)");
+SKIP: {
+    # ASan's quarantine keeps freed memory: figures from a sanitizer build mean nothing here.
+    my $bin = lookout_bin();
+    skip 'sanitizer build: RSS not measured', 1 if `grep -c __asan_init '$bin' 2>/dev/null` + 0 > 0;
+    ok($rss1 - $rss0 < 4096, "lookout's memory grew by less than 4 MiB ($rss0 -> $rss1 KiB; the table is 2 MiB)");
+}
 is(curl('--interface', '127.0.0.3', "http://127.0.0.1:$w/test/headers")->{status}, 200, '127.0.0.3 is still served');
 
 # --- counted, logged, in the access log ----------------------------------------------------
