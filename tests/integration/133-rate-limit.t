@@ -11,7 +11,8 @@
 # send-proxy in front of curl from 127.0.0.6 and 127.0.0.7; 2000 more source
 # addresses through it grow lookout's memory by less than 4 MiB. /metrics counts every
 # 429 by cluster, the access log shows them, and the log says so in a line a second at
-# most, however many there were. Every loop is bounded in count and time.
+# most, however many there were. A SIGHUP limits cluster open; one with 100/h is refused
+# at its line. Every loop is bounded in count and time.
 
 use strict;
 use warnings;
@@ -230,6 +231,29 @@ ok(@lines >= 1 && @lines <= int(time - $t0) + 2,
    scalar(@lines) . ' "limited" log lines for ' . ($n429 + 6) . ' refusals: one a second at most');
 like($lk->log, qr/limited \d+ HTTP requests since the last such line \(limit\.requests\); the latest to cluster prod, at 2\/s with a burst of 5, may come again in 1s, client: 127\.0\.0\.2:\d+/,
      'the line names the cluster, the limit and the client');
+
+# A reload that limits cluster open, and one with a bad rate, refused at its line.
+sub reload {
+    my ($text) = @_;
+    spew($lk->conf, $text);
+    my $before = () = ($lk->log // '') =~ /SIGHUP: /g;
+    $lk->signal('HUP');
+    wait_until(sub { (() = ($lk->log // '') =~ /SIGHUP: /g) > $before }, 10);
+    my @lines = ($lk->log // '') =~ /(SIGHUP: [^\n]*)/g;
+    return $lines[-1] // '';
+}
+my $conf = slurp($lk->conf);
+(my $limited_open = $conf) =~ s/^limit\.requests = off$/limit.requests = 1\/m\nlimit.burst = 2/m or die;
+like(reload($limited_open), qr/^SIGHUP: reloaded/, 'SIGHUP: open gets limit.requests = 1/m, burst 2');
+my @after = map { curl('--interface', '127.0.0.5', "http://127.0.0.1:$wo/test/headers") } 1 .. 3;
+is_deeply([ map { $_->{status} } @after ], [ 200, 200, 429 ], '... its clients now get 2, then 429');
+my $ra = $after[2]{headers}{'retry-after'} // '';
+ok($ra =~ /^\d+$/ && $ra >= 58 && $ra <= 60, "... with Retry-After: $ra (a minute for the next token)")
+    or diag($after[2]{head});
+(my $bad = $conf) =~ s/^limit\.requests = off$/limit.requests = 100\/h/m or die;
+my $line = 1 + (() = substr($bad, 0, index($bad, 'limit.requests = 100/h')) =~ /\n/g);
+like(reload($bad), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:$line: \[pulsar open\] limit\.requests: '100\/h' is not a rate: N\/s or N\/m, N from 1 to 1000000 \(or off\); still serving/,
+     "a reload with limit.requests = 100/h is refused at its line ($line)");
 
 close $flood;
 ok($lk->alive, 'lookout still runs');
