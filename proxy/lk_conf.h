@@ -238,6 +238,7 @@ struct lk_cluster {
     struct lk_rate limit;
     struct lk_cidr *limit_exempt;
     size_t nlimit_exempt;
+    unsigned limit_zone; /* its buckets' (a hash of its name: a reload keeps them) */
     /* internal_networks: where lookout may dial; none set: not checked
      * for static brokers, and no registration is accepted. */
     struct lk_cidr *internal_networks;

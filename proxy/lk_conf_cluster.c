@@ -358,6 +358,10 @@ set_limit_requests(struct lk_loader *ld, struct lk_conf_section *s, struct lk_co
 {
     struct lk_cluster *cl = obj;
 
+    /* FNV-1a: the same name, the same buckets, whatever a reload moves */
+    cl->limit_zone = 2166136261u;
+    for (const char *p = cl->name; *p != '\0'; p++)
+        cl->limit_zone = (cl->limit_zone ^ (unsigned char)*p) * 16777619u;
     if (e != NULL)
         return lk_set_rate(ld, s, e, k, obj);
     cl->limit.requests = ld->conf->limit.requests;

@@ -173,7 +173,7 @@ limited(struct lk_hx *hx, const struct lk_cluster *cl)
     if (cl->nlimit_exempt != 0 &&
         lk_cidr_contains(cl->limit_exempt, cl->nlimit_exempt, ss.ss_family, a))
         return 0;
-    if (lk_rate_take((const struct sockaddr *)&ss, (unsigned)cl->index, &cl->limit,
+    if (lk_rate_take((const struct sockaddr *)&ss, cl->limit_zone, &cl->limit,
                      (uint64_t)lk_now_us() * 1000, &retry_s) == 0)
         return 0;
 

@@ -1,18 +1,19 @@
 #!/usr/bin/perl
 # 133-rate-limit.t: `limit.requests`, `limit.burst` and `limit.exempt` (issue 21 item 5).
 # [lookout] sets 2/s with a burst of 5, which cluster prod inherits, cluster open turns
-# off and cluster edge slows to 5/m (its burst still [lookout]'s 5). A flood from 127.0.0.2 on one keep-alive connection gets its burst of 200s, then 429
-# with Retry-After: 1 and a JSON reason, on the same connection, never closed; while it
-# floods, a client from 127.0.0.3 gets its own 200s, and after waiting Retry-After the
-# flooder gets 200 again. The same address is not limited on cluster open, nor from the
-# exempt 127.0.0.4, nor on the admin listener. Behind a trusted balancer (raw PROXY v1
-# headers from 127.0.0.9), the header's source is what is limited: 192.0.2.7 across two
-# connections, while 192.0.2.8 through the same balancer is served; the same with HAProxy's
-# send-proxy in front of curl from 127.0.0.6 and 127.0.0.7; 2000 more source
-# addresses through it grow lookout's memory by less than 4 MiB. /metrics counts every
-# 429 by cluster, the access log shows them, and the log says so in a line a second at
-# most, however many there were. A SIGHUP limits cluster open; one with 100/h is refused
-# at its line. Every loop is bounded in count and time.
+# off and cluster edge slows to 5/m (its burst still [lookout]'s 5). A flood from
+# 127.0.0.2 on one keep-alive connection gets its burst of 200s, then 429 with
+# Retry-After: 1 and a JSON reason, on the same connection, never closed; while it floods,
+# a client from 127.0.0.3 gets its own 200s, and after waiting Retry-After the flooder gets
+# 200 again. The same address is not limited on cluster open, nor from the exempt
+# 127.0.0.4, nor on the admin listener. Behind a trusted balancer (raw PROXY v1 headers from
+# 127.0.0.9), the header's source is what is limited: 192.0.2.7 across two connections,
+# while 192.0.2.8 through the same balancer is served; the same with HAProxy's send-proxy
+# in front of curl from 127.0.0.6 and 127.0.0.7. 2000 more source addresses through it grow
+# lookout's memory by less than 4 MiB. /metrics counts every 429 by cluster, the access log
+# shows them, and the log says so in a line a second at most, however many there were. A
+# SIGHUP limits cluster open; one with 100/h is refused at its line. Every loop is bounded
+# in count and time.
 
 use strict;
 use warnings;

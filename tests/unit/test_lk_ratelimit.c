@@ -267,6 +267,8 @@ test_keys(void)
     ok(cl->limit.requests == 0, "r: off overrides [lookout]'s");
     cl = lk_conf_cluster(c, "s");
     ok(cl->nlimit_exempt == 1 && cl->limit_exempt[0].bits == 24, "s: its own exempt networks");
+    ok(lk_conf_cluster(c, "p")->limit_zone != lk_conf_cluster(c, "q")->limit_zone,
+       "each cluster's buckets apart");
     char *dump = lk_conf_dump_text(c);
     ok(strstr(dump, "cluster p (pulsar): ") != NULL &&
            strstr(dump, ", limit.requests 100/s burst 100 (2 exempt networks), ") != NULL &&
@@ -282,6 +284,14 @@ test_keys(void)
              "[broker p/b]", "advertisedListeners = i:http://h:1");
     ok(c != NULL && c->clusters[0]->limit.burst == 10,
        "a cluster's rate with [lookout]'s burst: each key inherits on its own (%s)", err);
+    struct lk_conf *again =
+        LOAD("[pulsar q]", "[broker q/b]", "advertisedListeners = i:http://h:1", "[pulsar p]",
+             "[broker p/b]", "advertisedListeners = i:http://h:1");
+    ok(c != NULL && again != NULL &&
+           lk_conf_cluster(again, "p")->limit_zone == c->clusters[0]->limit_zone &&
+           lk_conf_cluster(again, "p")->index != c->clusters[0]->index,
+       "a reload that moves p keeps its buckets (keyed by its name)");
+    lk_conf_unref(again);
     lk_conf_unref(c);
 }
 
