@@ -54,7 +54,7 @@ proxy_protocol = v2
 EOF
 ok($lk->started, 'lookout started') or diag($lk->log);
 
-spew("$dir/haproxy.cfg", <<"EOF");
+my $hp = start_haproxy($dir, <<"EOF");
 global
     log stderr local0 info
 defaults
@@ -78,13 +78,6 @@ backend v2
 backend v2tls
     server lk 127.0.0.1:$wt send-proxy-v2 source 127.0.0.2
 EOF
-my $hp = fork // die "fork: $!";
-if ($hp == 0) {
-    open STDOUT, '>', "$dir/haproxy.out";
-    open STDERR, '>&', \*STDOUT;
-    exec '/usr/sbin/haproxy', '-db', '-f', "$dir/haproxy.cfg";
-    exit 127;
-}
 END { kill 'TERM', $hp if $hp; waitpid($hp, 0) if $hp }
 ok(wait_port('127.0.0.1', $h1) && wait_port('127.0.0.1', $h2), 'haproxy listens') or diag(slurp("$dir/haproxy.out"));
 

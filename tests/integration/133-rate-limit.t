@@ -163,7 +163,7 @@ close $_ for $b1, $b2, $b3;
 SKIP: {
     skip 'haproxy not installed', 4 unless -x '/usr/sbin/haproxy';
     my ($hp_port) = free_ports(1);
-    spew("$dir/haproxy.cfg", <<"HAP");
+    my $hp = start_haproxy($dir, <<"HAP");
 global
     log stderr local0 info
 defaults
@@ -177,13 +177,6 @@ frontend fe
 backend lk
     server lk 127.0.0.1:$we send-proxy source 127.0.0.9
 HAP
-    my $hp = fork // die "fork: $!";
-    if ($hp == 0) {
-        open STDOUT, '>', "$dir/haproxy.out";
-        open STDERR, '>&', \*STDOUT;
-        exec '/usr/sbin/haproxy', '-db', '-f', "$dir/haproxy.cfg";
-        exit 127;
-    }
     ok(wait_port('127.0.0.1', $hp_port), 'haproxy listens') or diag(slurp("$dir/haproxy.out"));
     my @hst = map { curl('--interface', '127.0.0.6', "http://127.0.0.1:$hp_port/test/headers")->{status} } 1 .. 7;
     is_deeply([ @hst[0 .. 4] ], [ (200) x 5 ], 'curl from 127.0.0.6 through HAProxy, 7 connections: the burst of 5 passes');
@@ -234,18 +227,9 @@ like($lk->log, qr/limited \d+ HTTP requests since the last such line \(limit\.re
      'the line names the cluster, the limit and the client');
 
 # A reload that limits cluster open, and one with a bad rate, refused at its line.
-sub reload {
-    my ($text) = @_;
-    spew($lk->conf, $text);
-    my $before = () = ($lk->log // '') =~ /SIGHUP: /g;
-    $lk->signal('HUP');
-    wait_until(sub { (() = ($lk->log // '') =~ /SIGHUP: /g) > $before }, 10);
-    my @lines = ($lk->log // '') =~ /(SIGHUP: [^\n]*)/g;
-    return $lines[-1] // '';
-}
 my $conf = slurp($lk->conf);
 (my $limited_open = $conf) =~ s/^limit\.requests = off$/limit.requests = 1\/m\nlimit.burst = 2/m or die;
-like(reload($limited_open), qr/^SIGHUP: reloaded/, 'SIGHUP: open gets limit.requests = 1/m, burst 2');
+like($lk->reload($limited_open), qr/^SIGHUP: reloaded/, 'SIGHUP: open gets limit.requests = 1/m, burst 2');
 my @after = map { curl('--interface', '127.0.0.5', "http://127.0.0.1:$wo/test/headers") } 1 .. 3;
 is_deeply([ map { $_->{status} } @after ], [ 200, 200, 429 ], '... its clients now get 2, then 429');
 my $ra = $after[2]{headers}{'retry-after'} // '';
@@ -253,7 +237,7 @@ ok($ra =~ /^\d+$/ && $ra >= 58 && $ra <= 60, "... with Retry-After: $ra (a minut
     or diag($after[2]{head});
 (my $bad = $conf) =~ s/^limit\.requests = off$/limit.requests = 100\/h/m or die;
 my $line = 1 + (() = substr($bad, 0, index($bad, 'limit.requests = 100/h')) =~ /\n/g);
-like(reload($bad), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:$line: \[pulsar open\] limit\.requests: '100\/h' is not a rate: N\/s or N\/m, N from 1 to 1000000 \(or off\); still serving/,
+like($lk->reload($bad), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:$line: \[pulsar open\] limit\.requests: '100\/h' is not a rate: N\/s or N\/m, N from 1 to 1000000 \(or off\); still serving/,
      "a reload with limit.requests = 100/h is refused at its line ($line)");
 
 close $flood;

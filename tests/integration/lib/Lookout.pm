@@ -40,7 +40,7 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
-                 lookout_error_problems hosts_argv closed_after);
+                 lookout_error_problems hosts_argv closed_after start_haproxy);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -378,6 +378,18 @@ sub wait_exit {
     return $self->{status};
 }
 
+# $lk->reload(TEXT): writes TEXT as lookout's config, sends SIGHUP and waits (10 s at
+# most) for its outcome: the new "SIGHUP: ..." log line ('' if none came).
+sub reload {
+    my ($self, $text) = @_;
+    spew($self->{conf}, $text);
+    my $before = () = ($self->log // '') =~ /SIGHUP: /g;
+    $self->signal('HUP');
+    wait_until(sub { (() = ($self->log // '') =~ /SIGHUP: /g) > $before }, 10);
+    my @lines = ($self->log // '') =~ /(SIGHUP: [^\n]*)/g;
+    return $lines[-1] // '';
+}
+
 # $lk->stop([TIMEOUT=10 [, SIGNAL=TERM]]): SIGNAL, then SIGKILL if it has not exited
 # within TIMEOUT seconds. Returns the wait status. Idempotent.
 sub stop {
@@ -696,6 +708,21 @@ sub broker_sections {
                . join(',', $c->internal_listeners($b->{n}), @e) . "\n\n";
     }
     return $text;
+}
+
+# start_haproxy(DIR, CONFIG): HAProxy (-db) on CONFIG, written to DIR/haproxy.cfg, its
+# output in DIR/haproxy.out; its pid, to be killed by the caller.
+sub start_haproxy {
+    my ($dir, $config) = @_;
+    spew("$dir/haproxy.cfg", $config);
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        open STDOUT, '>', "$dir/haproxy.out";
+        open STDERR, '>&', \*STDOUT;
+        { no warnings 'exec'; exec '/usr/sbin/haproxy', '-db', '-f', "$dir/haproxy.cfg"; }
+        POSIX::_exit(127);
+    }
+    return $pid;
 }
 
 # rss_kb(PID): the process's resident set (VmRSS) in KiB, or undef.
