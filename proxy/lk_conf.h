@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
+#include "lk_ratelimit.h"
 #include "lk_str.h"
 
 struct lk_flt;
@@ -234,6 +235,13 @@ struct lk_cluster {
     /* upstream.proxy_protocol: the PROXY protocol header lookout sends
      * first on each connection to a broker, LK_PP_V1 or LK_PP_V2; 0: off. */
     int upstream_proxy_protocol;
+    /* limit.requests (requests 0: off), limit.burst and limit.exempt: HTTP
+     * requests per client address (lk_ratelimit.h); each key not set here
+     * is [lookout]'s, and burst is requests unless set. */
+    struct lk_rate limit;
+    struct lk_cidr *limit_exempt;
+    size_t nlimit_exempt;
+    unsigned limit_zone; /* its buckets' (a hash of its name: a reload keeps them) */
     /* internal_networks: where lookout may dial; none set: not checked
      * for static brokers, and no registration is accepted. */
     struct lk_cidr *internal_networks;
@@ -322,6 +330,11 @@ struct lk_conf {
     /* proxy_protocol.trusted: the sources a PROXY header is taken from. */
     struct lk_cidr *proxy_protocol_trusted;
     size_t nproxy_protocol_trusted;
+    /* limit.requests, limit.burst (0: unset) and limit.exempt as [lookout]
+     * sets them: what the clusters inherit, key by key. */
+    struct lk_rate limit;
+    struct lk_cidr *limit_exempt;
+    size_t nlimit_exempt;
     char *admin_token_file; /* resolved */
     char *admin_token;
     size_t admin_token_len;

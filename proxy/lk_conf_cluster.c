@@ -349,6 +349,60 @@ set_health_path(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_
     return 0;
 }
 
+/* Request rates ------------------------------------------------------------------- */
+
+/* limit.requests, limit.burst and limit.exempt: each one not set in the
+ * cluster is [lookout]'s (read before any cluster), and burst, unless
+ * set, is the rate's N. */
+static int
+set_limit_requests(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                   const struct lk_conf_key *k, void *obj)
+{
+    struct lk_cluster *cl = obj;
+
+    /* FNV-1a: the same name, the same buckets, whatever a reload moves */
+    cl->limit_zone = 2166136261u;
+    for (const char *p = cl->name; *p != '\0'; p++)
+        cl->limit_zone = (cl->limit_zone ^ (unsigned char)*p) * 16777619u;
+    if (e != NULL)
+        return lk_set_rate(ld, s, e, k, obj);
+    cl->limit.requests = ld->conf->limit.requests;
+    cl->limit.per_s = ld->conf->limit.per_s;
+    return 0;
+}
+
+static int
+set_limit_burst(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                const struct lk_conf_key *k, void *obj)
+{
+    struct lk_cluster *cl = obj;
+
+    if (e == NULL)
+        cl->limit.burst = ld->conf->limit.burst;
+    else if (lk_set_uint(ld, s, e, k, obj) != 0)
+        return -1;
+    if (cl->limit.burst == 0)
+        cl->limit.burst = cl->limit.requests;
+    return 0;
+}
+
+static int
+set_limit_exempt(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+                 const struct lk_conf_key *k, void *obj)
+{
+    struct lk_cluster *cl = obj;
+    size_t n = ld->conf->nlimit_exempt;
+
+    if (e != NULL)
+        return lk_set_cidrs(ld, s, e, k, obj);
+    if (n != 0) {
+        cl->limit_exempt = lk_xmalloc(n * sizeof(*cl->limit_exempt));
+        memcpy(cl->limit_exempt, ld->conf->limit_exempt, n * sizeof(*cl->limit_exempt));
+    }
+    cl->nlimit_exempt = n;
+    return 0;
+}
+
 /* The store ------------------------------------------------------------------------- */
 
 /* At most one of keys (a key and its older spelling): the entry in *out,
@@ -432,6 +486,8 @@ set_store(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry 
  * belong, after any row it reads. */
 static const struct lk_key_range hops_range = {1, 100}, fails_range = {1, 100};
 static const size_t no_min = 0, ninternal_networks = CL(ninternal_networks);
+static const size_t nlimit_exempt = CL(nlimit_exempt);
+static const struct lk_key_range burst_range = {1, LK_RATE_MAX};
 
 #define P LK_IN_PULSAR
 #define K LK_IN_KAFKA
@@ -508,6 +564,12 @@ const struct lk_conf_key lk_conf_cluster_keys[] = {
     {"upstream.proxy_protocol", P | K, lk_set_enum, CL(upstream_proxy_protocol),
      upstream_proxy_protocol_names, I, "off",
      "a PROXY protocol header naming the client first on each broker connection: off, v1, v2"},
+    {"limit.requests", P, set_limit_requests, CL(limit), NULL, A, "limit.requests of [lookout]",
+     "HTTP requests per client address to this cluster: N/s or N/m, or off"},
+    {"limit.burst", P, set_limit_burst, CL(limit.burst), &burst_range, A,
+     "limit.burst of [lookout]", "requests a client may send at once before limit.requests paces it"},
+    {"limit.exempt", P, set_limit_exempt, CL(limit_exempt), &nlimit_exempt, A,
+     "limit.exempt of [lookout]", "CIDRs whose clients limit.requests never holds back"},
     {"internal_networks", P | K, lk_set_cidrs, CL(internal_networks), &ninternal_networks, 0, "none",
      "the networks lookout may dial (needed with a store)"},
     {"metadataStoreUrl", P, set_store, 0, NULL, A, "unset",

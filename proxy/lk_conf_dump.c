@@ -145,6 +145,9 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
         if (strcmp(v, k->def) != 0)
             fprintf(out, ", %s %s", *key, v);
     }
+    if (cl->limit.requests != 0) /* as resolved: [lookout]'s keys inherited */
+        fprintf(out, ", limit.requests %u/%s burst %u (%zu exempt networks)", cl->limit.requests,
+                cl->limit.per_s == 1 ? "s" : "m", cl->limit.burst, cl->nlimit_exempt);
     for (size_t i = 0; i < cl->nclient_listeners; i++) {
         const char *name = cl->client_listeners[i];
         int internal = 0;

@@ -107,6 +107,22 @@ lk_set_cidrs(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_ent
     return 0;
 }
 
+int
+lk_set_rate(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+            const struct lk_conf_key *k, void *obj)
+{
+    struct lk_rate *r = LK_KEY_FIELD(k, obj, struct lk_rate);
+
+    if (strcmp(e->value, "off") == 0) {
+        r->requests = 0;
+        return 0;
+    }
+    if (lk_parse_rate(e->value, LK_RATE_MAX, &r->requests, &r->per_s) != 0)
+        return LK_ENTRY_ERR(ld, s, e, "'%s' is not a rate: N/s or N/m, N from 1 to %u (or off)",
+                            e->value, LK_RATE_MAX);
+    return 0;
+}
+
 /* "'%s' is not a, b or c", from the names. */
 int
 lk_set_path(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,

@@ -72,6 +72,9 @@ lk_conf_set_fn lk_set_duration, lk_set_onoff, lk_set_size, lk_set_uint, lk_set_e
 lk_conf_set_fn lk_set_path;
 /* CIDRs (struct lk_cidr *; arg: a const size_t * offset of the count). */
 lk_conf_set_fn lk_set_cidrs;
+/* A request rate, "100/s", "30/m" or off (struct lk_rate: its requests,
+ * 0 when off, and per_s). */
+lk_conf_set_fn lk_set_rate;
 /* The duration, on/off and size parsers of those setters, for setters of
  * their own. */
 int lk_conf_duration(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,

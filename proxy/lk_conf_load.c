@@ -55,6 +55,7 @@ conf_free(struct lk_conf *c)
         free(cl->internal_listener);
         free(cl->lookup_listener);
         free(cl->client_ca);
+        free(cl->limit_exempt);
         for (j = 0; j < cl->nclient_listeners; j++)
             free(cl->client_listeners[j]);
         free(cl->client_listeners);
@@ -111,6 +112,7 @@ conf_free(struct lk_conf *c)
     free(c->admin);
     free(c->admin_allow);
     free(c->proxy_protocol_trusted);
+    free(c->limit_exempt);
     free(c->admin_healthz_allow);
     free(c->admin_token_file);
     if (c->admin_token != NULL)

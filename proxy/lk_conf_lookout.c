@@ -52,6 +52,8 @@ set_admin(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry 
 
 static const size_t nadmin_allow = C(nadmin_allow), nadmin_healthz_allow = C(nadmin_healthz_allow);
 static const size_t nproxy_protocol_trusted = C(nproxy_protocol_trusted);
+static const size_t nlimit_exempt = C(nlimit_exempt);
+static const struct lk_key_range burst_range = {1, LK_RATE_MAX};
 
 /* Reads the bearer token of admin.token_file: one line of RFC 6750 b64token
  * characters, trailing whitespace (the newline an editor adds) ignored. */
@@ -350,6 +352,12 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "client connections per worker; 0 or off: no cap"},
     {"max_connections_per_client", LK_IN_LOOKOUT, set_cap, C(max_connections_per_client), NULL,
      I, "0", "client connections per client address (an IPv6 /64); 0 or off: no cap"},
+    {"limit.requests", LK_IN_LOOKOUT, lk_set_rate, C(limit), NULL, 0, "off",
+     "HTTP requests per client address (an IPv6 /64) per cluster: N/s or N/m, answered 429 past it"},
+    {"limit.burst", LK_IN_LOOKOUT, lk_set_uint, C(limit.burst), &burst_range, 0,
+     "limit.requests' N", "requests a client may send at once before limit.requests paces it"},
+    {"limit.exempt", LK_IN_LOOKOUT, lk_set_cidrs, C(limit_exempt), &nlimit_exempt, 0, "none",
+     "CIDRs whose clients limit.requests never holds back"},
     {NULL, 0, NULL, 0, NULL, 0, NULL, NULL},
 };
 /* clang-format on */

@@ -83,6 +83,29 @@ lk_parse_size(const char *s, size_t *bytes)
 }
 
 int
+lk_parse_rate(const char *s, unsigned max, unsigned *requests, unsigned *per_s)
+{
+    const char *slash = strchr(s, '/');
+    char num[16];
+    unsigned long n;
+
+    if (slash == NULL || (size_t)(slash - s) >= sizeof(num))
+        return -1;
+    memcpy(num, s, (size_t)(slash - s));
+    num[slash - s] = '\0';
+    if (lk_parse_uint(num, max, &n) != 0 || n == 0)
+        return -1;
+    if (strcmp(slash, "/s") == 0)
+        *per_s = 1;
+    else if (strcmp(slash, "/m") == 0)
+        *per_s = 60;
+    else
+        return -1;
+    *requests = (unsigned)n;
+    return 0;
+}
+
+int
 lk_parse_enum(const char *s, const char *const *names)
 {
     for (int i = 0; names[i] != NULL; i++)

@@ -14,6 +14,9 @@ int lk_parse_uint(const char *s, unsigned long max, unsigned long *out);
 /* "10s", "250ms", "2m" -> milliseconds; "32k", "1m", "512" -> bytes.  0/-1. */
 int lk_parse_duration(const char *s, unsigned *ms);
 int lk_parse_size(const char *s, size_t *bytes);
+/* "100/s", "30/m" -> requests (1 to max) and the period in seconds (1 or
+ * 60).  0/-1. */
+int lk_parse_rate(const char *s, unsigned max, unsigned *requests, unsigned *per_s);
 /* The index of s in the NULL-terminated names, or -1. */
 int lk_parse_enum(const char *s, const char *const *names);
 /* "127.0.0.1", "::1" or "[::1]" -> canonical text (out) and family.  0/-1. */

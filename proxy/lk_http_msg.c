@@ -760,6 +760,8 @@ lk_http_reason(int status)
     case 413: return "Content Too Large";
     case 417: return "Expectation Failed";
     case 421: return "Misdirected Request";
+    case 429:
+        return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";

@@ -5,6 +5,8 @@
  * from what was parsed, X-Forwarded-*), and run through the request filters
  * before an upstream is asked for.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <event2/buffer.h>
@@ -14,8 +16,11 @@
 #include "lk_broker.h"
 #include "lk_http_xchg.h"
 #include "lk_log.h"
+#include "lk_ratelimit.h"
+#include "lk_registry.h"
 #include "lk_route.h"
 #include "lk_runtime.h"
+#include "lk_stats.h"
 #include "lk_tls.h"
 #include "lk_upstream.h"
 
@@ -103,6 +108,88 @@ refuse(struct lk_hx *hx, int status, const char *why)
     lk_hx_reply_error(hx, status, why, 1);
 }
 
+/* Limited requests since the last line saying so: a flood makes one line
+ * a second, not one per request. */
+static struct lk_log_every limited_log;
+
+/* An IPv4 address as inet_ntop wrote it into the peer text: a quarter of
+ * inet_pton's instructions, on every request of a limited cluster.  -1
+ * for anything else. */
+static int
+ipv4_of(struct lk_str ip, struct in_addr *out)
+{
+    uint32_t a = 0;
+    unsigned part = 0, digits = 0, dots = 0;
+
+    for (size_t i = 0; i < ip.len; i++) {
+        if (ip.p[i] >= '0' && ip.p[i] <= '9') {
+            part = part * 10 + (unsigned)(ip.p[i] - '0');
+            if (++digits > 3 || part > 255)
+                return -1;
+        } else if (ip.p[i] == '.' && digits != 0 && dots < 3) {
+            a = a << 8 | part;
+            part = digits = 0;
+            dots++;
+        } else {
+            return -1;
+        }
+    }
+    if (dots != 3 || digits == 0)
+        return -1;
+    out->s_addr = htonl(a << 8 | part);
+    return 0;
+}
+
+/*
+ * limit.requests of cl: 0 if the client may go on, else -1 having answered
+ * 429 with Retry-After and the connection kept (a request body not read
+ * yet closes it, as for every answer lookout gives before the body).
+ */
+static int
+limited(struct lk_hx *hx, const struct lk_cluster *cl)
+{
+    struct lk_conn *c = hx->hc->c;
+    struct lk_str ip = lk_conn_peer_ip(c);
+    struct sockaddr_storage ss;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    char text[INET6_ADDRSTRLEN];
+    const void *a;
+    unsigned retry_s;
+
+    if (ipv4_of(ip, &s4->sin_addr) == 0) {
+        ss.ss_family = AF_INET;
+        a = &s4->sin_addr;
+    } else {
+        if (ip.len == 0 || ip.len >= sizeof(text))
+            return 0; /* no address to limit */
+        memcpy(text, ip.p, ip.len);
+        text[ip.len] = '\0';
+        if (inet_pton(AF_INET6, text, &s6->sin6_addr) != 1)
+            return 0;
+        ss.ss_family = AF_INET6;
+        a = &s6->sin6_addr;
+    }
+    if (cl->nlimit_exempt != 0 &&
+        lk_cidr_contains(cl->limit_exempt, cl->nlimit_exempt, ss.ss_family, a))
+        return 0;
+    if (lk_rate_take((const struct sockaddr *)&ss, cl->limit_zone, &cl->limit,
+                     (uint64_t)lk_now_us() * 1000, &retry_s) == 0)
+        return 0;
+
+    lk_stats_limited(c->rt->stats, cl);
+    unsigned long n = lk_log_every(&limited_log, 1000);
+    if (n != 0)
+        lk_log(LK_WARN, c,
+               "limited %lu HTTP requests since the last such line (limit.requests); the latest "
+               "to cluster %s, at %u/%s with a burst of %u, may come again in %us",
+               n, cl->name, cl->limit.requests, cl->limit.per_s == 1 ? "s" : "m", cl->limit.burst,
+               retry_s);
+    hx->retry_after_s = retry_s;
+    lk_hx_reply_error(hx, 429, "too many requests from your address (limit.requests)", 0);
+    return -1;
+}
+
 void
 lk_hx_on_request_head(struct lk_hx *hx)
 {
@@ -171,6 +258,8 @@ lk_hx_on_request_head(struct lk_hx *hx)
     if (host == NULL) /* HTTP/1.0: the broker gets what a 1.1 client would send */
         lk_http_add_id(req, LK_HDR_HOST, vhost_authority(&hx->x.pool, vh));
     hx->x.cluster = vh->cluster;
+    if (vh->cluster->limit.requests != 0 && limited(hx, vh->cluster) != 0)
+        return;
     hx->any_broker = vh->broker == NULL;
     hx->x.broker =
         vh->broker != NULL ? vh->broker : lk_pick_broker(c->rt, vh->cluster, LK_SCHEME_HTTP);

@@ -196,9 +196,12 @@ lk_hx_reply_error(struct lk_hx *hx, int status, const char *reason, int close)
         hc->closing = 1;
     evbuffer_add_printf(out,
                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                        "Content-Length: %zu\r\n%s\r\n%s",
+                        "Content-Length: %zu\r\n%s",
                         status, lk_http_reason(status), strlen(body),
-                        hc->closing ? "Connection: close\r\n" : "", body);
+                        hc->closing ? "Connection: close\r\n" : "");
+    if (hx->retry_after_s != 0)
+        evbuffer_add_printf(out, "Retry-After: %u\r\n", hx->retry_after_s);
+    evbuffer_add_printf(out, "\r\n%s", body);
     hx->status = status;
     hx->res_head_sent = 1;
     hx->res_client_bytes = strlen(body);

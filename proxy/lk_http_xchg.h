@@ -62,6 +62,7 @@ struct lk_hx {
     int retried;
     int any_broker;      /* came in on a service address: any broker will do */
     unsigned connects;   /* brokers tried for this exchange */
+    unsigned retry_after_s; /* an error answer's Retry-After (429: limit.requests); 0: none */
     long long start_us;
     long long sent_us, head_us; /* the request head sent, the response head come (last hop) */
     const char *upstream_error;

@@ -38,9 +38,8 @@ init(void)
         seed = (uint64_t)(uintptr_t)&seed ^ 0x9e3779b97f4a7c15ull;
 }
 
-/* sa's client as a key; -1 for a family not counted. */
-static int
-make_key(const struct sockaddr *sa, uint64_t key[2])
+int
+lk_limit_key(const struct sockaddr *sa, uint64_t key[2])
 {
     uint8_t b[16];
 
@@ -60,19 +59,30 @@ make_key(const struct sockaddr *sa, uint64_t key[2])
     return 0;
 }
 
+/* splitmix64's finalizer: every bit of x moves every bit of the result */
 static uint64_t
-hash(const uint64_t key[2])
+mix(uint64_t x)
 {
-    uint64_t h = (key[0] ^ seed) * 0x9e3779b97f4a7c15ull;
-    h ^= (key[1] + (h >> 29)) * 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 31);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+uint64_t
+lk_limit_hash(const uint64_t key[2])
+{
+    pthread_once(&once, init);
+    /* Both halves through a full mix: an IPv4 address is the top half of
+     * key[1], which a multiply alone would never carry into the low bits
+     * that pick a chain (sequential addresses would share a few). */
+    return mix(mix(key[0] ^ seed) ^ key[1]);
 }
 
 /* key's stripe, and its bucket there in *bi */
 static struct stripe *
 locate(const uint64_t key[2], unsigned *si, unsigned *bi)
 {
-    uint64_t h = hash(key);
+    uint64_t h = lk_limit_hash(key);
 
     *si = (unsigned)(h % STRIPES);
     *bi = (unsigned)((h / STRIPES) % BUCKETS);
@@ -94,7 +104,7 @@ lk_limit_take(const struct sockaddr *sa, unsigned max, struct lk_limit_slot **sl
     uint64_t key[2];
 
     *slot = NULL;
-    if (make_key(sa, key) != 0)
+    if (lk_limit_key(sa, key) != 0)
         return 0;
     pthread_once(&once, init);
     unsigned si, bi;
@@ -162,7 +172,7 @@ lk_limit_count(const struct sockaddr *sa)
     uint64_t key[2];
     unsigned n = 0;
 
-    if (make_key(sa, key) != 0)
+    if (lk_limit_key(sa, key) != 0)
         return 0;
     pthread_once(&once, init);
     unsigned si, bi;

@@ -18,6 +18,7 @@
 #define LK_LIMIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 struct lk_limit_slot;
@@ -31,6 +32,12 @@ struct lk_limit_slot;
 int lk_limit_take(const struct sockaddr *sa, unsigned max, struct lk_limit_slot **slot);
 /* One connection of slot's client closed (slot NULL: nothing). */
 void lk_limit_drop(struct lk_limit_slot *slot);
+/* sa's client as this table keys it (and the request rate limits,
+ * lk_ratelimit.h): 0, or -1 for a family not counted. */
+int lk_limit_key(const struct sockaddr *sa, uint64_t key[2]);
+/* A key's hash, seeded once per process: an attacker who picks its
+ * addresses cannot pick where they land. */
+uint64_t lk_limit_hash(const uint64_t key[2]);
 /* Entries in the table now (clients holding connections), for tests. */
 size_t lk_limit_clients(void);
 /* The count of the client sa belongs to (0 if none), for tests. */

@@ -11,7 +11,10 @@
 #include <time.h>
 
 #include "lk_pool.h"
+#include "lk_ratelimit.h"
 #include "lk_stats.h"
+
+_Static_assert(LK_RATE_ENTRIES == 65536, "the help of lookout_http_rate_limit_entries says so");
 
 struct lk_stat_filter lk_stat_filters[LK_STAT_FILTERS + 1];
 
@@ -208,6 +211,13 @@ lk_stats_listener_refused(struct lk_rt_stats *s, const struct lk_cluster *cl)
     if (s != NULL)
         lk_stat_add(&((struct lk_cl_vals *)lk_stat_vals(s->cluster[cl->index]))->listener_refused,
                     1);
+}
+
+void
+lk_stats_limited(struct lk_rt_stats *s, const struct lk_cluster *cl)
+{
+    if (s != NULL)
+        lk_stat_add(&((struct lk_cl_vals *)lk_stat_vals(s->cluster[cl->index]))->limited, 1);
 }
 
 void
@@ -658,6 +668,9 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
          "Listener names clients asked for that they may not choose (CONTRACT 3): the lookup "
          "listener was used.",
          offsetof(struct lk_cl_vals, listener_refused)},
+        {"lookout_http_requests_limited_total",
+         "HTTP requests answered 429 Too Many Requests by limit.requests.",
+         offsetof(struct lk_cl_vals, limited)},
     };
     for (size_t i = 0; i < sizeof(cluster_counters) / sizeof(cluster_counters[0]); i++)
         cluster_counter(out, &cluster_counters[i]);
@@ -709,6 +722,17 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
            "Times a connection stopped reading its broker because its worker held max_held_bytes.");
     evbuffer_add_printf(out, "lookout_held_pauses_total %llu\n",
                         (unsigned long long)__atomic_load_n(&held_pauses, __ATOMIC_RELAXED));
+    lk_stats_family(out, "lookout_http_rate_limit_entries", "gauge",
+                    "Clients whose limit.requests bucket is not full again, of the table's fixed "
+                    "size (65536).");
+    evbuffer_add_printf(out, "lookout_http_rate_limit_entries %zu\n",
+                        lk_rate_entries((uint64_t)lk_now_us() * 1000));
+    lk_stats_family(
+        out, "lookout_http_rate_limit_evictions_total", "counter",
+        "limit.requests buckets not yet full taken over by another client (the table is "
+        "full): their clients start again from a full bucket.");
+    evbuffer_add_printf(out, "lookout_http_rate_limit_evictions_total %llu\n",
+                        (unsigned long long)lk_rate_evictions());
     lk_stats_family(out, "lookout_config_generation", "gauge",
            "The configuration generation serving (1 at start, +1 per reload).");
     evbuffer_add_printf(out, "lookout_config_generation %llu\n", (unsigned long long)generation);

@@ -75,6 +75,7 @@ struct lk_cl_vals {
     uint64_t rewrites[LK_STAT_FILTERS];
     uint64_t leaks, unmapped;
     uint64_t listener_refused; /* names a client may not choose (lk_client_listener) */
+    uint64_t limited;          /* HTTP requests answered 429 (limit.requests) */
     struct lk_hist dur[LK_SP__COUNT], up[LK_SP__COUNT];
 };
 
@@ -122,6 +123,10 @@ void lk_stats_runtime_free(struct lk_rt_stats *s, const struct lk_conf *conf);
 /* A listener name that a client may not choose, for cluster cl of the
  * runtime whose series s are (lookout_listener_refused_total). */
 void lk_stats_listener_refused(struct lk_rt_stats *s, const struct lk_cluster *cl);
+
+/* An HTTP request of cluster cl answered 429 by limit.requests
+ * (lookout_http_requests_limited_total). */
+void lk_stats_limited(struct lk_rt_stats *s, const struct lk_cluster *cl);
 
 /* An upstream error of broker b, under the runtime whose series s are (a
  * learned broker's series is found by name: rare). */

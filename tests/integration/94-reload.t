@@ -100,18 +100,6 @@ sub nfds { my @f = glob("/proc/$pid/fd/*"); return scalar @f }
 sleep 0.3;
 my $fd0 = nfds();
 
-# Writes variant v (or text) as lookout's config, sends SIGHUP and waits for the outcome.
-sub reload {
-    my ($text, $want) = @_;
-    spew($lk->conf, $text);
-    my $before = () = ($lk->log // '') =~ /SIGHUP: /g;
-    $lk->signal('HUP');
-    wait_until(sub { (() = ($lk->log // '') =~ /SIGHUP: /g) > $before }, 10);
-    my @lines = ($lk->log // '') =~ /(SIGHUP: [^\n]*)/g;
-    return $lines[-1] // '';
-}
-
-
 sub http_get {
     my ($s, $path) = @_;
     print $s "GET $path HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -151,7 +139,7 @@ subtest 'keep-alive connection, removed and added listeners' => sub {
     sleep 0.3; # on its way to the broker (which logs it once answered)
     my $inodes = listen_inodes($web);
 
-    like(reload(conf('b')), qr/^SIGHUP: reloaded \Q${\ $lk->conf }\E, generation 2 \(\d+ listeners kept, 1 added, 1 removed\)$/,
+    like($lk->reload(conf('b')), qr/^SIGHUP: reloaded \Q${\ $lk->conf }\E, generation 2 \(\d+ listeners kept, 1 added, 1 removed\)$/,
          'reloaded: generation 2, one listener added and one removed');
     $gen = 2;
     is(listen_inodes($web), $inodes, "a kept listener keeps its sockets ($inodes)");
@@ -178,12 +166,12 @@ subtest 'certificates are read again' => sub {
     is($cn->(), 'lookout.test', 'before: the first certificate');
     spew("$dir/edge.crt", slurp($certs->{edge2_crt}));
     spew("$dir/edge.key", slurp($certs->{edge2_key}));
-    like(reload(conf('b')), qr/^SIGHUP: reloaded .*generation 3 \(\d+ listeners kept, 0 added, 0 removed\)$/,
+    like($lk->reload(conf('b')), qr/^SIGHUP: reloaded .*generation 3 \(\d+ listeners kept, 0 added, 0 removed\)$/,
          'reloaded (the config itself unchanged)');
     $gen = 3;
     is($cn->(), 'other.test', 'after: the new certificate, on the kept TLS listener');
     spew("$dir/edge.key", "not a key\n");
-    like(reload(conf('b')), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:\d+: tls.key: cannot load .*still serving generation 3$/,
+    like($lk->reload(conf('b')), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:\d+: tls.key: cannot load .*still serving generation 3$/,
          'a key that does not load: refused, with the line of tls.key');
     is($cn->(), 'other.test', '... and the certificate of before still served');
     spew("$dir/edge.key", slurp($certs->{edge2_key}));
@@ -193,7 +181,7 @@ subtest 'a bad config is refused; the old one keeps serving' => sub {
     my $bad = conf('a');
     $bad =~ s/^timeout\.idle = 3s$/timeout.idle = 3s\ntimeout.idel = 1s/m or die;
     my $line = 1 + (() = substr($bad, 0, index($bad, 'timeout.idel')) =~ /\n/g);
-    like(reload($bad), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:$line: .*; still serving generation $gen$/,
+    like($lk->reload($bad), qr/^SIGHUP: reload refused: \Q${\ $lk->conf }\E:$line: .*; still serving generation $gen$/,
          "refused with file:line ($line)");
     is(curl("http://127.0.0.1:$e1b/test/status?code=201")->{status}, 201, 'generation 2 still serves (b1 at its new address)');
     ok(!IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $e1, Proto => 'tcp', Timeout => 2),
@@ -201,7 +189,7 @@ subtest 'a bad config is refused; the old one keeps serving' => sub {
     # Taken for a reload that loads but cannot be served: a port another process holds.
     my $hold = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1, Proto => 'tcp');
     my $busy = conf('b') =~ s/webServiceUrl = http:\/\/127\.0\.0\.1:$web/webServiceUrl = http:\/\/127.0.0.1:@{[ $hold->sockport ]}/r;
-    like(reload($busy), qr/^SIGHUP: reload refused: .*cannot listen on 127\.0\.0\.1:${\ $hold->sockport }: .*still serving generation $gen$/,
+    like($lk->reload($busy), qr/^SIGHUP: reload refused: .*cannot listen on 127\.0\.0\.1:${\ $hold->sockport }: .*still serving generation $gen$/,
          'a listener that cannot be bound: refused too');
     is(curl("http://127.0.0.1:$web/test/status?code=202")->{status}, 202, '... the old service address still serves');
 };
@@ -267,7 +255,7 @@ subtest '20 reloads under load' => sub {
     my ($kept, $bad) = (0, 0);
     for my $i (1 .. 20) {
         my $v = $i % 2 ? 'a' : 'b';
-        my $line = reload(conf($v));
+        my $line = $lk->reload(conf($v));
         $gen++;
         $line =~ /^SIGHUP: reloaded .*, generation $gen \(/ ? $kept++ : do { $bad++; diag($line) };
         sleep 0.15;

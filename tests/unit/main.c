@@ -27,6 +27,7 @@ extern const struct lk_test_case lk_test_stats[];
 extern const struct lk_test_case lk_test_registry[];
 extern const struct lk_test_case lk_test_zk[];
 extern const struct lk_test_case lk_test_limit[];
+extern const struct lk_test_case lk_test_ratelimit[];
 extern const struct lk_test_case lk_test_hold[];
 
 static const struct lk_test_case *const groups[] = {
@@ -50,6 +51,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_registry,
     lk_test_zk,
     lk_test_limit,
+    lk_test_ratelimit,
     lk_test_hold,
     NULL,
 };

@@ -397,6 +397,18 @@ sub wait_exit {
     return $self->{status};
 }
 
+# $lk->reload(TEXT): writes TEXT as lookout's config, sends SIGHUP and waits (10 s at
+# most) for its outcome: the new "SIGHUP: ..." log line ('' if none came).
+sub reload {
+    my ($self, $text) = @_;
+    spew($self->{conf}, $text);
+    my $before = () = ($self->log // '') =~ /SIGHUP: /g;
+    $self->signal('HUP');
+    wait_until(sub { (() = ($self->log // '') =~ /SIGHUP: /g) > $before }, 10);
+    my @lines = ($self->log // '') =~ /(SIGHUP: [^\n]*)/g;
+    return $lines[-1] // '';
+}
+
 # $lk->stop([TIMEOUT=10 [, SIGNAL=TERM]]): SIGNAL, then SIGKILL if it has not exited
 # within TIMEOUT seconds. Returns the wait status. Idempotent.
 sub stop {
