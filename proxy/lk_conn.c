@@ -148,6 +148,7 @@ lk_conn_close_later(struct lk_conn *c)
     if (c->closing)
         return;
     c->closing = 1;
+    c->io.park_wanted = 0; /* closing, not parking */
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     lk_io_disable(&c->io, EV_READ | EV_WRITE);
     /* c's own event, not event_base_once: should c be closed some other way
@@ -169,6 +170,10 @@ lk_conn_close_after_flush(struct lk_conn *c)
         return;
     }
     c->closing = 1;
+    /* Once drained it closes: it must not park instead (lk_io.c parks an
+     * idle connection whose protocol asked, lk_conn_park, once its output
+     * is out). */
+    c->io.park_wanted = 0;
     /* Keep reading (and discarding) so that a client still sending does not
      * get a reset that would destroy the response in flight. */
     bufferevent_setcb(c->bev, discard_input, close_when_drained, close_on_event, c);
@@ -446,6 +451,8 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     if (w->conns != NULL)
         w->conns->prev = c;
     w->conns = c;
+    if (conf->max_connection_age_ms != 0)
+        w->age_start(c); /* its deadline (lk_age.c) */
     if (b->proxy_protocol != 0) {
         pp_wait(c, fd, sa, salen);
         return;

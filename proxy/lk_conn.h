@@ -68,6 +68,9 @@ struct lk_conn {
     struct lk_stat_obj *st; /* its bound address's metrics series */
     struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
     uint64_t id;
+    /* max_connection_age (lk_age.h): when its end begins, then (aged) when
+     * its grace is over; 0: never */
+    long long age_due_ms;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
     struct event rev;   /* io.rev */
     evutil_socket_t fd;
@@ -76,6 +79,7 @@ struct lk_conn {
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
+    unsigned aged : 1;    /* past max_connection_age: ending (lk_age.c) */
     unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };

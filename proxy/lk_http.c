@@ -266,9 +266,12 @@ start(struct lk_conn *c)
     lk_hc_process(hc);
 }
 
-/* Stopping: an idle connection closes now; one with an exchange under way
- * finishes it, its response saying Connection: close, and then closes (a
- * WebSocket tunnel, which never finishes, at drain_timeout). */
+/* Stopping, or past max_connection_age: an idle connection closes once
+ * its last response is out (a slow client may still be reading it); one
+ * with an exchange under way finishes it, its response saying Connection:
+ * close unless its head has gone already, and then closes (a WebSocket
+ * tunnel, which never finishes, at drain_timeout or
+ * max_connection_age.grace). */
 static void
 drain(struct lk_conn *c)
 {
@@ -277,7 +280,8 @@ drain(struct lk_conn *c)
     if (hc->dead)
         return;
     if (hc->x == NULL && !hc->tunnel) {
-        lk_conn_close(c);
+        hc->dead = 1;
+        lk_conn_close_after_flush(c);
         return;
     }
     hc->closing = 1;

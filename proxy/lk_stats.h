@@ -64,6 +64,7 @@ struct lk_fe_vals {
     uint64_t tls_failures;
     uint64_t refused[2];          /* over max_connections, max_connections_per_client */
     uint64_t first_frame_timeouts; /* binary connections closed by timeout.first_frame */
+    uint64_t aged, aged_forced; /* past max_connection_age: ended, and closed at its grace */
 };
 
 struct lk_cl_vals {

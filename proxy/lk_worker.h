@@ -71,6 +71,8 @@ struct lk_worker {
     int draining;           /* stopping: no listeners, connections finishing */
     int drained;            /* ... and finished (counted off workers_draining) */
     struct event *drain_ev; /* draining: ends the loop when all are closed, or at the deadline */
+    struct event *age_ev;   /* max_connection_age's sweep (lk_age.c), every age_tick_ms; NULL: off */
+    unsigned age_tick_ms;
     pthread_t thread;
     unsigned nconns;
     struct lk_conn *conns; /* open client connections, for shutdown */
@@ -84,6 +86,9 @@ struct lk_worker {
      * on those paths only. */
     int (*park)(struct lk_io *io);
     int (*unpark)(struct lk_io *io, short what);
+    /* Gives a client connection just accepted its max_connection_age
+     * deadline (lk_age.c's lk_age_start), when that is on. */
+    void (*age_start)(struct lk_conn *c);
 };
 
 #endif

@@ -27,6 +27,7 @@ extern const struct lk_test_case lk_test_registry[];
 extern const struct lk_test_case lk_test_zk[];
 extern const struct lk_test_case lk_test_limit[];
 extern const struct lk_test_case lk_test_hold[];
+extern const struct lk_test_case lk_test_age[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -49,6 +50,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_zk,
     lk_test_limit,
     lk_test_hold,
+    lk_test_age,
     NULL,
 };
 

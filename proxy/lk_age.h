@@ -1,0 +1,50 @@
+/*
+ * max_connection_age (lk_age.c): a client connection older than its age,
+ * counted from accept and spread by jitter, is ended the way a drain ends
+ * it (lk_proto_ops.drain: HTTP says Connection: close on its next answer,
+ * Kafka and Pulsar close between answers or frames), so that clients
+ * reconnect and a balancer in front of several lookouts evens them out.
+ * After max_connection_age.grace it is closed even if busy.  Off (the
+ * default), a connection gets no deadline and the worker no timer.
+ */
+#ifndef LK_AGE_H
+#define LK_AGE_H
+
+#include <stdint.h>
+
+#include "lk_clock.h"
+#include "lk_conn.h"
+
+struct lk_worker;
+
+/* The age a connection gets: age_ms moved by up to jitter_pct percent
+ * either way, evenly by r (a random number).  Pure. */
+uint64_t lk_age_pick(unsigned age_ms, unsigned jitter_pct, uint64_t r);
+/* How often a worker looks for connections past their age: a twentieth
+ * of the shortest age, from 50 ms to 1 s.  Pure. */
+unsigned lk_age_tick_ms(unsigned age_ms, unsigned jitter_pct);
+
+/* At accept, when c->conf->max_connection_age_ms is not 0: c's deadline,
+ * and the worker's sweep if it has none. */
+void lk_age_start(struct lk_conn *c);
+/* The worker's sweep is freed (its teardown). */
+void lk_age_stop(struct lk_worker *w);
+/* c is past its age and its end begins now: counted, logged, and its grace
+ * starts.  The caller ends it (the sweep: lk_proto_ops.drain). */
+void lk_age_reached(struct lk_conn *c, long long now);
+
+/* Whether c has just passed its age (once: lk_age_reached is then done),
+ * for a protocol at a point where it can still say so (HTTP: a response
+ * head).  One compare when max_connection_age is off. */
+static inline int
+lk_age_passed(struct lk_conn *c)
+{
+    long long now;
+
+    if (c->age_due_ms == 0 || c->aged || (now = lk_now_ms()) < c->age_due_ms)
+        return 0;
+    lk_age_reached(c, now);
+    return 1;
+}
+
+#endif
