@@ -106,8 +106,9 @@ lk_age_reached(struct lk_conn *c, long long now)
 }
 
 /* c's age is up: it ends as a drain would end it.  Parked (an idle HTTP
- * keep-alive connection), it closes now; in its TLS handshake or waiting
- * for its PROXY header, it is left to its grace. */
+ * keep-alive connection), it is closed unless its next request comes
+ * within LK_AGE_IDLE_MS (it is then told Connection: close); in its TLS
+ * handshake or waiting for its PROXY header, it is left to its grace. */
 static void
 end(struct lk_conn *c, long long now)
 {
@@ -117,8 +118,9 @@ end(struct lk_conn *c, long long now)
     if (c->pp_wait)
         return;
     if (c->bev == NULL) {
-        lk_log(LK_DEBUG, c, "max_connection_age: idle; closing");
-        lk_conn_close(c);
+        struct timeval tv = {LK_AGE_IDLE_MS / 1000, (LK_AGE_IDLE_MS % 1000) * 1000};
+        if (c->park_ms > LK_AGE_IDLE_MS)
+            event_add(&c->rev, &tv); /* its time out closes it (lk_conn_unpark_io) */
     } else if (c->proto != NULL && ops != NULL && ops->drain != NULL) {
         ops->drain(c);
     } else if (c->proto != NULL) {

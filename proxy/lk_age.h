@@ -33,15 +33,25 @@ void lk_age_stop(struct lk_worker *w);
  * starts.  The caller ends it (the sweep: lk_proto_ops.drain). */
 void lk_age_reached(struct lk_conn *c, long long now);
 
-/* Whether c has just passed its age (once: lk_age_reached is then done),
- * for a protocol at a point where it can still say so (HTTP: a response
- * head).  One compare when max_connection_age is off. */
+/* Past its age, an idle HTTP keep-alive connection waits this long at most
+ * for its next request (whose answer then says Connection: close) before
+ * it is closed: a client that keeps asking gets told, rather than find its
+ * connection closed under its next request. */
+#define LK_AGE_IDLE_MS 1000
+
+/* Whether c is past its age (lk_age_reached is done the first time), for
+ * a protocol at a point where it can still say so (HTTP: a response head).
+ * One compare when max_connection_age is off. */
 static inline int
 lk_age_passed(struct lk_conn *c)
 {
     long long now;
 
-    if (c->age_due_ms == 0 || c->aged || (now = lk_now_ms()) < c->age_due_ms)
+    if (c->age_due_ms == 0)
+        return 0;
+    if (c->aged)
+        return 1;
+    if ((now = lk_now_ms()) < c->age_due_ms)
         return 0;
     lk_age_reached(c, now);
     return 1;

@@ -65,8 +65,7 @@ test_passed(void)
     c.age_due_ms = lk_now_ms() + 60000;
     ok(!lk_age_passed(&c) && !c.aged, "before its deadline: not yet");
     c.aged = 1;
-    c.age_due_ms = lk_now_ms() - 1;
-    ok(!lk_age_passed(&c), "already ending (its grace running): not again");
+    ok(lk_age_passed(&c), "once past it (its grace running): still past it");
 }
 
 const struct lk_test_case lk_test_age[] = {
