@@ -15,22 +15,15 @@
 #include "lk_clock.h"
 #include "lk_conn.h"
 
-struct lk_worker;
-
 /* The age a connection gets: age_ms moved by up to jitter_pct percent
  * either way, evenly by r (a random number).  Pure. */
 uint64_t lk_age_pick(unsigned age_ms, unsigned jitter_pct, uint64_t r);
-/* How often a worker looks for connections past their age: a twentieth
- * of the shortest age, from 50 ms to 1 s.  Pure. */
-unsigned lk_age_tick_ms(unsigned age_ms, unsigned jitter_pct);
 
-/* At accept, when c->conf->max_connection_age_ms is not 0: c's deadline,
- * and the worker's sweep if it has none. */
+/* At accept, when c->conf->max_connection_age_ms is not 0: c's deadline
+ * and its timer (c->age_ev, freed with c). */
 void lk_age_start(struct lk_conn *c);
-/* The worker's sweep is freed (its teardown). */
-void lk_age_stop(struct lk_worker *w);
 /* c is past its age and its end begins now: counted, logged, and its grace
- * starts.  The caller ends it (the sweep: lk_proto_ops.drain). */
+ * starts.  The caller ends it (the timer: lk_proto_ops.drain). */
 void lk_age_reached(struct lk_conn *c, long long now);
 
 /* Past its age, an idle HTTP keep-alive connection waits this long at most

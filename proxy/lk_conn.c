@@ -89,6 +89,8 @@ lk_conn_close(struct lk_conn *c)
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
     if (c->close_ev != NULL)
         event_free(c->close_ev);
+    if (c->age_ev != NULL)
+        event_free(c->age_ev);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else

@@ -69,8 +69,9 @@ struct lk_conn {
     struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
     uint64_t id;
     /* max_connection_age (lk_age.h): when its end begins, then (aged) when
-     * its grace is over; 0: never */
+     * its grace is over, and its timer; 0 and NULL: never */
     long long age_due_ms;
+    struct event *age_ev;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
     struct event rev;   /* io.rev */
     evutil_socket_t fd;

@@ -71,8 +71,6 @@ struct lk_worker {
     int draining;           /* stopping: no listeners, connections finishing */
     int drained;            /* ... and finished (counted off workers_draining) */
     struct event *drain_ev; /* draining: ends the loop when all are closed, or at the deadline */
-    struct event *age_ev;   /* max_connection_age's sweep (lk_age.c), every age_tick_ms; NULL: off */
-    unsigned age_tick_ms;
     pthread_t thread;
     unsigned nconns;
     struct lk_conn *conns; /* open client connections, for shutdown */

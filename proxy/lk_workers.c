@@ -596,7 +596,6 @@ lk_workers_free(void)
         lk_idle_pool_free(&w->idle);
         if (w->drain_ev != NULL)
             event_free(w->drain_ev);
-        lk_age_stop(w);
         lk_runtime_unref(w->rt);
         w->rt = NULL;
         for (size_t k = 0; k < w->nconn_blocks; k++)

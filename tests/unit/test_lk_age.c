@@ -1,6 +1,6 @@
 /*
  * Tests for proxy/lk_age.c: the age each connection gets (within the
- * jitter, spread evenly over it), how often a worker looks, and the check
+ * jitter, spread evenly over it), and the check
  * at a response head (nothing when off, nothing before the deadline).
  */
 #include <string.h>
@@ -47,15 +47,6 @@ test_pick(void)
 }
 
 static void
-test_tick(void)
-{
-    ok(lk_age_tick_ms(600000, 10) == 1000, "10m: every second");
-    ok(lk_age_tick_ms(10000, 10) == 450, "10s -10%%: a twentieth of 9s");
-    ok(lk_age_tick_ms(500, 0) == 50, "500ms: every 50ms, the least");
-    ok(lk_age_tick_ms(1, 50) == 50, "1ms: still 50ms");
-}
-
-static void
 test_passed(void)
 {
     struct lk_conn c;
@@ -70,7 +61,6 @@ test_passed(void)
 
 const struct lk_test_case lk_test_age[] = {
     {"age/pick", test_pick},
-    {"age/tick", test_tick},
     {"age/passed", test_passed},
     {NULL, NULL},
 };
