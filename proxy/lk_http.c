@@ -285,7 +285,7 @@ drain(struct lk_conn *c)
     hc->closing = 1;
     if (hc->x != NULL || hc->tunnel)
         return;
-    if (c->aged) {
+    if (c->aged && !c->w->draining) {
         /* Idle past its age: its next request, if it comes soon, is
          * answered with Connection: close; if not, it closes. */
         struct timeval tv = lk_hx_tv(LK_AGE_IDLE_MS);

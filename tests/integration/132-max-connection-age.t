@@ -6,7 +6,8 @@
 #   - HTTP: the first answer past the age says Connection: close and the connection closes
 #     after it; the next request goes over a new connection; a request in flight at the age
 #     completes; an idle keep-alive connection is closed at its age; one still busy at
-#     max_connection_age.grace is closed then, and logged;
+#     max_connection_age.grace is closed then, and logged; curl over TLS, asking at 4 a
+#     second, is told Connection: close and opens a new connection after each age;
 #   - Kafka: a connection is closed between answers (a request in flight at the age is
 #     answered first); a Metadata v13 that comes behind it is answered REBOOTSTRAP_REQUIRED
 #     (KIP-1102); kafka-python produces and consumes through several ages and loses nothing;
@@ -211,6 +212,43 @@ subtest 'HTTP: still busy at max_connection_age.grace: closed, and logged' => su
     cmp_ok(aged($on->{adm}, 'http', 'lookout_connections_aged_forced_total'), '>=', 1,
            'lookout_connections_aged_forced_total counts it');
     cmp_ok(aged($on->{adm}, 'http'), '>=', 4, 'lookout_connections_aged_total counts the HTTP ones');
+};
+
+subtest 'HTTPS keep-alive with curl: told Connection: close past the age, then a second connection' => sub {
+    my $certs = test_certs();
+    my ($w, $adm, $e1) = free_ports(3);
+    my $conf = <<"CONF" . broker_sections($c, 'prod', { 1 => ["https://127.0.0.1:$e1"] });
+[lookout]
+workers = 1
+admin = 127.0.0.1:$adm
+tls.certificate = $certs->{edge_crt}
+tls.key = $certs->{edge_key}
+max_connection_age = 1s
+max_connection_age.jitter = 0%
+
+[pulsar prod]
+internalListenerName = internal
+lookupListenerName = external
+webServiceUrl = https://127.0.0.1:$w
+
+CONF
+    my $lk = start_lookout(dir => $dir, name => 'tls', conf => $conf);
+    ok($lk->started, 'lookout started') or return diag($lk->log);
+    # 10 requests at 4 a second over curl's kept-alive connection: about 2.5 s, two ages
+    my $h = curl_start({ timeout => 20 }, '--cacert', $certs->{edge_ca}, '--rate', '4/s',
+                       '-w', '%{http_code} %{num_connects}\n', "https://127.0.0.1:$w/test/status?code=200",
+                       map { ('-o', '/dev/null', "https://127.0.0.1:$w/test/status?code=200") } 2 .. 10);
+    my $r = curl_wait($h);
+    my @w = split /\n/, slurp("$h->{dir}/out") // '';
+    is(scalar(grep { /^200 / } @w), 10, 'all 10 requests answered 200') or diag("$r->{err}\n@w");
+    my $new = grep { /^200 1$/ } @w;
+    cmp_ok($new, '>=', 2, "$new of them opened a connection (the first, and one after each age)");
+    cmp_ok($new, '<=', 4, '... the others reused the kept-alive one');
+    my $closes = grep { lc($_->{headers}{connection} // '') eq 'close' } @{ $r->{responses} };
+    # each connection but the last was told; the last may have been, on the last answer
+    ok($closes == $new - 1 || $closes == $new, "$closes answers said Connection: close, each before a new connection");
+    $lk->stop;
+    $lk->check_sanitizers;
 };
 
 # ---- Kafka ----------------------------------------------------------------------------------
