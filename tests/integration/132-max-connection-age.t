@@ -10,7 +10,8 @@
 #     second, is told Connection: close and opens a new connection after each age;
 #   - Kafka: a connection is closed between answers (a request in flight at the age is
 #     answered first); a Metadata v13 that comes behind it is answered REBOOTSTRAP_REQUIRED
-#     (KIP-1102); kafka-python produces and consumes through several ages and loses nothing;
+#     (KIP-1102), and librdkafka 2.11+ then bootstraps again and goes on; kafka-python
+#     produces and consumes through several ages and loses nothing;
 #   - Pulsar binary: an idle connection is closed between frames at its age, and the client's
 #     next connection is served;
 #   - off (the default): connections live on.
@@ -292,9 +293,13 @@ subtest 'Kafka: kafka-python produces and consumes through several ages, and los
         lookout => "admin = 127.0.0.1:$adm\nmax_connection_age = 700ms\nmax_connection_age.jitter = 10%\n"));
     ok($lk->started, 'lookout started') or return;
     my $n = 60;
-    # a message every 50 ms and more (3 s and more): several ages of each connection
+    # a message every 50 ms and more (3 s and more): several ages of each connection. A
+    # request sent just as its connection closes goes unanswered and is sent again on the
+    # next connection, by a client that retries: kafka-python's default is retries=0, which
+    # would fail it (librdkafka and the Java client retry by default).
     my $r = KafkaMock::run([ '/usr/bin/python3', "$BIN/kafka-python-check", "127.0.0.1:$boot", '--roundtrip', $n,
-                             '--topic', 'lk-age', '--partitions', 2, '--pause', '0.05', '--timeout', 20 ],
+                             '--topic', 'lk-age', '--partitions', 2, '--pause', '0.05', '--timeout', 20,
+                             '--retries', 5 ],
                            timeout => 90);
     my ($j) = map { $_->{roundtrip} ? ($_->{roundtrip}) : () } Lookout::json_lines($r->{out});
     ok($j, 'kafka-python ran its round trip') or return diag("exit $r->{exit}: $r->{err}");
@@ -306,6 +311,58 @@ subtest 'Kafka: kafka-python produces and consumes through several ages, and los
     unlike($r->{err}, qr/Traceback|Error/, 'kafka-python raised nothing') or diag($r->{err});
     $lk->check_sanitizers;
     $m->stop;
+};
+
+# librdkafka 2.11+ (tests/kafka/kafka-rebootstrap-check, run as in 124-kafka-rebootstrap.t): a
+# consumer whose broker connection has a long Fetch poll under way most of the time and sends
+# Metadata v13 every 200 ms, so that a Metadata comes while its connection, past its age,
+# waits for the Fetch's answer: it gets REBOOTSTRAP_REQUIRED, bootstraps again (through the
+# same lookout here) and goes on fetching, with no error.
+subtest 'librdkafka 2.11+: REBOOTSTRAP_REQUIRED past the age, and it bootstraps again and goes on' => sub {
+    my $check = KafkaMock::bin() && (KafkaMock::bin() =~ s{kafka-mock$}{kafka-rebootstrap-check}r);
+    plan skip_all => 'tests/kafka/kafka-rebootstrap-check is not built (librdkafka-dev)' unless $check && -x $check;
+    my $libdir = $ENV{LOOKOUT_LIBRDKAFKA_DIR};
+    my $why = '';
+    unless (defined $libdir && length $libdir) {
+        my $got = `sh "$FindBin::Bin/../kafka/rdkafka-new.sh" --libdir`;
+        chomp $got;
+        ($? == 0 ? $libdir : $why) = $got;
+    }
+    local $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $libdir, $ENV{LD_LIBRARY_PATH});
+    my $v = `$check 127.0.0.1:1 t 0`;
+    plan skip_all => "needs librdkafka 2.11+ (KIP-1102): $1" . ($why && "; $why") if $v =~ /^skip (.*)$/m;
+    note("client: librdkafka $1") if $v =~ /^version (.*)$/m;
+    plan skip_all => 'python3 not found' unless $PY;
+    my $tb = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => 'internal-1.kafka.test', port => 0, bind => '127.0.0.1:0' } ],
+                                    topics => [ { name => 'lk-rb', partitions => 1 } ]);
+    my ($boot, $ext, $adm) = free_ports(3);
+    my $lk = start_lookout(dir => $dir, name => 'rdk', conf => KafkaMock::lookout_conf(
+        nodes => [ [ 1, $tb->node(1)->{listen}, $ext ] ], boot => $boot,
+        lookout => "admin = 127.0.0.1:$adm\nlog.kafka = all\nmax_connection_age = 2s\n"));
+    ok($lk->started, 'lookout started') or return;
+    my $out = "$dir/rdk-check.out";
+    my $pid = fork // die;
+    if ($pid == 0) {
+        open STDOUT, '>', $out;
+        open STDERR, '>&', \*STDOUT;
+        { no warnings 'exec'; exec $check, "127.0.0.1:$boot", 'lk-rb', 15; }
+        POSIX::_exit(127);
+    }
+    ok(wait_until(sub { $lk->log =~ /max_connection_age: Metadata v13 \(correlation id \d+\) answered REBOOTSTRAP_REQUIRED/ }, 10),
+       'lookout answered a Metadata v13 past the age REBOOTSTRAP_REQUIRED');
+    ok(wait_until(sub { (slurp($out) // '') =~ /top level error code 129/ }, 5), 'the client read error 129 in it');
+    ok(wait_until(sub { (slurp($out) // '') =~ /Starting re-bootstrap sequence/ }, 5), '... and bootstrapped again');
+    my $fetches = () = $lk->log =~ /\bFetch\b/g;
+    ok(wait_until(sub { my $n = () = $lk->log =~ /\bFetch\b/g; $n > $fetches }, 10), 'then it goes on fetching')
+        or diag(join("\n", grep { /Fetch|REBOOTSTRAP|max_connection_age|closing/ } split /\n/, $lk->log), "\n---\n",
+                join("\n", grep { /re-bootstrap|129|Fetch|fetch|Disconnect|Connect/i } split /\n/, slurp($out) // ''));
+    waitpid($pid, 0);
+    my $rc = $? >> 8;
+    is($rc, 0, 'the client ran its 15 s and exited 0') or diag(slurp($out));
+    unlike(slurp($out) // '', qr/\bERROR\b|All broker connections are down/, '... with no error') or diag(slurp($out));
+    cmp_ok(aged($adm, 'kafka'), '>=', 2, 'lookout_connections_aged_total counts its connections');
+    $lk->check_sanitizers;
+    $tb->stop;
 };
 
 # ---- Pulsar binary -------------------------------------------------------------------------
