@@ -348,8 +348,8 @@ subtest 'librdkafka 2.11+: REBOOTSTRAP_REQUIRED past the age, and it bootstraps 
         { no warnings 'exec'; exec $check, "127.0.0.1:$boot", 'lk-rb', 15; }
         POSIX::_exit(127);
     }
-    ok(wait_until(sub { $lk->log =~ /max_connection_age: Metadata v13 \(correlation id \d+\) answered REBOOTSTRAP_REQUIRED/ }, 10),
-       'lookout answered a Metadata v13 past the age REBOOTSTRAP_REQUIRED');
+    ok(wait_until(sub { $lk->log =~ /max_connection_age: Metadata v13 \(correlation id \d+\) answered REBOOTSTRAP_REQUIRED/ }, 12 * $SLOW),
+       'lookout answered a Metadata v13 past the age REBOOTSTRAP_REQUIRED') or diag($lk->log);
     ok(wait_until(sub { (slurp($out) // '') =~ /top level error code 129/ }, 5), 'the client read error 129 in it');
     ok(wait_until(sub { (slurp($out) // '') =~ /Starting re-bootstrap sequence/ }, 5), '... and bootstrapped again');
     my $fetches = () = $lk->log =~ /\bFetch\b/g;
