@@ -328,19 +328,10 @@ subtest 'Kafka: kafka-python produces and consumes through several ages, and los
 # waits for the Fetch's answer: it gets REBOOTSTRAP_REQUIRED, bootstraps again (through the
 # same lookout here) and goes on fetching, with no error.
 subtest 'librdkafka 2.11+: REBOOTSTRAP_REQUIRED past the age, and it bootstraps again and goes on' => sub {
-    my $check = KafkaMock::bin() && (KafkaMock::bin() =~ s{kafka-mock$}{kafka-rebootstrap-check}r);
-    plan skip_all => 'tests/kafka/kafka-rebootstrap-check is not built (librdkafka-dev)' unless $check && -x $check;
-    my $libdir = $ENV{LOOKOUT_LIBRDKAFKA_DIR};
-    my $why = '';
-    unless (defined $libdir && length $libdir) {
-        my $got = `sh "$FindBin::Bin/../kafka/rdkafka-new.sh" --libdir`;
-        chomp $got;
-        ($? == 0 ? $libdir : $why) = $got;
-    }
-    local $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $libdir, $ENV{LD_LIBRARY_PATH});
-    my $v = `$check 127.0.0.1:1 t 0`;
-    plan skip_all => "needs librdkafka 2.11+ (KIP-1102): $1" . ($why && "; $why") if $v =~ /^skip (.*)$/m;
-    note("client: librdkafka $1") if $v =~ /^version (.*)$/m;
+    local $ENV{LD_LIBRARY_PATH} = $ENV{LD_LIBRARY_PATH};
+    my ($check, $v) = KafkaMock::rebootstrap_check();
+    plan skip_all => $v unless $check;
+    note("client: librdkafka $v");
     plan skip_all => 'python3 not found' unless $PY;
     my $tb = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => 'internal-1.kafka.test', port => 0, bind => '127.0.0.1:0' } ],
                                     topics => [ { name => 'lk-rb', partitions => 1 } ]);
