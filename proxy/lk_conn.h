@@ -77,10 +77,10 @@ struct lk_conn {
     evutil_socket_t fd;
     uint32_t park_ms;   /* how long it may stay parked */
     unsigned tls : 1;
+    unsigned aged : 1;    /* past max_connection_age: ending (lk_age.c) */
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
-    unsigned aged : 1;    /* past max_connection_age: ending (lk_age.c) */
     unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };
