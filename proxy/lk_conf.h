@@ -369,6 +369,9 @@ struct lk_conf {
      * the workers, 0: no cap (the defaults); a Kafka or Pulsar client's
      * first frame must come within timeout.first_frame (0: off), default 10s */
     unsigned max_connections, max_connections_per_client, timeout_first_frame_ms;
+    /* max_connection_age (lk_age.h): 0, off (the default); its jitter in
+     * percent either way, default 10; its grace, default 30s */
+    unsigned max_connection_age_ms, max_connection_age_jitter, max_connection_age_grace_ms;
     int log_level;                     /* `log_level = error|warn|info|debug`, default info */
     enum lk_log_format log_format;     /* `log.format`: the access log's lines, default text */
     enum lk_log_access log_access;     /* `log.access = stderr|off|PATH`, default stderr */

@@ -275,6 +275,28 @@ set_duration_or_off(struct lk_loader *ld, struct lk_conf_section *s, struct lk_c
     return strcmp(e->value, "off") == 0 ? 0 : lk_set_duration(ld, s, e, k, obj);
 }
 
+/* max_connection_age.jitter: a percentage, "10%" (the sign may be left
+ * out), from 0 to 50: past half, a connection could end at once. */
+static int
+set_percent(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+            const struct lk_conf_key *k, void *obj)
+{
+    char num[8];
+    size_t len = strlen(e->value);
+    unsigned long n;
+
+    if (len > 0 && e->value[len - 1] == '%')
+        len--;
+    if (len == 0 || len >= sizeof(num))
+        return LK_ENTRY_ERR(ld, s, e, "'%s' is not a percentage from 0%% to 50%%", e->value);
+    memcpy(num, e->value, len);
+    num[len] = '\0';
+    if (lk_parse_uint(num, 50, &n) != 0)
+        return LK_ENTRY_ERR(ld, s, e, "'%s' is not a percentage from 0%% to 50%%", e->value);
+    *LK_KEY_FIELD(k, obj, unsigned) = (unsigned)n;
+    return 0;
+}
+
 static const char *const log_format_names[] = {"text", "json", NULL};
 static const char *const log_kafka_names[] = {"control", "all", NULL};
 static const struct lk_key_range idle_pool_range = {0, 65535}, backlog_range = {1, INT_MAX};
@@ -358,6 +380,15 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "limit.requests' N", "requests a client may send at once before limit.requests paces it"},
     {"limit.exempt", LK_IN_LOOKOUT, lk_set_cidrs, C(limit_exempt), &nlimit_exempt, 0, "none",
      "CIDRs whose clients limit.requests never holds back"},
+    {"max_connection_age", LK_IN_LOOKOUT, set_duration_or_off, C(max_connection_age_ms), NULL, I,
+     "off", "a client connection this old is ended between exchanges, so that clients spread "
+     "over the replicas behind a balancer; off: never"},
+    {"max_connection_age.jitter", LK_IN_LOOKOUT, set_percent, C(max_connection_age_jitter), NULL,
+     I, "10%", "each connection's max_connection_age is moved by up to this much either way "
+     "(0% to 50%)"},
+    {"max_connection_age.grace", LK_IN_LOOKOUT, lk_set_duration, C(max_connection_age_grace_ms),
+     NULL, I, "30s", "how long a connection past max_connection_age may stay busy before it is "
+     "closed"},
     {NULL, 0, NULL, 0, NULL, 0, NULL, NULL},
 };
 /* clang-format on */

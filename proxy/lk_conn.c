@@ -89,6 +89,8 @@ lk_conn_close(struct lk_conn *c)
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
     if (c->close_ev != NULL)
         event_free(c->close_ev);
+    if (c->age_ev != NULL)
+        event_free(c->age_ev);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -148,6 +150,7 @@ lk_conn_close_later(struct lk_conn *c)
     if (c->closing)
         return;
     c->closing = 1;
+    c->io.park_wanted = 0; /* closing, not parking */
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     lk_io_disable(&c->io, EV_READ | EV_WRITE);
     /* c's own event, not event_base_once: should c be closed some other way
@@ -169,6 +172,10 @@ lk_conn_close_after_flush(struct lk_conn *c)
         return;
     }
     c->closing = 1;
+    /* Once drained it closes: it must not park instead (lk_io.c parks an
+     * idle connection whose protocol asked, lk_conn_park, once its output
+     * is out). */
+    c->io.park_wanted = 0;
     /* Keep reading (and discarding) so that a client still sending does not
      * get a reset that would destroy the response in flight. */
     bufferevent_setcb(c->bev, discard_input, close_when_drained, close_on_event, c);
@@ -448,6 +455,8 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     if (w->conns != NULL)
         w->conns->prev = c;
     w->conns = c;
+    if (conf->max_connection_age_ms != 0)
+        w->age_start(c); /* its deadline (lk_age.c) */
     if (b->proxy_protocol != 0) {
         pp_wait(c, fd, sa, salen);
         return;

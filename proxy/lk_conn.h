@@ -68,11 +68,16 @@ struct lk_conn {
     struct lk_stat_obj *st; /* its bound address's metrics series */
     struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
     uint64_t id;
+    /* max_connection_age (lk_age.h): when its end begins, then (aged) when
+     * its grace is over, and its timer; 0 and NULL: never */
+    long long age_due_ms;
+    struct event *age_ev;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
     struct event rev;   /* io.rev */
     evutil_socket_t fd;
     uint32_t park_ms;   /* how long it may stay parked */
     unsigned tls : 1;
+    unsigned aged : 1;    /* past max_connection_age: ending (lk_age.c) */
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */

@@ -16,6 +16,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "lk_age.h"
 #include "lk_http.h"
 #include "lk_http_xchg.h"
 #include "lk_io.h"
@@ -218,7 +219,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
             lk_conn_park(hc->c, &rest);
             return;
         }
-        lk_conn_close(hc->c);
+        hc->dead = 1;
+        lk_conn_close_after_flush(hc->c); /* a slow client may still be reading its answer */
         return;
     }
     lk_log(LK_INFO, hc->c, "request head not received within %u ms",
@@ -266,9 +268,13 @@ start(struct lk_conn *c)
     lk_hc_process(hc);
 }
 
-/* Stopping: an idle connection closes now; one with an exchange under way
- * finishes it, its response saying Connection: close, and then closes (a
- * WebSocket tunnel, which never finishes, at drain_timeout). */
+/* Stopping, or past max_connection_age: an idle connection closes once
+ * its last response is out (a slow client may still be reading it), or
+ * past its age once it has been idle LK_AGE_IDLE_MS; one
+ * with an exchange under way finishes it, its response saying Connection:
+ * close unless its head has gone already, and then closes (a WebSocket
+ * tunnel, which never finishes, at drain_timeout or
+ * max_connection_age.grace). */
 static void
 drain(struct lk_conn *c)
 {
@@ -276,11 +282,19 @@ drain(struct lk_conn *c)
 
     if (hc->dead)
         return;
-    if (hc->x == NULL && !hc->tunnel) {
-        lk_conn_close(c);
+    hc->closing = 1;
+    if (hc->x != NULL || hc->tunnel)
+        return;
+    if (c->aged && !c->w->draining) {
+        /* Idle past its age: its next request, if it comes soon, is
+         * answered with Connection: close; if not, it closes. */
+        struct timeval tv = lk_hx_tv(LK_AGE_IDLE_MS);
+        hc->idle_rest_ms = 0; /* no parking: timer_cb closes */
+        event_add(hc->timer, &tv);
         return;
     }
-    hc->closing = 1;
+    hc->dead = 1;
+    lk_conn_close_after_flush(c);
 }
 
 const struct lk_proto_ops lk_proto_http = {

@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "lk_age.h"
 #include "lk_broker.h"
 #include "lk_http_xchg.h"
 #include "lk_io.h"
@@ -184,6 +185,8 @@ lk_hx_send_response_head(struct lk_hx *hx, enum lk_hx_framing framing, size_t le
         lk_http_del_id(res, LK_HDR_CONTENT_LENGTH);
         hc->closing = 1;
     }
+    if (lk_age_passed(hc->c)) /* max_connection_age: this answer is its last */
+        hc->closing = 1;
     if (hc->closing)
         lk_http_add_id(res, LK_HDR_CONNECTION, LK_STRLIT("close"));
     else if (hx->x.req.http_minor == 0)

@@ -10,6 +10,7 @@
 #include <event2/bufferevent.h>
 #include <jansson.h>
 
+#include "lk_age.h"
 #include "lk_http_xchg.h"
 #include "lk_io.h"
 #include "lk_log.h"
@@ -192,7 +193,7 @@ lk_hx_reply_error(struct lk_hx *hx, int status, const char *reason, int close)
     if (j == NULL) /* not UTF-8: say what kind of failure it was */
         j = json_pack("{s:s}", "reason", lk_http_reason(status));
     char *body = json_dumps(j, JSON_COMPACT);
-    if (close || !hx->req_done || !hc->rp.msg_done)
+    if (close || !hx->req_done || !hc->rp.msg_done || lk_age_passed(hc->c))
         hc->closing = 1;
     evbuffer_add_printf(out,
                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"

@@ -524,9 +524,9 @@ answer_local(struct kconn *k)
         evbuffer_add(out, a, n);
         if (!k->rebootstrap_logged)
             lk_log(LK_INFO, k->pr.c,
-                   "stopping: Metadata v%d (correlation id %d) answered REBOOTSTRAP_REQUIRED "
+                   "%s: Metadata v%d (correlation id %d) answered REBOOTSTRAP_REQUIRED "
                    "(KIP-1102): the client bootstraps again (once per connection)",
-                   k->cur.version, k->cur.corr);
+                   k->pr.c->aged ? "max_connection_age" : "stopping", k->cur.version, k->cur.corr);
         k->rebootstrap_logged = 1;
         k->cur_head_us = k->cur.t_us; /* no broker: no upstream time */
         exchange_done(k, n);

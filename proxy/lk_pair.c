@@ -30,7 +30,8 @@ lk_pair_close_drained(struct lk_pair *p)
     if (p->dead)
         return;
     p->dead = 1;
-    lk_log(LK_DEBUG, p->c, "stopping: nothing under way; closing");
+    lk_log(LK_DEBUG, p->c, "%s: nothing under way; closing",
+           p->c->aged ? "max_connection_age" : "stopping");
     lk_conn_close_after_flush(p->c);
 }
 

@@ -574,6 +574,14 @@ lk_stats_write(struct evbuffer *out, lk_stats_write_fn health, const void *arg, 
          "Kafka and Pulsar client connections closed for sending no first frame within "
          "timeout.first_frame.",
          offsetof(struct lk_fe_vals, first_frame_timeouts), 0},
+        {"lookout_connections_aged_total", "counter",
+         "Client connections ended for max_connection_age (Connection: close, or a close "
+         "between answers or frames).",
+         offsetof(struct lk_fe_vals, aged), 1},
+        {"lookout_connections_aged_forced_total", "counter",
+         "Client connections past max_connection_age still busy at max_connection_age.grace, "
+         "closed.",
+         offsetof(struct lk_fe_vals, aged_forced), 1},
     };
     for (size_t f = 0; f < sizeof(fes) / sizeof(fes[0]); f++) {
         lk_stats_family(out, fes[f].name, fes[f].type, fes[f].help);

@@ -66,6 +66,7 @@ struct lk_fe_vals {
                                      from an untrusted address, bad or missing from a trusted one */
     uint64_t client_cert_refused; /* handshakes failed on the client's certificate */
     uint64_t first_frame_timeouts; /* binary connections closed by timeout.first_frame */
+    uint64_t aged, aged_forced; /* past max_connection_age: ended, and closed at its grace */
 };
 
 struct lk_cl_vals {

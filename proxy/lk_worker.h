@@ -84,6 +84,9 @@ struct lk_worker {
      * on those paths only. */
     int (*park)(struct lk_io *io);
     int (*unpark)(struct lk_io *io, short what);
+    /* Gives a client connection just accepted its max_connection_age
+     * deadline (lk_age.c's lk_age_start), when that is on. */
+    void (*age_start)(struct lk_conn *c);
 };
 
 #endif

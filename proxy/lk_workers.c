@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <event2/event.h>
 
+#include "lk_age.h"
 #include "lk_clock.h"
 #include "lk_conn.h"
 #include "lk_dyn.h"
@@ -525,6 +526,7 @@ lk_workers_start(struct lk_runtime *rt, int n, const struct lk_proto_ops *(*prot
         w->proto_for = proto_for;
         w->park = lk_conn_park_io;
         w->unpark = lk_conn_unpark_io;
+        w->age_start = lk_age_start;
         lk_hold_init(&w->hold, w->base);
         w->stop_ev = event_new(w->base, w->stop_pipe[0], EV_READ | EV_PERSIST, stop_cb, w);
         event_add(w->stop_ev, NULL);

@@ -242,19 +242,10 @@ subtest 'draining: after a request lookout does not read, nothing more is read' 
 # 200 ms: A drains, answers a Metadata v13 REBOOTSTRAP_REQUIRED, the client bootstraps again
 # and goes on fetching through B.
 subtest 'librdkafka 2.11+: it bootstraps again and moves to the other lookout' => sub {
-    my $check = KafkaMock::bin() && (KafkaMock::bin() =~ s{kafka-mock$}{kafka-rebootstrap-check}r);
-    plan skip_all => 'tests/kafka/kafka-rebootstrap-check is not built (librdkafka-dev)' unless $check && -x $check;
-    my $libdir = $ENV{LOOKOUT_LIBRDKAFKA_DIR};
-    my $why = '';
-    unless (defined $libdir && length $libdir) {
-        my $got = `sh "$FindBin::Bin/../kafka/rdkafka-new.sh" --libdir`;
-        chomp $got;
-        ($? == 0 ? $libdir : $why) = $got;
-    }
-    local $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $libdir, $ENV{LD_LIBRARY_PATH});
-    my $v = `$check 127.0.0.1:1 t 0`;
-    plan skip_all => "needs librdkafka 2.11+ (KIP-1102): $1" . ($why && "; $why") if $v =~ /^skip (.*)$/m;
-    diag("client: librdkafka $1") if $v =~ /^version (.*)$/m;
+    local $ENV{LD_LIBRARY_PATH} = $ENV{LD_LIBRARY_PATH};
+    my ($check, $v) = KafkaMock::rebootstrap_check();
+    plan skip_all => $v unless $check;
+    diag("client: librdkafka $v");
     my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
     my $tb = KafkaTestBroker->start(dir => $dir, nodes => [ { id => 1, host => 'internal-1.kafka.test', port => 0, bind => '127.0.0.1:0' } ],
                                     topics => [ { name => 'lk-rb', partitions => 1 } ]);

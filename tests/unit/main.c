@@ -29,6 +29,7 @@ extern const struct lk_test_case lk_test_zk[];
 extern const struct lk_test_case lk_test_limit[];
 extern const struct lk_test_case lk_test_ratelimit[];
 extern const struct lk_test_case lk_test_hold[];
+extern const struct lk_test_case lk_test_age[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -53,6 +54,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_limit,
     lk_test_ratelimit,
     lk_test_hold,
+    lk_test_age,
     NULL,
 };
 

@@ -213,6 +213,9 @@ test_defaults(void)
     ok(c->upstream_ca == NULL && c->upstream_verify == 1, "verify upstreams, system store");
     ok(c->timeout_connect_ms == 5000, "timeout.connect 5s");
     ok(c->timeout_response_ms == 60000, "timeout.response 60s");
+    ok(c->max_connection_age_ms == 0, "max_connection_age off");
+    ok(c->max_connection_age_jitter == 10, "max_connection_age.jitter 10%%");
+    ok(c->max_connection_age_grace_ms == 30000, "max_connection_age.grace 30s");
     ok(c->timeout_client_header_ms == 10000, "timeout.client_header 10s");
     ok(c->timeout_idle_ms == 60000, "timeout.idle 60s");
     ok(c->drain_timeout_ms == 30000, "drain_timeout 30s");
@@ -268,7 +271,8 @@ test_lookout_keys(void)
                      "timeout.connect = 250ms", "timeout.response = 2m",
                      "timeout.client_header = 3s", "timeout.idle = 90s", "max_header_bytes = 64k",
                      "max_buffer_bytes = 2M", "max_held_bytes = 8m", "upstream.idle_pool = 0",
-                     "listen.backlog = 100",
+                     "listen.backlog = 100", "max_connection_age = 10m",
+                     "max_connection_age.jitter = 0%", "max_connection_age.grace = 5s",
                      "drain_timeout = 1500ms"));
 
     if (!ok(c != NULL, "loads (%s)", err))
@@ -296,6 +300,14 @@ test_lookout_keys(void)
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
     ok(c->listen_backlog == 100, "listen.backlog");
     ok(c->drain_timeout_ms == 1500, "drain_timeout");
+    ok(c->max_connection_age_ms == 600000, "max_connection_age");
+    ok(c->max_connection_age_jitter == 0, "max_connection_age.jitter 0%%");
+    ok(c->max_connection_age_grace_ms == 5000, "max_connection_age.grace");
+    lk_conf_unref(c);
+    c = LOAD("[lookout]", "max_connection_age = off", "max_connection_age.jitter = 25");
+    if (ok(c != NULL, "max_connection_age = off (%s)", err))
+        ok(c->max_connection_age_ms == 0 && c->max_connection_age_jitter == 25,
+           "... 0, and a jitter without its %% sign");
     lk_conf_unref(c);
 
     c = load_as("/etc/lookout/t.conf",
@@ -709,6 +721,19 @@ test_value_errors(void)
          "max_connections_per_client: '4294967296' is not a number from 0 to 4294967295, or off"},
         {"timeout.first_frame = 0s",
          "timeout.first_frame: '0s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)"},
+        {"max_connection_age = 0s",
+         "max_connection_age: '0s' is not a duration (expected e.g. 250ms, 10s or 2m, above 0)"},
+        {"max_connection_age.jitter = 51%",
+         "max_connection_age.jitter: '51%' is not a percentage from 0% to 50%"},
+        {"max_connection_age.jitter = %",
+         "max_connection_age.jitter: '%' is not a percentage from 0% to 50%"},
+        {"max_connection_age.jitter = 10 %",
+         "max_connection_age.jitter: '10 %' is not a percentage from 0% to 50%"},
+        {"max_connection_age.jitter = -1%",
+         "max_connection_age.jitter: '-1%' is not a percentage from 0% to 50%"},
+        {"max_connection_age.grace = off",
+         "max_connection_age.grace: 'off' is not a duration (expected e.g. 250ms, 10s or 2m, above "
+         "0)"},
         {"tls.session_cache = yes", "tls.session_cache: 'yes' is not on or off"},
         {"tls.session_tickets = On", "tls.session_tickets: 'On' is not on or off"},
         {"tls.session_ticket_key =", "tls.session_ticket_key: empty path"},

@@ -55,6 +55,27 @@ sub missing {
     return 'tests/kafka/kafka-mock is not built (apt-get install librdkafka-dev, then tests/build.sh)';
 }
 
+# KafkaMock::rebootstrap_check(): a KIP-1102 client, tests/kafka/kafka-rebootstrap-check (a
+# librdkafka consumer, see its source), and the librdkafka it is to run with: ($path, $version)
+# with $ENV{LD_LIBRARY_PATH} set (the caller localizes it) to $ENV{LOOKOUT_LIBRDKAFKA_DIR},
+# else the librdkafka 2.15.1 that tests/kafka/rdkafka-new.sh built, first; or (undef, why)
+# when it is not built or that librdkafka is older than 2.11.
+sub rebootstrap_check {
+    my $check = bin() && (bin() =~ s{kafka-mock$}{kafka-rebootstrap-check}r);
+    return (undef, 'tests/kafka/kafka-rebootstrap-check is not built (librdkafka-dev)') unless $check && -x $check;
+    my $libdir = $ENV{LOOKOUT_LIBRDKAFKA_DIR};
+    my $why = '';
+    unless (defined $libdir && length $libdir) {
+        my $got = `sh "@{[ repo_top() ]}/tests/kafka/rdkafka-new.sh" --libdir`;
+        chomp $got;
+        ($? == 0 ? $libdir : $why) = $got;
+    }
+    $ENV{LD_LIBRARY_PATH} = join(':', grep { defined && length } $libdir, $ENV{LD_LIBRARY_PATH});
+    my $v = `$check 127.0.0.1:1 t 0`;
+    return (undef, "needs librdkafka 2.11+ (KIP-1102): $1" . ($why && "; $why")) if $v =~ /^skip (.*)$/m;
+    return ($check, $v =~ /^version (.*)$/m ? $1 : '?');
+}
+
 # KafkaMock::lookout_conf(%opt): the config of a lookout in front of a Kafka cluster "k",
 # plaintext to its brokers, each broker's external address on its own port of 127.0.0.1:
 #   nodes    => [[node id, internal host:port, external port], ...] (see $m->behind)
