@@ -25,6 +25,7 @@ struct lk_conn;
 struct lk_limit_slot;
 struct lk_runtime;
 struct lk_stat_obj;
+struct lk_upstream;
 struct lk_worker;
 
 /* Protocol modules: one per lk_proto, started on each accepted connection. */
@@ -73,6 +74,13 @@ struct lk_conn {
     long long age_due_ms;
     struct event *age_ev;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
+    /* Idle upstreams whose PROXY header names this client
+     * (upstream.proxy_protocol, lk_upstream_keep), and what frees them
+     * (lk_upstream_drop_kept: lk_upstream.h is above this module), called
+     * when c closes or moves to another generation.  NULL, and never
+     * looked at, when the feature is off. */
+    struct lk_upstream *kept;
+    void (*kept_drop)(struct lk_conn *c);
     struct event rev;   /* io.rev */
     evutil_socket_t fd;
     uint32_t park_ms;   /* how long it may stay parked */
