@@ -85,8 +85,9 @@ str_eq(const char *a, const char *b)
     return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-int
-lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
+/* lk_upstream_key_eq, inlined in the pool's lookup (each request's). */
+static inline __attribute__((always_inline)) int
+key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
 {
     return a->hash == b->hash && a->rt == b->rt && a->cluster == b->cluster &&
            a->scheme == b->scheme && a->port == b->port && str_eq(a->host, b->host) &&
@@ -95,6 +96,12 @@ lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key
            (a->pp == 0 || (a->pp == b->pp && a->pp_family == b->pp_family &&
                            a->pp_port == b->pp_port &&
                            memcmp(a->pp_src, b->pp_src, sizeof(a->pp_src)) == 0));
+}
+
+int
+lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
+{
+    return key_eq(a, b);
 }
 
 /* The client's address as c->peer names it (after its own PROXY header,
@@ -194,7 +201,7 @@ idle_list(struct lk_idle_pool *p, const struct lk_upstream_key *k, int create)
         return NULL;
     struct lk_idle_list **slot = &p->slots[k->hash & (p->nslots - 1)];
     for (struct lk_idle_list *il = *slot; il != NULL; il = il->next)
-        if (lk_upstream_key_eq(&il->key, k))
+        if (key_eq(&il->key, k))
             return il;
     if (!create)
         return NULL;
@@ -382,10 +389,17 @@ lk_upstream_keep(struct lk_upstream *u, struct lk_conn *c)
         return;
     }
     idle_wait(u, conf);
-    c->kept_drop = lk_upstream_drop_kept;
     u->owner = c;
     u->next = c->kept;
     c->kept = u;
+}
+
+/* lk_conn_close calls lk_upstream_drop_kept through this: lk_conn.c is
+ * below this module.  Set before main, so before any worker thread. */
+static void __attribute__((constructor))
+kept_drop_hook(void)
+{
+    lk_conn_kept_drop = lk_upstream_drop_kept;
 }
 
 void
