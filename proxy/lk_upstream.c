@@ -255,9 +255,10 @@ lk_upstream_free(struct lk_upstream *u)
     free(u);
 }
 
-/* A client's list (upstream.proxy_protocol) goes once empty: clients come
- * and go, and their lists would pile up until the next reload.  Without
- * the header there are as many keys as addresses: those are kept. */
+/* A list of keys with a PROXY header goes once empty (HTTP keeps those
+ * naming a client on the client's own list, lk_upstream_keep; any that
+ * reach the pool would pile up until the next reload).  Without the
+ * header there are as many keys as addresses: those are kept. */
 static void __attribute__((noinline))
 idle_list_drop(struct lk_idle_pool *p, struct lk_idle_list *il)
 {

@@ -153,8 +153,9 @@ SSL *lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr);
 /* Returns a healthy, idle connection to the pool, under its key, where
  * only an exchange wanting the same key finds it (or frees it if the pool
  * of its key is full, if anything is left in its buffers, or if it belongs
- * to an older generation than the worker's).  HTTP calls it; the binary
- * protocols, whose connections carry a session, never do. */
+ * to an older generation than the worker's).  HTTP calls it (or
+ * lk_upstream_keep, for one whose PROXY header names its client); the
+ * binary protocols, whose connections carry a session, never do. */
 void lk_upstream_release(struct lk_upstream *u);
 /* lk_upstream_release for a connection whose PROXY header names client c
  * (upstream.proxy_protocol): kept idle on c's own list (c->kept), not in
