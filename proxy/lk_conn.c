@@ -55,6 +55,8 @@ conn_alloc(struct lk_worker *w)
     return c;
 }
 
+void (*lk_conn_kept_drop)(struct lk_conn *c);
+
 static void
 conn_release(struct lk_worker *w, struct lk_conn *c)
 {
@@ -100,6 +102,10 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    /* After the pool: its cleanups may have kept one more.  The broker
+     * connections whose PROXY header names this client serve no other. */
+    if (c->kept != NULL)
+        lk_conn_kept_drop(c);
     free(c->cert_subject);
     c->cert_subject = NULL;
     c->auth_id = 0;
@@ -203,6 +209,8 @@ lk_conn_renew(struct lk_conn *c)
      * generation's SSL_CTX, which only the handshake (done) called into. */
     c->bind = b;
     c->conf = rt->conf;
+    if (c->kept != NULL) /* the old generation's, which c's reference kept alive */
+        lk_conn_kept_drop(c);
     lk_runtime_unref(c->rt);
     c->rt = lk_runtime_ref(rt);
     return 1;

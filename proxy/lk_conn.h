@@ -25,6 +25,7 @@ struct lk_conn;
 struct lk_limit_slot;
 struct lk_runtime;
 struct lk_stat_obj;
+struct lk_upstream;
 struct lk_worker;
 
 /* Protocol modules: one per lk_proto, started on each accepted connection. */
@@ -73,6 +74,11 @@ struct lk_conn {
     long long age_due_ms;
     struct event *age_ev;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
+    /* Idle upstreams whose PROXY header names this client
+     * (upstream.proxy_protocol, lk_upstream_keep): freed through
+     * lk_conn_kept_drop when c closes or moves to another generation.
+     * NULL, and never looked at, when the feature is off. */
+    struct lk_upstream *kept;
     struct event rev;   /* io.rev */
     evutil_socket_t fd;
     uint32_t park_ms;   /* how long it may stay parked */
@@ -91,6 +97,11 @@ struct lk_conn {
     unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
     char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
 };
+
+/* Frees c->kept: lk_upstream_drop_kept, set before main by lk_upstream.c
+ * (which is above this module), whenever it is linked in; only it fills
+ * c->kept. */
+extern void (*lk_conn_kept_drop)(struct lk_conn *c);
 
 /* The client's address, without port or brackets. */
 static inline struct lk_str

@@ -138,12 +138,15 @@ lk_hx_end(struct lk_hx *hx, int reuse_upstream)
     if (!hx->req_done || !hc->rp.msg_done)
         hc->closing = 1;
     if (reuse_upstream && hx->up != NULL && !hc->dead) {
-        /* One whose PROXY header names this client serves no other: not
-         * pooled when the client is leaving (upstream.proxy_protocol). */
-        if (hx->up->key.pp != 0 && (hc->closing || hc->client_eof))
+        /* One whose PROXY header names this client serves no other
+         * (upstream.proxy_protocol): kept for this client alone, and not
+         * at all when it is leaving. */
+        if (hx->up->key.pp == 0)
+            lk_upstream_release(hx->up);
+        else if (hc->closing || hc->client_eof)
             lk_upstream_free(hx->up);
         else
-            lk_upstream_release(hx->up);
+            lk_upstream_keep(hx->up, hc->c);
         hx->up = NULL;
     }
     if (hx->upgrade_req && !hc->tunnel && llhttp_get_errno(&hc->rp.ll) == HPE_PAUSED_UPGRADE)

@@ -85,8 +85,9 @@ str_eq(const char *a, const char *b)
     return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-int
-lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
+/* lk_upstream_key_eq, inlined in the pool's lookup (each request's). */
+static inline __attribute__((always_inline)) int
+key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
 {
     return a->hash == b->hash && a->rt == b->rt && a->cluster == b->cluster &&
            a->scheme == b->scheme && a->port == b->port && str_eq(a->host, b->host) &&
@@ -95,6 +96,12 @@ lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key
            (a->pp == 0 || (a->pp == b->pp && a->pp_family == b->pp_family &&
                            a->pp_port == b->pp_port &&
                            memcmp(a->pp_src, b->pp_src, sizeof(a->pp_src)) == 0));
+}
+
+int
+lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key *b)
+{
+    return key_eq(a, b);
 }
 
 /* The client's address as c->peer names it (after its own PROXY header,
@@ -194,7 +201,7 @@ idle_list(struct lk_idle_pool *p, const struct lk_upstream_key *k, int create)
         return NULL;
     struct lk_idle_list **slot = &p->slots[k->hash & (p->nslots - 1)];
     for (struct lk_idle_list *il = *slot; il != NULL; il = il->next)
-        if (lk_upstream_key_eq(&il->key, k))
+        if (key_eq(&il->key, k))
             return il;
     if (!create)
         return NULL;
@@ -248,9 +255,10 @@ lk_upstream_free(struct lk_upstream *u)
     free(u);
 }
 
-/* A client's list (upstream.proxy_protocol) goes once empty: clients come
- * and go, and their lists would pile up until the next reload.  Without
- * the header there are as many keys as addresses: those are kept. */
+/* A list of keys with a PROXY header goes once empty (HTTP keeps those
+ * naming a client on the client's own list, lk_upstream_keep; any that
+ * reach the pool would pile up until the next reload).  Without the
+ * header there are as many keys as addresses: those are kept. */
 static void __attribute__((noinline))
 idle_list_drop(struct lk_idle_pool *p, struct lk_idle_list *il)
 {
@@ -279,13 +287,31 @@ idle_remove(struct lk_upstream *u)
         idle_list_drop(&u->w->idle, il);
 }
 
+/* Takes u off its client's own list. */
+static void
+kept_remove(struct lk_upstream *u)
+{
+    for (struct lk_upstream **pp = &u->owner->kept; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == u) {
+            *pp = u->next;
+            break;
+        }
+    }
+    u->next = NULL;
+    u->owner = NULL;
+    u->idle = 0;
+}
+
 /* An idle pooled connection saw data, EOF, an error or its idle timeout:
  * whatever it is, the connection is no longer reusable. */
 static void
 idle_read_cb(struct bufferevent *bev, void *arg)
 {
     struct lk_upstream *u = arg;
-    idle_remove(u);
+    if (u->owner != NULL)
+        kept_remove(u);
+    else
+        idle_remove(u);
     lk_upstream_free(u);
 }
 
@@ -295,26 +321,21 @@ idle_event_cb(struct bufferevent *bev, short what, void *arg)
     idle_read_cb(bev, arg);
 }
 
-void
-lk_upstream_release(struct lk_upstream *u)
+/* 1 when u may wait idle for another exchange: the current generation's
+ * (the pool goes with it), dialled for a key, with no bytes left either
+ * way, which would reach or come from the next exchange. */
+static inline __attribute__((always_inline)) int
+reusable(const struct lk_upstream *u, const struct lk_conf *conf)
 {
-    const struct lk_conf *conf = u->w->rt->conf;
+    return u->rt == u->w->rt && u->key.rt == u->rt && u->key.host != NULL &&
+           conf->upstream_idle_max != 0 && evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
+           evbuffer_get_length(bufferevent_get_output(u->bev)) == 0;
+}
 
-    /* The pool holds the current generation's connections only (it goes
-     * with the generation); one dialled for no key is never pooled; nor is
-     * one with bytes left either way, which would reach or come from the
-     * next exchange. */
-    if (u->rt != u->w->rt || u->key.rt != u->rt || u->key.host == NULL ||
-        conf->upstream_idle_max == 0 || evbuffer_get_length(bufferevent_get_input(u->bev)) != 0 ||
-        evbuffer_get_length(bufferevent_get_output(u->bev)) != 0) {
-        lk_upstream_free(u);
-        return;
-    }
-    struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 1);
-    if (il == NULL || il->count >= conf->upstream_idle_max) {
-        lk_upstream_free(u);
-        return;
-    }
+/* u waits idle: whatever it reads ends it, and so does timeout.idle. */
+static inline __attribute__((always_inline)) void
+idle_wait(struct lk_upstream *u, const struct lk_conf *conf)
+{
     struct timeval tv = {conf->timeout_idle_ms / 1000, (conf->timeout_idle_ms % 1000) * 1000};
     u->ready_cb = NULL;
     u->arg = NULL;
@@ -324,9 +345,75 @@ lk_upstream_release(struct lk_upstream *u)
     bufferevent_setwatermark(u->bev, EV_WRITE, 0, 0);
     lk_io_set_timeouts(&u->io, &tv, NULL);
     lk_io_enable(&u->io, EV_READ);
+}
+
+void
+lk_upstream_release(struct lk_upstream *u)
+{
+    const struct lk_conf *conf = u->w->rt->conf;
+
+    if (!reusable(u, conf)) {
+        lk_upstream_free(u);
+        return;
+    }
+    struct lk_idle_list *il = idle_list(&u->w->idle, &u->key, 1);
+    if (il == NULL || il->count >= conf->upstream_idle_max) {
+        lk_upstream_free(u);
+        return;
+    }
+    idle_wait(u, conf);
     u->next = il->head;
     il->head = u;
     il->count++;
+}
+
+void
+lk_upstream_keep(struct lk_upstream *u, struct lk_conn *c)
+{
+    const struct lk_conf *conf = u->w->rt->conf;
+    unsigned same = 0;
+
+    if (u->key.pp_family == 0) { /* a LOCAL or UNKNOWN header: anyone's */
+        lk_upstream_release(u);
+        return;
+    }
+    /* c's reference keeps the generation alive for as long as its list
+     * (lk_conn_renew empties the list when c moves). */
+    if (!reusable(u, conf) || u->rt != c->rt) {
+        lk_upstream_free(u);
+        return;
+    }
+    for (const struct lk_upstream *k = c->kept; k != NULL; k = k->next)
+        same += lk_upstream_key_eq(&k->key, &u->key);
+    if (same >= conf->upstream_idle_max) {
+        lk_upstream_free(u);
+        return;
+    }
+    idle_wait(u, conf);
+    u->owner = c;
+    u->next = c->kept;
+    c->kept = u;
+}
+
+/* lk_conn_close calls lk_upstream_drop_kept through this: lk_conn.c is
+ * below this module.  Set before main, so before any worker thread. */
+static void __attribute__((constructor))
+kept_drop_hook(void)
+{
+    lk_conn_kept_drop = lk_upstream_drop_kept;
+}
+
+void
+lk_upstream_drop_kept(struct lk_conn *c)
+{
+    while (c->kept != NULL) {
+        struct lk_upstream *u = c->kept;
+        c->kept = u->next;
+        u->next = NULL;
+        u->owner = NULL;
+        u->idle = 0;
+        lk_upstream_free(u);
+    }
 }
 
 enum lk_upstream_err_kind
@@ -484,29 +571,49 @@ lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr)
     return ssl_for_key(rt->client_ctx, &k);
 }
 
+/* c's own idle connection of key k (lk_upstream_keep), taken off its
+ * list; NULL if none. */
+static struct lk_upstream *
+kept_take(struct lk_conn *c, const struct lk_upstream_key *k)
+{
+    for (struct lk_upstream *u = c->kept; u != NULL; u = u->next) {
+        if (lk_upstream_key_eq(&u->key, k)) {
+            kept_remove(u);
+            return u;
+        }
+    }
+    return NULL;
+}
+
 struct lk_upstream *
 lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker *b,
-                enum lk_scheme scheme, const struct lk_conn *c, lk_upstream_ready_cb cb, void *arg)
+                enum lk_scheme scheme, struct lk_conn *c, lk_upstream_ready_cb cb, void *arg)
 {
     const struct lk_url *addr = lk_broker_upstream(b, scheme, c != NULL && c->tls);
     struct lk_upstream_key key;
     struct lk_pp_addr ppa;
+    struct lk_upstream *u = NULL;
     if (addr == NULL)
         return NULL; /* no internal address of that family */
     lk_upstream_key_make(&key, rt, b->cluster, addr);
-    if (b->cluster->upstream_proxy_protocol != 0)
+    if (b->cluster->upstream_proxy_protocol != 0) {
         lk_upstream_key_client(&key, b->cluster, c, &ppa);
+        if (c != NULL && c->kept != NULL)
+            u = kept_take(c, &key);
+    }
     /* Only a connection dialled for this very key: the same address and
      * protocol, TLS identity, cluster (its internal_networks) and
      * generation (an exchange still on an older generation finds none,
      * since the pool holds the worker's). */
-    struct lk_idle_list *il = idle_list(&w->idle, &key, 0);
-    struct lk_upstream *u = il != NULL ? il->head : NULL;
+    if (u == NULL) {
+        struct lk_idle_list *il = idle_list(&w->idle, &key, 0);
+        if (il != NULL && (u = il->head) != NULL)
+            idle_remove(u);
+    }
     const struct lk_conf *conf = rt->conf;
 
     if (u != NULL) {
         assert(lk_upstream_key_eq(&u->key, &key));
-        idle_remove(u);
         u->reused = 1;
         u->ready_cb = cb;
         u->arg = arg;

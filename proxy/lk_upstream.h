@@ -104,7 +104,8 @@ struct lk_upstream {
     struct lk_upstream_key key; /* what it may be reused for (set when dialled) */
     struct bufferevent *bev;
     struct lk_io io;           /* how bev is driven */
-    struct lk_upstream *next;  /* in the idle list */
+    struct lk_upstream *next;  /* in the idle list, or its client's (owner) */
+    struct lk_conn *owner;     /* idle on this client's own list (lk_upstream_keep), or NULL */
     lk_upstream_ready_cb ready_cb;
     void *arg;
     int reused;   /* came from the idle pool */
@@ -136,14 +137,14 @@ void lk_upstream_error(struct lk_runtime *rt, const struct lk_broker *b,
  * (lk_broker_upstream).  c is the client it is for (its TLS-ness, and its
  * address for upstream.proxy_protocol), or NULL.  An idle pooled connection of exactly that
  * address's key (struct lk_upstream_key: never one to another address or
- * protocol) or a new one.  ready_cb reports the outcome from the event
+ * protocol; first among c's own, lk_upstream_keep) or a new one.  ready_cb reports the outcome from the event
  * loop, never before this returns.  NULL if no connection could even be set up.
  * The caller owns the result until lk_upstream_release or lk_upstream_free
  * and sets the bufferevent callbacks after LK_UP_CONNECTED.
  */
 struct lk_upstream *lk_upstream_get(struct lk_worker *w, struct lk_runtime *rt,
                                     const struct lk_broker *b, enum lk_scheme scheme,
-                                    const struct lk_conn *c, lk_upstream_ready_cb cb, void *arg);
+                                    struct lk_conn *c, lk_upstream_ready_cb cb, void *arg);
 /* A client SSL for broker address addr, from rt->client_ctx, as
  * lk_upstream_key_make describes it: SNI when the host is a name, its name
  * or IP verified unless tls.upstream_verify = off, ALPN http/1.1 when addr
@@ -152,9 +153,19 @@ SSL *lk_upstream_ssl_new(struct lk_runtime *rt, const struct lk_url *addr);
 /* Returns a healthy, idle connection to the pool, under its key, where
  * only an exchange wanting the same key finds it (or frees it if the pool
  * of its key is full, if anything is left in its buffers, or if it belongs
- * to an older generation than the worker's).  HTTP calls it; the binary
- * protocols, whose connections carry a session, never do. */
+ * to an older generation than the worker's).  HTTP calls it (or
+ * lk_upstream_keep, for one whose PROXY header names its client); the
+ * binary protocols, whose connections carry a session, never do. */
 void lk_upstream_release(struct lk_upstream *u);
+/* lk_upstream_release for a connection whose PROXY header names client c
+ * (upstream.proxy_protocol): kept idle on c's own list (c->kept), not in
+ * the worker's pool, since no other client may have it; only c's next
+ * exchanges find it, and it goes when c closes (lk_upstream_drop_kept).
+ * One whose header names no client goes to the pool as usual. */
+void lk_upstream_keep(struct lk_upstream *u, struct lk_conn *c);
+/* Frees every idle connection kept for c: it is closing, or moving to
+ * another generation, whose exchanges could not reuse them. */
+void lk_upstream_drop_kept(struct lk_conn *c);
 void lk_upstream_free(struct lk_upstream *u);
 
 #endif

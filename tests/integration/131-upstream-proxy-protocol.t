@@ -10,7 +10,9 @@
 #  - before TLS on an https broker address, and on health checks and lookout --probe (a
 #    v2 LOCAL);
 #  - two clients never share a pooled broker connection (keep-alive, interleaved), and one
-#    that leaves (Connection: close) leaves none in the pool;
+#    that leaves (Connection: close) leaves none in the pool; a keep-alive client's next
+#    request reuses its own, which is closed as soon as that client closes (not after
+#    timeout.idle); off, a pooled connection outlives its client and serves the next;
 #  - off: a backend that expects no header gets none;
 #  - Pulsar binary: a CONNECT through lookout arrives with the client's address, and Kafka
 #    (bootstrap and a node's own address) too;
@@ -44,6 +46,7 @@ my $certs = test_certs();
 my ($p) = free_ports(1);
 my ($w1, $w2, $wraw1, $wraw2, $woff, $wt, $wbad, $bsvc, $bsvcbad, $ext, $ext2) = free_ports(11);
 my ($hb, $hb1, $hbs, $hbin, $hf, $raw1, $raw2, $rawoff, $hk, $kboot, $kext) = free_ports(11);
+my ($hoff, $woffka) = free_ports(2);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => ["127.0.0.1:$p"], own => {});
 my $t = PulsarBinBroker->start(
     dir => $dir, unknown_command => 'ignore',
@@ -101,6 +104,7 @@ frontend bk_http
     bind 127.0.0.1:$hb accept-proxy
     bind 127.0.0.1:$hb1 accept-proxy
     bind 127.0.0.1:$hbs accept-proxy ssl crt $dir/broker.pem
+    bind 127.0.0.1:$hoff
     log-format "PPHTTP src=%[src]:%[src_port] dst=%[dst]:%[dst_port] pp=%[fc_rcvd_proxy] %HM %HU"
     http-request set-header X-Src %[src]:%[src_port]
     http-request set-header X-Dst %[dst]:%[dst_port]
@@ -174,6 +178,11 @@ advertisedListeners = internal:http://127.0.0.1:$raw2
 webServiceUrl = http://127.0.0.1:$woff
 [broker off/b1]
 advertisedListeners = internal:http://127.0.0.1:$rawoff
+
+[pulsar offka]
+webServiceUrl = http://127.0.0.1:$woffka
+[broker offka/b1]
+advertisedListeners = internal:http://127.0.0.1:$hoff
 
 [pulsar tls]
 webServiceUrl = http://127.0.0.1:$wt
@@ -278,7 +287,7 @@ for my $v ([ 'v1', $w1 ], [ 'v2', $w2 ]) {
 
 # Two clients, interleaved on keep-alive connections: never one's pooled connection for the other.
 {
-    sub open_from { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $w2, LocalAddr => $_[0], Timeout => 5) or die "connect: $@" }
+    sub open_from { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $_[1] // $w2, LocalAddr => $_[0], Timeout => 5) or die "connect: $@" }
     sub ask {
         my ($s) = @_;
         syswrite $s, "GET /test/headers HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -306,6 +315,65 @@ for my $v ([ 'v1', $w1 ], [ 'v2', $w2 ]) {
               'seven requests of three keep-alive clients, interleaved: each broker connection names its own client')
         or diag(explain(\@got));
     close $_ for ($a, $b, $a2);
+}
+
+# lookout's established connections to a broker port: their local ports, sorted.
+sub up_ports { my ($port) = @_; join ' ', sort { $a <=> $b } map { /127\.0\.0\.1:(\d+)\s+127\.0\.0\.1:$port\b/ ? ($1) : () } split /\n/, `ss -Htn state established '( dport = :$port )' 2>/dev/null` }
+sub nports { my @p = split ' ', up_ports($_[0]); scalar @p }
+
+# Clients that leave: the broker connections whose header names them go at once (they
+# served no one else), not after timeout.idle (60 s).
+{
+    ok(wait_until(sub { nports($hb) == 0 }, 3), 'the clients above gone: none of their broker connections left open')
+        or diag('still open: ', up_ports($hb));
+    my $s = open_from('127.0.0.10');
+    my $me = $s->sockhost . ':' . $s->sockport;
+    is(ask($s), $me, 'a keep-alive client: its request names it');
+    my $first = up_ports($hb);
+    is(nports($hb), 1, '... one broker connection, kept for it');
+    is(ask($s), $me, '... its second request names it too');
+    is(up_ports($hb), $first, '... over the same broker connection');
+    my $t0 = time;
+    close $s;
+    ok(wait_until(sub { nports($hb) == 0 }, 2), 'the client closes: its broker connection is closed too')
+        or diag('still open: ', up_ports($hb));
+    note(sprintf('closed after %.2f s', time - $t0));
+}
+
+# Off: a pooled connection is anyone's, and outlives the client that used it.
+{
+    my $s = open_from('127.0.0.11', $woffka);
+    like(ask($s), qr/^127\.0\.0\.1:\d+$/, 'off: a keep-alive client, served (the broker sees lookout)');
+    my $pooled = up_ports($hoff);
+    like($pooled, qr/^\d+$/, '... over one broker connection');
+    close $s;
+    sleep 1;
+    is(up_ports($hoff), $pooled, '... the client gone a second, its broker connection is still pooled');
+    $s = open_from('127.0.0.12', $woffka);
+    ask($s);
+    is(up_ports($hoff), $pooled, '... and another client reuses it');
+    close $s;
+}
+
+# A reload while a client keeps its broker connection: that one is of the old generation,
+# freed once the client moves to the new one at its next request, which dials anew.  One
+# more client keeps its connection until lookout stops (the drain frees it).
+my $held = open_from('127.0.0.14');
+{
+    my $s = open_from('127.0.0.13');
+    my $me = $s->sockhost . ':' . $s->sockport;
+    is(ask($s), $me, 'a keep-alive client before a reload: served');
+    is(ask($held), $held->sockhost . ':' . $held->sockport, '... and another, kept until lookout stops');
+    my $before = up_ports($hb);
+    like($lk->reload(slurp($lk->conf)), qr/^SIGHUP: reloaded/, 'reloaded while they keep their broker connections');
+    is(ask($s), $me, '... the first one\'s next request is served');
+    my @after = split ' ', up_ports($hb);
+    my %was = map { ($_ => 1) } split ' ', $before;
+    ok(keys(%was) == 2 && @after == 2 && (grep { $was{$_} } @after) == 1,
+       '... over a new broker connection, its old one closed (the other client\'s still there)')
+        or diag("before: $before, after: @after");
+    close $s;
+    ok(wait_until(sub { nports($hb) == 1 }, 2), '... and that one closed with it') or diag('open: ', up_ports($hb));
 }
 
 # A client that leaves (Connection: close): its broker connection, of no use to anyone

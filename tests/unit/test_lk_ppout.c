@@ -41,6 +41,14 @@ load(const char *text)
     return conf;
 }
 
+/* Client c at ip:port "peer" (an IPv4 one). */
+static void
+set_peer(struct lk_conn *c, const char *peer)
+{
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    c->peer_ip_len = (unsigned char)(strchr(peer, ':') - peer);
+}
+
 static void
 test_key(void)
 {
@@ -78,8 +86,7 @@ test_key(void)
     struct lk_upstream_key ka, kb, ka2, koff, kbase, ksix, knone, klocal;
     struct lk_pp_addr pa;
 
-    snprintf(a.peer, sizeof(a.peer), "192.0.2.7:40001");
-    a.peer_ip_len = 9;
+    set_peer(&a, "192.0.2.7:40001");
     b = a;
     snprintf(b.peer, sizeof(b.peer), "192.0.2.7:40002");
     a2 = a;
@@ -142,6 +149,47 @@ nlists(const struct lk_idle_pool *p)
     return n;
 }
 
+/* An upstream of client c's key on one end of a fresh pair (*peer: the
+ * broker's end). */
+static struct lk_upstream *
+pair_upstream(struct lk_worker *w, struct lk_runtime *rt, const struct lk_broker *b,
+              struct lk_conn *c, struct bufferevent **peer)
+{
+    const struct lk_url *http = b->internal->addr[LK_SCHEME_HTTP];
+    struct bufferevent *pair[2];
+    struct lk_pp_addr pa;
+
+    bufferevent_pair_new(w->base, 0, pair);
+    struct lk_upstream *u = calloc(1, sizeof(*u));
+    *u = (struct lk_upstream){.w = w, .rt = rt, .broker = b, .addr = http, .bev = pair[0]};
+    lk_upstream_key_make(&u->key, rt, b->cluster, http);
+    lk_upstream_key_client(&u->key, b->cluster, c, &pa);
+    u->io.bev = pair[0];
+    u->io.w = w;
+    *peer = pair[1];
+    return u;
+}
+
+static size_t
+nkept(const struct lk_conn *c)
+{
+    size_t n = 0;
+
+    for (const struct lk_upstream *u = c->kept; u != NULL; u = u->next)
+        n++;
+    return n;
+}
+
+/* The end of a test of w's pool: its connections and events freed. */
+static void
+pool_done(struct lk_worker *w, struct lk_conf *conf)
+{
+    lk_idle_pool_free(&w->idle);
+    event_base_loop(w->base, EVLOOP_NONBLOCK);
+    event_base_free(w->base);
+    lk_conf_unref(conf);
+}
+
 /* The pool with the header on: a connection released by one client is
  * handed to that client again, never to another; a client's list goes
  * once it is empty. */
@@ -155,24 +203,14 @@ test_pool(void)
     struct lk_runtime rt = {.conf = conf};
     struct lk_worker w = {.base = event_base_new(), .rt = &rt};
     const struct lk_broker *b = conf->clusters[0]->brokers[0];
-    const struct lk_url *http = b->internal->addr[LK_SCHEME_HTTP];
     struct lk_conn a = {.fd = -1}, other = {.fd = -1};
-    struct bufferevent *pair[2];
-    struct lk_pp_addr pa;
+    struct bufferevent *peer;
     int called = 0;
 
-    snprintf(a.peer, sizeof(a.peer), "192.0.2.7:40001");
-    a.peer_ip_len = 9;
-    snprintf(other.peer, sizeof(other.peer), "192.0.2.8:40001");
-    other.peer_ip_len = 9;
+    set_peer(&a, "192.0.2.7:40001");
+    set_peer(&other, "192.0.2.8:40001");
     lk_idle_pool_init(&w.idle, 1);
-    bufferevent_pair_new(w.base, 0, pair);
-    struct lk_upstream *u = calloc(1, sizeof(*u));
-    *u = (struct lk_upstream){.w = &w, .rt = &rt, .broker = b, .addr = http, .bev = pair[0]};
-    lk_upstream_key_make(&u->key, &rt, b->cluster, http);
-    lk_upstream_key_client(&u->key, b->cluster, &a, &pa);
-    u->io.bev = pair[0];
-    u->io.w = &w;
+    struct lk_upstream *u = pair_upstream(&w, &rt, b, &a, &peer);
     lk_upstream_release(u);
     ok(lk_idle_pool_count(&w.idle, &u->key) == 1 && nlists(&w.idle) == 1,
        "released under its client's key");
@@ -185,11 +223,80 @@ test_pool(void)
     ok(got == u && got->reused, "the same client gets its own connection back");
     ok(nlists(&w.idle) == 0, "... and its emptied list is gone");
     lk_upstream_free(got);
-    bufferevent_free(pair[1]);
-    lk_idle_pool_free(&w.idle);
+    bufferevent_free(peer);
+    pool_done(&w, conf);
+}
+
+/* lk_upstream_keep: a connection whose header names its client waits on
+ * that client's own list, never in the worker's pool; the client's next
+ * exchange gets it back, another client never; it goes when the client
+ * does (lk_conn_kept_drop, which lk_conn_close calls), or on its own (the broker
+ * closed it) without leaving a dangling entry. */
+static void
+test_kept(void)
+{
+    struct lk_conf *conf = load(conf_text);
+
+    if (conf == NULL)
+        return;
+    struct lk_runtime rt = {.conf = conf}, old = {.conf = conf};
+    struct lk_worker w = {.base = event_base_new(), .rt = &rt};
+    const struct lk_broker *b = conf->clusters[0]->brokers[0];
+    struct lk_conn a = {.fd = -1, .rt = &rt}, other = {.fd = -1, .rt = &rt};
+    struct lk_conn local = {.fd = -1, .rt = &rt, .pp_local = 1};
+    struct bufferevent *peer, *peer2;
+    int called = 0;
+
+    set_peer(&a, "192.0.2.7:40001");
+    set_peer(&other, "192.0.2.8:40001");
+    lk_idle_pool_init(&w.idle, 1);
+    struct lk_upstream *u = pair_upstream(&w, &rt, b, &a, &peer);
+    lk_upstream_keep(u, &a);
+    ok(a.kept == u && u->owner == &a && u->idle && nlists(&w.idle) == 0,
+       "kept on its client's list, not in the worker's pool");
+    ok(lk_conn_kept_drop == lk_upstream_drop_kept, "... and lk_conn_close's hook frees it");
+    struct lk_upstream *got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, &other, ready, &called);
+    ok(got != NULL && got != u && !got->reused && a.kept == u, "another client gets a new one");
+    lk_upstream_free(got);
+    got = lk_upstream_get(&w, &rt, b, LK_SCHEME_HTTP, &a, ready, &called);
+    ok(got == u && got->reused && a.kept == NULL && u->owner == NULL && !u->idle,
+       "the same client gets its own back, off its list");
     event_base_loop(w.base, EVLOOP_NONBLOCK);
-    event_base_free(w.base);
-    lk_conf_unref(conf);
+    ok(called == 1, "reported connected from the loop");
+    lk_upstream_keep(u, &a);
+    struct lk_upstream *u2 = pair_upstream(&w, &rt, b, &a, &peer2);
+    lk_upstream_keep(u2, &a);
+    ok(nkept(&a) == 2, "two of its exchanges at once: two kept");
+    lk_conn_kept_drop(&a);
+    ok(a.kept == NULL, "the client closes: both freed at once");
+    bufferevent_free(peer);
+    bufferevent_free(peer2);
+
+    u = pair_upstream(&w, &rt, b, &a, &peer);
+    lk_upstream_keep(u, &a);
+    bufferevent_write(peer, "x", 1); /* the broker says something: no longer reusable */
+    for (int i = 0; i < 10 && a.kept != NULL; i++)
+        event_base_loop(w.base, EVLOOP_NONBLOCK);
+    ok(a.kept == NULL, "one that reads from its broker leaves its client's list");
+    bufferevent_free(peer);
+
+    u = pair_upstream(&w, &rt, b, &local, &peer);
+    lk_upstream_keep(u, &local);
+    ok(local.kept == NULL && lk_idle_pool_count(&w.idle, &u->key) == 1,
+       "a header naming no client (LOCAL): the worker's pool, as before");
+    lk_idle_pool_free(&w.idle);
+    lk_idle_pool_init(&w.idle, 1);
+    bufferevent_free(peer);
+
+    struct lk_conn moved = a;
+    moved.kept = NULL;
+    moved.rt = &old; /* not yet moved to the worker's generation */
+    u = pair_upstream(&w, &rt, b, &moved, &peer);
+    lk_upstream_keep(u, &moved);
+    ok(moved.kept == NULL, "one of another generation than its client's is not kept");
+    bufferevent_free(peer);
+
+    pool_done(&w, conf);
 }
 
 /* The header a broker gets parses back to the client's addresses. */
@@ -292,6 +399,7 @@ test_dial_header(void)
 const struct lk_test_case lk_test_ppout[] = {
     {"ppout/key", test_key},
     {"ppout/pool", test_pool},
+    {"ppout/kept", test_kept},
     {"ppout/header", test_header},
     {"ppout/dial_header", test_dial_header},
     {NULL, NULL},
