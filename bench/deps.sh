@@ -7,6 +7,8 @@
 # (librdkafka-dev, which tests/deps.sh installs for the Kafka fixtures) and
 # nginx's stream module for its nginx row (libnginx-mod-stream); the pulsar
 # scenario runs the Python test broker and its client under pypy3 (python3
-# without it, several times slower).
-LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux pypy3 $LOOKOUT_EXTRA_PKGS" \
+# without it, several times slower).  gnuplot-nox draws the report's tables as
+# SVG charts beside the results file (bench/charts.py; without it bench/run
+# says so and writes the report alone).
+LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux pypy3 gnuplot-nox $LOOKOUT_EXTRA_PKGS" \
     exec "$(dirname "$0")/../tests/deps.sh"
