@@ -1,15 +1,20 @@
 /*
  * The access log (lk_access.h): formatting an exchange record as a text or
- * JSON line, and where the lines go.
+ * JSON line, where the lines go, and the lines a worker holds until the
+ * end of its loop iteration.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <event2/event.h>
 
 #include "lk_access.h"
 #include "lk_kafka_codec.h"
@@ -22,6 +27,145 @@ enum { TO_NOWHERE = 0, TO_STDERR, TO_FILE };
 static int target = TO_STDERR; /* atomic: workers read it */
 static int fd = -1;            /* TO_FILE: the file; its number never changes once open */
 static char *path;             /* TO_FILE: the file's name (main thread only) */
+/* By target: the most one write(2) may carry (atomic: workers read it).
+ * Others write to a pipe or a socket too (lk_log's lines, other
+ * processes), and only a write of PIPE_BUF bytes or less is atomic there;
+ * a regular file (O_APPEND, or stderr sharing one offset) or a terminal
+ * takes a whole write at once. */
+static size_t widest[3] = {PIPE_BUF, PIPE_BUF, PIPE_BUF};
+static size_t buffer_size = 64 * 1024; /* log.buffer (atomic: workers read it) */
+
+/* The lines a worker holds (lk_access_thread_start): whole lines, all for
+ * one target, written by ev at the end of the loop iteration that made
+ * the first of them, or at once when the next would not fit. */
+struct held {
+    struct event *ev;
+    char *p;
+    size_t len, cap; /* cap: log.buffer when p was sized */
+    int to;          /* TO_STDERR or TO_FILE: what the lines were formatted for */
+};
+static __thread struct held *held;
+
+static size_t
+widest_write(int f)
+{
+    struct stat st;
+
+    if (fstat(f, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return PIPE_BUF;
+    return SIZE_MAX;
+}
+
+/* Writes n bytes of whole lines to to's descriptor: in one write(2), or,
+ * past widest[to], in writes of as many whole lines as fit (a line alone
+ * is under PIPE_BUF: lk_access_write's is 4 KiB with its NUL).  A write
+ * that fails (a full disk, stderr closed) drops the rest, as a single
+ * line's write always did. */
+static void
+write_out(int to, const char *p, size_t n)
+{
+    int f = to == TO_FILE ? fd : STDERR_FILENO;
+    size_t max = __atomic_load_n(&widest[to], __ATOMIC_RELAXED);
+
+    while (n > 0) {
+        size_t k = n;
+        if (k > max) {
+            const char *nl = memrchr(p, '\n', max);
+            k = nl != NULL ? (size_t)(nl - p) + 1 : max;
+        }
+        ssize_t w = write(f, p, k);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void
+held_write(struct held *h)
+{
+    if (h->len == 0)
+        return;
+    write_out(h->to, h->p, h->len);
+    h->len = 0;
+}
+
+/* The end of the loop iteration in which the first held line came. */
+static void
+on_iteration_end(evutil_socket_t s, short what, void *arg)
+{
+    held_write(arg);
+}
+
+void
+lk_access_thread_start(struct event_base *base)
+{
+    struct held *h = lk_xcalloc(1, sizeof(*h));
+
+    h->ev = event_new(base, -1, 0, on_iteration_end, h);
+    if (h->ev == NULL) {
+        free(h); /* each line is written at once */
+        return;
+    }
+    held = h;
+}
+
+void
+lk_access_flush(void)
+{
+    if (held != NULL)
+        held_write(held);
+}
+
+void
+lk_access_thread_end(void)
+{
+    struct held *h = held;
+
+    if (h == NULL)
+        return;
+    held_write(h);
+    event_free(h->ev);
+    free(h->p);
+    free(h);
+    held = NULL;
+}
+
+/* Before a log line goes to stderr (lk_log_set_flush): the access lines
+ * this thread holds for stderr come first, so that stderr keeps the order
+ * of what happened. */
+static void
+flush_for_stderr(void)
+{
+    if (held != NULL && held->to == TO_STDERR)
+        held_write(held);
+}
+
+/* Holds line (n bytes, whole lines) for to, or writes it at once. */
+static void
+hold(struct held *h, int to, const char *line, size_t n)
+{
+    size_t size = __atomic_load_n(&buffer_size, __ATOMIC_RELAXED);
+
+    if (h->len != 0 && (h->to != to || h->len + n > h->cap || size != h->cap))
+        held_write(h);
+    if (size != h->cap) { /* log.buffer changed (a reload), or the first line */
+        free(h->p);
+        h->p = size != 0 ? lk_xmalloc(size) : NULL;
+        h->cap = size;
+    }
+    if (n > h->cap) {
+        write_out(to, line, n);
+        return;
+    }
+    if (h->len == 0)
+        event_active(h->ev, EV_TIMEOUT, 1);
+    memcpy(h->p + h->len, line, n);
+    h->len += n;
+    h->to = to;
+}
 
 static int
 open_file(const char *name, char *err, size_t errlen)
@@ -40,22 +184,29 @@ swap_in(const char *name, char *err, size_t errlen)
     int f = open_file(name, err, errlen);
     if (f < 0)
         return -1;
+    size_t w = widest_write(f);
     if (fd < 0) {
         fd = f;
-        return 0;
-    }
-    if (dup2(f, fd) < 0) {
+    } else if (dup2(f, fd) < 0) {
         snprintf(err, errlen, "log.access: dup2: %s", strerror(errno));
         close(f);
         return -1;
+    } else {
+        close(f);
     }
-    close(f);
+    __atomic_store_n(&widest[TO_FILE], w, __ATOMIC_RELAXED);
     return 0;
 }
 
 int
 lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen)
 {
+    /* The lines held here go where they were meant for; other workers'
+     * go there (the file's descriptor stays open) within an iteration. */
+    lk_access_flush();
+    lk_log_set_flush(flush_for_stderr);
+    __atomic_store_n(&widest[TO_STDERR], widest_write(STDERR_FILENO), __ATOMIC_RELAXED);
+    __atomic_store_n(&buffer_size, conf->log_buffer, __ATOMIC_RELAXED);
     if (conf->log_access == LK_ACCESS_FILE) {
         if (swap_in(conf->log_access_file, err, errlen) != 0)
             return -1;
@@ -75,12 +226,16 @@ lk_access_reopen(char *err, size_t errlen)
 {
     if (__atomic_load_n(&target, __ATOMIC_ACQUIRE) != TO_FILE || path == NULL)
         return 0; /* stderr is the supervisor's to rotate */
+    /* What this thread holds goes to the file being rotated away; another
+     * worker's, within an iteration, to the new one: none is lost. */
+    lk_access_flush();
     return swap_in(path, err, errlen);
 }
 
 void
 lk_access_close(void)
 {
+    lk_access_flush();
     __atomic_store_n(&target, TO_STDERR, __ATOMIC_RELEASE);
     if (fd >= 0)
         close(fd);
@@ -354,6 +509,8 @@ lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who)
     /* On stderr, among the other log lines, in their shape: "time [info] ..." */
     size_t n = lk_access_format(r, who, conf->log_format == LK_LOG_JSON,
                                 to == TO_STDERR ? "[info] " : "", line, sizeof(line));
-    ssize_t w = write(to == TO_FILE ? fd : STDERR_FILENO, line, n);
-    (void)w;
+    if (held != NULL)
+        hold(held, to, line, n);
+    else
+        write_out(to, line, n);
 }
