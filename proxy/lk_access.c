@@ -246,10 +246,54 @@ lk_access_close(void)
 
 /* Formatting --------------------------------------------------------------- */
 
+/* A line is built by appending: bytes, decimal numbers and, for what is
+ * rare, printf.  Each append cuts at cap - 1, as vsnprintf would. */
 struct line {
     char *p;
     size_t len, cap; /* cap excludes room kept for the final "\n" */
 };
+
+static void
+put_mem(struct line *l, const char *s, size_t n)
+{
+    if (l->len >= l->cap)
+        return;
+    if (n > l->cap - l->len - 1)
+        n = l->cap - l->len - 1;
+    memcpy(l->p + l->len, s, n);
+    l->len += n;
+}
+
+#define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
+
+static void
+put_s(struct line *l, const char *s)
+{
+    put_mem(l, s, strlen(s));
+}
+
+static void
+put_u(struct line *l, unsigned long long v)
+{
+    char d[20];
+    size_t i = sizeof(d);
+
+    do
+        d[--i] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    put_mem(l, d + i, sizeof(d) - i);
+}
+
+static void
+put_d(struct line *l, long long v)
+{
+    if (v < 0) {
+        PUT_LIT(l, "-");
+        put_u(l, 0ULL - (unsigned long long)v);
+    } else {
+        put_u(l, (unsigned long long)v);
+    }
+}
 
 static void put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -267,13 +311,29 @@ put(struct line *l, const char *fmt, ...)
         l->len = l->len + (size_t)n < l->cap ? l->len + (size_t)n : l->cap - 1;
 }
 
+/* Microseconds as milliseconds with three decimals: "12.345". */
+static void
+put_ms3(struct line *l, long long us)
+{
+    char frac[3] = {(char)('0' + us % 1000 / 100), (char)('0' + us % 100 / 10),
+                    (char)('0' + us % 10)};
+
+    if (us < 0) {
+        put(l, "%lld.%03lld", us / 1000, us % 1000);
+        return;
+    }
+    put_u(l, (unsigned long long)us / 1000);
+    PUT_LIT(l, ".");
+    put_mem(l, frac, 3);
+}
+
 /* A JSON string of untrusted bytes: quotes, backslashes and every byte
  * outside printable ASCII escaped, so that the line is valid JSON (and
  * UTF-8) whatever the client sent; cut at max bytes. */
 static void
 put_json_str(struct line *l, const char *s, size_t n, size_t max)
 {
-    put(l, "\"");
+    PUT_LIT(l, "\"");
     for (size_t i = 0; i < n && i < max && l->len + 8 < l->cap; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\')
@@ -283,23 +343,42 @@ put_json_str(struct line *l, const char *s, size_t n, size_t max)
         else
             l->p[l->len++] = (char)ch;
     }
-    put(l, "\"");
+    PUT_LIT(l, "\"");
 }
+
+/* The time to the second, as the last line of this thread wrote it:
+ * gmtime_r and its printf once a second, not once a line. */
+static __thread time_t time_sec = -1;
+static __thread char time_text[32]; /* "2026-12-01T22:54:07." */
+static __thread size_t time_len;
 
 static void
 put_time(struct line *l, int json, const char *tag)
 {
     struct timespec ts;
-    struct tm tm;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    if (ts.tv_sec != time_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        int n = snprintf(time_text, sizeof(time_text), "%04d-%02d-%02dT%02d:%02d:%02d.",
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                         tm.tm_sec);
+        time_len = n > 0 && (size_t)n < sizeof(time_text) ? (size_t)n : 0;
+        time_sec = ts.tv_sec;
+    }
+    long ms = ts.tv_nsec / 1000000;
+    char frac[3] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10)};
     if (json)
-        put(l, "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\"", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-    else
-        put(l, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s", tm.tm_year + 1900, tm.tm_mon + 1,
-            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, tag);
+        PUT_LIT(l, "{\"time\":\"");
+    put_mem(l, time_text, time_len);
+    put_mem(l, frac, 3);
+    if (json) {
+        PUT_LIT(l, "Z\"");
+    } else {
+        PUT_LIT(l, "Z ");
+        put_s(l, tag);
+    }
 }
 
 static const char *
@@ -326,10 +405,13 @@ put_what(struct line *l, const struct lk_xrec *r)
     char path_text[200];
 
     if (r->summary) {
-        put(l, "connection");
+        PUT_LIT(l, "connection");
     } else if (r->proto == LK_SP_HTTP) {
         lk_log_sanitize(path_text, r->target.p, r->target.len, 160);
-        put(l, "%.*s %s", (int)(r->method.len > 20 ? 20 : r->method.len), r->method.p, path_text);
+        /* the method is a token (llhttp checked it): no NUL to stop at */
+        put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
+        PUT_LIT(l, " ");
+        put_s(l, path_text);
     } else if (r->proto == LK_SP_KAFKA) {
         const char *name = lk_kafka_api_name(r->api_key);
         if (name != NULL)
@@ -349,51 +431,98 @@ put_filters(struct line *l, const struct lk_xrec *r, int json)
     for (int i = 0; i < LK_STAT_FILTERS && lk_stat_filters[i].name != NULL; i++) {
         if (r->flt_rewrites[i] == 0)
             continue;
-        put(l, json ? "%s\"%s\":%u" : "%s%s=%u", first ? "" : ",", lk_stat_filters[i].name,
-            r->flt_rewrites[i]);
+        if (!first)
+            PUT_LIT(l, ",");
+        if (json) {
+            PUT_LIT(l, "\"");
+            put_s(l, lk_stat_filters[i].name);
+            PUT_LIT(l, "\":");
+        } else {
+            put_s(l, lk_stat_filters[i].name);
+            PUT_LIT(l, "=");
+        }
+        put_u(l, r->flt_rewrites[i]);
         first = 0;
     }
+}
+
+/* ", N what": a count of the text line. */
+static void
+put_count(struct line *l, unsigned long long n, const char *what)
+{
+    PUT_LIT(l, ", ");
+    put_u(l, n);
+    put_s(l, what);
 }
 
 static void
 format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
 {
-    put(l, "%s > %s %s \"", who->client, who->frontend, proto_name(r));
+    put_s(l, who->client);
+    PUT_LIT(l, " > ");
+    put_s(l, who->frontend);
+    PUT_LIT(l, " ");
+    put_s(l, proto_name(r));
+    PUT_LIT(l, " \"");
     put_what(l, r);
-    put(l, "\" %s ", r->broker != NULL ? r->broker : "-");
+    PUT_LIT(l, "\" ");
+    put_s(l, r->broker != NULL ? r->broker : "-");
+    PUT_LIT(l, " ");
     /* HTTP's fields in the order lookout has always logged them; what
      * came later goes after them. */
+    if (r->proto == LK_SP_HTTP) {
+        put_d(l, r->status);
+        PUT_LIT(l, " ");
+        put_u(l, r->bytes_upstream);
+        PUT_LIT(l, " bytes from broker, ");
+    } else {
+        PUT_LIT(l, "- ");
+    }
+    put_u(l, r->bytes_out);
+    PUT_LIT(l, " bytes to client");
+    if (r->summary) {
+        put_count(l, r->frames_out, " frames to client");
+    } else {
+        put_count(l, r->rewrites, " rewrites");
+        put_count(l, r->leaks, " leaks");
+    }
     if (r->proto == LK_SP_HTTP)
-        put(l, "%d %llu bytes from broker, ", r->status, (unsigned long long)r->bytes_upstream);
-    else
-        put(l, "- ");
-    put(l, "%llu bytes to client", (unsigned long long)r->bytes_out);
-    if (r->summary)
-        put(l, ", %llu frames to client", (unsigned long long)r->frames_out);
-    else
-        put(l, ", %u rewrites, %u leaks", r->rewrites, r->leaks);
-    if (r->proto == LK_SP_HTTP)
-        put(l, ", %u hops", r->hops);
+        put_count(l, r->hops, " hops");
     if (r->overflowed)
-        put(l, ", body over max_buffer_bytes passed through");
+        PUT_LIT(l, ", body over max_buffer_bytes passed through");
     if (r->refused)
-        put(l, ", refused: connection closed");
-    put(l, ", %llu bytes from client", (unsigned long long)r->bytes_in);
+        PUT_LIT(l, ", refused: connection closed");
+    put_count(l, r->bytes_in, " bytes from client");
     if (r->summary)
-        put(l, ", %llu frames from client", (unsigned long long)r->frames_in);
-    put(l, ", %lld ms", r->dur_us / 1000);
-    if (r->error != NULL)
-        put(l, ", upstream: %s", r->error);
-    if (r->upstream_us >= 0)
-        put(l, ", broker %lld ms", r->upstream_us / 1000);
+        put_count(l, r->frames_in, " frames from client");
+    PUT_LIT(l, ", ");
+    put_d(l, r->dur_us / 1000);
+    PUT_LIT(l, " ms");
+    if (r->error != NULL) {
+        PUT_LIT(l, ", upstream: ");
+        put_s(l, r->error);
+    }
+    if (r->upstream_us >= 0) {
+        PUT_LIT(l, ", broker ");
+        put_d(l, r->upstream_us / 1000);
+        PUT_LIT(l, " ms");
+    }
     if (r->unmapped != 0)
-        put(l, ", %u unmapped", r->unmapped);
+        put_count(l, r->unmapped, " unmapped");
     if (r->rewrites != 0) {
-        put(l, ", rewritten by ");
+        PUT_LIT(l, ", rewritten by ");
         put_filters(l, r, 0);
     }
     if (who->cert_subject != NULL)
         put(l, ", client certificate \"%s\"", who->cert_subject);
+}
+
+/* ",\"key\":N": a number of the JSON line. */
+static void
+put_key_u(struct line *l, const char *key, unsigned long long n)
+{
+    put_s(l, key);
+    put_u(l, n);
 }
 
 static void
@@ -401,25 +530,32 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
 {
     /* peer and bind text are addresses; names come from the config and
      * are escaped like anything else */
-    put(l, ",\"client\":\"%s\",\"frontend\":\"%s\",\"protocol\":\"%s\"", who->client,
-        who->frontend, proto_name(r));
+    PUT_LIT(l, ",\"client\":\"");
+    put_s(l, who->client);
+    PUT_LIT(l, "\",\"frontend\":\"");
+    put_s(l, who->frontend);
+    PUT_LIT(l, "\",\"protocol\":\"");
+    put_s(l, proto_name(r));
+    PUT_LIT(l, "\"");
     if (r->cluster != NULL) {
-        put(l, ",\"cluster\":");
+        PUT_LIT(l, ",\"cluster\":");
         put_json_str(l, r->cluster->name, strlen(r->cluster->name), 200);
     }
     if (r->broker != NULL) {
-        put(l, ",\"broker\":");
+        PUT_LIT(l, ",\"broker\":");
         put_json_str(l, r->broker, strlen(r->broker), 200);
     }
     if (r->summary) {
-        put(l, ",\"event\":\"connection\",\"frames_in\":%llu,\"frames_out\":%llu",
-            (unsigned long long)r->frames_in, (unsigned long long)r->frames_out);
+        PUT_LIT(l, ",\"event\":\"connection\"");
+        put_key_u(l, ",\"frames_in\":", r->frames_in);
+        put_key_u(l, ",\"frames_out\":", r->frames_out);
     } else if (r->proto == LK_SP_HTTP) {
-        put(l, ",\"method\":");
+        PUT_LIT(l, ",\"method\":");
         put_json_str(l, r->method.p, r->method.len, 20);
-        put(l, ",\"path\":");
+        PUT_LIT(l, ",\"path\":");
         put_json_str(l, r->target.p, r->target.len, 1024);
-        put(l, ",\"status\":%d", r->status);
+        PUT_LIT(l, ",\"status\":");
+        put_d(l, r->status);
     } else if (r->proto == LK_SP_KAFKA) {
         const char *name = lk_kafka_api_name(r->api_key);
         if (name != NULL)
@@ -428,32 +564,38 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     } else {
         put_command(l, r, ",\"command\":\"%s\"", ",\"command\":\"%d\"");
     }
-    put(l, ",\"bytes_in\":%llu,\"bytes_out\":%llu", (unsigned long long)r->bytes_in,
-        (unsigned long long)r->bytes_out);
-    if (r->proto == LK_SP_HTTP)
-        put(l, ",\"bytes_from_broker\":%llu,\"hops\":%u", (unsigned long long)r->bytes_upstream,
-            r->hops);
+    put_key_u(l, ",\"bytes_in\":", r->bytes_in);
+    put_key_u(l, ",\"bytes_out\":", r->bytes_out);
+    if (r->proto == LK_SP_HTTP) {
+        put_key_u(l, ",\"bytes_from_broker\":", r->bytes_upstream);
+        put_key_u(l, ",\"hops\":", r->hops);
+    }
     if (!r->summary) {
-        put(l, ",\"rewrites\":%u,\"filters\":{", r->rewrites);
+        put_key_u(l, ",\"rewrites\":", r->rewrites);
+        PUT_LIT(l, ",\"filters\":{");
         put_filters(l, r, 1);
-        put(l, "},\"leaks\":%u,\"unmapped\":%u", r->leaks, r->unmapped);
+        put_key_u(l, "},\"leaks\":", r->leaks);
+        put_key_u(l, ",\"unmapped\":", r->unmapped);
     }
     if (r->overflowed)
-        put(l, ",\"body_overflow\":true");
+        PUT_LIT(l, ",\"body_overflow\":true");
     if (r->refused)
-        put(l, ",\"refused\":true");
-    put(l, ",\"duration_ms\":%lld.%03lld", r->dur_us / 1000, r->dur_us % 1000);
-    if (r->upstream_us >= 0)
-        put(l, ",\"upstream_ms\":%lld.%03lld", r->upstream_us / 1000, r->upstream_us % 1000);
+        PUT_LIT(l, ",\"refused\":true");
+    PUT_LIT(l, ",\"duration_ms\":");
+    put_ms3(l, r->dur_us);
+    if (r->upstream_us >= 0) {
+        PUT_LIT(l, ",\"upstream_ms\":");
+        put_ms3(l, r->upstream_us);
+    }
     if (r->error != NULL) {
-        put(l, ",\"error\":");
+        PUT_LIT(l, ",\"error\":");
         put_json_str(l, r->error, strlen(r->error), 200);
     }
     if (who->cert_subject != NULL) {
-        put(l, ",\"client_cert\":");
+        PUT_LIT(l, ",\"client_cert\":");
         put_json_str(l, who->cert_subject, strlen(who->cert_subject), 512);
     }
-    put(l, "}");
+    PUT_LIT(l, "}");
 }
 
 size_t

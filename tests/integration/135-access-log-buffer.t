@@ -191,8 +191,11 @@ for my $sig ('TERM', 'INT') {
         # under log.kafka = control) from client id 's'.
         my @kbusy = map { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kboot, Proto => 'tcp', Timeout => 5) } 1 .. 4;
         syswrite($_, KafkaMock::frame(pack('nnN', 0, 3, 7) . pack('n', 1) . 's')) for @kbusy;
+        # The slow one first, so that it is under way when the signal comes (SIGINT's drain
+        # is 1 s at most: it ends within that).
+        my $slow = curl_start({ timeout => 20 }, "$url/test/slow?ms=900&id=slow$sig-1");
+        sleep 0.3;
         my ($ids, $h) = load_start($url, "q$sig", 4, 30);
-        my $slow = curl_start({ timeout => 20 }, "$url/test/slow?ms=600&id=slow$sig-1");
         ok(wait_until(sub { (() = (slurp($access) // '') =~ /\n/g) >= 20 }, 10), 'the load is under way');
         $lk->signal($sig);
         load_wait($h);

@@ -10,6 +10,7 @@
  */
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,7 +443,62 @@ test_conf_key(void)
     unlink(log_path);
 }
 
+/* The formatter's own number writing, at the edges printf was trusted
+ * with before: the largest count, zero, negative values, milliseconds
+ * with three decimals. */
+static void
+test_numbers(void)
+{
+    struct lk_conf *conf = conf_new(NULL, 0);
+    struct lk_xrec r;
+    char line[4096];
+
+    if (conf == NULL)
+        goto end;
+    const struct lk_access_who who = {"127.0.0.1:1", "127.0.0.1:2", conf, NULL};
+    memset(&r, 0, sizeof(r));
+    r.proto = LK_SP_HTTP;
+    r.method = LK_STRLIT("POST");
+    r.target = LK_STRLIT("/n");
+    r.status = -7;
+    r.bytes_out = UINT64_MAX;
+    r.bytes_in = 10;
+    r.hops = 4294967295u;
+    r.dur_us = 1234567;
+    r.upstream_us = 5;
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
+    ok_str(strchr(line, ' '),
+           " 127.0.0.1:1 > 127.0.0.1:2 http \"POST /n\" - -7 0 bytes from broker, "
+           "18446744073709551615 bytes to client, 0 rewrites, 0 leaks, 4294967295 hops, 10 bytes "
+           "from client, 1234 ms, broker 0 ms\n",
+           "text: the edges of each number");
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
+    ok(strstr(line, ",\"status\":-7,") != NULL &&
+           strstr(line, ",\"bytes_out\":18446744073709551615,") != NULL &&
+           strstr(line, ",\"duration_ms\":1234.567,\"upstream_ms\":0.005}") != NULL,
+       "JSON: the same, and milliseconds with three decimals: %s", line);
+    r.dur_us = -1500; /* a clock stepped back: as printf wrote it */
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
+    ok(strstr(line, ",\"duration_ms\":-1.-500,") != NULL, "a negative duration: %s", line);
+    /* The time: {"time":"YYYY-MM-DDTHH:MM:SS.mmmZ" */
+    ok(strncmp(line, "{\"time\":\"", 9) == 0 && line[9 + 4] == '-' && line[9 + 10] == 'T' &&
+           line[9 + 19] == '.' && line[9 + 23] == 'Z' && line[9 + 24] == '"',
+       "JSON's time field");
+    lk_access_format(&r, &who, 0, "[info] ", line, sizeof(line));
+    ok(line[4] == '-' && line[10] == 'T' && line[19] == '.' && line[23] == 'Z' &&
+           strncmp(line + 24, " [info] 127.0.0.1:1 ", 20) == 0,
+       "text's time, then the tag: %s", line);
+    /* cut short: whole JSON still */
+    lk_access_format(&r, &who, 1, "", line, 120);
+    ok(strlen(line) < 120 && strstr(line, "\"truncated\":true}\n") != NULL,
+       "a JSON line cut short is replaced by one that parses: %s", line);
+end:
+    lk_conf_unref(conf);
+    unlink(log_path);
+}
+
 const struct lk_test_case lk_test_access[] = {
+    {"access/numbers", test_numbers},
     {"access/held_until_iteration_end", test_held_until_iteration_end},
     {"access/full_buffer", test_full_buffer},
     {"access/unbuffered", test_unbuffered},
