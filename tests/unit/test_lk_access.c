@@ -131,6 +131,36 @@ lines_in_order(const char *text, const char *tag, int n)
     return *p == '\0';
 }
 
+/* Whether the file at path is exactly the lines /t/TAG/0 .. n-1
+ * (lines_in_order); shows the file when not. */
+static int
+file_has(const char *path, const char *tag, int n)
+{
+    size_t len;
+    char *t = slurp(path, &len);
+    int r = lines_in_order(t, tag, n);
+
+    if (!r)
+        lk_test_diag("%s: %s", path, t);
+    free(t);
+    return r;
+}
+
+/* Points the access log where conf says and, given a base, has this
+ * thread hold its lines for base's loop.  0 if conf did not load. */
+static int
+start(const struct lk_conf *conf, struct event_base *base)
+{
+    char err[256];
+
+    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured: %s",
+                            conf == NULL ? "" : err))
+        return 0;
+    if (base != NULL)
+        lk_access_thread_start(base);
+    return 1;
+}
+
 static void
 end_case(struct lk_conf *conf, struct event_base *base)
 {
@@ -147,27 +177,18 @@ test_held_until_iteration_end(void)
 {
     struct lk_conf *conf = conf_new(NULL, 0);
     struct event_base *base = event_base_new();
-    char err[256], *t = NULL;
-    size_t len;
 
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, base))
         goto end;
-    lk_access_thread_start(base);
     for (int i = 0; i < 3; i++)
         write_line(conf, "a", i, 10);
     ok(file_size(log_path) == 0, "three lines held: the file is empty");
     event_base_loop(base, EVLOOP_NONBLOCK);
-    t = slurp(log_path, &len);
-    if (!ok(lines_in_order(t, "a", 3), "the iteration's end writes the three, whole, in order"))
-        lk_test_diag("%s", t);
-    free(t);
-    t = NULL;
-    write_line(conf, "b", 0, 10);
+    ok(file_has(log_path, "a", 3), "the iteration's end writes the three, whole, in order");
+    write_line(conf, "a", 3, 10);
     event_base_loop(base, EVLOOP_NONBLOCK);
-    t = slurp(log_path, &len);
-    ok(strstr(t, "/t/b/0/") != NULL, "a line in a later iteration: written at its end too");
+    ok(file_has(log_path, "a", 4), "a line in a later iteration: written at its end too");
 end:
-    free(t);
     end_case(conf, base);
 }
 
@@ -176,29 +197,21 @@ test_full_buffer(void)
 {
     struct lk_conf *conf = conf_new(NULL, 0);
     struct event_base *base = event_base_new();
-    char err[256], *t = NULL;
-    size_t len, before = 0;
+    size_t before = 0;
     int n = 0;
 
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, base))
         goto end;
     ok(conf->log_buffer == 64 * 1024, "log.buffer: 64k by default");
-    lk_access_thread_start(base);
     /* about 230 bytes a line: the 64 KiB fill after some 285 */
     while (n < 1000 && (before = file_size(log_path)) == 0)
         write_line(conf, "c", n++, 120);
     ok(before > 60 * 1024 && before <= 64 * 1024,
        "the line that does not fit writes the %zu bytes held first, at once", before);
-    t = slurp(log_path, &len);
-    ok(len > 0 && t[len - 1] == '\n' && lines_in_order(t, "c", n - 1),
-       "... whole lines only, all but the last");
-    free(t);
-    t = NULL;
+    ok(file_has(log_path, "c", n - 1), "... whole lines only, all but the last");
     event_base_loop(base, EVLOOP_NONBLOCK);
-    t = slurp(log_path, &len);
-    ok(lines_in_order(t, "c", n), "the last comes at the iteration's end");
+    ok(file_has(log_path, "c", n), "the last comes at the iteration's end");
 end:
-    free(t);
     end_case(conf, base);
 }
 
@@ -207,22 +220,14 @@ test_unbuffered(void)
 {
     struct lk_conf *conf = conf_new("0", 0);
     struct event_base *base = event_base_new();
-    char err[256], *t = NULL;
-    size_t len;
 
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, base))
         goto end;
-    lk_access_thread_start(base);
     write_line(conf, "d", 0, 10);
-    t = slurp(log_path, &len);
-    ok(lines_in_order(t, "d", 1), "log.buffer = 0: the line is written at once");
-    free(t);
-    t = NULL;
+    ok(file_has(log_path, "d", 1), "log.buffer = 0: the line is written at once");
     write_line(conf, "d", 1, 10);
-    t = slurp(log_path, &len);
-    ok(lines_in_order(t, "d", 2), "... and the next");
+    ok(file_has(log_path, "d", 2), "... and the next");
 end:
-    free(t);
     end_case(conf, base);
 }
 
@@ -231,25 +236,17 @@ test_thread_end(void)
 {
     struct lk_conf *conf = conf_new(NULL, 0);
     struct event_base *base = event_base_new();
-    char err[256], *t = NULL;
-    size_t len;
 
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, base))
         goto end;
-    lk_access_thread_start(base);
     write_line(conf, "e", 0, 10);
     write_line(conf, "e", 1, 10);
     /* the loop broken off (a drain) before the iteration's write */
     lk_access_thread_end();
-    t = slurp(log_path, &len);
-    ok(lines_in_order(t, "e", 2), "the thread's end writes what it held");
-    free(t);
-    t = NULL;
+    ok(file_has(log_path, "e", 2), "the thread's end writes what it held");
     write_line(conf, "e", 2, 10);
-    t = slurp(log_path, &len);
-    ok(lines_in_order(t, "e", 3), "after it, lines are written at once");
+    ok(file_has(log_path, "e", 3), "after it, lines are written at once");
 end:
-    free(t);
     end_case(conf, base);
 }
 
@@ -258,34 +255,25 @@ test_reopen_and_reconfigure(void)
 {
     struct lk_conf *conf = conf_new(NULL, 0), *conf2 = NULL;
     struct event_base *base = event_base_new();
-    char err[256], rotated[80], *t = NULL;
-    size_t len;
+    char err[256], rotated[80];
 
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, base))
         goto end;
-    lk_access_thread_start(base);
     write_line(conf, "f", 0, 10);
     snprintf(rotated, sizeof(rotated), "%s.1", log_path);
     rename(log_path, rotated);
     ok(lk_access_reopen(err, sizeof(err)) == 0, "reopened: %s", err);
-    t = slurp(rotated, &len);
-    ok(lines_in_order(t, "f", 1), "the line held before the reopen went to the rotated file");
-    free(t);
-    t = slurp(log_path, &len);
-    ok(len == 0, "... not to the new one");
-    free(t);
-    t = NULL;
+    ok(file_has(rotated, "f", 1), "the line held before the reopen went to the rotated file");
+    ok(file_size(log_path) == 0, "... not to the new one");
     unlink(rotated);
 
     /* A reload to stderr: what was held for the file goes to the file. */
     write_line(conf, "g", 0, 10);
     conf2 = conf_new(NULL, 1);
-    if (conf2 == NULL || !ok(lk_access_configure(conf2, err, sizeof(err)) == 0, "to stderr"))
+    if (!start(conf2, NULL))
         goto end;
-    t = slurp(log_path, &len);
-    ok(lines_in_order(t, "g", 1), "a reload writes the lines held for the old target first");
+    ok(file_has(log_path, "g", 1), "a reload writes the lines held for the old target first");
 end:
-    free(t);
     lk_conf_unref(conf2);
     end_case(conf, base);
 }
@@ -316,7 +304,7 @@ test_socket_writes(void)
 {
     struct lk_conf *conf = NULL;
     struct event_base *base = event_base_new();
-    char err[256], pkt[70000];
+    char pkt[70000];
     int sv[2], saved = -1, writes = 0, lines = 0, bad = 0;
     ssize_t k;
 
@@ -324,9 +312,8 @@ test_socket_writes(void)
         goto end;
     lk_log_level = LK_INFO;
     conf = conf_new(NULL, 1);
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, base))
         goto back;
-    lk_access_thread_start(base);
     for (int i = 0; i < 60; i++) /* about 16 KiB */
         write_line(conf, "h", i, 150);
     event_base_loop(base, EVLOOP_NONBLOCK);
@@ -388,10 +375,10 @@ test_threads(void)
     struct lk_conf *conf = conf_new(NULL, 0);
     struct writer wr[4];
     pthread_t th[4];
-    char err[256], *t = NULL;
+    char *t = NULL;
     size_t len;
 
-    if (conf == NULL || !ok(lk_access_configure(conf, err, sizeof(err)) == 0, "configured"))
+    if (!start(conf, NULL))
         goto end;
     for (int i = 0; i < 4; i++) {
         wr[i].conf = conf;
