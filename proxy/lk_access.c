@@ -201,8 +201,10 @@ swap_in(const char *name, char *err, size_t errlen)
 int
 lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen)
 {
-    /* The lines held here go where they were meant for; other workers'
-     * go there (the file's descriptor stays open) within an iteration. */
+    /* The lines this thread holds go where they were meant for.  Another
+     * worker's (at most an iteration's) follow the descriptor they were
+     * meant for, which stays open: to the file when the log leaves files,
+     * to the new file when another replaces it; none is lost or torn. */
     lk_access_flush();
     lk_log_set_flush(flush_for_stderr);
     __atomic_store_n(&widest[TO_STDERR], widest_write(STDERR_FILENO), __ATOMIC_RELAXED);
