@@ -1,15 +1,20 @@
 /*
  * The access log (lk_access.h): formatting an exchange record as a text or
- * JSON line, and where the lines go.
+ * JSON line, where the lines go, and the lines a worker holds until the
+ * end of its loop iteration.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <event2/event.h>
 
 #include "lk_access.h"
 #include "lk_kafka_codec.h"
@@ -22,6 +27,145 @@ enum { TO_NOWHERE = 0, TO_STDERR, TO_FILE };
 static int target = TO_STDERR; /* atomic: workers read it */
 static int fd = -1;            /* TO_FILE: the file; its number never changes once open */
 static char *path;             /* TO_FILE: the file's name (main thread only) */
+/* By target: the most one write(2) may carry (atomic: workers read it).
+ * Others write to a pipe or a socket too (lk_log's lines, other
+ * processes), and only a write of PIPE_BUF bytes or less is atomic there;
+ * a regular file (O_APPEND, or stderr sharing one offset) or a terminal
+ * takes a whole write at once. */
+static size_t widest[3] = {PIPE_BUF, PIPE_BUF, PIPE_BUF};
+static size_t buffer_size = 64 * 1024; /* log.buffer (atomic: workers read it) */
+
+/* The lines a worker holds (lk_access_thread_start): whole lines, all for
+ * one target, written by ev at the end of the loop iteration that made
+ * the first of them, or at once when the next would not fit. */
+struct held {
+    struct event *ev;
+    char *p;
+    size_t len, cap; /* cap: log.buffer when p was sized */
+    int to;          /* TO_STDERR or TO_FILE: what the lines were formatted for */
+};
+static __thread struct held *held;
+
+static size_t
+widest_write(int f)
+{
+    struct stat st;
+
+    if (fstat(f, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return PIPE_BUF;
+    return SIZE_MAX;
+}
+
+/* Writes n bytes of whole lines to to's descriptor: in one write(2), or,
+ * past widest[to], in writes of as many whole lines as fit (a line alone
+ * is under PIPE_BUF: lk_access_write's is 4 KiB with its NUL).  A write
+ * that fails (a full disk, stderr closed) drops the rest, as a single
+ * line's write always did. */
+static void
+write_out(int to, const char *p, size_t n)
+{
+    int f = to == TO_FILE ? fd : STDERR_FILENO;
+    size_t max = __atomic_load_n(&widest[to], __ATOMIC_RELAXED);
+
+    while (n > 0) {
+        size_t k = n;
+        if (k > max) {
+            const char *nl = memrchr(p, '\n', max);
+            k = nl != NULL ? (size_t)(nl - p) + 1 : max;
+        }
+        ssize_t w = write(f, p, k);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void
+held_write(struct held *h)
+{
+    if (h->len == 0)
+        return;
+    write_out(h->to, h->p, h->len);
+    h->len = 0;
+}
+
+/* The end of the loop iteration in which the first held line came. */
+static void
+on_iteration_end(evutil_socket_t s, short what, void *arg)
+{
+    held_write(arg);
+}
+
+void
+lk_access_thread_start(struct event_base *base)
+{
+    struct held *h = lk_xcalloc(1, sizeof(*h));
+
+    h->ev = event_new(base, -1, 0, on_iteration_end, h);
+    if (h->ev == NULL) {
+        free(h); /* each line is written at once */
+        return;
+    }
+    held = h;
+}
+
+void
+lk_access_flush(void)
+{
+    if (held != NULL)
+        held_write(held);
+}
+
+void
+lk_access_thread_end(void)
+{
+    struct held *h = held;
+
+    if (h == NULL)
+        return;
+    held_write(h);
+    event_free(h->ev);
+    free(h->p);
+    free(h);
+    held = NULL;
+}
+
+/* Before a log line goes to stderr (lk_log_set_flush): the access lines
+ * this thread holds for stderr come first, so that stderr keeps the order
+ * of what happened. */
+static void
+flush_for_stderr(void)
+{
+    if (held != NULL && held->to == TO_STDERR)
+        held_write(held);
+}
+
+/* Holds line (n bytes, whole lines) for to, or writes it at once. */
+static void
+hold(struct held *h, int to, const char *line, size_t n)
+{
+    size_t size = __atomic_load_n(&buffer_size, __ATOMIC_RELAXED);
+
+    if (h->len != 0 && (h->to != to || h->len + n > h->cap || size != h->cap))
+        held_write(h);
+    if (size != h->cap) { /* log.buffer changed (a reload), or the first line */
+        free(h->p);
+        h->p = size != 0 ? lk_xmalloc(size) : NULL;
+        h->cap = size;
+    }
+    if (n > h->cap) {
+        write_out(to, line, n);
+        return;
+    }
+    if (h->len == 0)
+        event_active(h->ev, EV_TIMEOUT, 1);
+    memcpy(h->p + h->len, line, n);
+    h->len += n;
+    h->to = to;
+}
 
 static int
 open_file(const char *name, char *err, size_t errlen)
@@ -40,22 +184,31 @@ swap_in(const char *name, char *err, size_t errlen)
     int f = open_file(name, err, errlen);
     if (f < 0)
         return -1;
+    size_t w = widest_write(f);
     if (fd < 0) {
         fd = f;
-        return 0;
-    }
-    if (dup2(f, fd) < 0) {
+    } else if (dup2(f, fd) < 0) {
         snprintf(err, errlen, "log.access: dup2: %s", strerror(errno));
         close(f);
         return -1;
+    } else {
+        close(f);
     }
-    close(f);
+    __atomic_store_n(&widest[TO_FILE], w, __ATOMIC_RELAXED);
     return 0;
 }
 
 int
 lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen)
 {
+    /* The lines this thread holds go where they were meant for.  Another
+     * worker's (at most an iteration's) follow the descriptor they were
+     * meant for, which stays open: to the file when the log leaves files,
+     * to the new file when another replaces it; none is lost or torn. */
+    lk_access_flush();
+    lk_log_set_flush(flush_for_stderr);
+    __atomic_store_n(&widest[TO_STDERR], widest_write(STDERR_FILENO), __ATOMIC_RELAXED);
+    __atomic_store_n(&buffer_size, conf->log_buffer, __ATOMIC_RELAXED);
     if (conf->log_access == LK_ACCESS_FILE) {
         if (swap_in(conf->log_access_file, err, errlen) != 0)
             return -1;
@@ -75,12 +228,16 @@ lk_access_reopen(char *err, size_t errlen)
 {
     if (__atomic_load_n(&target, __ATOMIC_ACQUIRE) != TO_FILE || path == NULL)
         return 0; /* stderr is the supervisor's to rotate */
+    /* What this thread holds goes to the file being rotated away; another
+     * worker's, within an iteration, to the new one: none is lost. */
+    lk_access_flush();
     return swap_in(path, err, errlen);
 }
 
 void
 lk_access_close(void)
 {
+    lk_access_flush();
     __atomic_store_n(&target, TO_STDERR, __ATOMIC_RELEASE);
     if (fd >= 0)
         close(fd);
@@ -91,10 +248,54 @@ lk_access_close(void)
 
 /* Formatting --------------------------------------------------------------- */
 
+/* A line is built by appending: bytes, decimal numbers and, for what is
+ * rare, printf.  Each append cuts at cap - 1, as vsnprintf would. */
 struct line {
     char *p;
     size_t len, cap; /* cap excludes room kept for the final "\n" */
 };
+
+static void
+put_mem(struct line *l, const char *s, size_t n)
+{
+    if (l->len >= l->cap)
+        return;
+    if (n > l->cap - l->len - 1)
+        n = l->cap - l->len - 1;
+    memcpy(l->p + l->len, s, n);
+    l->len += n;
+}
+
+#define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
+
+static void
+put_s(struct line *l, const char *s)
+{
+    put_mem(l, s, strlen(s));
+}
+
+static void
+put_u(struct line *l, unsigned long long v)
+{
+    char d[20];
+    size_t i = sizeof(d);
+
+    do
+        d[--i] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    put_mem(l, d + i, sizeof(d) - i);
+}
+
+static void
+put_d(struct line *l, long long v)
+{
+    if (v < 0) {
+        PUT_LIT(l, "-");
+        put_u(l, 0ULL - (unsigned long long)v);
+    } else {
+        put_u(l, (unsigned long long)v);
+    }
+}
 
 static void put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -112,13 +313,29 @@ put(struct line *l, const char *fmt, ...)
         l->len = l->len + (size_t)n < l->cap ? l->len + (size_t)n : l->cap - 1;
 }
 
+/* Microseconds as milliseconds with three decimals: "12.345". */
+static void
+put_ms3(struct line *l, long long us)
+{
+    char frac[3] = {(char)('0' + us % 1000 / 100), (char)('0' + us % 100 / 10),
+                    (char)('0' + us % 10)};
+
+    if (us < 0) {
+        put(l, "%lld.%03lld", us / 1000, us % 1000);
+        return;
+    }
+    put_u(l, (unsigned long long)us / 1000);
+    PUT_LIT(l, ".");
+    put_mem(l, frac, 3);
+}
+
 /* A JSON string of untrusted bytes: quotes, backslashes and every byte
  * outside printable ASCII escaped, so that the line is valid JSON (and
  * UTF-8) whatever the client sent; cut at max bytes. */
 static void
 put_json_str(struct line *l, const char *s, size_t n, size_t max)
 {
-    put(l, "\"");
+    PUT_LIT(l, "\"");
     for (size_t i = 0; i < n && i < max && l->len + 8 < l->cap; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\')
@@ -128,23 +345,42 @@ put_json_str(struct line *l, const char *s, size_t n, size_t max)
         else
             l->p[l->len++] = (char)ch;
     }
-    put(l, "\"");
+    PUT_LIT(l, "\"");
 }
+
+/* The time to the second, as the last line of this thread wrote it:
+ * gmtime_r and its printf once a second, not once a line. */
+static __thread time_t time_sec = -1;
+static __thread char time_text[32]; /* "2026-12-01T22:54:07." */
+static __thread size_t time_len;
 
 static void
 put_time(struct line *l, int json, const char *tag)
 {
     struct timespec ts;
-    struct tm tm;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    if (ts.tv_sec != time_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        int n = snprintf(time_text, sizeof(time_text), "%04d-%02d-%02dT%02d:%02d:%02d.",
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                         tm.tm_sec);
+        time_len = n > 0 && (size_t)n < sizeof(time_text) ? (size_t)n : 0;
+        time_sec = ts.tv_sec;
+    }
+    long ms = ts.tv_nsec / 1000000;
+    char frac[3] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10)};
     if (json)
-        put(l, "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\"", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-    else
-        put(l, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s", tm.tm_year + 1900, tm.tm_mon + 1,
-            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, tag);
+        PUT_LIT(l, "{\"time\":\"");
+    put_mem(l, time_text, time_len);
+    put_mem(l, frac, 3);
+    if (json) {
+        PUT_LIT(l, "Z\"");
+    } else {
+        PUT_LIT(l, "Z ");
+        put_s(l, tag);
+    }
 }
 
 static const char *
@@ -171,10 +407,13 @@ put_what(struct line *l, const struct lk_xrec *r)
     char path_text[200];
 
     if (r->summary) {
-        put(l, "connection");
+        PUT_LIT(l, "connection");
     } else if (r->proto == LK_SP_HTTP) {
         lk_log_sanitize(path_text, r->target.p, r->target.len, 160);
-        put(l, "%.*s %s", (int)(r->method.len > 20 ? 20 : r->method.len), r->method.p, path_text);
+        /* the method is a token (llhttp checked it): no NUL to stop at */
+        put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
+        PUT_LIT(l, " ");
+        put_s(l, path_text);
     } else if (r->proto == LK_SP_KAFKA) {
         const char *name = lk_kafka_api_name(r->api_key);
         if (name != NULL)
@@ -194,51 +433,98 @@ put_filters(struct line *l, const struct lk_xrec *r, int json)
     for (int i = 0; i < LK_STAT_FILTERS && lk_stat_filters[i].name != NULL; i++) {
         if (r->flt_rewrites[i] == 0)
             continue;
-        put(l, json ? "%s\"%s\":%u" : "%s%s=%u", first ? "" : ",", lk_stat_filters[i].name,
-            r->flt_rewrites[i]);
+        if (!first)
+            PUT_LIT(l, ",");
+        if (json) {
+            PUT_LIT(l, "\"");
+            put_s(l, lk_stat_filters[i].name);
+            PUT_LIT(l, "\":");
+        } else {
+            put_s(l, lk_stat_filters[i].name);
+            PUT_LIT(l, "=");
+        }
+        put_u(l, r->flt_rewrites[i]);
         first = 0;
     }
+}
+
+/* ", N what": a count of the text line. */
+static void
+put_count(struct line *l, unsigned long long n, const char *what)
+{
+    PUT_LIT(l, ", ");
+    put_u(l, n);
+    put_s(l, what);
 }
 
 static void
 format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
 {
-    put(l, "%s > %s %s \"", who->client, who->frontend, proto_name(r));
+    put_s(l, who->client);
+    PUT_LIT(l, " > ");
+    put_s(l, who->frontend);
+    PUT_LIT(l, " ");
+    put_s(l, proto_name(r));
+    PUT_LIT(l, " \"");
     put_what(l, r);
-    put(l, "\" %s ", r->broker != NULL ? r->broker : "-");
+    PUT_LIT(l, "\" ");
+    put_s(l, r->broker != NULL ? r->broker : "-");
+    PUT_LIT(l, " ");
     /* HTTP's fields in the order lookout has always logged them; what
      * came later goes after them. */
+    if (r->proto == LK_SP_HTTP) {
+        put_d(l, r->status);
+        PUT_LIT(l, " ");
+        put_u(l, r->bytes_upstream);
+        PUT_LIT(l, " bytes from broker, ");
+    } else {
+        PUT_LIT(l, "- ");
+    }
+    put_u(l, r->bytes_out);
+    PUT_LIT(l, " bytes to client");
+    if (r->summary) {
+        put_count(l, r->frames_out, " frames to client");
+    } else {
+        put_count(l, r->rewrites, " rewrites");
+        put_count(l, r->leaks, " leaks");
+    }
     if (r->proto == LK_SP_HTTP)
-        put(l, "%d %llu bytes from broker, ", r->status, (unsigned long long)r->bytes_upstream);
-    else
-        put(l, "- ");
-    put(l, "%llu bytes to client", (unsigned long long)r->bytes_out);
-    if (r->summary)
-        put(l, ", %llu frames to client", (unsigned long long)r->frames_out);
-    else
-        put(l, ", %u rewrites, %u leaks", r->rewrites, r->leaks);
-    if (r->proto == LK_SP_HTTP)
-        put(l, ", %u hops", r->hops);
+        put_count(l, r->hops, " hops");
     if (r->overflowed)
-        put(l, ", body over max_buffer_bytes passed through");
+        PUT_LIT(l, ", body over max_buffer_bytes passed through");
     if (r->refused)
-        put(l, ", refused: connection closed");
-    put(l, ", %llu bytes from client", (unsigned long long)r->bytes_in);
+        PUT_LIT(l, ", refused: connection closed");
+    put_count(l, r->bytes_in, " bytes from client");
     if (r->summary)
-        put(l, ", %llu frames from client", (unsigned long long)r->frames_in);
-    put(l, ", %lld ms", r->dur_us / 1000);
-    if (r->error != NULL)
-        put(l, ", upstream: %s", r->error);
-    if (r->upstream_us >= 0)
-        put(l, ", broker %lld ms", r->upstream_us / 1000);
+        put_count(l, r->frames_in, " frames from client");
+    PUT_LIT(l, ", ");
+    put_d(l, r->dur_us / 1000);
+    PUT_LIT(l, " ms");
+    if (r->error != NULL) {
+        PUT_LIT(l, ", upstream: ");
+        put_s(l, r->error);
+    }
+    if (r->upstream_us >= 0) {
+        PUT_LIT(l, ", broker ");
+        put_d(l, r->upstream_us / 1000);
+        PUT_LIT(l, " ms");
+    }
     if (r->unmapped != 0)
-        put(l, ", %u unmapped", r->unmapped);
+        put_count(l, r->unmapped, " unmapped");
     if (r->rewrites != 0) {
-        put(l, ", rewritten by ");
+        PUT_LIT(l, ", rewritten by ");
         put_filters(l, r, 0);
     }
     if (who->cert_subject != NULL)
         put(l, ", client certificate \"%s\"", who->cert_subject);
+}
+
+/* ",\"key\":N": a number of the JSON line. */
+static void
+put_key_u(struct line *l, const char *key, unsigned long long n)
+{
+    put_s(l, key);
+    put_u(l, n);
 }
 
 static void
@@ -246,25 +532,32 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
 {
     /* peer and bind text are addresses; names come from the config and
      * are escaped like anything else */
-    put(l, ",\"client\":\"%s\",\"frontend\":\"%s\",\"protocol\":\"%s\"", who->client,
-        who->frontend, proto_name(r));
+    PUT_LIT(l, ",\"client\":\"");
+    put_s(l, who->client);
+    PUT_LIT(l, "\",\"frontend\":\"");
+    put_s(l, who->frontend);
+    PUT_LIT(l, "\",\"protocol\":\"");
+    put_s(l, proto_name(r));
+    PUT_LIT(l, "\"");
     if (r->cluster != NULL) {
-        put(l, ",\"cluster\":");
+        PUT_LIT(l, ",\"cluster\":");
         put_json_str(l, r->cluster->name, strlen(r->cluster->name), 200);
     }
     if (r->broker != NULL) {
-        put(l, ",\"broker\":");
+        PUT_LIT(l, ",\"broker\":");
         put_json_str(l, r->broker, strlen(r->broker), 200);
     }
     if (r->summary) {
-        put(l, ",\"event\":\"connection\",\"frames_in\":%llu,\"frames_out\":%llu",
-            (unsigned long long)r->frames_in, (unsigned long long)r->frames_out);
+        PUT_LIT(l, ",\"event\":\"connection\"");
+        put_key_u(l, ",\"frames_in\":", r->frames_in);
+        put_key_u(l, ",\"frames_out\":", r->frames_out);
     } else if (r->proto == LK_SP_HTTP) {
-        put(l, ",\"method\":");
+        PUT_LIT(l, ",\"method\":");
         put_json_str(l, r->method.p, r->method.len, 20);
-        put(l, ",\"path\":");
+        PUT_LIT(l, ",\"path\":");
         put_json_str(l, r->target.p, r->target.len, 1024);
-        put(l, ",\"status\":%d", r->status);
+        PUT_LIT(l, ",\"status\":");
+        put_d(l, r->status);
     } else if (r->proto == LK_SP_KAFKA) {
         const char *name = lk_kafka_api_name(r->api_key);
         if (name != NULL)
@@ -273,32 +566,38 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     } else {
         put_command(l, r, ",\"command\":\"%s\"", ",\"command\":\"%d\"");
     }
-    put(l, ",\"bytes_in\":%llu,\"bytes_out\":%llu", (unsigned long long)r->bytes_in,
-        (unsigned long long)r->bytes_out);
-    if (r->proto == LK_SP_HTTP)
-        put(l, ",\"bytes_from_broker\":%llu,\"hops\":%u", (unsigned long long)r->bytes_upstream,
-            r->hops);
+    put_key_u(l, ",\"bytes_in\":", r->bytes_in);
+    put_key_u(l, ",\"bytes_out\":", r->bytes_out);
+    if (r->proto == LK_SP_HTTP) {
+        put_key_u(l, ",\"bytes_from_broker\":", r->bytes_upstream);
+        put_key_u(l, ",\"hops\":", r->hops);
+    }
     if (!r->summary) {
-        put(l, ",\"rewrites\":%u,\"filters\":{", r->rewrites);
+        put_key_u(l, ",\"rewrites\":", r->rewrites);
+        PUT_LIT(l, ",\"filters\":{");
         put_filters(l, r, 1);
-        put(l, "},\"leaks\":%u,\"unmapped\":%u", r->leaks, r->unmapped);
+        put_key_u(l, "},\"leaks\":", r->leaks);
+        put_key_u(l, ",\"unmapped\":", r->unmapped);
     }
     if (r->overflowed)
-        put(l, ",\"body_overflow\":true");
+        PUT_LIT(l, ",\"body_overflow\":true");
     if (r->refused)
-        put(l, ",\"refused\":true");
-    put(l, ",\"duration_ms\":%lld.%03lld", r->dur_us / 1000, r->dur_us % 1000);
-    if (r->upstream_us >= 0)
-        put(l, ",\"upstream_ms\":%lld.%03lld", r->upstream_us / 1000, r->upstream_us % 1000);
+        PUT_LIT(l, ",\"refused\":true");
+    PUT_LIT(l, ",\"duration_ms\":");
+    put_ms3(l, r->dur_us);
+    if (r->upstream_us >= 0) {
+        PUT_LIT(l, ",\"upstream_ms\":");
+        put_ms3(l, r->upstream_us);
+    }
     if (r->error != NULL) {
-        put(l, ",\"error\":");
+        PUT_LIT(l, ",\"error\":");
         put_json_str(l, r->error, strlen(r->error), 200);
     }
     if (who->cert_subject != NULL) {
-        put(l, ",\"client_cert\":");
+        PUT_LIT(l, ",\"client_cert\":");
         put_json_str(l, who->cert_subject, strlen(who->cert_subject), 512);
     }
-    put(l, "}");
+    PUT_LIT(l, "}");
 }
 
 size_t
@@ -354,6 +653,8 @@ lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who)
     /* On stderr, among the other log lines, in their shape: "time [info] ..." */
     size_t n = lk_access_format(r, who, conf->log_format == LK_LOG_JSON,
                                 to == TO_STDERR ? "[info] " : "", line, sizeof(line));
-    ssize_t w = write(to == TO_FILE ? fd : STDERR_FILENO, line, n);
-    (void)w;
+    if (held != NULL)
+        hold(held, to, line, n);
+    else
+        write_out(to, line, n);
 }

@@ -1,16 +1,24 @@
 /*
  * The access log: one line per exchange record (lk_stats.h), as text or
  * JSON (`log.format`), to stderr, to a file, or nowhere (`log.access`).
- * Each line is one write(2), so worker threads never interleave.  A file
- * is reopened on SIGUSR1 (logrotate's postrotate), in place: the new file
- * takes the old descriptor's number (dup2), so a worker writing at that
- * moment writes to one or the other, never to a closed descriptor.
+ * A worker thread holds its lines in a buffer of its own (`log.buffer`,
+ * 64 KiB by default, as nginx's `access_log ... buffer=`) and writes them
+ * with one write(2) at the end of the loop iteration that made them
+ * (after that iteration's callbacks), or at once when the next line would
+ * not fit.  A write holds whole lines only, so worker threads never
+ * interleave; on a pipe or a socket it holds at most PIPE_BUF bytes, which
+ * POSIX makes atomic there.  Lines are never older than one iteration, so
+ * no flush interval is needed.  A file is reopened on SIGUSR1 (logrotate's
+ * postrotate), in place: the new file takes the old descriptor's number
+ * (dup2), so a worker writing at that moment writes to one or the other,
+ * never to a closed descriptor.
  */
 #ifndef LK_ACCESS_H
 #define LK_ACCESS_H
 
 #include <stddef.h>
 
+struct event_base;
 struct lk_conf;
 struct lk_xrec;
 
@@ -20,8 +28,20 @@ struct lk_xrec;
 int lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen);
 /* Reopens the file by its name (SIGUSR1).  0, or -1 with a message. */
 int lk_access_reopen(char *err, size_t errlen);
-/* Closes the file (at exit). */
+/* Closes the file (at exit, once every worker's lines are written). */
 void lk_access_close(void);
+/* The calling thread, a worker running base's loop, holds its lines from
+ * now on (lk_access.h's opening says how long).  Until then, and on any
+ * other thread, each line is written at once. */
+void lk_access_thread_start(struct event_base *base);
+/* Writes what the calling thread holds now: before its loop ends, and
+ * before the target changes (lk_access_configure and lk_access_reopen
+ * call it for their own thread). */
+void lk_access_flush(void);
+/* Writes what the calling thread holds and stops holding lines: when its
+ * loop has ended (a drain or a stop may break it off before the
+ * iteration's write). */
+void lk_access_thread_end(void);
 /* Whom an exchange record's line names, and by which config's log keys:
  * the record's connection, as lk_xrec_done (lk_xrec.h) reads it. */
 struct lk_access_who {
@@ -33,7 +53,8 @@ struct lk_access_who {
 /* Whether lines are written anywhere now (log.access, and on stderr the
  * log level). */
 int lk_access_enabled(void);
-/* Writes r's line, as who->conf's log.format says. */
+/* Writes r's line, as who->conf's log.format says (held, on a worker
+ * thread: lk_access_thread_start). */
 void lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who);
 /* Formats r's line into buf (NUL-terminated, ending in '\n'); its length.
  * json: log.format = json; tag (text only) goes after the time. */

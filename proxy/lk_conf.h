@@ -377,6 +377,7 @@ struct lk_conf {
     enum lk_log_access log_access;     /* `log.access = stderr|off|PATH`, default stderr */
     char *log_access_file;             /* LK_ACCESS_FILE: the path, resolved */
     int log_kafka_all;                 /* `log.kafka = all`: Produce and Fetch too (default control) */
+    size_t log_buffer;                 /* `log.buffer`: a worker's access lines held, 0 to 1m, default 64k (0: none) */
 
     struct lk_cluster **clusters;
     size_t nclusters;

@@ -164,6 +164,21 @@ set_log_access(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_e
     return 0;
 }
 
+/* log.buffer: 0 (each line written at once) to LK_LOG_BUFFER_MAX. */
+#define LK_LOG_BUFFER_MAX (1024 * 1024)
+static int
+set_log_buffer(struct lk_loader *ld, struct lk_conf_section *s, struct lk_conf_entry *e,
+               const struct lk_conf_key *k, void *obj)
+{
+    size_t *size = LK_KEY_FIELD(k, obj, size_t);
+
+    if (lk_conf_size(ld, s, e, 0, size) != 0)
+        return -1;
+    if (*size > LK_LOG_BUFFER_MAX)
+        return LK_ENTRY_ERR(ld, s, e, "%s is over the maximum of 1m", e->value);
+    return 0;
+}
+
 /* tls.certificate and tls.key pair up in file order: a certificate waits
  * for its key while the last one has none. */
 static int
@@ -325,6 +340,8 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "the access log's lines: text or json"},
     {"log.kafka", LK_IN_LOOKOUT, lk_set_enum, C(log_kafka_all), log_kafka_names, I, "control",
      "which Kafka requests are logged: control, or all (Produce and Fetch too)"},
+    {"log.buffer", LK_IN_LOOKOUT, set_log_buffer, C(log_buffer), NULL, I, "64k",
+     "per worker: access log lines held until the end of the event loop's turn; 0: none"},
     {"tls.certificate", LK_IN_LOOKOUT, set_certificate, 0, NULL, 0, "none",
      "a certificate (chain) file for TLS listeners; repeatable, each followed by its tls.key"},
     {"tls.key", LK_IN_LOOKOUT, set_key, 0, NULL, 0, "none",

@@ -15,11 +15,18 @@
 
 int lk_log_level = LK_INFO;
 static lk_log_describe_fn describe;
+static lk_log_flush_fn before_write; /* atomic: set on the main thread, read on any */
 
 void
 lk_log_set_describe(lk_log_describe_fn fn)
 {
     describe = fn;
+}
+
+void
+lk_log_set_flush(lk_log_flush_fn fn)
+{
+    __atomic_store_n(&before_write, fn, __ATOMIC_RELAXED);
 }
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -44,6 +51,9 @@ emit(int level, const struct lk_conn *c, const char *msg)
         n = sizeof(line) - 1;
         line[n - 1] = '\n';
     }
+    lk_log_flush_fn flush = __atomic_load_n(&before_write, __ATOMIC_RELAXED);
+    if (flush != NULL)
+        flush();
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
 }

@@ -21,6 +21,12 @@ typedef void (*lk_log_describe_fn)(const struct lk_conn *c, char *buf, size_t le
  * lk_conn_describe); until then lines name no context. */
 void lk_log_set_describe(lk_log_describe_fn fn);
 
+/* Runs on the calling thread before each line goes to stderr: the access
+ * log (above this file) writes the lines it holds for stderr first, so
+ * that stderr keeps the order of events.  NULL: none. */
+typedef void (*lk_log_flush_fn)(void);
+void lk_log_set_flush(lk_log_flush_fn fn);
+
 /* Set once at start-up (and on reload); read by every thread. */
 extern int lk_log_level;
 

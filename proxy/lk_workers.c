@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <event2/event.h>
 
+#include "lk_access.h"
 #include "lk_age.h"
 #include "lk_clock.h"
 #include "lk_conn.h"
@@ -553,7 +554,11 @@ worker_main(void *arg)
 {
     struct lk_worker *w = arg;
     lk_stats_set_shard(w->id);
+    lk_access_thread_start(w->base);
     event_base_dispatch(w->base);
+    /* The last iteration's access lines: a drain or a stop breaks the
+     * loop off before their write. */
+    lk_access_thread_end();
     return NULL;
 }
 

@@ -24,6 +24,7 @@ extern const struct lk_test_case lk_test_flt_leak_guard[];
 extern const struct lk_test_case lk_test_kafka_codec[];
 extern const struct lk_test_case lk_test_pulsar_codec[];
 extern const struct lk_test_case lk_test_stats[];
+extern const struct lk_test_case lk_test_access[];
 extern const struct lk_test_case lk_test_registry[];
 extern const struct lk_test_case lk_test_zk[];
 extern const struct lk_test_case lk_test_limit[];
@@ -49,6 +50,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_kafka_codec,
     lk_test_pulsar_codec,
     lk_test_stats,
+    lk_test_access,
     lk_test_registry,
     lk_test_zk,
     lk_test_limit,
