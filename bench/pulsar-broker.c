@@ -611,50 +611,37 @@ ack_one(struct sub *s, struct topic *t, uint64_t eid, int cumulative)
 static int
 h_ack(struct conn *c, const uint8_t *p, size_t n)
 {
-    /* message_id (3) is repeated: read field by field */
-    const uint8_t *end = p + n;
-    uint64_t cid = 0, type = 0, rid = 0;
-    int has_rid = 0;
-    const uint8_t *ids[2] = {p, end};
-    for (int pass = 0; pass < 2; pass++) {
-        struct consumer *k = pass ? find_consumer(c, cid) : NULL;
-        p = ids[0];
-        while (p < end) {
-            uint64_t key, v;
-            if (pw_varint(&p, end, &key) < 0)
-                return -1;
-            if ((key & 7) == 0) {
-                if (pw_varint(&p, end, &v) < 0)
-                    return -1;
-                if (key >> 3 == 1)
-                    cid = v;
-                else if (key >> 3 == 2)
-                    type = v;
-                else if (key >> 3 == 8) {
-                    rid = v;
-                    has_rid = 1;
-                }
-            } else if ((key & 7) == 2) {
-                if (pw_varint(&p, end, &v) < 0 || v > (uint64_t)(end - p))
-                    return -1;
-                if (pass && k && key >> 3 == 3) {
-                    struct pw_field m[PW_MAX_FIELD];
-                    if (pw_fields(p, v, m) < 0)
-                        return -1;
-                    ack_one(k->s, k->t, m[2].v, type == 1);
-                }
-                p += v;
-            } else if ((key & 7) == 1 && end - p >= 8) {
-                p += 8;
-            } else if ((key & 7) == 5 && end - p >= 4) {
-                p += 4;
-            } else {
-                return -1;
-            }
+    /* message_id (3) is repeated: read field by field, the ids once the
+     * consumer (1) and the ack type (2) are known */
+    const uint8_t *end = p + n, *d = NULL, *q;
+    uint64_t num, v = 0, cid = 0, type = 0, rid = 0;
+    uint32_t dn = 0;
+    unsigned wt;
+    int has_rid = 0, r;
+
+    for (q = p; (r = pw_next(&q, end, &num, &wt, &v, &d, &dn)) > 0;) {
+        if (wt == 0 && num == 1)
+            cid = v;
+        else if (wt == 0 && num == 2)
+            type = v;
+        else if (wt == 0 && num == 8) {
+            rid = v;
+            has_rid = 1;
         }
-        if (pass && k)
-            topic_trim(k->t);
     }
+    if (r < 0)
+        return -1;
+    struct consumer *k = find_consumer(c, cid);
+    for (q = p; k != NULL && pw_next(&q, end, &num, &wt, &v, &d, &dn) > 0;) {
+        struct pw_field m[PW_MAX_FIELD];
+        if (wt != 2 || num != 3)
+            continue;
+        if (pw_fields(d, dn, m) < 0)
+            return -1;
+        ack_one(k->s, k->t, m[2].v, type == 1);
+    }
+    if (k != NULL)
+        topic_trim(k->t);
     if (has_rid) {
         uint8_t b[32];
         struct pw_w w = {b, 0, sizeof(b), 0};

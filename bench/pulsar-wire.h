@@ -144,54 +144,63 @@ struct pw_field {
     uint8_t set;      /* 1 varint, 2 length-delimited */
 };
 
+/* The next field of a message (at *p, before end): its number, wire type, a
+ * varint's value (v) or a length-delimited value (d, dn).  1, 0 at the end, or
+ * -1 when it does not parse. */
+static inline int
+pw_next(const uint8_t **p, const uint8_t *end, uint64_t *num, unsigned *wt, uint64_t *v,
+        const uint8_t **d, uint32_t *dn)
+{
+    uint64_t key;
+
+    if (*p == end)
+        return 0;
+    if (pw_varint(p, end, &key) < 0 || key >> 3 == 0)
+        return -1;
+    *num = key >> 3;
+    *wt = (unsigned)(key & 7);
+    switch (*wt) {
+    case 0:
+        return pw_varint(p, end, v) < 0 ? -1 : 1;
+    case 2:
+        if (pw_varint(p, end, v) < 0 || *v > (uint64_t)(end - *p))
+            return -1;
+        *d = *p;
+        *dn = (uint32_t)*v;
+        *p += *v;
+        return 1;
+    case 1:
+    case 5:
+        if (end - *p < (*wt == 1 ? 8 : 4))
+            return -1;
+        *p += *wt == 1 ? 8 : 4;
+        return 1;
+    default:
+        return -1;
+    }
+}
+
 /* The fields 1..PW_MAX_FIELD-1 of a message (the last of a repeated one wins);
  * others are stepped over.  0, or -1 when it does not parse. */
 static __attribute__((unused)) int
 pw_fields(const uint8_t *p, size_t n, struct pw_field *f)
 {
-    const uint8_t *end = p + n;
+    const uint8_t *end = p + n, *d = NULL;
+    uint64_t num, v = 0;
+    uint32_t dn = 0;
+    unsigned wt;
+    int r;
 
     memset(f, 0, sizeof(*f) * PW_MAX_FIELD);
-    while (p < end) {
-        uint64_t key, v;
-        if (pw_varint(&p, end, &key) < 0 || key >> 3 == 0)
-            return -1;
-        uint64_t num = key >> 3;
-        struct pw_field *x = num < PW_MAX_FIELD ? &f[num] : NULL;
-        switch (key & 7) {
-        case 0:
-            if (pw_varint(&p, end, &v) < 0)
-                return -1;
-            if (x) {
-                x->v = v;
-                x->set = 1;
-            }
-            break;
-        case 2:
-            if (pw_varint(&p, end, &v) < 0 || v > (uint64_t)(end - p))
-                return -1;
-            if (x) {
-                x->p = p;
-                x->n = (uint32_t)v;
-                x->set = 2;
-            }
-            p += v;
-            break;
-        case 1:
-            if (end - p < 8)
-                return -1;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4)
-                return -1;
-            p += 4;
-            break;
-        default:
-            return -1;
-        }
+    while ((r = pw_next(&p, end, &num, &wt, &v, &d, &dn)) > 0) {
+        if (num >= PW_MAX_FIELD || (wt != 0 && wt != 2))
+            continue;
+        f[num].set = wt == 0 ? 1 : 2;
+        f[num].v = v;
+        f[num].p = d;
+        f[num].n = dn;
     }
-    return 0;
+    return r;
 }
 
 /* A BaseCommand: its type and the bytes of its sub-command (NULL, 0 when it has
@@ -199,42 +208,23 @@ pw_fields(const uint8_t *p, size_t n, struct pw_field *f)
 static __attribute__((unused)) int
 pw_base(const uint8_t *p, size_t n, int *type, const uint8_t **sub, uint32_t *subn)
 {
-    const uint8_t *end = p + n;
-    uint64_t t = 0;
-    int have = 0;
-    const uint8_t *ld[4];
-    uint32_t ldn[4], ldnum[4];
-    int nld = 0;
+    const uint8_t *end = p + n, *d = NULL, *ld[4];
+    uint64_t num, v = 0, t = 0;
+    uint32_t dn = 0, ldn[4], ldnum[4];
+    unsigned wt;
+    int have = 0, nld = 0, r;
 
-    while (p < end) {
-        uint64_t key, v;
-        if (pw_varint(&p, end, &key) < 0 || key >> 3 == 0)
-            return -1;
-        if ((key & 7) == 0) {
-            if (pw_varint(&p, end, &v) < 0)
-                return -1;
-            if (key >> 3 == 1) {
-                t = v;
-                have = 1;
-            }
-        } else if ((key & 7) == 2) {
-            if (pw_varint(&p, end, &v) < 0 || v > (uint64_t)(end - p))
-                return -1;
-            if (nld < 4) {
-                ld[nld] = p;
-                ldn[nld] = (uint32_t)v;
-                ldnum[nld++] = (uint32_t)(key >> 3);
-            }
-            p += v;
-        } else if ((key & 7) == 1 && end - p >= 8) {
-            p += 8;
-        } else if ((key & 7) == 5 && end - p >= 4) {
-            p += 4;
-        } else {
-            return -1;
+    while ((r = pw_next(&p, end, &num, &wt, &v, &d, &dn)) > 0) {
+        if (wt == 0 && num == 1) {
+            t = v;
+            have = 1;
+        } else if (wt == 2 && nld < 4) {
+            ld[nld] = d;
+            ldn[nld] = dn;
+            ldnum[nld++] = (uint32_t)num;
         }
     }
-    if (!have || t > 1000)
+    if (r < 0 || !have || t > 1000)
         return -1;
     *type = (int)t;
     *sub = NULL;
