@@ -6,9 +6,11 @@
 # on port 80; bench/run does not use it.  The kafka scenario needs librdkafka
 # (librdkafka-dev, which tests/deps.sh installs for the Kafka fixtures) and
 # nginx's stream module for its nginx row (libnginx-mod-stream); the pulsar
-# scenario runs the Python test broker and its client under pypy3 (python3
-# without it, several times slower).  gnuplot-nox draws the report's tables as
+# scenario builds its broker and client (bench/pulsar-broker.c, -load.c) with
+# cc and libevent-dev, which tests/deps.sh installs for lookout (pypy3, for
+# its Python pair under --pulsar-python, is not installed here).
+# gnuplot-nox draws the report's tables as
 # SVG charts beside the results file (bench/charts.py; without it bench/run
 # says so and writes the report alone).
-LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux pypy3 gnuplot-nox $LOOKOUT_EXTRA_PKGS" \
+LOOKOUT_EXTRA_PKGS="wrk nginx-light libnginx-mod-stream haproxy util-linux gnuplot-nox $LOOKOUT_EXTRA_PKGS" \
     exec "$(dirname "$0")/../tests/deps.sh"

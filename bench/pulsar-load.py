@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""pulsar-load: the pulsar scenario's load program (bench/run runs it; bench/README.md says
-how to read it). A Pulsar binary-protocol client of our own, built on the test fixtures'
-encoder (tests/integration/lib/pulsar_wire.py), that prints one JSON line and exits 0 when
-every message was stored and (in throughput mode) came back intact.
+"""pulsar-load.py: the Python twin of bench/pulsar-load.c, the pulsar scenario's load program
+(bench/run runs this one with --pulsar-python, bench/soak always; bench/README.md says how to
+read it). A Pulsar binary-protocol client of our own, built on the test fixtures' encoder
+(tests/integration/lib/pulsar_wire.py), that prints one JSON line and exits 0 when every
+message was stored and (in throughput mode) came back intact.
 
 It looks the topic up through SERVICE (host:port of a pulsar:// service URL), following
 Redirects as clients do, then connects to the owner that the last answer names and:

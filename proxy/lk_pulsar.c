@@ -111,10 +111,21 @@ frame_cap(const struct lk_cluster *cl)
     return cl->max_frame_bytes > UINT32_MAX - 4 ? UINT32_MAX - 4 : (uint32_t)cl->max_frame_bytes;
 }
 
+/* A command at most this long is read from a copy when its frame is not
+ * at the start of the input (SEND, MESSAGE and their answers are a few
+ * dozen bytes); a longer one is read in place, once the frames before it
+ * have moved on.  The first copy takes LK_PULSAR_PEEK_FIRST bytes: the
+ * sizes and, most often, the whole command. */
+#define LK_PULSAR_PEEK_CMD 256
+#define LK_PULSAR_PEEK_FIRST 64
+
 /*
- * The head of the frame at the start of in: its sizes and its command's
- * type.  1 when known (s->total, cmd_size, type), 0 to wait for more, -1
- * on an impossible frame or a command lookout refuses (why says what).
+ * The head of the frame skip bytes into in (the frames before it stream
+ * on, not moved yet: pump): its sizes and its command's type.  1 when
+ * known (s->total, cmd_size, type), 0 to wait for more, 2 when skip is
+ * not 0 and the command is over LK_PULSAR_PEEK_CMD (move the frames
+ * before it, then ask again), -1 on an impossible frame or a command
+ * lookout refuses (why says what).
  *
  * The type comes from the whole command, never from its first bytes: a
  * command may give its type twice, and the broker, like every protobuf
@@ -125,14 +136,23 @@ frame_cap(const struct lk_cluster *cl)
  * and MESSAGE, whose payload still streams), and is read in one place.
  */
 static int
-frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size_t whylen)
+frame_head(struct pstream *s, struct evbuffer *in, size_t skip, uint32_t cap, char *why,
+           size_t whylen)
 {
-    uint8_t h[LK_PULSAR_PREFIX];
-    size_t avail = evbuffer_get_length(in);
+    uint8_t h[LK_PULSAR_PREFIX + LK_PULSAR_PEEK_CMD];
+    size_t avail = evbuffer_get_length(in) - skip;
+    struct evbuffer_ptr at;
+    const uint8_t *cmd;
+
+    size_t first = avail < LK_PULSAR_PEEK_FIRST ? avail : LK_PULSAR_PEEK_FIRST;
 
     if (avail < LK_PULSAR_PREFIX)
         return 0;
-    evbuffer_copyout(in, h, sizeof(h));
+    if (skip == 0)
+        evbuffer_copyout(in, h, LK_PULSAR_PREFIX);
+    else if (evbuffer_ptr_set(in, &at, skip, EVBUFFER_PTR_SET) != 0 ||
+             evbuffer_copyout_from(in, &at, h, first) != (ev_ssize_t)first)
+        return 2;
     if (lk_pulsar_sizes(h, cap, &s->total, &s->cmd_size) != 0) {
         snprintf(why, whylen, "frame of %lu bytes with a command of %lu (%s); closing",
                  (unsigned long)s->total + 4, (unsigned long)s->cmd_size,
@@ -142,7 +162,14 @@ frame_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size
     size_t want = LK_PULSAR_PREFIX + (size_t)s->cmd_size;
     if (avail < want)
         return 0;
-    const uint8_t *cmd = evbuffer_pullup(in, (ev_ssize_t)want);
+    if (skip == 0) {
+        cmd = evbuffer_pullup(in, (ev_ssize_t)want);
+    } else {
+        if (want > sizeof(h) ||
+            (want > first && evbuffer_copyout_from(in, &at, h, want) != (ev_ssize_t)want))
+            return 2;
+        cmd = h;
+    }
     if (cmd == NULL) {
         snprintf(why, whylen, "frame whose command of %lu bytes lookout had no memory for; closing",
                  (unsigned long)s->cmd_size);
@@ -332,10 +359,15 @@ held_type(const struct pconn *p, int from_client, int type)
 
 /*
  * Moves frames from in to out: streamed as they come, or held whole and
- * handed to client_lookup / broker_command.  0, or -1 having closed.
+ * handed to client_lookup / broker_command.  The streamed frames that
+ * follow one another are moved together (*skip counts their bytes at the
+ * start of in), in one evbuffer_remove_buffer: libevent then hands over
+ * whole chains of in rather than copying each frame into out, and runs
+ * out's callbacks once.  0, or -1 having closed.
  */
 static int
-pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out)
+pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out,
+            size_t *skip)
 {
     struct pstream *s = from_client ? &p->rq : &p->rs;
     char why[300];
@@ -347,10 +379,19 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
          * rest waits in the input, and the broker is not read), unless a
          * held one is part-way: it ends first (see pump_responses). */
         if (s->left == 0 && !from_client && p->pr.hw.counted == 0 &&
-            evbuffer_get_length(out) > LK_PAIR_HIGH)
+            evbuffer_get_length(out) + *skip > LK_PAIR_HIGH)
             return 0;
         if (s->left == 0) {
-            int r = frame_head(s, in, frame_cap(p->pr.cluster), why, sizeof(why));
+            int r = frame_head(s, in, *skip, frame_cap(p->pr.cluster), why, sizeof(why));
+            int held = r == 1 && held_type(p, from_client, s->type) &&
+                       (from_client || p->pr.cluster->nfilters != 0);
+            if (r == 2 || (*skip != 0 && (r < 0 || held))) {
+                /* what comes before goes on first */
+                evbuffer_remove_buffer(in, out, *skip);
+                *skip = 0;
+                if (r == 2)
+                    continue;
+            }
             if (r < 0) {
                 char msg[340];
                 snprintf(msg, sizeof(msg), "%s %s", from_client ? "client sent a" : "broker sent a",
@@ -360,8 +401,7 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
             }
             if (r == 0)
                 return 0;
-            if (held_type(p, from_client, s->type) &&
-                (from_client || p->pr.cluster->nfilters != 0)) {
+            if (held) {
                 size_t whole = (size_t)s->total + 4;
                 if (evbuffer_get_length(in) < whole) {
                     /* held frames are small: wait for all of it, within
@@ -386,16 +426,27 @@ pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out
             s->frames++;
             s->bytes += s->left;
         }
-        size_t avail = evbuffer_get_length(in);
+        size_t avail = evbuffer_get_length(in) - *skip;
         if (avail == 0)
             return 0;
-        /* As much of the frame as is here, in one move: no copy of
-         * lookout's own for the payload frames, the hot path. */
+        /* As much of the frame as is here: no copy of lookout's own for
+         * the payload frames, the hot path. */
         size_t n = avail < s->left ? avail : (size_t)s->left;
-        evbuffer_remove_buffer(in, out, n);
+        *skip += n;
         s->left -= n;
     }
     return -1;
+}
+
+static int
+pump(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out)
+{
+    size_t skip = 0;
+    int r = pump_frames(p, from_client, in, out, &skip);
+
+    if (skip != 0 && !p->pr.dead)
+        evbuffer_remove_buffer(in, out, skip);
+    return r;
 }
 
 static int choose_broker(struct pconn *p);
@@ -470,7 +521,7 @@ choose_broker(struct pconn *p)
 {
     struct evbuffer *in = bufferevent_get_input(p->pr.c->bev);
     char why[300];
-    int r = frame_head(&p->rq, in, frame_cap(p->pr.cluster), why, sizeof(why));
+    int r = frame_head(&p->rq, in, 0, frame_cap(p->pr.cluster), why, sizeof(why));
 
     if (r < 0) {
         char msg[340];

@@ -330,6 +330,31 @@ test_type(void)
     ok(lk_pulsar_command_type(c.p, c.len) == -2, "a length past the end: -2");
     ok(lk_pulsar_command_type(c.p, 0) == -2, "an empty command: -2");
 
+    /* the one-byte type and one sub-command shape (read without the whole
+     * walk), at its edges: each as the walk answers */
+    static const struct {
+        const char *bytes;
+        size_t len;
+        int type;
+        const char *what;
+    } shape[] = {
+        {"\x08\x06\x32\x00", 4, 6, "SEND, an empty sub-command"},
+        {"\x08\x18\xc2\x01\x00", 5, 24, "a two-byte tag"},
+        {"\x08\x06\xb2\x80\x00\x00", 6, 6, "a three-byte tag"},
+        {"\x08\x06\x32\x00\x3a\x00", 6, 6, "a second field after it"},
+        {"\x08\x06\x32\x00\x08\x12", 6, LK_PULSAR_TYPE_TWICE, "a second type after it"},
+        {"\x08\x06\x02\x00", 4, -2, "field 0"},
+        {"\x08\x06\x0a\x00", 4, -2, "field 1 length-delimited after the type"},
+        {"\x08\x06\x32\x02\x00", 5, -2, "a length one past the end"},
+        {"\x08\x06\x32\x80\x80\x80\x80\x08", 8, -2, "a length of 2^31"},
+        {"\x08\x06\xb2", 3, -2, "a command that ends within the tag"},
+    };
+    for (size_t i = 0; i < sizeof(shape) / sizeof(shape[0]); i++) {
+        const uint8_t *p = (const uint8_t *)shape[i].bytes;
+        ok(lk_pulsar_command_type(p, shape[i].len) == shape[i].type, "%s: %d", shape[i].what,
+           shape[i].type);
+    }
+
     uint8_t stream[64];
     reset(&c);
     base(&c, LK_PULSAR_PING, NULL);
