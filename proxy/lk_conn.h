@@ -18,6 +18,7 @@
 
 #include "lk_conf.h"
 #include "lk_io.h"
+#include "lk_limit.h"
 #include "lk_pool.h"
 #include "lk_str.h"
 
@@ -88,14 +89,18 @@ struct lk_conn {
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
     /* Its PROXY header, for the one lookout sends on (upstream.proxy_protocol):
-     * it named no client (v2 LOCAL, v1 UNKNOWN), or the address the client
-     * connected to (of peer's family), which getsockname would not tell. */
+     * it named no client (v2 LOCAL, v1 UNKNOWN: peer stays the balancer's),
+     * or the address the client connected to (pp_dst, of peer's family),
+     * which getsockname would not tell. */
     unsigned pp_local : 1;
     unsigned pp_dst : 1;
     uint16_t pp_dport;
     unsigned char pp_daddr[16];
-    unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
-    char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
+    /* The client: the socket's peer, or what its PROXY header names (the
+     * logs, the access log, X-Forwarded-For, max_connections_per_client,
+     * limit.requests, the PROXY header lookout sends); text only on demand
+     * (lk_addr_text). */
+    struct lk_addr peer;
 };
 
 /* Frees c->kept: lk_upstream_drop_kept, set before main by lk_upstream.c
@@ -103,11 +108,12 @@ struct lk_conn {
  * c->kept. */
 extern void (*lk_conn_kept_drop)(struct lk_conn *c);
 
-/* The client's address, without port or brackets. */
+/* The client's address as text in buf (LK_ADDR_TEXT bytes), without port
+ * or brackets. */
 static inline struct lk_str
-lk_conn_peer_ip(const struct lk_conn *c)
+lk_conn_peer_ip(const struct lk_conn *c, char *buf)
 {
-    return lk_str_make(c->peer + c->peer_ip_off, c->peer_ip_len);
+    return lk_str_make(buf, lk_addr_text(&c->peer, 0, buf));
 }
 
 /* Client connections ------------------------------------------------------ */

@@ -41,7 +41,9 @@ lk_xrec_done(const struct lk_xrec *r)
     if (!r->summary)
         lk_stats_count(r->c->rt->stats, r);
     if (lk_access_enabled()) {
-        const struct lk_access_who who = {r->c->peer, r->c->bind->text, r->c->conf,
+        char peer[LK_ADDR_TEXT];
+        lk_addr_text(&r->c->peer, 1, peer);
+        const struct lk_access_who who = {peer, r->c->bind->text, r->c->conf,
                                           r->c->cert_subject};
         lk_access_write(r, &who);
     }
