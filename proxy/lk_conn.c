@@ -28,8 +28,6 @@
 #include "lk_tls.h"
 #include "lk_worker.h"
 
-static atomic_ullong next_conn_id;
-
 /* Client connections come from a per-worker slab: parked ones, which are
  * about all that is left of an idle connection, then sit together in
  * blocks rather than each in a page among the freed buffers of others,
@@ -55,6 +53,29 @@ conn_alloc(struct lk_worker *w)
 }
 
 void (*lk_conn_kept_drop)(struct lk_conn *c);
+
+struct lk_conn_extra *
+lk_conn_extra(struct lk_conn *c)
+{
+    if (c->extra == NULL)
+        c->extra = lk_xcalloc(1, sizeof(*c->extra));
+    return c->extra;
+}
+
+/* Frees c's extra (its timer cancelled with it). */
+static void
+extra_free(struct lk_conn *c)
+{
+    struct lk_conn_extra *x = c->extra;
+
+    c->extra = NULL;
+    if (x == NULL)
+        return;
+    free(x->cert_subject);
+    if (x->age_ev != NULL)
+        event_free(x->age_ev);
+    free(x);
+}
 
 static void
 conn_release(struct lk_worker *w, struct lk_conn *c)
@@ -93,8 +114,6 @@ lk_conn_close(struct lk_conn *c)
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
     if (c->close_ev != NULL)
         event_free(c->close_ev);
-    if (c->age_ev != NULL)
-        event_free(c->age_ev);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -108,9 +127,7 @@ lk_conn_close(struct lk_conn *c)
      * connections whose PROXY header names this client serve no other. */
     if (c->kept != NULL)
         lk_conn_kept_drop(c);
-    free(c->cert_subject);
-    c->cert_subject = NULL;
-    c->auth_id = 0;
+    extra_free(c);
     if (c->io.ssl != NULL)
         lk_tls_keep_session(c->io.ssl);
     lk_io_detach(&c->io);
@@ -261,7 +278,12 @@ lk_conn_park_io(struct lk_io *io)
     io->rtv.tv_sec = c->park_ms / 1000;
     io->rtv.tv_usec = (c->park_ms % 1000) * 1000;
     io->reading = 1;
-    event_add(io->rev, &io->rtv);
+    /* Parked connections wait the same time: in libevent's queue for that
+     * one timeout, a list through the events themselves (no slot each in
+     * the timer heap, and O(1) in and out); its own if there are too many
+     * such queues (256 per base). */
+    const struct timeval *common = event_base_init_common_timeout(c->w->base, &io->rtv);
+    event_add(io->rev, common != NULL ? common : &io->rtv);
     return 1;
 }
 
@@ -309,9 +331,11 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         c->action = NULL;
         if (c->rt->auths != NULL) {
             char subject[512];
-            c->auth_id = lk_tls_conn_auth_id(c->io.ssl);
+            uint64_t auth_id = lk_tls_conn_auth_id(c->io.ssl);
+            if (auth_id != 0)
+                lk_conn_extra(c)->auth_id = auth_id;
             if (lk_tls_client_subject(c->io.ssl, subject, sizeof(subject)) != NULL)
-                c->cert_subject = lk_xstrdup(subject);
+                lk_conn_extra(c)->cert_subject = lk_xstrdup(subject);
         }
 #ifdef TCP_QUICKACK
         /* The client spoke last (its Finished: always in TLS 1.3, on a
@@ -438,7 +462,6 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     c->conf = w->rt->conf;
     c->bind = b;
     c->tls = b->tls;
-    c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
     c->st = ls->st;
     struct lk_fe_vals *fv = lk_stat_vals(c->st);
     lk_stat_add(&fv->total, 1);
@@ -627,9 +650,10 @@ pp_take(struct lk_conn *c, const struct lk_pp_hdr *h)
     c->peer.family = (uint8_t)h->addr.family;
     c->peer.port = h->addr.sport;
     memcpy(c->peer.ip, h->addr.src, h->addr.family == AF_INET ? 4 : 16);
-    c->pp_dst = 1;
-    c->pp_dport = h->addr.dport;
-    memcpy(c->pp_daddr, h->addr.dst, sizeof(c->pp_daddr));
+    struct lk_addr *dst = &lk_conn_extra(c)->pp_dst;
+    dst->family = c->peer.family;
+    dst->port = h->addr.dport;
+    memcpy(dst->ip, h->addr.dst, sizeof(dst->ip));
 }
 
 static void

@@ -39,13 +39,14 @@ add_forwarded(struct lk_hx *hx)
      * own field never passes, whatever the settings. */
     if (lk_http_del_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT) != 0)
         lk_log(LK_DEBUG, c, "the client's X-Forwarded-Client-Cert removed");
-    if (hx->x.cluster->forwarded_client_cert && c->cert_subject != NULL) {
+    const char *subject = lk_conn_cert_subject(c);
+    if (hx->x.cluster->forwarded_client_cert && subject != NULL) {
         /* Envoy's form: Subject="..." (OpenSSL's RFC 2253 text escapes
          * '"' and '\\' already) */
-        size_t n = strlen(c->cert_subject);
+        size_t n = strlen(subject);
         char *v = lk_palloc(req->pool, n + 10);
         memcpy(v, "Subject=\"", 9);
-        memcpy(v + 9, c->cert_subject, n);
+        memcpy(v + 9, subject, n);
         v[9 + n] = '"';
         lk_http_add_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT, lk_str_make(v, n + 10));
     }
@@ -204,7 +205,7 @@ lk_hx_on_request_head(struct lk_hx *hx)
      * may a connection older than a reload that asks for one. */
     uint64_t auth =
         c->tls && c->rt->auths != NULL ? lk_tls_auth_id(c->rt->auths, vh->cluster->index) : 0;
-    if (auth != 0 && auth != c->auth_id) {
+    if (auth != 0 && auth != lk_conn_auth_id(c)) {
         refuse(hx, 421, "this cluster's client certificate check was not the one this TLS "
                         "connection passed (send SNI naming it)");
         return;

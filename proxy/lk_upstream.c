@@ -125,9 +125,9 @@ local_dst(const struct lk_conn *c, struct lk_pp_addr *a)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
 
-    if (c->pp_dst) {
-        memcpy(a->dst, c->pp_daddr, sizeof(a->dst));
-        a->dport = c->pp_dport;
+    if (c->extra != NULL && c->extra->pp_dst.family != 0) {
+        memcpy(a->dst, c->extra->pp_dst.ip, sizeof(a->dst));
+        a->dport = c->extra->pp_dst.port;
         return 0;
     }
     if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != a->family)

@@ -44,7 +44,7 @@ lk_xrec_done(const struct lk_xrec *r)
         char peer[LK_ADDR_TEXT];
         lk_addr_text(&r->c->peer, 1, peer);
         const struct lk_access_who who = {peer, r->c->bind->text, r->c->conf,
-                                          r->c->cert_subject};
+                                          lk_conn_cert_subject(r->c)};
         lk_access_write(r, &who);
     }
 }
