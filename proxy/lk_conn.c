@@ -74,6 +74,8 @@ extra_free(struct lk_conn *c)
     free(x->cert_subject);
     if (x->age_ev != NULL)
         event_free(x->age_ev);
+    if (x->close_ev != NULL)
+        event_free(x->close_ev); /* cancelled */
     free(x);
 }
 
@@ -88,9 +90,8 @@ void
 lk_conn_describe(const struct lk_conn *c, char *buf, size_t len)
 {
     char peer[LK_ADDR_TEXT];
-
-    lk_addr_text(&c->peer, 1, peer);
-    int n = snprintf(buf, len, ", client: %s, server: %s", peer, c->bind->text);
+    int n = snprintf(buf, len, ", client: %s, server: %s", lk_conn_peer_text(c, peer),
+                     c->bind->text);
     if (n > 0 && (size_t)n < len && c->sni != NULL)
         n += snprintf(buf + n, len - (size_t)n, ", sni: %s", c->sni);
     if (n > 0 && (size_t)n < len && c->action != NULL)
@@ -112,8 +113,6 @@ lk_conn_close(struct lk_conn *c)
     lk_limit_drop(c->limit);
     if (c->st != NULL)
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
-    if (c->close_ev != NULL)
-        event_free(c->close_ev);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -123,6 +122,7 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    c->peer_text = NULL;
     /* After the pool: its cleanups may have kept one more.  The broker
      * connections whose PROXY header names this client serve no other. */
     if (c->kept != NULL)
@@ -179,10 +179,12 @@ lk_conn_close_later(struct lk_conn *c)
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     lk_io_disable(&c->io, EV_READ | EV_WRITE);
     /* c's own event, not event_base_once: should c be closed some other way
-     * first, freeing the event cancels this. */
-    if (c->close_ev == NULL) /* made when first needed: idle connections hold less */
-        c->close_ev = evtimer_new(c->w->base, close_later_cb, c);
-    event_active(c->close_ev, EV_TIMEOUT, 1);
+     * first, freeing the event cancels this.  Made when first needed, with
+     * c's extra: idle connections hold neither. */
+    struct lk_conn_extra *x = lk_conn_extra(c);
+    if (x->close_ev == NULL)
+        x->close_ev = evtimer_new(c->w->base, close_later_cb, c);
+    event_active(x->close_ev, EV_TIMEOUT, 1);
 }
 
 void
@@ -235,6 +237,19 @@ lk_conn_renew(struct lk_conn *c)
     return 1;
 }
 
+/* c->peer_text, in c's pool: when its protocol starts, and again on
+ * waking, so that requests find it made and a parked connection holds none. */
+static void
+peer_text(struct lk_conn *c)
+{
+    char buf[LK_ADDR_TEXT];
+    size_t n = lk_addr_text(&c->peer, 1, buf);
+
+    c->peer_text = lk_pstrndup(&c->pool, buf, n);
+    c->peer_ip_off = c->peer.family == AF_INET6;
+    c->peer_ip_len = n == 0 ? 0 : (unsigned char)(strrchr(buf, ':') - buf - 2 * c->peer_ip_off);
+}
+
 /* Parking ------------------------------------------------------------------ */
 
 /* The client connection whose lk_io this is (only those park). */
@@ -266,6 +281,7 @@ lk_conn_park_io(struct lk_io *io)
     lk_log(LK_DEBUG, c, "idle: parked");
     lk_pool_clear(&c->pool); /* the protocol's state: its cleanups free its timers */
     c->proto = NULL;
+    c->peer_text = NULL; /* made again on waking: 56 bytes less while parked */
     c->action = "waiting for a request";
     evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
     io->cb = NULL;
@@ -314,6 +330,7 @@ lk_conn_unpark_io(struct lk_io *io, short what)
     }
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
     lk_io_rebind(io, c->bev);
+    peer_text(c);
     io->unparking = 1;
     c->w->proto_for(c->bind->proto)->start(c);
     io->unparking = 0;
@@ -498,6 +515,7 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
         lk_conn_close(c);
         return;
     }
+    peer_text(c);
     if (b->tls) {
         SSL *ssl = SSL_new(w->rt->server_ctx[0]);
         if (ssl == NULL) {

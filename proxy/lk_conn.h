@@ -62,6 +62,7 @@ struct lk_conn_extra {
      * (family 0: it said none), for the one lookout sends on
      * (upstream.proxy_protocol): getsockname would not tell. */
     struct lk_addr pp_dst;
+    struct event *close_ev; /* runs a scheduled close (lk_conn_close_later) */
 };
 
 /*
@@ -83,7 +84,6 @@ struct lk_conn {
     const char *sni;    /* from the TLS handshake (OpenSSL's copy), or NULL */
     const char *action; /* what we were doing, for logs */
     void *proto;        /* the protocol module's state (while pp_wait: lk_conn.c's) */
-    struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
     struct lk_stat_obj *st; /* its bound address's metrics series */
     struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
@@ -93,6 +93,11 @@ struct lk_conn {
      * NULL, and never looked at, when the feature is off. */
     struct lk_upstream *kept;
     struct lk_conn_extra *extra; /* NULL until a feature needs it */
+    /* peer as text, "ip:port" or "[ip]:port", the address alone peer_ip_len
+     * bytes at peer_ip_off: made in the pool when the protocol starts (the
+     * access log and X-Forwarded-For use it on every request), NULL before
+     * and while parked (lk_conn_peer_text) */
+    const char *peer_text;
     struct event rev;   /* io.rev */
     evutil_socket_t fd;
     uint32_t park_ms;   /* how long it may stay parked */
@@ -109,6 +114,7 @@ struct lk_conn {
      * limit.requests, the PROXY header lookout sends); text only on demand
      * (lk_addr_text). */
     struct lk_addr peer;
+    unsigned char peer_ip_off, peer_ip_len;
 };
 
 /* Frees c->kept: lk_upstream_drop_kept, set before main by lk_upstream.c
@@ -116,11 +122,23 @@ struct lk_conn {
  * c->kept. */
 extern void (*lk_conn_kept_drop)(struct lk_conn *c);
 
-/* The client's address as text in buf (LK_ADDR_TEXT bytes), without port
- * or brackets. */
+/* The client's address as text, "ip:port": c->peer_text, or made in buf
+ * (LK_ADDR_TEXT bytes) while c has none. */
+static inline const char *
+lk_conn_peer_text(const struct lk_conn *c, char *buf)
+{
+    if (c->peer_text != NULL)
+        return c->peer_text;
+    lk_addr_text(&c->peer, 1, buf);
+    return buf;
+}
+
+/* The same without port or brackets. */
 static inline struct lk_str
 lk_conn_peer_ip(const struct lk_conn *c, char *buf)
 {
+    if (c->peer_text != NULL)
+        return lk_str_make(c->peer_text + c->peer_ip_off, c->peer_ip_len);
     return lk_str_make(buf, lk_addr_text(&c->peer, 0, buf));
 }
 

@@ -42,9 +42,8 @@ lk_xrec_done(const struct lk_xrec *r)
         lk_stats_count(r->c->rt->stats, r);
     if (lk_access_enabled()) {
         char peer[LK_ADDR_TEXT];
-        lk_addr_text(&r->c->peer, 1, peer);
-        const struct lk_access_who who = {peer, r->c->bind->text, r->c->conf,
-                                          lk_conn_cert_subject(r->c)};
+        const struct lk_access_who who = {lk_conn_peer_text(r->c, peer), r->c->bind->text,
+                                          r->c->conf, lk_conn_cert_subject(r->c)};
         lk_access_write(r, &who);
     }
 }

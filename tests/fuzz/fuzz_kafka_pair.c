@@ -669,8 +669,9 @@ static void
 pair_free(struct pair *pp)
 {
     lk_pool_free(&pp->c.pool);
-    if (pp->c.close_ev != NULL)
-        event_free(pp->c.close_ev);
+    if (pp->c.extra != NULL && pp->c.extra->close_ev != NULL)
+        event_free(pp->c.extra->close_ev);
+    free(pp->c.extra);
     for (int i = 0; i < 2; i++) {
         bufferevent_free(pp->cb[i]);
         bufferevent_free(pp->ub[i]);
