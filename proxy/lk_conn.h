@@ -111,10 +111,9 @@ struct lk_conn {
     unsigned pp_local : 1;
     /* The client: the socket's peer, or what its PROXY header names (the
      * logs, the access log, X-Forwarded-For, max_connections_per_client,
-     * limit.requests, the PROXY header lookout sends); text only on demand
-     * (lk_addr_text). */
+     * limit.requests, the PROXY header lookout sends); as text, peer_text. */
     struct lk_addr peer;
-    unsigned char peer_ip_off, peer_ip_len;
+    unsigned char peer_ip_off, peer_ip_len; /* the address alone in peer_text */
 };
 
 /* Frees c->kept: lk_upstream_drop_kept, set before main by lk_upstream.c
