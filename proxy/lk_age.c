@@ -51,14 +51,14 @@ arm(struct lk_conn *c, long long ms)
 {
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
-    evtimer_add(c->age_ev, &tv);
+    evtimer_add(c->extra->age_ev, &tv);
 }
 
 void
 lk_age_reached(struct lk_conn *c, long long now)
 {
     c->aged = 1;
-    c->age_due_ms = now + c->conf->max_connection_age_grace_ms;
+    c->extra->age_due_ms = now + c->conf->max_connection_age_grace_ms;
     lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->aged, 1);
     lk_log(LK_DEBUG, c, "max_connection_age reached: ending the connection at its next boundary");
 }
@@ -98,8 +98,8 @@ fire(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->closing || c->w->draining)
         return; /* closing anyway, or the drain ends it by its own deadline */
-    if (now < c->age_due_ms) {
-        arm(c, c->age_due_ms - now);
+    if (now < c->extra->age_due_ms) {
+        arm(c, c->extra->age_due_ms - now);
         return;
     }
     if (!c->aged) {
@@ -120,11 +120,12 @@ lk_age_start(struct lk_conn *c)
     const struct lk_conf *conf = c->conf;
     long long age = (long long)lk_age_pick(conf->max_connection_age_ms,
                                            conf->max_connection_age_jitter,
-                                           next_random((uint64_t)(uintptr_t)c->w ^ c->id));
+                                           next_random((uint64_t)(uintptr_t)c));
+    struct lk_conn_extra *x = lk_conn_extra(c);
 
-    c->age_ev = evtimer_new(c->w->base, fire, c);
-    if (c->age_ev == NULL)
+    x->age_ev = evtimer_new(c->w->base, fire, c);
+    if (x->age_ev == NULL)
         return; /* out of memory: this one lives on */
-    c->age_due_ms = lk_now_ms() + age;
+    x->age_due_ms = lk_now_ms() + age;
     arm(c, age);
 }

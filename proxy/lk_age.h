@@ -20,7 +20,7 @@
 uint64_t lk_age_pick(unsigned age_ms, unsigned jitter_pct, uint64_t r);
 
 /* At accept, when c->conf->max_connection_age_ms is not 0: c's deadline
- * and its timer (c->age_ev, freed with c). */
+ * and its timer (in c->extra, freed with c). */
 void lk_age_start(struct lk_conn *c);
 /* c is past its age and its end begins now: counted, logged, and its grace
  * starts.  The caller ends it (the timer: lk_proto_ops.drain). */
@@ -40,11 +40,11 @@ lk_age_passed(struct lk_conn *c)
 {
     long long now;
 
-    if (c->age_due_ms == 0)
+    if (c->extra == NULL || c->extra->age_due_ms == 0)
         return 0;
     if (c->aged)
         return 1;
-    if ((now = lk_now_ms()) < c->age_due_ms)
+    if ((now = lk_now_ms()) < c->extra->age_due_ms)
         return 0;
     lk_age_reached(c, now);
     return 1;

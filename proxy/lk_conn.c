@@ -4,7 +4,6 @@
  * through; moved to a new generation at exchange boundaries; parked while
  * idle; closed.  They come from a per-worker slab.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -28,8 +27,6 @@
 #include "lk_stats.h"
 #include "lk_tls.h"
 #include "lk_worker.h"
-
-static atomic_ullong next_conn_id;
 
 /* Client connections come from a per-worker slab: parked ones, which are
  * about all that is left of an idle connection, then sit together in
@@ -57,6 +54,31 @@ conn_alloc(struct lk_worker *w)
 
 void (*lk_conn_kept_drop)(struct lk_conn *c);
 
+struct lk_conn_extra *
+lk_conn_extra(struct lk_conn *c)
+{
+    if (c->extra == NULL)
+        c->extra = lk_xcalloc(1, sizeof(*c->extra));
+    return c->extra;
+}
+
+/* Frees c's extra (its timer cancelled with it). */
+static void
+extra_free(struct lk_conn *c)
+{
+    struct lk_conn_extra *x = c->extra;
+
+    c->extra = NULL;
+    if (x == NULL)
+        return;
+    free(x->cert_subject);
+    if (x->age_ev != NULL)
+        event_free(x->age_ev);
+    if (x->close_ev != NULL)
+        event_free(x->close_ev); /* cancelled */
+    free(x);
+}
+
 static void
 conn_release(struct lk_worker *w, struct lk_conn *c)
 {
@@ -67,7 +89,9 @@ conn_release(struct lk_worker *w, struct lk_conn *c)
 void
 lk_conn_describe(const struct lk_conn *c, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, ", client: %s, server: %s", c->peer, c->bind->text);
+    char peer[LK_ADDR_TEXT];
+    int n = snprintf(buf, len, ", client: %s, server: %s", lk_conn_peer_text(c, peer),
+                     c->bind->text);
     if (n > 0 && (size_t)n < len && c->sni != NULL)
         n += snprintf(buf + n, len - (size_t)n, ", sni: %s", c->sni);
     if (n > 0 && (size_t)n < len && c->action != NULL)
@@ -89,10 +113,6 @@ lk_conn_close(struct lk_conn *c)
     lk_limit_drop(c->limit);
     if (c->st != NULL)
         lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(c->st))->open, (uint64_t)-1);
-    if (c->close_ev != NULL)
-        event_free(c->close_ev);
-    if (c->age_ev != NULL)
-        event_free(c->age_ev);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -102,13 +122,12 @@ lk_conn_close(struct lk_conn *c)
     /* The protocol module's state lives in the pool; its cleanups release
      * upstreams and timers before the client bufferevent goes. */
     lk_pool_free(&c->pool);
+    c->peer_text = NULL;
     /* After the pool: its cleanups may have kept one more.  The broker
      * connections whose PROXY header names this client serve no other. */
     if (c->kept != NULL)
         lk_conn_kept_drop(c);
-    free(c->cert_subject);
-    c->cert_subject = NULL;
-    c->auth_id = 0;
+    extra_free(c);
     if (c->io.ssl != NULL)
         lk_tls_keep_session(c->io.ssl);
     lk_io_detach(&c->io);
@@ -160,10 +179,12 @@ lk_conn_close_later(struct lk_conn *c)
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     lk_io_disable(&c->io, EV_READ | EV_WRITE);
     /* c's own event, not event_base_once: should c be closed some other way
-     * first, freeing the event cancels this. */
-    if (c->close_ev == NULL) /* made when first needed: idle connections hold less */
-        c->close_ev = evtimer_new(c->w->base, close_later_cb, c);
-    event_active(c->close_ev, EV_TIMEOUT, 1);
+     * first, freeing the event cancels this.  Made when first needed, with
+     * c's extra: idle connections hold neither. */
+    struct lk_conn_extra *x = lk_conn_extra(c);
+    if (x->close_ev == NULL)
+        x->close_ev = evtimer_new(c->w->base, close_later_cb, c);
+    event_active(x->close_ev, EV_TIMEOUT, 1);
 }
 
 void
@@ -216,6 +237,19 @@ lk_conn_renew(struct lk_conn *c)
     return 1;
 }
 
+/* c->peer_text, in c's pool: when its protocol starts, and again on
+ * waking, so that requests find it made and a parked connection holds none. */
+static void
+peer_text(struct lk_conn *c)
+{
+    char buf[LK_ADDR_TEXT];
+    size_t n = lk_addr_text(&c->peer, 1, buf);
+
+    c->peer_text = lk_pstrndup(&c->pool, buf, n);
+    c->peer_ip_off = c->peer.family == AF_INET6;
+    c->peer_ip_len = n == 0 ? 0 : (unsigned char)(strrchr(buf, ':') - buf - 2 * c->peer_ip_off);
+}
+
 /* Parking ------------------------------------------------------------------ */
 
 /* The client connection whose lk_io this is (only those park). */
@@ -247,6 +281,7 @@ lk_conn_park_io(struct lk_io *io)
     lk_log(LK_DEBUG, c, "idle: parked");
     lk_pool_clear(&c->pool); /* the protocol's state: its cleanups free its timers */
     c->proto = NULL;
+    c->peer_text = NULL; /* made again on waking: 56 bytes less while parked */
     c->action = "waiting for a request";
     evbuffer_remove_cb_entry(bufferevent_get_output(io->bev), io->cb);
     io->cb = NULL;
@@ -259,7 +294,12 @@ lk_conn_park_io(struct lk_io *io)
     io->rtv.tv_sec = c->park_ms / 1000;
     io->rtv.tv_usec = (c->park_ms % 1000) * 1000;
     io->reading = 1;
-    event_add(io->rev, &io->rtv);
+    /* Parked connections wait the same time: in libevent's queue for that
+     * one timeout, a list through the events themselves (no slot each in
+     * the timer heap, and O(1) in and out); its own if there are too many
+     * such queues (256 per base). */
+    const struct timeval *common = event_base_init_common_timeout(c->w->base, &io->rtv);
+    event_add(io->rev, common != NULL ? common : &io->rtv);
     return 1;
 }
 
@@ -290,6 +330,7 @@ lk_conn_unpark_io(struct lk_io *io, short what)
     }
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
     lk_io_rebind(io, c->bev);
+    peer_text(c);
     io->unparking = 1;
     c->w->proto_for(c->bind->proto)->start(c);
     io->unparking = 0;
@@ -307,9 +348,11 @@ tls_handshake_event(struct bufferevent *bev, short what, void *arg)
         c->action = NULL;
         if (c->rt->auths != NULL) {
             char subject[512];
-            c->auth_id = lk_tls_conn_auth_id(c->io.ssl);
+            uint64_t auth_id = lk_tls_conn_auth_id(c->io.ssl);
+            if (auth_id != 0)
+                lk_conn_extra(c)->auth_id = auth_id;
             if (lk_tls_client_subject(c->io.ssl, subject, sizeof(subject)) != NULL)
-                c->cert_subject = lk_xstrdup(subject);
+                lk_conn_extra(c)->cert_subject = lk_xstrdup(subject);
         }
 #ifdef TCP_QUICKACK
         /* The client spoke last (its Finished: always in TLS 1.3, on a
@@ -362,7 +405,7 @@ static struct lk_log_every refused_log;
  */
 static void
 refuse(struct lk_stat_obj *st, const struct lk_bind *b, const struct lk_conf *conf,
-       evutil_socket_t fd, const struct sockaddr *sa, int why)
+       evutil_socket_t fd, const struct lk_addr *peer, int why)
 {
     static const char *const bodies[2] = {
         "{\"reason\": \"too many connections (max_connections)\"}",
@@ -387,13 +430,11 @@ refuse(struct lk_stat_obj *st, const struct lk_bind *b, const struct lk_conf *co
         return;
     unsigned long by[2] = {atomic_exchange(&refused_unlogged[REFUSED_MAX], 0),
                            atomic_exchange(&refused_unlogged[REFUSED_PER_CLIENT], 0)};
-    char caps[2][16], ip[INET6_ADDRSTRLEN] = "?";
+    char caps[2][16], ip[LK_ADDR_TEXT];
     snprintf(caps[0], sizeof(caps[0]), "%u per worker", conf->max_connections);
     snprintf(caps[1], sizeof(caps[1]), "%u", conf->max_connections_per_client);
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
+    if (lk_addr_text(peer, 0, ip) == 0)
+        strcpy(ip, "?");
     lk_log(LK_WARN, NULL,
            "refused %lu client connections since the last such line: %lu over max_connections "
            "(%s), %lu over max_connections_per_client (%s); the latest from %s on %s",
@@ -402,7 +443,7 @@ refuse(struct lk_stat_obj *st, const struct lk_bind *b, const struct lk_conf *co
 }
 
 static void conn_start(struct lk_conn *c, evutil_socket_t fd);
-static void pp_wait(struct lk_conn *c, evutil_socket_t fd, const struct sockaddr *sa, int salen);
+static void pp_wait(struct lk_conn *c, evutil_socket_t fd);
 
 void
 lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
@@ -411,23 +452,24 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     const struct lk_listen *ls = arg;
     const struct lk_bind *b = ls->b;
     struct lk_worker *w = ls->w;
-    uint16_t port = 0;
-    char ip[INET6_ADDRSTRLEN] = "";
     const struct lk_conf *conf = w->rt->conf;
     struct lk_limit_slot *slot = NULL;
+    struct lk_addr peer;
 
+    lk_addr_of(&peer, sa);
     if (conf->max_connections != 0 && w->nconns >= conf->max_connections) {
-        refuse(ls->st, b, conf, fd, sa, REFUSED_MAX);
+        refuse(ls->st, b, conf, fd, &peer, REFUSED_MAX);
         return;
     }
     /* With the PROXY protocol, the client's count waits for its address. */
     if (conf->max_connections_per_client != 0 && b->proxy_protocol == 0 &&
-        lk_limit_take(sa, conf->max_connections_per_client, &slot) != 0) {
-        refuse(ls->st, b, conf, fd, sa, REFUSED_PER_CLIENT);
+        lk_limit_take(&peer, conf->max_connections_per_client, &slot) != 0) {
+        refuse(ls->st, b, conf, fd, &peer, REFUSED_PER_CLIENT);
         return;
     }
     struct lk_conn *c = conn_alloc(w);
     c->limit = slot;
+    c->peer = peer;
     c->fd = -1; /* until a bufferevent has it: closed by whoever fails first */
     /* An idle keep-alive connection holds this pool: the protocol's state
      * (the HTTP module: about 600 bytes) and little else. */
@@ -437,25 +479,10 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     c->conf = w->rt->conf;
     c->bind = b;
     c->tls = b->tls;
-    c->id = atomic_fetch_add(&next_conn_id, 1) + 1;
     c->st = ls->st;
     struct lk_fe_vals *fv = lk_stat_vals(c->st);
     lk_stat_add(&fv->total, 1);
     lk_stat_add(&fv->open, 1);
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
-        port = ntohs(sin->sin_port);
-        snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, port);
-        c->peer_ip_len = (unsigned char)strlen(ip);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
-        port = ntohs(sin6->sin6_port);
-        snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip, port);
-        c->peer_ip_off = 1;
-        c->peer_ip_len = (unsigned char)strlen(ip);
-    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     w->nconns++;
@@ -466,7 +493,7 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
     if (conf->max_connection_age_ms != 0)
         w->age_start(c); /* its deadline (lk_age.c) */
     if (b->proxy_protocol != 0) {
-        pp_wait(c, fd, sa, salen);
+        pp_wait(c, fd);
         return;
     }
     conn_start(c, fd);
@@ -488,6 +515,7 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
         lk_conn_close(c);
         return;
     }
+    peer_text(c);
     if (b->tls) {
         SSL *ssl = SSL_new(w->rt->server_ctx[0]);
         if (ssl == NULL) {
@@ -539,19 +567,19 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
  * client is: from proxy_protocol.trusted, the connection must start with a
  * PROXY header of an accepted version, whose source address then names
  * the client everywhere (c->peer: logs, the access log,
- * max_connections_per_client, X-Forwarded-For); from anywhere else, it
- * must not.  The header is taken off the socket and nothing after it, so
- * TLS or the protocol module then starts on the socket as it would have.
- * The bytes are peeked: an incomplete header is read into buf (every byte
- * of it is header) and waited on; an untrusted one's first bytes are left
- * where they are, so a prefix of a signature is looked at again after a
- * short pause rather than on a socket that stays readable.
+ * max_connections_per_client, limit.requests, X-Forwarded-For, the PROXY
+ * header lookout sends); from anywhere else, it must not.  The header is
+ * taken off the socket and nothing after it, so TLS or the protocol module
+ * then starts on the socket as it would have.  The bytes are peeked: an
+ * incomplete header is read into buf (every byte of it is header) and
+ * waited on; an untrusted one's first bytes are left where they are, so a
+ * prefix of a signature is looked at again after a short pause rather than
+ * on a socket that stays readable.
  */
 #define LK_PP_WAIT_MAX 1024 /* a v2 header with TLVs up to this is taken */
 
 struct pp_wait {
     struct lk_conn *c;
-    struct sockaddr_storage sa; /* the client: the socket's, then the header's */
     long long deadline_ms;
     size_t have;
     unsigned trusted : 1;
@@ -585,7 +613,7 @@ pp_close(struct lk_conn *c, int why, int level, const char *fmt, const char *wha
 }
 
 static void
-pp_wait(struct lk_conn *c, evutil_socket_t fd, const struct sockaddr *sa, int salen)
+pp_wait(struct lk_conn *c, evutil_socket_t fd)
 {
     /* Off the pool, which keeps what it holds for the connection's life. */
     struct pp_wait *p = lk_xmalloc(sizeof(*p));
@@ -594,14 +622,9 @@ pp_wait(struct lk_conn *c, evutil_socket_t fd, const struct sockaddr *sa, int sa
     memset(p, 0, offsetof(struct pp_wait, buf));
     c->proto = p; /* until pp_done */
     p->c = c;
-    memcpy(&p->sa, sa, (size_t)salen < sizeof(p->sa) ? (size_t)salen : sizeof(p->sa));
     p->deadline_ms = lk_now_ms() + conf->timeout_client_header_ms;
-    p->trusted = (sa->sa_family == AF_INET &&
-                  lk_cidr_contains(conf->proxy_protocol_trusted, conf->nproxy_protocol_trusted,
-                                   AF_INET, &((const struct sockaddr_in *)sa)->sin_addr)) ||
-                 (sa->sa_family == AF_INET6 &&
-                  lk_cidr_contains(conf->proxy_protocol_trusted, conf->nproxy_protocol_trusted,
-                                   AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr));
+    p->trusted = lk_cidr_contains(conf->proxy_protocol_trusted, conf->nproxy_protocol_trusted,
+                                  c->peer.family, c->peer.ip) == 1;
     c->fd = fd;
     c->pp_wait = 1;
     c->action = "waiting for its PROXY protocol header";
@@ -619,17 +642,14 @@ pp_done(struct pp_wait *p)
     const struct lk_conf *conf = c->conf;
     evutil_socket_t fd = c->fd;
 
-    struct sockaddr_storage sa = p->sa;
-
     c->pp_wait = 0;
     c->action = NULL;
     c->proto = NULL;
     free(p);
     if (conf->max_connections_per_client != 0 &&
-        lk_limit_take((const struct sockaddr *)&sa, conf->max_connections_per_client,
-                      &c->limit) != 0) {
+        lk_limit_take(&c->peer, conf->max_connections_per_client, &c->limit) != 0) {
         c->fd = -1;
-        refuse(c->st, c->bind, conf, fd, (const struct sockaddr *)&sa, REFUSED_PER_CLIENT);
+        refuse(c->st, c->bind, conf, fd, &c->peer, REFUSED_PER_CLIENT);
         lk_conn_close(c);
         return;
     }
@@ -638,33 +658,20 @@ pp_done(struct pp_wait *p)
 
 /* Takes the header's source as the client. */
 static void
-pp_take(struct pp_wait *p, const struct lk_pp_hdr *h)
+pp_take(struct lk_conn *c, const struct lk_pp_hdr *h)
 {
-    struct lk_conn *c = p->c;
-    size_t off, len;
-
-    if (h->addr.family == 0 ||
-        lk_pp_src_text(&h->addr, c->peer, sizeof(c->peer), &off, &len) != 0) {
+    if (h->addr.family != AF_INET && h->addr.family != AF_INET6) {
         c->pp_local = 1; /* LOCAL, UNKNOWN: the balancer's own connection */
         return;
     }
-    c->peer_ip_off = (unsigned char)off;
-    c->peer_ip_len = (unsigned char)len;
-    c->pp_dst = 1;
-    c->pp_dport = h->addr.dport;
-    memcpy(c->pp_daddr, h->addr.dst, sizeof(c->pp_daddr));
-    memset(&p->sa, 0, sizeof(p->sa));
-    if (h->addr.family == AF_INET) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)&p->sa;
-        sin->sin_family = AF_INET;
-        memcpy(&sin->sin_addr, h->addr.src, 4);
-        sin->sin_port = htons(h->addr.sport);
-    } else {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&p->sa;
-        sin6->sin6_family = AF_INET6;
-        memcpy(&sin6->sin6_addr, h->addr.src, 16);
-        sin6->sin6_port = htons(h->addr.sport);
-    }
+    memset(&c->peer, 0, sizeof(c->peer));
+    c->peer.family = (uint8_t)h->addr.family;
+    c->peer.port = h->addr.sport;
+    memcpy(c->peer.ip, h->addr.src, h->addr.family == AF_INET ? 4 : 16);
+    struct lk_addr *dst = &lk_conn_extra(c)->pp_dst;
+    dst->family = c->peer.family;
+    dst->port = h->addr.dport;
+    memcpy(dst->ip, h->addr.dst, sizeof(dst->ip));
 }
 
 static void
@@ -721,7 +728,7 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
     }
     p->have += take;
     if (r > 0) {
-        pp_take(p, &h);
+        pp_take(c, &h);
         pp_done(p);
     } else if (p->have == sizeof(p->buf)) {
         pp_close(c, REFUSED_PP_BAD, LK_WARN,

@@ -18,6 +18,7 @@
 
 #include "lk_conf.h"
 #include "lk_io.h"
+#include "lk_limit.h"
 #include "lk_pool.h"
 #include "lk_str.h"
 
@@ -43,6 +44,28 @@ struct lk_proto_ops {
 };
 
 /*
+ * What only some client connections need, by a feature that is on: made
+ * by the first that does (lk_conn_extra), freed with the connection, so
+ * that the many idle connections of a proxy using none of them do not
+ * carry it.
+ */
+struct lk_conn_extra {
+    /* The subject of the client's verified certificate, RFC 2253 (malloc'd,
+     * for the access log and the HTTP header); NULL: none, or none asked */
+    char *cert_subject;
+    uint64_t auth_id; /* the check its handshake passed (lk_tls_conn_auth_id); 0: none */
+    /* max_connection_age (lk_age.h): when its end begins, then (c->aged)
+     * when its grace is over, and its timer */
+    long long age_due_ms;
+    struct event *age_ev;
+    /* The address the client connected to, as its PROXY header says
+     * (family 0: it said none), for the one lookout sends on
+     * (upstream.proxy_protocol): getsockname would not tell. */
+    struct lk_addr pp_dst;
+    struct event *close_ev; /* runs a scheduled close (lk_conn_close_later) */
+};
+
+/*
  * A client connection.  While the protocol module has nothing under way and
  * the client is silent (lk_conn_idle), the connection is parked: bev, the
  * pool and with it the protocol's state are freed, and only this struct,
@@ -59,26 +82,22 @@ struct lk_conn {
     struct lk_io io;     /* how bev is driven */
     struct lk_pool pool; /* the protocol's state: until close or parking */
     const char *sni;    /* from the TLS handshake (OpenSSL's copy), or NULL */
-    /* The subject of the client's verified certificate, RFC 2253 (malloc'd,
-     * for the access log and the HTTP header); NULL: none, or none asked */
-    char *cert_subject;
-    uint64_t auth_id; /* the check its handshake passed (lk_tls_conn_auth_id); 0: none */
     const char *action; /* what we were doing, for logs */
     void *proto;        /* the protocol module's state (while pp_wait: lk_conn.c's) */
-    struct event *close_ev; /* runs a scheduled close; freed (so cancelled) with c */
     struct lk_stat_obj *st; /* its bound address's metrics series */
     struct lk_limit_slot *limit; /* its client's count (max_connections_per_client), or NULL */
-    uint64_t id;
-    /* max_connection_age (lk_age.h): when its end begins, then (aged) when
-     * its grace is over, and its timer; 0 and NULL: never */
-    long long age_due_ms;
-    struct event *age_ev;
     struct lk_conn *prev, *next; /* in w->conns, or the worker's free list */
     /* Idle upstreams whose PROXY header names this client
      * (upstream.proxy_protocol, lk_upstream_keep): freed through
      * lk_conn_kept_drop when c closes or moves to another generation.
      * NULL, and never looked at, when the feature is off. */
     struct lk_upstream *kept;
+    struct lk_conn_extra *extra; /* NULL until a feature needs it */
+    /* peer as text, "ip:port" or "[ip]:port", the address alone peer_ip_len
+     * bytes at peer_ip_off: made in the pool when the protocol starts (the
+     * access log and X-Forwarded-For use it on every request), NULL before
+     * and while parked (lk_conn_peer_text) */
+    const char *peer_text;
     struct event rev;   /* io.rev */
     evutil_socket_t fd;
     uint32_t park_ms;   /* how long it may stay parked */
@@ -87,15 +106,14 @@ struct lk_conn {
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
-    /* Its PROXY header, for the one lookout sends on (upstream.proxy_protocol):
-     * it named no client (v2 LOCAL, v1 UNKNOWN), or the address the client
-     * connected to (of peer's family), which getsockname would not tell. */
+    /* Its PROXY header named no client (v2 LOCAL, v1 UNKNOWN): peer stays
+     * the balancer's, and the header lookout sends on names none. */
     unsigned pp_local : 1;
-    unsigned pp_dst : 1;
-    uint16_t pp_dport;
-    unsigned char pp_daddr[16];
-    unsigned char peer_ip_off, peer_ip_len; /* the address in peer */
-    char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or "[ip]:port" */
+    /* The client: the socket's peer, or what its PROXY header names (the
+     * logs, the access log, X-Forwarded-For, max_connections_per_client,
+     * limit.requests, the PROXY header lookout sends); as text, peer_text. */
+    struct lk_addr peer;
+    unsigned char peer_ip_off, peer_ip_len; /* the address alone in peer_text */
 };
 
 /* Frees c->kept: lk_upstream_drop_kept, set before main by lk_upstream.c
@@ -103,11 +121,41 @@ struct lk_conn {
  * c->kept. */
 extern void (*lk_conn_kept_drop)(struct lk_conn *c);
 
-/* The client's address, without port or brackets. */
-static inline struct lk_str
-lk_conn_peer_ip(const struct lk_conn *c)
+/* The client's address as text, "ip:port": c->peer_text, or made in buf
+ * (LK_ADDR_TEXT bytes) while c has none. */
+static inline const char *
+lk_conn_peer_text(const struct lk_conn *c, char *buf)
 {
-    return lk_str_make(c->peer + c->peer_ip_off, c->peer_ip_len);
+    if (c->peer_text != NULL)
+        return c->peer_text;
+    lk_addr_text(&c->peer, 1, buf);
+    return buf;
+}
+
+/* The same without port or brackets. */
+static inline struct lk_str
+lk_conn_peer_ip(const struct lk_conn *c, char *buf)
+{
+    if (c->peer_text != NULL)
+        return lk_str_make(c->peer_text + c->peer_ip_off, c->peer_ip_len);
+    return lk_str_make(buf, lk_addr_text(&c->peer, 0, buf));
+}
+
+/* c's extra, made (zeroed) if it has none yet. */
+struct lk_conn_extra *lk_conn_extra(struct lk_conn *c);
+
+/* The subject of the client's verified certificate, or NULL. */
+static inline const char *
+lk_conn_cert_subject(const struct lk_conn *c)
+{
+    return c->extra != NULL ? c->extra->cert_subject : NULL;
+}
+
+/* The client-certificate check its handshake passed; 0: none. */
+static inline uint64_t
+lk_conn_auth_id(const struct lk_conn *c)
+{
+    return c->extra != NULL ? c->extra->auth_id : 0;
 }
 
 /* Client connections ------------------------------------------------------ */

@@ -32,19 +32,21 @@ add_forwarded(struct lk_hx *hx)
     struct lk_http_msg *req = &hx->x.req;
     struct lk_conn *c = hx->hc->c;
     struct lk_str *xff = lk_http_find_id(req, LK_HDR_X_FORWARDED_FOR), *host;
-    struct lk_str ip = lk_conn_peer_ip(c);
+    char text[LK_ADDR_TEXT];
+    struct lk_str ip = lk_conn_peer_ip(c, text);
 
     /* Only lookout says which certificate a client showed: the client's
      * own field never passes, whatever the settings. */
     if (lk_http_del_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT) != 0)
         lk_log(LK_DEBUG, c, "the client's X-Forwarded-Client-Cert removed");
-    if (hx->x.cluster->forwarded_client_cert && c->cert_subject != NULL) {
+    const char *subject = lk_conn_cert_subject(c);
+    if (hx->x.cluster->forwarded_client_cert && subject != NULL) {
         /* Envoy's form: Subject="..." (OpenSSL's RFC 2253 text escapes
          * '"' and '\\' already) */
-        size_t n = strlen(c->cert_subject);
+        size_t n = strlen(subject);
         char *v = lk_palloc(req->pool, n + 10);
         memcpy(v, "Subject=\"", 9);
-        memcpy(v + 9, c->cert_subject, n);
+        memcpy(v + 9, subject, n);
         v[9 + n] = '"';
         lk_http_add_id(req, LK_HDR_X_FORWARDED_CLIENT_CERT, lk_str_make(v, n + 10));
     }
@@ -112,34 +114,6 @@ refuse(struct lk_hx *hx, int status, const char *why)
  * a second, not one per request. */
 static struct lk_log_every limited_log;
 
-/* An IPv4 address as inet_ntop wrote it into the peer text: a quarter of
- * inet_pton's instructions, on every request of a limited cluster.  -1
- * for anything else. */
-static int
-ipv4_of(struct lk_str ip, struct in_addr *out)
-{
-    uint32_t a = 0;
-    unsigned part = 0, digits = 0, dots = 0;
-
-    for (size_t i = 0; i < ip.len; i++) {
-        if (ip.p[i] >= '0' && ip.p[i] <= '9') {
-            part = part * 10 + (unsigned)(ip.p[i] - '0');
-            if (++digits > 3 || part > 255)
-                return -1;
-        } else if (ip.p[i] == '.' && digits != 0 && dots < 3) {
-            a = a << 8 | part;
-            part = digits = 0;
-            dots++;
-        } else {
-            return -1;
-        }
-    }
-    if (dots != 3 || digits == 0)
-        return -1;
-    out->s_addr = htonl(a << 8 | part);
-    return 0;
-}
-
 /*
  * limit.requests of cl: 0 if the client may go on, else -1 having answered
  * 429 with Retry-After and the connection kept (a request body not read
@@ -149,31 +123,12 @@ static int
 limited(struct lk_hx *hx, const struct lk_cluster *cl)
 {
     struct lk_conn *c = hx->hc->c;
-    struct lk_str ip = lk_conn_peer_ip(c);
-    struct sockaddr_storage ss;
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    char text[INET6_ADDRSTRLEN];
-    const void *a;
     unsigned retry_s;
 
-    if (ipv4_of(ip, &s4->sin_addr) == 0) {
-        ss.ss_family = AF_INET;
-        a = &s4->sin_addr;
-    } else {
-        if (ip.len == 0 || ip.len >= sizeof(text))
-            return 0; /* no address to limit */
-        memcpy(text, ip.p, ip.len);
-        text[ip.len] = '\0';
-        if (inet_pton(AF_INET6, text, &s6->sin6_addr) != 1)
-            return 0;
-        ss.ss_family = AF_INET6;
-        a = &s6->sin6_addr;
-    }
     if (cl->nlimit_exempt != 0 &&
-        lk_cidr_contains(cl->limit_exempt, cl->nlimit_exempt, ss.ss_family, a))
+        lk_cidr_contains(cl->limit_exempt, cl->nlimit_exempt, c->peer.family, c->peer.ip))
         return 0;
-    if (lk_rate_take((const struct sockaddr *)&ss, cl->limit_zone, &cl->limit,
+    if (lk_rate_take(&c->peer, cl->limit_zone, &cl->limit,
                      (uint64_t)lk_now_us() * 1000, &retry_s) == 0)
         return 0;
 
@@ -250,7 +205,7 @@ lk_hx_on_request_head(struct lk_hx *hx)
      * may a connection older than a reload that asks for one. */
     uint64_t auth =
         c->tls && c->rt->auths != NULL ? lk_tls_auth_id(c->rt->auths, vh->cluster->index) : 0;
-    if (auth != 0 && auth != c->auth_id) {
+    if (auth != 0 && auth != lk_conn_auth_id(c)) {
         refuse(hx, 421, "this cluster's client certificate check was not the one this TLS "
                         "connection passed (send SNI naming it)");
         return;

@@ -290,21 +290,3 @@ lk_pp_write(unsigned version, const struct lk_pp_addr *a, uint8_t *out, size_t o
     }
     return (int)(LK_PP_V2_MIN + alen);
 }
-
-int
-lk_pp_src_text(const struct lk_pp_addr *a, char *out, size_t outlen, size_t *ip_off,
-               size_t *ip_len)
-{
-    char ip[INET6_ADDRSTRLEN];
-    int n;
-
-    if ((a->family != AF_INET && a->family != AF_INET6) ||
-        inet_ntop(a->family, a->src, ip, sizeof(ip)) == NULL)
-        return -1;
-    n = snprintf(out, outlen, a->family == AF_INET ? "%s:%u" : "[%s]:%u", ip, a->sport);
-    if (n < 0 || (size_t)n >= outlen)
-        return -1;
-    *ip_off = a->family == AF_INET ? 0 : 1;
-    *ip_len = strlen(ip);
-    return 0;
-}

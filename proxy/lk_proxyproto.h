@@ -72,12 +72,6 @@ int lk_pp_tlv_find(const struct lk_pp_hdr *h, unsigned type, const uint8_t **val
  * bytes always suffice).  A family of 0 writes v1 UNKNOWN, v2 LOCAL. */
 int lk_pp_write(unsigned version, const struct lk_pp_addr *a, uint8_t *out, size_t outlen);
 
-/* "ip:port" or "[ip]:port" of a's source into out; the address alone
- * starts at *ip_off and is *ip_len bytes.  -1 when family is 0 or outlen
- * is too small. */
-int lk_pp_src_text(const struct lk_pp_addr *a, char *out, size_t outlen, size_t *ip_off,
-                   size_t *ip_len);
-
 /* CRC32C (Castagnoli) of n bytes, as the v2 CRC32C TLV holds it. */
 uint32_t lk_pp_crc32c(uint32_t crc, const uint8_t *p, size_t n);
 

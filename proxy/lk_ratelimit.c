@@ -57,12 +57,12 @@ find(struct entry *set, const uint64_t key[2], uint32_t zone, uint64_t now)
 }
 
 int
-lk_rate_take(const struct sockaddr *sa, unsigned zone, const struct lk_rate *r, uint64_t now_ns,
+lk_rate_take(const struct lk_addr *a, unsigned zone, const struct lk_rate *r, uint64_t now_ns,
              unsigned *retry_s)
 {
     uint64_t key[2];
 
-    if (lk_limit_key(sa, key) != 0)
+    if (lk_limit_key(a, key) != 0)
         return 0;
     pthread_once(&once, init);
     uint64_t h = lk_limit_hash(key) ^ ((uint64_t)zone * 0x9e3779b97f4a7c15ull);

@@ -25,7 +25,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
+
+#include "lk_limit.h"
 
 #define LK_RATE_WAYS 8
 #define LK_RATE_ENTRIES (8192 * LK_RATE_WAYS)
@@ -40,13 +41,13 @@ struct lk_rate {
 };
 
 /*
- * One request from sa's client to zone (a cluster's, so that clusters
+ * One request from a's client to zone (a cluster's, so that clusters
  * keep their own buckets) at now_ns (any monotonic clock in nanoseconds):
  * 0 if it may go on, or -1 with *retry_s, the whole seconds (at least 1)
- * until its bucket holds a request again.  An address of another family
- * is never limited.  From any thread.
+ * until its bucket holds a request again.  A client without an address
+ * (family 0) is never limited.  From any thread.
  */
-int lk_rate_take(const struct sockaddr *sa, unsigned zone, const struct lk_rate *r, uint64_t now_ns,
+int lk_rate_take(const struct lk_addr *a, unsigned zone, const struct lk_rate *r, uint64_t now_ns,
                  unsigned *retry_s);
 /* Entries holding a bucket not yet full again at now_ns (/metrics). */
 size_t lk_rate_entries(uint64_t now_ns);

@@ -104,26 +104,16 @@ lk_upstream_key_eq(const struct lk_upstream_key *a, const struct lk_upstream_key
     return key_eq(a, b);
 }
 
-/* The client's address as c->peer names it (after its own PROXY header,
- * if it had one) into a's source: 0, or -1 when it has none to name. */
+/* The client's address (c->peer: after its own PROXY header, if it had
+ * one) into a's source: 0, or -1 when it has none to name. */
 static int
 peer_src(const struct lk_conn *c, struct lk_pp_addr *a)
 {
-    char ip[INET6_ADDRSTRLEN];
-    const char *port;
-    unsigned long p;
-    char *end;
-
-    if (c->pp_local || c->peer_ip_len == 0 || c->peer_ip_len >= sizeof(ip))
+    if (c->pp_local || c->peer.family == 0)
         return -1;
-    memcpy(ip, c->peer + c->peer_ip_off, c->peer_ip_len);
-    ip[c->peer_ip_len] = '\0';
-    a->family = c->peer_ip_off != 0 ? AF_INET6 : AF_INET;
-    port = c->peer + c->peer_ip_off + c->peer_ip_len + (c->peer_ip_off != 0 ? 2 : 1);
-    p = strtoul(port, &end, 10);
-    if (inet_pton(a->family, ip, a->src) != 1 || *end != '\0' || p > 65535)
-        return -1;
-    a->sport = (uint16_t)p;
+    a->family = c->peer.family;
+    memcpy(a->src, c->peer.ip, sizeof(a->src));
+    a->sport = c->peer.port;
     return 0;
 }
 
@@ -135,9 +125,9 @@ local_dst(const struct lk_conn *c, struct lk_pp_addr *a)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
 
-    if (c->pp_dst) {
-        memcpy(a->dst, c->pp_daddr, sizeof(a->dst));
-        a->dport = c->pp_dport;
+    if (c->extra != NULL && c->extra->pp_dst.family != 0) {
+        memcpy(a->dst, c->extra->pp_dst.ip, sizeof(a->dst));
+        a->dport = c->extra->pp_dst.port;
         return 0;
     }
     if (getsockname(c->fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != a->family)

@@ -41,8 +41,9 @@ lk_xrec_done(const struct lk_xrec *r)
     if (!r->summary)
         lk_stats_count(r->c->rt->stats, r);
     if (lk_access_enabled()) {
-        const struct lk_access_who who = {r->c->peer, r->c->bind->text, r->c->conf,
-                                          r->c->cert_subject};
+        char peer[LK_ADDR_TEXT];
+        const struct lk_access_who who = {lk_conn_peer_text(r->c, peer), r->c->bind->text,
+                                          r->c->conf, lk_conn_cert_subject(r->c)};
         lk_access_write(r, &who);
     }
 }

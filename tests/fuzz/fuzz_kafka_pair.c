@@ -638,7 +638,9 @@ pair_init(struct pair *pp, struct lk_conf *conf)
     pp->c.io.bev = pp->cb[0];
     pp->c.io.w = &pp->w;
     pp->c.fd = -1;
-    snprintf(pp->c.peer, sizeof(pp->c.peer), "127.0.0.1:1");
+    pp->c.peer.family = AF_INET;
+    memcpy(pp->c.peer.ip, "\x7f\x00\x00\x01", 4);
+    pp->c.peer.port = 1;
     lk_pool_init(&pp->c.pool);
     pp->up.w = &pp->w;
     pp->up.rt = &pp->rt;
@@ -667,8 +669,9 @@ static void
 pair_free(struct pair *pp)
 {
     lk_pool_free(&pp->c.pool);
-    if (pp->c.close_ev != NULL)
-        event_free(pp->c.close_ev);
+    if (pp->c.extra != NULL && pp->c.extra->close_ev != NULL)
+        event_free(pp->c.extra->close_ev);
+    free(pp->c.extra);
     for (int i = 0; i < 2; i++) {
         bufferevent_free(pp->cb[i]);
         bufferevent_free(pp->ub[i]);

@@ -93,6 +93,11 @@ for my $tls (0, 1) {
         cmp_ok(parked_lines(), '>', $before, 'quiet for 0.5 s: parked');
         is_deeply(ask($sock, 70000), [ 200, PulsarBroker::test_bytes(65536) . PulsarBroker::test_bytes(70000 - 65536) ],
                   'a request on the parked connection: answered in full');
+        # The client's address as text went with the parked connection's pool and is
+        # made again on waking (struct lk_conn's peer_text).
+        my ($rec) = grep { ($_->{query} // '') eq 'n=70000' } reverse $c->requests;
+        is($rec && $rec->{headers}{'x-forwarded-for'}, '127.0.0.1',
+           '... its X-Forwarded-For names the client');
         sleep 0.5;
         is_deeply(ask($sock, 3), [ 200, PulsarBroker::test_bytes(3) ], 'and after parking again');
         my $t0 = time;

@@ -50,10 +50,14 @@ static void
 test_passed(void)
 {
     struct lk_conn c;
+    struct lk_conn_extra x;
 
     memset(&c, 0, sizeof(c));
+    memset(&x, 0, sizeof(x));
+    ok(!lk_age_passed(&c), "off (no extra): never");
+    c.extra = &x;
     ok(!lk_age_passed(&c), "off (no deadline): never");
-    c.age_due_ms = lk_now_ms() + 60000;
+    x.age_due_ms = lk_now_ms() + 60000;
     ok(!lk_age_passed(&c) && !c.aged, "before its deadline: not yet");
     c.aged = 1;
     ok(lk_age_passed(&c), "once past it (its grace running): still past it");

@@ -33,7 +33,14 @@ addr(const char *ip, unsigned short port)
     return ss;
 }
 
-#define SA(ss) ((const struct sockaddr *)&(ss))
+/* ss as lookout keeps a client's address (struct lk_conn's peer) */
+static const struct lk_addr *
+addr_of(const struct sockaddr_storage *ss, struct lk_addr *a)
+{
+    lk_addr_of(a, (const struct sockaddr *)ss);
+    return a;
+}
+#define SA(ss) addr_of(&(ss), &(struct lk_addr){.family = 0})
 
 static void
 test_counts(void)
@@ -128,7 +135,46 @@ test_threads(void)
        refused[0] + refused[1] + refused[2] + refused[3]);
 }
 
+/* A client's address as text (logs, the access log, X-Forwarded-For):
+ * IPv4 by hand, checked against inet_ntop at the edges of each octet. */
+static void
+test_text(void)
+{
+    static const char *const v4[] = {"0.0.0.0", "9.10.99.100", "255.255.255.255", "127.0.0.1",
+                                     "1.20.255.0"};
+    char text[LK_ADDR_TEXT], want[LK_ADDR_TEXT];
+    struct sockaddr_storage ss;
+    struct lk_addr a;
+
+    for (size_t i = 0; i < sizeof(v4) / sizeof(v4[0]); i++) {
+        ss = addr(v4[i], (unsigned short)(i == 2 ? 65535 : i * 1000));
+        lk_addr_of(&a, (const struct sockaddr *)&ss);
+        snprintf(want, sizeof(want), "%s:%u", v4[i], a.port);
+        ok(lk_addr_text(&a, 1, text) == strlen(want) && strcmp(text, want) == 0,
+           "IPv4 with its port: %s", text);
+        ok(lk_addr_text(&a, 0, text) == strlen(v4[i]) && strcmp(text, v4[i]) == 0,
+           "IPv4 alone: %s", text);
+    }
+    ss = addr("2001:db8::5", 443);
+    lk_addr_of(&a, (const struct sockaddr *)&ss);
+    ok(lk_addr_text(&a, 1, text) == 17 && strcmp(text, "[2001:db8::5]:443") == 0,
+       "IPv6 with its port, bracketed: %s", text);
+    ok(lk_addr_text(&a, 0, text) == 11 && strcmp(text, "2001:db8::5") == 0, "IPv6 alone: %s",
+       text);
+    ss = addr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 65535);
+    lk_addr_of(&a, (const struct sockaddr *)&ss);
+    ok(lk_addr_text(&a, 1, text) < LK_ADDR_TEXT &&
+           strcmp(text, "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535") == 0,
+       "the longest fits: %s", text);
+    memset(&ss, 0, sizeof(ss));
+    ss.ss_family = AF_UNIX;
+    lk_addr_of(&a, (const struct sockaddr *)&ss);
+    ok(a.family == 0 && lk_addr_text(&a, 1, text) == 0 && text[0] == '\0',
+       "no address: empty text");
+}
+
 const struct lk_test_case lk_test_limit[] = {
+    {"limit/text", test_text},
     {"limit/counts", test_counts},
     {"limit/families", test_families},
     {"limit/threads", test_threads},

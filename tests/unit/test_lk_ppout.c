@@ -41,12 +41,23 @@ load(const char *text)
     return conf;
 }
 
-/* Client c at ip:port "peer" (an IPv4 one). */
+/* Client c at "ip:port" or "[ip6]:port", as lk_conn.c sets it at accept
+ * (or from its PROXY header). */
 static void
 set_peer(struct lk_conn *c, const char *peer)
 {
-    snprintf(c->peer, sizeof(c->peer), "%s", peer);
-    c->peer_ip_len = (unsigned char)(strchr(peer, ':') - peer);
+    char ip[64];
+    int six = peer[0] == '[';
+    const char *colon = strrchr(peer, ':');
+    size_t n = (size_t)(colon - peer) - (six ? 2 : 0);
+
+    memcpy(ip, peer + six, n);
+    ip[n] = '\0';
+    memset(&c->peer, 0, sizeof(c->peer));
+    c->peer.family = six ? AF_INET6 : AF_INET;
+    c->peer.port = (uint16_t)atoi(colon + 1);
+    if (inet_pton(c->peer.family, ip, c->peer.ip) != 1)
+        abort();
 }
 
 static void
@@ -88,18 +99,16 @@ test_key(void)
 
     set_peer(&a, "192.0.2.7:40001");
     b = a;
-    snprintf(b.peer, sizeof(b.peer), "192.0.2.7:40002");
+    set_peer(&b, "192.0.2.7:40002");
     a2 = a;
-    snprintf(six.peer, sizeof(six.peer), "[2001:db8::5]:443");
-    six.peer_ip_off = 1;
-    six.peer_ip_len = 11;
+    set_peer(&six, "[2001:db8::5]:443");
 
     lk_upstream_key_make(&kbase, &rt, on, addr);
     ka = kbase;
     lk_upstream_key_client(&ka, on, &a, &pa);
     ok(ka.pp == LK_PP_V2 && pa.family == AF_INET && pa.sport == 40001 &&
            memcmp(pa.src, "\xc0\x00\x02\x07", 4) == 0,
-       "the source is the client as c->peer names it, port included");
+       "the source is the client c->peer holds, port included");
     kb = kbase;
     lk_upstream_key_client(&kb, on, &b, &pa);
     ka2 = kbase;

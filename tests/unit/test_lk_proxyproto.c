@@ -4,6 +4,7 @@
  * the headers it writes read back.
  */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -25,6 +26,18 @@ parse_all(const uint8_t *p, size_t len, unsigned accept, struct lk_pp_hdr *h, ch
     return lk_pp_parse(p, len, accept, h, err, errlen);
 }
 
+/* "ip:port" or "[ip]:port" of a's source; -1 when family is 0 */
+static int
+src_text(const struct lk_pp_addr *a, char *out, size_t outlen)
+{
+    char ip[INET6_ADDRSTRLEN];
+
+    if (a->family == 0 || inet_ntop(a->family, a->src, ip, sizeof(ip)) == NULL)
+        return -1;
+    snprintf(out, outlen, a->family == AF_INET ? "%s:%u" : "[%s]:%u", ip, a->sport);
+    return 0;
+}
+
 static void
 test_v1(void)
 {
@@ -36,7 +49,6 @@ test_v1(void)
     };
     struct lk_pp_hdr h;
     char err[128], text[64];
-    size_t off, n;
 
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         size_t l = strlen(good[i]);
@@ -50,14 +62,12 @@ test_v1(void)
     ok(h.version == LK_PP_V1 && h.addr.family == AF_INET && h.addr.sport == 56324 &&
            h.addr.dport == 6650,
        "v1: family and ports");
-    ok(lk_pp_src_text(&h.addr, text, sizeof(text), &off, &n) == 0, "v1: source as text");
+    ok(src_text(&h.addr, text, sizeof(text)) == 0, "v1: source as text");
     ok_str(text, "192.0.2.7:56324", "v1: ip:port");
-    ok(off == 0 && n == 9, "v1: the address within it");
     s = good[1];
     lk_pp_parse((const uint8_t *)s, strlen(s), LK_PP_ANY, &h, err, sizeof(err));
-    lk_pp_src_text(&h.addr, text, sizeof(text), &off, &n);
+    src_text(&h.addr, text, sizeof(text));
     ok_str(text, "[2001:db8::7]:56324", "v1 TCP6: [ip]:port");
-    ok(off == 1 && n == 11, "v1 TCP6: the address within it");
     lk_pp_parse((const uint8_t *)good[2], strlen(good[2]), LK_PP_ANY, &h, err, sizeof(err));
     ok(h.addr.family == 0, "v1 UNKNOWN: no address");
 
@@ -130,7 +140,6 @@ test_v2(void)
     uint8_t b[600];
     struct lk_pp_hdr h;
     char err[128], text[64];
-    size_t off, n;
     const uint8_t *val;
     size_t vlen;
     /* 192.0.2.7:56324 -> 198.51.100.1:6650, then an AUTHORITY TLV and a NOOP. */
@@ -142,7 +151,7 @@ test_v2(void)
     ok(h.version == LK_PP_V2 && !h.local && h.addr.family == AF_INET && h.addr.sport == 56324 &&
            h.addr.dport == 6650,
        "v2 TCP4: family and ports");
-    lk_pp_src_text(&h.addr, text, sizeof(text), &off, &n);
+    src_text(&h.addr, text, sizeof(text));
     ok_str(text, "192.0.2.7:56324", "v2 TCP4: source");
     ok(lk_pp_tlv_find(&h, LK_PP2_TYPE_AUTHORITY, &val, &vlen) && vlen == 5 &&
            memcmp(val, "a.b.c", 5) == 0,
@@ -155,7 +164,7 @@ test_v2(void)
     in6[33] = 0x90;
     l = v2_hdr(b, 0x21, 0x21, in6, sizeof(in6));
     ok(parse_all(b, l, LK_PP_V2, &h, err, sizeof(err)) == (int)l, "v2 TCP6: parsed");
-    lk_pp_src_text(&h.addr, text, sizeof(text), &off, &n);
+    src_text(&h.addr, text, sizeof(text));
     ok_str(text, "[2001:db8::7]:8080", "v2 TCP6: source");
 
     l = v2_hdr(b, 0x20, 0x11, in4, sizeof(in4));

@@ -45,7 +45,14 @@ addr(const char *ip)
     return ss;
 }
 
-#define SA(ss) ((const struct sockaddr *)&(ss))
+/* ss as lookout keeps a client's address (struct lk_conn's peer) */
+static const struct lk_addr *
+addr_of(const struct sockaddr_storage *ss, struct lk_addr *a)
+{
+    lk_addr_of(a, (const struct sockaddr *)ss);
+    return a;
+}
+#define SA(ss) addr_of(&(ss), &(struct lk_addr){.family = 0})
 
 /* How many requests of a at now pass before the first refused (at most
  * max); *retry_s the refusal's. */
@@ -146,11 +153,10 @@ test_bounded(void)
     run(&victim, 3, &r, T0, 1, &retry);
     /* a flood from 4 table's worth of addresses, each once */
     for (uint32_t i = 0; i < 4u * LK_RATE_ENTRIES; i++) {
-        struct sockaddr_in s4;
-        memset(&s4, 0, sizeof(s4));
-        s4.sin_family = AF_INET;
-        s4.sin_addr.s_addr = htonl(0x0a400000u + i); /* 10.64.0.0 on */
-        passed += lk_rate_take((const struct sockaddr *)&s4, 3, &r, T0, &retry) == 0;
+        struct lk_addr a = {.family = AF_INET};
+        uint32_t ip = htonl(0x0a400000u + i); /* 10.64.0.0 on */
+        memcpy(a.ip, &ip, 4);
+        passed += lk_rate_take(&a, 3, &r, T0, &retry) == 0;
     }
     size_t entries = lk_rate_entries(T0);
     ok(entries <= LK_RATE_ENTRIES, "the table holds at most its %d entries (%zu)", LK_RATE_ENTRIES,

@@ -93,7 +93,9 @@ conn_init(struct lk_conn *c, struct lk_runtime *rt)
     c->rt = rt;
     c->conf = rt->conf;
     c->bind = rt->conf->binds[0];
-    strcpy(c->peer, "127.0.0.1:40312");
+    c->peer.family = AF_INET;
+    memcpy(c->peer.ip, "\x7f\x00\x00\x01", 4);
+    c->peer.port = 40312;
 }
 
 static int
@@ -190,7 +192,9 @@ test_access_lines(void)
     if (rt == NULL)
         goto end;
     conn_init(&c, rt);
-    const struct lk_access_who who = {c.peer, c.bind->text, c.conf, NULL};
+    char peer[LK_ADDR_TEXT];
+    lk_addr_text(&c.peer, 1, peer);
+    const struct lk_access_who who = {peer, c.bind->text, c.conf, NULL};
     struct lk_xrec r = http_rec(&c, "/a\"b\x01\xff");
     lk_access_format(&r, &who, 0, "", line, sizeof(line));
     const char *body = strchr(line, ' ');
@@ -216,7 +220,7 @@ test_access_lines(void)
 
     /* a verified client certificate's subject (OpenSSL's RFC 2253 text,
      * which escapes '"' and '\\' itself) */
-    const struct lk_access_who who_cert = {c.peer, c.bind->text, c.conf,
+    const struct lk_access_who who_cert = {peer, c.bind->text, c.conf,
                                            "CN=client \\\"alice\\\",O=lookout tests"};
     lk_access_format(&r, &who_cert, 0, "", line, sizeof(line));
     ok(strstr(line, ", rewritten by lookup=2, client certificate \"CN=client \\\"alice\\\",O=lookout "
