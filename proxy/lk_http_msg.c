@@ -170,7 +170,7 @@ lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, e
 {
     if (m->nheaders == m->cap) {
         size_t cap = m->cap != 0 ? m->cap * 2 : 16;
-        struct lk_http_header *h = lk_palloc(m->pool, cap * sizeof(*h));
+        struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
         if (m->nheaders != 0)
             memcpy(h, m->headers, m->nheaders * sizeof(*h));
         m->headers = h;
