@@ -17,16 +17,10 @@ enum { EV_NONE = 0, EV_HEAD = 1, EV_DONE = 2 };
 #define XSTR(x) STR_(x) /* a macro's value as a string literal */
 #define P(ll) ((struct lk_http_parser *)((char *)(ll) - offsetof(struct lk_http_parser, ll)))
 
-static int
-grow(struct lk_http_parser *p, const char *at, size_t len)
+/* Appends len bytes to the scratch buffer. */
+static void
+buf_put(struct lk_http_parser *p, const char *at, size_t len)
 {
-    p->head_bytes += len;
-    if (p->head_bytes > p->max_head) {
-        p->error = "head too large";
-        return -1;
-    }
-    if (len == 0)
-        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
     if (p->buflen + len > p->bufcap) {
         size_t cap = p->bufcap != 0 ? p->bufcap : 256;
         while (cap < p->buflen + len)
@@ -38,13 +32,52 @@ grow(struct lk_http_parser *p, const char *at, size_t len)
     }
     memcpy(p->buf + p->buflen, at, len);
     p->buflen += len;
+}
+
+/* The piece of a span that waits in the input (see span_p): into the
+ * scratch buffer, before another piece joins it or the input goes. */
+static void
+span_keep(struct lk_http_parser *p)
+{
+    if (p->span_len != 0) {
+        buf_put(p, p->span_p, p->span_len);
+        p->span_len = 0;
+    }
+}
+
+static int
+grow(struct lk_http_parser *p, const char *at, size_t len)
+{
+    p->head_bytes += len;
+    if (p->head_bytes > p->max_head) {
+        p->error = "head too large";
+        return -1;
+    }
+    if (len == 0)
+        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
+    if (p->buflen == 0 && p->span_len == 0) {
+        /* Most spans come whole, in one input: left where they are until
+         * take() copies them once, into the pool. */
+        p->span_p = at;
+        p->span_len = len;
+        return 0;
+    }
+    span_keep(p);
+    buf_put(p, at, len);
     return 0;
 }
 
 static struct lk_str
 take(struct lk_http_parser *p)
 {
-    struct lk_str s = lk_pstr(p->msg->pool, p->buf, p->buflen);
+    struct lk_str s;
+
+    if (p->span_len != 0) { /* then buflen is 0 */
+        s = lk_pstr(p->msg->pool, p->span_p, p->span_len);
+        p->span_len = 0;
+        return s;
+    }
+    s = lk_pstr(p->msg->pool, p->buf, p->buflen);
     p->buflen = 0;
     return s;
 }
@@ -55,6 +88,7 @@ on_message_begin(llhttp_t *ll)
     struct lk_http_parser *p = P(ll);
     p->head_bytes = 0;
     p->buflen = 0;
+    p->span_len = 0;
     p->conn_tokens = 0;
     return 0;
 }
@@ -95,7 +129,8 @@ on_field(llhttp_t *ll, const char *at, size_t len)
 {
     struct lk_http_parser *p = P(ll);
 
-    if (p->buflen == 0 && len != 0 && !crlf_before(p, at)) { /* a field's first byte */
+    /* a field's first byte */
+    if (p->buflen == 0 && p->span_len == 0 && len != 0 && !crlf_before(p, at)) {
         p->error = "a line of the head ends in a bare LF";
         p->error_at = at;
         return -1;
@@ -389,6 +424,7 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->head_bytes = 0;
     p->raw_head = 0;
     p->buflen = 0;
+    p->span_len = 0;
     p->conn_tokens = 0;
 }
 
@@ -416,6 +452,7 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
     if (p->crlf_need != 0)
         p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
+    span_keep(p); /* the input is the caller's only until we return */
     if (p->crlf_need != 0 && (err == HPE_OK || err == HPE_PAUSED)) {
         /* the chunk's CRLF straddles inputs: check what was consumed of it */
         const char *end = err == HPE_OK ? data + len : llhttp_get_error_pos(&p->ll);

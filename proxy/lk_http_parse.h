@@ -46,6 +46,8 @@ struct lk_http_parser {
     struct lk_str cur_name, cur_value;
     char *buf; /* growable scratch for the field being read */
     size_t buflen, bufcap;
+    const char *span_p; /* or its first piece, span_len bytes still in the input */
+    size_t span_len;
     lk_http_body_cb on_body;
     void *body_arg;
     int no_body;    /* response to HEAD / CONNECT: no body follows */
