@@ -198,8 +198,7 @@ lk_hx_on_request_head(struct lk_hx *hx)
     struct lk_http_msg *req = &hx->x.req;
     struct lk_http_parser *rp = &hc->rp;
 
-    if (hc->timer != NULL)
-        event_del(hc->timer);
+    hc->deadline_ms = 0; /* the head came in time; the timer may stay set (lk_hc_deadline) */
     hx->req_head_done = 1;
     hx->req_chunked = rp->chunked;
     hx->req_has_body = rp->chunked || (rp->has_cl && rp->content_length > 0);

@@ -144,6 +144,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     hx->sp.body_arg = hx;
 
     struct timeval rt = lk_hx_tv(conf->timeout_response_ms);
+    hx->body_timeouts = 0;
     bufferevent_setcb(u->bev, lk_hx_up_read, up_write, up_event, hx);
     lk_io_set_timeouts(&u->io, &rt, &rt);
     lk_io_enable(&u->io, EV_READ | EV_WRITE);
@@ -259,9 +260,9 @@ on_response_head(struct lk_hx *hx)
     hx->head_us = lk_now_us();
     hc->c->action = "reading the broker's response";
     /* timeout.response bounds the wait for the head; the body may pause
-     * for up to timeout.idle between reads. */
-    struct timeval idle = lk_hx_tv(hc->c->conf->timeout_idle_ms);
-    lk_io_set_timeouts(&hx->up->io, &idle, &idle);
+     * for up to timeout.idle between reads: set at the end of this read,
+     * unless the whole response came in it (most do). */
+    hx->body_timeouts = 1;
     if (res->status == 101) {
         if (!hx->upgrade_req) {
             lk_hx_reply_error(hx, 502, "the broker switched protocols unasked", 1);
@@ -391,6 +392,11 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
     }
     if (hx->res_head_seen && !hx->res_no_body && pump_body(hx, 0) != 0)
         return;
+    if (hx->body_timeouts) {
+        struct timeval idle = lk_hx_tv(hc->c->conf->timeout_idle_ms);
+        hx->body_timeouts = 0;
+        lk_io_set_timeouts(&hx->up->io, &idle, &idle);
+    }
     /* A slow client: stop reading the broker until its output drains. */
     if (evbuffer_get_length(bufferevent_get_output(hc->c->bev)) > LK_HWM) {
         lk_io_disable(&hx->up->io, EV_READ);
