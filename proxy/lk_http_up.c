@@ -292,6 +292,9 @@ on_response_head(struct lk_hx *hx)
         lk_hx_send_response_head(hx, LK_OUT_NONE, 0);
         return;
     }
+    /* A Content-Length body is counted off the broker's input, not parsed. */
+    if (sp->has_cl && !sp->chunked)
+        hx->res_left = sp->content_length;
     if (hx->x.body_changers != 0) {
         /* The body may change size: the head waits for the first output
          * (then chunked) or the end (then an exact Content-Length). */
@@ -299,11 +302,9 @@ on_response_head(struct lk_hx *hx)
         weaken_etag(res);
         return;
     }
-    if (sp->has_cl && !sp->chunked) {
+    if (sp->has_cl && !sp->chunked)
         lk_hx_send_response_head(hx, LK_OUT_CL, (size_t)sp->content_length);
-        if (hx->x.body_filters == 0)
-            hx->res_left = sp->content_length;
-    } else
+    else
         lk_hx_send_response_head(hx, open_framing(hx), 0);
 }
 
@@ -335,16 +336,21 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
         return;
     for (int more = 1; more;) {
         if (hx->res_left != 0) {
-            /* A Content-Length body nobody filters goes from buffer to buffer
-             * without llhttp or a copy (the response parser is this
-             * exchange's own, so it need not see those bytes). */
+            /* A Content-Length body goes from buffer to buffer without
+             * llhttp (the response parser is this exchange's own, so it need
+             * not see those bytes): to the client if nobody filters it, else
+             * to the filters, whole chains moved rather than copied. */
             size_t n = evbuffer_get_length(in);
             if (n > hx->res_left)
                 n = (size_t)hx->res_left;
-            evbuffer_remove_buffer(in, bufferevent_get_output(hc->c->bev), n);
             hx->res_bytes += n;
-            hx->res_client_bytes += n;
             hx->res_left -= n;
+            if (hx->x.body_filters == 0) {
+                evbuffer_remove_buffer(in, bufferevent_get_output(hc->c->bev), n);
+                hx->res_client_bytes += n;
+            } else {
+                evbuffer_remove_buffer(in, hx->res_body, n);
+            }
             if (hx->res_left == 0) {
                 on_response_done(hx);
                 return;
