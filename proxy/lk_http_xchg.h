@@ -153,7 +153,8 @@ lk_hx_feed(struct lk_http_parser *p, struct evbuffer *buf)
         if (vec.iov_len == 0 && !lk_http_parser_can_step(p))
             return LK_HTTP_NEED_MORE;
         enum lk_http_event ev = lk_http_parse(p, vec.iov_base, vec.iov_len, &used);
-        evbuffer_drain(buf, used);
+        if (used != 0) /* a drain runs the buffer's callbacks, even of nothing */
+            evbuffer_drain(buf, used);
         if (ev != LK_HTTP_NEED_MORE || vec.iov_len == 0)
             return ev;
     }
