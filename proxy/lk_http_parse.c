@@ -89,6 +89,7 @@ on_message_begin(llhttp_t *ll)
     p->head_bytes = 0;
     p->buflen = 0;
     p->span_len = 0;
+    p->name_in_input = 0;
     p->conn_tokens = 0;
     return 0;
 }
@@ -199,7 +200,14 @@ static int
 on_field_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
-    p->cur_name = take(p);
+    if (p->span_len != 0) {
+        /* left in the input: on_value_complete copies it with the value */
+        p->cur_name = lk_str_make(p->span_p, p->span_len);
+        p->span_len = 0;
+        p->name_in_input = 1;
+    } else {
+        p->cur_name = take(p);
+    }
     if (p->cur_name.len == 0) { /* ": value" (RFC 9110 §5.1: token = 1*tchar) */
         p->error = "empty header field name";
         return -1;
@@ -217,7 +225,27 @@ static int
 on_value_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
-    struct lk_str v = lk_str_trim(take(p));
+    struct lk_str v;
+
+    if (p->name_in_input) {
+        /* name and value, both whole in this input (most fields): one
+         * copy into the pool, each NUL-terminated */
+        struct lk_str n = p->cur_name, raw = p->span_len != 0 ? lk_str_make(p->span_p, p->span_len)
+                                                             : lk_str_make(p->buf, p->buflen);
+        char *d = lk_pnalloc(p->msg->pool, n.len + raw.len + 2);
+        memcpy(d, n.p, n.len);
+        d[n.len] = '\0';
+        if (raw.len != 0)
+            memcpy(d + n.len + 1, raw.p, raw.len);
+        d[n.len + 1 + raw.len] = '\0';
+        p->cur_name = lk_str_make(d, n.len);
+        v = lk_str_make(d + n.len + 1, raw.len);
+        p->span_len = p->buflen = 0;
+        p->name_in_input = 0;
+    } else {
+        v = take(p);
+    }
+    v = lk_str_trim(v);
 
     if (memchr(v.p, '\r', v.len) != NULL || memchr(v.p, '\n', v.len) != NULL) {
         p->error = "line break in a header value";
@@ -425,6 +453,7 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->raw_head = 0;
     p->buflen = 0;
     p->span_len = 0;
+    p->name_in_input = 0;
     p->conn_tokens = 0;
 }
 
@@ -453,6 +482,10 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
     span_keep(p); /* the input is the caller's only until we return */
+    if (p->name_in_input) {
+        p->cur_name = lk_pstr(p->msg->pool, p->cur_name.p, p->cur_name.len);
+        p->name_in_input = 0;
+    }
     if (p->crlf_need != 0 && (err == HPE_OK || err == HPE_PAUSED)) {
         /* the chunk's CRLF straddles inputs: check what was consumed of it */
         const char *end = err == HPE_OK ? data + len : llhttp_get_error_pos(&p->ll);
