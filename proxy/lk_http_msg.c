@@ -512,7 +512,10 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 
     if (!(m->present & hop_by_hop))
         return; /* Connection among them: nothing is named either */
-    if (m->present & BIT(LK_HDR_CONNECTION)) {
+    if ((m->present & BIT(LK_HDR_CONNECTION)) && m->count[LK_HDR_CONNECTION] == 1 &&
+        lk_str_eqi(m->headers[m->first[LK_HDR_CONNECTION]].value, LK_STRLIT("keep-alive"))) {
+        /* what most peers send: names a field that goes anyway */
+    } else if (m->present & BIT(LK_HDR_CONNECTION)) {
         /* At most half full, so that a probe ends soon.  The parser caps
          * the tokens (LK_HTTP_MAX_CONNECTION_TOKENS); a filter's own
          * fields are not capped, and cost no more than their length. */
