@@ -10,6 +10,30 @@
 #include "lk_http_msg.h"
 #include "lk_urlparts.h"
 
+/* Character classes ------------------------------------------------------- */
+
+#define T LK_CH_TCHAR
+#define R LK_CH_REG_NAME
+#define TR (LK_CH_TCHAR | LK_CH_REG_NAME)
+const unsigned char lk_http_chars[256] = {
+    ['!'] = TR, ['#'] = T,  ['$'] = TR, ['%'] = TR, ['&'] = TR, ['\''] = TR, ['('] = R, [')'] = R,
+    ['*'] = TR, ['+'] = TR, [','] = R,  ['-'] = TR, ['.'] = TR, [';'] = R,    ['='] = R, ['^'] = T,
+    ['_'] = TR, ['`'] = T,  ['|'] = T,  ['~'] = TR,
+    ['0'] = TR, ['1'] = TR, ['2'] = TR, ['3'] = TR, ['4'] = TR, ['5'] = TR, ['6'] = TR, ['7'] = TR,
+    ['8'] = TR, ['9'] = TR,
+    ['A'] = TR, ['B'] = TR, ['C'] = TR, ['D'] = TR, ['E'] = TR, ['F'] = TR, ['G'] = TR, ['H'] = TR,
+    ['I'] = TR, ['J'] = TR, ['K'] = TR, ['L'] = TR, ['M'] = TR, ['N'] = TR, ['O'] = TR, ['P'] = TR,
+    ['Q'] = TR, ['R'] = TR, ['S'] = TR, ['T'] = TR, ['U'] = TR, ['V'] = TR, ['W'] = TR, ['X'] = TR,
+    ['Y'] = TR, ['Z'] = TR,
+    ['a'] = TR, ['b'] = TR, ['c'] = TR, ['d'] = TR, ['e'] = TR, ['f'] = TR, ['g'] = TR, ['h'] = TR,
+    ['i'] = TR, ['j'] = TR, ['k'] = TR, ['l'] = TR, ['m'] = TR, ['n'] = TR, ['o'] = TR, ['p'] = TR,
+    ['q'] = TR, ['r'] = TR, ['s'] = TR, ['t'] = TR, ['u'] = TR, ['v'] = TR, ['w'] = TR, ['x'] = TR,
+    ['y'] = TR, ['z'] = TR,
+};
+#undef T
+#undef R
+#undef TR
+
 /* Known fields ------------------------------------------------------------ */
 
 const struct lk_str lk_hdr_names[LK_HDR_NKNOWN] = {
@@ -606,22 +630,6 @@ lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
 
 /* Request validation --------------------------------------------------- */
 
-/* RFC 3986 reg-name: unreserved, pct-encoded, sub-delims; a table, as it
- * is asked for every byte of every Host. */
-static const unsigned char reg_name_char[256] = {
-    ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['%'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1,
-    ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
-};
 
 int
 lk_http_host_valid(struct lk_str h)
@@ -639,7 +647,7 @@ lk_http_host_valid(struct lk_str h)
             return 0;
         i++;
     } else {
-        while (i < h.len && reg_name_char[(unsigned char)h.p[i]])
+        while (i < h.len && (lk_http_chars[(unsigned char)h.p[i]] & LK_CH_REG_NAME))
             i++;
         if (i == 0)
             return 0; /* a port without a host */

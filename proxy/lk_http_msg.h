@@ -49,6 +49,13 @@ enum lk_hdr {
 };
 extern const struct lk_str lk_hdr_names[LK_HDR_NKNOWN];
 
+/* Character classes, a table because they are asked of every byte of every
+ * field name and Host: RFC 9110 §5.6.2 tchar, and RFC 3986 reg-name
+ * (unreserved, pct-encoded, sub-delims). */
+#define LK_CH_TCHAR 1
+#define LK_CH_REG_NAME 2
+extern const unsigned char lk_http_chars[256];
+
 /* The id of a field name, ASCII case-insensitively; LK_HDR_OTHER if it is
  * none of the known ones. */
 enum lk_hdr lk_http_hdr_id(struct lk_str name);
