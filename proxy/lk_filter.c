@@ -168,7 +168,7 @@ buf_get(void)
 static void
 buf_put(struct evbuffer *b)
 {
-    if (nspare_bufs >= SPARE_BUFS) {
+    if (nspare_bufs + 1 > SPARE_BUFS) { /* (not >=: SPARE_BUFS may be 0) */
         evbuffer_free(b);
         return;
     }

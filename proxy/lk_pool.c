@@ -243,7 +243,7 @@ lk_pool_clear(struct lk_pool *pool)
     while (pool->chunks != NULL) {
         struct lk_pool_chunk *c = pool->chunks;
         pool->chunks = c->next;
-        if (c->size == LK_POOL_CHUNK && nspare < LK_POOL_SPARE) {
+        if (c->size == LK_POOL_CHUNK && nspare + 1 <= LK_POOL_SPARE) { /* may be 0 */
             if (!spare_keyed) {
                 pthread_once(&spare_once, spare_key_make);
                 pthread_setspecific(spare_key, &spare);
