@@ -319,16 +319,19 @@ lk_http_del(struct lk_http_msg *m, struct lk_str name)
     return n != 0 ? sweep(m, BIT(DROPPED)) : 0;
 }
 
-void
-lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+/* lk_http_set_id, the value copied into the pool or not. */
+static void
+set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value, int copy)
 {
+    if (copy)
+        value = lk_pstr(m->pool, value.p, value.len);
     if (!(m->present & BIT(id))) {
-        lk_http_add_id(m, id, value);
+        lk_http_append(m, lk_hdr_names[id], value, id);
         return;
     }
     /* the first keeps its place; any later ones go */
     size_t i = m->first[id];
-    m->headers[i].value = lk_pstr(m->pool, value.p, value.len);
+    m->headers[i].value = value;
     if (m->count[id] == 1)
         return;
     for (size_t k = m->count[id] - 1; k != 0; k--) {
@@ -336,6 +339,18 @@ lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
         m->headers[i].id = DROPPED;
     }
     sweep(m, BIT(DROPPED));
+}
+
+void
+lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+{
+    set_id(m, id, value, 1);
+}
+
+void
+lk_http_put_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+{
+    set_id(m, id, value, 0);
 }
 
 void

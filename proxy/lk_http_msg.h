@@ -110,6 +110,9 @@ struct lk_str *lk_http_find_id(struct lk_http_msg *m, enum lk_hdr id);
 size_t lk_http_count_id(const struct lk_http_msg *m, enum lk_hdr id);
 void lk_http_add_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
 void lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
+/* lk_http_set_id without the copy: value must live as long as the message
+ * (static text, the message's pool, the connection's). */
+void lk_http_put_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
 size_t lk_http_del_id(struct lk_http_msg *m, enum lk_hdr id);
 int lk_http_has_token_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str token);
 /* How many comma-separated, non-empty tokens the fields with id hold. */

@@ -358,6 +358,31 @@ test_strip_keep_alive(void)
     }
 }
 
+/* lk_http_put_id: as lk_http_set_id, but the value is the caller's, not a
+ * copy (X-Forwarded-* from static text and the connection's address). */
+static void
+test_put_id(void)
+{
+    static const char proto[] = "https";
+    struct lk_pool pool;
+    struct lk_http_msg m;
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 1);
+    lk_http_put_id(&m, LK_HDR_X_FORWARDED_PROTO, lk_str_c(proto));
+    struct lk_str *v = lk_http_find_id(&m, LK_HDR_X_FORWARDED_PROTO);
+    ok(v != NULL && v->p == proto && v->len == 5 && m.nheaders == 1 && lk_http_index_ok(&m),
+       "put_id: absent, appended with the caller's bytes");
+    lk_http_add(&m, LK_STRLIT("A"), LK_STRLIT("1"));
+    lk_http_add(&m, LK_STRLIT("X-Forwarded-Proto"), LK_STRLIT("http"));
+    lk_http_put_id(&m, LK_HDR_X_FORWARDED_PROTO, LK_STRLIT("wss"));
+    v = lk_http_find_id(&m, LK_HDR_X_FORWARDED_PROTO);
+    ok(v != NULL && lk_str_eq(*v, LK_STRLIT("wss")) && m.nheaders == 2 &&
+           m.headers[0].id == LK_HDR_X_FORWARDED_PROTO && lk_http_index_ok(&m),
+       "put_id: present twice, the first takes the value in its place and the other goes");
+    lk_pool_free(&pool);
+}
+
 /* Issue 6: shapes llhttp takes that lookout must not. */
 static void
 test_parser_strict(void)
@@ -1082,6 +1107,7 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/upgrade_request", test_upgrade_request},
     {"http_msg/headers_edit", test_headers_edit},
     {"http_msg/strip_keep_alive", test_strip_keep_alive},
+    {"http_msg/put_id", test_put_id},
     {"http_msg/write_head_empty", test_write_head_empty},
     {"http_msg/parser_strict", test_parser_strict},
     {"http_msg/host_valid", test_host_valid},
