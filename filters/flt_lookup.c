@@ -25,7 +25,7 @@
 static int
 too_big(struct lk_http_msg *res)
 {
-    struct lk_str *cl = lk_http_find(res, LK_STRLIT("Content-Length"));
+    struct lk_str *cl = lk_http_find_id(res, LK_HDR_CONTENT_LENGTH);
     uint64_t n = 0;
 
     if (cl == NULL || cl->len > 19)

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "lk_age.h"
+#include "lk_clock.h"
 #include "lk_http.h"
 #include "lk_http_xchg.h"
 #include "lk_io.h"
@@ -25,6 +26,18 @@
 #include "lk_worker.h"
 
 static void process_input(struct lk_hconn *hc);
+
+void
+lk_hc_deadline(struct lk_hconn *hc, long long at_ms)
+{
+    hc->deadline_ms = at_ms;
+    if (at_ms == 0 || (hc->armed_ms != 0 && hc->armed_ms <= at_ms))
+        return;
+    long long left = at_ms - lk_now_ms();
+    struct timeval tv = lk_hx_tv(left > 0 ? (unsigned)left : 0);
+    event_add(hc->timer, &tv);
+    hc->armed_ms = at_ms;
+}
 
 /* Feeds buffered client bytes to the request parser as far as the current
  * exchange allows: the head, then (once the upstream is ready) the body.
@@ -60,10 +73,10 @@ process_input(struct lk_hconn *hc)
                  * (timer_cb parks the connection). */
                 unsigned idle = hc->fresh && hc->seq == 0 ? c->conf->timeout_client_header_ms
                                                           : c->conf->timeout_idle_ms;
-                struct timeval tv = lk_hx_tv(idle < LK_PARK_AFTER_MS ? idle : LK_PARK_AFTER_MS);
-                hc->idle_rest_ms = idle - (unsigned)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+                unsigned wait = idle < LK_PARK_AFTER_MS ? idle : LK_PARK_AFTER_MS;
+                hc->idle_rest_ms = idle - wait;
                 c->action = "waiting for a request";
-                event_add(hc->timer, &tv);
+                lk_hc_deadline(hc, lk_now_ms() + wait);
                 lk_http_parser_free(&hc->rp);
                 return;
             }
@@ -82,9 +95,10 @@ process_input(struct lk_hconn *hc)
                 lk_io_set_timeouts(&c->io, NULL, &idle);
             }
             hx = hc->x = lk_hx_new(hc);
-            struct timeval tv = lk_hx_tv(c->conf->timeout_client_header_ms);
             c->action = "reading the request head";
-            event_add(hc->timer, &tv);
+            /* timeout.client_header runs from here, but the timer is only
+             * set if the head does not come whole (below) */
+            hc->deadline_ms = 0;
         }
         if (hx->req_done || hx->waiting_upstream || hx->upload_paused)
             return;
@@ -95,6 +109,8 @@ process_input(struct lk_hconn *hc)
         enum lk_http_event ev = lk_hx_feed(&hc->rp, in);
         switch (ev) {
         case LK_HTTP_NEED_MORE:
+            if (!hx->req_head_done && hc->deadline_ms == 0)
+                lk_hc_deadline(hc, hx->start_us / 1000 + c->conf->timeout_client_header_ms);
             if (hc->client_eof) {
                 lk_log(LK_INFO, c, "client closed before the end of the request body");
                 hx->req_done = 1;
@@ -210,8 +226,17 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     struct lk_hconn *hc = arg;
     struct lk_hx *hx = hc->x;
 
-    if (hc->dead)
-        return; /* a close is on its way */
+    hc->armed_ms = 0;
+    if (hc->dead || hc->deadline_ms == 0)
+        return; /* a close is on its way, or nothing is timed now */
+    long long left = hc->deadline_ms - lk_now_ms();
+    if (left > 0) { /* set before the deadline moved on */
+        struct timeval tv = lk_hx_tv((unsigned)left);
+        event_add(hc->timer, &tv);
+        hc->armed_ms = hc->deadline_ms;
+        return;
+    }
+    hc->deadline_ms = 0;
     if (hx == NULL) { /* keep-alive idle */
         if (hc->idle_rest_ms != 0) {
             struct timeval rest = lk_hx_tv(hc->idle_rest_ms);
@@ -288,9 +313,8 @@ drain(struct lk_conn *c)
     if (c->aged && !c->w->draining) {
         /* Idle past its age: its next request, if it comes soon, is
          * answered with Connection: close; if not, it closes. */
-        struct timeval tv = lk_hx_tv(LK_AGE_IDLE_MS);
         hc->idle_rest_ms = 0; /* no parking: timer_cb closes */
-        event_add(hc->timer, &tv);
+        lk_hc_deadline(hc, lk_now_ms() + LK_AGE_IDLE_MS);
         return;
     }
     hc->dead = 1;

@@ -10,6 +10,30 @@
 #include "lk_http_msg.h"
 #include "lk_urlparts.h"
 
+/* Character classes ------------------------------------------------------- */
+
+#define T LK_CH_TCHAR
+#define R LK_CH_REG_NAME
+#define TR (LK_CH_TCHAR | LK_CH_REG_NAME)
+const unsigned char lk_http_chars[256] = {
+    ['!'] = TR, ['#'] = T,  ['$'] = TR, ['%'] = TR, ['&'] = TR, ['\''] = TR, ['('] = R, [')'] = R,
+    ['*'] = TR, ['+'] = TR, [','] = R,  ['-'] = TR, ['.'] = TR, [';'] = R,    ['='] = R, ['^'] = T,
+    ['_'] = TR, ['`'] = T,  ['|'] = T,  ['~'] = TR,
+    ['0'] = TR, ['1'] = TR, ['2'] = TR, ['3'] = TR, ['4'] = TR, ['5'] = TR, ['6'] = TR, ['7'] = TR,
+    ['8'] = TR, ['9'] = TR,
+    ['A'] = TR, ['B'] = TR, ['C'] = TR, ['D'] = TR, ['E'] = TR, ['F'] = TR, ['G'] = TR, ['H'] = TR,
+    ['I'] = TR, ['J'] = TR, ['K'] = TR, ['L'] = TR, ['M'] = TR, ['N'] = TR, ['O'] = TR, ['P'] = TR,
+    ['Q'] = TR, ['R'] = TR, ['S'] = TR, ['T'] = TR, ['U'] = TR, ['V'] = TR, ['W'] = TR, ['X'] = TR,
+    ['Y'] = TR, ['Z'] = TR,
+    ['a'] = TR, ['b'] = TR, ['c'] = TR, ['d'] = TR, ['e'] = TR, ['f'] = TR, ['g'] = TR, ['h'] = TR,
+    ['i'] = TR, ['j'] = TR, ['k'] = TR, ['l'] = TR, ['m'] = TR, ['n'] = TR, ['o'] = TR, ['p'] = TR,
+    ['q'] = TR, ['r'] = TR, ['s'] = TR, ['t'] = TR, ['u'] = TR, ['v'] = TR, ['w'] = TR, ['x'] = TR,
+    ['y'] = TR, ['z'] = TR,
+};
+#undef T
+#undef R
+#undef TR
+
 /* Known fields ------------------------------------------------------------ */
 
 const struct lk_str lk_hdr_names[LK_HDR_NKNOWN] = {
@@ -170,7 +194,7 @@ lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, e
 {
     if (m->nheaders == m->cap) {
         size_t cap = m->cap != 0 ? m->cap * 2 : 16;
-        struct lk_http_header *h = lk_palloc(m->pool, cap * sizeof(*h));
+        struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
         if (m->nheaders != 0)
             memcpy(h, m->headers, m->nheaders * sizeof(*h));
         m->headers = h;
@@ -295,16 +319,19 @@ lk_http_del(struct lk_http_msg *m, struct lk_str name)
     return n != 0 ? sweep(m, BIT(DROPPED)) : 0;
 }
 
-void
-lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+/* lk_http_set_id, the value copied into the pool or not. */
+static void
+set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value, int copy)
 {
+    if (copy)
+        value = lk_pstr(m->pool, value.p, value.len);
     if (!(m->present & BIT(id))) {
-        lk_http_add_id(m, id, value);
+        lk_http_append(m, lk_hdr_names[id], value, id);
         return;
     }
     /* the first keeps its place; any later ones go */
     size_t i = m->first[id];
-    m->headers[i].value = lk_pstr(m->pool, value.p, value.len);
+    m->headers[i].value = value;
     if (m->count[id] == 1)
         return;
     for (size_t k = m->count[id] - 1; k != 0; k--) {
@@ -312,6 +339,18 @@ lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
         m->headers[i].id = DROPPED;
     }
     sweep(m, BIT(DROPPED));
+}
+
+void
+lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+{
+    set_id(m, id, value, 1);
+}
+
+void
+lk_http_put_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
+{
+    set_id(m, id, value, 0);
 }
 
 void
@@ -512,7 +551,10 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 
     if (!(m->present & hop_by_hop))
         return; /* Connection among them: nothing is named either */
-    if (m->present & BIT(LK_HDR_CONNECTION)) {
+    if ((m->present & BIT(LK_HDR_CONNECTION)) && m->count[LK_HDR_CONNECTION] == 1 &&
+        lk_str_eqi(m->headers[m->first[LK_HDR_CONNECTION]].value, LK_STRLIT("keep-alive"))) {
+        /* what most peers send: names a field that goes anyway */
+    } else if (m->present & BIT(LK_HDR_CONNECTION)) {
         /* At most half full, so that a probe ends soon.  The parser caps
          * the tokens (LK_HTTP_MAX_CONNECTION_TOKENS); a filter's own
          * fields are not capped, and cost no more than their length. */
@@ -603,13 +645,6 @@ lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
 
 /* Request validation --------------------------------------------------- */
 
-/* RFC 3986 reg-name: unreserved, pct-encoded, sub-delims. */
-static int
-is_reg_name_char(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != 0 && strchr("-._~%!$&'()*+,;=", c) != NULL);
-}
 
 int
 lk_http_host_valid(struct lk_str h)
@@ -627,7 +662,7 @@ lk_http_host_valid(struct lk_str h)
             return 0;
         i++;
     } else {
-        while (i < h.len && h.p[i] != ':' && is_reg_name_char((unsigned char)h.p[i]))
+        while (i < h.len && (lk_http_chars[(unsigned char)h.p[i]] & LK_CH_REG_NAME))
             i++;
         if (i == 0)
             return 0; /* a port without a host */

@@ -49,6 +49,13 @@ enum lk_hdr {
 };
 extern const struct lk_str lk_hdr_names[LK_HDR_NKNOWN];
 
+/* Character classes, a table because they are asked of every byte of every
+ * field name and Host: RFC 9110 §5.6.2 tchar, and RFC 3986 reg-name
+ * (unreserved, pct-encoded, sub-delims). */
+#define LK_CH_TCHAR 1
+#define LK_CH_REG_NAME 2
+extern const unsigned char lk_http_chars[256];
+
 /* The id of a field name, ASCII case-insensitively; LK_HDR_OTHER if it is
  * none of the known ones. */
 enum lk_hdr lk_http_hdr_id(struct lk_str name);
@@ -103,6 +110,9 @@ struct lk_str *lk_http_find_id(struct lk_http_msg *m, enum lk_hdr id);
 size_t lk_http_count_id(const struct lk_http_msg *m, enum lk_hdr id);
 void lk_http_add_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
 void lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
+/* lk_http_set_id without the copy: value must live as long as the message
+ * (static text, the message's pool, the connection's). */
+void lk_http_put_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value);
 size_t lk_http_del_id(struct lk_http_msg *m, enum lk_hdr id);
 int lk_http_has_token_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str token);
 /* How many comma-separated, non-empty tokens the fields with id hold. */

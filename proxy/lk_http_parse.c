@@ -17,16 +17,10 @@ enum { EV_NONE = 0, EV_HEAD = 1, EV_DONE = 2 };
 #define XSTR(x) STR_(x) /* a macro's value as a string literal */
 #define P(ll) ((struct lk_http_parser *)((char *)(ll) - offsetof(struct lk_http_parser, ll)))
 
-static int
-grow(struct lk_http_parser *p, const char *at, size_t len)
+/* Appends len bytes to the scratch buffer. */
+static void
+buf_put(struct lk_http_parser *p, const char *at, size_t len)
 {
-    p->head_bytes += len;
-    if (p->head_bytes > p->max_head) {
-        p->error = "head too large";
-        return -1;
-    }
-    if (len == 0)
-        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
     if (p->buflen + len > p->bufcap) {
         size_t cap = p->bufcap != 0 ? p->bufcap : 256;
         while (cap < p->buflen + len)
@@ -38,13 +32,52 @@ grow(struct lk_http_parser *p, const char *at, size_t len)
     }
     memcpy(p->buf + p->buflen, at, len);
     p->buflen += len;
+}
+
+/* The piece of a span that waits in the input (see span_p): into the
+ * scratch buffer, before another piece joins it or the input goes. */
+static void
+span_keep(struct lk_http_parser *p)
+{
+    if (p->span_len != 0) {
+        buf_put(p, p->span_p, p->span_len);
+        p->span_len = 0;
+    }
+}
+
+static int
+grow(struct lk_http_parser *p, const char *at, size_t len)
+{
+    p->head_bytes += len;
+    if (p->head_bytes > p->max_head) {
+        p->error = "head too large";
+        return -1;
+    }
+    if (len == 0)
+        return 0; /* llhttp reports empty spans too; p->buf may still be NULL */
+    if (p->buflen == 0 && p->span_len == 0) {
+        /* Most spans come whole, in one input: left where they are until
+         * take() copies them once, into the pool. */
+        p->span_p = at;
+        p->span_len = len;
+        return 0;
+    }
+    span_keep(p);
+    buf_put(p, at, len);
     return 0;
 }
 
 static struct lk_str
 take(struct lk_http_parser *p)
 {
-    struct lk_str s = lk_pstr(p->msg->pool, p->buf, p->buflen);
+    struct lk_str s;
+
+    if (p->span_len != 0) { /* then buflen is 0 */
+        s = lk_pstr(p->msg->pool, p->span_p, p->span_len);
+        p->span_len = 0;
+        return s;
+    }
+    s = lk_pstr(p->msg->pool, p->buf, p->buflen);
     p->buflen = 0;
     return s;
 }
@@ -55,6 +88,8 @@ on_message_begin(llhttp_t *ll)
     struct lk_http_parser *p = P(ll);
     p->head_bytes = 0;
     p->buflen = 0;
+    p->span_len = 0;
+    p->name_in_input = 0;
     p->conn_tokens = 0;
     return 0;
 }
@@ -95,7 +130,8 @@ on_field(llhttp_t *ll, const char *at, size_t len)
 {
     struct lk_http_parser *p = P(ll);
 
-    if (p->buflen == 0 && len != 0 && !crlf_before(p, at)) { /* a field's first byte */
+    /* a field's first byte */
+    if (p->buflen == 0 && p->span_len == 0 && len != 0 && !crlf_before(p, at)) {
         p->error = "a line of the head ends in a bare LF";
         p->error_at = at;
         return -1;
@@ -143,35 +179,25 @@ on_status_complete(llhttp_t *ll)
     return 0;
 }
 
-/* RFC 9110 §5.6.2 tchar, as a table: it is asked for every byte of every
- * field name. */
-static const unsigned char tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
-};
-
 static int
 on_field_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
-    p->cur_name = take(p);
+    if (p->span_len != 0) {
+        /* left in the input: on_value_complete copies it with the value */
+        p->cur_name = lk_str_make(p->span_p, p->span_len);
+        p->span_len = 0;
+        p->name_in_input = 1;
+    } else {
+        p->cur_name = take(p);
+    }
     if (p->cur_name.len == 0) { /* ": value" (RFC 9110 §5.1: token = 1*tchar) */
         p->error = "empty header field name";
         return -1;
     }
     /* RFC 9112 §5.1: no whitespace between the field name and the colon */
     for (size_t i = 0; i < p->cur_name.len; i++)
-        if (!tchar[(unsigned char)p->cur_name.p[i]]) {
+        if (!(lk_http_chars[(unsigned char)p->cur_name.p[i]] & LK_CH_TCHAR)) {
             p->error = "invalid character in a header field name";
             return -1;
         }
@@ -182,7 +208,27 @@ static int
 on_value_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
-    struct lk_str v = lk_str_trim(take(p));
+    struct lk_str v;
+
+    if (p->name_in_input) {
+        /* name and value, both whole in this input (most fields): one
+         * copy into the pool, each NUL-terminated */
+        struct lk_str n = p->cur_name, raw = p->span_len != 0 ? lk_str_make(p->span_p, p->span_len)
+                                                             : lk_str_make(p->buf, p->buflen);
+        char *d = lk_pnalloc(p->msg->pool, n.len + raw.len + 2);
+        memcpy(d, n.p, n.len);
+        d[n.len] = '\0';
+        if (raw.len != 0)
+            memcpy(d + n.len + 1, raw.p, raw.len);
+        d[n.len + 1 + raw.len] = '\0';
+        p->cur_name = lk_str_make(d, n.len);
+        v = lk_str_make(d + n.len + 1, raw.len);
+        p->span_len = p->buflen = 0;
+        p->name_in_input = 0;
+    } else {
+        v = take(p);
+    }
+    v = lk_str_trim(v);
 
     if (memchr(v.p, '\r', v.len) != NULL || memchr(v.p, '\n', v.len) != NULL) {
         p->error = "line break in a header value";
@@ -389,6 +435,8 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->head_bytes = 0;
     p->raw_head = 0;
     p->buflen = 0;
+    p->span_len = 0;
+    p->name_in_input = 0;
     p->conn_tokens = 0;
 }
 
@@ -416,6 +464,11 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
     if (p->crlf_need != 0)
         p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
+    span_keep(p); /* the input is the caller's only until we return */
+    if (p->name_in_input) {
+        p->cur_name = lk_pstr(p->msg->pool, p->cur_name.p, p->cur_name.len);
+        p->name_in_input = 0;
+    }
     if (p->crlf_need != 0 && (err == HPE_OK || err == HPE_PAUSED)) {
         /* the chunk's CRLF straddles inputs: check what was consumed of it */
         const char *end = err == HPE_OK ? data + len : llhttp_get_error_pos(&p->ll);

@@ -44,8 +44,11 @@ struct lk_http_parser {
     const char *input_start; /* the buffer being parsed, for look-behind */
     char hist[4];            /* the last bytes consumed before it, hist[3] last */
     struct lk_str cur_name, cur_value;
+    int name_in_input; /* cur_name still points into the input being parsed */
     char *buf; /* growable scratch for the field being read */
     size_t buflen, bufcap;
+    const char *span_p; /* or its first piece, span_len bytes still in the input */
+    size_t span_len;
     lk_http_body_cb on_body;
     void *body_arg;
     int no_body;    /* response to HEAD / CONNECT: no body follows */

@@ -77,13 +77,13 @@ add_forwarded(struct lk_hx *hx)
             memcpy(d, ip.p, ip.len);
         lk_http_set_id(req, LK_HDR_X_FORWARDED_FOR, lk_str_make(joined, len));
     } else {
-        lk_http_add_id(req, LK_HDR_X_FORWARDED_FOR, ip);
+        lk_http_put_id(req, LK_HDR_X_FORWARDED_FOR, ip); /* the connection's: outlives req */
     }
-    lk_http_set_id(req, LK_HDR_X_FORWARDED_PROTO, c->tls ? LK_STRLIT("https") : LK_STRLIT("http"));
+    lk_http_put_id(req, LK_HDR_X_FORWARDED_PROTO, c->tls ? LK_STRLIT("https") : LK_STRLIT("http"));
     /* found after the sets, which move the fields up when they drop one */
     host = lk_http_find_id(req, LK_HDR_HOST);
     if (host != NULL)
-        lk_http_set_id(req, LK_HDR_X_FORWARDED_HOST, *host);
+        lk_http_put_id(req, LK_HDR_X_FORWARDED_HOST, *host); /* in req's pool */
     return 0;
 }
 
@@ -153,8 +153,7 @@ lk_hx_on_request_head(struct lk_hx *hx)
     struct lk_http_msg *req = &hx->x.req;
     struct lk_http_parser *rp = &hc->rp;
 
-    if (hc->timer != NULL)
-        event_del(hc->timer);
+    hc->deadline_ms = 0; /* the head came in time; the timer may stay set (lk_hc_deadline) */
     hx->req_head_done = 1;
     hx->req_chunked = rp->chunked;
     hx->req_has_body = rp->chunked || (rp->has_cl && rp->content_length > 0);

@@ -144,6 +144,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     hx->sp.body_arg = hx;
 
     struct timeval rt = lk_hx_tv(conf->timeout_response_ms);
+    hx->body_timeouts = 0;
     bufferevent_setcb(u->bev, lk_hx_up_read, up_write, up_event, hx);
     lk_io_set_timeouts(&u->io, &rt, &rt);
     lk_io_enable(&u->io, EV_READ | EV_WRITE);
@@ -259,9 +260,9 @@ on_response_head(struct lk_hx *hx)
     hx->head_us = lk_now_us();
     hc->c->action = "reading the broker's response";
     /* timeout.response bounds the wait for the head; the body may pause
-     * for up to timeout.idle between reads. */
-    struct timeval idle = lk_hx_tv(hc->c->conf->timeout_idle_ms);
-    lk_io_set_timeouts(&hx->up->io, &idle, &idle);
+     * for up to timeout.idle between reads: set at the end of this read,
+     * unless the whole response came in it (most do). */
+    hx->body_timeouts = 1;
     if (res->status == 101) {
         if (!hx->upgrade_req) {
             lk_hx_reply_error(hx, 502, "the broker switched protocols unasked", 1);
@@ -291,6 +292,9 @@ on_response_head(struct lk_hx *hx)
         lk_hx_send_response_head(hx, LK_OUT_NONE, 0);
         return;
     }
+    /* A Content-Length body is counted off the broker's input, not parsed. */
+    if (sp->has_cl && !sp->chunked)
+        hx->res_left = sp->content_length;
     if (hx->x.body_changers != 0) {
         /* The body may change size: the head waits for the first output
          * (then chunked) or the end (then an exact Content-Length). */
@@ -298,11 +302,9 @@ on_response_head(struct lk_hx *hx)
         weaken_etag(res);
         return;
     }
-    if (sp->has_cl && !sp->chunked) {
+    if (sp->has_cl && !sp->chunked)
         lk_hx_send_response_head(hx, LK_OUT_CL, (size_t)sp->content_length);
-        if (hx->x.body_filters == 0)
-            hx->res_left = sp->content_length;
-    } else
+    else
         lk_hx_send_response_head(hx, open_framing(hx), 0);
 }
 
@@ -334,16 +336,21 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
         return;
     for (int more = 1; more;) {
         if (hx->res_left != 0) {
-            /* A Content-Length body nobody filters goes from buffer to buffer
-             * without llhttp or a copy (the response parser is this
-             * exchange's own, so it need not see those bytes). */
+            /* A Content-Length body goes from buffer to buffer without
+             * llhttp (the response parser is this exchange's own, so it need
+             * not see those bytes): to the client if nobody filters it, else
+             * to the filters, whole chains moved rather than copied. */
             size_t n = evbuffer_get_length(in);
             if (n > hx->res_left)
                 n = (size_t)hx->res_left;
-            evbuffer_remove_buffer(in, bufferevent_get_output(hc->c->bev), n);
             hx->res_bytes += n;
-            hx->res_client_bytes += n;
             hx->res_left -= n;
+            if (hx->x.body_filters == 0) {
+                evbuffer_remove_buffer(in, bufferevent_get_output(hc->c->bev), n);
+                hx->res_client_bytes += n;
+            } else {
+                evbuffer_remove_buffer(in, hx->res_body, n);
+            }
             if (hx->res_left == 0) {
                 on_response_done(hx);
                 return;
@@ -391,6 +398,11 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
     }
     if (hx->res_head_seen && !hx->res_no_body && pump_body(hx, 0) != 0)
         return;
+    if (hx->body_timeouts) {
+        struct timeval idle = lk_hx_tv(hc->c->conf->timeout_idle_ms);
+        hx->body_timeouts = 0;
+        lk_io_set_timeouts(&hx->up->io, &idle, &idle);
+    }
     /* A slow client: stop reading the broker until its output drains. */
     if (evbuffer_get_length(bufferevent_get_output(hc->c->bev)) > LK_HWM) {
         lk_io_disable(&hx->up->io, EV_READ);

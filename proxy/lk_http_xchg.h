@@ -52,6 +52,8 @@ struct lk_hx {
 
     /* response side */
     int res_head_seen, res_head_sent, res_no_body;
+    int body_timeouts; /* the head came: timeout.idle replaces timeout.response once this
+                        * read is done, if the response is not (lk_hx_up_read) */
     enum lk_hx_framing framing;
     uint64_t res_left;         /* Content-Length body bytes still to move untouched */
     struct evbuffer *res_body; /* decoded body from the parser (the hconn's) */
@@ -87,7 +89,9 @@ struct lk_hconn {
     struct lk_conn *c;
     struct lk_http_parser rp; /* request parser, for the life of the connection */
     struct lk_hx *x;
-    struct event *timer; /* idle or header-read timeout */
+    struct event *timer; /* idle or header-read timeout (lk_hc_deadline) */
+    long long deadline_ms; /* timer_cb acts then (lk_now_ms); 0: nothing to time */
+    long long armed_ms;    /* the timer fires then, when pending (0: it is not) */
     int closing;         /* close when the current response is out */
     int client_eof;
     int tunnel;
@@ -149,12 +153,19 @@ lk_hx_feed(struct lk_http_parser *p, struct evbuffer *buf)
         if (vec.iov_len == 0 && !lk_http_parser_can_step(p))
             return LK_HTTP_NEED_MORE;
         enum lk_http_event ev = lk_http_parse(p, vec.iov_base, vec.iov_len, &used);
-        evbuffer_drain(buf, used);
+        if (used != 0) /* a drain runs the buffer's callbacks, even of nothing */
+            evbuffer_drain(buf, used);
         if (ev != LK_HTTP_NEED_MORE || vec.iov_len == 0)
             return ev;
     }
 }
 
+/* lk_http.c: the client's timer acts at at_ms (lk_now_ms), or not at all
+ * (0).  Set lazily: the timer is moved only when it must fire earlier
+ * than it would; firing early, it waits for the rest.  So a keep-alive
+ * exchange, whose idle wait ends before its timer fires, costs no event_add
+ * nor event_del. */
+void lk_hc_deadline(struct lk_hconn *hc, long long at_ms);
 /* lk_http.c: feeds buffered client bytes to the request parser as far as the
  * current exchange allows (the head, then, once the upstream is ready, the
  * body), and reads on if the input had filled. */

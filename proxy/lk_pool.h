@@ -27,6 +27,8 @@ void lk_pool_init(struct lk_pool *pool);
 void lk_pool_init_sized(struct lk_pool *pool, size_t first);
 /* Returns zeroed, 16-byte aligned memory; aborts on OOM like lk_xmalloc. */
 void *lk_palloc(struct lk_pool *pool, size_t size);
+/* The same, not zeroed: for what the caller fills at once (strings, copies). */
+void *lk_pnalloc(struct lk_pool *pool, size_t size);
 char *lk_pstrndup(struct lk_pool *pool, const char *s, size_t len);
 struct lk_str lk_pstr(struct lk_pool *pool, const char *s, size_t len);
 /* Concatenates two strings into pool memory (NUL-terminated for convenience). */

@@ -323,6 +323,66 @@ test_headers_edit(void)
     lk_pool_free(&pool);
 }
 
+/* A lone Connection: keep-alive is not taken apart (issue 22): the strip
+ * must still drop it and Keep-Alive, and nothing else; any other value,
+ * or a second Connection field, is read token by token as before. */
+static void
+test_strip_keep_alive(void)
+{
+    static const struct {
+        const char *conn, *conn2;
+        size_t left; /* of Connection(s), Keep-Alive, X-Opt, Date */
+    } cases[] = {
+        {"keep-alive", NULL, 2}, {"Keep-Alive", NULL, 2}, {"keep-alive, x-opt", NULL, 1},
+        {"keep-alive", "x-opt", 1}, {"x-opt", NULL, 1}, {"keep-alivex", NULL, 2},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct lk_pool pool;
+        struct lk_http_msg m;
+        lk_pool_init(&pool);
+        lk_http_msg_init(&m, &pool, 0);
+        lk_http_add(&m, LK_STRLIT("Connection"), lk_str_c(cases[k].conn));
+        if (cases[k].conn2 != NULL)
+            lk_http_add(&m, LK_STRLIT("Connection"), lk_str_c(cases[k].conn2));
+        lk_http_add(&m, LK_STRLIT("Keep-Alive"), LK_STRLIT("timeout=5"));
+        lk_http_add(&m, LK_STRLIT("X-Opt"), LK_STRLIT("1"));
+        lk_http_add(&m, LK_STRLIT("Date"), LK_STRLIT("today"));
+        lk_http_strip_hop_by_hop(&m);
+        ok(m.nheaders == cases[k].left && lk_http_find(&m, LK_STRLIT("Date")) != NULL &&
+               lk_http_find(&m, LK_STRLIT("Connection")) == NULL &&
+               lk_http_find(&m, LK_STRLIT("Keep-Alive")) == NULL && lk_http_index_ok(&m),
+           "strip, Connection: %s%s%s: %zu fields left", cases[k].conn,
+           cases[k].conn2 != NULL ? " and " : "", cases[k].conn2 != NULL ? cases[k].conn2 : "",
+           m.nheaders);
+        lk_pool_free(&pool);
+    }
+}
+
+/* lk_http_put_id: as lk_http_set_id, but the value is the caller's, not a
+ * copy (X-Forwarded-* from static text and the connection's address). */
+static void
+test_put_id(void)
+{
+    static const char proto[] = "https";
+    struct lk_pool pool;
+    struct lk_http_msg m;
+
+    lk_pool_init(&pool);
+    lk_http_msg_init(&m, &pool, 1);
+    lk_http_put_id(&m, LK_HDR_X_FORWARDED_PROTO, lk_str_c(proto));
+    struct lk_str *v = lk_http_find_id(&m, LK_HDR_X_FORWARDED_PROTO);
+    ok(v != NULL && v->p == proto && v->len == 5 && m.nheaders == 1 && lk_http_index_ok(&m),
+       "put_id: absent, appended with the caller's bytes");
+    lk_http_add(&m, LK_STRLIT("A"), LK_STRLIT("1"));
+    lk_http_add(&m, LK_STRLIT("X-Forwarded-Proto"), LK_STRLIT("http"));
+    lk_http_put_id(&m, LK_HDR_X_FORWARDED_PROTO, LK_STRLIT("wss"));
+    v = lk_http_find_id(&m, LK_HDR_X_FORWARDED_PROTO);
+    ok(v != NULL && lk_str_eq(*v, LK_STRLIT("wss")) && m.nheaders == 2 &&
+           m.headers[0].id == LK_HDR_X_FORWARDED_PROTO && lk_http_index_ok(&m),
+       "put_id: present twice, the first takes the value in its place and the other goes");
+    lk_pool_free(&pool);
+}
+
 /* Issue 6: shapes llhttp takes that lookout must not. */
 static void
 test_parser_strict(void)
@@ -1046,6 +1106,8 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/responses", test_responses},
     {"http_msg/upgrade_request", test_upgrade_request},
     {"http_msg/headers_edit", test_headers_edit},
+    {"http_msg/strip_keep_alive", test_strip_keep_alive},
+    {"http_msg/put_id", test_put_id},
     {"http_msg/write_head_empty", test_write_head_empty},
     {"http_msg/parser_strict", test_parser_strict},
     {"http_msg/host_valid", test_host_valid},
