@@ -18,8 +18,13 @@
 
 #include "lk_clock.h"
 #include "lk_io.h"
+#include "lk_log.h"
 #include "lk_pool.h"
 #include "lk_worker.h"
+#ifdef LK_IO_URING
+#include <string.h>
+#include "lk_uring.h"
+#endif
 
 
 #define LK_READ_MIN (16 * 1024)
@@ -30,10 +35,16 @@ io_unlink(struct lk_io *io)
 {
     if (!io->queued)
         return;
+#ifdef LK_IO_URING
+    struct lk_io **head = io->in_round ? &io->w->flushb : &io->w->flushq;
+    io->in_round = 0;
+#else
+    struct lk_io **head = &io->w->flushq;
+#endif
     if (io->prev != NULL)
         io->prev->next = io->next;
     else
-        io->w->flushq = io->next;
+        *head = io->next;
     if (io->next != NULL)
         io->next->prev = io->prev;
     io->prev = io->next = NULL;
@@ -107,6 +118,38 @@ io_park_if_idle(struct lk_io *io)
     return io->w->park(io);
 }
 
+#ifdef LK_IO_URING
+/* What the ring sent of io's output (lk_uring_send took its start), applied
+ * as evbuffer_write's result would be.  0: drained; else what is left is
+ * on its way (the next round, or the bufferevent's write when the kernel
+ * lagged), or the error was reported (io may be freed). */
+static int
+ring_sent(struct lk_io *io, struct evbuffer *out)
+{
+    int res = io->ring_res;
+
+    io->ring_sent = 0;
+    if (res > 0) {
+        evbuffer_unfreeze(out, 1);
+        evbuffer_drain(out, (size_t)res);
+        evbuffer_freeze(out, 1);
+    }
+    if (res < 0 && res != -EAGAIN && res != -EINTR) {
+        /* As the bufferevent's own write would, with its errno. */
+        errno = -res;
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
+        return -1;
+    }
+    if (evbuffer_get_length(out) == 0)
+        return 0;
+    if (io->ring_whole)
+        lk_io_queue(io); /* more than one send takes, or more came */
+    else
+        bufferevent_enable(io->bev, EV_WRITE);
+    return -1;
+}
+#endif
+
 static void
 io_flush(struct lk_io *io)
 {
@@ -128,6 +171,13 @@ io_flush(struct lk_io *io)
         io_park_if_idle(io);
         return;
     }
+#ifdef LK_IO_URING
+    if (io->ring_sent) {
+        if (ring_sent(io, out) != 0)
+            return;
+        goto drained;
+    }
+#endif
     /* A socket bufferevent keeps its output's start frozen except while
      * it writes; so do we. */
     evbuffer_unfreeze(out, 1);
@@ -140,11 +190,68 @@ io_flush(struct lk_io *io)
         bufferevent_enable(bev, EV_WRITE);
         return;
     }
+#ifdef LK_IO_URING
+drained:
+#endif
     /* Drained: the write callback runs as the bufferevent would run it,
      * unless the protocol is done and the connection parks. */
     if (!io_park_if_idle(io))
         bufferevent_trigger(bev, EV_WRITE, 0);
 }
+
+#ifdef LK_IO_URING
+static void
+ring_done(void *owner, int res, int whole)
+{
+    struct lk_io *io = owner;
+
+    io->ring_sent = 1;
+    io->ring_res = res;
+    io->ring_whole = whole;
+}
+
+static int
+ring_submit(struct lk_worker *w)
+{
+    if (lk_uring_submit(w->uring, ring_done) == 0)
+        return 0;
+    lk_log(LK_ERR, NULL, "io_uring: a submission failed; writing with writev from now on");
+    lk_uring_free(w->uring);
+    w->uring = NULL;
+    return -1;
+}
+
+/* One round of the flush queue: every plaintext output on it is sent in
+ * one system call, then each is finished as after its own write (its
+ * callbacks run); what they queue waits for the next round. */
+static void
+ring_round(struct lk_worker *w)
+{
+    struct lk_io *io;
+
+    w->flushb = w->flushq;
+    w->flushq = NULL;
+    for (io = w->flushb; io != NULL; io = io->next)
+        io->in_round = 1;
+    for (io = w->flushb; io != NULL && w->uring != NULL; io = io->next) {
+        struct bufferevent *bev = io->bev;
+        if (io->ssl != NULL || !io->plain || bev == NULL ||
+            (bufferevent_get_enabled(bev) & EV_WRITE) ||
+            evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            continue; /* TLS, the bufferevent writing, or nothing to send */
+        int fd = bufferevent_getfd(bev);
+        struct evbuffer *out = bufferevent_get_output(bev);
+        if (lk_uring_send(w->uring, fd, out, io) != 0 && ring_submit(w) == 0)
+            lk_uring_send(w->uring, fd, out, io);
+    }
+    if (w->uring != NULL)
+        ring_submit(w);
+    while ((io = w->flushb) != NULL) {
+        io_unlink(io);
+        io_flush(io);
+    }
+}
+#endif
 
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
@@ -152,6 +259,10 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
     struct lk_worker *w = arg;
     struct lk_io *io;
 
+#ifdef LK_IO_URING
+    while (w->uring != NULL && w->flushq != NULL)
+        ring_round(w);
+#endif
     while ((io = w->flushq) != NULL) {
         io_unlink(io);
         io_flush(io);
@@ -528,6 +639,9 @@ void
 lk_io_detach(struct lk_io *io)
 {
     io_unlink(io);
+#ifdef LK_IO_URING
+    io->ring_sent = 0; /* sent but never applied: the connection is going */
+#endif
     if (io->rev != NULL && io->rev_owned)
         event_free(io->rev);
     else if (io->rev != NULL)
@@ -617,6 +731,11 @@ lk_io_worker_init(struct lk_worker *w)
 {
     w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
     w->tls_out = lk_xmalloc(LK_TLS_RECORD);
+#ifdef LK_IO_URING
+    w->uring = lk_uring_new();
+    if (w->uring == NULL)
+        lk_log(LK_WARN, NULL, "io_uring: %s; writing with writev", strerror(errno));
+#endif
 }
 
 void
@@ -627,4 +746,8 @@ lk_io_worker_free(struct lk_worker *w)
     w->flush_ev = NULL;
     free(w->tls_out);
     w->tls_out = NULL;
+#ifdef LK_IO_URING
+    lk_uring_free(w->uring);
+    w->uring = NULL;
+#endif
 }

@@ -1,0 +1,158 @@
+/*
+ * Tests for proxy/lk_uring.c, the io_uring sends of the flush queue
+ * (built with ./configure --enable-io-uring; without it the table is
+ * empty): sends to several sockets go in one submission and each reports
+ * what send(2) would (all, part of it when the socket fills, -EAGAIN when
+ * it is full, -EPIPE once the peer is gone, never SIGPIPE); a batch holds
+ * 256 sends and then asks to be submitted; several chains go as one send.
+ */
+#include <stddef.h>
+
+#include "lk_test.h"
+
+#ifdef LK_IO_URING
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+
+#include "lk_uring.h"
+
+struct got {
+    int calls;
+    int res;
+    int whole;
+};
+
+static void
+on_done(void *owner, int res, int whole)
+{
+    struct got *g = owner;
+
+    g->calls++;
+    g->res = res;
+    g->whole = whole;
+}
+
+/* A nonblocking stream pair, as lookout's sockets are. */
+static void
+pair(int sv[2])
+{
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        sv[0] = sv[1] = -1;
+    for (int k = 0; k < 2; k++)
+        if (sv[k] >= 0)
+            fcntl(sv[k], F_SETFL, fcntl(sv[k], F_GETFL) | O_NONBLOCK);
+}
+
+static void
+test_gathered(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2], b[2];
+    struct got ga = {0}, gb = {0};
+    char buf[64];
+
+    if (!ok(u != NULL, "a ring (errno %d)", u == NULL ? errno : 0))
+        return;
+    pair(a);
+    pair(b);
+    struct evbuffer *oa = evbuffer_new(), *ob = evbuffer_new();
+    evbuffer_add(oa, "hello", 5);
+    /* Three chains: added by reference, so that none is merged. */
+    evbuffer_add_reference(ob, "GET ", 4, NULL, NULL);
+    evbuffer_add_reference(ob, "/x ", 3, NULL, NULL);
+    evbuffer_add_reference(ob, "HTTP/1.1\r\n", 10, NULL, NULL);
+    ok(evbuffer_peek(ob, -1, NULL, NULL, 0) == 3, "the second output is three chains");
+    ok(lk_uring_send(u, a[0], oa, &ga) == 0 && lk_uring_send(u, b[0], ob, &gb) == 0,
+       "two sends prepared");
+    ok(read(a[1], buf, sizeof(buf)) < 0 && errno == EAGAIN, "nothing moved before the submission");
+    ok(lk_uring_submit(u, on_done) == 0, "one submission");
+    ok(ga.calls == 1 && ga.res == 5 && ga.whole, "the first: all 5 bytes (%d, %d)", ga.res, ga.whole);
+    ok(gb.calls == 1 && gb.res == 17 && gb.whole, "the second: all 17 bytes (%d, %d)", gb.res, gb.whole);
+    ok(evbuffer_get_length(oa) == 5, "the output is left to its owner to drain");
+    ssize_t n = read(a[1], buf, sizeof(buf));
+    ok(n == 5 && memcmp(buf, "hello", 5) == 0, "the first peer got hello");
+    n = read(b[1], buf, sizeof(buf));
+    ok(n == 17 && memcmp(buf, "GET /x HTTP/1.1\r\n", 17) == 0, "the second peer got the chains in order");
+    ok(lk_uring_submit(u, on_done) == 0 && ga.calls == 1, "an empty submission calls nothing");
+    evbuffer_free(oa);
+    evbuffer_free(ob);
+    close(a[0]), close(a[1]), close(b[0]), close(b[1]);
+    lk_uring_free(u);
+}
+
+static void
+test_full_and_gone(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2];
+    struct got g = {0};
+    static char big[1 << 20];
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add_reference(out, big, sizeof(big), NULL, NULL);
+    alarm(10); /* a send that waited would hang here */
+    lk_uring_send(u, a[0], out, &g);
+    ok(lk_uring_submit(u, on_done) == 0, "submitted");
+    ok(g.res > 0 && g.res < (int)sizeof(big) && !g.whole, "a full socket takes part (%d)", g.res);
+    evbuffer_drain(out, (size_t)g.res);
+    lk_uring_send(u, a[0], out, &g);
+    lk_uring_submit(u, on_done);
+    ok(g.calls == 2 && g.res == -EAGAIN && !g.whole, "then -EAGAIN, not a wait (%d)", g.res);
+    close(a[1]);
+    lk_uring_send(u, a[0], out, &g);
+    lk_uring_submit(u, on_done);
+    ok(g.calls == 3 && g.res == -EPIPE, "the peer gone: -EPIPE, and no SIGPIPE (%d)", g.res);
+    alarm(0);
+    evbuffer_free(out);
+    close(a[0]);
+    lk_uring_free(u);
+}
+
+static void
+test_batch_full(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2];
+    struct got g[257];
+    int prepared = 0, calls = 0;
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    memset(g, 0, sizeof(g));
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, "x", 1);
+    for (int k = 0; k < 257; k++)
+        if (lk_uring_send(u, a[0], out, &g[k]) == 0)
+            prepared++;
+    ok(prepared == 256, "a batch takes 256 sends, then asks for a submission (%d)", prepared);
+    ok(lk_uring_submit(u, on_done) == 0, "submitted");
+    for (int k = 0; k < 257; k++)
+        calls += g[k].calls;
+    ok(calls == 256 && g[0].res == 1 && g[255].res == 1 && g[256].calls == 0, "each reported once");
+    ok(lk_uring_send(u, a[0], out, &g[256]) == 0 && lk_uring_submit(u, on_done) == 0 &&
+           g[256].res == 1,
+       "and the next batch goes");
+    evbuffer_free(out);
+    close(a[0]), close(a[1]);
+    lk_uring_free(u);
+}
+
+const struct lk_test_case lk_test_uring[] = {
+    {"uring/gathered", test_gathered},
+    {"uring/full_and_gone", test_full_and_gone},
+    {"uring/batch_full", test_batch_full},
+    {NULL, NULL},
+};
+#else
+const struct lk_test_case lk_test_uring[] = {
+    {NULL, NULL},
+};
+#endif
