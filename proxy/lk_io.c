@@ -201,10 +201,15 @@ drained:
 
 #ifdef LK_IO_URING
 static void
-ring_done(void *owner, int res, int whole)
+ring_done(void *owner, int recv, int res, int whole)
 {
     struct lk_io *io = owner;
 
+    if (recv) {
+        io->ring_read = 1;
+        io->ring_res = res;
+        return;
+    }
     io->ring_sent = 1;
     io->ring_res = res;
     io->ring_whole = whole;
@@ -215,7 +220,7 @@ ring_submit(struct lk_worker *w)
 {
     if (lk_uring_submit(w->uring, ring_done) == 0)
         return 0;
-    lk_log(LK_ERR, NULL, "io_uring: a submission failed; writing with writev from now on");
+    lk_log(LK_ERR, NULL, "io_uring: a submission failed; readv and writev from now on");
     lk_uring_free(w->uring);
     w->uring = NULL;
     return -1;
@@ -275,14 +280,100 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
  * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
 static void tls_read_cb(struct lk_io *io, short what);
 
+static void io_read_done(struct lk_io *io, ssize_t n, int err);
+static void io_read_cb(evutil_socket_t fd, short what, void *arg);
+
+#ifdef LK_IO_URING
+/* A plaintext socket is readable: it is read with the others of this
+ * iteration, in one system call, once their read events have all run. */
+static void
+ring_read_queue(struct lk_io *io)
+{
+    struct lk_worker *w = io->w;
+
+    if (io->read_queued)
+        return;
+    if (w->nreadq == w->readq_cap) {
+        w->readq_cap = w->readq_cap != 0 ? w->readq_cap * 2 : 64;
+        w->readq = lk_xrealloc(w->readq, w->readq_cap * sizeof(*w->readq));
+    }
+    if (w->nreadq == 0)
+        event_active(w->read_ev, EV_TIMEOUT, 1);
+    w->readq[w->nreadq++] = io;
+    io->read_queued = 1;
+}
+
+static void
+ring_read_unqueue(struct lk_io *io)
+{
+    struct lk_worker *w = io->w;
+
+    if (!io->read_queued)
+        return;
+    for (size_t k = 0; k < w->nreadq; k++)
+        if (w->readq[k] == io)
+            w->readq[k] = NULL;
+    io->read_queued = 0;
+    io->ring_read = 0;
+}
+
+static int ring_submit(struct lk_worker *w);
+
+/* The read queue: every socket on it still reading is read in one system
+ * call, then each one's callbacks run, in the order the loop found them,
+ * as after its own read.  One taken off meanwhile (closed) is passed over.
+ * A socket whose reading a callback before it switched off has been read
+ * already: its callbacks run all the same, as if it had come first. */
+static void
+ring_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_worker *w = arg;
+    size_t n = w->nreadq;
+
+    for (size_t k = 0; k < n && w->uring != NULL; k++) {
+        struct lk_io *io = w->readq[k];
+        if (io == NULL || io->bev == NULL || !io->reading)
+            continue;
+        struct evbuffer *in = bufferevent_get_input(io->bev);
+        int sfd = bufferevent_getfd(io->bev);
+        int r = lk_uring_recv(w->uring, sfd, in, io->read_size, io);
+        if (r == -1 && ring_submit(w) == 0)
+            r = lk_uring_recv(w->uring, sfd, in, io->read_size, io);
+        if (r == -2) { /* no memory for the input: the read fails */
+            io->ring_read = 1;
+            io->ring_res = -ENOMEM;
+        }
+    }
+    if (w->uring != NULL)
+        ring_submit(w);
+    for (size_t k = 0; k < n; k++) {
+        struct lk_io *io = w->readq[k];
+        if (io == NULL)
+            continue;
+        w->readq[k] = NULL;
+        io->read_queued = 0;
+        if (io->ring_read) {
+            io->ring_read = 0;
+            io_read_done(io, io->ring_res >= 0 ? io->ring_res : -1, -io->ring_res);
+        } else if (io->bev != NULL && io->reading) {
+            /* The ring broke before it took this one: as without it. */
+            io_read_cb(bufferevent_getfd(io->bev), EV_READ, io);
+        }
+    }
+    /* Sockets queued meanwhile (none: read events run from the loop) wait
+     * for the next pass. */
+    w->nreadq -= n;
+    memmove(w->readq, w->readq + n, w->nreadq * sizeof(*w->readq));
+    if (w->nreadq != 0)
+        event_active(w->read_ev, EV_TIMEOUT, 1);
+}
+#endif
+
 static void
 io_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct lk_io *io = arg;
     struct bufferevent *bev = io->bev;
-    bufferevent_data_cb readcb;
-    bufferevent_event_cb eventcb;
-    void *cbarg;
 
     if (bev == NULL) { /* parked */
         if (io->w->unpark(io, what) != 0)
@@ -293,13 +384,21 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         tls_read_cb(io, what);
         return;
     }
-    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
     if (what & EV_TIMEOUT) {
+        bufferevent_event_cb eventcb;
+        void *cbarg;
+        bufferevent_getcb(bev, NULL, NULL, &eventcb, &cbarg);
         lk_io_disable(io, EV_READ);
         if (eventcb != NULL)
             eventcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, cbarg);
         return;
     }
+#ifdef LK_IO_URING
+    if (io->w->uring != NULL) {
+        ring_read_queue(io);
+        return;
+    }
+#endif
     struct evbuffer *in = bufferevent_get_input(bev);
     struct evbuffer_iovec v[2];
     struct iovec iov[2];
@@ -322,6 +421,20 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         evbuffer_commit_space(in, v, n > 0 ? nv : 0);
     }
     evbuffer_freeze(in, 0);
+    io_read_done(io, n, err);
+}
+
+/* A read into the input got n bytes (-1: failed with err): the callbacks
+ * run as the bufferevent would run them. */
+static void
+io_read_done(struct lk_io *io, ssize_t n, int err)
+{
+    struct bufferevent *bev = io->bev;
+    bufferevent_data_cb readcb;
+    bufferevent_event_cb eventcb;
+    void *cbarg;
+
+    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
     if (n > 0) {
         /* A full read asks for more next time; a small one, less.  The
          * reservation can be larger than asked (libevent rounds chains up),
@@ -338,6 +451,7 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
     if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
         return;
     lk_io_disable(io, EV_READ);
+    errno = err;
     if (eventcb != NULL)
         eventcb(bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), cbarg);
 }
@@ -641,6 +755,7 @@ lk_io_detach(struct lk_io *io)
     io_unlink(io);
 #ifdef LK_IO_URING
     io->ring_sent = 0; /* sent but never applied: the connection is going */
+    ring_read_unqueue(io);
 #endif
     if (io->rev != NULL && io->rev_owned)
         event_free(io->rev);
@@ -734,7 +849,9 @@ lk_io_worker_init(struct lk_worker *w)
 #ifdef LK_IO_URING
     w->uring = lk_uring_new();
     if (w->uring == NULL)
-        lk_log(LK_WARN, NULL, "io_uring: %s; writing with writev", strerror(errno));
+        lk_log(LK_WARN, NULL, "io_uring: %s; reading and writing with readv and writev",
+               strerror(errno));
+    w->read_ev = event_new(w->base, -1, 0, ring_read_cb, w);
 #endif
 }
 
@@ -749,5 +866,11 @@ lk_io_worker_free(struct lk_worker *w)
 #ifdef LK_IO_URING
     lk_uring_free(w->uring);
     w->uring = NULL;
+    if (w->read_ev != NULL)
+        event_free(w->read_ev);
+    w->read_ev = NULL;
+    free(w->readq);
+    w->readq = NULL;
+    w->nreadq = w->readq_cap = 0;
 #endif
 }

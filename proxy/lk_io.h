@@ -59,6 +59,8 @@ struct lk_io {
     unsigned in_round : 1;      /* queued in w->flushb, not w->flushq */
     unsigned ring_sent : 1;     /* the ring sent: ring_res is the result, not yet applied */
     unsigned ring_whole : 1;    /* ... and all it was given went */
+    unsigned ring_read : 1;     /* the ring received: ring_res is the result */
+    unsigned read_queued : 1;   /* in w->readq */
 #endif
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
     SSL *ssl;

@@ -25,6 +25,9 @@ struct lk_uring_send {
     void *owner;
     size_t len;       /* bytes prepared */
     struct msghdr msg;
+    struct evbuffer *in;       /* a receive: into the space reserved in it */
+    struct evbuffer_iovec v[2];
+    int nv;
 };
 
 struct lk_uring {
@@ -80,6 +83,7 @@ lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, void *owner)
     struct lk_uring_send *s = &u->send[u->n];
     struct iovec *iov = &u->iov[u->niov];
     s->owner = owner;
+    s->in = NULL;
     s->len = 0;
     for (int k = 0; k < nv; k++) {
         iov[k].iov_base = v[k].iov_base;
@@ -99,7 +103,59 @@ lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, void *owner)
 }
 
 int
-lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int res, int whole))
+lk_uring_recv(struct lk_uring *u, int fd, struct evbuffer *in, size_t size, void *owner)
+{
+    if (u->n == LK_URING_ENTRIES || LK_URING_IOVS - u->niov < 2)
+        return -1;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (sqe == NULL)
+        return -1;
+    struct lk_uring_send *s = &u->send[u->n];
+    struct iovec *iov = &u->iov[u->niov];
+    evbuffer_unfreeze(in, 0);
+    s->nv = evbuffer_reserve_space(in, (ev_ssize_t)size, s->v, 2);
+    if (s->nv <= 0) {
+        evbuffer_freeze(in, 0);
+        return -2;
+    }
+    s->owner = owner;
+    s->in = in;
+    s->len = 0;
+    for (int k = 0; k < s->nv; k++) {
+        iov[k].iov_base = s->v[k].iov_base;
+        iov[k].iov_len = s->v[k].iov_len;
+        s->len += s->v[k].iov_len;
+    }
+    if (s->nv == 1) {
+        io_uring_prep_recv(sqe, fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT);
+    } else {
+        s->msg = (struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)s->nv};
+        io_uring_prep_recvmsg(sqe, fd, &s->msg, MSG_DONTWAIT);
+    }
+    io_uring_sqe_set_data64(sqe, u->n);
+    u->n++;
+    u->niov += (unsigned)s->nv;
+    return 0;
+}
+
+/* A receive's bytes go into its input (none when res <= 0), whose end is
+ * frozen again, as lk_io.c keeps it between reads. */
+static void
+recv_commit(struct lk_uring_send *s, int res)
+{
+    size_t left = res > 0 ? (size_t)res : 0;
+
+    for (int k = 0; k < s->nv; k++) {
+        s->v[k].iov_len = left < s->v[k].iov_len ? left : s->v[k].iov_len;
+        left -= s->v[k].iov_len;
+    }
+    evbuffer_commit_space(s->in, s->v, res > 0 ? s->nv : 0);
+    evbuffer_freeze(s->in, 0);
+    s->in = NULL;
+}
+
+int
+lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int recv, int res, int whole))
 {
     unsigned n = u->n, sent;
     u->n = u->niov = 0;
@@ -122,9 +178,15 @@ lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int res, int whole
         while (r == -EINTR || r == -EAGAIN);
         if (r != 0) {
             /* Cannot happen; the sends' fate is unknown, so they failed. */
-            for (unsigned j = 0; j < n; j++)
-                if (u->send[j].owner != NULL)
-                    done(u->send[j].owner, -EIO, 0);
+            for (unsigned j = 0; j < n; j++) {
+                struct lk_uring_send *s = &u->send[j];
+                int recv = s->in != NULL;
+                if (recv)
+                    recv_commit(s, -EIO);
+                if (s->owner != NULL)
+                    done(s->owner, recv, -EIO, 0);
+                s->owner = NULL;
+            }
             return -1;
         }
         struct lk_uring_send *s = &u->send[io_uring_cqe_get_data64(cqe)];
@@ -132,9 +194,15 @@ lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int res, int whole
         void *owner = s->owner;
         io_uring_cqe_seen(&u->ring, cqe);
         s->owner = NULL;
-        done(owner, res, res >= 0 && (size_t)res == s->len);
+        int recv = s->in != NULL;
+        if (recv)
+            recv_commit(s, res);
+        done(owner, recv, res, res >= 0 && (size_t)res == s->len);
     }
-    for (unsigned j = sent; j < n; j++)
+    for (unsigned j = sent; j < n; j++) {
+        if (u->send[j].in != NULL)
+            recv_commit(&u->send[j], 0);
         u->send[j].owner = NULL;
+    }
     return sent == n ? 0 : -1;
 }

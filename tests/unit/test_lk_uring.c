@@ -5,6 +5,9 @@
  * what send(2) would (all, part of it when the socket fills, -EAGAIN when
  * it is full, -EPIPE once the peer is gone, never SIGPIPE); a batch holds
  * 256 sends and then asks to be submitted; several chains go as one send.
+ * Receives likewise: several sockets read in one submission, each input
+ * getting its bytes after what it held (0 at the end, -EAGAIN when there
+ * is nothing), its end frozen again as lk_io.c keeps it.
  */
 #include <stddef.h>
 
@@ -27,10 +30,11 @@ struct got {
 };
 
 static void
-on_done(void *owner, int res, int whole)
+on_done(void *owner, int recv, int res, int whole)
 {
     struct got *g = owner;
 
+    (void)recv;
     g->calls++;
     g->res = res;
     g->whole = whole;
@@ -145,8 +149,47 @@ test_batch_full(void)
     lk_uring_free(u);
 }
 
+static void
+test_received(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2], b[2], c[2];
+    struct got ga = {0}, gb = {0}, gc = {0};
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    pair(b);
+    pair(c);
+    struct evbuffer *ia = evbuffer_new(), *ib = evbuffer_new(), *ic = evbuffer_new();
+    evbuffer_add(ia, "old:", 4);
+    /* lk_io.c keeps an input's end frozen between reads. */
+    evbuffer_freeze(ia, 0), evbuffer_freeze(ib, 0), evbuffer_freeze(ic, 0);
+    ok(write(a[1], "GET / HTTP/1.1\r\n\r\n", 18) == 18, "the first peer wrote a request");
+    close(b[1]); /* the second one is gone; the third says nothing */
+    ok(lk_uring_recv(u, a[0], ia, 16384, &ga) == 0 && lk_uring_recv(u, b[0], ib, 16384, &gb) == 0 &&
+           lk_uring_recv(u, c[0], ic, 16384, &gc) == 0,
+       "three receives prepared");
+    ok(lk_uring_submit(u, on_done) == 0, "one submission");
+    ok(ga.calls == 1 && ga.res == 18, "the first: 18 bytes (%d)", ga.res);
+    size_t len = evbuffer_get_length(ia);
+    char *got = (char *)evbuffer_pullup(ia, -1);
+    ok(len == 22 && memcmp(got, "old:GET / HTTP/1.1\r\n\r\n", 22) == 0,
+       "after what the input held (%zu bytes)", len);
+    ok(gb.calls == 1 && gb.res == 0 && evbuffer_get_length(ib) == 0, "the second: the end (%d)",
+       gb.res);
+    ok(gc.calls == 1 && gc.res == -EAGAIN && evbuffer_get_length(ic) == 0,
+       "the third: -EAGAIN, not a wait (%d)", gc.res);
+    ok(evbuffer_add(ia, "x", 1) != 0 && evbuffer_add(ic, "x", 1) != 0,
+       "each input's end is frozen again");
+    evbuffer_free(ia), evbuffer_free(ib), evbuffer_free(ic);
+    close(a[0]), close(a[1]), close(b[0]), close(c[0]), close(c[1]);
+    lk_uring_free(u);
+}
+
 const struct lk_test_case lk_test_uring[] = {
     {"uring/gathered", test_gathered},
+    {"uring/received", test_received},
     {"uring/full_and_gone", test_full_and_gone},
     {"uring/batch_full", test_batch_full},
     {NULL, NULL},
