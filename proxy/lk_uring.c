@@ -42,9 +42,10 @@ struct lk_uring *
 lk_uring_new(void)
 {
     struct lk_uring *u = lk_xcalloc(1, sizeof(*u));
-    /* One thread submits and every send is reaped at once; the flags
-     * older kernels lack are only dropped. */
-    unsigned flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
+    /* Every submission is reaped at once; the flags older kernels lack
+     * are only dropped.  Not IORING_SETUP_SINGLE_ISSUER: the main thread
+     * makes every worker's ring, and a worker thread could not submit. */
+    unsigned flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
     int r = io_uring_queue_init(LK_URING_ENTRIES, &u->ring, flags);
     if (r == -EINVAL)
         r = io_uring_queue_init(LK_URING_ENTRIES, &u->ring, 0);

@@ -7,7 +7,8 @@
  * 256 sends and then asks to be submitted; several chains go as one send.
  * Receives likewise: several sockets read in one submission, each input
  * getting its bytes after what it held (0 at the end, -EAGAIN when there
- * is nothing), its end frozen again as lk_io.c keeps it.
+ * is nothing), its end frozen again as lk_io.c keeps it.  A thread other
+ * than the one that made the ring submits through it (a worker's).
  */
 #include <stddef.h>
 
@@ -16,6 +17,7 @@
 #ifdef LK_IO_URING
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -187,7 +189,52 @@ test_received(void)
     lk_uring_free(u);
 }
 
+struct other {
+    struct lk_uring *u;
+    int fd;
+    struct evbuffer *out;
+    struct got g;
+    int r;
+};
+
+static void *
+other_thread(void *arg)
+{
+    struct other *o = arg;
+
+    lk_uring_send(o->u, o->fd, o->out, &o->g);
+    o->r = lk_uring_submit(o->u, on_done);
+    return NULL;
+}
+
+/* lookout makes each worker's ring in the main thread; the worker's own
+ * thread submits. */
+static void
+test_other_thread(void)
+{
+    struct other o = {.u = lk_uring_new()};
+    int a[2];
+    pthread_t t;
+    char buf[8];
+
+    if (!ok(o.u != NULL, "a ring, made here"))
+        return;
+    pair(a);
+    o.fd = a[0];
+    o.out = evbuffer_new();
+    evbuffer_add(o.out, "hi", 2);
+    pthread_create(&t, NULL, other_thread, &o);
+    pthread_join(t, NULL);
+    ok(o.r == 0 && o.g.calls == 1 && o.g.res == 2, "another thread submits through it (%d, %d)", o.r,
+       o.g.res);
+    ok(read(a[1], buf, sizeof(buf)) == 2, "and the bytes went");
+    evbuffer_free(o.out);
+    close(a[0]), close(a[1]);
+    lk_uring_free(o.u);
+}
+
 const struct lk_test_case lk_test_uring[] = {
+    {"uring/other_thread", test_other_thread},
     {"uring/gathered", test_gathered},
     {"uring/received", test_received},
     {"uring/full_and_gone", test_full_and_gone},
