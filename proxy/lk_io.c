@@ -18,8 +18,13 @@
 
 #include "lk_clock.h"
 #include "lk_io.h"
+#include "lk_log.h"
 #include "lk_pool.h"
 #include "lk_worker.h"
+#ifdef LK_IO_URING
+#include <string.h>
+#include "lk_uring.h"
+#endif
 
 
 #define LK_READ_MIN (16 * 1024)
@@ -30,10 +35,16 @@ io_unlink(struct lk_io *io)
 {
     if (!io->queued)
         return;
+#ifdef LK_IO_URING
+    struct lk_io **head = io->in_round ? &io->w->flushb : &io->w->flushq;
+    io->in_round = 0;
+#else
+    struct lk_io **head = &io->w->flushq;
+#endif
     if (io->prev != NULL)
         io->prev->next = io->next;
     else
-        io->w->flushq = io->next;
+        *head = io->next;
     if (io->next != NULL)
         io->next->prev = io->prev;
     io->prev = io->next = NULL;
@@ -107,6 +118,38 @@ io_park_if_idle(struct lk_io *io)
     return io->w->park(io);
 }
 
+#ifdef LK_IO_URING
+/* What the ring sent of io's output (lk_uring_send took its start), applied
+ * as evbuffer_write's result would be.  0: drained; else what is left is
+ * on its way (the next round, or the bufferevent's write when the kernel
+ * lagged), or the error was reported (io may be freed). */
+static int
+ring_sent(struct lk_io *io, struct evbuffer *out)
+{
+    int res = io->ring_res;
+
+    io->ring_sent = 0;
+    if (res > 0) {
+        evbuffer_unfreeze(out, 1);
+        evbuffer_drain(out, (size_t)res);
+        evbuffer_freeze(out, 1);
+    }
+    if (res < 0 && res != -EAGAIN && res != -EINTR) {
+        /* As the bufferevent's own write would, with its errno. */
+        errno = -res;
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
+        return -1;
+    }
+    if (evbuffer_get_length(out) == 0)
+        return 0;
+    if (io->ring_whole)
+        lk_io_queue(io); /* more than one send takes, or more came */
+    else
+        bufferevent_enable(io->bev, EV_WRITE);
+    return -1;
+}
+#endif
+
 static void
 io_flush(struct lk_io *io)
 {
@@ -128,6 +171,13 @@ io_flush(struct lk_io *io)
         io_park_if_idle(io);
         return;
     }
+#ifdef LK_IO_URING
+    if (io->ring_sent) {
+        if (ring_sent(io, out) != 0)
+            return;
+        goto drained;
+    }
+#endif
     /* A socket bufferevent keeps its output's start frozen except while
      * it writes; so do we. */
     evbuffer_unfreeze(out, 1);
@@ -140,11 +190,73 @@ io_flush(struct lk_io *io)
         bufferevent_enable(bev, EV_WRITE);
         return;
     }
+#ifdef LK_IO_URING
+drained:
+#endif
     /* Drained: the write callback runs as the bufferevent would run it,
      * unless the protocol is done and the connection parks. */
     if (!io_park_if_idle(io))
         bufferevent_trigger(bev, EV_WRITE, 0);
 }
+
+#ifdef LK_IO_URING
+static void
+ring_done(void *owner, int recv, int res, int whole)
+{
+    struct lk_io *io = owner;
+
+    if (recv) {
+        io->ring_read = 1;
+        io->ring_res = res;
+        return;
+    }
+    io->ring_sent = 1;
+    io->ring_res = res;
+    io->ring_whole = whole;
+}
+
+static int
+ring_submit(struct lk_worker *w)
+{
+    if (lk_uring_submit(w->uring, ring_done) == 0)
+        return 0;
+    lk_log(LK_ERR, NULL, "io_uring: a submission failed; readv and writev from now on");
+    lk_uring_free(w->uring);
+    w->uring = NULL;
+    return -1;
+}
+
+/* One round of the flush queue: every plaintext output on it is sent in
+ * one system call, then each is finished as after its own write (its
+ * callbacks run); what they queue waits for the next round. */
+static void
+ring_round(struct lk_worker *w)
+{
+    struct lk_io *io;
+
+    w->flushb = w->flushq;
+    w->flushq = NULL;
+    for (io = w->flushb; io != NULL; io = io->next)
+        io->in_round = 1;
+    for (io = w->flushb; io != NULL && w->uring != NULL; io = io->next) {
+        struct bufferevent *bev = io->bev;
+        if (io->ssl != NULL || !io->plain || bev == NULL ||
+            (bufferevent_get_enabled(bev) & EV_WRITE) ||
+            evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            continue; /* TLS, the bufferevent writing, or nothing to send */
+        int fd = bufferevent_getfd(bev);
+        struct evbuffer *out = bufferevent_get_output(bev);
+        if (lk_uring_send(w->uring, fd, out, io) != 0 && ring_submit(w) == 0)
+            lk_uring_send(w->uring, fd, out, io);
+    }
+    if (w->uring != NULL)
+        ring_submit(w);
+    while ((io = w->flushb) != NULL) {
+        io_unlink(io);
+        io_flush(io);
+    }
+}
+#endif
 
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
@@ -152,6 +264,10 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
     struct lk_worker *w = arg;
     struct lk_io *io;
 
+#ifdef LK_IO_URING
+    while (w->uring != NULL && w->flushq != NULL)
+        ring_round(w);
+#endif
     while ((io = w->flushq) != NULL) {
         io_unlink(io);
         io_flush(io);
@@ -164,14 +280,100 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
  * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
 static void tls_read_cb(struct lk_io *io, short what);
 
+static void io_read_done(struct lk_io *io, ssize_t n, int err);
+static void io_read_cb(evutil_socket_t fd, short what, void *arg);
+
+#ifdef LK_IO_URING
+/* A plaintext socket is readable: it is read with the others of this
+ * iteration, in one system call, once their read events have all run. */
+static void
+ring_read_queue(struct lk_io *io)
+{
+    struct lk_worker *w = io->w;
+
+    if (io->read_queued)
+        return;
+    if (w->nreadq == w->readq_cap) {
+        w->readq_cap = w->readq_cap != 0 ? w->readq_cap * 2 : 64;
+        w->readq = lk_xrealloc(w->readq, w->readq_cap * sizeof(*w->readq));
+    }
+    if (w->nreadq == 0)
+        event_active(w->read_ev, EV_TIMEOUT, 1);
+    w->readq[w->nreadq++] = io;
+    io->read_queued = 1;
+}
+
+static void
+ring_read_unqueue(struct lk_io *io)
+{
+    struct lk_worker *w = io->w;
+
+    if (!io->read_queued)
+        return;
+    for (size_t k = 0; k < w->nreadq; k++)
+        if (w->readq[k] == io)
+            w->readq[k] = NULL;
+    io->read_queued = 0;
+    io->ring_read = 0;
+}
+
+static int ring_submit(struct lk_worker *w);
+
+/* The read queue: every socket on it still reading is read in one system
+ * call, then each one's callbacks run, in the order the loop found them,
+ * as after its own read.  One taken off meanwhile (closed) is passed over.
+ * A socket whose reading a callback before it switched off has been read
+ * already: its callbacks run all the same, as if it had come first. */
+static void
+ring_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_worker *w = arg;
+    size_t n = w->nreadq;
+
+    for (size_t k = 0; k < n && w->uring != NULL; k++) {
+        struct lk_io *io = w->readq[k];
+        if (io == NULL || io->bev == NULL || !io->reading)
+            continue;
+        struct evbuffer *in = bufferevent_get_input(io->bev);
+        int sfd = bufferevent_getfd(io->bev);
+        int r = lk_uring_recv(w->uring, sfd, in, io->read_size, io);
+        if (r == -1 && ring_submit(w) == 0)
+            r = lk_uring_recv(w->uring, sfd, in, io->read_size, io);
+        if (r == -2) { /* no memory for the input: the read fails */
+            io->ring_read = 1;
+            io->ring_res = -ENOMEM;
+        }
+    }
+    if (w->uring != NULL)
+        ring_submit(w);
+    for (size_t k = 0; k < n; k++) {
+        struct lk_io *io = w->readq[k];
+        if (io == NULL)
+            continue;
+        w->readq[k] = NULL;
+        io->read_queued = 0;
+        if (io->ring_read) {
+            io->ring_read = 0;
+            io_read_done(io, io->ring_res >= 0 ? io->ring_res : -1, -io->ring_res);
+        } else if (io->bev != NULL && io->reading) {
+            /* The ring broke before it took this one: as without it. */
+            io_read_cb(bufferevent_getfd(io->bev), EV_READ, io);
+        }
+    }
+    /* Sockets queued meanwhile (none: read events run from the loop) wait
+     * for the next pass. */
+    w->nreadq -= n;
+    memmove(w->readq, w->readq + n, w->nreadq * sizeof(*w->readq));
+    if (w->nreadq != 0)
+        event_active(w->read_ev, EV_TIMEOUT, 1);
+}
+#endif
+
 static void
 io_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct lk_io *io = arg;
     struct bufferevent *bev = io->bev;
-    bufferevent_data_cb readcb;
-    bufferevent_event_cb eventcb;
-    void *cbarg;
 
     if (bev == NULL) { /* parked */
         if (io->w->unpark(io, what) != 0)
@@ -182,13 +384,21 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         tls_read_cb(io, what);
         return;
     }
-    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
     if (what & EV_TIMEOUT) {
+        bufferevent_event_cb eventcb;
+        void *cbarg;
+        bufferevent_getcb(bev, NULL, NULL, &eventcb, &cbarg);
         lk_io_disable(io, EV_READ);
         if (eventcb != NULL)
             eventcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, cbarg);
         return;
     }
+#ifdef LK_IO_URING
+    if (io->w->uring != NULL) {
+        ring_read_queue(io);
+        return;
+    }
+#endif
     struct evbuffer *in = bufferevent_get_input(bev);
     struct evbuffer_iovec v[2];
     struct iovec iov[2];
@@ -211,6 +421,20 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         evbuffer_commit_space(in, v, n > 0 ? nv : 0);
     }
     evbuffer_freeze(in, 0);
+    io_read_done(io, n, err);
+}
+
+/* A read into the input got n bytes (-1: failed with err): the callbacks
+ * run as the bufferevent would run them. */
+static void
+io_read_done(struct lk_io *io, ssize_t n, int err)
+{
+    struct bufferevent *bev = io->bev;
+    bufferevent_data_cb readcb;
+    bufferevent_event_cb eventcb;
+    void *cbarg;
+
+    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &cbarg);
     if (n > 0) {
         /* A full read asks for more next time; a small one, less.  The
          * reservation can be larger than asked (libevent rounds chains up),
@@ -227,6 +451,7 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
     if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
         return;
     lk_io_disable(io, EV_READ);
+    errno = err;
     if (eventcb != NULL)
         eventcb(bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), cbarg);
 }
@@ -528,6 +753,10 @@ void
 lk_io_detach(struct lk_io *io)
 {
     io_unlink(io);
+#ifdef LK_IO_URING
+    io->ring_sent = 0; /* sent but never applied: the connection is going */
+    ring_read_unqueue(io);
+#endif
     if (io->rev != NULL && io->rev_owned)
         event_free(io->rev);
     else if (io->rev != NULL)
@@ -617,6 +846,13 @@ lk_io_worker_init(struct lk_worker *w)
 {
     w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
     w->tls_out = lk_xmalloc(LK_TLS_RECORD);
+#ifdef LK_IO_URING
+    w->uring = lk_uring_new();
+    if (w->uring == NULL)
+        lk_log(LK_WARN, NULL, "io_uring: %s; reading and writing with readv and writev",
+               strerror(errno));
+    w->read_ev = event_new(w->base, -1, 0, ring_read_cb, w);
+#endif
 }
 
 void
@@ -627,4 +863,14 @@ lk_io_worker_free(struct lk_worker *w)
     w->flush_ev = NULL;
     free(w->tls_out);
     w->tls_out = NULL;
+#ifdef LK_IO_URING
+    lk_uring_free(w->uring);
+    w->uring = NULL;
+    if (w->read_ev != NULL)
+        event_free(w->read_ev);
+    w->read_ev = NULL;
+    free(w->readq);
+    w->readq = NULL;
+    w->nreadq = w->readq_cap = 0;
+#endif
 }

@@ -55,10 +55,20 @@ struct lk_io {
     unsigned ssl_end : 1;       /* SSL_read reached the end: ssl_end_what still to report */
     unsigned park_wanted : 1;   /* client: idle; park once the output has drained */
     unsigned unparking : 1;     /* client: the protocol is being started again */
+#ifdef LK_IO_URING
+    unsigned in_round : 1;      /* queued in w->flushb, not w->flushq */
+    unsigned ring_sent : 1;     /* the ring sent: ring_res is the result, not yet applied */
+    unsigned ring_whole : 1;    /* ... and all it was given went */
+    unsigned ring_read : 1;     /* the ring received: ring_res is the result */
+    unsigned read_queued : 1;   /* in w->readq */
+#endif
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
     SSL *ssl;
     struct event *wev;          /* waits for the socket to take more */
     struct timeval wtv;
+#ifdef LK_IO_URING
+    int ring_res;
+#endif
     long long hs_deadline_ms;   /* client TLS: the handshake ends by then (lk_now_ms), however
                                  * the client trickles it; 0: no deadline */
 };

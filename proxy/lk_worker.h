@@ -63,6 +63,13 @@ struct lk_worker {
     struct lk_io *flushq;   /* outputs written to in this loop iteration */
     char *tls_out;          /* LK_TLS_RECORD bytes: a TLS record's worth of output, gathered */
     struct event *flush_ev; /* writes them out */
+#ifdef LK_IO_URING
+    struct lk_uring *uring; /* sends them all in one system call (NULL: one writev each) */
+    struct lk_io *flushb;   /* the round being sent; what it queues waits in flushq */
+    struct lk_io **readq;   /* plaintext sockets found readable in this iteration */
+    size_t nreadq, readq_cap;
+    struct event *read_ev;  /* reads them all in one system call */
+#endif
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */
     struct lk_conn *free_conns; /* lk_conn slab: free ones */
     void **conn_blocks;          /* and the blocks they came in */

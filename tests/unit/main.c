@@ -31,6 +31,7 @@ extern const struct lk_test_case lk_test_limit[];
 extern const struct lk_test_case lk_test_ratelimit[];
 extern const struct lk_test_case lk_test_hold[];
 extern const struct lk_test_case lk_test_age[];
+extern const struct lk_test_case lk_test_uring[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -57,6 +58,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_ratelimit,
     lk_test_hold,
     lk_test_age,
+    lk_test_uring,
     NULL,
 };
 

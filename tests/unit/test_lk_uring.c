@@ -1,0 +1,248 @@
+/*
+ * Tests for proxy/lk_uring.c, the io_uring sends of the flush queue
+ * (built with ./configure --enable-io-uring; without it the table is
+ * empty): sends to several sockets go in one submission and each reports
+ * what send(2) would (all, part of it when the socket fills, -EAGAIN when
+ * it is full, -EPIPE once the peer is gone, never SIGPIPE); a batch holds
+ * 256 sends and then asks to be submitted; several chains go as one send.
+ * Receives likewise: several sockets read in one submission, each input
+ * getting its bytes after what it held (0 at the end, -EAGAIN when there
+ * is nothing), its end frozen again as lk_io.c keeps it.  A thread other
+ * than the one that made the ring submits through it (a worker's).
+ */
+#include <stddef.h>
+
+#include "lk_test.h"
+
+#ifdef LK_IO_URING
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+
+#include "lk_uring.h"
+
+struct got {
+    int calls;
+    int res;
+    int whole;
+};
+
+static void
+on_done(void *owner, int recv, int res, int whole)
+{
+    struct got *g = owner;
+
+    (void)recv;
+    g->calls++;
+    g->res = res;
+    g->whole = whole;
+}
+
+/* A nonblocking stream pair, as lookout's sockets are. */
+static void
+pair(int sv[2])
+{
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        sv[0] = sv[1] = -1;
+    for (int k = 0; k < 2; k++)
+        if (sv[k] >= 0)
+            fcntl(sv[k], F_SETFL, fcntl(sv[k], F_GETFL) | O_NONBLOCK);
+}
+
+static void
+test_gathered(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2], b[2];
+    struct got ga = {0}, gb = {0};
+    char buf[64];
+
+    if (!ok(u != NULL, "a ring (errno %d)", u == NULL ? errno : 0))
+        return;
+    pair(a);
+    pair(b);
+    struct evbuffer *oa = evbuffer_new(), *ob = evbuffer_new();
+    evbuffer_add(oa, "hello", 5);
+    /* Three chains: added by reference, so that none is merged. */
+    evbuffer_add_reference(ob, "GET ", 4, NULL, NULL);
+    evbuffer_add_reference(ob, "/x ", 3, NULL, NULL);
+    evbuffer_add_reference(ob, "HTTP/1.1\r\n", 10, NULL, NULL);
+    ok(evbuffer_peek(ob, -1, NULL, NULL, 0) == 3, "the second output is three chains");
+    ok(lk_uring_send(u, a[0], oa, &ga) == 0 && lk_uring_send(u, b[0], ob, &gb) == 0,
+       "two sends prepared");
+    ok(read(a[1], buf, sizeof(buf)) < 0 && errno == EAGAIN, "nothing moved before the submission");
+    ok(lk_uring_submit(u, on_done) == 0, "one submission");
+    ok(ga.calls == 1 && ga.res == 5 && ga.whole, "the first: all 5 bytes (%d, %d)", ga.res, ga.whole);
+    ok(gb.calls == 1 && gb.res == 17 && gb.whole, "the second: all 17 bytes (%d, %d)", gb.res, gb.whole);
+    ok(evbuffer_get_length(oa) == 5, "the output is left to its owner to drain");
+    ssize_t n = read(a[1], buf, sizeof(buf));
+    ok(n == 5 && memcmp(buf, "hello", 5) == 0, "the first peer got hello");
+    n = read(b[1], buf, sizeof(buf));
+    ok(n == 17 && memcmp(buf, "GET /x HTTP/1.1\r\n", 17) == 0, "the second peer got the chains in order");
+    ok(lk_uring_submit(u, on_done) == 0 && ga.calls == 1, "an empty submission calls nothing");
+    evbuffer_free(oa);
+    evbuffer_free(ob);
+    close(a[0]), close(a[1]), close(b[0]), close(b[1]);
+    lk_uring_free(u);
+}
+
+static void
+test_full_and_gone(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2];
+    struct got g = {0};
+    static char big[1 << 20];
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add_reference(out, big, sizeof(big), NULL, NULL);
+    alarm(10); /* a send that waited would hang here */
+    lk_uring_send(u, a[0], out, &g);
+    ok(lk_uring_submit(u, on_done) == 0, "submitted");
+    ok(g.res > 0 && g.res < (int)sizeof(big) && !g.whole, "a full socket takes part (%d)", g.res);
+    evbuffer_drain(out, (size_t)g.res);
+    lk_uring_send(u, a[0], out, &g);
+    lk_uring_submit(u, on_done);
+    ok(g.calls == 2 && g.res == -EAGAIN && !g.whole, "then -EAGAIN, not a wait (%d)", g.res);
+    close(a[1]);
+    lk_uring_send(u, a[0], out, &g);
+    lk_uring_submit(u, on_done);
+    ok(g.calls == 3 && g.res == -EPIPE, "the peer gone: -EPIPE, and no SIGPIPE (%d)", g.res);
+    alarm(0);
+    evbuffer_free(out);
+    close(a[0]);
+    lk_uring_free(u);
+}
+
+static void
+test_batch_full(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2];
+    struct got g[257];
+    int prepared = 0, calls = 0;
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    memset(g, 0, sizeof(g));
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, "x", 1);
+    for (int k = 0; k < 257; k++)
+        if (lk_uring_send(u, a[0], out, &g[k]) == 0)
+            prepared++;
+    ok(prepared == 256, "a batch takes 256 sends, then asks for a submission (%d)", prepared);
+    ok(lk_uring_submit(u, on_done) == 0, "submitted");
+    for (int k = 0; k < 257; k++)
+        calls += g[k].calls;
+    ok(calls == 256 && g[0].res == 1 && g[255].res == 1 && g[256].calls == 0, "each reported once");
+    ok(lk_uring_send(u, a[0], out, &g[256]) == 0 && lk_uring_submit(u, on_done) == 0 &&
+           g[256].res == 1,
+       "and the next batch goes");
+    evbuffer_free(out);
+    close(a[0]), close(a[1]);
+    lk_uring_free(u);
+}
+
+static void
+test_received(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2], b[2], c[2];
+    struct got ga = {0}, gb = {0}, gc = {0};
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    pair(b);
+    pair(c);
+    struct evbuffer *ia = evbuffer_new(), *ib = evbuffer_new(), *ic = evbuffer_new();
+    evbuffer_add(ia, "old:", 4);
+    /* lk_io.c keeps an input's end frozen between reads. */
+    evbuffer_freeze(ia, 0), evbuffer_freeze(ib, 0), evbuffer_freeze(ic, 0);
+    ok(write(a[1], "GET / HTTP/1.1\r\n\r\n", 18) == 18, "the first peer wrote a request");
+    close(b[1]); /* the second one is gone; the third says nothing */
+    ok(lk_uring_recv(u, a[0], ia, 16384, &ga) == 0 && lk_uring_recv(u, b[0], ib, 16384, &gb) == 0 &&
+           lk_uring_recv(u, c[0], ic, 16384, &gc) == 0,
+       "three receives prepared");
+    ok(lk_uring_submit(u, on_done) == 0, "one submission");
+    ok(ga.calls == 1 && ga.res == 18, "the first: 18 bytes (%d)", ga.res);
+    size_t len = evbuffer_get_length(ia);
+    char *got = (char *)evbuffer_pullup(ia, -1);
+    ok(len == 22 && memcmp(got, "old:GET / HTTP/1.1\r\n\r\n", 22) == 0,
+       "after what the input held (%zu bytes)", len);
+    ok(gb.calls == 1 && gb.res == 0 && evbuffer_get_length(ib) == 0, "the second: the end (%d)",
+       gb.res);
+    ok(gc.calls == 1 && gc.res == -EAGAIN && evbuffer_get_length(ic) == 0,
+       "the third: -EAGAIN, not a wait (%d)", gc.res);
+    ok(evbuffer_add(ia, "x", 1) != 0 && evbuffer_add(ic, "x", 1) != 0,
+       "each input's end is frozen again");
+    evbuffer_free(ia), evbuffer_free(ib), evbuffer_free(ic);
+    close(a[0]), close(a[1]), close(b[0]), close(c[0]), close(c[1]);
+    lk_uring_free(u);
+}
+
+struct other {
+    struct lk_uring *u;
+    int fd;
+    struct evbuffer *out;
+    struct got g;
+    int r;
+};
+
+static void *
+other_thread(void *arg)
+{
+    struct other *o = arg;
+
+    lk_uring_send(o->u, o->fd, o->out, &o->g);
+    o->r = lk_uring_submit(o->u, on_done);
+    return NULL;
+}
+
+/* lookout makes each worker's ring in the main thread; the worker's own
+ * thread submits. */
+static void
+test_other_thread(void)
+{
+    struct other o = {.u = lk_uring_new()};
+    int a[2];
+    pthread_t t;
+    char buf[8];
+
+    if (!ok(o.u != NULL, "a ring, made here"))
+        return;
+    pair(a);
+    o.fd = a[0];
+    o.out = evbuffer_new();
+    evbuffer_add(o.out, "hi", 2);
+    pthread_create(&t, NULL, other_thread, &o);
+    pthread_join(t, NULL);
+    ok(o.r == 0 && o.g.calls == 1 && o.g.res == 2, "another thread submits through it (%d, %d)", o.r,
+       o.g.res);
+    ok(read(a[1], buf, sizeof(buf)) == 2, "and the bytes went");
+    evbuffer_free(o.out);
+    close(a[0]), close(a[1]);
+    lk_uring_free(o.u);
+}
+
+const struct lk_test_case lk_test_uring[] = {
+    {"uring/other_thread", test_other_thread},
+    {"uring/gathered", test_gathered},
+    {"uring/received", test_received},
+    {"uring/full_and_gone", test_full_and_gone},
+    {"uring/batch_full", test_batch_full},
+    {NULL, NULL},
+};
+#else
+const struct lk_test_case lk_test_uring[] = {
+    {NULL, NULL},
+};
+#endif
