@@ -504,6 +504,10 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
         PUT_LIT(l, ", upstream: ");
         put_s(l, r->error);
     }
+    if (r->cut != NULL) {
+        PUT_LIT(l, ", cut: ");
+        put_s(l, r->cut);
+    }
     if (r->upstream_us >= 0) {
         PUT_LIT(l, ", broker ");
         put_d(l, r->upstream_us / 1000);
@@ -592,6 +596,11 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     if (r->error != NULL) {
         PUT_LIT(l, ",\"error\":");
         put_json_str(l, r->error, strlen(r->error), 200);
+    }
+    if (r->cut != NULL) {
+        PUT_LIT(l, ",\"cut\":\"");
+        put_s(l, r->cut); /* one of lookout's own words */
+        PUT_LIT(l, "\"");
     }
     if (who->cert_subject != NULL) {
         PUT_LIT(l, ",\"client_cert\":");

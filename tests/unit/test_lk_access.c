@@ -484,8 +484,48 @@ end:
     unlink(log_path);
 }
 
+/* An exchange cut before its end: the cut field after upstream's, in both
+ * formats; none on an exchange that ended. */
+static void
+test_cut(void)
+{
+    struct lk_conf *conf = conf_new(NULL, 0);
+    struct lk_xrec r;
+    char line[4096];
+
+    if (conf == NULL)
+        goto end;
+    const struct lk_access_who who = {"127.0.0.1:1", "127.0.0.1:2", conf, NULL};
+    memset(&r, 0, sizeof(r));
+    r.proto = LK_SP_HTTP;
+    r.method = LK_STRLIT("GET");
+    r.target = LK_STRLIT("/c");
+    r.status = 499;
+    r.dur_us = 2000;
+    r.upstream_us = -1;
+    r.error = "timed out";
+    r.cut = "drain_timeout";
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
+    ok_str(strchr(line, ' '),
+           " 127.0.0.1:1 > 127.0.0.1:2 http \"GET /c\" - 499 0 bytes from broker, 0 bytes to "
+           "client, 0 rewrites, 0 leaks, 0 hops, 0 bytes from client, 2 ms, upstream: timed out, "
+           "cut: drain_timeout\n",
+           "text: cut: WHY after upstream");
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
+    ok(strstr(line, ",\"error\":\"timed out\",\"cut\":\"drain_timeout\"}") != NULL,
+       "JSON: \"cut\" after \"error\": %s", line);
+    r.cut = NULL;
+    r.error = NULL;
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
+    ok(strstr(line, "cut") == NULL, "none when it ended: %s", line);
+end:
+    lk_conf_unref(conf);
+    unlink(log_path);
+}
+
 const struct lk_test_case lk_test_access[] = {
     {"access/numbers", test_numbers},
+    {"access/cut", test_cut},
     {"access/held_until_iteration_end", test_held_until_iteration_end},
     {"access/full_buffer", test_full_buffer},
     {"access/unbuffered", test_unbuffered},
