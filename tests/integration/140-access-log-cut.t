@@ -122,7 +122,7 @@ subtest 'keep-alive: one line per request, none twice' => sub {
     close $s;
     for my $i (1 .. 5) {
         my $l = one_line($access, "ka-$i");
-        is($l->{status}, 200, "ka-$i: 200");
+        is($l->{status}, 200, "ka-$i: status 200");
         ok(!defined $l->{cut}, "ka-$i: not cut");
     }
 };
@@ -136,7 +136,7 @@ subtest 'the client resets its connection before the answer: 499' => sub {
     reset_close($s);
     my $l = one_line($access, 'rst-1');
     cmp_ok(time - $t0, '<', 1.2 * $SLOW, 'logged when the client went, not when the broker answered');
-    is($l->{status}, 499, '499');
+    is($l->{status}, 499, 'status 499');
     is($l->{bytes_out}, 0, '0 bytes to the client');
     is($l->{cut}, 'client closed', 'cut: client closed');
     ok($lk->wait_log(qr/client went away before the response/, 2), 'the error log says so too');
@@ -155,7 +155,7 @@ subtest 'a client that half-closes is still answered: one line, 200' => sub {
     }
     like($got, qr{^HTTP/1\.1 200 }, 'answered');
     my $l = one_line($access, 'half-1');
-    is($l->{status}, 200, '200');
+    is($l->{status}, 200, 'status 200');
     ok(!defined $l->{cut}, 'not cut');
 };
 
@@ -196,7 +196,7 @@ subtest 'max_connection_age.grace: a request still under way is cut, 499' => sub
     my $s = connect_to($web);
     send_get($s, '/test/slow?ms=6000&id=aged-1');
     my $l = one_line($access, 'aged-1', 5 * $SLOW);
-    is($l->{status}, 499, '499');
+    is($l->{status}, 499, 'status 499');
     is($l->{bytes_out}, 0, '0 bytes to the client');
     is($l->{cut}, 'max_connection_age.grace', 'cut: max_connection_age.grace');
     close $s;
