@@ -430,6 +430,17 @@ test_conf_key(void)
     unlink(log_path);
 }
 
+/* An HTTP record of method, target and status, nothing else in it. */
+static void
+http_rec(struct lk_xrec *r, struct lk_str method, struct lk_str target, int status)
+{
+    memset(r, 0, sizeof(*r));
+    r->proto = LK_SP_HTTP;
+    r->method = method;
+    r->target = target;
+    r->status = status;
+}
+
 /* The formatter's own number writing, at the edges printf was trusted
  * with before: the largest count, zero, negative values, milliseconds
  * with three decimals. */
@@ -443,11 +454,7 @@ test_numbers(void)
     if (conf == NULL)
         goto end;
     const struct lk_access_who who = {"127.0.0.1:1", "127.0.0.1:2", conf, NULL};
-    memset(&r, 0, sizeof(r));
-    r.proto = LK_SP_HTTP;
-    r.method = LK_STRLIT("POST");
-    r.target = LK_STRLIT("/n");
-    r.status = -7;
+    http_rec(&r, LK_STRLIT("POST"), LK_STRLIT("/n"), -7);
     r.bytes_out = UINT64_MAX;
     r.bytes_in = 10;
     r.hops = 4294967295u;
@@ -496,11 +503,7 @@ test_cut(void)
     if (conf == NULL)
         goto end;
     const struct lk_access_who who = {"127.0.0.1:1", "127.0.0.1:2", conf, NULL};
-    memset(&r, 0, sizeof(r));
-    r.proto = LK_SP_HTTP;
-    r.method = LK_STRLIT("GET");
-    r.target = LK_STRLIT("/c");
-    r.status = 499;
+    http_rec(&r, LK_STRLIT("GET"), LK_STRLIT("/c"), 499);
     r.dur_us = 2000;
     r.upstream_us = -1;
     r.error = "timed out";
