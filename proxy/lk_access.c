@@ -410,8 +410,10 @@ put_what(struct line *l, const struct lk_xrec *r)
         PUT_LIT(l, "connection");
     } else if (r->proto == LK_SP_HTTP) {
         lk_log_sanitize(path_text, r->target.p, r->target.len, 160);
-        /* the method is a token (llhttp checked it): no NUL to stop at */
-        put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
+        /* the method is a token (llhttp checked it): no NUL to stop at;
+         * none (NULL) when the head was refused before it was read */
+        if (r->method.len != 0)
+            put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
         PUT_LIT(l, " ");
         put_s(l, path_text);
     } else if (r->proto == LK_SP_KAFKA) {

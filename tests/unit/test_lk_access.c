@@ -521,6 +521,10 @@ test_cut(void)
     r.error = NULL;
     lk_access_format(&r, &who, 1, "", line, sizeof(line));
     ok(strstr(line, "cut") == NULL, "none when it ended: %s", line);
+    /* A head refused before it was read (431) has no method nor target. */
+    http_rec(&r, lk_str_make(NULL, 0), lk_str_make(NULL, 0), 431);
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
+    ok(strstr(line, " http \" \" - 431 ") != NULL, "text: no method, no target: %s", line);
 end:
     lk_conf_unref(conf);
     unlink(log_path);
