@@ -410,8 +410,10 @@ put_what(struct line *l, const struct lk_xrec *r)
         PUT_LIT(l, "connection");
     } else if (r->proto == LK_SP_HTTP) {
         lk_log_sanitize(path_text, r->target.p, r->target.len, 160);
-        /* the method is a token (llhttp checked it): no NUL to stop at */
-        put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
+        /* the method is a token (llhttp checked it): no NUL to stop at;
+         * none (NULL) when the head was refused before it was read */
+        if (r->method.len != 0)
+            put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
         PUT_LIT(l, " ");
         put_s(l, path_text);
     } else if (r->proto == LK_SP_KAFKA) {
@@ -504,6 +506,10 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
         PUT_LIT(l, ", upstream: ");
         put_s(l, r->error);
     }
+    if (r->cut != NULL) {
+        PUT_LIT(l, ", cut: ");
+        put_s(l, r->cut);
+    }
     if (r->upstream_us >= 0) {
         PUT_LIT(l, ", broker ");
         put_d(l, r->upstream_us / 1000);
@@ -592,6 +598,11 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     if (r->error != NULL) {
         PUT_LIT(l, ",\"error\":");
         put_json_str(l, r->error, strlen(r->error), 200);
+    }
+    if (r->cut != NULL) {
+        PUT_LIT(l, ",\"cut\":\"");
+        put_s(l, r->cut); /* one of lookout's own words */
+        PUT_LIT(l, "\"");
     }
     if (who->cert_subject != NULL) {
         PUT_LIT(l, ",\"client_cert\":");

@@ -165,6 +165,29 @@ process_input(struct lk_hconn *hc)
 
 /* Client connection callbacks ---------------------------------------------------- */
 
+/* The connection closes with an exchange under way: one whose request head
+ * was read still gets its line, status 499 unless its response head had gone
+ * out (then the status sent), its bytes to the client less what the socket
+ * never took, and why it was cut. */
+static void
+end_cut(struct lk_hconn *hc, const char *why)
+{
+    struct lk_hx *hx = hc->x;
+
+    if (hx == NULL)
+        return;
+    hc->x = NULL;
+    if (hx->req_head_done) {
+        struct bufferevent *bev = hc->c->io.bev; /* c->bev is gone once lk_conn_close began */
+        size_t unsent = bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+        if (!hx->res_head_sent)
+            hx->status = 499;
+        hx->res_client_bytes = hx->res_client_bytes > unsent ? hx->res_client_bytes - unsent : 0;
+        lk_hx_log_cut(hx, why);
+    }
+    lk_hx_free(hx);
+}
+
 static void
 client_read(struct bufferevent *bev, void *arg)
 {
@@ -217,6 +240,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
         lk_log(LK_INFO, hc->c, "client stopped reading; closing");
     if (hx != NULL && hx->req_head_done && !hx->res_head_sent)
         lk_log(LK_INFO, hc->c, "client went away before the response");
+    end_cut(hc, (what & BEV_EVENT_TIMEOUT) ? "client timeout" : "client closed");
     lk_conn_close(hc->c);
 }
 
@@ -258,12 +282,14 @@ static void
 hconn_cleanup(void *arg)
 {
     struct lk_hconn *hc = arg;
+    const struct lk_conn *c = hc->c;
 
-    if (hc->x != NULL) {
-        struct lk_hx *hx = hc->x;
-        hc->x = NULL;
-        lk_hx_free(hx);
-    }
+    /* Closed with an exchange under way, not by the client (client_event
+     * logged those): the drain's deadline, max_connection_age.grace, or
+     * lookout stopping. */
+    end_cut(hc, c->w->draining ? "drain_timeout"
+                : c->aged      ? "max_connection_age.grace"
+                               : "connection closed");
     lk_upstream_free(hc->tunnel_up);
     hc->tunnel_up = NULL;
     if (hc->timer != NULL)

@@ -98,9 +98,11 @@ lk_hx_free(struct lk_hx *hx)
     lk_pool_free(&pool);
 }
 
-/* The exchange's record, for the metrics and the access log. */
-void
-lk_hx_log(struct lk_hx *hx)
+/* The exchange's record, for the metrics and the access log; cut says why
+ * it ended before its end (NULL: it did not).  Inlined twice, so that an
+ * exchange that ended pays nothing for the ones cut. */
+static inline void
+hx_log(struct lk_hx *hx, const char *cut)
 {
     struct lk_xchg *x = &hx->x;
     struct lk_xrec r;
@@ -119,10 +121,23 @@ lk_hx_log(struct lk_hx *hx)
     r.hops = hx->hops;
     r.overflowed = x->body_overflows != 0;
     r.error = hx->upstream_error;
+    r.cut = cut;
     lk_xrec_take(&r, x);
     r.dur_us = lk_now_us() - hx->start_us;
     r.upstream_us = hx->sent_us != 0 && hx->head_us >= hx->sent_us ? hx->head_us - hx->sent_us : -1;
     lk_xrec_done(&r);
+}
+
+void
+lk_hx_log(struct lk_hx *hx)
+{
+    hx_log(hx, NULL);
+}
+
+void
+lk_hx_log_cut(struct lk_hx *hx, const char *why)
+{
+    hx_log(hx, why);
 }
 
 /* Ends the current exchange and carries on with the connection: the next

@@ -180,6 +180,10 @@ struct lk_hx *lk_hx_new(struct lk_hconn *hc);
 void lk_hx_free(struct lk_hx *hx);
 /* Writes the exchange's record: metrics and access log. */
 void lk_hx_log(struct lk_hx *hx);
+/* The same for an exchange cut before its end, why saying by what (the
+ * access log's cut field); hx->status and res_client_bytes are what the
+ * client got (lk_http.c's hconn_cleanup sets them). */
+void lk_hx_log_cut(struct lk_hx *hx, const char *why);
 /* Logs and frees hx, the upstream back to its pool if reuse_upstream, and
  * carries on with the connection (next request, idle wait, or close). */
 void lk_hx_end(struct lk_hx *hx, int reuse_upstream);

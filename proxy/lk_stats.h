@@ -158,6 +158,9 @@ struct lk_xrec {
     long long dur_us;                       /* the whole exchange */
     long long upstream_us;                  /* request sent to response head; -1: none */
     const char *error;                      /* what went wrong upstream, or NULL */
+    const char *cut; /* HTTP: why the exchange was cut before its end ("client closed",
+                      * "client timeout", "drain_timeout", "max_connection_age.grace",
+                      * "connection closed"); NULL: it ended */
     unsigned overflowed : 1;                /* a body over max_buffer_bytes passed through */
     unsigned refused : 1;                   /* binary: a filter refused the answer (the leak
                                              * guard's block); the connection closed */

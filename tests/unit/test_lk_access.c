@@ -430,6 +430,17 @@ test_conf_key(void)
     unlink(log_path);
 }
 
+/* An HTTP record of method, target and status, nothing else in it. */
+static void
+http_rec(struct lk_xrec *r, struct lk_str method, struct lk_str target, int status)
+{
+    memset(r, 0, sizeof(*r));
+    r->proto = LK_SP_HTTP;
+    r->method = method;
+    r->target = target;
+    r->status = status;
+}
+
 /* The formatter's own number writing, at the edges printf was trusted
  * with before: the largest count, zero, negative values, milliseconds
  * with three decimals. */
@@ -443,11 +454,7 @@ test_numbers(void)
     if (conf == NULL)
         goto end;
     const struct lk_access_who who = {"127.0.0.1:1", "127.0.0.1:2", conf, NULL};
-    memset(&r, 0, sizeof(r));
-    r.proto = LK_SP_HTTP;
-    r.method = LK_STRLIT("POST");
-    r.target = LK_STRLIT("/n");
-    r.status = -7;
+    http_rec(&r, LK_STRLIT("POST"), LK_STRLIT("/n"), -7);
     r.bytes_out = UINT64_MAX;
     r.bytes_in = 10;
     r.hops = 4294967295u;
@@ -484,8 +491,48 @@ end:
     unlink(log_path);
 }
 
+/* An exchange cut before its end: the cut field after upstream's, in both
+ * formats; none on an exchange that ended. */
+static void
+test_cut(void)
+{
+    struct lk_conf *conf = conf_new(NULL, 0);
+    struct lk_xrec r;
+    char line[4096];
+
+    if (conf == NULL)
+        goto end;
+    const struct lk_access_who who = {"127.0.0.1:1", "127.0.0.1:2", conf, NULL};
+    http_rec(&r, LK_STRLIT("GET"), LK_STRLIT("/c"), 499);
+    r.dur_us = 2000;
+    r.upstream_us = -1;
+    r.error = "timed out";
+    r.cut = "drain_timeout";
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
+    ok_str(strchr(line, ' '),
+           " 127.0.0.1:1 > 127.0.0.1:2 http \"GET /c\" - 499 0 bytes from broker, 0 bytes to "
+           "client, 0 rewrites, 0 leaks, 0 hops, 0 bytes from client, 2 ms, upstream: timed out, "
+           "cut: drain_timeout\n",
+           "text: cut: WHY after upstream");
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
+    ok(strstr(line, ",\"error\":\"timed out\",\"cut\":\"drain_timeout\"}") != NULL,
+       "JSON: \"cut\" after \"error\": %s", line);
+    r.cut = NULL;
+    r.error = NULL;
+    lk_access_format(&r, &who, 1, "", line, sizeof(line));
+    ok(strstr(line, "cut") == NULL, "none when it ended: %s", line);
+    /* A head refused before it was read (431) has no method nor target. */
+    http_rec(&r, lk_str_make(NULL, 0), lk_str_make(NULL, 0), 431);
+    lk_access_format(&r, &who, 0, "", line, sizeof(line));
+    ok(strstr(line, " http \" \" - 431 ") != NULL, "text: no method, no target: %s", line);
+end:
+    lk_conf_unref(conf);
+    unlink(log_path);
+}
+
 const struct lk_test_case lk_test_access[] = {
     {"access/numbers", test_numbers},
+    {"access/cut", test_cut},
     {"access/held_until_iteration_end", test_held_until_iteration_end},
     {"access/full_buffer", test_full_buffer},
     {"access/unbuffered", test_unbuffered},
