@@ -26,6 +26,9 @@ struct lk_match {
     uint32_t *dict;  /* the nearest proper suffix state with an output, or NONE */
     uint16_t *depth; /* length of the string the state stands for */
     uint8_t *raw;    /* by pattern id: LK_MATCH_RAW (no boundary rule); NULL: none is */
+    uint8_t first[256]; /* byte -> 1 if it leaves the root (can start a pattern) */
+    size_t nfirst;      /* how many bytes do (both cases of a letter count) */
+    unsigned char first1; /* the byte, when nfirst is 1 */
 };
 
 static int
@@ -144,6 +147,12 @@ lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsign
     }
     free(fail);
     free(queue);
+    for (i = 0; i < 256; i++)
+        if (m->delta[m->cls[i]] != 0) {
+            m->first[i] = 1;
+            m->first1 = (unsigned char)i;
+            m->nfirst++;
+        }
 
     /* Give back what the patterns' shared prefixes saved. */
     m->delta = lk_xrealloc(m->delta, m->nstates * m->ncls * sizeof(*m->delta));
@@ -247,17 +256,55 @@ emit_next(const struct lk_match *m, struct lk_match_state *st, int digit_after,
     return 0;
 }
 
-int
-lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
-              size_t *off, struct lk_match_hit *hit)
+/* The first byte at or after p[i] that can start a pattern, or len: from
+ * the root every other byte leads back to the root, so the automaton can
+ * jump there.  memchr when one byte can, else the table four at a time. */
+static size_t
+skip_root(const struct lk_match *m, const unsigned char *p, size_t i, size_t len)
 {
-    const unsigned char *p = data;
+    if (m->nfirst == 1) {
+        const unsigned char *q = memchr(p + i, m->first1, len - i);
+        return q != NULL ? (size_t)(q - p) : len;
+    }
+    const uint8_t *first = m->first;
+    while (i + 4 <= len && (first[p[i]] | first[p[i + 1]] | first[p[i + 2]] | first[p[i + 3]]) == 0)
+        i += 4;
+    while (i < len && !first[p[i]])
+        i++;
+    return i;
+}
+
+/* The scan of lk_match_scan; prefilter 0 steps the automaton on every
+ * byte (the reference, lk_match_scan_plain). */
+static inline int
+scan(const struct lk_match *m, struct lk_match_state *st, const unsigned char *p, size_t len,
+     size_t *off, struct lk_match_hit *hit, int prefilter)
+{
     const size_t ncls = m->ncls;
     size_t i = *off;
     uint32_t node = st->node;
     uint64_t pos = st->pos;
 
     while (i < len) {
+        if (prefilter && node == 0 && st->emit == NONE) {
+            /* No match is in progress, so one found later starts at the
+             * byte skipped to or after it: only the history bit of the
+             * byte just before that is ever read. */
+            size_t j = skip_root(m, p, i, len);
+            if (j != i) {
+                uint64_t last = pos + (j - 1 - i);
+                uint64_t bit = UINT64_C(1) << (last & 63);
+                if (is_host(p[j - 1]))
+                    st->hist[(last >> 6) & 7] |= bit;
+                else
+                    st->hist[(last >> 6) & 7] &= ~bit;
+                pos += j - i;
+                st->pos = pos;
+                i = j;
+                if (i == len)
+                    break;
+            }
+        }
         unsigned c = p[i];
         /* The byte after a match decides it: a digit means a longer port
          * ("10.0.0.1:80" inside "10.0.0.1:8080"). */
@@ -284,6 +331,20 @@ lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *d
     }
     *off = i;
     return 0;
+}
+
+int
+lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
+              size_t *off, struct lk_match_hit *hit)
+{
+    return scan(m, st, data, len, off, hit, 1);
+}
+
+int
+lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
+                    size_t len, size_t *off, struct lk_match_hit *hit)
+{
+    return scan(m, st, data, len, off, hit, 0);
 }
 
 int

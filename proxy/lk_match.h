@@ -95,6 +95,12 @@ void lk_match_state_init(struct lk_match_state *st);
 int lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
                   size_t *off, struct lk_match_hit *hit);
 
+/* lk_match_scan stepping the automaton on every byte, without jumping
+ * over the bytes that cannot start a pattern: the reference the tests and
+ * the fuzzer hold lk_match_scan to (same matches, same state). */
+int lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
+                        size_t len, size_t *off, struct lk_match_hit *hit);
+
 /* Ends the stream: returns 1 for each match that ends with it (call until
  * it returns 0).  The state is then spent; lk_match_state_init reuses it. */
 int lk_match_finish(const struct lk_match *m, struct lk_match_state *st, struct lk_match_hit *hit);

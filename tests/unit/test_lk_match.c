@@ -434,6 +434,112 @@ test_raw(void)
     lk_match_free(m);
 }
 
+/* Scans text with lk_match_scan and lk_match_scan_plain side by side, in
+ * the same random pieces; returns how many pieces ended with a different
+ * hit or state (node, position, pending output) or how many runs ended
+ * with different hits. */
+static int
+differ(const struct lk_match *m, const char *text, size_t len, int rounds)
+{
+    struct lk_fuzz_hits *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    int bad = 0;
+
+    for (int round = 0; round < rounds; round++) {
+        struct lk_match_state sa, sb;
+        struct lk_match_hit hit;
+        size_t at = 0;
+
+        a->n = b->n = 0;
+        lk_match_state_init(&sa);
+        lk_match_state_init(&sb);
+        while (at < len) {
+            size_t n = round == 0 ? len : 1 + rnd(round % 2 ? 9 : 2000), oa = 0, ob = 0;
+            if (n > len - at)
+                n = len - at;
+            while (lk_match_scan(m, &sa, text + at, n, &oa, &hit))
+                if (a->n < LK_FUZZ_MAX_HITS)
+                    a->h[a->n++] = hit;
+            while (lk_match_scan_plain(m, &sb, text + at, n, &ob, &hit))
+                if (b->n < LK_FUZZ_MAX_HITS)
+                    b->h[b->n++] = hit;
+            at += n;
+            if (sa.node != sb.node || sa.pos != sb.pos || sa.emit != sb.emit)
+                bad++;
+        }
+        while (lk_match_finish(m, &sa, &hit))
+            if (a->n < LK_FUZZ_MAX_HITS)
+                a->h[a->n++] = hit;
+        while (lk_match_finish(m, &sb, &hit))
+            if (b->n < LK_FUZZ_MAX_HITS)
+                b->h[b->n++] = hit;
+        if (!lk_fuzz_hits_same(a, b))
+            bad++;
+    }
+    free(a);
+    free(b);
+    return bad;
+}
+
+/* The scan jumps over bytes that cannot start a pattern (memchr for one
+ * such byte, a table for more): the same hits and states as stepping on
+ * every byte, on sparse text (long jumps, a host character or a
+ * delimiter just before a match) and on dense text (no jumps). */
+static void
+test_prefilter(void)
+{
+    static const char *const names[] = {"pulsar://b1.internal:6650", "b1.internal:6650",
+                                        "http://b1.internal:8080", "10.0.0.11:8080"};
+    static const char *const ips[] = {"10.0.0.11:8080", "10.0.0.1:80", "10.0.0.12:8080"};
+    static const char filler[] = "xyz ,\"{}=:/_-.QWEmsk\n";
+    static const char *const *sets[] = {names, ips};
+    static const size_t nsets[] = {4, 3};
+    const size_t len = 1 << 15;
+    char *text = malloc(len + 1);
+    struct lk_fuzz_hits *h = malloc(sizeof(*h));
+
+    for (int k = 0; k < 2; k++) {
+        struct lk_match *m = build(sets[k], nsets[k]);
+        if (!ok(m != NULL, "built"))
+            continue;
+        for (int dense = 0; dense < 2; dense++) {
+            for (size_t i = 0; i < len;) {
+                if (rnd(dense ? 4 : 200) == 0) {
+                    const char *p = sets[k][rnd((unsigned)nsets[k])];
+                    size_t l = strlen(p);
+                    /* whole, or cut short, in random case */
+                    if (rnd(3) == 0)
+                        l = 1 + rnd((unsigned)l);
+                    for (size_t j = 0; j < l && i < len; j++, i++)
+                        text[i] = rnd(2) ? (char)toupper((unsigned char)p[j]) : p[j];
+                } else {
+                    text[i++] = filler[rnd(sizeof(filler) - 1)];
+                }
+            }
+            text[len] = '\0';
+            scan_pieces(m, text, len, NULL, 0, h);
+            ok(h->n > 10, "%s, %s text: %zu hits", k ? "IPs (one first byte)" : "names",
+               dense ? "dense" : "sparse", h->n);
+            ok(differ(m, text, len, 12) == 0, "jumping or stepping: the same hits and states");
+        }
+        lk_match_free(m);
+    }
+    /* the byte before a match is one jumped over, in the same or an earlier piece */
+    struct lk_match *m = build(ips, 3);
+    if (m != NULL) {
+        static const char *const cases[] = {"zz10.0.0.1:80 ", "zz.10.0.0.1:80 ", "zz 10.0.0.1:80 "};
+        static const size_t want[] = {0, 0, 1};
+        for (size_t c = 0; c < 3; c++) {
+            size_t two = 2;
+            scan_pieces(m, cases[c], strlen(cases[c]), &two, 1, h);
+            ok(h->n == want[c], "'%s' in pieces of 2: %zu hits", cases[c], h->n);
+            ok(differ(m, cases[c], strlen(cases[c]), 8) == 0, "the same as stepping");
+        }
+        lk_match_free(m);
+    }
+    free(text);
+    free(h);
+}
+
 const struct lk_test_case lk_test_match[] = {
     {"match/basic", test_basic},
     {"match/boundaries", test_boundaries},
@@ -443,5 +549,6 @@ const struct lk_test_case lk_test_match[] = {
     {"match/random", test_random},
     {"match/errors", test_errors},
     {"match/raw", test_raw},
+    {"match/prefilter", test_prefilter},
     {NULL, NULL},
 };
