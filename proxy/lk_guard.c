@@ -479,6 +479,8 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     struct text_find tf = {conf, x, g, NULL, &h->name, LK_GUARD_PASS};
     struct lk_guard_ap ap;
 
+    if (lk_match_none(conf->match, value.p, value.len))
+        return LK_GUARD_PASS; /* most are */
     lk_match_state_init(&st);
     lk_guard_ap_init(&ap);
     g->leak_end = 0;
@@ -519,8 +521,8 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
             break;
         }
     }
-    if (lk_guard_ap_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port,
-                           &tf) != 0)
+    if (ap.nopen != 0 && lk_guard_ap_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1,
+                                            text_any_port, &tf) != 0)
         return tf.v;
     if (changed)
         h->value = lk_pstr_concat(lk_guard_fill(x)->pool, out, lk_str_skip(value, done));

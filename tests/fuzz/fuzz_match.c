@@ -8,7 +8,8 @@
  * the release point lk_match_pending() gave, which the leak guard relies
  * on to let bytes go; and lk_match_scan, which jumps over the bytes that
  * cannot start a pattern, ends every piece with the same matches and the
- * same state as lk_match_scan_plain, which steps on every byte.
+ * same state as lk_match_scan_plain, which steps on every byte; and
+ * lk_match_none calls no stream clean that has a match.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -105,6 +106,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &pieces));
         LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &naive));
     }
+    /* a clean stream by lk_match_none has no match */
+    LK_FUZZ_CHECK(!lk_match_none(m, text, len) || naive.n == 0);
     lk_match_free(m);
     return 0;
 }
