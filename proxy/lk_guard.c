@@ -544,14 +544,13 @@ is_text(struct lk_str t)
 
     if (t.len == 0)
         return 1;
-    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
-        return 1;
-    if (lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml")))
-        return 1;
+    /* the exact ones first: application/json, the most common, is one compare */
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
         if (lk_str_eqi(t, exact[i]))
             return 1;
-    return 0;
+    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
+        return 1;
+    return lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml"));
 }
 
 enum lk_guard_verdict
