@@ -739,11 +739,38 @@ inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     return LK_GUARD_PASS;
 }
 
+/* log reads the bytes of `in` not seen yet where they lie: nothing it does
+ * on a find changes `in`. */
+static enum lk_guard_verdict
+scan_in_place(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
+              struct evbuffer *in, struct evbuffer *out)
+{
+    uint64_t end = g->base + evbuffer_get_length(in);
+    enum lk_guard_verdict v;
+
+    while (g->fed < end) {
+        struct evbuffer_iovec vec[4];
+        struct evbuffer_ptr p;
+        int n;
+
+        if (evbuffer_ptr_set(in, &p, (size_t)(g->fed - g->base), EVBUFFER_PTR_SET) != 0 ||
+            (n = evbuffer_peek(in, (ev_ssize_t)(end - g->fed), &p, vec, 4)) <= 0)
+            return LK_GUARD_CUT; /* cannot happen: the bytes are there */
+        for (int k = 0; k < n && k < 4 && g->fed < end; k++) {
+            size_t len = vec[k].iov_len < end - g->fed ? vec[k].iov_len : (size_t)(end - g->fed);
+            g->fed += len;
+            if ((v = scan_bytes(conf, x, g, in, out, vec[k].iov_base, len)) != LK_GUARD_PASS)
+                return v;
+        }
+    }
+    return LK_GUARD_PASS;
+}
+
 /* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
- * seen) through the automaton, a bounded copy at a time: on_hit may drain
- * `in`, so nothing points into it across a hit.  Invariant: g->base plus
- * the length of `in` is the raw stream offset of the end of the data;
- * g->fed is the raw offset read so far. */
+ * seen) through the automaton, a bounded copy at a time (in place for
+ * log): on_hit may drain `in`, so nothing points into it across a hit.
+ * Invariant: g->base plus the length of `in` is the raw stream offset of
+ * the end of the data; g->fed is the raw offset read so far. */
 static enum lk_guard_verdict
 scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
      struct evbuffer *in, struct evbuffer *out, int last)
@@ -752,6 +779,9 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
     enum lk_guard_verdict v;
     char buf[4096];
 
+    if (conf->mode == LK_LEAK_LOG && g->body == BODY_SCAN &&
+        (v = scan_in_place(conf, x, g, in, out)) != LK_GUARD_PASS)
+        return v;
     while (g->body != BODY_SKIP) {
         uint64_t end = g->base + evbuffer_get_length(in);
         struct evbuffer_ptr p;
