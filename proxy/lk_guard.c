@@ -479,6 +479,8 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     struct text_find tf = {conf, x, g, NULL, &h->name, LK_GUARD_PASS};
     struct lk_guard_ap ap;
 
+    if (lk_match_none(conf->match, value.p, value.len))
+        return LK_GUARD_PASS; /* most are */
     lk_match_state_init(&st);
     lk_guard_ap_init(&ap);
     g->leak_end = 0;
@@ -519,8 +521,8 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
             break;
         }
     }
-    if (lk_guard_ap_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1, text_any_port,
-                           &tf) != 0)
+    if (ap.nopen != 0 && lk_guard_ap_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1,
+                                            text_any_port, &tf) != 0)
         return tf.v;
     if (changed)
         h->value = lk_pstr_concat(lk_guard_fill(x)->pool, out, lk_str_skip(value, done));
@@ -542,14 +544,13 @@ is_text(struct lk_str t)
 
     if (t.len == 0)
         return 1;
-    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
-        return 1;
-    if (lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml")))
-        return 1;
+    /* the exact ones first: application/json, the most common, is one compare */
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
         if (lk_str_eqi(t, exact[i]))
             return 1;
-    return 0;
+    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
+        return 1;
+    return lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml"));
 }
 
 enum lk_guard_verdict
@@ -738,11 +739,38 @@ inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     return LK_GUARD_PASS;
 }
 
+/* log reads the bytes of `in` not seen yet where they lie: nothing it does
+ * on a find changes `in`. */
+static enum lk_guard_verdict
+scan_in_place(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
+              struct evbuffer *in, struct evbuffer *out)
+{
+    uint64_t end = g->base + evbuffer_get_length(in);
+    enum lk_guard_verdict v;
+
+    while (g->fed < end) {
+        struct evbuffer_iovec vec[4];
+        struct evbuffer_ptr p;
+        int n;
+
+        if (evbuffer_ptr_set(in, &p, (size_t)(g->fed - g->base), EVBUFFER_PTR_SET) != 0 ||
+            (n = evbuffer_peek(in, (ev_ssize_t)(end - g->fed), &p, vec, 4)) <= 0)
+            return LK_GUARD_CUT; /* cannot happen: the bytes are there */
+        for (int k = 0; k < n && k < 4 && g->fed < end; k++) {
+            size_t len = vec[k].iov_len < end - g->fed ? vec[k].iov_len : (size_t)(end - g->fed);
+            g->fed += len;
+            if ((v = scan_bytes(conf, x, g, in, out, vec[k].iov_base, len)) != LK_GUARD_PASS)
+                return v;
+        }
+    }
+    return LK_GUARD_PASS;
+}
+
 /* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
- * seen) through the automaton, a bounded copy at a time: on_hit may drain
- * `in`, so nothing points into it across a hit.  Invariant: g->base plus
- * the length of `in` is the raw stream offset of the end of the data;
- * g->fed is the raw offset read so far. */
+ * seen) through the automaton, a bounded copy at a time (in place for
+ * log): on_hit may drain `in`, so nothing points into it across a hit.
+ * Invariant: g->base plus the length of `in` is the raw stream offset of
+ * the end of the data; g->fed is the raw offset read so far. */
 static enum lk_guard_verdict
 scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
      struct evbuffer *in, struct evbuffer *out, int last)
@@ -751,6 +779,9 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
     enum lk_guard_verdict v;
     char buf[4096];
 
+    if (conf->mode == LK_LEAK_LOG && g->body == BODY_SCAN &&
+        (v = scan_in_place(conf, x, g, in, out)) != LK_GUARD_PASS)
+        return v;
     while (g->body != BODY_SKIP) {
         uint64_t end = g->base + evbuffer_get_length(in);
         struct evbuffer_ptr p;

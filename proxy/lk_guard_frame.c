@@ -182,6 +182,8 @@ scan_frame(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_st
     int more = 1;
     struct lk_guard_ap ap;
 
+    if (lk_match_none(conf->match, p, len))
+        return; /* most are */
     lk_match_state_init(&g->st);
     lk_guard_ap_init(&ap);
     g->leak_end = 0;

@@ -9,11 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "lk_match.h"
 #include "lk_pool.h"
 
 #define NONE UINT32_MAX
+/* The bytes that can start a pattern are looked for 16 at a time when, with
+ * 0x20 or-ed into each (one value for both cases of a letter), they are at
+ * most this many (SSE2; else, and without SSE2, a table). */
+#define FOLD_MAX 8
 
 struct lk_match {
     uint8_t cls[256]; /* byte -> class */
@@ -24,8 +31,20 @@ struct lk_match {
     uint32_t *delta; /* nstates x ncls: the next state; state 0 is the root */
     uint32_t *out;   /* pattern ending exactly at the state, or NONE */
     uint32_t *dict;  /* the nearest proper suffix state with an output, or NONE */
+    uint32_t *emit;  /* the first state on the output chain (out: the state, else dict) */
     uint16_t *depth; /* length of the string the state stands for */
     uint8_t *raw;    /* by pattern id: LK_MATCH_RAW (no boundary rule); NULL: none is */
+    uint8_t first[256]; /* byte -> 1 if it leaves the root (can start a pattern) */
+    size_t nfirst;      /* how many bytes do (both cases of a letter count) */
+    unsigned char first1; /* the byte, when nfirst is 1 */
+    unsigned char fold[FOLD_MAX]; /* those bytes | 0x20, each once (when that is FOLD_MAX or fewer) */
+    size_t nfold;
+    unsigned char foldv[FOLD_MAX][16]; /* fold[k] 16 times, the spare ones fold[0]'s */
+    /* The first two bytes of the patterns, 0x20 or-ed into each, each pair
+     * once (when that is FOLD_MAX or fewer, and no pattern is one byte):
+     * pairv[k][0] and [1] are pair k's bytes 16 times, the spares pair 0's. */
+    unsigned char pairv[FOLD_MAX][2][16];
+    size_t npair;
 };
 
 static int
@@ -144,6 +163,40 @@ lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsign
     }
     free(fail);
     free(queue);
+    for (i = 0; i < 256; i++)
+        if (m->delta[m->cls[i]] != 0) {
+            m->first[i] = 1;
+            m->first1 = (unsigned char)i;
+            m->nfirst++;
+            if (memchr(m->fold, (int)(i | 0x20), m->nfold < FOLD_MAX ? m->nfold : FOLD_MAX) != NULL)
+                continue;
+            if (m->nfold < FOLD_MAX)
+                m->fold[m->nfold] = (unsigned char)(i | 0x20);
+            m->nfold++;
+        }
+    for (i = 0; i < FOLD_MAX; i++)
+        memset(m->foldv[i], m->fold[i < m->nfold ? i : 0], sizeof(m->foldv[i]));
+    for (i = 0; i < n && m->npair <= FOLD_MAX; i++) {
+        if (lens[i] < 2) {
+            m->npair = FOLD_MAX + 1;
+            break;
+        }
+        unsigned char a = (unsigned char)patterns[i][0] | 0x20, b = (unsigned char)patterns[i][1] | 0x20;
+        for (k = 0; k < m->npair && !(m->pairv[k][0][0] == a && m->pairv[k][1][0] == b); k++)
+            ;
+        if (k < m->npair)
+            continue;
+        if (m->npair < FOLD_MAX) {
+            memset(m->pairv[k][0], a, 16);
+            memset(m->pairv[k][1], b, 16);
+        }
+        m->npair++;
+    }
+    for (k = m->npair; k < FOLD_MAX; k++)
+        memcpy(m->pairv[k], m->pairv[0], sizeof(m->pairv[k]));
+    m->emit = lk_xmalloc(m->nstates * sizeof(*m->emit));
+    for (i = 0; i < m->nstates; i++)
+        m->emit[i] = m->out[i] != NONE ? (uint32_t)i : m->dict[i];
 
     /* Give back what the patterns' shared prefixes saved. */
     m->delta = lk_xrealloc(m->delta, m->nstates * m->ncls * sizeof(*m->delta));
@@ -161,6 +214,7 @@ lk_match_free(struct lk_match *m)
     free(m->delta);
     free(m->out);
     free(m->dict);
+    free(m->emit);
     free(m->depth);
     free(m->raw);
     free(m);
@@ -188,7 +242,7 @@ size_t
 lk_match_memory(const struct lk_match *m)
 {
     return sizeof(*m) + m->nstates * (m->ncls * sizeof(*m->delta) + sizeof(*m->out) +
-                                      sizeof(*m->dict) + sizeof(*m->depth));
+                                      sizeof(*m->dict) + sizeof(*m->emit) + sizeof(*m->depth));
 }
 
 void
@@ -204,24 +258,34 @@ lk_match_pending(const struct lk_match *m, const struct lk_match_state *st)
     return m->depth[st->node];
 }
 
-/* The first state on s's output chain (s itself, then its dictionary
- * suffixes), or NONE. */
-static uint32_t
-first_output(const struct lk_match *m, uint32_t s)
+/* Records in the history whether each of p[from..to) is a host character;
+ * p[0] is at stream offset base. */
+static inline void
+note(struct lk_match_state *st, const unsigned char *p, uint64_t base, size_t from, size_t to)
 {
-    return m->out[s] != NONE ? s : m->dict[s];
+    for (size_t k = from; k < to; k++) {
+        uint64_t o = base + k, bit = UINT64_C(1) << (o & 63);
+        if (is_host(p[k]))
+            st->hist[(o >> 6) & 7] |= bit;
+        else
+            st->hist[(o >> 6) & 7] &= ~bit;
+    }
 }
 
 /* Whether the byte before a match of length len ending at st->pos allows
- * it: the start of the stream, or not a host character. */
+ * it: the start of the stream, or not a host character.  That byte is read
+ * in the piece p (at stream offset base) when it is there, else in the
+ * history. */
 static int
-starts_clean(const struct lk_match_state *st, size_t len)
+starts_clean(const struct lk_match_state *st, size_t len, const unsigned char *p, uint64_t base)
 {
     uint64_t start = st->pos - len;
 
     if (start == 0)
         return 1;
     start--;
+    if (p != NULL && start >= base)
+        return !is_host(p[start - base]);
     return (st->hist[(start >> 6) & 7] & (UINT64_C(1) << (start & 63))) == 0;
 }
 
@@ -231,13 +295,13 @@ starts_clean(const struct lk_match_state *st, size_t len)
  * when there is none left. */
 static int
 emit_next(const struct lk_match *m, struct lk_match_state *st, int digit_after,
-          struct lk_match_hit *hit)
+          const unsigned char *p, uint64_t base, struct lk_match_hit *hit)
 {
     while (st->emit != NONE) {
         uint32_t s = st->emit;
         st->emit = m->dict[s];
         if ((m->raw != NULL && m->raw[m->out[s]]) ||
-            (!digit_after && starts_clean(st, m->depth[s]))) {
+            (!digit_after && starts_clean(st, m->depth[s], p, base))) {
             hit->id = m->out[s];
             hit->len = m->depth[s];
             hit->end = st->pos;
@@ -247,47 +311,259 @@ emit_next(const struct lk_match *m, struct lk_match_state *st, int digit_after,
     return 0;
 }
 
-int
-lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
-              size_t *off, struct lk_match_hit *hit)
+/*
+ * From the root at p[j], a byte that can start a pattern: steps the
+ * automaton while the bytes follow some pattern's first bytes, for up to
+ * WALK bytes, to the end of the piece, or to a state with an output, and
+ * returns how many it took (*node: the state after them).  0 when they
+ * left every pattern's path first: no pattern starts at j, so the root can
+ * look on from j + 1 (no state the walk went through has an output, and
+ * once off the paths the automaton is where the root would take it from
+ * there).  Bounded, so that no byte is looked at more than WALK + 1 times.
+ */
+#define WALK 16
+static inline size_t
+walk(const struct lk_match *m, const unsigned char *p, size_t j, size_t len, uint32_t *node)
 {
-    const unsigned char *p = data;
+    uint32_t s = 0;
+    size_t k = 0;
+
+    while (k < WALK && j + k < len) {
+        s = m->delta[(size_t)s * m->ncls + m->cls[p[j + k]]];
+        if (m->depth[s] != ++k)
+            return 0; /* off every path: no pattern starts at j */
+        if (m->emit[s] != NONE)
+            break;
+    }
+    *node = s;
+    return k;
+}
+
+#ifdef __SSE2__
+static inline __m128i
+load16(const unsigned char *p)
+{
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/*
+ * skip_root's jumps, 16 bytes at a time, n values compared at once (4 or
+ * 8, the spare values repeating the first; inlined where n is a constant,
+ * so that the loops unroll and the values stay in registers).  A block at the end of the piece starts 16 (or 17)
+ * bytes before it, its bits before i shifted out.  0x20 is or-ed into
+ * every byte, which makes a few other bytes look like those that start a
+ * pattern: walk tells them apart.
+ *
+ * By pairs: the bytes at which, with the byte after, one of the pairs of
+ * m->pairv begins; the piece's last byte, whose pair it does not hold, on
+ * its own.  The piece is 17 bytes or more.
+ */
+static inline __attribute__((always_inline)) unsigned
+pairs16(const unsigned char *p, const __m128i *pa, const __m128i *pb, int n)
+{
+    const __m128i lower = _mm_set1_epi8(0x20);
+    __m128i a = _mm_or_si128(load16(p), lower), b = _mm_or_si128(load16(p + 1), lower);
+    __m128i eq = _mm_and_si128(_mm_cmpeq_epi8(a, pa[0]), _mm_cmpeq_epi8(b, pb[0]));
+
+#pragma GCC unroll 8
+    for (int v = 1; v < n; v++)
+        eq = _mm_or_si128(eq, _mm_and_si128(_mm_cmpeq_epi8(a, pa[v]), _mm_cmpeq_epi8(b, pb[v])));
+    return (unsigned)_mm_movemask_epi8(eq);
+}
+
+static inline __attribute__((always_inline)) size_t
+skip_pairs(const struct lk_match *m, const unsigned char *p, size_t i, size_t len, uint32_t *node,
+           int n)
+{
+    __m128i pa[FOLD_MAX], pb[FOLD_MAX];
+    size_t from = i, k;
+
+#pragma GCC unroll 8
+    for (int v = 0; v < n; v++) {
+        pa[v] = load16(m->pairv[v][0]);
+        pb[v] = load16(m->pairv[v][1]);
+    }
+    for (; i + 1 < len; i += 16) {
+        unsigned mask;
+        if (i + 17 <= len) {
+            mask = pairs16(p + i, pa, pb, n);
+        } else {
+            size_t at = len - 17;
+            mask = pairs16(p + at, pa, pb, n) >> (i - at);
+        }
+        for (; mask != 0; mask &= mask - 1) {
+            size_t j = i + (size_t)__builtin_ctz(mask);
+            if ((k = walk(m, p, j, len, node)) != 0)
+                return j + k;
+        }
+    }
+    i = len - 1;
+    if (i >= from && m->first[p[i]] && (k = walk(m, p, i, len, node)) != 0)
+        return i + k;
+    return len;
+}
+
+/* By the bytes that start a pattern (m->foldv), checked in the table.  The
+ * piece is 16 bytes or more. */
+static inline __attribute__((always_inline)) size_t
+skip_firsts(const struct lk_match *m, const unsigned char *p, size_t i, size_t len, uint32_t *node,
+            int n)
+{
+    const __m128i lower = _mm_set1_epi8(0x20);
+    __m128i f[FOLD_MAX];
+    size_t k;
+
+#pragma GCC unroll 8
+    for (int v = 0; v < n; v++)
+        f[v] = load16(m->foldv[v]);
+    for (; i < len; i += 16) {
+        size_t at = i + 16 <= len ? i : len - 16;
+        __m128i a = _mm_or_si128(load16(p + at), lower);
+        __m128i eq = _mm_cmpeq_epi8(a, f[0]);
+#pragma GCC unroll 8
+        for (int v = 1; v < n; v++)
+            eq = _mm_or_si128(eq, _mm_cmpeq_epi8(a, f[v]));
+        for (unsigned mask = (unsigned)_mm_movemask_epi8(eq) >> (i - at); mask != 0; mask &= mask - 1) {
+            size_t j = i + (size_t)__builtin_ctz(mask);
+            if (m->first[p[j]] && (k = walk(m, p, j, len, node)) != 0)
+                return j + k;
+        }
+    }
+    return len;
+}
+#endif
+
+/*
+ * From the root at p[i]: jumps to the first byte where a pattern may start
+ * and walks from there (walk), returning where the walk stopped, with the
+ * state there in *node; or len, *node left at the root.  From the root,
+ * every other byte leads back to the root.  The bytes where a pattern may
+ * start are found, with SSE2, 16 at a time: in a piece of 17 bytes or
+ * more, by the pairs of bytes that start the patterns, when there are at
+ * most FOLD_MAX; else by the bytes that start them, with memchr when there
+ * is one, else 16 at a time in a piece of 16 bytes or more when there are
+ * at most FOLD_MAX (0x20 or-ed in); else by a table, four bytes at a time.
+ */
+static size_t
+skip_root(const struct lk_match *m, const unsigned char *p, size_t i, size_t len, uint32_t *node)
+{
+    const uint8_t *first = m->first;
+    size_t k;
+
+    if (m->nfirst == 0)
+        return len; /* no pattern */
+#ifdef __SSE2__
+    if (m->npair <= FOLD_MAX && len >= 17)
+        return m->npair <= 4 ? skip_pairs(m, p, i, len, node, 4)
+                             : skip_pairs(m, p, i, len, node, FOLD_MAX);
+#endif
+    if (m->nfirst == 1) {
+        const unsigned char *q;
+        while ((q = memchr(p + i, m->first1, len - i)) != NULL) {
+            i = (size_t)(q - p);
+            if ((k = walk(m, p, i, len, node)) != 0)
+                return i + k;
+            i++;
+        }
+        return len;
+    }
+#ifdef __SSE2__
+    if (m->nfold <= FOLD_MAX && len >= 16)
+        return m->nfold <= 4 ? skip_firsts(m, p, i, len, node, 4)
+                             : skip_firsts(m, p, i, len, node, FOLD_MAX);
+#endif
+    for (;; i++) {
+        while (i + 4 <= len && (first[p[i]] | first[p[i + 1]] | first[p[i + 2]] | first[p[i + 3]]) == 0)
+            i += 4;
+        while (i < len && !first[p[i]])
+            i++;
+        if (i == len)
+            return len;
+        if ((k = walk(m, p, i, len, node)) != 0)
+            return i + k;
+    }
+}
+
+/*
+ * The scan of lk_match_scan.  The automaton steps from the root only at a
+ * byte that can start a pattern (skip_root), and keeps no per-byte history:
+ * the byte before a match is read in the piece, and when the piece ends,
+ * the history gets the bytes a match reported later may still need (the
+ * state's string and the byte before it).  prefilter 0 is the reference,
+ * lk_match_scan_plain: the automaton stepped on every byte, each noted in
+ * the history, the byte before a match read there.
+ */
+static inline int
+scan(const struct lk_match *m, struct lk_match_state *st, const unsigned char *p, size_t len,
+     size_t *off, struct lk_match_hit *hit, int prefilter)
+{
     const size_t ncls = m->ncls;
+    const uint32_t *delta = m->delta, *emit = m->emit;
+    const uint8_t *cls = m->cls;
     size_t i = *off;
+    const uint64_t base = st->pos - i; /* the stream offset of p[0] */
     uint32_t node = st->node;
-    uint64_t pos = st->pos;
+    int found = 0;
 
     while (i < len) {
+        if (prefilter && node == 0 && st->emit == NONE) {
+            i = skip_root(m, p, i, len, &node);
+            st->emit = emit[node];
+            continue;
+        }
         unsigned c = p[i];
         /* The byte after a match decides it: a digit means a longer port
          * ("10.0.0.1:80" inside "10.0.0.1:8080"). */
         if (st->emit != NONE) {
             int digit = c >= '0' && c <= '9';
+            st->pos = base + i;
             if (digit && m->raw == NULL)
                 st->emit = NONE; /* no raw pattern: a digit ends them all */
-            else if (emit_next(m, st, digit, hit)) {
-                *off = i;
-                return 1;
+            else if (emit_next(m, st, digit, prefilter ? p : NULL, base, hit)) {
+                found = 1;
+                break;
             }
         }
-        uint64_t bit = UINT64_C(1) << (pos & 63);
-        if (is_host(c))
-            st->hist[(pos >> 6) & 7] |= bit;
-        else
-            st->hist[(pos >> 6) & 7] &= ~bit;
-        node = m->delta[(size_t)node * ncls + m->cls[c]];
-        st->node = node;
-        st->pos = ++pos;
+        if (!prefilter)
+            note(st, p, base, i, i + 1);
+        node = delta[(size_t)node * ncls + cls[c]];
         i++;
-        if (m->out[node] != NONE || m->dict[node] != NONE)
-            st->emit = first_output(m, node);
+        st->emit = emit[node]; /* emit_next has left it NONE */
     }
+    st->node = node;
+    st->pos = base + i;
     *off = i;
-    return 0;
+    if (prefilter) {
+        size_t need = (size_t)m->depth[node] + 1;
+        note(st, p, base, i > need ? i - need : 0, i);
+    }
+    return found;
+}
+
+int
+lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
+              size_t *off, struct lk_match_hit *hit)
+{
+    return scan(m, st, data, len, off, hit, 1);
+}
+
+int
+lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
+                    size_t len, size_t *off, struct lk_match_hit *hit)
+{
+    return scan(m, st, data, len, off, hit, 0);
+}
+
+int
+lk_match_none(const struct lk_match *m, const void *data, size_t len)
+{
+    uint32_t node = 0;
+
+    return len == 0 || (skip_root(m, data, 0, len, &node) == len && node == 0);
 }
 
 int
 lk_match_finish(const struct lk_match *m, struct lk_match_state *st, struct lk_match_hit *hit)
 {
-    return emit_next(m, st, 0, hit);
+    return emit_next(m, st, 0, NULL, 0, hit);
 }

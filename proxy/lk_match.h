@@ -35,7 +35,8 @@ struct lk_match;
  * it holds no pointers, so it can live anywhere (an exchange pool) and be
  * copied.  The history is one bit per recent byte (is it a host
  * character), for the boundary rule of a match that began in an earlier
- * piece.
+ * piece: kept, when a piece ends, for the bytes such a match may still
+ * need (lk_match_pending's and the one before them).
  */
 struct lk_match_state {
     uint64_t pos;     /* bytes consumed so far */
@@ -43,7 +44,7 @@ struct lk_match_state {
     uint32_t emit;    /* the next state whose output waits at pos for the byte
                          after it (internal; none: UINT32_MAX) */
     uint64_t hist[8]; /* 512 bits: whether the byte at offset k is a host
-                         character, at bit k % 512 */
+                         character, at bit k % 512 (for the bytes above) */
 };
 
 /* A match: pattern `id` occupies stream bytes [end - len, end). */
@@ -94,6 +95,18 @@ void lk_match_state_init(struct lk_match_state *st);
  */
 int lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
                   size_t *off, struct lk_match_hit *hit);
+
+/* lk_match_scan stepping the automaton on every byte, without jumping
+ * over the bytes that cannot start a pattern: the reference the tests and
+ * the fuzzer hold lk_match_scan to (same matches, same state). */
+int lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
+                        size_t len, size_t *off, struct lk_match_hit *hit);
+
+/* Whether data[0..len), a whole stream, holds no match nor the start of
+ * one: then lk_match_scan and lk_match_finish would find nothing in it.
+ * What lk_match_scan does first, without a state: the cheap answer for a
+ * header value or a frame that is clean, as most are. */
+int lk_match_none(const struct lk_match *m, const void *data, size_t len);
 
 /* Ends the stream: returns 1 for each match that ends with it (call until
  * it returns 0).  The state is then spent; lk_match_state_init reuses it. */

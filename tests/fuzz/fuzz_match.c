@@ -6,7 +6,10 @@
  * whatever pieces the stream comes in, and the same as a naive scan with
  * the boundary rule of lk_match.h; no match reported later starts before
  * the release point lk_match_pending() gave, which the leak guard relies
- * on to let bytes go.
+ * on to let bytes go; and lk_match_scan, which jumps over the bytes that
+ * cannot start a pattern, ends every piece with the same matches and the
+ * same state as lk_match_scan_plain, which steps on every byte; and
+ * lk_match_none calls no stream clean that has a match.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,21 +29,29 @@ add(struct lk_fuzz_hits *hs, const struct lk_match_hit *h, uint64_t released)
         hs->h[hs->n++] = *h;
 }
 
-/* Scans text in pieces (seed 0: all at once) and collects the matches. */
+/* Scans text in pieces (seed 0: all at once) and collects the matches,
+ * checking each against lk_match_scan_plain's on the same pieces. */
 static void
 scan(const struct lk_match *m, const char *text, size_t len, uint64_t seed, struct lk_fuzz_hits *hs)
 {
-    struct lk_match_state st;
-    struct lk_match_hit hit;
+    struct lk_match_state st, ref;
+    struct lk_match_hit hit, rhit;
     uint64_t released = 0;
     size_t at = 0;
 
     hs->n = 0;
     lk_match_state_init(&st);
+    lk_match_state_init(&ref);
     while (at < len) {
-        size_t n = seed != 0 ? lk_fuzz_piece(&seed, len - at) : len - at, off = 0;
-        while (lk_match_scan(m, &st, text + at, n, &off, &hit))
+        size_t n = seed != 0 ? lk_fuzz_piece(&seed, len - at) : len - at, off = 0, roff = 0;
+        while (lk_match_scan(m, &st, text + at, n, &off, &hit)) {
+            LK_FUZZ_CHECK(lk_match_scan_plain(m, &ref, text + at, n, &roff, &rhit) == 1);
+            LK_FUZZ_CHECK(roff == off && rhit.id == hit.id && rhit.end == hit.end &&
+                          rhit.len == hit.len);
             add(hs, &hit, released);
+        }
+        LK_FUZZ_CHECK(lk_match_scan_plain(m, &ref, text + at, n, &roff, &rhit) == 0);
+        LK_FUZZ_CHECK(st.node == ref.node && st.pos == ref.pos && st.emit == ref.emit);
         LK_FUZZ_CHECK(off == n);
         at += n;
         LK_FUZZ_CHECK(st.pos == at);
@@ -48,8 +59,12 @@ scan(const struct lk_match *m, const char *text, size_t len, uint64_t seed, stru
         LK_FUZZ_CHECK(pending <= lk_match_max_len(m) && pending <= at);
         released = at - pending;
     }
-    while (lk_match_finish(m, &st, &hit))
+    while (lk_match_finish(m, &st, &hit)) {
+        LK_FUZZ_CHECK(lk_match_finish(m, &ref, &rhit) == 1);
+        LK_FUZZ_CHECK(rhit.id == hit.id && rhit.end == hit.end && rhit.len == hit.len);
         add(hs, &hit, released);
+    }
+    LK_FUZZ_CHECK(lk_match_finish(m, &ref, &rhit) == 0);
 }
 
 int
@@ -91,6 +106,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &pieces));
         LK_FUZZ_CHECK(lk_fuzz_hits_same(&whole, &naive));
     }
+    /* a clean stream by lk_match_none has no match */
+    LK_FUZZ_CHECK(!lk_match_none(m, text, len) || naive.n == 0);
     lk_match_free(m);
     return 0;
 }

@@ -185,6 +185,44 @@ check(struct lk_conf *conf, const char *what, const char *const *hdrs, const cha
     subtest(NULL);
 }
 
+/* log reads the body where it lies, chain by chain (lk_guard.c's
+ * scan_in_place): a body of many chains (more than one look takes), given
+ * in one call to the guard alone (no filter before it to copy the chains
+ * into one), has every find counted, within a chain or across two, and
+ * passes unchanged. */
+static void
+test_log_chains(void)
+{
+    struct lk_conf *conf = load("log", "filters = leak_guard");
+    char body[4 * sizeof(brokers_body)];
+
+    if (conf == NULL)
+        return;
+    snprintf(body, sizeof(body), "%s,%s,%s", brokers_body, brokers_body, brokers_body);
+    for (size_t size = 1; size <= 9; size += 4) {
+        struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, json_hdrs, 0);
+        struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+        size_t len = strlen(body);
+
+        subtest("log, chains of %zu", size);
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "head continues");
+        for (size_t at = 0; at < len; at += size)
+            evbuffer_add_reference(in, body + at, size < len - at ? size : len - at, NULL, NULL);
+        ok(evbuffer_peek(in, -1, NULL, NULL, 0) > 8, "%d chains",
+           evbuffer_peek(in, -1, NULL, NULL, 0));
+        ok(lk_flt_run_res_body(x, in, out, 1) == LK_FLT_CONTINUE, "continues");
+        ok(x->leaks == 9, "9 leaks (%u)", x->leaks);
+        ok(evbuffer_get_length(out) == len &&
+               memcmp(evbuffer_pullup(out, -1), body, len) == 0,
+           "passed unchanged");
+        evbuffer_free(in);
+        evbuffer_free(out);
+        finish(x);
+    }
+    subtest(NULL);
+    lk_conf_unref(conf);
+}
+
 static void
 test_chain(void)
 {
@@ -1545,6 +1583,7 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/headers", test_headers},
     {"leak_guard/no_false_positive", test_no_false_positive},
     {"leak_guard/holding", test_holding},
+    {"leak_guard/log_chains", test_log_chains},
     {"leak_guard/content_types", test_content_types},
     {"leak_guard/compressed", test_compressed},
     {"leak_guard/lookup_vetted", test_lookup_vetted},

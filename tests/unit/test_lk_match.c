@@ -434,6 +434,160 @@ test_raw(void)
     lk_match_free(m);
 }
 
+/* How many hits a stepping scan of text[0..len) as a whole stream finds. */
+static size_t
+plain_hits(const struct lk_match *m, const char *text, size_t len)
+{
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    size_t off = 0, n = 0;
+
+    lk_match_state_init(&st);
+    while (lk_match_scan_plain(m, &st, text, len, &off, &hit))
+        n++;
+    while (lk_match_finish(m, &st, &hit))
+        n++;
+    return n;
+}
+
+/* Scans text with lk_match_scan and lk_match_scan_plain side by side, in
+ * the same random pieces; returns how many pieces ended with a different
+ * hit or state (node, position, pending output) or how many runs ended
+ * with different hits. */
+static int
+differ(const struct lk_match *m, const char *text, size_t len, int rounds)
+{
+    struct lk_fuzz_hits *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+    int bad = 0;
+
+    for (int round = 0; round < rounds; round++) {
+        struct lk_match_state sa, sb;
+        struct lk_match_hit hit;
+        size_t at = 0;
+
+        a->n = b->n = 0;
+        lk_match_state_init(&sa);
+        lk_match_state_init(&sb);
+        while (at < len) {
+            size_t n = round == 0 ? len : 1 + rnd(round % 2 ? 9 : 2000), oa = 0, ob = 0;
+            if (n > len - at)
+                n = len - at;
+            while (lk_match_scan(m, &sa, text + at, n, &oa, &hit))
+                if (a->n < LK_FUZZ_MAX_HITS)
+                    a->h[a->n++] = hit;
+            while (lk_match_scan_plain(m, &sb, text + at, n, &ob, &hit))
+                if (b->n < LK_FUZZ_MAX_HITS)
+                    b->h[b->n++] = hit;
+            /* lk_match_none: the piece as a stream of its own is clean */
+            if (lk_match_none(m, text + at, n) && plain_hits(m, text + at, n) != 0)
+                bad++;
+            at += n;
+            if (sa.node != sb.node || sa.pos != sb.pos || sa.emit != sb.emit)
+                bad++;
+        }
+        while (lk_match_finish(m, &sa, &hit))
+            if (a->n < LK_FUZZ_MAX_HITS)
+                a->h[a->n++] = hit;
+        while (lk_match_finish(m, &sb, &hit))
+            if (b->n < LK_FUZZ_MAX_HITS)
+                b->h[b->n++] = hit;
+        if (!lk_fuzz_hits_same(a, b))
+            bad++;
+    }
+    free(a);
+    free(b);
+    return bad;
+}
+
+/* The scan jumps over bytes where no pattern can start (found 16 at a
+ * time by the patterns' first two bytes or first byte, by memchr when one
+ * byte starts them all, else by a table) and walks the patterns' first
+ * bytes before it steps: the same hits and states as stepping on every
+ * byte, on sparse text (long jumps, a host character or a delimiter just
+ * before a match) and on dense text (no jumps), with each way of jumping:
+ * names (6 first pairs), IPs (one first byte), many hosts (more first
+ * bytes and pairs than 16 at a time takes: the table), and a one-byte
+ * pattern (no pairs).  The filler has bytes that look like a first byte
+ * once 0x20 is or-ed in (\x11 as '1', \x10 as '0', '@' as '`'). */
+static void
+test_prefilter(void)
+{
+    /* '[' and '_' have no 0x20 bit: or-ed into the text, into the patterns too */
+    static const char *const names[] = {"pulsar://b1.internal:6650", "b1.internal:6650",
+                                        "http://b1.internal:8080",   "10.0.0.11:8080",
+                                        "[fd00::11]:8080",           "a_1.internal:8080"};
+    static const char *const ips[] = {"10.0.0.11:8080", "10.0.0.1:80", "10.0.0.12:8080"};
+    static const char *const hosts[] = {"a1.x:1", "b2.x:2", "c3.x:3", "d4.x:4", "e5.x:5",
+                                        "f6.x:6", "g7.x:7", "h8.x:8", "i9.x:9", "`0.x:10"};
+    static const char *const one[] = {"pulsar://b1:6650", "q", "10.0.0.1:80"};
+    static const char filler[] = "xyz ,\"{}=:/_-.QWEmsk\n\x11\x10@pu1h";
+    static const char *const *sets[] = {names, ips, hosts, one};
+    static const size_t nsets[] = {6, 3, 10, 3};
+    static const char *const kinds[] = {"names (6 first pairs)", "IPs (one first byte)",
+                                        "many hosts (the table)", "a one-byte pattern"};
+    const size_t len = 1 << 15;
+    char *text = malloc(len + 1);
+    struct lk_fuzz_hits *h = malloc(sizeof(*h));
+
+    for (int k = 0; k < 4; k++) {
+        struct lk_match *m = build(sets[k], nsets[k]);
+        if (!ok(m != NULL, "built"))
+            continue;
+        for (int dense = 0; dense < 2; dense++) {
+            for (size_t i = 0; i < len;) {
+                if (rnd(dense ? 4 : 200) == 0) {
+                    const char *p = sets[k][rnd((unsigned)nsets[k])];
+                    size_t l = strlen(p);
+                    /* whole, or cut short, in random case */
+                    if (rnd(3) == 0)
+                        l = 1 + rnd((unsigned)l);
+                    for (size_t j = 0; j < l && i < len; j++, i++)
+                        text[i] = rnd(2) ? (char)toupper((unsigned char)p[j]) : p[j];
+                } else {
+                    text[i++] = filler[rnd(sizeof(filler) - 1)];
+                }
+            }
+            text[len] = '\0';
+            scan_pieces(m, text, len, NULL, 0, h);
+            ok(h->n > 10, "%s, %s text: %zu hits", kinds[k], dense ? "dense" : "sparse", h->n);
+            ok(differ(m, text, len, 12) == 0,
+               "jumping or stepping: the same hits and states; none only when there are none");
+        }
+        lk_match_free(m);
+    }
+    /* lk_match_none: a clean value; a match the port's next digit undoes
+     * (not none: the walk meets the pattern's end); a match; a value that
+     * ends in a pattern's first bytes */
+    struct lk_match *n = build(names, 6);
+    if (n != NULL) {
+        static const char *const values[] = {"application/json; charset=utf-8",
+                                             "http://b1.internal:80801", "x http://b1.internal:8080",
+                                             "Thu, 03 Dec 2026 21:42:33 GMT, see http://b1.in"};
+        static const int none[] = {1, 0, 0, 0};
+        static const size_t hits[] = {0, 0, 1, 0};
+        for (size_t c = 0; c < 4; c++)
+            ok(lk_match_none(n, values[c], strlen(values[c])) == none[c] &&
+                   plain_hits(n, values[c], strlen(values[c])) == hits[c],
+               "'%s': %s, %zu hits", values[c], none[c] ? "none" : "not none", hits[c]);
+        lk_match_free(n);
+    }
+    /* the byte before a match is one jumped over, in the same or an earlier piece */
+    struct lk_match *m = build(ips, 3);
+    if (m != NULL) {
+        static const char *const cases[] = {"zz10.0.0.1:80 ", "zz.10.0.0.1:80 ", "zz 10.0.0.1:80 "};
+        static const size_t want[] = {0, 0, 1};
+        for (size_t c = 0; c < 3; c++) {
+            size_t two = 2;
+            scan_pieces(m, cases[c], strlen(cases[c]), &two, 1, h);
+            ok(h->n == want[c], "'%s' in pieces of 2: %zu hits", cases[c], h->n);
+            ok(differ(m, cases[c], strlen(cases[c]), 8) == 0, "the same as stepping");
+        }
+        lk_match_free(m);
+    }
+    free(text);
+    free(h);
+}
+
 const struct lk_test_case lk_test_match[] = {
     {"match/basic", test_basic},
     {"match/boundaries", test_boundaries},
@@ -443,5 +597,6 @@ const struct lk_test_case lk_test_match[] = {
     {"match/random", test_random},
     {"match/errors", test_errors},
     {"match/raw", test_raw},
+    {"match/prefilter", test_prefilter},
     {NULL, NULL},
 };
