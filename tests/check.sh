@@ -1,7 +1,8 @@
 #!/bin/sh
 # The test command: installs what is missing, builds lookout, and runs every
 # test (unit tests, fuzz corpora replay, integration tests against real curl
-# and openssl), first in a normal build and then in an ASan+UBSan build, and
+# and openssl), first in a normal build, then the same with the io_uring engine
+# (a subset of the integration tests), then in an ASan+UBSan build, and
 # then each libFuzzer harness for a bounded time (tests/fuzz/run.sh), and
 # that no include cycle joins the modules (tests/cycles.pl).  After
 # the plain build it checks what `make install` ships (tests/install/).
@@ -56,12 +57,24 @@ run_suite() {
     tail -n 1 "$log.replay"
     tally "$log.replay"
     echo "== $name: integration tests"
-    LOOKOUT_BIN="$build/lookout" perl "$top/tests/integration/run.pl" >"$log.integration" 2>&1
+    # shellcheck disable=SC2086 # $suite_tests: a list of files, or none (all)
+    LOOKOUT_BIN="$build/lookout" perl "$top/tests/integration/run.pl" ${suite_tests:-} >"$log.integration" 2>&1
     grep -vE '^ok ' "$log.integration" | grep -vE '^\s*$' | tail -n 60
     tally "$log.integration"
 }
 
+suite_tests=
 run_suite plain
+# The io_uring engine (./configure --enable-io-uring, off by default): the
+# unit tests, the corpora and the integration tests of the plain HTTP path it
+# reads and writes (the rest does not go through it), a few minutes.
+suite_tests=$(cd "$top" && ls tests/integration/20-*.t tests/integration/30-*.t \
+    tests/integration/40-*.t tests/integration/45-*.t tests/integration/50-*.t \
+    tests/integration/54-*.t tests/integration/60-*.t tests/integration/95-*.t \
+    tests/integration/108-*.t tests/integration/135-*.t tests/integration/139-*.t \
+    tests/integration/140-*.t)
+run_suite uring --enable-io-uring
+suite_tests=
 # What `make install` ships, against the plain build: man pages, systemd
 # unit, Dockerfile (lint.sh, a few seconds; `make check` runs it too), then
 # the tarball built, installed and uninstalled (dist.sh, about 40 s; why not
