@@ -21,6 +21,7 @@
 #include "lk_log.h"
 #include "lk_pool.h"
 #include "lk_stats.h"
+#include "lk_str.h"
 
 enum { TO_NOWHERE = 0, TO_STDERR, TO_FILE };
 
@@ -278,12 +279,8 @@ static void
 put_u(struct line *l, unsigned long long v)
 {
     char d[20];
-    size_t i = sizeof(d);
 
-    do
-        d[--i] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    put_mem(l, d + i, sizeof(d) - i);
+    put_mem(l, d, lk_fmt_dec(d, v));
 }
 
 static void

@@ -124,16 +124,7 @@ lk_flt_chain_free(struct lk_cluster *cl)
  * SPARE_BUFS of them: a JSON answer's filter (lookup) asks for two per
  * response, and evbuffer_new and evbuffer_free cost it about 900
  * instructions.  Not under AddressSanitizer, which should see each freed. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SPARE_BUFS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPARE_BUFS 0
-#endif
-#endif
-#ifndef SPARE_BUFS
-#define SPARE_BUFS 16
-#endif
+#define SPARE_BUFS (LK_UNDER_ASAN ? 0 : 16)
 
 static __thread struct evbuffer *spare_bufs[SPARE_BUFS + 1];
 static __thread unsigned nspare_bufs;

@@ -591,6 +591,8 @@ lk_fmt_u64(char *buf, uint64_t v, int hex)
     char tmp[24];
     size_t n = 0;
 
+    if (!hex)
+        return lk_fmt_dec(buf, v);
     do {
         unsigned digit = (unsigned)(hex ? v & 15 : v % 10);
         tmp[n++] = (char)(digit < 10 ? '0' + digit : 'a' + digit - 10);

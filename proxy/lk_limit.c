@@ -12,6 +12,7 @@
 
 #include "lk_limit.h"
 #include "lk_pool.h"
+#include "lk_str.h"
 
 #define STRIPES 64
 #define BUCKETS 256 /* per stripe: 16384 chains in all */
@@ -57,12 +58,6 @@ lk_addr_of(struct lk_addr *a, const struct sockaddr *sa)
     }
 }
 
-/* "00" to "99" */
-static const char pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
 /* Each octet's digits and a dot, in 4 bytes: an IPv4 address is four
  * 4-byte copies, each then advanced by its own length. */
 static const char octets[256][4] = {
@@ -100,26 +95,6 @@ static const char octets[256][4] = {
     "248.", "249.", "250.", "251.", "252.", "253.", "254.", "255.",
 };
 
-/* n (a port, below 100,000) in decimal at p, written from its end two
- * digits at a time: the end */
-static char *
-decimal(char *p, unsigned n)
-{
-    char *e = p + 1 + (n >= 10) + (n >= 100) + (n >= 1000) + (n >= 10000), *q = e;
-
-    while (n >= 100) {
-        unsigned r = n % 100;
-        n /= 100;
-        q -= 2;
-        memcpy(q, pairs + 2 * r, 2);
-    }
-    if (n >= 10)
-        memcpy(q - 2, pairs + 2 * n, 2);
-    else
-        q[-1] = (char)('0' + n);
-    return e;
-}
-
 size_t
 lk_addr_text(const struct lk_addr *a, int port, char *buf)
 {
@@ -147,7 +122,7 @@ lk_addr_text(const struct lk_addr *a, int port, char *buf)
     }
     if (port && a->family != 0) {
         *p++ = ':';
-        p = decimal(p, a->port);
+        p += lk_fmt_dec(p, a->port);
     }
     *p = '\0';
     return (size_t)(p - buf);

@@ -18,16 +18,7 @@
  * is one such chunk, made and freed once per request, and malloc and free
  * of that size cost more than the rest of the pool's work.  Not under
  * AddressSanitizer, which should see every chunk freed. */
-#if defined(__SANITIZE_ADDRESS__)
-#define LK_POOL_SPARE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LK_POOL_SPARE 0
-#endif
-#endif
-#ifndef LK_POOL_SPARE
-#define LK_POOL_SPARE 16
-#endif
+#define LK_POOL_SPARE (LK_UNDER_ASAN ? 0 : 16)
 
 struct lk_pool_chunk {
     struct lk_pool_chunk *next;

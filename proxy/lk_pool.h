@@ -7,6 +7,20 @@
 #ifndef LK_POOL_H
 #define LK_POOL_H
 
+/* 1 under AddressSanitizer: the per-thread caches of freed memory (pool
+ * chunks here, body buffers in lk_filter.c) keep nothing then, so that
+ * ASan sees every block freed. */
+#if defined(__SANITIZE_ADDRESS__)
+#define LK_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LK_UNDER_ASAN 1
+#endif
+#endif
+#ifndef LK_UNDER_ASAN
+#define LK_UNDER_ASAN 0
+#endif
+
 #include <stddef.h>
 #include "lk_str.h"
 

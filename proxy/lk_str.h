@@ -17,6 +17,21 @@ struct lk_str {
 #define LK_STRLIT(s) ((struct lk_str){(s), sizeof(s) - 1})
 #define LK_STR_NULL ((struct lk_str){NULL, 0})
 
+/* v in decimal at buf, without a terminator (at most 20 bytes): its
+ * length. */
+static inline size_t
+lk_fmt_dec(char *buf, unsigned long long v)
+{
+    char d[20];
+    size_t i = sizeof(d);
+
+    do
+        d[--i] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    memcpy(buf, d + i, sizeof(d) - i);
+    return sizeof(d) - i;
+}
+
 static inline struct lk_str
 lk_str_c(const char *s)
 {
