@@ -12,6 +12,9 @@
 # `--cap-add NET_BIND_SERVICE` or a port mapping.  The HEALTHCHECK asks the
 # admin listener's /healthz, so the config needs `admin = 127.0.0.1:9901`
 # (or set LOOKOUT_HEALTH_PORT); without it the container reports unhealthy.
+# A seccomp profile that refuses io_uring (recent Docker releases' default
+# one does) makes lookout warn once per worker and read and write with readv
+# and writev; `io_uring = off` in the config says so without the warning.
 #
 # tests/install/lint.sh checks that every package named here exists in
 # Debian 12 and that the runtime stage has every library lookout links.
@@ -22,7 +25,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         autoconf automake make gcc libc6-dev pkg-config \
         libevent-dev libssl-dev libjansson-dev zlib1g-dev \
-        libprotobuf-c-dev protobuf-c-compiler node-llhttp libzookeeper-mt-dev \
+        libprotobuf-c-dev protobuf-c-compiler node-llhttp libzookeeper-mt-dev liburing-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -37,7 +40,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libevent-2.1-7 libevent-core-2.1-7 libevent-openssl-2.1-7 \
-        libssl3 libjansson4 libprotobuf-c1 libzookeeper-mt2 zlib1g ca-certificates \
+        libssl3 libjansson4 libprotobuf-c1 libzookeeper-mt2 liburing2 zlib1g ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 999 lookout \
     && useradd --system --uid 999 --gid lookout --no-create-home --home-dir /nonexistent \

@@ -321,6 +321,7 @@ struct lk_conf {
     char *file; /* path as given */
     char *dir;  /* directory of the file, for relative paths */
     int workers; /* resolved: "auto" = number of cores */
+    int io_uring; /* io_uring, default on: plaintext reads and writes through it when built in */
     char *admin; /* admin listener address text; NULL if absent */
     /* admin.allow (default 127.0.0.0/8 and ::1), admin.healthz_allow (none
      * by default: /healthz only, no token) and admin.token_file's bearer

@@ -321,6 +321,9 @@ static const struct lk_key_range idle_pool_range = {0, 65535}, backlog_range = {
 const struct lk_conf_key lk_conf_lookout_keys[] = {
     {"workers", LK_IN_LOOKOUT, set_workers, 0, NULL, I, "auto",
      "worker threads, each with its own event loop; auto: one per core"},
+    {"io_uring", LK_IN_LOOKOUT, lk_set_onoff, C(io_uring), NULL, I, "on",
+     "plaintext sockets read and written through io_uring, when built with it; off: readv "
+     "and writev"},
     {"admin", LK_IN_LOOKOUT, set_admin, 0, NULL, 0, "none",
      "the admin listener's IP:port (/metrics, /healthz, /map)"},
     {"admin.allow", LK_IN_LOOKOUT, lk_set_cidrs, C(admin_allow), &nadmin_allow, I, "127.0.0.0/8, ::1",

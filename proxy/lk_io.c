@@ -17,9 +17,11 @@
 #include <openssl/ssl.h>
 
 #include "lk_clock.h"
+#include "lk_conf.h"
 #include "lk_io.h"
 #include "lk_log.h"
 #include "lk_pool.h"
+#include "lk_runtime.h"
 #include "lk_worker.h"
 #ifdef LK_IO_URING
 #include <string.h>
@@ -847,11 +849,34 @@ lk_io_worker_init(struct lk_worker *w)
     w->flush_ev = event_new(w->base, -1, 0, flush_cb, w);
     w->tls_out = lk_xmalloc(LK_TLS_RECORD);
 #ifdef LK_IO_URING
-    w->uring = lk_uring_new();
-    if (w->uring == NULL)
-        lk_log(LK_WARN, NULL, "io_uring: %s; reading and writing with readv and writev",
-               strerror(errno));
+    if (w->rt->conf->io_uring) {
+        w->uring = lk_uring_new();
+        /* A kernel that refuses it (kernel.io_uring_disabled, a container's
+         * seccomp profile) says so once per worker; io_uring = off is quiet. */
+        if (w->uring == NULL)
+            lk_log(LK_WARN, NULL,
+                   "io_uring: %s; reading and writing with readv and writev "
+                   "(io_uring = off says so without this warning)",
+                   strerror(errno));
+    }
     w->read_ev = event_new(w->base, -1, 0, ring_read_cb, w);
+#endif
+    if (w->id == 0)
+        lk_log(LK_INFO, NULL, "workers read and write plaintext with %s",
+               lk_io_engine(w));
+}
+
+const char *
+lk_io_engine(const struct lk_worker *w)
+{
+#ifdef LK_IO_URING
+    if (w->uring != NULL)
+        return "io_uring";
+    return w->rt->conf->io_uring ? "readv and writev (the kernel refused io_uring)"
+                                 : "readv and writev (io_uring = off)";
+#else
+    (void)w;
+    return "readv and writev (built without io_uring)";
 #endif
 }
 

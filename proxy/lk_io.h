@@ -104,6 +104,9 @@ void lk_io_rebind(struct lk_io *io, struct bufferevent *bev);
 /* The worker's flush queue (its event and TLS record buffer): made and
  * freed with the worker. */
 void lk_io_worker_init(struct lk_worker *w);
+/* How worker w reads and writes plaintext sockets, for the log and /map:
+ * "io_uring", or "readv and writev (why)". */
+const char *lk_io_engine(const struct lk_worker *w);
 void lk_io_worker_free(struct lk_worker *w);
 
 #endif

@@ -147,6 +147,9 @@ on_reload(evutil_socket_t sig, short what, void *arg)
     if (conf->workers != first_conf->workers)
         lk_log(LK_WARN, NULL, "SIGHUP: workers = %d needs a restart; still %d", conf->workers,
                first_conf->workers);
+    if (conf->io_uring != first_conf->io_uring)
+        lk_log(LK_WARN, NULL, "SIGHUP: io_uring = %s needs a restart; still %s",
+               conf->io_uring ? "on" : "off", first_conf->io_uring ? "on" : "off");
     if ((conf->admin == NULL) != (first_conf->admin == NULL) ||
         (conf->admin != NULL && strcmp(conf->admin, first_conf->admin) != 0))
         lk_log(LK_WARN, NULL, "SIGHUP: admin = %s needs a restart; still %s",

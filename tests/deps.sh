@@ -36,8 +36,8 @@ PKGS="$PKGS zookeeper libzookeeper-mt-dev python3-kazoo"
 PKGS="$PKGS groff-base man-db systemd"
 # clang with libFuzzer for tests/fuzz/run.sh, which tests/check.sh (and so
 # CI) runs; LOOKOUT_FUZZ=no leaves them out.
-# liburing for the experimental ./configure --enable-io-uring build (proxy/lk_uring.c:
-# sends gathered per loop iteration); the default build does not need it.
+# liburing for io_uring, built in by configure when it is there (proxy/lk_uring.c:
+# reads and sends gathered per loop iteration); without it the build uses readv and writev.
 PKGS="$PKGS liburing-dev"
 [ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"
 [ -n "$LOOKOUT_EXTRA_PKGS" ] && PKGS="$PKGS $LOOKOUT_EXTRA_PKGS"

@@ -1,6 +1,6 @@
 /*
  * Tests for proxy/lk_uring.c, the io_uring sends of the flush queue
- * (built with ./configure --enable-io-uring; without it the table is
+ * (built in when configure finds liburing; without it the table is
  * empty): sends to several sockets go in one submission and each reports
  * what send(2) would (all, part of it when the socket fills, -EAGAIN when
  * it is full, -EPIPE once the peer is gone, never SIGPIPE); a batch holds
