@@ -16,6 +16,7 @@
 #include "lk_health.h"
 #include "lk_live.h"
 #include "lk_log.h"
+#include "lk_pool.h"
 #include "lk_probe.h"
 #include "lk_protos.h"
 #include "lk_runtime.h"
@@ -178,6 +179,7 @@ main(int argc, char **argv)
     int check = 0, live = 0, probe = 0, ch;
     char err[1024];
 
+    lk_pool_libevent();
     while ((ch = getopt_long(argc, argv, "c:tlpkVh", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': file = optarg; break;

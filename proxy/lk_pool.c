@@ -2,6 +2,7 @@
  * Region allocator: chunks of at least LK_POOL_CHUNK bytes, bump-allocated,
  * released together.  Large requests get a chunk of their own.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -9,16 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "lk_pool.h"
 
 #define LK_POOL_CHUNK 4000
 
 /* Chunks of LK_POOL_CHUNK bytes freed by a thread wait here for its next
- * pool, up to LK_POOL_SPARE of them (64 KiB a thread): an exchange's pool
+ * pool, up to LK_POOL_SPARE of them (256 KiB a thread): an exchange's pool
  * is one such chunk, made and freed once per request, and malloc and free
- * of that size cost more than the rest of the pool's work.  Not under
- * AddressSanitizer, which should see every chunk freed. */
-#define LK_POOL_SPARE (LK_UNDER_ASAN ? 0 : 16)
+ * of that size cost more than the rest of the pool's work; a turn of the
+ * loop with io_uring starts an exchange on every socket it read before
+ * any ends.  Not under AddressSanitizer, which should see every chunk
+ * freed. */
+#define LK_POOL_SPARE (LK_UNDER_ASAN ? 0 : 64)
 
 struct lk_pool_chunk {
     struct lk_pool_chunk *next;
@@ -247,4 +252,110 @@ lk_pool_clear(struct lk_pool *pool)
             free(c);
         }
     }
+}
+
+/*
+ * libevent's buffers, through event_set_mem_functions: its chains are
+ * blocks of 2^k bytes.  A read reserves 16 KiB or more in the input (a
+ * 32 KiB block with the chain's header), which the protocol drains, and
+ * so frees, within the same turn of the loop; a head written out is a
+ * 1 KiB chain, freed once sent.  glibc serves the larger blocks from its
+ * bins rather than its per-thread cache, at several hundred instructions
+ * a malloc and free, and the 1 KiB ones too once a turn holds more of
+ * them than that cache's 7 a size (a turn with io_uring reads every
+ * readable socket before any is drained).  So freed blocks of 1 KiB to
+ * 64 KiB wait here, per thread and per size, for the next chain of that
+ * size, up to LK_BLOCKS_KEPT bytes a thread.  Any other size, and every
+ * block past that, is malloc's.  Not under AddressSanitizer, which should
+ * see every block freed.
+ */
+#define LK_BLOCK_MIN_SHIFT 10
+#define LK_BLOCK_MAX_SHIFT 16
+#define LK_BLOCKS_KEPT (LK_UNDER_ASAN ? 0 : 2u << 20)
+
+struct lk_block {
+    struct lk_block *next;
+};
+
+static __thread struct lk_block *blocks[LK_BLOCK_MAX_SHIFT - LK_BLOCK_MIN_SHIFT + 1];
+static __thread size_t blocks_kept; /* bytes */
+static __thread int blocks_keyed;
+static pthread_key_t blocks_key;
+static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
+
+/* A thread that ends frees the blocks it kept (the key's destructor). */
+static void
+blocks_free(void *arg)
+{
+    (void)arg;
+    for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++) {
+        while (blocks[k] != NULL) {
+            struct lk_block *b = blocks[k];
+            blocks[k] = b->next;
+            free(b);
+        }
+    }
+    blocks_kept = 0;
+}
+
+static void
+blocks_key_make(void)
+{
+    pthread_key_create(&blocks_key, blocks_free);
+}
+
+static void *
+ev_malloc(size_t n)
+{
+    if ((n & (n - 1)) == 0 && n >> LK_BLOCK_MIN_SHIFT != 0 && n >> LK_BLOCK_MAX_SHIFT <= 1) {
+        struct lk_block **head = &blocks[__builtin_ctzl(n) - LK_BLOCK_MIN_SHIFT];
+        struct lk_block *b = *head;
+        if (b != NULL) {
+            *head = b->next;
+            blocks_kept -= n;
+            return b;
+        }
+    }
+    return malloc(n);
+}
+
+static void
+ev_free(void *p)
+{
+    if (p == NULL)
+        return;
+    /* The size class of a block is what malloc says it can hold: 2^k, and
+     * less than a header more (a larger block of another size is not
+     * kept, as its spare bytes would be wasted). */
+    size_t u = malloc_usable_size(p);
+    if (u >> LK_BLOCK_MIN_SHIFT != 0 && u >> LK_BLOCK_MAX_SHIFT <= 1) {
+        unsigned k = 63 - (unsigned)__builtin_clzl(u);
+        size_t n = (size_t)1 << k;
+        if (u - n < 64 && k <= LK_BLOCK_MAX_SHIFT && blocks_kept + n <= LK_BLOCKS_KEPT) {
+            if (!blocks_keyed) {
+                pthread_once(&blocks_once, blocks_key_make);
+                pthread_setspecific(blocks_key, blocks);
+                blocks_keyed = 1;
+            }
+            struct lk_block *b = p;
+            b->next = blocks[k - LK_BLOCK_MIN_SHIFT];
+            blocks[k - LK_BLOCK_MIN_SHIFT] = b;
+            blocks_kept += n;
+            return;
+        }
+    }
+    free(p);
+}
+
+/* Every block kept is one malloc made: realloc may take it as it is. */
+static void *
+ev_realloc(void *p, size_t n)
+{
+    return realloc(p, n);
+}
+
+void
+lk_pool_libevent(void)
+{
+    event_set_mem_functions(ev_malloc, ev_realloc, ev_free);
 }

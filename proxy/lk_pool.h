@@ -55,6 +55,11 @@ void lk_pool_cleanup_add(struct lk_pool *pool, lk_pool_cleanup_cb cb, void *arg)
 void lk_pool_clear(struct lk_pool *pool);
 #define lk_pool_free lk_pool_clear
 
+/* Gives libevent an allocator that keeps its freed 1 KiB to 64 KiB buffer
+ * blocks per thread for the next ones (lk_pool.c says why).  Call before
+ * any other libevent function. */
+void lk_pool_libevent(void);
+
 /* Config-lifetime allocations: abort on OOM (h2o_mem_alloc). */
 void *lk_xmalloc(size_t size);
 void *lk_xcalloc(size_t n, size_t size);

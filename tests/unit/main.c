@@ -32,6 +32,7 @@ extern const struct lk_test_case lk_test_ratelimit[];
 extern const struct lk_test_case lk_test_hold[];
 extern const struct lk_test_case lk_test_age[];
 extern const struct lk_test_case lk_test_uring[];
+extern const struct lk_test_case lk_test_pool[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -58,6 +59,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_ratelimit,
     lk_test_hold,
     lk_test_age,
+    lk_test_pool,
     lk_test_uring,
     NULL,
 };
