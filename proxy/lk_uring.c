@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <liburing.h>
@@ -20,6 +21,12 @@
 #define LK_URING_ENTRIES 256   /* sends per submission */
 #define LK_URING_IOVS 2048     /* iovecs they share */
 #define LK_URING_IOV_MAX 64    /* per send; the rest goes in the next round */
+/* A send of several chains (a head and its body) up to LK_URING_GATHER
+ * bytes is copied into the ring's staging area and goes as one buffer: a
+ * sendmsg costs the kernel a msghdr and an iovec array to copy in and
+ * check, more than the copy of a few hundred bytes here. */
+#define LK_URING_GATHER 4096
+#define LK_URING_STAGE (64 * 1024)
 
 struct lk_uring_send {
     void *owner;
@@ -34,8 +41,10 @@ struct lk_uring {
     struct io_uring ring;
     unsigned n;       /* sends prepared */
     unsigned niov;    /* iovecs they take */
+    size_t staged;    /* bytes of stage the prepared sends use */
     struct lk_uring_send send[LK_URING_ENTRIES];
     struct iovec iov[LK_URING_IOVS];
+    unsigned char stage[LK_URING_STAGE];
 };
 
 struct lk_uring *
@@ -90,6 +99,14 @@ lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, void *owner)
         iov[k].iov_base = v[k].iov_base;
         iov[k].iov_len = v[k].iov_len;
         s->len += v[k].iov_len;
+    }
+    if (nv > 1 && s->len <= LK_URING_GATHER && LK_URING_STAGE - u->staged >= s->len) {
+        unsigned char *at = u->stage + u->staged;
+        for (int k = 0, off = 0; k < nv; off += (int)iov[k].iov_len, k++)
+            memcpy(at + off, iov[k].iov_base, iov[k].iov_len);
+        u->staged += s->len;
+        iov[0] = (struct iovec){.iov_base = at, .iov_len = s->len};
+        nv = 1;
     }
     if (nv == 1) {
         io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -160,6 +177,7 @@ lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int recv, int res,
 {
     unsigned n = u->n, sent;
     u->n = u->niov = 0;
+    u->staged = 0; /* every send completes within this call (see the top) */
     if (n == 0)
         return 0;
     int r;

@@ -4,7 +4,9 @@
  * empty): sends to several sockets go in one submission and each reports
  * what send(2) would (all, part of it when the socket fills, -EAGAIN when
  * it is full, -EPIPE once the peer is gone, never SIGPIPE); a batch holds
- * 256 sends and then asks to be submitted; several chains go as one send.
+ * 256 sends and then asks to be submitted; several chains go as one send,
+ * copied into the ring's staging area up to 4 KiB a send and 64 KiB a
+ * submission, gathered by sendmsg past that, the bytes the same either way.
  * Receives likewise: several sockets read in one submission, each input
  * getting its bytes after what it held (0 at the end, -EAGAIN when there
  * is nothing), its end frozen again as lk_io.c keeps it.  A thread other
@@ -87,6 +89,64 @@ test_gathered(void)
     evbuffer_free(oa);
     evbuffer_free(ob);
     close(a[0]), close(a[1]), close(b[0]), close(b[1]);
+    lk_uring_free(u);
+}
+
+/* Sends of three chains each: 24 of 3 KiB (staged until the area's 64 KiB
+ * are used, then gathered by sendmsg) and one of 6 KiB (over the staging
+ * limit): every peer gets its own bytes, in order. */
+static void
+test_staged(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    enum { N = 25 };
+    int sv[N][2];
+    struct got g[N];
+    struct evbuffer *out[N];
+    static char src[N][3][2048];
+    size_t part[N];
+    int good = 1, whole = 1;
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    memset(g, 0, sizeof(g));
+    for (int i = 0; i < N; i++) {
+        pair(sv[i]);
+        part[i] = i == N - 1 ? 2048 : 1024;
+        out[i] = evbuffer_new();
+        for (int c = 0; c < 3; c++) {
+            for (size_t k = 0; k < part[i]; k++)
+                src[i][c][k] = (char)('a' + (i + c + k) % 26);
+            evbuffer_add_reference(out[i], src[i][c], part[i], NULL, NULL);
+        }
+        good &= lk_uring_send(u, sv[i][0], out[i], &g[i]) == 0;
+    }
+    ok(good, "%d sends of three chains prepared", N);
+    ok(lk_uring_submit(u, on_done) == 0, "one submission");
+    for (int i = 0; i < N; i++) {
+        char buf[3 * 2048 + 1];
+        size_t want = 3 * part[i];
+        whole &= g[i].calls == 1 && g[i].res == (int)want && g[i].whole;
+        ssize_t n = read(sv[i][1], buf, sizeof(buf));
+        good &= n == (ssize_t)want;
+        for (int c = 0; c < 3 && n == (ssize_t)want; c++)
+            good &= memcmp(buf + c * part[i], src[i][c], part[i]) == 0;
+    }
+    ok(whole, "each reported all its bytes sent");
+    ok(good, "each peer got its three chains' bytes, in order");
+    /* The staging area is free again: the next submission stages too. */
+    evbuffer_drain(out[0], evbuffer_get_length(out[0]));
+    evbuffer_add(out[0], "ab", 2);
+    evbuffer_add_reference(out[0], "cd", 2, NULL, NULL);
+    lk_uring_send(u, sv[0][0], out[0], &g[0]);
+    lk_uring_submit(u, on_done);
+    char buf[8];
+    ok(g[0].res == 4 && read(sv[0][1], buf, sizeof(buf)) == 4 && memcmp(buf, "abcd", 4) == 0,
+       "the next submission's gathered send arrives whole");
+    for (int i = 0; i < N; i++) {
+        evbuffer_free(out[i]);
+        close(sv[i][0]), close(sv[i][1]);
+    }
     lk_uring_free(u);
 }
 
@@ -236,6 +296,7 @@ test_other_thread(void)
 const struct lk_test_case lk_test_uring[] = {
     {"uring/other_thread", test_other_thread},
     {"uring/gathered", test_gathered},
+    {"uring/staged", test_staged},
     {"uring/received", test_received},
     {"uring/full_and_gone", test_full_and_gone},
     {"uring/batch_full", test_batch_full},
