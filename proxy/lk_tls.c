@@ -529,6 +529,18 @@ lk_tls_client_subject(SSL *ssl, char *buf, size_t len)
 
 static const unsigned char sid_ctx_base[] = "lookout";
 
+/* Whether a session made on ssl could ever be resumed: not with neither a
+ * session cache nor tickets (sessions_setup), and then a session id
+ * context per name is a SHA-256 per handshake for nothing. */
+static int
+can_resume(SSL *ssl)
+{
+    SSL_CTX *ctx = SSL_get_SSL_CTX(ssl);
+
+    return SSL_CTX_get_session_cache_mode(ctx) != SSL_SESS_CACHE_OFF ||
+           !(SSL_CTX_get_options(ctx) & SSL_OP_NO_TICKET);
+}
+
 /*
  * Before OpenSSL looks for a session to resume (by id or ticket, TLS 1.2
  * and 1.3): the session id context becomes one of the name the client
@@ -565,7 +577,7 @@ client_hello_cb(SSL *ssl, int *alert, void *arg)
         if (n < 0 && a->mode != 0 && SSL_set_session_id_context(ssl, base, (unsigned)baselen) != 1)
             n = -2;
     }
-    if (n == -1)
+    if (n == -1 || (n >= 0 && !can_resume(ssl)))
         return SSL_CLIENT_HELLO_SUCCESS;
     if (n == -2 || (h = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1 ||
         EVP_DigestUpdate(h, base, baselen) != 1 ||
@@ -643,7 +655,9 @@ servername_cb(SSL *ssl, int *alert, void *arg)
     const struct lk_client_auth *a;
 
     (void)alert;
-    for (size_t i = 0; name != NULL && server_ctx[i] != NULL; i++) {
+    /* One certificate answers every name: no SAN to look through (its
+     * extension decoded twice per handshake). */
+    for (size_t i = 0; name != NULL && server_ctx[1] != NULL && server_ctx[i] != NULL; i++) {
         if (cert_matches(server_ctx[i], name)) {
             if (SSL_get_SSL_CTX(ssl) != server_ctx[i])
                 SSL_set_SSL_CTX(ssl, server_ctx[i]);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <event2/event.h>
 
@@ -88,7 +89,10 @@ listener_free(struct evconnlistener *l, struct lk_listen *ls)
 
 /* Binds b and listens with the configured backlog (the kernel caps it at
  * net.core.somaxconn).  The caller hands the socket to evconnlistener_new
- * with a backlog of 0: given -1, libevent would listen() again with 128. */
+ * with a backlog of 0: given -1, libevent would listen() again with 128.
+ * TCP_NODELAY is set here once: every socket accepted from it has it too
+ * (Linux copies it to the accepted socket), rather than a setsockopt per
+ * connection. */
 static evutil_socket_t
 bind_socket(const struct lk_bind *b, int backlog, char *err, size_t errlen)
 {
@@ -101,6 +105,8 @@ bind_socket(const struct lk_bind *b, int backlog, char *err, size_t errlen)
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     if (b->addr.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+        goto fail;
     if (bind(fd, (const struct sockaddr *)&b->addr, b->addrlen) != 0)
         goto fail;
     if (listen(fd, backlog) != 0)
