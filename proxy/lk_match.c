@@ -45,6 +45,15 @@ struct lk_match {
      * pairv[k][0] and [1] are pair k's bytes 16 times, the spares pair 0's. */
     unsigned char pairv[FOLD_MAX][2][16];
     size_t npair;
+    /* lk_match_none's anchors: two bytes that every pattern holds one of
+     * (a pattern's byte before its last ':' and the ':', "1:" of
+     * "10.0.0.1:6650" and of "pulsar://10.0.0.1:6650"; without a ':',
+     * its last two), 0x20 or-ed into each, each pair once, as pairv; when
+     * more than FOLD_MAX (or a pattern is one byte), none. */
+    unsigned char anchorv[FOLD_MAX][2][16];
+    size_t nanchor;
+    unsigned char anchor_pad; /* a byte in no anchor, even with 0x20 or-ed in */
+    size_t min_len;           /* of the shortest pattern */
 };
 
 static int
@@ -60,6 +69,53 @@ is_host(unsigned c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '-' || c == '_';
+}
+
+/* m's anchors (struct lk_match). */
+static void
+anchors_new(struct lk_match *m, const char *const *patterns, const size_t *lens, size_t n)
+{
+    size_t i, k;
+
+    m->min_len = n != 0 ? LK_MATCH_MAX_LEN : 0;
+    for (i = 0; i < n; i++)
+        if (lens[i] < m->min_len)
+            m->min_len = lens[i];
+    for (i = 0; i < n && m->nanchor <= FOLD_MAX; i++) {
+        const unsigned char *pat = (const unsigned char *)patterns[i];
+        if (lens[i] < 2) {
+            m->nanchor = FOLD_MAX + 1;
+            break;
+        }
+        const unsigned char *colon = memrchr(pat + 1, ':', lens[i] - 1);
+        size_t at = colon != NULL ? (size_t)(colon - pat) - 1 : lens[i] - 2;
+        unsigned char a = pat[at] | 0x20, b = pat[at + 1] | 0x20;
+        for (k = 0; k < m->nanchor && !(m->anchorv[k][0][0] == a && m->anchorv[k][1][0] == b); k++)
+            ;
+        if (k < m->nanchor)
+            continue;
+        if (m->nanchor < FOLD_MAX) {
+            memset(m->anchorv[k][0], a, 16);
+            memset(m->anchorv[k][1], b, 16);
+        }
+        m->nanchor++;
+    }
+    if (m->nanchor > FOLD_MAX || m->nanchor == 0) {
+        m->nanchor = 0; /* none: lk_match_none goes by the automaton alone */
+        return;
+    }
+    for (k = m->nanchor; k < FOLD_MAX; k++)
+        memcpy(m->anchorv[k], m->anchorv[0], sizeof(m->anchorv[k]));
+    /* at most 2 * FOLD_MAX of the 128 values x | 0x20 are taken */
+    for (i = 0; i < 256; i++) {
+        for (k = 0; k < m->nanchor; k++)
+            if (m->anchorv[k][0][0] == (i | 0x20) || m->anchorv[k][1][0] == (i | 0x20))
+                break;
+        if (k == m->nanchor) {
+            m->anchor_pad = (unsigned char)i;
+            break;
+        }
+    }
 }
 
 struct lk_match *
@@ -194,6 +250,7 @@ lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsign
     }
     for (k = m->npair; k < FOLD_MAX; k++)
         memcpy(m->pairv[k], m->pairv[0], sizeof(m->pairv[k]));
+    anchors_new(m, patterns, lens, n);
     m->emit = lk_xmalloc(m->nstates * sizeof(*m->emit));
     for (i = 0; i < m->nstates; i++)
         m->emit[i] = m->out[i] != NONE ? (uint32_t)i : m->dict[i];
@@ -485,6 +542,71 @@ skip_root(const struct lk_match *m, const unsigned char *p, size_t i, size_t len
 }
 
 /*
+ * Whether no anchor (struct lk_match) is in p[0..len): then no pattern is
+ * either, each holding one.  16 pairs of bytes at a time, 32 a turn, as
+ * skip_pairs compares them, with the number of anchors (1, 2, 4 or 8, the
+ * spares repeating the first) a constant; a piece under 17 bytes is read
+ * from a copy padded with a byte of no anchor.
+ */
+#ifdef __SSE2__
+static inline __attribute__((always_inline)) int
+anchors_none_n(const struct lk_match *m, const unsigned char *p, size_t len, int n)
+{
+    __m128i pa[FOLD_MAX], pb[FOLD_MAX];
+    size_t i = 0;
+
+#pragma GCC unroll 8
+    for (int v = 0; v < n; v++) {
+        pa[v] = load16(m->anchorv[v][0]);
+        pb[v] = load16(m->anchorv[v][1]);
+    }
+    for (; i + 33 <= len; i += 32)
+        if ((pairs16(p + i, pa, pb, n) | pairs16(p + i + 16, pa, pb, n)) != 0)
+            return 0;
+    for (; i + 17 <= len; i += 16)
+        if (pairs16(p + i, pa, pb, n) != 0)
+            return 0;
+    /* the pairs left start at i to len - 2: the last 17 bytes', those
+     * before i shifted out */
+    return i + 1 >= len || pairs16(p + len - 17, pa, pb, n) >> (i - (len - 17)) == 0;
+}
+#endif
+
+static int
+anchors_none(const struct lk_match *m, const unsigned char *p, size_t len)
+{
+#ifdef __SSE2__
+    unsigned char pad[32];
+
+    if (len < 17) {
+        __m128i v = _mm_set1_epi8((char)m->anchor_pad);
+        _mm_storeu_si128((__m128i *)(void *)pad, v);
+        _mm_storeu_si128((__m128i *)(void *)(pad + 16), v);
+        memcpy(pad, p, len);
+        p = pad;
+        len = 17;
+    }
+    switch (m->nanchor) {
+    case 1:
+        return anchors_none_n(m, p, len, 1);
+    case 2:
+        return anchors_none_n(m, p, len, 2);
+    case 3:
+    case 4:
+        return anchors_none_n(m, p, len, 4);
+    default:
+        return anchors_none_n(m, p, len, FOLD_MAX);
+    }
+#else
+    for (size_t i = 0; i + 1 < len; i++)
+        for (size_t k = 0; k < m->nanchor; k++)
+            if ((p[i] | 0x20) == m->anchorv[k][0][0] && (p[i + 1] | 0x20) == m->anchorv[k][1][0])
+                return 0;
+    return 1;
+#endif
+}
+
+/*
  * The scan of lk_match_scan.  The automaton steps from the root only at a
  * byte that can start a pattern (skip_root), and keeps no per-byte history:
  * the byte before a match is read in the piece, and when the piece ends,
@@ -559,7 +681,9 @@ lk_match_none(const struct lk_match *m, const void *data, size_t len)
 {
     uint32_t node = 0;
 
-    return len == 0 || (skip_root(m, data, 0, len, &node) == len && node == 0);
+    if (len < m->min_len || (m->nanchor != 0 && anchors_none(m, data, len)))
+        return 1;
+    return skip_root(m, data, 0, len, &node) == len && node == 0;
 }
 
 int
