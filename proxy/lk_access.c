@@ -105,7 +105,9 @@ lk_access_thread_start(struct event_base *base)
 {
     struct held *h = lk_xcalloc(1, sizeof(*h));
 
-    h->ev = event_new(base, -1, 0, on_iteration_end, h);
+    /* persistent, though never added: only made active, and then run
+     * without the event_del a one-shot event gets */
+    h->ev = event_new(base, -1, EV_PERSIST, on_iteration_end, h);
     if (h->ev == NULL) {
         free(h); /* each line is written at once */
         return;

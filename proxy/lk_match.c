@@ -22,6 +22,23 @@
  * most this many (SSE2; else, and without SSE2, a table). */
 #define FOLD_MAX 8
 
+/*
+ * Three bytes at one place of every pattern, one set of them per place:
+ * where a pattern is, its three bytes are, so where none of the set is,
+ * no pattern is.  Two places: a pattern's last three bytes (the port's
+ * last digits, "650" of "pulsar://10.0.0.1:6650"; a raw host's end), and
+ * the byte before its last ':' with the ':' and the byte after it ("1:6":
+ * the host's end and the port's start; a pattern ending in ':', or without
+ * one, its last three).  Each triple once, 0x20 or-ed into each byte:
+ * v[k][0..2] are triple k's bytes 16 times, the spares triple 0's.  More
+ * than FOLD_MAX, or a pattern under 3 bytes: n 0, the set unused.
+ */
+struct anchors {
+    unsigned char v[FOLD_MAX][3][16];
+    size_t n;
+    unsigned char pad; /* a byte in no triple, even with 0x20 or-ed in */
+};
+
 struct lk_match {
     uint8_t cls[256]; /* byte -> class */
     size_t ncls;      /* classes, including class 0 for "any other byte" */
@@ -45,14 +62,9 @@ struct lk_match {
      * pairv[k][0] and [1] are pair k's bytes 16 times, the spares pair 0's. */
     unsigned char pairv[FOLD_MAX][2][16];
     size_t npair;
-    /* lk_match_none's anchors: two bytes that every pattern holds one of
-     * (a pattern's byte before its last ':' and the ':', "1:" of
-     * "10.0.0.1:6650" and of "pulsar://10.0.0.1:6650"; without a ':',
-     * its last two), 0x20 or-ed into each, each pair once, as pairv; when
-     * more than FOLD_MAX (or a pattern is one byte), none. */
-    unsigned char anchorv[FOLD_MAX][2][16];
-    size_t nanchor;
-    unsigned char anchor_pad; /* a byte in no anchor, even with 0x20 or-ed in */
+    /* lk_match_none's anchors (struct anchors): by the port's end, and
+     * by the host's end, ':' and the port's start */
+    struct anchors anchors[2];
     size_t min_len;           /* of the shortest pattern */
 };
 
@@ -71,48 +83,50 @@ is_host(unsigned c)
            c == '-' || c == '_';
 }
 
-/* m's anchors (struct lk_match). */
+/* The anchors at place `place` (struct anchors) of patterns[0..n). */
 static void
-anchors_new(struct lk_match *m, const char *const *patterns, const size_t *lens, size_t n)
+anchors_new(struct anchors *an, int place, const char *const *patterns, const size_t *lens,
+            size_t n)
 {
     size_t i, k;
 
-    m->min_len = n != 0 ? LK_MATCH_MAX_LEN : 0;
-    for (i = 0; i < n; i++)
-        if (lens[i] < m->min_len)
-            m->min_len = lens[i];
-    for (i = 0; i < n && m->nanchor <= FOLD_MAX; i++) {
+    for (i = 0; i < n && an->n <= FOLD_MAX; i++) {
         const unsigned char *pat = (const unsigned char *)patterns[i];
-        if (lens[i] < 2) {
-            m->nanchor = FOLD_MAX + 1;
+        if (lens[i] < 3) {
+            an->n = FOLD_MAX + 1;
             break;
         }
-        const unsigned char *colon = memrchr(pat + 1, ':', lens[i] - 1);
-        size_t at = colon != NULL ? (size_t)(colon - pat) - 1 : lens[i] - 2;
-        unsigned char a = pat[at] | 0x20, b = pat[at + 1] | 0x20;
-        for (k = 0; k < m->nanchor && !(m->anchorv[k][0][0] == a && m->anchorv[k][1][0] == b); k++)
+        const unsigned char *colon = place == 1 && pat[lens[i] - 1] != ':'
+                                         ? memrchr(pat + 1, ':', lens[i] - 2)
+                                         : NULL;
+        size_t at = colon != NULL ? (size_t)(colon - pat) - 1 : lens[i] - 3;
+        unsigned char t[3] = {pat[at] | 0x20, pat[at + 1] | 0x20, pat[at + 2] | 0x20};
+        for (k = 0; k < an->n && memcmp((unsigned char[3]){an->v[k][0][0], an->v[k][1][0],
+                                                            an->v[k][2][0]},
+                                        t, 3) != 0;
+             k++)
             ;
-        if (k < m->nanchor)
+        if (k < an->n)
             continue;
-        if (m->nanchor < FOLD_MAX) {
-            memset(m->anchorv[k][0], a, 16);
-            memset(m->anchorv[k][1], b, 16);
-        }
-        m->nanchor++;
+        if (an->n < FOLD_MAX)
+            for (int b = 0; b < 3; b++)
+                memset(an->v[k][b], t[b], 16);
+        an->n++;
     }
-    if (m->nanchor > FOLD_MAX || m->nanchor == 0) {
-        m->nanchor = 0; /* none: lk_match_none goes by the automaton alone */
+    if (an->n > FOLD_MAX || an->n == 0) {
+        an->n = 0;
         return;
     }
-    for (k = m->nanchor; k < FOLD_MAX; k++)
-        memcpy(m->anchorv[k], m->anchorv[0], sizeof(m->anchorv[k]));
-    /* at most 2 * FOLD_MAX of the 128 values x | 0x20 are taken */
+    for (k = an->n; k < FOLD_MAX; k++)
+        memcpy(an->v[k], an->v[0], sizeof(an->v[k]));
+    /* at most 3 * FOLD_MAX of the 128 values x | 0x20 are taken */
     for (i = 0; i < 256; i++) {
-        for (k = 0; k < m->nanchor; k++)
-            if (m->anchorv[k][0][0] == (i | 0x20) || m->anchorv[k][1][0] == (i | 0x20))
+        for (k = 0; k < an->n; k++)
+            if (an->v[k][0][0] == (i | 0x20) || an->v[k][1][0] == (i | 0x20) ||
+                an->v[k][2][0] == (i | 0x20))
                 break;
-        if (k == m->nanchor) {
-            m->anchor_pad = (unsigned char)i;
+        if (k == an->n) {
+            an->pad = (unsigned char)i;
             break;
         }
     }
@@ -250,7 +264,12 @@ lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsign
     }
     for (k = m->npair; k < FOLD_MAX; k++)
         memcpy(m->pairv[k], m->pairv[0], sizeof(m->pairv[k]));
-    anchors_new(m, patterns, lens, n);
+    m->min_len = n != 0 ? LK_MATCH_MAX_LEN : 0;
+    for (i = 0; i < n; i++)
+        if (lens[i] < m->min_len)
+            m->min_len = lens[i];
+    anchors_new(&m->anchors[0], 0, patterns, lens, n);
+    anchors_new(&m->anchors[1], 1, patterns, lens, n);
     m->emit = lk_xmalloc(m->nstates * sizeof(*m->emit));
     for (i = 0; i < m->nstates; i++)
         m->emit[i] = m->out[i] != NONE ? (uint32_t)i : m->dict[i];
@@ -542,65 +561,83 @@ skip_root(const struct lk_match *m, const unsigned char *p, size_t i, size_t len
 }
 
 /*
- * Whether no anchor (struct lk_match) is in p[0..len): then no pattern is
- * either, each holding one.  16 pairs of bytes at a time, 32 a turn, as
- * skip_pairs compares them, with the number of anchors (1, 2, 4 or 8, the
- * spares repeating the first) a constant; a piece under 17 bytes is read
- * from a copy padded with a byte of no anchor.
+ * Whether no triple of an (struct anchors) is in p[0..len): then no
+ * pattern is either.  The triples that start at each of 16 bytes, found as
+ * skip_pairs finds pairs, 32 bytes a turn, with the number of triples (1
+ * to 4, or 8 with the spares repeating the first) a constant; a piece under 18
+ * bytes is read from a copy padded with a byte of no triple.
  */
 #ifdef __SSE2__
-static inline __attribute__((always_inline)) int
-anchors_none_n(const struct lk_match *m, const unsigned char *p, size_t len, int n)
+static inline __attribute__((always_inline)) unsigned
+triples16(const unsigned char *p, const __m128i (*t)[3], int n)
 {
-    __m128i pa[FOLD_MAX], pb[FOLD_MAX];
+    const __m128i lower = _mm_set1_epi8(0x20);
+    __m128i a = _mm_or_si128(load16(p), lower), b = _mm_or_si128(load16(p + 1), lower),
+            c = _mm_or_si128(load16(p + 2), lower);
+    __m128i eq = _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, t[0][0]), _mm_cmpeq_epi8(b, t[0][1])),
+                               _mm_cmpeq_epi8(c, t[0][2]));
+
+#pragma GCC unroll 8
+    for (int v = 1; v < n; v++)
+        eq = _mm_or_si128(eq, _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, t[v][0]),
+                                                          _mm_cmpeq_epi8(b, t[v][1])),
+                                            _mm_cmpeq_epi8(c, t[v][2])));
+    return (unsigned)_mm_movemask_epi8(eq);
+}
+
+static inline __attribute__((always_inline)) int
+triples_none_n(const struct anchors *an, const unsigned char *p, size_t len, int n)
+{
+    __m128i t[FOLD_MAX][3];
     size_t i = 0;
 
 #pragma GCC unroll 8
-    for (int v = 0; v < n; v++) {
-        pa[v] = load16(m->anchorv[v][0]);
-        pb[v] = load16(m->anchorv[v][1]);
-    }
-    for (; i + 33 <= len; i += 32)
-        if ((pairs16(p + i, pa, pb, n) | pairs16(p + i + 16, pa, pb, n)) != 0)
+    for (int v = 0; v < n; v++)
+        for (int b = 0; b < 3; b++)
+            t[v][b] = load16(an->v[v][b]);
+    for (; i + 34 <= len; i += 32)
+        if ((triples16(p + i, t, n) | triples16(p + i + 16, t, n)) != 0)
             return 0;
-    for (; i + 17 <= len; i += 16)
-        if (pairs16(p + i, pa, pb, n) != 0)
+    for (; i + 18 <= len; i += 16)
+        if (triples16(p + i, t, n) != 0)
             return 0;
-    /* the pairs left start at i to len - 2: the last 17 bytes', those
+    /* the triples left start at i to len - 3: the last 18 bytes', those
      * before i shifted out */
-    return i + 1 >= len || pairs16(p + len - 17, pa, pb, n) >> (i - (len - 17)) == 0;
+    return i + 2 >= len || triples16(p + len - 18, t, n) >> (i - (len - 18)) == 0;
 }
 #endif
 
 static int
-anchors_none(const struct lk_match *m, const unsigned char *p, size_t len)
+triples_none(const struct anchors *an, const unsigned char *p, size_t len)
 {
 #ifdef __SSE2__
     unsigned char pad[32];
 
-    if (len < 17) {
-        __m128i v = _mm_set1_epi8((char)m->anchor_pad);
+    if (len < 18) {
+        __m128i v = _mm_set1_epi8((char)an->pad);
         _mm_storeu_si128((__m128i *)(void *)pad, v);
         _mm_storeu_si128((__m128i *)(void *)(pad + 16), v);
         memcpy(pad, p, len);
         p = pad;
-        len = 17;
+        len = 18;
     }
-    switch (m->nanchor) {
+    switch (an->n) {
     case 1:
-        return anchors_none_n(m, p, len, 1);
+        return triples_none_n(an, p, len, 1);
     case 2:
-        return anchors_none_n(m, p, len, 2);
+        return triples_none_n(an, p, len, 2);
     case 3:
+        return triples_none_n(an, p, len, 3);
     case 4:
-        return anchors_none_n(m, p, len, 4);
+        return triples_none_n(an, p, len, 4);
     default:
-        return anchors_none_n(m, p, len, FOLD_MAX);
+        return triples_none_n(an, p, len, FOLD_MAX);
     }
 #else
-    for (size_t i = 0; i + 1 < len; i++)
-        for (size_t k = 0; k < m->nanchor; k++)
-            if ((p[i] | 0x20) == m->anchorv[k][0][0] && (p[i + 1] | 0x20) == m->anchorv[k][1][0])
+    for (size_t i = 0; i + 2 < len; i++)
+        for (size_t k = 0; k < an->n; k++)
+            if ((p[i] | 0x20) == an->v[k][0][0] && (p[i + 1] | 0x20) == an->v[k][1][0] &&
+                (p[i + 2] | 0x20) == an->v[k][2][0])
                 return 0;
     return 1;
 #endif
@@ -681,8 +718,11 @@ lk_match_none(const struct lk_match *m, const void *data, size_t len)
 {
     uint32_t node = 0;
 
-    if (len < m->min_len || (m->nanchor != 0 && anchors_none(m, data, len)))
+    if (len < m->min_len)
         return 1;
+    for (int k = 0; k < 2; k++)
+        if (m->anchors[k].n != 0 && triples_none(&m->anchors[k], data, len))
+            return 1;
     return skip_root(m, data, 0, len, &node) == len && node == 0;
 }
 

@@ -105,8 +105,9 @@ int lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, con
 /* Whether data[0..len), a whole stream, holds no match: then
  * lk_match_scan and lk_match_finish would find nothing in it.  The cheap
  * answer for a header value, a frame or a whole body that is clean, as
- * most are: shorter than every pattern, or without any of the pairs of
- * bytes one of which each pattern holds (16 at a time), or else with no
+ * most are: shorter than every pattern, or without any of the patterns'
+ * last three bytes (a port's end), or without any of their host's ends
+ * with the ':' and the port's start (16 places at a time), or else with no
  * byte where a pattern may start, as lk_match_scan jumps. */
 int lk_match_none(const struct lk_match *m, const void *data, size_t len);
 

@@ -556,16 +556,20 @@ test_prefilter(void)
         lk_match_free(m);
     }
     /* lk_match_none: a clean value; a match the port's next digit undoes
-     * (not none: the walk meets the pattern's end); a match; a value that
-     * ends in a pattern's first bytes */
+     * (not none: it holds the host's end, ':' and the port's start, and
+     * the walk meets the pattern's end); a match; a value that ends in a
+     * pattern's first bytes (none: a whole stream, nothing ends in it); the
+     * host on another port (none: no pattern's host end, ':' and port
+     * start); one too short for any pattern */
     struct lk_match *n = build(names, 6);
     if (n != NULL) {
         static const char *const values[] = {"application/json; charset=utf-8",
                                              "http://b1.internal:80801", "x http://b1.internal:8080",
-                                             "Thu, 03 Dec 2026 21:42:33 GMT, see http://b1.in"};
-        static const int none[] = {1, 0, 0, 0};
-        static const size_t hits[] = {0, 0, 1, 0};
-        for (size_t c = 0; c < 4; c++)
+                                             "Thu, 03 Dec 2026 21:42:33 GMT, see http://b1.in",
+                                             "http://B1.INTERNAL:9090/admin", "b1.in"};
+        static const int none[] = {1, 0, 0, 1, 1, 1};
+        static const size_t hits[] = {0, 0, 1, 0, 0, 0};
+        for (size_t c = 0; c < 6; c++)
             ok(lk_match_none(n, values[c], strlen(values[c])) == none[c] &&
                    plain_hits(n, values[c], strlen(values[c])) == hits[c],
                "'%s': %s, %zu hits", values[c], none[c] ? "none" : "not none", hits[c]);
