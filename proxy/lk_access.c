@@ -294,7 +294,9 @@ put_s(struct line *l, const char *s)
 static inline __attribute__((always_inline)) void
 put_u(struct line *l, unsigned long long v)
 {
-    if (__builtin_expect(l->cap - l->len > 20, 1)) {
+    if (v < 10 && l->cap - l->len > 1) { /* most counts of a line are 0 */
+        l->p[l->len++] = (char)('0' + v);
+    } else if (__builtin_expect(l->cap - l->len > 20, 1)) {
         l->len += lk_fmt_dec(l->p + l->len, v); /* at most 20 digits */
     } else {
         char d[20];
@@ -302,7 +304,7 @@ put_u(struct line *l, unsigned long long v)
     }
 }
 
-static void
+static inline __attribute__((always_inline)) void
 put_d(struct line *l, long long v)
 {
     if (v < 0) {

@@ -12,6 +12,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define LK_MATCH_AVX2 1 /* triples_none's 32-byte turns, when the CPU has AVX2 */
+#endif
 
 #include "lk_match.h"
 #include "lk_pool.h"
@@ -65,6 +69,8 @@ struct lk_match {
     /* lk_match_none's anchors (struct anchors): by the port's end, and
      * by the host's end, ':' and the port's start */
     struct anchors anchors[2];
+    int anchor_first; /* the set of fewer triples, looked at first */
+    int avx2;         /* the CPU has AVX2 */
     size_t min_len;           /* of the shortest pattern */
 };
 
@@ -270,6 +276,10 @@ lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsign
             m->min_len = lens[i];
     anchors_new(&m->anchors[0], 0, patterns, lens, n);
     anchors_new(&m->anchors[1], 1, patterns, lens, n);
+    m->anchor_first = m->anchors[1].n != 0 && m->anchors[1].n < m->anchors[0].n;
+#ifdef LK_MATCH_AVX2
+    m->avx2 = __builtin_cpu_supports("avx2");
+#endif
     m->emit = lk_xmalloc(m->nstates * sizeof(*m->emit));
     for (i = 0; i < m->nstates; i++)
         m->emit[i] = m->out[i] != NONE ? (uint32_t)i : m->dict[i];
@@ -607,9 +617,69 @@ triples_none_n(const struct anchors *an, const unsigned char *p, size_t len, int
 }
 #endif
 
-static int
-triples_none(const struct anchors *an, const unsigned char *p, size_t len)
+#ifdef LK_MATCH_AVX2
+/* triples16 over 32 places. */
+static inline __attribute__((always_inline, target("avx2"))) unsigned
+triples32(const unsigned char *p, const __m256i (*t)[3], int n)
 {
+    const __m256i lower = _mm256_set1_epi8(0x20);
+    __m256i a = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)p), lower);
+    __m256i b = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 1)), lower);
+    __m256i c = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 2)), lower);
+    __m256i eq = _mm256_and_si256(
+        _mm256_and_si256(_mm256_cmpeq_epi8(a, t[0][0]), _mm256_cmpeq_epi8(b, t[0][1])),
+        _mm256_cmpeq_epi8(c, t[0][2]));
+
+#pragma GCC unroll 8
+    for (int v = 1; v < n; v++)
+        eq = _mm256_or_si256(eq, _mm256_and_si256(_mm256_and_si256(_mm256_cmpeq_epi8(a, t[v][0]),
+                                                                   _mm256_cmpeq_epi8(b, t[v][1])),
+                                                  _mm256_cmpeq_epi8(c, t[v][2])));
+    return (unsigned)_mm256_movemask_epi8(eq);
+}
+
+/* triples_none_n, 32 places a turn; len is 34 or more. */
+static inline __attribute__((always_inline, target("avx2"))) int
+triples_none_avx2_n(const struct anchors *an, const unsigned char *p, size_t len, int n)
+{
+    __m256i t[FOLD_MAX][3];
+    size_t i = 0;
+
+#pragma GCC unroll 8
+    for (int v = 0; v < n; v++)
+        for (int b = 0; b < 3; b++)
+            t[v][b] = _mm256_set1_epi8((char)an->v[v][b][0]);
+    for (; i + 34 <= len; i += 32)
+        if (triples32(p + i, t, n) != 0)
+            return 0;
+    return i + 2 >= len || triples32(p + len - 34, t, n) >> (i - (len - 34)) == 0;
+}
+
+static __attribute__((target("avx2"))) int
+triples_none_avx2(const struct anchors *an, const unsigned char *p, size_t len)
+{
+    switch (an->n) {
+    case 1:
+        return triples_none_avx2_n(an, p, len, 1);
+    case 2:
+        return triples_none_avx2_n(an, p, len, 2);
+    case 3:
+        return triples_none_avx2_n(an, p, len, 3);
+    case 4:
+        return triples_none_avx2_n(an, p, len, 4);
+    default:
+        return triples_none_avx2_n(an, p, len, FOLD_MAX);
+    }
+}
+#endif
+
+static int
+triples_none(const struct lk_match *m, const struct anchors *an, const unsigned char *p, size_t len)
+{
+#ifdef LK_MATCH_AVX2
+    if (m->avx2 && len >= 34)
+        return triples_none_avx2(an, p, len);
+#endif
 #ifdef __SSE2__
     unsigned char pad[32];
 
@@ -720,8 +790,8 @@ lk_match_none(const struct lk_match *m, const void *data, size_t len)
 
     if (len < m->min_len)
         return 1;
-    for (int k = 0; k < 2; k++)
-        if (m->anchors[k].n != 0 && triples_none(&m->anchors[k], data, len))
+    for (int k = m->anchor_first, i = 0; i < 2; i++, k ^= 1)
+        if (m->anchors[k].n != 0 && triples_none(m, &m->anchors[k], data, len))
             return 1;
     return skip_root(m, data, 0, len, &node) == len && node == 0;
 }
