@@ -349,7 +349,8 @@ put_target(struct line *l, const char *s, size_t len)
         return;
     }
     char *d = l->p + l->len;
-    memcpy(d, s, n);
+    if (n != 0) /* none (NULL) when the head was refused before it was read */
+        memcpy(d, s, n);
     for (i = 0; i + 8 <= n; i += 8) {
         uint64_t w;
         memcpy(&w, d + i, 8);
