@@ -260,16 +260,18 @@ struct line {
     size_t len, cap; /* cap excludes room kept for the final "\n"; len < cap */
 };
 
-/* put_mem's cut: what fits of s before cap - 1. */
-static void __attribute__((noinline))
-put_mem_cut(struct line *l, const char *s, size_t n)
+/* put_mem's cut: what fits of s before cap - 1; the new length.  It and
+ * put_at take the line's fields, not its address, so that the text line's
+ * stay in registers. */
+static size_t __attribute__((noinline))
+mem_cut(char *p, size_t len, size_t cap, const char *s, size_t n)
 {
-    if (l->len >= l->cap)
-        return;
-    if (n > l->cap - l->len - 1)
-        n = l->cap - l->len - 1;
-    memcpy(l->p + l->len, s, n);
-    l->len += n;
+    if (len >= cap)
+        return len;
+    if (n > cap - len - 1)
+        n = cap - len - 1;
+    memcpy(p + len, s, n);
+    return len + n;
 }
 
 static inline __attribute__((always_inline)) void
@@ -279,13 +281,13 @@ put_mem(struct line *l, const char *s, size_t n)
         memcpy(l->p + l->len, s, n);
         l->len += n;
     } else {
-        put_mem_cut(l, s, n);
+        l->len = mem_cut(l->p, l->len, l->cap, s, n);
     }
 }
 
 #define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
 
-static inline void
+static inline __attribute__((always_inline)) void
 put_s(struct line *l, const char *s)
 {
     put_mem(l, s, strlen(s));
@@ -300,7 +302,7 @@ put_u(struct line *l, unsigned long long v)
         l->len += lk_fmt_dec(l->p + l->len, v); /* at most 20 digits */
     } else {
         char d[20];
-        put_mem_cut(l, d, lk_fmt_dec(d, v));
+        l->len = mem_cut(l->p, l->len, l->cap, d, lk_fmt_dec(d, v));
     }
 }
 
@@ -315,21 +317,26 @@ put_d(struct line *l, long long v)
     }
 }
 
-static void put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* printf at p[len], cut at cap - 1; the new length (put). */
+static size_t put_at(char *p, size_t len, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noinline));
 
-static void
-put(struct line *l, const char *fmt, ...)
+static size_t
+put_at(char *p, size_t len, size_t cap, const char *fmt, ...)
 {
     va_list ap;
 
-    if (l->len >= l->cap)
-        return;
+    if (len >= cap)
+        return len;
     va_start(ap, fmt);
-    int n = vsnprintf(l->p + l->len, l->cap - l->len, fmt, ap);
+    int n = vsnprintf(p + len, cap - len, fmt, ap);
     va_end(ap);
     if (n > 0)
-        l->len = l->len + (size_t)n < l->cap ? l->len + (size_t)n : l->cap - 1;
+        len = len + (size_t)n < cap ? len + (size_t)n : cap - 1;
+    return len;
 }
+
+#define put(l, ...) ((l)->len = put_at((l)->p, (l)->len, (l)->cap, __VA_ARGS__))
 
 /* The request target as the text line has always shown it, as
  * lk_log_sanitize writes it (printable ASCII kept, any other byte a '.',
@@ -337,7 +344,7 @@ put(struct line *l, const char *fmt, ...)
  * word of 8 holds a byte to replace (none, in nearly every target). */
 #define TARGET_MAX 160
 
-static void
+static inline __attribute__((always_inline)) void
 put_target(struct line *l, const char *s, size_t len)
 {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
@@ -408,7 +415,7 @@ static __thread time_t time_sec = -1;
 static __thread char time_text[32]; /* "2026-12-01T22:54:07." */
 static __thread size_t time_len;
 
-static void
+static inline __attribute__((always_inline)) void
 put_time(struct line *l, int json, const char *tag)
 {
     struct timespec ts;
@@ -444,7 +451,7 @@ proto_name(const struct lk_xrec *r)
 }
 
 /* A Pulsar command's name (with named), or its number (numbered). */
-static void
+static inline __attribute__((always_inline)) void
 put_command(struct line *l, const struct lk_xrec *r, const char *named, const char *numbered)
 {
     const char *name = lk_pulsar_command_name(r->command);
@@ -455,7 +462,7 @@ put_command(struct line *l, const struct lk_xrec *r, const char *named, const ch
 }
 
 /* What the exchange was, for the text line: "Metadata v12", "LOOKUP". */
-static void
+static inline __attribute__((always_inline)) void
 put_what(struct line *l, const struct lk_xrec *r)
 {
     if (r->summary) {
@@ -482,7 +489,7 @@ put_what(struct line *l, const struct lk_xrec *r)
     }
 }
 
-static void
+static inline __attribute__((always_inline)) void
 put_filters(struct line *l, const struct lk_xrec *r, int json)
 {
     int first = 1;
@@ -513,7 +520,7 @@ put_filters(struct line *l, const struct lk_xrec *r, int json)
         PUT_LIT(l, what);                                                                          \
     } while (0)
 
-static void
+static inline __attribute__((always_inline)) void
 format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
 {
     put_s(l, who->client);
@@ -664,26 +671,42 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     PUT_LIT(l, "}");
 }
 
+/* The line's end: "\n" and a NUL; its length. */
+static inline __attribute__((always_inline)) size_t
+end_line(struct line *l)
+{
+    l->p[l->len++] = '\n';
+    l->p[l->len] = '\0';
+    return l->len;
+}
+
+static size_t __attribute__((noinline))
+format_json_line(const struct lk_xrec *r, const struct lk_access_who *who, char *buf, size_t len)
+{
+    struct line l = {buf, 0, len - 1};
+
+    put_time(&l, 1, "");
+    format_json(&l, r, who);
+    if (l.len == 0 || buf[l.len - 1] != '}') {
+        /* cut short: a line that does not parse is worse than a short one */
+        l.len = 0;
+        put_time(&l, 1, "");
+        put(&l, ",\"client\":\"%s\",\"truncated\":true}", who->client);
+    }
+    return end_line(&l);
+}
+
 size_t
 lk_access_format(const struct lk_xrec *r, const struct lk_access_who *who, int json,
                  const char *tag, char *buf, size_t len)
 {
     struct line l = {buf, 0, len - 1};
 
-    put_time(&l, json, tag);
     if (json)
-        format_json(&l, r, who);
-    else
-        format_text(&l, r, who);
-    if (json && (l.len == 0 || buf[l.len - 1] != '}')) {
-        /* cut short: a line that does not parse is worse than a short one */
-        l.len = 0;
-        put_time(&l, 1, "");
-        put(&l, ",\"client\":\"%s\",\"truncated\":true}", who->client);
-    }
-    buf[l.len++] = '\n';
-    buf[l.len] = '\0';
-    return l.len;
+        return format_json_line(r, who, buf, len);
+    put_time(&l, 0, tag);
+    format_text(&l, r, who);
+    return end_line(&l);
 }
 
 /* Kafka's data path: a line per batch produced or fetched unless
