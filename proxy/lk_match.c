@@ -577,6 +577,15 @@ skip_root(const struct lk_match *m, const unsigned char *p, size_t i, size_t len
  * to 4, or 8 with the spares repeating the first) a constant; a piece under 18
  * bytes is read from a copy padded with a byte of no triple.
  */
+/* f(an, p, len, n) with n a constant: an->n, 1 to 4, or else FOLD_MAX
+ * (the spare triples repeat the first). */
+#define BY_N(f, an, p, len)                                                                        \
+    ((an)->n == 1   ? f(an, p, len, 1)                                                             \
+     : (an)->n == 2 ? f(an, p, len, 2)                                                             \
+     : (an)->n == 3 ? f(an, p, len, 3)                                                             \
+     : (an)->n == 4 ? f(an, p, len, 4)                                                             \
+                    : f(an, p, len, FOLD_MAX))
+
 #ifdef __SSE2__
 static inline __attribute__((always_inline)) unsigned
 triples16(const unsigned char *p, const __m128i (*t)[3], int n)
@@ -658,18 +667,7 @@ triples_none_avx2_n(const struct anchors *an, const unsigned char *p, size_t len
 static __attribute__((target("avx2"))) int
 triples_none_avx2(const struct anchors *an, const unsigned char *p, size_t len)
 {
-    switch (an->n) {
-    case 1:
-        return triples_none_avx2_n(an, p, len, 1);
-    case 2:
-        return triples_none_avx2_n(an, p, len, 2);
-    case 3:
-        return triples_none_avx2_n(an, p, len, 3);
-    case 4:
-        return triples_none_avx2_n(an, p, len, 4);
-    default:
-        return triples_none_avx2_n(an, p, len, FOLD_MAX);
-    }
+    return BY_N(triples_none_avx2_n, an, p, len);
 }
 #endif
 
@@ -691,18 +689,7 @@ triples_none(const struct lk_match *m, const struct anchors *an, const unsigned 
         p = pad;
         len = 18;
     }
-    switch (an->n) {
-    case 1:
-        return triples_none_n(an, p, len, 1);
-    case 2:
-        return triples_none_n(an, p, len, 2);
-    case 3:
-        return triples_none_n(an, p, len, 3);
-    case 4:
-        return triples_none_n(an, p, len, 4);
-    default:
-        return triples_none_n(an, p, len, FOLD_MAX);
-    }
+    return BY_N(triples_none_n, an, p, len);
 #else
     for (size_t i = 0; i + 2 < len; i++)
         for (size_t k = 0; k < an->n; k++)
