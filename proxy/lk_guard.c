@@ -547,9 +547,11 @@ is_text(struct lk_str t)
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
         if (lk_str_eqi(t, exact[i]))
             return 1;
-    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
+    /* a byte first, so that a binary type is turned down in a few compares */
+    if (t.len >= 5 && (t.p[0] | 0x20) == 't' && strncasecmp(t.p, "text/", 5) == 0)
         return 1;
-    return lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml"));
+    return (t.len >= 5 && t.p[t.len - 5] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+json"))) ||
+           (t.len >= 4 && t.p[t.len - 4] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+xml")));
 }
 
 enum lk_guard_verdict
