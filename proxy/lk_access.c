@@ -105,7 +105,9 @@ lk_access_thread_start(struct event_base *base)
 {
     struct held *h = lk_xcalloc(1, sizeof(*h));
 
-    h->ev = event_new(base, -1, 0, on_iteration_end, h);
+    /* persistent, though never added: only made active, and then run
+     * without the event_del a one-shot event gets */
+    h->ev = event_new(base, -1, EV_PERSIST, on_iteration_end, h);
     if (h->ev == NULL) {
         free(h); /* each line is written at once */
         return;
@@ -250,40 +252,61 @@ lk_access_close(void)
 /* Formatting --------------------------------------------------------------- */
 
 /* A line is built by appending: bytes, decimal numbers and, for what is
- * rare, printf.  Each append cuts at cap - 1, as vsnprintf would. */
+ * rare, printf.  Each append cuts at cap - 1, as vsnprintf would.  The
+ * appends are inline with their cut out of line: a line is under 300
+ * bytes in a 4 KiB buffer, so a literal's copy is a few moves. */
 struct line {
     char *p;
-    size_t len, cap; /* cap excludes room kept for the final "\n" */
+    size_t len, cap; /* cap excludes room kept for the final "\n"; len < cap */
 };
 
-static void
+/* put_mem's cut: what fits of s before cap - 1; the new length.  It and
+ * put_at take the line's fields, not its address, so that the text line's
+ * stay in registers. */
+static size_t __attribute__((noinline))
+mem_cut(char *p, size_t len, size_t cap, const char *s, size_t n)
+{
+    if (len >= cap)
+        return len;
+    if (n > cap - len - 1)
+        n = cap - len - 1;
+    memcpy(p + len, s, n);
+    return len + n;
+}
+
+static inline __attribute__((always_inline)) void
 put_mem(struct line *l, const char *s, size_t n)
 {
-    if (l->len >= l->cap)
-        return;
-    if (n > l->cap - l->len - 1)
-        n = l->cap - l->len - 1;
-    memcpy(l->p + l->len, s, n);
-    l->len += n;
+    if (__builtin_expect(n < l->cap - l->len, 1)) {
+        memcpy(l->p + l->len, s, n);
+        l->len += n;
+    } else {
+        l->len = mem_cut(l->p, l->len, l->cap, s, n);
+    }
 }
 
 #define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
 
-static void
+static inline __attribute__((always_inline)) void
 put_s(struct line *l, const char *s)
 {
     put_mem(l, s, strlen(s));
 }
 
-static void
+static inline __attribute__((always_inline)) void
 put_u(struct line *l, unsigned long long v)
 {
-    char d[20];
-
-    put_mem(l, d, lk_fmt_dec(d, v));
+    if (v < 10 && l->cap - l->len > 1) { /* most counts of a line are 0 */
+        l->p[l->len++] = (char)('0' + v);
+    } else if (__builtin_expect(l->cap - l->len > 20, 1)) {
+        l->len += lk_fmt_dec(l->p + l->len, v); /* at most 20 digits */
+    } else {
+        char d[20];
+        l->len = mem_cut(l->p, l->len, l->cap, d, lk_fmt_dec(d, v));
+    }
 }
 
-static void
+static inline __attribute__((always_inline)) void
 put_d(struct line *l, long long v)
 {
     if (v < 0) {
@@ -294,20 +317,61 @@ put_d(struct line *l, long long v)
     }
 }
 
-static void put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* printf at p[len], cut at cap - 1; the new length (put). */
+static size_t put_at(char *p, size_t len, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noinline));
 
-static void
-put(struct line *l, const char *fmt, ...)
+static size_t
+put_at(char *p, size_t len, size_t cap, const char *fmt, ...)
 {
     va_list ap;
 
-    if (l->len >= l->cap)
-        return;
+    if (len >= cap)
+        return len;
     va_start(ap, fmt);
-    int n = vsnprintf(l->p + l->len, l->cap - l->len, fmt, ap);
+    int n = vsnprintf(p + len, cap - len, fmt, ap);
     va_end(ap);
     if (n > 0)
-        l->len = l->len + (size_t)n < l->cap ? l->len + (size_t)n : l->cap - 1;
+        len = len + (size_t)n < cap ? len + (size_t)n : cap - 1;
+    return len;
+}
+
+#define put(l, ...) ((l)->len = put_at((l)->p, (l)->len, (l)->cap, __VA_ARGS__))
+
+/* The request target as the text line has always shown it, as
+ * lk_log_sanitize writes it (printable ASCII kept, any other byte a '.',
+ * cut at TARGET_MAX bytes with "..."): copied whole, then mended where a
+ * word of 8 holds a byte to replace (none, in nearly every target). */
+#define TARGET_MAX 160
+
+static inline __attribute__((always_inline)) void
+put_target(struct line *l, const char *s, size_t len)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    size_t n = len < TARGET_MAX ? len : TARGET_MAX, i;
+
+    if (n + 3 >= l->cap - l->len) { /* near the cap: cut as put_s cuts */
+        char text[TARGET_MAX + 4];
+        put_s(l, lk_log_sanitize(text, s, len, TARGET_MAX));
+        return;
+    }
+    char *d = l->p + l->len;
+    if (n != 0) /* none (NULL) when the head was refused before it was read */
+        memcpy(d, s, n);
+    for (i = 0; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, d + i, 8);
+        /* a byte under 0x20 (the subtraction borrows into its high bit),
+         * or of 0x7f and over (its high bit, or the addition's) */
+        if ((((w - ones * 0x20) & ~w) | ((w + ones) | w)) & highs)
+            for (size_t j = i; j < i + 8; j++)
+                d[j] = (unsigned char)d[j] >= 0x20 && (unsigned char)d[j] < 0x7f ? d[j] : '.';
+    }
+    for (; i < n; i++)
+        d[i] = (unsigned char)d[i] >= 0x20 && (unsigned char)d[i] < 0x7f ? d[i] : '.';
+    l->len += n;
+    if (len > TARGET_MAX)
+        PUT_LIT(l, "...");
 }
 
 /* Microseconds as milliseconds with three decimals: "12.345". */
@@ -351,7 +415,7 @@ static __thread time_t time_sec = -1;
 static __thread char time_text[32]; /* "2026-12-01T22:54:07." */
 static __thread size_t time_len;
 
-static void
+static inline __attribute__((always_inline)) void
 put_time(struct line *l, int json, const char *tag)
 {
     struct timespec ts;
@@ -387,7 +451,7 @@ proto_name(const struct lk_xrec *r)
 }
 
 /* A Pulsar command's name (with named), or its number (numbered). */
-static void
+static inline __attribute__((always_inline)) void
 put_command(struct line *l, const struct lk_xrec *r, const char *named, const char *numbered)
 {
     const char *name = lk_pulsar_command_name(r->command);
@@ -398,33 +462,34 @@ put_command(struct line *l, const struct lk_xrec *r, const char *named, const ch
 }
 
 /* What the exchange was, for the text line: "Metadata v12", "LOOKUP". */
-static void
+static inline __attribute__((always_inline)) void
 put_what(struct line *l, const struct lk_xrec *r)
 {
-    char path_text[200];
-
     if (r->summary) {
         PUT_LIT(l, "connection");
     } else if (r->proto == LK_SP_HTTP) {
-        lk_log_sanitize(path_text, r->target.p, r->target.len, 160);
         /* the method is a token (llhttp checked it): no NUL to stop at;
          * none (NULL) when the head was refused before it was read */
         if (r->method.len != 0)
             put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
         PUT_LIT(l, " ");
-        put_s(l, path_text);
+        put_target(l, r->target.p, r->target.len);
     } else if (r->proto == LK_SP_KAFKA) {
         const char *name = lk_kafka_api_name(r->api_key);
-        if (name != NULL)
-            put(l, "%s v%d", name, r->api_version);
-        else
-            put(l, "api %d v%d", r->api_key, r->api_version);
+        if (name != NULL) {
+            put_s(l, name);
+        } else {
+            PUT_LIT(l, "api ");
+            put_d(l, r->api_key);
+        }
+        PUT_LIT(l, " v");
+        put_d(l, r->api_version);
     } else {
         put_command(l, r, "%s", "command %d");
     }
 }
 
-static void
+static inline __attribute__((always_inline)) void
 put_filters(struct line *l, const struct lk_xrec *r, int json)
 {
     int first = 1;
@@ -448,15 +513,14 @@ put_filters(struct line *l, const struct lk_xrec *r, int json)
 }
 
 /* ", N what": a count of the text line. */
-static void
-put_count(struct line *l, unsigned long long n, const char *what)
-{
-    PUT_LIT(l, ", ");
-    put_u(l, n);
-    put_s(l, what);
-}
+#define PUT_COUNT(l, n, what)                                                                      \
+    do {                                                                                           \
+        PUT_LIT(l, ", ");                                                                          \
+        put_u(l, n);                                                                               \
+        PUT_LIT(l, what);                                                                          \
+    } while (0)
 
-static void
+static inline __attribute__((always_inline)) void
 format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
 {
     put_s(l, who->client);
@@ -482,20 +546,20 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     put_u(l, r->bytes_out);
     PUT_LIT(l, " bytes to client");
     if (r->summary) {
-        put_count(l, r->frames_out, " frames to client");
+        PUT_COUNT(l, r->frames_out, " frames to client");
     } else {
-        put_count(l, r->rewrites, " rewrites");
-        put_count(l, r->leaks, " leaks");
+        PUT_COUNT(l, r->rewrites, " rewrites");
+        PUT_COUNT(l, r->leaks, " leaks");
     }
     if (r->proto == LK_SP_HTTP)
-        put_count(l, r->hops, " hops");
+        PUT_COUNT(l, r->hops, " hops");
     if (r->overflowed)
         PUT_LIT(l, ", body over max_buffer_bytes passed through");
     if (r->refused)
         PUT_LIT(l, ", refused: connection closed");
-    put_count(l, r->bytes_in, " bytes from client");
+    PUT_COUNT(l, r->bytes_in, " bytes from client");
     if (r->summary)
-        put_count(l, r->frames_in, " frames from client");
+        PUT_COUNT(l, r->frames_in, " frames from client");
     PUT_LIT(l, ", ");
     put_d(l, r->dur_us / 1000);
     PUT_LIT(l, " ms");
@@ -513,7 +577,7 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
         PUT_LIT(l, " ms");
     }
     if (r->unmapped != 0)
-        put_count(l, r->unmapped, " unmapped");
+        PUT_COUNT(l, r->unmapped, " unmapped");
     if (r->rewrites != 0) {
         PUT_LIT(l, ", rewritten by ");
         put_filters(l, r, 0);
@@ -523,12 +587,11 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
 }
 
 /* ",\"key\":N": a number of the JSON line. */
-static void
-put_key_u(struct line *l, const char *key, unsigned long long n)
-{
-    put_s(l, key);
-    put_u(l, n);
-}
+#define PUT_KEY_U(l, key, n)                                                                       \
+    do {                                                                                           \
+        PUT_LIT(l, key);                                                                           \
+        put_u(l, n);                                                                               \
+    } while (0)
 
 static void
 format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who *who)
@@ -552,8 +615,8 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     }
     if (r->summary) {
         PUT_LIT(l, ",\"event\":\"connection\"");
-        put_key_u(l, ",\"frames_in\":", r->frames_in);
-        put_key_u(l, ",\"frames_out\":", r->frames_out);
+        PUT_KEY_U(l, ",\"frames_in\":", r->frames_in);
+        PUT_KEY_U(l, ",\"frames_out\":", r->frames_out);
     } else if (r->proto == LK_SP_HTTP) {
         PUT_LIT(l, ",\"method\":");
         put_json_str(l, r->method.p, r->method.len, 20);
@@ -569,18 +632,18 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     } else {
         put_command(l, r, ",\"command\":\"%s\"", ",\"command\":\"%d\"");
     }
-    put_key_u(l, ",\"bytes_in\":", r->bytes_in);
-    put_key_u(l, ",\"bytes_out\":", r->bytes_out);
+    PUT_KEY_U(l, ",\"bytes_in\":", r->bytes_in);
+    PUT_KEY_U(l, ",\"bytes_out\":", r->bytes_out);
     if (r->proto == LK_SP_HTTP) {
-        put_key_u(l, ",\"bytes_from_broker\":", r->bytes_upstream);
-        put_key_u(l, ",\"hops\":", r->hops);
+        PUT_KEY_U(l, ",\"bytes_from_broker\":", r->bytes_upstream);
+        PUT_KEY_U(l, ",\"hops\":", r->hops);
     }
     if (!r->summary) {
-        put_key_u(l, ",\"rewrites\":", r->rewrites);
+        PUT_KEY_U(l, ",\"rewrites\":", r->rewrites);
         PUT_LIT(l, ",\"filters\":{");
         put_filters(l, r, 1);
-        put_key_u(l, "},\"leaks\":", r->leaks);
-        put_key_u(l, ",\"unmapped\":", r->unmapped);
+        PUT_KEY_U(l, "},\"leaks\":", r->leaks);
+        PUT_KEY_U(l, ",\"unmapped\":", r->unmapped);
     }
     if (r->overflowed)
         PUT_LIT(l, ",\"body_overflow\":true");
@@ -608,26 +671,42 @@ format_json(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     PUT_LIT(l, "}");
 }
 
+/* The line's end: "\n" and a NUL; its length. */
+static inline __attribute__((always_inline)) size_t
+end_line(struct line *l)
+{
+    l->p[l->len++] = '\n';
+    l->p[l->len] = '\0';
+    return l->len;
+}
+
+static size_t __attribute__((noinline))
+format_json_line(const struct lk_xrec *r, const struct lk_access_who *who, char *buf, size_t len)
+{
+    struct line l = {buf, 0, len - 1};
+
+    put_time(&l, 1, "");
+    format_json(&l, r, who);
+    if (l.len == 0 || buf[l.len - 1] != '}') {
+        /* cut short: a line that does not parse is worse than a short one */
+        l.len = 0;
+        put_time(&l, 1, "");
+        put(&l, ",\"client\":\"%s\",\"truncated\":true}", who->client);
+    }
+    return end_line(&l);
+}
+
 size_t
 lk_access_format(const struct lk_xrec *r, const struct lk_access_who *who, int json,
                  const char *tag, char *buf, size_t len)
 {
     struct line l = {buf, 0, len - 1};
 
-    put_time(&l, json, tag);
     if (json)
-        format_json(&l, r, who);
-    else
-        format_text(&l, r, who);
-    if (json && (l.len == 0 || buf[l.len - 1] != '}')) {
-        /* cut short: a line that does not parse is worse than a short one */
-        l.len = 0;
-        put_time(&l, 1, "");
-        put(&l, ",\"client\":\"%s\",\"truncated\":true}", who->client);
-    }
-    buf[l.len++] = '\n';
-    buf[l.len] = '\0';
-    return l.len;
+        return format_json_line(r, who, buf, len);
+    put_time(&l, 0, tag);
+    format_text(&l, r, who);
+    return end_line(&l);
 }
 
 /* Kafka's data path: a line per batch produced or fetched unless

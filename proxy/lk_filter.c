@@ -262,8 +262,9 @@ lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode)
         return;
     s->body = mode;
     x->body_filters++;
-    if (mode != LK_BODY_OBSERVE)
-        x->body_changers++;
+    if (mode == LK_BODY_OBSERVE)
+        return; /* it reads the bytes where they are: no buffers of its own */
+    x->body_changers++;
     s->acc = buf_get();
     s->out = buf_get();
 }
@@ -340,6 +341,12 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
         struct lk_flt_state *s = &x->flt[i];
         if (!s->attached || s->body == LK_BODY_NONE)
             continue;
+        if (s->body == LK_BODY_OBSERVE) {
+            /* reads cur where it lies and leaves it to the next stage */
+            if (evbuffer_get_length(cur) != 0 || last)
+                v = f->ops->http_res_body(f, x, cur, NULL, last);
+            continue;
+        }
         struct evbuffer *next = s->out;
         if (s->body == LK_BODY_BUFFER && !s->overflowed) {
             evbuffer_add_buffer(s->acc, cur);

@@ -94,6 +94,8 @@ struct lk_flt_ops {
      * with from in to out.  LK_BODY_STREAM: called as data arrives; bytes left
      * in `in` are offered again with the next data, and at last = 1
      * everything must be moved.
+     * LK_BODY_OBSERVE: called as data arrives with out NULL: read `in`, all
+     * of it new, and leave it as it is (the next stage takes it).
      * LK_BODY_BUFFER: called once with the whole body and last = 1; a body
      * over max_buffer_bytes is passed through unchanged instead and counted
      * in x->body_overflows.  The engine fixes the framing.

@@ -465,7 +465,8 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text)
 
 /* Headers ------------------------------------------------------------------ */
 
-/* Scans one header value; in rewrite mode *value may be replaced. */
+/* Scans one header value (one lk_match_none did not find clean); in
+ * rewrite mode *value may be replaced. */
 static enum lk_guard_verdict
 scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
             struct lk_http_header *h)
@@ -479,8 +480,6 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     struct text_find tf = {conf, x, g, NULL, &h->name, LK_GUARD_PASS};
     struct lk_guard_ap ap;
 
-    if (lk_match_none(conf->match, value.p, value.len))
-        return LK_GUARD_PASS; /* most are */
     lk_match_state_init(&st);
     lk_guard_ap_init(&ap);
     g->leak_end = 0;
@@ -548,9 +547,11 @@ is_text(struct lk_str t)
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
         if (lk_str_eqi(t, exact[i]))
             return 1;
-    if (t.len >= 5 && strncasecmp(t.p, "text/", 5) == 0)
+    /* a byte first, so that a binary type is turned down in a few compares */
+    if (t.len >= 5 && (t.p[0] | 0x20) == 't' && strncasecmp(t.p, "text/", 5) == 0)
         return 1;
-    return lk_str_has_suffix_i(t, LK_STRLIT("+json")) || lk_str_has_suffix_i(t, LK_STRLIT("+xml"));
+    return (t.len >= 5 && t.p[t.len - 5] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+json"))) ||
+           (t.len >= 4 && t.p[t.len - 4] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+xml")));
 }
 
 enum lk_guard_verdict
@@ -559,6 +560,9 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
 {
     *read = LK_GUARD_READ_NONE;
     for (size_t i = 0; i < res->nheaders; i++) {
+        const struct lk_str *value = &res->headers[i].value;
+        if (lk_match_none(conf->match, value->p, value->len))
+            continue; /* most are */
         enum lk_guard_verdict v = scan_header(conf, x, g, &res->headers[i]);
         if (v != LK_GUARD_PASS)
             return v;
@@ -766,6 +770,20 @@ scan_in_place(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     return LK_GUARD_PASS;
 }
 
+/* Whether `in` is a whole body, in one piece, with no match in it: the
+ * matcher's cheap answer (lk_match_none) for most small bodies, which
+ * come whole. */
+static int
+whole_clean(const struct lk_guard *conf, struct evbuffer *in)
+{
+    struct evbuffer_iovec vec;
+    size_t len = evbuffer_get_length(in);
+
+    /* a length, not -1: with -1, libevent counts no further than vec */
+    return len != 0 && evbuffer_peek(in, (ev_ssize_t)len, NULL, &vec, 1) == 1 &&
+           vec.iov_len == len && lk_match_none(conf->match, vec.iov_base, len);
+}
+
 /* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
  * seen) through the automaton, a bounded copy at a time (in place for
  * log): on_hit may drain `in`, so nothing points into it across a hit.
@@ -779,6 +797,10 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
     enum lk_guard_verdict v;
     char buf[4096];
 
+    if (last && g->fed == 0 && g->body == BODY_SCAN && whole_clean(conf, in)) {
+        g->fed = evbuffer_get_length(in);
+        return LK_GUARD_PASS;
+    }
     if (conf->mode == LK_LEAK_LOG && g->body == BODY_SCAN &&
         (v = scan_in_place(conf, x, g, in, out)) != LK_GUARD_PASS)
         return v;
@@ -851,7 +873,8 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
                    lk_guard_fill(x)->id, lk_guard_fill(x)->conf->max_buffer_bytes);
         }
     }
-    evbuffer_remove_buffer(in, out, len - keep);
-    g->base += len - keep;
+    if (out != NULL)
+        evbuffer_remove_buffer(in, out, len - keep);
+    g->base += len - keep; /* out NULL (log): `in` is left as it is, read */
     return LK_GUARD_PASS;
 }

@@ -102,7 +102,8 @@ enum lk_guard_verdict lk_guard_head(const struct lk_guard *g, struct lk_guard_st
  * Reads the body bytes in `in` not read yet, as a body filter takes them
  * (res is the head, for its coding): what may go on is moved to out, what
  * a match in progress (rewrite) or a 502 still to give (block) may need is
- * kept in `in`.  last: the body ends here.
+ * kept in `in`.  last: the body ends here.  In log mode out may be NULL:
+ * then `in` is read where it lies and left as it is, all of it read.
  */
 enum lk_guard_verdict lk_guard_body(const struct lk_guard *g, struct lk_guard_stream *s,
                                     struct lk_guard_x *x, const struct lk_http_msg *res,

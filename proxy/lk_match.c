@@ -12,6 +12,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define LK_MATCH_AVX2 1 /* triples_none's 32-byte turns, when the CPU has AVX2 */
+#endif
 
 #include "lk_match.h"
 #include "lk_pool.h"
@@ -21,6 +25,23 @@
  * 0x20 or-ed into each (one value for both cases of a letter), they are at
  * most this many (SSE2; else, and without SSE2, a table). */
 #define FOLD_MAX 8
+
+/*
+ * Three bytes at one place of every pattern, one set of them per place:
+ * where a pattern is, its three bytes are, so where none of the set is,
+ * no pattern is.  Two places: a pattern's last three bytes (the port's
+ * last digits, "650" of "pulsar://10.0.0.1:6650"; a raw host's end), and
+ * the byte before its last ':' with the ':' and the byte after it ("1:6":
+ * the host's end and the port's start; a pattern ending in ':', or without
+ * one, its last three).  Each triple once, 0x20 or-ed into each byte:
+ * v[k][0..2] are triple k's bytes 16 times, the spares triple 0's.  More
+ * than FOLD_MAX, or a pattern under 3 bytes: n 0, the set unused.
+ */
+struct anchors {
+    unsigned char v[FOLD_MAX][3][16];
+    size_t n;
+    unsigned char pad; /* a byte in no triple, even with 0x20 or-ed in */
+};
 
 struct lk_match {
     uint8_t cls[256]; /* byte -> class */
@@ -45,6 +66,12 @@ struct lk_match {
      * pairv[k][0] and [1] are pair k's bytes 16 times, the spares pair 0's. */
     unsigned char pairv[FOLD_MAX][2][16];
     size_t npair;
+    /* lk_match_none's anchors (struct anchors): by the port's end, and
+     * by the host's end, ':' and the port's start */
+    struct anchors anchors[2];
+    int anchor_first; /* the set of fewer triples, looked at first */
+    int avx2;         /* the CPU has AVX2 */
+    size_t min_len;           /* of the shortest pattern */
 };
 
 static int
@@ -60,6 +87,55 @@ is_host(unsigned c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '-' || c == '_';
+}
+
+/* The anchors at place `place` (struct anchors) of patterns[0..n). */
+static void
+anchors_new(struct anchors *an, int place, const char *const *patterns, const size_t *lens,
+            size_t n)
+{
+    size_t i, k;
+
+    for (i = 0; i < n && an->n <= FOLD_MAX; i++) {
+        const unsigned char *pat = (const unsigned char *)patterns[i];
+        if (lens[i] < 3) {
+            an->n = FOLD_MAX + 1;
+            break;
+        }
+        const unsigned char *colon = place == 1 && pat[lens[i] - 1] != ':'
+                                         ? memrchr(pat + 1, ':', lens[i] - 2)
+                                         : NULL;
+        size_t at = colon != NULL ? (size_t)(colon - pat) - 1 : lens[i] - 3;
+        unsigned char t[3] = {pat[at] | 0x20, pat[at + 1] | 0x20, pat[at + 2] | 0x20};
+        for (k = 0; k < an->n && memcmp((unsigned char[3]){an->v[k][0][0], an->v[k][1][0],
+                                                            an->v[k][2][0]},
+                                        t, 3) != 0;
+             k++)
+            ;
+        if (k < an->n)
+            continue;
+        if (an->n < FOLD_MAX)
+            for (int b = 0; b < 3; b++)
+                memset(an->v[k][b], t[b], 16);
+        an->n++;
+    }
+    if (an->n > FOLD_MAX || an->n == 0) {
+        an->n = 0;
+        return;
+    }
+    for (k = an->n; k < FOLD_MAX; k++)
+        memcpy(an->v[k], an->v[0], sizeof(an->v[k]));
+    /* at most 3 * FOLD_MAX of the 128 values x | 0x20 are taken */
+    for (i = 0; i < 256; i++) {
+        for (k = 0; k < an->n; k++)
+            if (an->v[k][0][0] == (i | 0x20) || an->v[k][1][0] == (i | 0x20) ||
+                an->v[k][2][0] == (i | 0x20))
+                break;
+        if (k == an->n) {
+            an->pad = (unsigned char)i;
+            break;
+        }
+    }
 }
 
 struct lk_match *
@@ -194,6 +270,16 @@ lk_match_new_flags(const char *const *patterns, const size_t *lens, const unsign
     }
     for (k = m->npair; k < FOLD_MAX; k++)
         memcpy(m->pairv[k], m->pairv[0], sizeof(m->pairv[k]));
+    m->min_len = n != 0 ? LK_MATCH_MAX_LEN : 0;
+    for (i = 0; i < n; i++)
+        if (lens[i] < m->min_len)
+            m->min_len = lens[i];
+    anchors_new(&m->anchors[0], 0, patterns, lens, n);
+    anchors_new(&m->anchors[1], 1, patterns, lens, n);
+    m->anchor_first = m->anchors[1].n != 0 && m->anchors[1].n < m->anchors[0].n;
+#ifdef LK_MATCH_AVX2
+    m->avx2 = __builtin_cpu_supports("avx2");
+#endif
     m->emit = lk_xmalloc(m->nstates * sizeof(*m->emit));
     for (i = 0; i < m->nstates; i++)
         m->emit[i] = m->out[i] != NONE ? (uint32_t)i : m->dict[i];
@@ -485,6 +571,136 @@ skip_root(const struct lk_match *m, const unsigned char *p, size_t i, size_t len
 }
 
 /*
+ * Whether no triple of an (struct anchors) is in p[0..len): then no
+ * pattern is either.  The triples that start at each of 16 bytes, found as
+ * skip_pairs finds pairs, 32 bytes a turn, with the number of triples (1
+ * to 4, or 8 with the spares repeating the first) a constant; a piece under 18
+ * bytes is read from a copy padded with a byte of no triple.
+ */
+/* f(an, p, len, n) with n a constant: an->n, 1 to 4, or else FOLD_MAX
+ * (the spare triples repeat the first). */
+#define BY_N(f, an, p, len)                                                                        \
+    ((an)->n == 1   ? f(an, p, len, 1)                                                             \
+     : (an)->n == 2 ? f(an, p, len, 2)                                                             \
+     : (an)->n == 3 ? f(an, p, len, 3)                                                             \
+     : (an)->n == 4 ? f(an, p, len, 4)                                                             \
+                    : f(an, p, len, FOLD_MAX))
+
+#ifdef __SSE2__
+static inline __attribute__((always_inline)) unsigned
+triples16(const unsigned char *p, const __m128i (*t)[3], int n)
+{
+    const __m128i lower = _mm_set1_epi8(0x20);
+    __m128i a = _mm_or_si128(load16(p), lower), b = _mm_or_si128(load16(p + 1), lower),
+            c = _mm_or_si128(load16(p + 2), lower);
+    __m128i eq = _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, t[0][0]), _mm_cmpeq_epi8(b, t[0][1])),
+                               _mm_cmpeq_epi8(c, t[0][2]));
+
+#pragma GCC unroll 8
+    for (int v = 1; v < n; v++)
+        eq = _mm_or_si128(eq, _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, t[v][0]),
+                                                          _mm_cmpeq_epi8(b, t[v][1])),
+                                            _mm_cmpeq_epi8(c, t[v][2])));
+    return (unsigned)_mm_movemask_epi8(eq);
+}
+
+static inline __attribute__((always_inline)) int
+triples_none_n(const struct anchors *an, const unsigned char *p, size_t len, int n)
+{
+    __m128i t[FOLD_MAX][3];
+    size_t i = 0;
+
+#pragma GCC unroll 8
+    for (int v = 0; v < n; v++)
+        for (int b = 0; b < 3; b++)
+            t[v][b] = load16(an->v[v][b]);
+    for (; i + 34 <= len; i += 32)
+        if ((triples16(p + i, t, n) | triples16(p + i + 16, t, n)) != 0)
+            return 0;
+    for (; i + 18 <= len; i += 16)
+        if (triples16(p + i, t, n) != 0)
+            return 0;
+    /* the triples left start at i to len - 3: the last 18 bytes', those
+     * before i shifted out */
+    return i + 2 >= len || triples16(p + len - 18, t, n) >> (i - (len - 18)) == 0;
+}
+#endif
+
+#ifdef LK_MATCH_AVX2
+/* triples16 over 32 places. */
+static inline __attribute__((always_inline, target("avx2"))) unsigned
+triples32(const unsigned char *p, const __m256i (*t)[3], int n)
+{
+    const __m256i lower = _mm256_set1_epi8(0x20);
+    __m256i a = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)p), lower);
+    __m256i b = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 1)), lower);
+    __m256i c = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 2)), lower);
+    __m256i eq = _mm256_and_si256(
+        _mm256_and_si256(_mm256_cmpeq_epi8(a, t[0][0]), _mm256_cmpeq_epi8(b, t[0][1])),
+        _mm256_cmpeq_epi8(c, t[0][2]));
+
+#pragma GCC unroll 8
+    for (int v = 1; v < n; v++)
+        eq = _mm256_or_si256(eq, _mm256_and_si256(_mm256_and_si256(_mm256_cmpeq_epi8(a, t[v][0]),
+                                                                   _mm256_cmpeq_epi8(b, t[v][1])),
+                                                  _mm256_cmpeq_epi8(c, t[v][2])));
+    return (unsigned)_mm256_movemask_epi8(eq);
+}
+
+/* triples_none_n, 32 places a turn; len is 34 or more. */
+static inline __attribute__((always_inline, target("avx2"))) int
+triples_none_avx2_n(const struct anchors *an, const unsigned char *p, size_t len, int n)
+{
+    __m256i t[FOLD_MAX][3];
+    size_t i = 0;
+
+#pragma GCC unroll 8
+    for (int v = 0; v < n; v++)
+        for (int b = 0; b < 3; b++)
+            t[v][b] = _mm256_set1_epi8((char)an->v[v][b][0]);
+    for (; i + 34 <= len; i += 32)
+        if (triples32(p + i, t, n) != 0)
+            return 0;
+    return i + 2 >= len || triples32(p + len - 34, t, n) >> (i - (len - 34)) == 0;
+}
+
+static __attribute__((target("avx2"))) int
+triples_none_avx2(const struct anchors *an, const unsigned char *p, size_t len)
+{
+    return BY_N(triples_none_avx2_n, an, p, len);
+}
+#endif
+
+static int
+triples_none(const struct lk_match *m, const struct anchors *an, const unsigned char *p, size_t len)
+{
+#ifdef LK_MATCH_AVX2
+    if (m->avx2 && len >= 34)
+        return triples_none_avx2(an, p, len);
+#endif
+#ifdef __SSE2__
+    unsigned char pad[32];
+
+    if (len < 18) {
+        __m128i v = _mm_set1_epi8((char)an->pad);
+        _mm_storeu_si128((__m128i *)(void *)pad, v);
+        _mm_storeu_si128((__m128i *)(void *)(pad + 16), v);
+        memcpy(pad, p, len);
+        p = pad;
+        len = 18;
+    }
+    return BY_N(triples_none_n, an, p, len);
+#else
+    for (size_t i = 0; i + 2 < len; i++)
+        for (size_t k = 0; k < an->n; k++)
+            if ((p[i] | 0x20) == an->v[k][0][0] && (p[i + 1] | 0x20) == an->v[k][1][0] &&
+                (p[i + 2] | 0x20) == an->v[k][2][0])
+                return 0;
+    return 1;
+#endif
+}
+
+/*
  * The scan of lk_match_scan.  The automaton steps from the root only at a
  * byte that can start a pattern (skip_root), and keeps no per-byte history:
  * the byte before a match is read in the piece, and when the piece ends,
@@ -559,7 +775,12 @@ lk_match_none(const struct lk_match *m, const void *data, size_t len)
 {
     uint32_t node = 0;
 
-    return len == 0 || (skip_root(m, data, 0, len, &node) == len && node == 0);
+    if (len < m->min_len)
+        return 1;
+    for (int k = m->anchor_first, i = 0; i < 2; i++, k ^= 1)
+        if (m->anchors[k].n != 0 && triples_none(m, &m->anchors[k], data, len))
+            return 1;
+    return skip_root(m, data, 0, len, &node) == len && node == 0;
 }
 
 int

@@ -102,10 +102,13 @@ int lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const voi
 int lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
                         size_t len, size_t *off, struct lk_match_hit *hit);
 
-/* Whether data[0..len), a whole stream, holds no match nor the start of
- * one: then lk_match_scan and lk_match_finish would find nothing in it.
- * What lk_match_scan does first, without a state: the cheap answer for a
- * header value or a frame that is clean, as most are. */
+/* Whether data[0..len), a whole stream, holds no match: then
+ * lk_match_scan and lk_match_finish would find nothing in it.  The cheap
+ * answer for a header value, a frame or a whole body that is clean, as
+ * most are: shorter than every pattern, or without any of the patterns'
+ * last three bytes (a port's end), or without any of their host's ends
+ * with the ':' and the port's start (16 places at a time), or else with no
+ * byte where a pattern may start, as lk_match_scan jumps. */
 int lk_match_none(const struct lk_match *m, const void *data, size_t len);
 
 /* Ends the stream: returns 1 for each match that ends with it (call until

@@ -18,18 +18,18 @@ struct lk_str {
 #define LK_STR_NULL ((struct lk_str){NULL, 0})
 
 /* v in decimal at buf, without a terminator (at most 20 bytes): its
- * length. */
+ * length.  The digits are counted first and written in place, last to
+ * first: no copy. */
 static inline size_t
 lk_fmt_dec(char *buf, unsigned long long v)
 {
-    char d[20];
-    size_t i = sizeof(d);
+    size_t n = 1;
 
-    do
-        d[--i] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    memcpy(buf, d + i, sizeof(d) - i);
-    return sizeof(d) - i;
+    for (unsigned long long t = v; t >= 10; t /= 10)
+        n++;
+    for (size_t i = n; i-- > 0; v /= 10)
+        buf[i] = (char)('0' + v % 10);
+    return n;
 }
 
 static inline struct lk_str

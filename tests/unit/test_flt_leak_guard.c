@@ -632,7 +632,12 @@ test_content_types(void)
         {"text/plain", "identity", 1},
         {NULL, NULL, 1},
         {"application/xml", NULL, 1},
+        {"TEXT/CSV", NULL, 1},
+        {"application/atom+XML", NULL, 1},
+        {"application/vnd.api+Json", NULL, 1},
         {"application/octet-stream", NULL, 0},
+        {"application/json+zip", NULL, 0},
+        {"textual/x", NULL, 0},
         {"application/x-protobuf", NULL, 0},
         {"image/png", NULL, 0},
         {"application/json", "gzip", 0}, /* not gzip data: broken, so not read */

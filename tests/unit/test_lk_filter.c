@@ -120,14 +120,15 @@ static const struct lk_flt_ops stingy_ops = {
     .http_res_headers = stingy_headers, .http_res_body = stingy_body,
 };
 
-/* "peek": observes the body, counting bytes. */
-static size_t peeked;
+/* "peek": observes the body, counting bytes; it gets no out and leaves in
+ * as it is. */
+static size_t peeked, peek_outs;
 
 static enum lk_flt_verdict
 peek_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out, int last)
 {
     peeked += evbuffer_get_length(in);
-    evbuffer_add_buffer(out, in);
+    peek_outs += out != NULL;
     return LK_FLT_CONTINUE;
 }
 
@@ -252,12 +253,25 @@ test_observe(void)
        "an observer asks for the body without changing it (framing stays)");
     ok_str(run_body(&fx, pieces), "abcdef", "passes through");
     ok(peeked == 6, "and saw every byte (%zu)", peeked);
+    ok(peek_outs == 0 && fx.x.flt[0].acc == NULL && fx.x.flt[0].out == NULL,
+       "in place: no out, no buffers of its own");
     teardown(&fx);
 
     const struct lk_flt_ops *two[] = {&peek_ops, &upper_ops};
     setup(&fx, two, 2, 1024);
+    peeked = 0;
     lk_flt_run_res_headers(&fx.x);
     ok(fx.x.body_filters == 2 && fx.x.body_changers == 1, "with a changer, the framing changes");
+    ok_str(run_body(&fx, pieces), "ABCDEF", "what an observer read goes on to the next filter");
+    ok(peeked == 6, "which the observer saw first (%zu)", peeked);
+    teardown(&fx);
+
+    const struct lk_flt_ops *after[] = {&upper_ops, &peek_ops};
+    setup(&fx, after, 2, 1024);
+    peeked = 0;
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, pieces), "ABCDEF", "an observer after a changer passes its output on");
+    ok(peeked == 6 && peek_outs == 0, "having read it (%zu)", peeked);
     teardown(&fx);
 }
 

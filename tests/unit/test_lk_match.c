@@ -556,16 +556,20 @@ test_prefilter(void)
         lk_match_free(m);
     }
     /* lk_match_none: a clean value; a match the port's next digit undoes
-     * (not none: the walk meets the pattern's end); a match; a value that
-     * ends in a pattern's first bytes */
+     * (not none: it holds the host's end, ':' and the port's start, and
+     * the walk meets the pattern's end); a match; a value that ends in a
+     * pattern's first bytes (none: a whole stream, nothing ends in it); the
+     * host on another port (none: no pattern's host end, ':' and port
+     * start); one too short for any pattern */
     struct lk_match *n = build(names, 6);
     if (n != NULL) {
         static const char *const values[] = {"application/json; charset=utf-8",
                                              "http://b1.internal:80801", "x http://b1.internal:8080",
-                                             "Thu, 03 Dec 2026 21:42:33 GMT, see http://b1.in"};
-        static const int none[] = {1, 0, 0, 0};
-        static const size_t hits[] = {0, 0, 1, 0};
-        for (size_t c = 0; c < 4; c++)
+                                             "Thu, 03 Dec 2026 21:42:33 GMT, see http://b1.in",
+                                             "http://B1.INTERNAL:9090/admin", "b1.in"};
+        static const int none[] = {1, 0, 0, 1, 1, 1};
+        static const size_t hits[] = {0, 0, 1, 0, 0, 0};
+        for (size_t c = 0; c < 6; c++)
             ok(lk_match_none(n, values[c], strlen(values[c])) == none[c] &&
                    plain_hits(n, values[c], strlen(values[c])) == hits[c],
                "'%s': %s, %zu hits", values[c], none[c] ? "none" : "not none", hits[c]);
@@ -588,6 +592,45 @@ test_prefilter(void)
     free(h);
 }
 
+/* lk_match_none at every length and place: an address anywhere in a
+ * value of 1 to 100 bytes, at its start, its end or between, is never
+ * called clean (the 16 and 32 places a turn, the last turn shifted, the
+ * copy of a short value), nor in another case; the same value with the
+ * port changed, or with its last byte a space (no address, though all but
+ * its last byte are there), is. */
+static void
+test_none_places(void)
+{
+    static const char *const pats[] = {"pulsar://10.0.0.11:6650", "10.0.0.11:6650",
+                                       "http://b1.internal:8080", "b1.internal:8080"};
+    static const char *const finds[] = {"10.0.0.11:6650", "pulsar://10.0.0.11:6650",
+                                        "B1.Internal:8080", "http://b1.internal:8080"};
+    struct lk_match *m = build(pats, 4);
+    char v[128];
+    unsigned wrong = 0, checked = 0;
+
+    if (m == NULL)
+        return;
+    for (size_t f = 0; f < 4; f++) {
+        size_t fl = strlen(finds[f]);
+        for (size_t len = fl; len <= 100; len++)
+            for (size_t at = 0; at + fl <= len; at++) {
+                memset(v, ' ', len);
+                memcpy(v + at, finds[f], fl);
+                checked++;
+                wrong += lk_match_none(m, v, len) != 0 || plain_hits(m, v, len) == 0;
+                v[at + fl - 3] = '7'; /* "...:6750", "...:8780": another port */
+                wrong += lk_match_none(m, v, len) != 1;
+                memcpy(v + at, finds[f], fl - 1);
+                v[at + fl - 1] = ' ';
+                wrong += lk_match_none(m, v, len) != 1;
+            }
+    }
+    ok(wrong == 0, "an address found in every place of every length, none without it (%u of %u)",
+       wrong, checked);
+    lk_match_free(m);
+}
+
 const struct lk_test_case lk_test_match[] = {
     {"match/basic", test_basic},
     {"match/boundaries", test_boundaries},
@@ -598,5 +641,6 @@ const struct lk_test_case lk_test_match[] = {
     {"match/errors", test_errors},
     {"match/raw", test_raw},
     {"match/prefilter", test_prefilter},
+    {"match/none_places", test_none_places},
     {NULL, NULL},
 };
