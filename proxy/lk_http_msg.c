@@ -176,7 +176,7 @@ lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request)
 }
 
 /* Enters field i, with a known id, into the index. */
-static void
+static inline void
 index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
 {
     if (id == LK_HDR_OTHER)
@@ -189,22 +189,33 @@ index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
     m->count[id]++;
 }
 
+/* Room for another field: out of line, so that the common append stays
+ * small (once per message, and at 16, 32... fields). */
+static __attribute__((noinline)) void
+grow_headers(struct lk_http_msg *m)
+{
+    size_t cap = m->cap != 0 ? m->cap * 2 : 16;
+    struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
+
+    if (m->nheaders != 0)
+        memcpy(h, m->headers, m->nheaders * sizeof(*h));
+    m->headers = h;
+    m->cap = cap;
+}
+
 void
 lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
 {
-    if (m->nheaders == m->cap) {
-        size_t cap = m->cap != 0 ? m->cap * 2 : 16;
-        struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
-        if (m->nheaders != 0)
-            memcpy(h, m->headers, m->nheaders * sizeof(*h));
-        m->headers = h;
-        m->cap = cap;
-    }
-    m->headers[m->nheaders].name = name;
-    m->headers[m->nheaders].value = value;
-    m->headers[m->nheaders].id = id;
-    index_field(m, id, m->nheaders);
-    m->nheaders++;
+    size_t i = m->nheaders;
+
+    if (i == m->cap)
+        grow_headers(m);
+    struct lk_http_header *h = &m->headers[i];
+    h->name = name;
+    h->value = value;
+    h->id = id;
+    index_field(m, id, i);
+    m->nheaders = i + 1;
 }
 
 /* Removes the fields whose id is in drop (DROPPED: those marked one by
@@ -505,8 +516,20 @@ size_t
 lk_http_count_tokens(struct lk_str s)
 {
     size_t n = 0;
+    int in_token = 0;
 
-    each_token(s, count_token, &n);
+    /* each_token's count in one pass, without a call per token (the parser
+     * counts every Connection field): a token is a run between commas
+     * holding a byte other than SP and HTAB. */
+    for (size_t i = 0; i < s.len; i++) {
+        char ch = s.p[i];
+        if (ch == ',') {
+            in_token = 0;
+        } else if (ch != ' ' && ch != '\t' && !in_token) {
+            in_token = 1;
+            n++;
+        }
+    }
     return n;
 }
 
@@ -576,12 +599,26 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 }
 
 /* Appends n bytes of p at d; p may be NULL when n is 0 (an empty reason or
- * value), which memcpy must not be given. */
-static char *
+ * value), which memcpy must not be given.  Most pieces of a head are short
+ * (names, "nginx", "keep-alive"): those are moved by two loads and two
+ * stores that overlap, inside the piece, rather than by a call. */
+static inline char *
 put(char *d, const char *p, size_t n)
 {
-    if (n != 0)
+    if (n >= 8 && n <= 16) {
+        uint64_t a = load8(p), b = load8(p + n - 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a = (uint32_t)load4(p), b = (uint32_t)load4(p + n - 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n > 16) {
         memcpy(d, p, n);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = p[i];
+    }
     return d + n;
 }
 
@@ -683,6 +720,43 @@ lk_http_host_valid(struct lk_str h)
     return port <= 65535;
 }
 
+/* Bytes of a word: each of the 8 set to b. */
+#define BYTES(b) (0x0101010101010101u * (uint8_t)(b))
+
+/* Whether a word holds a byte below ' ' + 1, above '~', or a '#' (the
+ * bit-twiddling hasless, hasmore and haszero: exact as to whether any
+ * byte does, not as to which). */
+static inline int
+word_suspect(uint64_t x)
+{
+    uint64_t below = (x - BYTES(0x21)) & ~x;
+    uint64_t above = (x + BYTES(1)) | x; /* hasmore(x, 0x7e) */
+    uint64_t hash = ((x ^ BYTES('#')) - BYTES(1)) & ~(x ^ BYTES('#'));
+    return ((below | above | hash) & BYTES(0x80)) != 0;
+}
+
+/* Whether the target may hold a byte lk_http_check_request refuses: a
+ * control, SP, DEL, a byte over 0x7f or '#'.  A word at a time; the
+ * checks that say which run only when it does. */
+static int
+target_suspect(struct lk_str t)
+{
+    size_t i = 0;
+
+    if (t.len < 8) {
+        for (; i < t.len; i++) {
+            unsigned char ch = (unsigned char)t.p[i];
+            if (ch <= ' ' || ch >= 0x7f || ch == '#')
+                return 1;
+        }
+        return 0;
+    }
+    for (; i + 8 < t.len; i += 8)
+        if (word_suspect(load8(t.p + i)))
+            return 1;
+    return word_suspect(load8(t.p + t.len - 8)); /* overlaps */
+}
+
 /* Every Transfer-Encoding token, across all its fields, in *n; 0 if they
  * are exactly one "chunked". */
 static int
@@ -753,17 +827,19 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         *reason = "unsupported Transfer-Encoding (only chunked)";
         return 501;
     }
-    for (size_t i = 0; i < m->target.len; i++) {
-        /* llhttp takes HTAB and bytes over 0x7f; RFC 3986 has neither */
-        unsigned char ch = (unsigned char)m->target.p[i];
-        if (ch <= ' ' || ch >= 0x7f) {
-            *reason = "invalid character in the request target";
+    if (target_suspect(m->target)) {
+        for (size_t i = 0; i < m->target.len; i++) {
+            /* llhttp takes HTAB and bytes over 0x7f; RFC 3986 has neither */
+            unsigned char ch = (unsigned char)m->target.p[i];
+            if (ch <= ' ' || ch >= 0x7f) {
+                *reason = "invalid character in the request target";
+                return 400;
+            }
+        }
+        if (memchr(m->target.p, '#', m->target.len) != NULL) {
+            *reason = "fragment in the request target";
             return 400;
         }
-    }
-    if (memchr(m->target.p, '#', m->target.len) != NULL) {
-        *reason = "fragment in the request target";
-        return 400;
     }
     if (m->target.len != 0 && m->target.p[0] == '/')
         return 0;

@@ -59,8 +59,11 @@ lk_hx_new(struct lk_hconn *hc)
     hx->x.conf = c->conf;
     hx->x.client_tls = c->tls;
     hx->start_us = lk_now_us();
-    lk_http_msg_init(&hx->x.req, &hx->x.pool, 1);
-    lk_http_msg_init(&hx->x.res, &hx->x.pool, 0);
+    /* lk_http_msg_init's work less the memset: lk_palloc zeroed hx */
+    hx->x.req.pool = hx->x.res.pool = &hx->x.pool;
+    hx->x.req.is_request = 1;
+    hx->x.req.http_major = hx->x.req.http_minor = 1;
+    hx->x.res.http_major = hx->x.res.http_minor = 1;
     if (hc->res_body == NULL) {
         hc->res_body = evbuffer_new();
         hc->res_out = evbuffer_new();
@@ -85,9 +88,13 @@ lk_hx_free(struct lk_hx *hx)
     hx->up = NULL;
     if (hx->sp_ready)
         lk_http_parser_free(&hx->sp);
-    /* left empty for the next exchange */
-    evbuffer_drain(hx->res_body, evbuffer_get_length(hx->res_body));
-    evbuffer_drain(hx->res_out, evbuffer_get_length(hx->res_out));
+    /* left empty for the next exchange (most are by now) */
+    size_t left = evbuffer_get_length(hx->res_body);
+    if (left != 0)
+        evbuffer_drain(hx->res_body, left);
+    left = evbuffer_get_length(hx->res_out);
+    if (left != 0)
+        evbuffer_drain(hx->res_out, left);
     if (hx->replay != NULL)
         evbuffer_free(hx->replay);
     if (hx->hc->rp.body_arg == hx) {
@@ -201,8 +208,9 @@ lk_hx_reply_error(struct lk_hx *hx, int status, const char *reason, int close)
         return;
     }
     /* A bodyless request whose end the parser has not reported yet is
-     * complete all the same: step the parser so the connection can go on. */
-    if (hx->req_head_done && !hx->req_has_body && !hc->rp.msg_done) {
+     * complete all the same: step the parser (it may have seen the end
+     * already, with the head) so the connection can go on. */
+    if (hx->req_head_done && !hx->req_has_body && !hx->req_done) {
         size_t used;
         if (lk_http_parse(&hc->rp, "", 0, &used) == LK_HTTP_DONE)
             hx->req_done = 1;

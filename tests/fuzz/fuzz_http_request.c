@@ -18,6 +18,8 @@
  *     every edit, and lk_http_strip_hop_by_hop removes exactly what a
  *     plain scan of the names says (the fixed hop-by-hop fields, and what
  *     Connection names but Host, Content-Length and Transfer-Encoding);
+ *   - every field of a head the parser reports has a name of tchar only
+ *     and a trimmed value with no CR or LF;
  *   - a head the parser reports holds at most LK_HTTP_MAX_CONNECTION_TOKENS
  *     Connection tokens (issue 18);
  *   - no livelock: every call consumes input or reports an event.
@@ -85,6 +87,24 @@ is_framing(struct lk_str name)
 {
     return lk_str_eqi(name, LK_STRLIT("Content-Length")) ||
            lk_str_eqi(name, LK_STRLIT("Transfer-Encoding"));
+}
+
+/* What the parser promises of every field it reports (lk_http_parse.c
+ * relies on llhttp for part of it): a name of tchar only, a value trimmed
+ * of SP and HTAB with no CR or LF in it. */
+static void
+check_fields(const struct lk_http_msg *m)
+{
+    for (size_t i = 0; i < m->nheaders; i++) {
+        struct lk_str n = m->headers[i].name, v = m->headers[i].value;
+        LK_FUZZ_CHECK(n.len != 0);
+        for (size_t k = 0; k < n.len; k++)
+            LK_FUZZ_CHECK(lk_http_chars[(unsigned char)n.p[k]] & LK_CH_TCHAR);
+        for (size_t k = 0; k < v.len; k++)
+            LK_FUZZ_CHECK(v.p[k] != '\r' && v.p[k] != '\n');
+        LK_FUZZ_CHECK(v.len == 0 || (v.p[0] != ' ' && v.p[0] != '\t' && v.p[v.len - 1] != ' ' &&
+                                     v.p[v.len - 1] != '\t'));
+    }
 }
 
 static void
@@ -283,6 +303,7 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
             continue;
         }
         if (ev == LK_HTTP_HEAD) {
+            check_fields(&m);
             trace_head(t, &p, &m);
             LK_FUZZ_CHECK(lk_http_index_ok(&m));
             LK_FUZZ_CHECK(lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) <=

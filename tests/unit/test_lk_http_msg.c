@@ -42,7 +42,7 @@ parse_all(struct lk_http_parser *p, struct lk_http_msg *m, struct lk_pool *pool,
     while (n < sizeof(ev) - 1) {
         size_t chunk = len - off < step ? len - off : step, used;
         /* with the input used up, a parser stopped at a head still steps */
-        if (chunk == 0 && !(p->head_done && !p->msg_done))
+        if (chunk == 0 && !lk_http_parser_can_step(p))
             break;
         enum lk_http_event e = lk_http_parse(p, text + off, chunk, &used);
         off += used;
