@@ -189,10 +189,11 @@ index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
     m->count[id]++;
 }
 
-/* Room for another field: out of line, so that the common append stays
- * small (once per message, and at 16, 32... fields). */
+/* lk_http_append with no room left: the array grows (once per message,
+ * and at 16, 32... fields) and the append is made again.  Out of line and
+ * reached by a tail call, so that the common append saves no registers. */
 static __attribute__((noinline)) void
-grow_headers(struct lk_http_msg *m)
+append_growing(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
 {
     size_t cap = m->cap != 0 ? m->cap * 2 : 16;
     struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
@@ -201,6 +202,7 @@ grow_headers(struct lk_http_msg *m)
         memcpy(h, m->headers, m->nheaders * sizeof(*h));
     m->headers = h;
     m->cap = cap;
+    lk_http_append(m, name, value, id);
 }
 
 void
@@ -208,8 +210,10 @@ lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, e
 {
     size_t i = m->nheaders;
 
-    if (i == m->cap)
-        grow_headers(m);
+    if (__builtin_expect(i == m->cap, 0)) {
+        append_growing(m, name, value, id);
+        return;
+    }
     struct lk_http_header *h = &m->headers[i];
     h->name = name;
     h->value = value;
@@ -330,18 +334,13 @@ lk_http_del(struct lk_http_msg *m, struct lk_str name)
     return n != 0 ? sweep(m, BIT(DROPPED)) : 0;
 }
 
-/* lk_http_set_id, the value copied into the pool or not. */
-static void
-set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value, int copy)
+/* lk_http_put_id on a message that has the field already: the first
+ * keeps its place with the new value; any later ones go. */
+static __attribute__((noinline)) void
+replace_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    if (copy)
-        value = lk_pstr(m->pool, value.p, value.len);
-    if (!(m->present & BIT(id))) {
-        lk_http_append(m, lk_hdr_names[id], value, id);
-        return;
-    }
-    /* the first keeps its place; any later ones go */
     size_t i = m->first[id];
+
     m->headers[i].value = value;
     if (m->count[id] == 1)
         return;
@@ -355,13 +354,17 @@ set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value, int copy)
 void
 lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    set_id(m, id, value, 1);
+    lk_http_put_id(m, id, lk_pstr(m->pool, value.p, value.len));
 }
 
 void
 lk_http_put_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    set_id(m, id, value, 0);
+    /* both calls tail calls: most puts add a field the message lacks */
+    if (m->present & BIT(id))
+        replace_id(m, id, value);
+    else
+        lk_http_append(m, lk_hdr_names[id], value, id);
 }
 
 void
@@ -515,20 +518,20 @@ count_token(struct lk_str tok, void *arg)
 size_t
 lk_http_count_tokens(struct lk_str s)
 {
+    const char *p = s.p, *end = s.p + s.len;
     size_t n = 0;
-    int in_token = 0;
 
     /* each_token's count in one pass, without a call per token (the parser
      * counts every Connection field): a token is a run between commas
      * holding a byte other than SP and HTAB. */
-    for (size_t i = 0; i < s.len; i++) {
-        char ch = s.p[i];
-        if (ch == ',') {
-            in_token = 0;
-        } else if (ch != ' ' && ch != '\t' && !in_token) {
-            in_token = 1;
-            n++;
+    while (p < end) {
+        if (*p == ',' || *p == ' ' || *p == '\t') {
+            p++;
+            continue;
         }
+        n++;
+        while (p < end && *p != ',')
+            p++;
     }
     return n;
 }
@@ -574,10 +577,13 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 
     if (!(m->present & hop_by_hop))
         return; /* Connection among them: nothing is named either */
-    if ((m->present & BIT(LK_HDR_CONNECTION)) && m->count[LK_HDR_CONNECTION] == 1 &&
-        lk_str_eqi(m->headers[m->first[LK_HDR_CONNECTION]].value, LK_STRLIT("keep-alive"))) {
-        /* what most peers send: names a field that goes anyway */
-    } else if (m->present & BIT(LK_HDR_CONNECTION)) {
+    int has_conn = (m->present & BIT(LK_HDR_CONNECTION)) != 0;
+    struct lk_str conn = has_conn ? m->headers[m->first[LK_HDR_CONNECTION]].value : LK_STR_NULL;
+    if (has_conn && m->count[LK_HDR_CONNECTION] == 1 && conn.len == 10 &&
+        fold_eq(conn.p, "keep-alive", 10)) {
+        /* what most peers send: names a field that goes anyway (compared
+         * as the known names are, a word at a time) */
+    } else if (has_conn) {
         /* At most half full, so that a probe ends soon.  The parser caps
          * the tokens (LK_HTTP_MAX_CONNECTION_TOKENS); a filter's own
          * fields are not capped, and cost no more than their length. */
@@ -640,21 +646,21 @@ lk_fmt_u64(char *buf, uint64_t v, int hex)
     return n;
 }
 
-void
-lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
+/* The bytes lk_http_write_head writes for m. */
+static size_t
+head_len(const struct lk_http_msg *m)
 {
-    /* One reservation and one commit: every evbuffer_add on a bufferevent's
-     * output runs its callbacks, and a head has dozens of pieces. */
     size_t len = m->is_request ? m->method.len + 1 + m->target.len + 11
                                : 13 + m->reason.len + 2; /* "HTTP/1.x NNN " */
     for (size_t i = 0; i < m->nheaders; i++)
         len += m->headers[i].name.len + 2 + m->headers[i].value.len + 2;
-    len += 2;
+    return len + 2;
+}
 
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, (ev_ssize_t)len, &v, 1) != 1)
-        abort(); /* out of memory: as lk_xmalloc */
-    char *d = v.iov_base;
+/* Writes m's head at d, head_len(m) bytes. */
+static void
+head_put(const struct lk_http_msg *m, char *d)
+{
     if (m->is_request) {
         d = put(d, m->method.p, m->method.len);
         *d++ = ' ';
@@ -677,9 +683,33 @@ lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
         d = put(d, h->value.p, h->value.len);
         d = put(d, "\r\n", 2);
     }
-    d = put(d, "\r\n", 2);
-    v.iov_len = (size_t)(d - (char *)v.iov_base);
+    put(d, "\r\n", 2);
+}
+
+void
+lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
+{
+    /* One reservation and one commit: every evbuffer_add on a bufferevent's
+     * output runs its callbacks, and a head has dozens of pieces. */
+    size_t len = head_len(m);
+    struct evbuffer_iovec v;
+
+    if (evbuffer_reserve_space(out, (ev_ssize_t)len, &v, 1) != 1)
+        abort(); /* out of memory: as lk_xmalloc */
+    head_put(m, v.iov_base);
+    v.iov_len = len;
     evbuffer_commit_space(out, &v, 1);
+}
+
+void
+lk_http_prepend_head(const struct lk_http_msg *m, struct evbuffer *buf)
+{
+    size_t len = head_len(m);
+    char *d = lk_pnalloc(m->pool, len);
+
+    head_put(m, d);
+    if (evbuffer_prepend(buf, d, len) != 0)
+        abort(); /* out of memory: as lk_xmalloc */
 }
 
 /* Request validation --------------------------------------------------- */

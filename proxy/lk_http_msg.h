@@ -166,6 +166,9 @@ int lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **rea
 /* Writes the head ("METHOD target HTTP/1.1" or status line, fields, blank
  * line) to out, in one piece. */
 void lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out);
+/* The same in front of what buf holds (a buffer of our own, whose whole
+ * content then goes on in one addition). */
+void lk_http_prepend_head(const struct lk_http_msg *m, struct evbuffer *buf);
 
 /* Writes v in decimal (or lower-case hex) to buf, which has room for 20
  * bytes; returns the length.  No locale, no printf. */

@@ -287,21 +287,69 @@ on_field_complete(llhttp_t *ll)
     return 0;
 }
 
-static int
-on_value_complete(llhttp_t *ll)
+/* The field joins the message: v trimmed, and where it was left in the
+ * input (in_place), noted for keep_block with its name. */
+static inline int
+join_field(struct lk_http_parser *p, struct lk_str v, int in_place)
 {
-    struct lk_http_parser *p = P(ll);
-    struct lk_str v;
-    int in_place = 0;
+    /* Identified once, when its name completed, and indexed as the field
+     * joins the message (the message of this value: llhttp may run on
+     * into the next message's head, whose fields then join the message
+     * the caller starts next); every later question about the field is
+     * an index lookup. */
+    if (in_place) {
+        /* the field, from its name to its value's end */
+        block_note(p, p->cur_name.p, v.len != 0 ? v.p + v.len : p->cur_name.p + p->cur_name.len);
+        if (v.len == 0)
+            v = LK_STRLIT(""); /* NUL-terminated, as a copy would be */
+    }
+    lk_http_append(p->msg, p->cur_name, v, p->cur_id);
+    return 0;
+}
 
-    if (p->name_in_input && p->buflen == 0) {
-        /* name and value, both whole in this input (most fields): left
-         * there, for keep_block */
-        v = p->span_len != 0 ? lk_str_make(p->span_p, p->span_len) : LK_STR_NULL;
-        p->span_len = 0;
-        p->name_in_input = 0;
-        in_place = 1;
-    } else if (p->name_in_input) {
+/* join_field for a Connection field, whose tokens are counted first: each
+ * names a field to remove, capped as the fields are by max_header_bytes
+ * (see LK_HTTP_MAX_CONNECTION_TOKENS). */
+static __attribute__((noinline)) int
+join_connection(struct lk_http_parser *p, struct lk_str v, int in_place)
+{
+    p->conn_tokens += lk_http_count_tokens(v);
+    if (p->conn_tokens > LK_HTTP_MAX_CONNECTION_TOKENS) {
+        p->error = "more than " XSTR(LK_HTTP_MAX_CONNECTION_TOKENS) " Connection tokens";
+        return -1;
+    }
+    return join_field(p, v, in_place);
+}
+
+/* The value, trimmed, joins the message with its name: v and the name
+ * were both left in the input (in_place) or are copies. */
+static inline int
+add_field(struct lk_http_parser *p, struct lk_str v, int in_place)
+{
+    /* No CR or LF in v: llhttp ends a value's span at either (without its
+     * lenient flags, which lookout never sets, a bare LF there is an
+     * error), and a folded line's piece is refused by on_value; the fuzz
+     * harnesses hold every parsed value to that. */
+    v = lk_str_trim(v);
+    /* A trailer field (after a chunked body) never joins the head's
+     * fields: the head has gone on already, or goes on later with fields
+     * no filter has seen (a Location, an internal address, a second
+     * Transfer-Encoding).  Trailers are not forwarded. */
+    if (p->head_done)
+        return 0;
+    if (p->cur_id == LK_HDR_CONNECTION)
+        return join_connection(p, v, in_place);
+    return join_field(p, v, in_place);
+}
+
+/* on_value_complete for a field that did not come whole in this input:
+ * its value (and its name, if that is still in the input) copied. */
+static __attribute__((noinline)) int
+add_field_copied(struct lk_http_parser *p)
+{
+    struct lk_str v;
+
+    if (p->name_in_input) {
         /* the name in this input, the value joined from pieces (so not a
          * span in the input): one copy into the pool, each NUL-terminated */
         struct lk_str n = p->cur_name, raw = lk_str_make(p->buf, p->buflen);
@@ -318,40 +366,37 @@ on_value_complete(llhttp_t *ll)
     } else {
         v = take(p);
     }
-    /* No CR or LF in v: llhttp ends a value's span at either (without its
-     * lenient flags, which lookout never sets, a bare LF there is an
-     * error), and a folded line's piece is refused by on_value; the fuzz
-     * harnesses hold every parsed value to that. */
-    v = lk_str_trim(v);
-    /* A trailer field (after a chunked body) never joins the head's
-     * fields: the head has gone on already, or goes on later with fields
-     * no filter has seen (a Location, an internal address, a second
-     * Transfer-Encoding).  Trailers are not forwarded. */
-    if (p->head_done)
-        return 0;
-    enum lk_hdr id = p->cur_id;
-    /* Each Connection token names a field to remove: capped, as the
-     * fields are by max_header_bytes (see LK_HTTP_MAX_CONNECTION_TOKENS). */
-    if (id == LK_HDR_CONNECTION) {
-        p->conn_tokens += lk_http_count_tokens(v);
-        if (p->conn_tokens > LK_HTTP_MAX_CONNECTION_TOKENS) {
-            p->error = "more than " XSTR(LK_HTTP_MAX_CONNECTION_TOKENS) " Connection tokens";
-            return -1;
-        }
-    }
-    /* Identified once, when its name completed, and indexed as the field
-     * joins the message (the message of this value: llhttp may run on
-     * into the next message's head, whose fields then join the message
-     * the caller starts next); every later question about the field is
-     * an index lookup. */
-    if (in_place) {
-        /* the field, from its name to its value's end */
-        block_note(p, p->cur_name.p, v.len != 0 ? v.p + v.len : p->cur_name.p + p->cur_name.len);
-        if (v.len == 0)
-            v = LK_STRLIT(""); /* NUL-terminated, as a copy would be */
-    }
-    lk_http_append(p->msg, p->cur_name, v, id);
-    return 0;
+    return add_field(p, v, 0);
+}
+
+static int
+on_value_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+
+    if (!p->name_in_input || p->buflen != 0)
+        return add_field_copied(p);
+    /* name and value, both whole in this input (most fields): left there,
+     * for keep_block */
+    struct lk_str v = p->span_len != 0 ? lk_str_make(p->span_p, p->span_len) : LK_STR_NULL;
+    p->span_len = 0;
+    p->name_in_input = 0;
+    return add_field(p, v, 1);
+}
+
+/* llhttp_method_name's text with its length, known when compiled: no
+ * strlen per request. */
+#define METHOD_TEXT(num, name, text) [HTTP_##name] = LK_STRLIT(#text),
+static const struct lk_str method_texts[] = {HTTP_ALL_METHOD_MAP(METHOD_TEXT)};
+#undef METHOD_TEXT
+
+static struct lk_str
+method_text(llhttp_method_t method)
+{
+    if ((size_t)method < sizeof(method_texts) / sizeof(method_texts[0]) &&
+        method_texts[method].p != NULL)
+        return method_texts[method];
+    return lk_str_c(llhttp_method_name(method));
 }
 
 static int
@@ -361,7 +406,7 @@ on_headers_complete(llhttp_t *ll)
     struct lk_http_msg *m = p->msg;
 
     if (m->is_request)
-        m->method = lk_str_c(llhttp_method_name(llhttp_get_method(ll)));
+        m->method = method_text(llhttp_get_method(ll));
     else
         m->status = llhttp_get_status_code(ll);
     m->http_major = llhttp_get_http_major(ll);
@@ -488,12 +533,13 @@ on_message_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
     p->msg_done = 1;
-    p->keep_alive = llhttp_should_keep_alive(ll);
     /* Head not yet reported: lk_http_parse reports HEAD, then DONE.  A
      * bodyless request stops here, before the next pipelined one; a
-     * response to HEAD runs on as it always has. */
+     * response to HEAD runs on as it always has.  keep_alive is what
+     * on_headers_complete found just now, from the same flags. */
     if (p->state == EV_HEAD)
         return p->no_body ? 0 : HPE_PAUSED;
+    p->keep_alive = llhttp_should_keep_alive(ll);
     p->state = EV_DONE;
     /* An upgrade must reach HPE_PAUSED_UPGRADE, which a pause here would hide. */
     return ll->upgrade ? 0 : HPE_PAUSED;
@@ -682,6 +728,12 @@ int
 lk_http_parser_can_step(const struct lk_http_parser *p)
 {
     return (p->head_done && !p->msg_done) || (p->state == EV_HEAD && p->msg_done);
+}
+
+int
+lk_http_parser_end_known(const struct lk_http_parser *p)
+{
+    return p->state == EV_HEAD && p->msg_done;
 }
 
 void

@@ -86,6 +86,9 @@ enum lk_http_event lk_http_parse_eof(struct lk_http_parser *p);
 /* Whether a call without input can make progress: the head was reported
  * and the message's end is still to be (or has not yet been) reported. */
 int lk_http_parser_can_step(const struct lk_http_parser *p);
+/* Whether the message's end came with its head, reported: the next
+ * lk_http_parse reports the end (DONE or UPGRADE) without using input. */
+int lk_http_parser_end_known(const struct lk_http_parser *p);
 void lk_http_parser_free(struct lk_http_parser *p);
 
 #endif

@@ -38,11 +38,22 @@ req_body_cb(void *arg, const char *at, size_t len)
     if (hx->following || hx->up == NULL)
         return; /* the rest of the body only goes to the replay buffer */
     struct evbuffer *out = bufferevent_get_output(hx->up->bev);
-    if (hx->req_chunked)
-        lk_hx_chunk_size(out, len);
-    evbuffer_add(out, at, len);
-    if (hx->req_chunked)
-        evbuffer_add(out, "\r\n", 2);
+    if (!hx->req_chunked) {
+        evbuffer_add(out, at, len);
+        return;
+    }
+    /* size line, data and CRLF in one addition: each runs the output's
+     * callbacks */
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)(len + 22), &v, 1) != 1)
+        abort(); /* out of memory: as lk_xmalloc */
+    char *d = v.iov_base;
+    d += lk_fmt_u64(d, len, 1);
+    memcpy(d, "\r\n", 2);
+    memcpy(d + 2, at, len);
+    memcpy(d + 2 + len, "\r\n", 2);
+    v.iov_len = (size_t)(d + 4 + len - (char *)v.iov_base);
+    evbuffer_commit_space(out, &v, 1);
 }
 
 struct lk_hx *

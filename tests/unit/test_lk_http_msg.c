@@ -1235,6 +1235,36 @@ test_target_bytes(void)
     ok(good, "every refused byte found at every place, allowed ones passed");
 }
 
+/* lk_http_count_tokens (one pass, as the parser counts each Connection
+ * field) agrees with the token walk lk_http_count_tokens_id makes, and
+ * with the count by hand. */
+static void
+test_count_tokens(void)
+{
+    static const struct {
+        const char *v;
+        size_t n;
+    } cases[] = {
+        {"", 0},       {",", 0},           {" , ,\t,", 0},      {"a", 1},
+        {" a ", 1},    {"a,b", 2},         {"a,,b", 2},         {",a,", 1},
+        {"\ta\t,\t", 1}, {"a b, c", 2},    {"keep-alive", 1},   {"close, Upgrade , te", 3},
+        {",,,x", 1},   {"x,,,", 1},        {" ,x, ,y ,", 2},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lk_pool pool;
+        struct lk_http_msg m;
+
+        lk_pool_init(&pool);
+        lk_http_msg_init(&m, &pool, 1);
+        lk_http_add(&m, LK_STRLIT("Connection"), lk_str_c(cases[i].v));
+        size_t n = lk_http_count_tokens(lk_str_c(cases[i].v));
+        ok(n == cases[i].n && n == lk_http_count_tokens_id(&m, LK_HDR_CONNECTION),
+           "'%s': %zu tokens (want %zu)", cases[i].v, n, cases[i].n);
+        lk_pool_free(&pool);
+    }
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -1261,5 +1291,6 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/strip_many_tokens", test_strip_many_tokens},
     {"http_msg/head_outlives_input", test_head_outlives_input},
     {"http_msg/target_bytes", test_target_bytes},
+    {"http_msg/count_tokens", test_count_tokens},
     {NULL, NULL},
 };
