@@ -569,6 +569,26 @@ lk_http_index_ok(const struct lk_http_msg *m)
     return 1;
 }
 
+int
+lk_http_fields_ok(const struct lk_http_msg *m)
+{
+    for (size_t i = 0; i < m->nheaders; i++) {
+        struct lk_str n = m->headers[i].name, v = m->headers[i].value;
+        if (n.len == 0)
+            return 0;
+        for (size_t k = 0; k < n.len; k++)
+            if (!(lk_http_chars[(unsigned char)n.p[k]] & LK_CH_TCHAR))
+                return 0;
+        for (size_t k = 0; k < v.len; k++)
+            if (v.p[k] == '\r' || v.p[k] == '\n')
+                return 0;
+        if (v.len != 0 && (v.p[0] == ' ' || v.p[0] == '\t' || v.p[v.len - 1] == ' ' ||
+                           v.p[v.len - 1] == '\t'))
+            return 0;
+    }
+    return 1;
+}
+
 void
 lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 {

@@ -122,6 +122,10 @@ size_t lk_http_count_tokens(struct lk_str s);
 /* Whether every field's id and the index agree with the names: for the
  * unit tests and fuzz harnesses, after any edit. */
 int lk_http_index_ok(const struct lk_http_msg *m);
+/* Whether every field is as the parser promises (lk_http_parse.c relies
+ * on llhttp for part of it): a name of tchar only, a value trimmed of SP
+ * and HTAB with no CR or LF in it.  For the unit tests and fuzz harnesses. */
+int lk_http_fields_ok(const struct lk_http_msg *m);
 
 /*
  * The most tokens the Connection fields of one head may hold, all fields

@@ -176,24 +176,6 @@ naive_broker_id(const char *b, size_t len)
     return 0;
 }
 
-/* What the parser promises of every field it reports (lk_http_parse.c
- * relies on llhttp for part of it): a name of tchar only, a value trimmed
- * of SP and HTAB with no CR or LF in it. */
-static void
-check_fields(const struct lk_http_msg *m)
-{
-    for (size_t i = 0; i < m->nheaders; i++) {
-        struct lk_str n = m->headers[i].name, v = m->headers[i].value;
-        LK_FUZZ_CHECK(n.len != 0);
-        for (size_t k = 0; k < n.len; k++)
-            LK_FUZZ_CHECK(lk_http_chars[(unsigned char)n.p[k]] & LK_CH_TCHAR);
-        for (size_t k = 0; k < v.len; k++)
-            LK_FUZZ_CHECK(v.p[k] != '\r' && v.p[k] != '\n');
-        LK_FUZZ_CHECK(v.len == 0 || (v.p[0] != ' ' && v.p[0] != '\t' && v.p[v.len - 1] != ' ' &&
-                                     v.p[v.len - 1] != '\t'));
-    }
-}
-
 static void
 check(struct run *r, int done)
 {
@@ -299,7 +281,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         if (ev == LK_HTTP_HEAD) {
-            check_fields(&x->res);
+            LK_FUZZ_CHECK(lk_http_fields_ok(&x->res));
             if (x->res.status >= 100 && x->res.status < 200)
                 continue; /* interim (101 ends below, with UPGRADE) */
             if (on_head(&r, head_method) != 0)
