@@ -518,20 +518,20 @@ count_token(struct lk_str tok, void *arg)
 size_t
 lk_http_count_tokens(struct lk_str s)
 {
-    const char *p = s.p, *end = s.p + s.len;
-    size_t n = 0;
+    size_t n = 0, i = 0; /* indexes: s.p may be NULL when s.len is 0 */
 
     /* each_token's count in one pass, without a call per token (the parser
      * counts every Connection field): a token is a run between commas
      * holding a byte other than SP and HTAB. */
-    while (p < end) {
-        if (*p == ',' || *p == ' ' || *p == '\t') {
-            p++;
+    while (i < s.len) {
+        char ch = s.p[i];
+        if (ch == ',' || ch == ' ' || ch == '\t') {
+            i++;
             continue;
         }
         n++;
-        while (p < end && *p != ',')
-            p++;
+        while (i < s.len && s.p[i] != ',')
+            i++;
     }
     return n;
 }

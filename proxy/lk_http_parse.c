@@ -139,8 +139,8 @@ keep_block(struct lk_http_parser *p)
 
     memcpy(d, lo, n);
     d[n] = '\0';
-    for (struct lk_http_header *h = m->headers + p->blk_first, *end = m->headers + m->nheaders;
-         h < end; h++) {
+    for (size_t i = p->blk_first; i < m->nheaders; i++) { /* headers may be NULL */
+        struct lk_http_header *h = &m->headers[i];
         size_t off = (size_t)((uintptr_t)h->name.p - (uintptr_t)lo);
         if (off >= n)
             continue;
