@@ -176,7 +176,7 @@ lk_http_msg_init(struct lk_http_msg *m, struct lk_pool *pool, int is_request)
 }
 
 /* Enters field i, with a known id, into the index. */
-static void
+static inline void
 index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
 {
     if (id == LK_HDR_OTHER)
@@ -189,22 +189,37 @@ index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
     m->count[id]++;
 }
 
+/* lk_http_append with no room left: the array grows (once per message,
+ * and at 16, 32... fields) and the append is made again.  Out of line and
+ * reached by a tail call, so that the common append saves no registers. */
+static __attribute__((noinline)) void
+append_growing(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
+{
+    size_t cap = m->cap != 0 ? m->cap * 2 : 16;
+    struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
+
+    if (m->nheaders != 0)
+        memcpy(h, m->headers, m->nheaders * sizeof(*h));
+    m->headers = h;
+    m->cap = cap;
+    lk_http_append(m, name, value, id);
+}
+
 void
 lk_http_append(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
 {
-    if (m->nheaders == m->cap) {
-        size_t cap = m->cap != 0 ? m->cap * 2 : 16;
-        struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
-        if (m->nheaders != 0)
-            memcpy(h, m->headers, m->nheaders * sizeof(*h));
-        m->headers = h;
-        m->cap = cap;
+    size_t i = m->nheaders;
+
+    if (__builtin_expect(i == m->cap, 0)) {
+        append_growing(m, name, value, id);
+        return;
     }
-    m->headers[m->nheaders].name = name;
-    m->headers[m->nheaders].value = value;
-    m->headers[m->nheaders].id = id;
-    index_field(m, id, m->nheaders);
-    m->nheaders++;
+    struct lk_http_header *h = &m->headers[i];
+    h->name = name;
+    h->value = value;
+    h->id = id;
+    index_field(m, id, i);
+    m->nheaders = i + 1;
 }
 
 /* Removes the fields whose id is in drop (DROPPED: those marked one by
@@ -319,18 +334,13 @@ lk_http_del(struct lk_http_msg *m, struct lk_str name)
     return n != 0 ? sweep(m, BIT(DROPPED)) : 0;
 }
 
-/* lk_http_set_id, the value copied into the pool or not. */
-static void
-set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value, int copy)
+/* lk_http_put_id on a message that has the field already: the first
+ * keeps its place with the new value; any later ones go. */
+static __attribute__((noinline)) void
+replace_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    if (copy)
-        value = lk_pstr(m->pool, value.p, value.len);
-    if (!(m->present & BIT(id))) {
-        lk_http_append(m, lk_hdr_names[id], value, id);
-        return;
-    }
-    /* the first keeps its place; any later ones go */
     size_t i = m->first[id];
+
     m->headers[i].value = value;
     if (m->count[id] == 1)
         return;
@@ -344,13 +354,17 @@ set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value, int copy)
 void
 lk_http_set_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    set_id(m, id, value, 1);
+    lk_http_put_id(m, id, lk_pstr(m->pool, value.p, value.len));
 }
 
 void
 lk_http_put_id(struct lk_http_msg *m, enum lk_hdr id, struct lk_str value)
 {
-    set_id(m, id, value, 0);
+    /* both calls tail calls: most puts add a field the message lacks */
+    if (m->present & BIT(id))
+        replace_id(m, id, value);
+    else
+        lk_http_append(m, lk_hdr_names[id], value, id);
 }
 
 void
@@ -504,9 +518,21 @@ count_token(struct lk_str tok, void *arg)
 size_t
 lk_http_count_tokens(struct lk_str s)
 {
-    size_t n = 0;
+    size_t n = 0, i = 0; /* indexes: s.p may be NULL when s.len is 0 */
 
-    each_token(s, count_token, &n);
+    /* each_token's count in one pass, without a call per token (the parser
+     * counts every Connection field): a token is a run between commas
+     * holding a byte other than SP and HTAB. */
+    while (i < s.len) {
+        char ch = s.p[i];
+        if (ch == ',' || ch == ' ' || ch == '\t') {
+            i++;
+            continue;
+        }
+        n++;
+        while (i < s.len && s.p[i] != ',')
+            i++;
+    }
     return n;
 }
 
@@ -543,6 +569,26 @@ lk_http_index_ok(const struct lk_http_msg *m)
     return 1;
 }
 
+int
+lk_http_fields_ok(const struct lk_http_msg *m)
+{
+    for (size_t i = 0; i < m->nheaders; i++) {
+        struct lk_str n = m->headers[i].name, v = m->headers[i].value;
+        if (n.len == 0)
+            return 0;
+        for (size_t k = 0; k < n.len; k++)
+            if (!(lk_http_chars[(unsigned char)n.p[k]] & LK_CH_TCHAR))
+                return 0;
+        for (size_t k = 0; k < v.len; k++)
+            if (v.p[k] == '\r' || v.p[k] == '\n')
+                return 0;
+        if (v.len != 0 && (v.p[0] == ' ' || v.p[0] == '\t' || v.p[v.len - 1] == ' ' ||
+                           v.p[v.len - 1] == '\t'))
+            return 0;
+    }
+    return 1;
+}
+
 void
 lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 {
@@ -551,10 +597,13 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 
     if (!(m->present & hop_by_hop))
         return; /* Connection among them: nothing is named either */
-    if ((m->present & BIT(LK_HDR_CONNECTION)) && m->count[LK_HDR_CONNECTION] == 1 &&
-        lk_str_eqi(m->headers[m->first[LK_HDR_CONNECTION]].value, LK_STRLIT("keep-alive"))) {
-        /* what most peers send: names a field that goes anyway */
-    } else if (m->present & BIT(LK_HDR_CONNECTION)) {
+    int has_conn = (m->present & BIT(LK_HDR_CONNECTION)) != 0;
+    struct lk_str conn = has_conn ? m->headers[m->first[LK_HDR_CONNECTION]].value : LK_STR_NULL;
+    if (has_conn && m->count[LK_HDR_CONNECTION] == 1 && conn.len == 10 &&
+        fold_eq(conn.p, "keep-alive", 10)) {
+        /* what most peers send: names a field that goes anyway (compared
+         * as the known names are, a word at a time) */
+    } else if (has_conn) {
         /* At most half full, so that a probe ends soon.  The parser caps
          * the tokens (LK_HTTP_MAX_CONNECTION_TOKENS); a filter's own
          * fields are not capped, and cost no more than their length. */
@@ -576,12 +625,26 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
 }
 
 /* Appends n bytes of p at d; p may be NULL when n is 0 (an empty reason or
- * value), which memcpy must not be given. */
-static char *
+ * value), which memcpy must not be given.  Most pieces of a head are short
+ * (names, "nginx", "keep-alive"): those are moved by two loads and two
+ * stores that overlap, inside the piece, rather than by a call. */
+static inline char *
 put(char *d, const char *p, size_t n)
 {
-    if (n != 0)
+    if (n >= 8 && n <= 16) {
+        uint64_t a = load8(p), b = load8(p + n - 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a = (uint32_t)load4(p), b = (uint32_t)load4(p + n - 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n > 16) {
         memcpy(d, p, n);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = p[i];
+    }
     return d + n;
 }
 
@@ -603,21 +666,21 @@ lk_fmt_u64(char *buf, uint64_t v, int hex)
     return n;
 }
 
-void
-lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
+/* The bytes lk_http_write_head writes for m. */
+static size_t
+head_len(const struct lk_http_msg *m)
 {
-    /* One reservation and one commit: every evbuffer_add on a bufferevent's
-     * output runs its callbacks, and a head has dozens of pieces. */
     size_t len = m->is_request ? m->method.len + 1 + m->target.len + 11
                                : 13 + m->reason.len + 2; /* "HTTP/1.x NNN " */
     for (size_t i = 0; i < m->nheaders; i++)
         len += m->headers[i].name.len + 2 + m->headers[i].value.len + 2;
-    len += 2;
+    return len + 2;
+}
 
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, (ev_ssize_t)len, &v, 1) != 1)
-        abort(); /* out of memory: as lk_xmalloc */
-    char *d = v.iov_base;
+/* Writes m's head at d, head_len(m) bytes. */
+static void
+head_put(const struct lk_http_msg *m, char *d)
+{
     if (m->is_request) {
         d = put(d, m->method.p, m->method.len);
         *d++ = ' ';
@@ -640,9 +703,33 @@ lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
         d = put(d, h->value.p, h->value.len);
         d = put(d, "\r\n", 2);
     }
-    d = put(d, "\r\n", 2);
-    v.iov_len = (size_t)(d - (char *)v.iov_base);
+    put(d, "\r\n", 2);
+}
+
+void
+lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out)
+{
+    /* One reservation and one commit: every evbuffer_add on a bufferevent's
+     * output runs its callbacks, and a head has dozens of pieces. */
+    size_t len = head_len(m);
+    struct evbuffer_iovec v;
+
+    if (evbuffer_reserve_space(out, (ev_ssize_t)len, &v, 1) != 1)
+        abort(); /* out of memory: as lk_xmalloc */
+    head_put(m, v.iov_base);
+    v.iov_len = len;
     evbuffer_commit_space(out, &v, 1);
+}
+
+void
+lk_http_prepend_head(const struct lk_http_msg *m, struct evbuffer *buf)
+{
+    size_t len = head_len(m);
+    char *d = lk_pnalloc(m->pool, len);
+
+    head_put(m, d);
+    if (evbuffer_prepend(buf, d, len) != 0)
+        abort(); /* out of memory: as lk_xmalloc */
 }
 
 /* Request validation --------------------------------------------------- */
@@ -681,6 +768,43 @@ lk_http_host_valid(struct lk_str h)
         port = port * 10 + (unsigned)(h.p[i] - '0');
     }
     return port <= 65535;
+}
+
+/* Bytes of a word: each of the 8 set to b. */
+#define BYTES(b) (0x0101010101010101u * (uint8_t)(b))
+
+/* Whether a word holds a byte below ' ' + 1, above '~', or a '#' (the
+ * bit-twiddling hasless, hasmore and haszero: exact as to whether any
+ * byte does, not as to which). */
+static inline int
+word_suspect(uint64_t x)
+{
+    uint64_t below = (x - BYTES(0x21)) & ~x;
+    uint64_t above = (x + BYTES(1)) | x; /* hasmore(x, 0x7e) */
+    uint64_t hash = ((x ^ BYTES('#')) - BYTES(1)) & ~(x ^ BYTES('#'));
+    return ((below | above | hash) & BYTES(0x80)) != 0;
+}
+
+/* Whether the target may hold a byte lk_http_check_request refuses: a
+ * control, SP, DEL, a byte over 0x7f or '#'.  A word at a time; the
+ * checks that say which run only when it does. */
+static int
+target_suspect(struct lk_str t)
+{
+    size_t i = 0;
+
+    if (t.len < 8) {
+        for (; i < t.len; i++) {
+            unsigned char ch = (unsigned char)t.p[i];
+            if (ch <= ' ' || ch >= 0x7f || ch == '#')
+                return 1;
+        }
+        return 0;
+    }
+    for (; i + 8 < t.len; i += 8)
+        if (word_suspect(load8(t.p + i)))
+            return 1;
+    return word_suspect(load8(t.p + t.len - 8)); /* overlaps */
 }
 
 /* Every Transfer-Encoding token, across all its fields, in *n; 0 if they
@@ -753,17 +877,19 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         *reason = "unsupported Transfer-Encoding (only chunked)";
         return 501;
     }
-    for (size_t i = 0; i < m->target.len; i++) {
-        /* llhttp takes HTAB and bytes over 0x7f; RFC 3986 has neither */
-        unsigned char ch = (unsigned char)m->target.p[i];
-        if (ch <= ' ' || ch >= 0x7f) {
-            *reason = "invalid character in the request target";
+    if (target_suspect(m->target)) {
+        for (size_t i = 0; i < m->target.len; i++) {
+            /* llhttp takes HTAB and bytes over 0x7f; RFC 3986 has neither */
+            unsigned char ch = (unsigned char)m->target.p[i];
+            if (ch <= ' ' || ch >= 0x7f) {
+                *reason = "invalid character in the request target";
+                return 400;
+            }
+        }
+        if (memchr(m->target.p, '#', m->target.len) != NULL) {
+            *reason = "fragment in the request target";
             return 400;
         }
-    }
-    if (memchr(m->target.p, '#', m->target.len) != NULL) {
-        *reason = "fragment in the request target";
-        return 400;
     }
     if (m->target.len != 0 && m->target.p[0] == '/')
         return 0;

@@ -122,6 +122,10 @@ size_t lk_http_count_tokens(struct lk_str s);
 /* Whether every field's id and the index agree with the names: for the
  * unit tests and fuzz harnesses, after any edit. */
 int lk_http_index_ok(const struct lk_http_msg *m);
+/* Whether every field is as the parser promises (lk_http_parse.c relies
+ * on llhttp for part of it): a name of tchar only, a value trimmed of SP
+ * and HTAB with no CR or LF in it.  For the unit tests and fuzz harnesses. */
+int lk_http_fields_ok(const struct lk_http_msg *m);
 
 /*
  * The most tokens the Connection fields of one head may hold, all fields
@@ -166,6 +170,9 @@ int lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **rea
 /* Writes the head ("METHOD target HTTP/1.1" or status line, fields, blank
  * line) to out, in one piece. */
 void lk_http_write_head(const struct lk_http_msg *m, struct evbuffer *out);
+/* The same in front of what buf holds (a buffer of our own, whose whole
+ * content then goes on in one addition). */
+void lk_http_prepend_head(const struct lk_http_msg *m, struct evbuffer *buf);
 
 /* Writes v in decimal (or lower-case hex) to buf, which has room for 20
  * bytes; returns the length.  No locale, no printf. */

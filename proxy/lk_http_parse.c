@@ -6,6 +6,7 @@
  * with its framing removed.  Pure over bytes: nothing here touches a socket.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,81 @@ take(struct lk_http_parser *p)
     return s;
 }
 
+/* A string of the message that lies whole in the input being parsed, left
+ * there: keep_block copies the input's part of the head once, at the end
+ * of the input, rather than each string on its own. */
+static void
+block_note(struct lk_http_parser *p, const char *from, const char *to)
+{
+    if (p->blk_lo == NULL)
+        p->blk_lo = from;
+    p->blk_hi = to; /* the strings come in the input's order */
+}
+
+/* A span that came whole, left in the input (block_note), or the copy
+ * take() makes of one that did not. */
+static struct lk_str
+take_in_place(struct lk_http_parser *p)
+{
+    if (p->span_len != 0) {
+        struct lk_str s = lk_str_make(p->span_p, p->span_len);
+        p->span_len = 0;
+        block_note(p, s.p, s.p + s.len);
+        return s;
+    }
+    return take(p);
+}
+
+/* s, if it points into the block at lo (n bytes), to its copy at d, with a
+ * NUL after it (the byte after a string in the head is never part of
+ * another: ':', SP, CR, OWS, or the block's end). */
+static inline void
+rebase(struct lk_str *s, const char *lo, size_t n, char *d)
+{
+    size_t off = (size_t)((uintptr_t)s->p - (uintptr_t)lo);
+
+    if (s->len != 0 && off < n) {
+        char *q = d + off;
+        q[s->len] = '\0';
+        s->p = q;
+    }
+}
+
+/* The strings the message took from this input (block_note) into the
+ * pool, in one copy: the input is the caller's only until lk_http_parse
+ * returns.  A non-empty string points into the block only if it was left
+ * there, since pool memory never lies inside the input; a field's name
+ * and value were left there together or not at all (an empty value is
+ * static then). */
+static void
+keep_block(struct lk_http_parser *p)
+{
+    struct lk_http_msg *m = p->msg;
+    const char *lo = p->blk_lo;
+    size_t n = (size_t)(p->blk_hi - lo);
+    char *d = lk_pnalloc(m->pool, n + 1);
+
+    memcpy(d, lo, n);
+    d[n] = '\0';
+    for (size_t i = p->blk_first; i < m->nheaders; i++) { /* headers may be NULL */
+        struct lk_http_header *h = &m->headers[i];
+        size_t off = (size_t)((uintptr_t)h->name.p - (uintptr_t)lo);
+        if (off >= n)
+            continue;
+        char *q = d + off;
+        q[h->name.len] = '\0';
+        h->name.p = q;
+        if (h->value.len != 0) {
+            q = d + (h->value.p - lo);
+            q[h->value.len] = '\0';
+            h->value.p = q;
+        }
+    }
+    rebase(&m->target, lo, n, d);
+    rebase(&m->reason, lo, n, d);
+    p->blk_lo = NULL;
+}
+
 static int
 on_message_begin(llhttp_t *ll)
 {
@@ -153,8 +229,11 @@ on_value(llhttp_t *ll, const char *at, size_t len)
      * empty value comes as an empty piece placed after its line break.) */
     if (len == 0)
         return 0;
-    const char *from = p->gap_from != NULL ? p->gap_from : p->input_start;
-    if (p->lf_in_gap || memchr(from, '\n', (size_t)(at - from)) != NULL) {
+    /* The gap is ": " or a line break and little more: a loop, not a call. */
+    int lf = p->lf_in_gap;
+    for (const char *q = p->gap_from != NULL ? p->gap_from : p->input_start; q < at; q++)
+        lf |= *q == '\n';
+    if (lf) {
         p->error = "obsolete line folding in a header";
         p->error_at = at;
         return -1;
@@ -167,7 +246,7 @@ static int
 on_url_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
-    p->msg->target = take(p);
+    p->msg->target = take_in_place(p);
     return 0;
 }
 
@@ -175,7 +254,7 @@ static int
 on_status_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
-    p->msg->reason = take(p);
+    p->msg->reason = take_in_place(p);
     return 0;
 }
 
@@ -184,7 +263,7 @@ on_field_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
     if (p->span_len != 0) {
-        /* left in the input: on_value_complete copies it with the value */
+        /* left in the input: on_value_complete takes it with the value */
         p->cur_name = lk_str_make(p->span_p, p->span_len);
         p->span_len = 0;
         p->name_in_input = 1;
@@ -195,26 +274,85 @@ on_field_complete(llhttp_t *ll)
         p->error = "empty header field name";
         return -1;
     }
-    /* RFC 9112 §5.1: no whitespace between the field name and the colon */
-    for (size_t i = 0; i < p->cur_name.len; i++)
-        if (!(lk_http_chars[(unsigned char)p->cur_name.p[i]] & LK_CH_TCHAR)) {
-            p->error = "invalid character in a header field name";
-            return -1;
-        }
+    /* A known name matched whole is all tchar; any other is checked byte
+     * by byte.  RFC 9112 §5.1: no whitespace between the field name and
+     * the colon (llhttp takes a SP there, as part of the name). */
+    p->cur_id = lk_http_hdr_id(p->cur_name);
+    if (p->cur_id == LK_HDR_OTHER)
+        for (size_t i = 0; i < p->cur_name.len; i++)
+            if (!(lk_http_chars[(unsigned char)p->cur_name.p[i]] & LK_CH_TCHAR)) {
+                p->error = "invalid character in a header field name";
+                return -1;
+            }
     return 0;
 }
 
-static int
-on_value_complete(llhttp_t *ll)
+/* The field joins the message: v trimmed, and where it was left in the
+ * input (in_place), noted for keep_block with its name. */
+static inline int
+join_field(struct lk_http_parser *p, struct lk_str v, int in_place)
 {
-    struct lk_http_parser *p = P(ll);
+    /* Identified once, when its name completed, and indexed as the field
+     * joins the message (the message of this value: llhttp may run on
+     * into the next message's head, whose fields then join the message
+     * the caller starts next); every later question about the field is
+     * an index lookup. */
+    if (in_place) {
+        /* the field, from its name to its value's end */
+        block_note(p, p->cur_name.p, v.len != 0 ? v.p + v.len : p->cur_name.p + p->cur_name.len);
+        if (v.len == 0)
+            v = LK_STRLIT(""); /* NUL-terminated, as a copy would be */
+    }
+    lk_http_append(p->msg, p->cur_name, v, p->cur_id);
+    return 0;
+}
+
+/* join_field for a Connection field, whose tokens are counted first: each
+ * names a field to remove, capped as the fields are by max_header_bytes
+ * (see LK_HTTP_MAX_CONNECTION_TOKENS). */
+static __attribute__((noinline)) int
+join_connection(struct lk_http_parser *p, struct lk_str v, int in_place)
+{
+    p->conn_tokens += lk_http_count_tokens(v);
+    if (p->conn_tokens > LK_HTTP_MAX_CONNECTION_TOKENS) {
+        p->error = "more than " XSTR(LK_HTTP_MAX_CONNECTION_TOKENS) " Connection tokens";
+        return -1;
+    }
+    return join_field(p, v, in_place);
+}
+
+/* The value, trimmed, joins the message with its name: v and the name
+ * were both left in the input (in_place) or are copies. */
+static inline int
+add_field(struct lk_http_parser *p, struct lk_str v, int in_place)
+{
+    /* No CR or LF in v: llhttp ends a value's span at either (without its
+     * lenient flags, which lookout never sets, a bare LF there is an
+     * error), and a folded line's piece is refused by on_value; the fuzz
+     * harnesses hold every parsed value to that. */
+    v = lk_str_trim(v);
+    /* A trailer field (after a chunked body) never joins the head's
+     * fields: the head has gone on already, or goes on later with fields
+     * no filter has seen (a Location, an internal address, a second
+     * Transfer-Encoding).  Trailers are not forwarded. */
+    if (p->head_done)
+        return 0;
+    if (p->cur_id == LK_HDR_CONNECTION)
+        return join_connection(p, v, in_place);
+    return join_field(p, v, in_place);
+}
+
+/* on_value_complete for a field that did not come whole in this input:
+ * its value (and its name, if that is still in the input) copied. */
+static __attribute__((noinline)) int
+add_field_copied(struct lk_http_parser *p)
+{
     struct lk_str v;
 
     if (p->name_in_input) {
-        /* name and value, both whole in this input (most fields): one
-         * copy into the pool, each NUL-terminated */
-        struct lk_str n = p->cur_name, raw = p->span_len != 0 ? lk_str_make(p->span_p, p->span_len)
-                                                             : lk_str_make(p->buf, p->buflen);
+        /* the name in this input, the value joined from pieces (so not a
+         * span in the input): one copy into the pool, each NUL-terminated */
+        struct lk_str n = p->cur_name, raw = lk_str_make(p->buf, p->buflen);
         char *d = lk_pnalloc(p->msg->pool, n.len + raw.len + 2);
         memcpy(d, n.p, n.len);
         d[n.len] = '\0';
@@ -228,34 +366,37 @@ on_value_complete(llhttp_t *ll)
     } else {
         v = take(p);
     }
-    v = lk_str_trim(v);
+    return add_field(p, v, 0);
+}
 
-    if (memchr(v.p, '\r', v.len) != NULL || memchr(v.p, '\n', v.len) != NULL) {
-        p->error = "line break in a header value";
-        return -1;
-    }
-    /* A trailer field (after a chunked body) never joins the head's
-     * fields: the head has gone on already, or goes on later with fields
-     * no filter has seen (a Location, an internal address, a second
-     * Transfer-Encoding).  Trailers are not forwarded. */
-    if (p->head_done)
-        return 0;
-    enum lk_hdr id = lk_http_hdr_id(p->cur_name);
-    /* Each Connection token names a field to remove: capped, as the
-     * fields are by max_header_bytes (see LK_HTTP_MAX_CONNECTION_TOKENS). */
-    if (id == LK_HDR_CONNECTION) {
-        p->conn_tokens += lk_http_count_tokens(v);
-        if (p->conn_tokens > LK_HTTP_MAX_CONNECTION_TOKENS) {
-            p->error = "more than " XSTR(LK_HTTP_MAX_CONNECTION_TOKENS) " Connection tokens";
-            return -1;
-        }
-    }
-    /* Identified once, as the field joins the message (not when its name
-     * completes: llhttp may run on into the next message's head, whose
-     * fields then join the message the caller starts next); every later
-     * question about the field is an index lookup. */
-    lk_http_append(p->msg, p->cur_name, v, id);
-    return 0;
+static int
+on_value_complete(llhttp_t *ll)
+{
+    struct lk_http_parser *p = P(ll);
+
+    if (!p->name_in_input || p->buflen != 0)
+        return add_field_copied(p);
+    /* name and value, both whole in this input (most fields): left there,
+     * for keep_block */
+    struct lk_str v = p->span_len != 0 ? lk_str_make(p->span_p, p->span_len) : LK_STR_NULL;
+    p->span_len = 0;
+    p->name_in_input = 0;
+    return add_field(p, v, 1);
+}
+
+/* llhttp_method_name's text with its length, known when compiled: no
+ * strlen per request. */
+#define METHOD_TEXT(num, name, text) [HTTP_##name] = LK_STRLIT(#text),
+static const struct lk_str method_texts[] = {HTTP_ALL_METHOD_MAP(METHOD_TEXT)};
+#undef METHOD_TEXT
+
+static struct lk_str
+method_text(llhttp_method_t method)
+{
+    if ((size_t)method < sizeof(method_texts) / sizeof(method_texts[0]) &&
+        method_texts[method].p != NULL)
+        return method_texts[method];
+    return lk_str_c(llhttp_method_name(method));
 }
 
 static int
@@ -265,7 +406,7 @@ on_headers_complete(llhttp_t *ll)
     struct lk_http_msg *m = p->msg;
 
     if (m->is_request)
-        m->method = lk_str_c(llhttp_method_name(llhttp_get_method(ll)));
+        m->method = method_text(llhttp_get_method(ll));
     else
         m->status = llhttp_get_status_code(ll);
     m->http_major = llhttp_get_http_major(ll);
@@ -283,6 +424,14 @@ on_headers_complete(llhttp_t *ll)
     p->state = EV_HEAD;
     if (p->no_body)
         return 1; /* on_message_complete follows at once */
+    /* A request without a body (no Transfer-Encoding, Content-Length
+     * absent or 0, no upgrade) ends here: llhttp goes on to
+     * on_message_complete, which pauses, and the head and the end come
+     * out of one run (lk_http_parse reports HEAD, then DONE without
+     * running llhttp again). */
+    if (m->is_request && !(ll->flags & (F_CHUNKED | F_TRANSFER_ENCODING)) &&
+        ll->content_length == 0 && !ll->upgrade)
+        return 0;
     return HPE_PAUSED;
 }
 
@@ -384,9 +533,13 @@ on_message_complete(llhttp_t *ll)
 {
     struct lk_http_parser *p = P(ll);
     p->msg_done = 1;
-    p->keep_alive = llhttp_should_keep_alive(ll);
+    /* Head not yet reported: lk_http_parse reports HEAD, then DONE.  A
+     * bodyless request stops here, before the next pipelined one; a
+     * response to HEAD runs on as it always has.  keep_alive is what
+     * on_headers_complete found just now, from the same flags. */
     if (p->state == EV_HEAD)
-        return 0; /* head not yet reported: lk_http_parse reports DONE next */
+        return p->no_body ? 0 : HPE_PAUSED;
+    p->keep_alive = llhttp_should_keep_alive(ll);
     p->state = EV_DONE;
     /* An upgrade must reach HPE_PAUSED_UPGRADE, which a pause here would hide. */
     return ll->upgrade ? 0 : HPE_PAUSED;
@@ -459,12 +612,17 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
 
     int in_head = !p->head_done;
     p->input_start = data;
+    p->blk_lo = NULL;
+    p->blk_first = p->msg->nheaders;
     p->gap_from = NULL;
     p->error_at = NULL;
     if (p->crlf_need != 0)
         p->crlf_from = data; /* the rest of a chunk's CRLF starts this input */
     llhttp_errno_t err = llhttp_execute(&p->ll, data, len);
-    span_keep(p); /* the input is the caller's only until we return */
+    /* the input is the caller's only until we return */
+    if (p->blk_lo != NULL)
+        keep_block(p);
+    span_keep(p);
     if (p->name_in_input) {
         p->cur_name = lk_pstr(p->msg->pool, p->cur_name.p, p->cur_name.len);
         p->name_in_input = 0;
@@ -497,15 +655,20 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
         p->error = "the chunked body ends in a bare LF";
         return LK_HTTP_ERROR;
     }
-    /* a line break in the gap after the last name or value piece counts
-     * for a value piece in the next input */
+    /* A line break in the gap after the last name or value piece counts
+     * for a value piece in the next input.  Only when parsing goes on
+     * there: after a pause (head or message done, upgrade) the next value
+     * piece follows a field name of its own, which clears the flag. */
     const char *gap = p->gap_from != NULL ? p->gap_from : data;
-    if (gap < data + used && memchr(gap, '\n', (size_t)(data + used - gap)) != NULL)
+    if (err == HPE_OK && gap < data + used &&
+        memchr(gap, '\n', (size_t)(data + used - gap)) != NULL)
         p->lf_in_gap = 1;
     /* keep the last bytes consumed for the next input's look-behind */
-    for (size_t i = used < 4 ? 0 : used - 4; i < used; i++) {
-        memmove(p->hist, p->hist + 1, 3);
-        p->hist[3] = data[i];
+    if (used >= 4) {
+        memcpy(p->hist, data + used - 4, 4);
+    } else if (used != 0) {
+        memmove(p->hist, p->hist + used, 4 - used);
+        memcpy(p->hist + 4 - used, data, used);
     }
     switch (err) {
     case HPE_OK:
@@ -565,6 +728,12 @@ int
 lk_http_parser_can_step(const struct lk_http_parser *p)
 {
     return (p->head_done && !p->msg_done) || (p->state == EV_HEAD && p->msg_done);
+}
+
+int
+lk_http_parser_end_known(const struct lk_http_parser *p)
+{
+    return p->state == EV_HEAD && p->msg_done;
 }
 
 void

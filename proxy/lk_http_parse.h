@@ -44,11 +44,17 @@ struct lk_http_parser {
     const char *input_start; /* the buffer being parsed, for look-behind */
     char hist[4];            /* the last bytes consumed before it, hist[3] last */
     struct lk_str cur_name, cur_value;
+    enum lk_hdr cur_id; /* lk_http_hdr_id(cur_name) */
     int name_in_input; /* cur_name still points into the input being parsed */
     char *buf; /* growable scratch for the field being read */
     size_t buflen, bufcap;
     const char *span_p; /* or its first piece, span_len bytes still in the input */
     size_t span_len;
+    /* The part of the input that strings of the message still point into,
+     * from blk_lo to blk_hi (blk_lo NULL: none), and the first field
+     * added from this input; copied at its end (keep_block). */
+    const char *blk_lo, *blk_hi;
+    size_t blk_first;
     lk_http_body_cb on_body;
     void *body_arg;
     int no_body;    /* response to HEAD / CONNECT: no body follows */
@@ -80,6 +86,9 @@ enum lk_http_event lk_http_parse_eof(struct lk_http_parser *p);
 /* Whether a call without input can make progress: the head was reported
  * and the message's end is still to be (or has not yet been) reported. */
 int lk_http_parser_can_step(const struct lk_http_parser *p);
+/* Whether the message's end came with its head, reported: the next
+ * lk_http_parse reports the end (DONE or UPGRADE) without using input. */
+int lk_http_parser_end_known(const struct lk_http_parser *p);
 void lk_http_parser_free(struct lk_http_parser *p);
 
 #endif

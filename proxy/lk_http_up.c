@@ -165,8 +165,10 @@ weaken_etag(struct lk_http_msg *m)
         *etag = lk_pstr_concat(m->pool, LK_STRLIT("W/"), *etag);
 }
 
-void
-lk_hx_send_response_head(struct lk_hx *hx, enum lk_hx_framing framing, size_t length)
+/* lk_hx_send_response_head, the head written in front of what body holds
+ * when body is not NULL (see pump_body), else to the client's output. */
+static void
+response_head(struct lk_hx *hx, enum lk_hx_framing framing, size_t length, struct evbuffer *body)
 {
     struct lk_hconn *hc = hx->hc;
     struct lk_http_msg *res = &hx->x.res;
@@ -177,8 +179,10 @@ lk_hx_send_response_head(struct lk_hx *hx, enum lk_hx_framing framing, size_t le
     if (!hx->req_done)
         hc->closing = 1;
     if (framing == LK_OUT_CL) {
-        char num[24];
-        lk_http_set_id(res, LK_HDR_CONTENT_LENGTH, lk_hx_num(num, length));
+        char *num = lk_pnalloc(res->pool, 24); /* written in place, not copied */
+        struct lk_str cl = lk_hx_num(num, length);
+        num[cl.len] = '\0';
+        lk_http_put_id(res, LK_HDR_CONTENT_LENGTH, cl);
     } else if (framing == LK_OUT_CHUNKED) {
         lk_http_del_id(res, LK_HDR_CONTENT_LENGTH);
         lk_http_add_id(res, LK_HDR_TRANSFER_ENCODING, LK_STRLIT("chunked"));
@@ -193,8 +197,17 @@ lk_hx_send_response_head(struct lk_hx *hx, enum lk_hx_framing framing, size_t le
     else if (hx->x.req.http_minor == 0)
         lk_http_add_id(res, LK_HDR_CONNECTION, LK_STRLIT("keep-alive"));
     res->http_minor = 1;
-    lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
+    if (body != NULL)
+        lk_http_prepend_head(res, body);
+    else
+        lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
     hx->res_head_sent = 1;
+}
+
+void
+lk_hx_send_response_head(struct lk_hx *hx, enum lk_hx_framing framing, size_t length)
+{
+    response_head(hx, framing, length, NULL);
 }
 
 /* The framing of a response whose length is not known up front. */
@@ -204,20 +217,31 @@ open_framing(struct lk_hx *hx)
     return hx->x.req.http_minor >= 1 ? LK_OUT_CHUNKED : LK_OUT_CLOSE;
 }
 
+/*
+ * Moves data, a buffer of our own, to the client, framed: the first head
+ * bytes of it are the response head (pump_body put it there), the rest is
+ * body.  One addition to the client's output whatever the framing: each
+ * runs the output's callbacks (libevent's and lk_io's), so a chunk's size
+ * line and CRLF join the chunk in data first.
+ */
 static void
-write_body(struct lk_hx *hx, struct evbuffer *data)
+write_body(struct lk_hx *hx, struct evbuffer *data, size_t head)
 {
     struct evbuffer *out = bufferevent_get_output(hx->hc->c->bev);
-    size_t len = evbuffer_get_length(data);
+    size_t len = evbuffer_get_length(data) - head;
 
-    if (len == 0)
+    if (len == 0 && head == 0)
         return;
     hx->res_client_bytes += len;
-    if (hx->framing == LK_OUT_CHUNKED)
-        lk_hx_chunk_size(out, len);
+    if (hx->framing == LK_OUT_CHUNKED && len != 0) { /* then head is 0 */
+        char line[24];
+        size_t n = lk_fmt_u64(line, len, 1);
+        line[n++] = '\r';
+        line[n++] = '\n';
+        evbuffer_prepend(data, line, n);
+        evbuffer_add(data, "\r\n", 2);
+    }
     evbuffer_add_buffer(out, data);
-    if (hx->framing == LK_OUT_CHUNKED)
-        evbuffer_add(out, "\r\n", 2);
 }
 
 /* Moves decoded body bytes through the filters to the client.  -1 if a
@@ -235,16 +259,22 @@ pump_body(struct lk_hx *hx, int last)
             return -1;
         }
         if (!hx->res_head_sent && hx->x.body_changers != 0) {
-            if (last)
-                lk_hx_send_response_head(hx, LK_OUT_CL, evbuffer_get_length(hx->res_out));
-            else if (evbuffer_get_length(hx->res_out) != 0)
+            if (last) {
+                /* the whole body is here: the head goes in front of it,
+                 * and both to the client in one addition */
+                size_t before = evbuffer_get_length(hx->res_out);
+                response_head(hx, LK_OUT_CL, before, hx->res_out);
+                write_body(hx, hx->res_out, evbuffer_get_length(hx->res_out) - before);
+                return 0;
+            }
+            if (evbuffer_get_length(hx->res_out) != 0)
                 lk_hx_send_response_head(hx, open_framing(hx), 0);
         }
     } else {
         evbuffer_add_buffer(hx->res_out, hx->res_body);
     }
     if (hx->res_head_sent)
-        write_body(hx, hx->res_out);
+        write_body(hx, hx->res_out, 0);
     return 0;
 }
 

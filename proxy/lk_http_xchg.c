@@ -38,11 +38,22 @@ req_body_cb(void *arg, const char *at, size_t len)
     if (hx->following || hx->up == NULL)
         return; /* the rest of the body only goes to the replay buffer */
     struct evbuffer *out = bufferevent_get_output(hx->up->bev);
-    if (hx->req_chunked)
-        lk_hx_chunk_size(out, len);
-    evbuffer_add(out, at, len);
-    if (hx->req_chunked)
-        evbuffer_add(out, "\r\n", 2);
+    if (!hx->req_chunked) {
+        evbuffer_add(out, at, len);
+        return;
+    }
+    /* size line, data and CRLF in one addition: each runs the output's
+     * callbacks */
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)(len + 22), &v, 1) != 1)
+        abort(); /* out of memory: as lk_xmalloc */
+    char *d = v.iov_base;
+    d += lk_fmt_u64(d, len, 1);
+    memcpy(d, "\r\n", 2);
+    memcpy(d + 2, at, len);
+    memcpy(d + 2 + len, "\r\n", 2);
+    v.iov_len = (size_t)(d + 4 + len - (char *)v.iov_base);
+    evbuffer_commit_space(out, &v, 1);
 }
 
 struct lk_hx *
@@ -59,8 +70,11 @@ lk_hx_new(struct lk_hconn *hc)
     hx->x.conf = c->conf;
     hx->x.client_tls = c->tls;
     hx->start_us = lk_now_us();
-    lk_http_msg_init(&hx->x.req, &hx->x.pool, 1);
-    lk_http_msg_init(&hx->x.res, &hx->x.pool, 0);
+    /* lk_http_msg_init's work less the memset: lk_palloc zeroed hx */
+    hx->x.req.pool = hx->x.res.pool = &hx->x.pool;
+    hx->x.req.is_request = 1;
+    hx->x.req.http_major = hx->x.req.http_minor = 1;
+    hx->x.res.http_major = hx->x.res.http_minor = 1;
     if (hc->res_body == NULL) {
         hc->res_body = evbuffer_new();
         hc->res_out = evbuffer_new();
@@ -85,9 +99,13 @@ lk_hx_free(struct lk_hx *hx)
     hx->up = NULL;
     if (hx->sp_ready)
         lk_http_parser_free(&hx->sp);
-    /* left empty for the next exchange */
-    evbuffer_drain(hx->res_body, evbuffer_get_length(hx->res_body));
-    evbuffer_drain(hx->res_out, evbuffer_get_length(hx->res_out));
+    /* left empty for the next exchange (most are by now) */
+    size_t left = evbuffer_get_length(hx->res_body);
+    if (left != 0)
+        evbuffer_drain(hx->res_body, left);
+    left = evbuffer_get_length(hx->res_out);
+    if (left != 0)
+        evbuffer_drain(hx->res_out, left);
     if (hx->replay != NULL)
         evbuffer_free(hx->replay);
     if (hx->hc->rp.body_arg == hx) {
@@ -201,8 +219,9 @@ lk_hx_reply_error(struct lk_hx *hx, int status, const char *reason, int close)
         return;
     }
     /* A bodyless request whose end the parser has not reported yet is
-     * complete all the same: step the parser so the connection can go on. */
-    if (hx->req_head_done && !hx->req_has_body && !hc->rp.msg_done) {
+     * complete all the same: step the parser (it may have seen the end
+     * already, with the head) so the connection can go on. */
+    if (hx->req_head_done && !hx->req_has_body && !hx->req_done) {
         size_t used;
         if (lk_http_parse(&hc->rp, "", 0, &used) == LK_HTTP_DONE)
             hx->req_done = 1;

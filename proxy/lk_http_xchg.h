@@ -119,17 +119,6 @@ lk_hx_tv(unsigned ms)
     return tv;
 }
 
-/* Appends a chunk-size line for len bytes. */
-static inline void
-lk_hx_chunk_size(struct evbuffer *out, size_t len)
-{
-    char line[24];
-    size_t n = lk_fmt_u64(line, len, 1);
-    line[n++] = '\r';
-    line[n++] = '\n';
-    evbuffer_add(out, line, n);
-}
-
 /* v in decimal in buf (24 bytes), for a Content-Length value: lk_http_set
  * and lk_http_add copy it into the pool. */
 static inline struct lk_str
@@ -144,6 +133,10 @@ lk_hx_num(char *buf, uint64_t v)
 static inline enum lk_http_event
 lk_hx_feed(struct lk_http_parser *p, struct evbuffer *buf)
 {
+    size_t none;
+
+    if (lk_http_parser_end_known(p))
+        return lk_http_parse(p, NULL, 0, &none); /* no input needed */
     for (;;) {
         struct evbuffer_iovec vec = {NULL, 0};
         size_t used;

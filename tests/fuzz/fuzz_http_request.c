@@ -18,6 +18,8 @@
  *     every edit, and lk_http_strip_hop_by_hop removes exactly what a
  *     plain scan of the names says (the fixed hop-by-hop fields, and what
  *     Connection names but Host, Content-Length and Transfer-Encoding);
+ *   - every field of a head the parser reports has a name of tchar only
+ *     and a trimmed value with no CR or LF;
  *   - a head the parser reports holds at most LK_HTTP_MAX_CONNECTION_TOKENS
  *     Connection tokens (issue 18);
  *   - no livelock: every call consumes input or reports an event.
@@ -283,6 +285,7 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
             continue;
         }
         if (ev == LK_HTTP_HEAD) {
+            LK_FUZZ_CHECK(lk_http_fields_ok(&m));
             trace_head(t, &p, &m);
             LK_FUZZ_CHECK(lk_http_index_ok(&m));
             LK_FUZZ_CHECK(lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) <=

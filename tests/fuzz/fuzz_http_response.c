@@ -23,7 +23,8 @@
  * reading of the rule) counts a leak, in whatever pieces it came; when no
  * filter may change the body, it goes out byte for byte; the index of
  * known fields agrees with the names after parsing, stripping and the
- * filters' edits.
+ * filters' edits; every field the parser reports has a name of tchar only
+ * and a trimmed value with no CR or LF.
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -280,6 +281,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         if (ev == LK_HTTP_HEAD) {
+            LK_FUZZ_CHECK(lk_http_fields_ok(&x->res));
             if (x->res.status >= 100 && x->res.status < 200)
                 continue; /* interim (101 ends below, with UPGRADE) */
             if (on_head(&r, head_method) != 0)

@@ -42,7 +42,7 @@ parse_all(struct lk_http_parser *p, struct lk_http_msg *m, struct lk_pool *pool,
     while (n < sizeof(ev) - 1) {
         size_t chunk = len - off < step ? len - off : step, used;
         /* with the input used up, a parser stopped at a head still steps */
-        if (chunk == 0 && !(p->head_done && !p->msg_done))
+        if (chunk == 0 && !lk_http_parser_can_step(p))
             break;
         enum lk_http_event e = lk_http_parse(p, text + off, chunk, &used);
         off += used;
@@ -1098,6 +1098,199 @@ test_strip_many_tokens(void)
     lk_pool_free(&pool);
 }
 
+/* The head's strings are the message's own once lk_http_parse returns
+ * (copied, most of them in one block per input): the input overwritten
+ * after each call leaves them as they were (names and the target
+ * NUL-terminated; a value that had OWS after it keeps it after its
+ * length, as it always has), however the input was split; a bodyless request reports its head and then its
+ * end, and the next pipelined request parses the same. */
+static void
+test_head_outlives_input(void)
+{
+    const char *text = "GET /a/b?c=d HTTP/1.1\r\n"
+                       "Host: b1.example.com:8443\r\n"
+                       "X-Empty:\r\n"
+                       "Connection:  keep-alive \r\n"
+                       "X-Long: " "0123456789abcdef0123456789abcdef" "\r\n"
+                       "\r\n"
+                       "GET /next HTTP/1.1\r\nHost: a\r\n\r\n";
+    static const char *const want[][2] = {
+        {"Host", "b1.example.com:8443"},
+        {"X-Empty", ""},
+        {"Connection", "keep-alive"},
+        {"X-Long", "0123456789abcdef0123456789abcdef"},
+    };
+    size_t len = strlen(text);
+
+    for (size_t step = 1; step <= len; step += (step < 12 ? 1 : 17)) {
+        struct lk_pool pool;
+        struct lk_http_parser p;
+        struct lk_http_msg m;
+        char *input = malloc(len);
+        size_t off = 0, used;
+        int heads = 0, dones = 0, good = 1;
+
+        subtest("step %zu", step);
+        lk_pool_init(&pool);
+        lk_http_parser_init(&p, 1, 8192);
+        lk_http_msg_init(&m, &pool, 1);
+        lk_http_parser_next(&p, &m);
+        while (off < len || lk_http_parser_can_step(&p)) {
+            size_t chunk = len - off < step ? len - off : step;
+            memcpy(input, text + off, chunk);
+            enum lk_http_event e = lk_http_parse(&p, input, chunk, &used);
+            memset(input, 'Z', chunk); /* the caller's buffer moves on */
+            off += used;
+            if (e == LK_HTTP_HEAD && heads++ == 0) {
+                good &= lk_str_eq(m.method, LK_STRLIT("GET")) &&
+                        lk_str_eq(m.target, LK_STRLIT("/a/b?c=d")) && m.target.p[m.target.len] == '\0';
+                good &= m.nheaders == 4;
+                for (size_t i = 0; good && i < 4; i++) {
+                    struct lk_http_header *h = &m.headers[i];
+                    good = lk_str_eq(h->name, lk_str_c(want[i][0])) &&
+                           lk_str_eq(h->value, lk_str_c(want[i][1])) && h->name.p[h->name.len] == '\0';
+                }
+                good &= lk_http_index_ok(&m) && lk_http_fields_ok(&m);
+            } else if (e == LK_HTTP_HEAD) {
+                good &= lk_str_eq(m.target, LK_STRLIT("/next")) && m.nheaders == 1 &&
+                        lk_str_eq(m.headers[0].value, LK_STRLIT("a"));
+            } else if (e == LK_HTTP_DONE) {
+                dones++;
+                lk_http_msg_init(&m, &pool, 1);
+                lk_http_parser_next(&p, &m);
+            } else if (e != LK_HTTP_NEED_MORE) {
+                good = 0;
+                break;
+            } else if (chunk == 0) {
+                break;
+            }
+        }
+        ok(good, "fields and target, after the input changed");
+        ok(heads == 2 && dones == 2 && off == len, "two heads, two ends, all used (%d %d %zu)", heads,
+           dones, off);
+        lk_http_parser_free(&p);
+        lk_pool_free(&pool);
+        free(input);
+    }
+    subtest(NULL);
+}
+
+/* The request target's word-at-a-time check finds a refused byte wherever
+ * it lies (first, last, inside the overlapping last word), says which
+ * fault it is, and passes every allowed byte next to the refused ranges. */
+static void
+test_target_bytes(void)
+{
+    static const unsigned char bad[] = {0x00, 0x01, '\t', ' ', 0x7f, 0x80, 0xff, '#'};
+    char t[48];
+    int good = 1;
+
+    for (size_t len = 2; len <= sizeof(t); len++) {
+        for (size_t at = 1; at < len; at++) {
+            for (size_t b = 0; b < sizeof(bad); b++) {
+                struct lk_pool pool;
+                struct lk_http_msg m;
+                const char *why = NULL;
+                int absolute;
+
+                memset(t, '!', len); /* 0x21: the first byte allowed */
+                t[0] = '/';
+                t[len - 1] = at == len - 1 ? t[len - 1] : '~'; /* 0x7e: the last */
+                t[at] = (char)bad[b];
+                lk_pool_init(&pool);
+                lk_http_msg_init(&m, &pool, 1);
+                m.method = LK_STRLIT("GET");
+                m.target = lk_str_make(t, len);
+                lk_http_add(&m, LK_STRLIT("Host"), LK_STRLIT("a"));
+                int st = lk_http_check_request(&m, &absolute, &why);
+                good &= st == 400 && why != NULL &&
+                        strcmp(why, bad[b] == '#' ? "fragment in the request target"
+                                                  : "invalid character in the request target") == 0;
+                if (!good) {
+                    ok(0, "len %zu, byte 0x%02x at %zu: %d %s", len, bad[b], at, st, why);
+                    lk_pool_free(&pool);
+                    return;
+                }
+                lk_pool_free(&pool);
+            }
+        }
+        struct lk_pool pool;
+        struct lk_http_msg m;
+        const char *why = NULL;
+        int absolute;
+
+        for (size_t i = 1; i < len; i++)
+            t[i] = (char)(0x21 + (i * 7) % (0x7f - 0x21)); /* '!' to '~' */
+        for (size_t i = 1; i < len; i++)
+            t[i] = t[i] == '#' ? '$' : t[i];
+        t[0] = '/';
+        lk_pool_init(&pool);
+        lk_http_msg_init(&m, &pool, 1);
+        m.method = LK_STRLIT("GET");
+        m.target = lk_str_make(t, len);
+        lk_http_add(&m, LK_STRLIT("Host"), LK_STRLIT("a"));
+        good &= lk_http_check_request(&m, &absolute, &why) == 0;
+        lk_pool_free(&pool);
+    }
+    ok(good, "every refused byte found at every place, allowed ones passed");
+}
+
+/* lk_http_count_tokens (one pass, as the parser counts each Connection
+ * field) agrees with the token walk lk_http_count_tokens_id makes, and
+ * with the count by hand. */
+static void
+test_count_tokens(void)
+{
+    static const struct {
+        const char *v;
+        size_t n;
+    } cases[] = {
+        {"", 0},       {",", 0},           {" , ,\t,", 0},      {"a", 1},
+        {" a ", 1},    {"a,b", 2},         {"a,,b", 2},         {",a,", 1},
+        {"\ta\t,\t", 1}, {"a b, c", 2},    {"keep-alive", 1},   {"close, Upgrade , te", 3},
+        {",,,x", 1},   {"x,,,", 1},        {" ,x, ,y ,", 2},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lk_pool pool;
+        struct lk_http_msg m;
+
+        lk_pool_init(&pool);
+        lk_http_msg_init(&m, &pool, 1);
+        lk_http_add(&m, LK_STRLIT("Connection"), lk_str_c(cases[i].v));
+        size_t n = lk_http_count_tokens(lk_str_c(cases[i].v));
+        ok(n == cases[i].n && n == lk_http_count_tokens_id(&m, LK_HDR_CONNECTION),
+           "'%s': %zu tokens (want %zu)", cases[i].v, n, cases[i].n);
+        lk_pool_free(&pool);
+    }
+}
+
+/* lk_http_fields_ok, which the fuzz harnesses hold every parsed head to,
+ * refuses each thing the parser may never report. */
+static void
+test_fields_ok(void)
+{
+    static const struct {
+        const char *name, *value;
+        int ok;
+    } cases[] = {
+        {"X-A", "b c", 1}, {"X-A", "", 1},    {"X A", "b", 0},  {"X-A ", "b", 0}, {"", "b", 0},
+        {"X:A", "b", 0},   {"X-A", "b\r", 0}, {"X-A", "b\nc", 0}, {"X-A", " b", 0}, {"X-A", "b\t", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lk_pool pool;
+        struct lk_http_msg m;
+
+        lk_pool_init(&pool);
+        lk_http_msg_init(&m, &pool, 1);
+        lk_http_add(&m, LK_STRLIT("Host"), LK_STRLIT("a"));
+        lk_http_add(&m, lk_str_c(cases[i].name), lk_str_c(cases[i].value));
+        ok(lk_http_fields_ok(&m) == cases[i].ok, "case %zu: %s", i, cases[i].ok ? "ok" : "refused");
+        lk_pool_free(&pool);
+    }
+}
+
 const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/request_head", test_request_head},
     {"http_msg/pipelined_and_chunked", test_pipelined_and_chunked},
@@ -1122,5 +1315,9 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/index_duplicates", test_index_duplicates},
     {"http_msg/connection_token_cap", test_connection_token_cap},
     {"http_msg/strip_many_tokens", test_strip_many_tokens},
+    {"http_msg/head_outlives_input", test_head_outlives_input},
+    {"http_msg/target_bytes", test_target_bytes},
+    {"http_msg/count_tokens", test_count_tokens},
+    {"http_msg/fields_ok", test_fields_ok},
     {NULL, NULL},
 };
