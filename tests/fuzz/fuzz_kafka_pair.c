@@ -633,6 +633,11 @@ pair_init(struct pair *pp, struct lk_conf *conf)
     evbuffer_unfreeze(bufferevent_get_output(pp->ub[0]), 1);
     pp->c.w = &pp->w;
     pp->c.conf = conf;
+    /* the listener it came in on, as every accepted connection has */
+    for (size_t k = 0; k < conf->nbinds && pp->c.bind == NULL; k++)
+        if (conf->binds[k]->proto == LK_PROTO_KAFKA)
+            pp->c.bind = conf->binds[k];
+    LK_FUZZ_CHECK(pp->c.bind != NULL);
     pp->c.rt = &pp->rt;
     pp->c.bev = pp->cb[0];
     pp->c.io.bev = pp->cb[0];
