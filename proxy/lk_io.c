@@ -228,13 +228,28 @@ ring_submit(struct lk_worker *w)
     return -1;
 }
 
+/* io's output goes in the ring's next submission (the one before it first,
+ * if the ring is full). */
+static void
+ring_send(struct lk_worker *w, struct lk_io *io)
+{
+    int fd = bufferevent_getfd(io->bev);
+    struct evbuffer *out = bufferevent_get_output(io->bev);
+
+    if (lk_uring_send(w->uring, fd, out, io) != 0 && ring_submit(w) == 0)
+        lk_uring_send(w->uring, fd, out, io);
+}
+
 /* One round of the flush queue: every plaintext output on it is sent in
  * one system call, then each is finished as after its own write (its
- * callbacks run); what they queue waits for the next round. */
+ * callbacks run); what they queue waits for the next round.  A round with
+ * one output to send writes it with writev: a submission of one costs
+ * more than that, for the same single entry into the kernel. */
 static void
 ring_round(struct lk_worker *w)
 {
-    struct lk_io *io;
+    struct lk_io *io, *first = NULL;
+    int many = 0;
 
     w->flushb = w->flushq;
     w->flushq = NULL;
@@ -246,12 +261,17 @@ ring_round(struct lk_worker *w)
             (bufferevent_get_enabled(bev) & EV_WRITE) ||
             evbuffer_get_length(bufferevent_get_output(bev)) == 0)
             continue; /* TLS, the bufferevent writing, or nothing to send */
-        int fd = bufferevent_getfd(bev);
-        struct evbuffer *out = bufferevent_get_output(bev);
-        if (lk_uring_send(w->uring, fd, out, io) != 0 && ring_submit(w) == 0)
-            lk_uring_send(w->uring, fd, out, io);
+        if (first == NULL) {
+            first = io;
+            continue;
+        }
+        if (!many) {
+            many = 1;
+            ring_send(w, first);
+        }
+        ring_send(w, io);
     }
-    if (w->uring != NULL)
+    if (many && w->uring != NULL)
         ring_submit(w);
     while ((io = w->flushb) != NULL) {
         io_unlink(io);
@@ -284,6 +304,7 @@ static void tls_read_cb(struct lk_io *io, short what);
 
 static void io_read_done(struct lk_io *io, ssize_t n, int err);
 static void io_read_cb(evutil_socket_t fd, short what, void *arg);
+static void io_readv(struct lk_io *io, evutil_socket_t fd);
 
 #ifdef LK_IO_URING
 /* A plaintext socket is readable: it is read with the others of this
@@ -332,7 +353,9 @@ ring_read_cb(evutil_socket_t fd, short what, void *arg)
     struct lk_worker *w = arg;
     size_t n = w->nreadq;
 
-    for (size_t k = 0; k < n && w->uring != NULL; k++) {
+    /* One socket to read: readv, for the reason ring_round writes one
+     * output with writev (it is read in the loop below). */
+    for (size_t k = 0; k < n && n > 1 && w->uring != NULL; k++) {
         struct lk_io *io = w->readq[k];
         if (io == NULL || io->bev == NULL || !io->reading)
             continue;
@@ -346,7 +369,7 @@ ring_read_cb(evutil_socket_t fd, short what, void *arg)
             io->ring_res = -ENOMEM;
         }
     }
-    if (w->uring != NULL)
+    if (n > 1 && w->uring != NULL)
         ring_submit(w);
     for (size_t k = 0; k < n; k++) {
         struct lk_io *io = w->readq[k];
@@ -358,8 +381,8 @@ ring_read_cb(evutil_socket_t fd, short what, void *arg)
             io->ring_read = 0;
             io_read_done(io, io->ring_res >= 0 ? io->ring_res : -1, -io->ring_res);
         } else if (io->bev != NULL && io->reading) {
-            /* The ring broke before it took this one: as without it. */
-            io_read_cb(bufferevent_getfd(io->bev), EV_READ, io);
+            /* Alone, or the ring broke before it took this one. */
+            io_readv(io, bufferevent_getfd(io->bev));
         }
     }
     /* Sockets queued meanwhile (none: read events run from the loop) wait
@@ -370,6 +393,35 @@ ring_read_cb(evutil_socket_t fd, short what, void *arg)
         event_active(w->read_ev, EV_TIMEOUT, 1);
 }
 #endif
+
+/* Reads what fd has into io's input with readv, and runs the callbacks. */
+static void
+io_readv(struct lk_io *io, evutil_socket_t fd)
+{
+    struct evbuffer *in = bufferevent_get_input(io->bev);
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    evbuffer_unfreeze(in, 0);
+    int nv = evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, v, 2);
+    ssize_t n = -1;
+    int err = ENOMEM;
+    if (nv > 0) {
+        for (int k = 0; k < nv; k++) {
+            iov[k].iov_base = v[k].iov_base;
+            iov[k].iov_len = v[k].iov_len;
+        }
+        n = readv(fd, iov, nv);
+        err = errno;
+        size_t left = n > 0 ? (size_t)n : 0;
+        for (int k = 0; k < nv; k++) {
+            v[k].iov_len = left < v[k].iov_len ? left : v[k].iov_len;
+            left -= v[k].iov_len;
+        }
+        evbuffer_commit_space(in, v, n > 0 ? nv : 0);
+    }
+    evbuffer_freeze(in, 0);
+    io_read_done(io, n, err);
+}
 
 static void
 io_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -401,29 +453,7 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
 #endif
-    struct evbuffer *in = bufferevent_get_input(bev);
-    struct evbuffer_iovec v[2];
-    struct iovec iov[2];
-    evbuffer_unfreeze(in, 0);
-    int nv = evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, v, 2);
-    ssize_t n = -1;
-    int err = ENOMEM;
-    if (nv > 0) {
-        for (int k = 0; k < nv; k++) {
-            iov[k].iov_base = v[k].iov_base;
-            iov[k].iov_len = v[k].iov_len;
-        }
-        n = readv(fd, iov, nv);
-        err = errno;
-        size_t left = n > 0 ? (size_t)n : 0;
-        for (int k = 0; k < nv; k++) {
-            v[k].iov_len = left < v[k].iov_len ? left : v[k].iov_len;
-            left -= v[k].iov_len;
-        }
-        evbuffer_commit_space(in, v, n > 0 ? nv : 0);
-    }
-    evbuffer_freeze(in, 0);
-    io_read_done(io, n, err);
+    io_readv(io, fd);
 }
 
 /* A read into the input got n bytes (-1: failed with err): the callbacks
