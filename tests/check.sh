@@ -112,8 +112,8 @@ if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
     run_suite asan --enable-asan CFLAGS="-O1 -g"
     unset LOOKOUT_EXPECT_IO_URING
 fi
-# The fuzzers, LOOKOUT_FUZZ_SECONDS each (default 15: in CI they are a smoke test over
-# the corpus, and CI must stay under 20 minutes; longer runs are done by hand), when clang can link
+# The fuzzers, LOOKOUT_FUZZ_SECONDS each (default 10: in CI they are a smoke test over
+# the corpus, and CI must stay under 30 minutes; longer runs are done by hand), when clang can link
 # libFuzzer (deps.sh installs clang and libclang-rt-14-dev);
 # LOOKOUT_FUZZ=no skips them.
 fuzz_available() {
@@ -125,8 +125,8 @@ fuzz_available() {
 }
 if [ "${LOOKOUT_FUZZ:-yes}" != no ]; then
     if fuzz_available; then
-        echo "== fuzz: ${LOOKOUT_FUZZ_SECONDS:-15} s per fuzzer, in build/fuzz"
-        "$top/tests/fuzz/run.sh" "${LOOKOUT_FUZZ_SECONDS:-15}" >"$top/build/fuzz.log" 2>&1
+        echo "== fuzz: ${LOOKOUT_FUZZ_SECONDS:-10} s per fuzzer, in build/fuzz"
+        "$top/tests/fuzz/run.sh" "${LOOKOUT_FUZZ_SECONDS:-10}" >"$top/build/fuzz.log" 2>&1
         grep -E '^(not )?ok|^#' "$top/build/fuzz.log"
         tail -n 1 "$top/build/fuzz.log"
         tally "$top/build/fuzz.log"
