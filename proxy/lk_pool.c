@@ -331,7 +331,7 @@ ev_free(void *p)
     if (u >> LK_BLOCK_MIN_SHIFT != 0 && u >> LK_BLOCK_MAX_SHIFT <= 1) {
         unsigned k = 63 - (unsigned)__builtin_clzl(u);
         size_t n = (size_t)1 << k;
-        if (u - n < 64 && k <= LK_BLOCK_MAX_SHIFT && blocks_kept + n <= LK_BLOCKS_KEPT) {
+        if (u - n < 64 && blocks_kept + n <= LK_BLOCKS_KEPT) {
             if (!blocks_keyed) {
                 pthread_once(&blocks_once, blocks_key_make);
                 pthread_setspecific(blocks_key, blocks);
@@ -347,15 +347,9 @@ ev_free(void *p)
     free(p);
 }
 
-/* Every block kept is one malloc made: realloc may take it as it is. */
-static void *
-ev_realloc(void *p, size_t n)
-{
-    return realloc(p, n);
-}
-
 void
 lk_pool_libevent(void)
 {
-    event_set_mem_functions(ev_malloc, ev_realloc, ev_free);
+    /* Every block kept is one malloc made: realloc takes it as it is. */
+    event_set_mem_functions(ev_malloc, realloc, ev_free);
 }
