@@ -847,6 +847,11 @@ lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct time
     bufferevent_set_timeouts(io->bev, rd, wr);
     if (!io->plain)
         return;
+    /* event_add with no timeout leaves a pending one as it was (a parked
+     * connection's idle rest, say); event_del would also drop an
+     * activation on its way (input OpenSSL holds). */
+    if (rd == NULL && io->has_rtv && io->reading)
+        event_remove_timer(io->rev);
     io->has_rtv = rd != NULL;
     if (rd != NULL)
         io->rtv = *rd;

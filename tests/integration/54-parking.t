@@ -77,6 +77,26 @@ sub closed_within {
     return defined $n && $n == 0;
 }
 
+# The status of one request for PATH on an open connection (0: none came).
+sub status_of {
+    my ($sock, $path) = @_;
+    syswrite($sock, "GET $path HTTP/1.1\r\nHost: lookout.test\r\n\r\n") or return 0;
+    my $buf = '';
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 15;
+    eval {
+        for (;;) {
+            my $end = index($buf, "\r\n\r\n");
+            last if $end >= 0 && substr($buf, 0, $end + 2) =~ /\r\nContent-Length: (\d+)\r\n/i
+                && length($buf) >= $end + 4 + $1;
+            last unless sysread($sock, my $chunk, 65536);
+            $buf .= $chunk;
+        }
+    };
+    alarm 0;
+    return $buf =~ /^HTTP\/1\.1 (\d+)/ ? $1 : 0;
+}
+
 sub parked_lines { scalar(() = ($lk->log // '') =~ /idle: parked/g) }
 
 for my $tls (0, 1) {
@@ -100,6 +120,13 @@ for my $tls (0, 1) {
            '... its X-Forwarded-For names the client');
         sleep 0.5;
         is_deeply(ask($sock, 3), [ 200, PulsarBroker::test_bytes(3) ], 'and after parking again');
+        # The parked connection's idle rest (timeout.idle) was its read event's timeout;
+        # woken, a response slower than that is still waited for, not cut as a client
+        # timeout.
+        sleep 0.5;
+        my $t1 = time;
+        is(status_of($sock, '/test/slow?ms=3000'), 200,
+           sprintf('woken again, a response slower than timeout.idle comes whole (%.1f s)', time - $t1));
         my $t0 = time;
         ok(closed_within($sock, 5), 'parked, it still ends at timeout.idle');
         my $took = time - $t0;
