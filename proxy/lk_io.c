@@ -13,6 +13,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/event_struct.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -100,6 +101,103 @@ io_report(struct lk_io *io, short what)
         eventcb(io->bev, what, cbarg);
 }
 
+/* The read timeout of a plaintext socket without TLS ------------------------
+ *
+ * A read event with a timeout is re-armed by libevent on every read (its
+ * persistent timeout counts from the last activity), and an upstream's
+ * timeout changes twice per exchange (timeout.response while it answers,
+ * timeout.idle in the pool): three timer-heap updates an exchange.  So the
+ * read event has no timeout; a timer of its own fires at the earliest the
+ * timeout could end, and only then looks at when the socket was last read
+ * (re-arming for the rest if that was since).  A timeout made longer, or
+ * restarted by a read, costs a clock read, not a heap update; one made
+ * shorter re-arms.  TLS sockets keep the read event's own timeout (the
+ * handshake deadline shortens it as it goes). */
+struct lk_io_timer {
+    struct event ev;
+    long long last_ms;  /* the last read, or when the timeout was (re)started */
+    long long armed_ms; /* when ev fires; 0: not pending */
+};
+
+static void io_read_cb(evutil_socket_t fd, short what, void *arg);
+
+static inline int
+io_lazy(const struct lk_io *io)
+{
+    return io->ssl == NULL;
+}
+
+static inline long long
+tv_ms(const struct timeval *tv)
+{
+    return (long long)tv->tv_sec * 1000 + tv->tv_usec / 1000;
+}
+
+static void
+io_timer_at(struct lk_io *io, long long at_ms, long long now_ms)
+{
+    long long left = at_ms > now_ms ? at_ms - now_ms : 0;
+    struct timeval tv = {left / 1000, (left % 1000) * 1000};
+
+    event_add(&io->tm->ev, &tv);
+    io->tm->armed_ms = at_ms;
+}
+
+static void
+io_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct lk_io *io = arg;
+    struct lk_io_timer *tm = io->tm;
+
+    tm->armed_ms = 0;
+    if (!io->reading || !io->has_rtv)
+        return; /* switched off since: armed again when it is back */
+    long long now = lk_now_ms(), due = tm->last_ms + tv_ms(&io->rtv);
+    if (now < due) {
+        io_timer_at(io, due, now);
+        return;
+    }
+    io_read_cb(bufferevent_getfd(io->bev), EV_TIMEOUT, io);
+}
+
+/* The read timeout (io->rtv) starts now: the timer is armed if it would
+ * fire later than the timeout ends, or not at all. */
+static void
+io_timer_start(struct lk_io *io)
+{
+    struct lk_io_timer *tm = io->tm;
+
+    if (tm == NULL) {
+        tm = io->tm = lk_xmalloc(sizeof(*tm));
+        event_assign(&tm->ev, io->w->base, -1, 0, io_timer_cb, io);
+        tm->armed_ms = 0;
+    }
+    long long now = lk_now_ms(), due = now + tv_ms(&io->rtv);
+    tm->last_ms = now;
+    if (tm->armed_ms == 0 || tm->armed_ms > due)
+        io_timer_at(io, due, now);
+}
+
+static void
+io_timer_free(struct lk_io *io)
+{
+    if (io->tm == NULL)
+        return;
+    event_del(&io->tm->ev);
+    free(io->tm);
+    io->tm = NULL;
+}
+
+/* The bufferevent writes what the kernel did not take (a plaintext socket's
+ * write timeout is given to it only then). */
+static void
+io_bev_write(struct lk_io *io)
+{
+    if (io_lazy(io))
+        bufferevent_set_timeouts(io->bev, NULL, io->has_wtv ? &io->wtv : NULL);
+    bufferevent_enable(io->bev, EV_WRITE);
+}
+
 static int tls_flush(struct lk_io *io);
 
 /* Parks a client connection whose protocol is idle once nothing is
@@ -117,7 +215,10 @@ io_park_if_idle(struct lk_io *io)
         (io->ssl != NULL && SSL_has_pending(io->ssl)))
         return 0;
     io->park_wanted = 0;
-    return io->w->park(io);
+    if (!io->w->park(io))
+        return 0;
+    io_timer_free(io); /* parked, the read event times the idle rest */
+    return 1;
 }
 
 #ifdef LK_IO_URING
@@ -147,7 +248,7 @@ ring_sent(struct lk_io *io, struct evbuffer *out)
     if (io->ring_whole)
         lk_io_queue(io); /* more than one send takes, or more came */
     else
-        bufferevent_enable(io->bev, EV_WRITE);
+        io_bev_write(io);
     return -1;
 }
 #endif
@@ -189,7 +290,7 @@ io_flush(struct lk_io *io)
         evbuffer_get_length(out) != 0) {
         /* The rest (or the error, which its own write reports through the
          * event callback) goes the bufferevent's way. */
-        bufferevent_enable(bev, EV_WRITE);
+        io_bev_write(io);
         return;
     }
 #ifdef LK_IO_URING
@@ -303,7 +404,6 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 static void tls_read_cb(struct lk_io *io, short what);
 
 static void io_read_done(struct lk_io *io, ssize_t n, int err);
-static void io_read_cb(evutil_socket_t fd, short what, void *arg);
 static void io_readv(struct lk_io *io, evutil_socket_t fd);
 
 #ifdef LK_IO_URING
@@ -447,6 +547,8 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
             eventcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, cbarg);
         return;
     }
+    if (io->has_rtv && io->tm != NULL)
+        io->tm->last_ms = lk_now_ms(); /* restarts the read timeout */
 #ifdef LK_IO_URING
     if (io->w->uring != NULL) {
         ring_read_queue(io);
@@ -789,6 +891,7 @@ lk_io_detach(struct lk_io *io)
     io->ring_sent = 0; /* sent but never applied: the connection is going */
     ring_read_unqueue(io);
 #endif
+    io_timer_free(io);
     if (io->rev != NULL && io->rev_owned)
         event_free(io->rev);
     else if (io->rev != NULL)
@@ -811,6 +914,12 @@ lk_io_enable(struct lk_io *io, short what)
     if (io->plain) {
         if ((what & EV_READ) && !io->reading) {
             io->reading = 1;
+            if (io_lazy(io)) {
+                event_add(io->rev, NULL);
+                if (io->has_rtv)
+                    io_timer_start(io);
+                return;
+            }
             event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
             /* OpenSSL may hold input the socket will not announce. */
             if (io->ssl != NULL && (io->ssl_end || SSL_has_pending(io->ssl)))
@@ -844,6 +953,23 @@ lk_io_disable(struct lk_io *io, short what)
 void
 lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct timeval *wr)
 {
+    if (io->plain && io_lazy(io)) {
+        io->has_wtv = wr != NULL;
+        if (wr != NULL)
+            io->wtv = *wr;
+        if (bufferevent_get_enabled(io->bev) & EV_WRITE)
+            bufferevent_set_timeouts(io->bev, NULL, wr); /* as libevent would: from now */
+        io->has_rtv = rd != NULL;
+        if (rd != NULL)
+            io->rtv = *rd;
+        if (io->reading) {
+            /* a parked connection's idle rest, still on the read event */
+            event_remove_timer(io->rev);
+            if (rd != NULL)
+                io_timer_start(io);
+        }
+        return;
+    }
     bufferevent_set_timeouts(io->bev, rd, wr);
     if (!io->plain)
         return;

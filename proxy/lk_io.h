@@ -13,6 +13,7 @@
 #include <openssl/ssl.h>
 
 struct lk_worker;
+struct lk_io_timer;
 
 /*
  * A connection's I/O around its bufferevent.  Upstream TLS connections use
@@ -63,6 +64,7 @@ struct lk_io {
     unsigned read_queued : 1;   /* in w->readq */
 #endif
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
+    struct lk_io_timer *tm;     /* plaintext without TLS: the read timeout (lk_io.c) */
     SSL *ssl;
     struct event *wev;          /* waits for the socket to take more */
     struct timeval wtv;
