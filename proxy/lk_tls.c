@@ -843,8 +843,8 @@ servername_cb(SSL *ssl, int *alert, void *arg)
         *alert = SSL_AD_INTERNAL_ERROR;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
-    /* The switch took the context's verify mode only for the store: the
-     * mode is the connection's own. */
+    /* A switch takes the context's verify store and CA names, not its
+     * verify mode: that one is the connection's own. */
     if (a != NULL) {
         SSL_set_verify(ssl, a->mode, a->mode != 0 ? client_verify_cb : NULL);
         if (a->mode != 0 && a->ctx == NULL && !a->on_ctx) {

@@ -41,8 +41,8 @@ make_cert(const char *name, const char *cn, const char *san, X509 **out, EVP_PKE
     ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(random() & 0x7fffffff));
     X509_gmtime_adj(X509_getm_notBefore(x), -3600);
     X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-    X509_NAME_add_entry_by_txt(n, "O", MBSTRING_ASC, (const unsigned char *)"lookout tests", -1,
-                               -1, 0);
+    X509_NAME_add_entry_by_txt(n, "O", MBSTRING_ASC, (const unsigned char *)"lookout tests", -1, -1,
+                               0);
     X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
     X509_set_subject_name(x, n);
     X509_set_issuer_name(x, issuer != NULL ? X509_get_subject_name(issuer) : n);
@@ -70,8 +70,10 @@ make_cert(const char *name, const char *cn, const char *san, X509 **out, EVP_PKE
     *out_key = key;
 }
 
+/* The config: certificates a and b in [lookout], with its extra lines
+ * global, a pulsar cluster p with extra, on one TLS listener. */
 static struct lk_conf *
-load(const char *extra)
+load(const char *global, const char *extra)
 {
     char text[2048], err[512] = "";
     struct lk_conf *c;
@@ -80,11 +82,11 @@ load(const char *extra)
              "[lookout]\n"
              "tls.certificate = %s/a.crt\ntls.key = %s/a.key\n"
              "tls.certificate = %s/b.crt\ntls.key = %s/b.key\n"
-             "tls.session_cache = off\ntls.session_tickets = off\n"
+             "tls.session_cache = off\ntls.session_tickets = off\n%s"
              "[pulsar p]\ninternalListenerName = internal\nlookupListenerName = external\n%s"
              "[broker p/b1]\nadvertisedListeners = internal:http://127.0.0.1:18080,"
              "external:https://127.0.0.2:8443\n",
-             dir, dir, dir, dir, extra);
+             dir, dir, dir, dir, global, extra);
     c = lk_conf_load_buf("t.conf", text, strlen(text), err, sizeof(err));
     ok(c != NULL, "the config loads (%s)", err);
     return c;
@@ -102,11 +104,11 @@ ctxs(struct lk_tls_ctxs *t, const struct lk_conf *c)
 
 /* The result of one handshake. */
 struct hs {
-    int done;            /* both ends finished */
-    char server_cn[64];  /* the CN of the certificate the server showed */
-    char ca_names[256];  /* the CA names of its CertificateRequest, ';'-separated */
-    char subject[512];   /* lk_tls_client_subject on the server's end */
-    char subject8[8];    /* the same into 8 bytes */
+    int done;           /* both ends finished */
+    char server_cn[64]; /* the CN of the certificate the server showed */
+    char ca_names[256]; /* the CA names of its CertificateRequest, ';'-separated */
+    char subject[512];  /* lk_tls_client_subject on the server's end */
+    char subject8[8];   /* the same into 8 bytes */
 };
 
 static void
@@ -199,7 +201,7 @@ test_sni_cache(void)
     int right = 1;
 
     setup();
-    c = load("");
+    c = load("", "");
     if (c == NULL || ctxs(&g1, c) != 0)
         goto out;
     handshake(&g1, NULL, "b.test", NULL, NULL, &r);
@@ -220,7 +222,7 @@ test_sni_cache(void)
      * b.test is the new one, the old generation's still the old. */
     make_cert("b", "b two", "DNS:b.test", &x, &k, NULL, NULL);
     X509_free(x), EVP_PKEY_free(k);
-    struct lk_conf *c2 = load("");
+    struct lk_conf *c2 = load("", "");
     if (c2 != NULL && ctxs(&g2, c2) == 0) {
         ok(lk_tls_sni_cached(&g2) == 0, "the new generation starts with no name");
         handshake(&g2, NULL, "b.test", NULL, NULL, &r);
@@ -278,7 +280,7 @@ test_cluster_verify(void)
     make_cert("client", "client one", "DNS:client.test", &cl, &clk, ca, cak);
     make_cert("other", "client other", "DNS:client.test", &other, &otherk, other_ca, other_cak);
     snprintf(extra, sizeof(extra), "tls.verify_client = on\ntls.client_ca = %s/ca.crt\n", dir);
-    c = load(extra);
+    c = load("", extra);
     for (size_t i = 0; c != NULL && i < c->nbinds; i++)
         if (c->binds[i]->tls)
             b = c->binds[i];
@@ -304,12 +306,41 @@ test_cluster_verify(void)
     handshake(&t, b, NULL, other, otherk, &r);
     ok(!r.done, "another CA's without SNI: refused");
     handshake(&t, b, NULL, cl, clk, &r);
-    ok(r.done && strcmp(r.server_cn, "a one") == 0 && strcmp(r.subject, "CN=client one,O=lookout tests") == 0,
+    ok(r.done && strcmp(r.server_cn, "a one") == 0 &&
+           strcmp(r.subject, "CN=client one,O=lookout tests") == 0,
        "without SNI: the default certificate, checked (%s)", r.subject);
     handshake(&t, b, "c.test", other, otherk, &r);
     ok(r.done == 0, "a name no certificate has, another CA's: refused");
     handshake(&t, b, "c.test", other, otherk, &r);
     ok(r.done == 0, "and again, from the cache");
+    lk_tls_ctxs_free(&t);
+    lk_conf_unref(c);
+
+    /* [lookout] asks for the other CA's, the cluster for its own: the
+     * cluster's settings replace those each connection starts with. */
+    char global[256];
+    snprintf(global, sizeof(global), "tls.verify_client = on\ntls.client_ca = %s/other-ca.crt\n",
+             dir);
+    c = load(global, extra);
+    b = NULL;
+    for (size_t i = 0; c != NULL && i < c->nbinds; i++)
+        if (c->binds[i]->tls)
+            b = c->binds[i];
+    if (b == NULL || ctxs(&t, c) != 0)
+        goto out;
+    for (int i = 0; i < 2; i++) {
+        const char *sni = i == 0 ? "b.test" : "a.test";
+        subtest("[lookout] another CA, SNI %s", sni);
+        handshake(&t, b, sni, cl, clk, &r);
+        ok(r.done && strcmp(r.ca_names, "client ca;") == 0,
+           "the cluster's CA's certificate accepted, its CA alone named (%s)", r.ca_names);
+        handshake(&t, b, sni, other, otherk, &r);
+        ok(!r.done, "[lookout]'s CA's refused");
+    }
+    subtest(NULL);
+    handshake(&t, NULL, "b.test", other, otherk, &r);
+    ok(r.done && strcmp(r.ca_names, "other ca;") == 0,
+       "a connection of no known bind: [lookout]'s settings (%s)", r.ca_names);
     lk_tls_ctxs_free(&t);
 out:
     lk_conf_unref(c);
