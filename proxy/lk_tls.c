@@ -263,6 +263,13 @@ struct lk_client_auth {
     /* The session id context of its connections: a session resumes only
      * under the settings it was verified with. */
     unsigned char sid[SHA256_DIGEST_LENGTH];
+    /* A cluster's own settings, by certificate: a server context like that
+     * certificate's with these settings on it, which servername_cb switches
+     * to; NULL: they go on each connection (a copy of the CA names, ~30k
+     * instructions a handshake).  See variants_new. */
+    SSL_CTX **ctx;
+    size_t nctx;
+    int on_ctx; /* [lookout]'s: on every server context, so on each connection from its start */
 };
 
 struct lk_client_auths {
@@ -271,9 +278,13 @@ struct lk_client_auths {
     size_t ncluster;
 };
 
+static void sni_cache_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+                           void *argp);
+
 /* SSL: the bind, the settings chosen, why a certificate was refused
- * (malloc'd text); SSL_CTX: the auths. */
-static int ex_bind = -1, ex_chosen = -1, ex_refusal = -1, ex_auths = -1;
+ * (malloc'd text); SSL_CTX: the auths, and the first server context of a
+ * generation its SNI cache. */
+static int ex_bind = -1, ex_chosen = -1, ex_refusal = -1, ex_auths = -1, ex_sni = -1;
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -290,6 +301,7 @@ ex_init(void)
     ex_chosen = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
     ex_refusal = SSL_get_ex_new_index(0, NULL, NULL, NULL, refusal_free);
     ex_auths = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    ex_sni = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, sni_cache_free);
 }
 
 /* A name as RFC 2253 text, escaped by OpenSSL, and never a control byte. */
@@ -397,6 +409,9 @@ auth_setup(struct lk_client_auth *a, int verify, const char *ca, const char *crl
 static void
 auth_clear(struct lk_client_auth *a)
 {
+    for (size_t i = 0; i < a->nctx; i++)
+        SSL_CTX_free(a->ctx[i]);
+    free(a->ctx);
     X509_STORE_free(a->store);
     sk_X509_NAME_pop_free(a->names, X509_NAME_free);
 }
@@ -429,6 +444,7 @@ auths_new(const struct lk_conf *conf, char *err, size_t errlen)
     if (auth_setup(&as->global, conf->verify_client, conf->client_ca, conf->client_crl,
                    "[lookout]", conf, err, errlen) != 0)
         goto fail;
+    as->global.on_ctx = 1; /* server_ctx_new */
     if (own) {
         as->cluster = lk_xcalloc(conf->nclusters, sizeof(*as->cluster));
         as->ncluster = conf->nclusters;
@@ -517,6 +533,67 @@ lk_tls_client_refusal(SSL *ssl, char *buf, size_t len)
     return buf;
 }
 
+/*
+ * The text of recent client certificates' subjects, by the subject's DER:
+ * name_text costs some 15k instructions, once per handshake, and clients
+ * show the same few certificates again and again.  The text depends on
+ * the DER alone, so it never goes stale across reloads; a subject in a
+ * taken slot replaces what was there, so the table never grows.
+ */
+#define SUBJECT_SLOTS 64
+#define SUBJECT_DER_MAX 256
+#define SUBJECT_TEXT_MAX 512
+
+struct subject_slot {
+    size_t derlen; /* 0: empty */
+    unsigned char der[SUBJECT_DER_MAX];
+    char text[SUBJECT_TEXT_MAX]; /* name_text's with a buffer this long */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct subject_slot slot[SUBJECT_SLOTS];
+} subjects = {PTHREAD_MUTEX_INITIALIZER, {{0}}};
+
+/* name_text(n, buf, len), from the table when it has n. */
+static const char *
+subject_text(const X509_NAME *n, char *buf, size_t len)
+{
+    const unsigned char *der;
+    size_t derlen;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    struct subject_slot *sl;
+    char text[SUBJECT_TEXT_MAX];
+    size_t k;
+    int hit;
+
+    /* A longer buffer could take more of a long subject than a slot keeps. */
+    if (len == 0 || len > SUBJECT_TEXT_MAX || X509_NAME_get0_der(n, &der, &derlen) != 1 ||
+        derlen == 0 || derlen > SUBJECT_DER_MAX)
+        return name_text(n, buf, len);
+    for (size_t i = 0; i < derlen; i++)
+        h = (h ^ der[i]) * 16777619u;
+    sl = &subjects.slot[h % SUBJECT_SLOTS];
+    pthread_mutex_lock(&subjects.lock);
+    hit = sl->derlen == derlen && memcmp(sl->der, der, derlen) == 0;
+    if (hit)
+        memcpy(text, sl->text, sizeof(text));
+    pthread_mutex_unlock(&subjects.lock);
+    if (!hit && name_text(n, text, sizeof(text))[0] != '\0') {
+        /* (an empty text may be a failure: made again each time) */
+        pthread_mutex_lock(&subjects.lock);
+        sl->derlen = derlen;
+        memcpy(sl->der, der, derlen);
+        memcpy(sl->text, text, sizeof(text));
+        pthread_mutex_unlock(&subjects.lock);
+    }
+    /* The same text cut at len - 1: name_text's cut keeps a prefix. */
+    k = strnlen(text, len - 1);
+    memcpy(buf, text, k);
+    buf[k] = '\0';
+    return buf;
+}
+
 const char *
 lk_tls_client_subject(SSL *ssl, char *buf, size_t len)
 {
@@ -524,7 +601,7 @@ lk_tls_client_subject(SSL *ssl, char *buf, size_t len)
 
     if (x == NULL || SSL_get_verify_result(ssl) != X509_V_OK)
         return NULL;
-    return name_text(X509_get_subject_name(x), buf, len);
+    return subject_text(X509_get_subject_name(x), buf, len);
 }
 
 static const unsigned char sid_ctx_base[] = "lookout";
@@ -632,6 +709,53 @@ alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const un
     return SSL_TLSEXT_ERR_OK;
 }
 
+/*
+ * SNI: which certificate answers a name.  X509_check_host decodes a
+ * certificate's SAN on each call, some 10k instructions a certificate, so
+ * with several the choice is kept by name: a table of SNI_SLOTS slots, one
+ * per hash of the name (a name in a taken slot replaces what was there, so
+ * that no number of names grows it), per generation: it hangs off the
+ * first server context of the generation whose contexts it indexes, made
+ * and gone with them, so that after a reload a name is matched against the
+ * new certificates.  Only with two certificates or more: one answers every
+ * name.
+ */
+#define SNI_SLOTS 256
+
+struct sni_slot {
+    uint32_t ctx;      /* the index of the context that answers it */
+    uint16_t len;      /* 0: empty */
+    char name[255];    /* as the client sent it (OpenSSL refuses longer) */
+};
+
+struct sni_cache {
+    pthread_mutex_t lock; /* the workers share the contexts */
+    size_t used;          /* slots taken */
+    struct sni_slot slot[SNI_SLOTS];
+};
+
+static void
+sni_cache_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+    struct sni_cache *sc = ptr;
+
+    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+    if (sc == NULL)
+        return;
+    pthread_mutex_destroy(&sc->lock);
+    free(sc);
+}
+
+static struct sni_slot *
+sni_slot(struct sni_cache *sc, const char *name, size_t len)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 16777619u;
+    return &sc->slot[h & (SNI_SLOTS - 1)];
+}
+
 /* Whether ctx's certificate covers name (SAN DNS with wildcards, or IP). */
 static int
 cert_matches(SSL_CTX *ctx, const char *name)
@@ -644,32 +768,86 @@ cert_matches(SSL_CTX *ctx, const char *name)
     return X509_check_ip_asc(x, name, 0) == 1;
 }
 
-/* SNI: switch to the context whose certificate names the server (arg:
- * the generation's NULL-terminated server contexts). */
+/* The index of the first of server_ctx (NULL-terminated, two or more)
+ * whose certificate covers name; 0, the default, when none does. */
+static size_t
+sni_pick(SSL_CTX **server_ctx, const char *name)
+{
+    struct sni_cache *sc = SSL_CTX_get_ex_data(server_ctx[0], ex_sni);
+    size_t len = strlen(name), i;
+    struct sni_slot *sl = NULL;
+
+    if (sc != NULL && len > 0 && len <= sizeof(sl->name)) {
+        sl = sni_slot(sc, name, len);
+        pthread_mutex_lock(&sc->lock);
+        if (sl->len == len && memcmp(sl->name, name, len) == 0) {
+            i = sl->ctx;
+            pthread_mutex_unlock(&sc->lock);
+            return i;
+        }
+        pthread_mutex_unlock(&sc->lock);
+    }
+    for (i = 0; server_ctx[i] != NULL && !cert_matches(server_ctx[i], name); i++)
+        ;
+    if (server_ctx[i] == NULL)
+        i = 0;
+    if (sl != NULL) {
+        pthread_mutex_lock(&sc->lock);
+        sc->used += sl->len == 0;
+        sl->ctx = (uint32_t)i;
+        sl->len = (uint16_t)len;
+        memcpy(sl->name, name, len);
+        pthread_mutex_unlock(&sc->lock);
+    }
+    return i;
+}
+
+size_t
+lk_tls_sni_cached(const struct lk_tls_ctxs *t)
+{
+    struct sni_cache *sc;
+    size_t n;
+
+    if (t->nserver_ctx == 0 || ex_sni < 0 ||
+        (sc = SSL_CTX_get_ex_data(t->server_ctx[0], ex_sni)) == NULL)
+        return 0;
+    pthread_mutex_lock(&sc->lock);
+    n = sc->used;
+    pthread_mutex_unlock(&sc->lock);
+    return n;
+}
+
+/*
+ * SNI: switch to the context whose certificate names the server (arg: the
+ * generation's NULL-terminated server contexts, the connection on [0]),
+ * and put on the connection the client-certificate settings client_hello_cb
+ * chose: a cluster's own by switching to its variant of that context when
+ * it has them (variants_new), else on the connection itself.
+ */
 static int
 servername_cb(SSL *ssl, int *alert, void *arg)
 {
-    SSL_CTX **server_ctx = arg;
+    SSL_CTX **server_ctx = arg, *to;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    const struct lk_client_auth *a = ex_chosen >= 0 ? SSL_get_ex_data(ssl, ex_chosen) : NULL;
+    size_t i = 0;
 
-    const struct lk_client_auth *a;
-
-    (void)alert;
-    /* One certificate answers every name: no SAN to look through (its
-     * extension decoded twice per handshake). */
-    for (size_t i = 0; name != NULL && server_ctx[1] != NULL && server_ctx[i] != NULL; i++) {
-        if (cert_matches(server_ctx[i], name)) {
-            if (SSL_get_SSL_CTX(ssl) != server_ctx[i])
-                SSL_set_SSL_CTX(ssl, server_ctx[i]);
-            break;
-        }
-    }
     /* No certificate names it: the default answers; routing decides later.
-     * A cluster's own client-certificate settings go on the connection
-     * now: the switch took the context's. */
-    if (ex_chosen >= 0 && (a = SSL_get_ex_data(ssl, ex_chosen)) != NULL) {
+     * One certificate answers every name: no SAN to look through. */
+    if (name != NULL && server_ctx[1] != NULL)
+        i = sni_pick(server_ctx, name);
+    to = a != NULL && a->ctx != NULL ? a->ctx[i] : server_ctx[i];
+    if (SSL_get_SSL_CTX(ssl) != to && SSL_set_SSL_CTX(ssl, to) != to && a != NULL &&
+        a->ctx != NULL) {
+        /* Without its variant the connection would not be checked. */
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    /* A switch takes the context's verify store and CA names, not its
+     * verify mode: that one is the connection's own. */
+    if (a != NULL) {
         SSL_set_verify(ssl, a->mode, a->mode != 0 ? client_verify_cb : NULL);
-        if (a->mode != 0) {
+        if (a->mode != 0 && a->ctx == NULL && !a->on_ctx) {
             STACK_OF(X509_NAME) *names = SSL_dup_CA_list(a->names);
             if (SSL_set1_verify_cert_store(ssl, a->store) != 1 || names == NULL) {
                 sk_X509_NAME_pop_free(names, X509_NAME_free);
@@ -682,18 +860,58 @@ servername_cb(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* What every server context has besides its certificate: callbacks, session
+ * resumption, and the client-certificate settings a (its session id context
+ * stays that of [lookout]'s, t->auths->global, so that a switch to a
+ * variant keeps the connection's: variants_new). */
+static int
+server_ctx_setup(const struct lk_conf *conf, struct lk_tls_ctxs *t, SSL_CTX *ctx,
+                 const struct lk_client_auth *a, char *err, size_t errlen)
+{
+    SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
+    SSL_CTX_set_tlsext_servername_arg(ctx, t->server_ctx);
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+    sessions_setup(conf, t->tickets, ctx);
+    if (t->auths != NULL) {
+        STACK_OF(X509_NAME) *names = a->mode != 0 ? SSL_dup_CA_list(a->names) : NULL;
+        SSL_CTX_set_ex_data(ctx, ex_auths, t->auths);
+        if (a->mode != 0) {
+            if (names == NULL || SSL_CTX_set1_verify_cert_store(ctx, a->store) != 1) {
+                sk_X509_NAME_pop_free(names, X509_NAME_free);
+                ssl_err(err, errlen, "tls.client_ca: cannot use", conf->client_ca, 0, conf->file);
+                return -1;
+            }
+            SSL_CTX_set_client_CA_list(ctx, names);
+            SSL_CTX_set_verify(ctx, a->mode, client_verify_cb);
+        }
+        if (t->auths->global.mode != 0)
+            SSL_CTX_set_session_id_context(ctx, t->auths->global.sid,
+                                           sizeof(t->auths->global.sid));
+    }
+    return 0;
+}
+
+static SSL_CTX *
+server_ctx_base(void)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return NULL;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    return ctx;
+}
+
 static SSL_CTX *
 server_ctx_new(const struct lk_conf *conf, struct lk_tls_ctxs *t, const struct lk_cert *cert,
                char *err, size_t errlen)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    SSL_CTX *ctx = server_ctx_base();
     if (ctx == NULL) {
         snprintf(err, errlen, "%s: cannot create a TLS context", conf->file);
         return NULL;
     }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (SSL_CTX_use_certificate_chain_file(ctx, cert->cert_file) != 1) {
         ssl_err(err, errlen, "tls.certificate: cannot load", cert->cert_file, cert->line,
                 conf->file);
@@ -708,29 +926,65 @@ server_ctx_new(const struct lk_conf *conf, struct lk_tls_ctxs *t, const struct l
                 cert->line, conf->file);
         goto fail;
     }
-    SSL_CTX_set_tlsext_servername_callback(ctx, servername_cb);
-    SSL_CTX_set_tlsext_servername_arg(ctx, t->server_ctx);
-    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-    sessions_setup(conf, t->tickets, ctx);
-    if (t->auths != NULL) {
-        const struct lk_client_auth *a = &t->auths->global;
-        STACK_OF(X509_NAME) *names = a->mode != 0 ? SSL_dup_CA_list(a->names) : NULL;
-        SSL_CTX_set_ex_data(ctx, ex_auths, t->auths);
-        if (a->mode != 0) {
-            if (names == NULL || SSL_CTX_set1_verify_cert_store(ctx, a->store) != 1) {
-                sk_X509_NAME_pop_free(names, X509_NAME_free);
-                ssl_err(err, errlen, "tls.client_ca: cannot use", conf->client_ca, 0, conf->file);
-                goto fail;
-            }
-            SSL_CTX_set_client_CA_list(ctx, names);
-            SSL_CTX_set_verify(ctx, a->mode, client_verify_cb);
-            SSL_CTX_set_session_id_context(ctx, a->sid, sizeof(a->sid));
-        }
-    }
+    if (server_ctx_setup(conf, t, ctx, t->auths != NULL ? &t->auths->global : NULL, err,
+                         errlen) != 0)
+        goto fail;
     return ctx;
 fail:
     SSL_CTX_free(ctx);
     return NULL;
+}
+
+/* At most this many variants (server contexts by certificate and cluster
+ * settings, one SSL_CTX each); past it, the settings go on each connection
+ * as before. */
+#define VARIANTS_MAX 64
+
+/*
+ * For each cluster with client-certificate settings of its own, one server
+ * context per certificate with them on it: its certificate, key and chain
+ * those of the certificate's own context (shared, not read again), the
+ * rest as server_ctx_setup makes it.  servername_cb then switches a
+ * connection to it (SSL_set_SSL_CTX takes the verify store from the
+ * context, and OpenSSL reads the CA names to send from it) instead of
+ * giving the connection its own copy of the names.  0, or -1 with err.
+ */
+static int
+variants_new(const struct lk_conf *conf, struct lk_tls_ctxs *t, char *err, size_t errlen)
+{
+    struct lk_client_auths *as = t->auths;
+    size_t n = 0;
+
+    if (as == NULL || as->cluster == NULL)
+        return 0;
+    for (size_t c = 0; c < as->ncluster; c++)
+        n += as->cluster[c].mode != 0 ? t->nserver_ctx : 0;
+    if (n > VARIANTS_MAX)
+        return 0;
+    for (size_t c = 0; c < as->ncluster; c++) {
+        struct lk_client_auth *a = &as->cluster[c];
+        if (a->mode == 0)
+            continue;
+        a->ctx = lk_xcalloc(t->nserver_ctx, sizeof(*a->ctx));
+        for (size_t i = 0; i < t->nserver_ctx; i++) {
+            SSL_CTX *base = t->server_ctx[i], *v = server_ctx_base();
+            STACK_OF(X509) *chain = NULL;
+            if (v == NULL || SSL_CTX_use_certificate(v, SSL_CTX_get0_certificate(base)) != 1 ||
+                SSL_CTX_use_PrivateKey(v, SSL_CTX_get0_privatekey(base)) != 1 ||
+                SSL_CTX_get0_chain_certs(base, &chain) != 1 ||
+                (chain != NULL && SSL_CTX_set1_chain(v, chain) != 1) ||
+                server_ctx_setup(conf, t, v, a, err, errlen) != 0) {
+                SSL_CTX_free(v);
+                if (err[0] == '\0')
+                    ssl_err(err, errlen, "tls.certificate: cannot use",
+                            conf->certs[i].cert_file, conf->certs[i].line, conf->file);
+                return -1;
+            }
+            a->ctx[i] = v;
+            a->nctx++;
+        }
+    }
+    return 0;
 }
 
 static SSL_CTX *
@@ -804,6 +1058,7 @@ lk_tls_ctxs_new(struct lk_tls_ctxs *t, const struct lk_conf *conf, char *err, si
                 }
             return -1;
         }
+        pthread_once(&ex_once, ex_init);
         if (conf->session_tickets && (t->tickets = tickets_new(conf, err, errlen)) == NULL)
             return -1;
         err[0] = '\0';
@@ -815,6 +1070,14 @@ lk_tls_ctxs_new(struct lk_tls_ctxs *t, const struct lk_conf *conf, char *err, si
             if (t->server_ctx[i] == NULL)
                 return -1;
             t->nserver_ctx++;
+        }
+        if (variants_new(conf, t, err, errlen) != 0)
+            return -1;
+        if (t->nserver_ctx > 1) {
+            struct sni_cache *sc = lk_xcalloc(1, sizeof(*sc));
+            pthread_mutex_init(&sc->lock, NULL);
+            if (SSL_CTX_set_ex_data(t->server_ctx[0], ex_sni, sc) != 1)
+                sni_cache_free(NULL, sc, NULL, 0, 0, NULL); /* matched each time, as before */
         }
     }
     if (needs_tls(conf, 0)) {

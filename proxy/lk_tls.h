@@ -58,6 +58,10 @@ uint64_t lk_tls_auth_id(const struct lk_client_auths *as, size_t cluster_index);
 /* The subject of the client's verified certificate, RFC 2253, into buf
  * (at most len - 1 bytes, never a control character); NULL: none. */
 const char *lk_tls_client_subject(SSL *ssl, char *buf, size_t len);
+/* How many names the SNI cache of t's server contexts holds (at most its
+ * fixed number of slots); 0 with fewer than two certificates. */
+size_t lk_tls_sni_cached(const struct lk_tls_ctxs *t);
+
 /*
  * The host name in the body of a ClientHello's server_name extension (RFC
  * 6066 §3), checked as OpenSSL checks it: a 2-byte list length covering

@@ -33,6 +33,7 @@ extern const struct lk_test_case lk_test_hold[];
 extern const struct lk_test_case lk_test_age[];
 extern const struct lk_test_case lk_test_uring[];
 extern const struct lk_test_case lk_test_pool[];
+extern const struct lk_test_case lk_test_tls[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -60,6 +61,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_hold,
     lk_test_age,
     lk_test_pool,
+    lk_test_tls,
     lk_test_uring,
     NULL,
 };
