@@ -48,7 +48,9 @@ note sprintf 'ZooKeeper serving after %.2f s', $zk->started_in;
 my $admin = $zk->client;
 
 # ---- the path does not exist yet ------------------------------------------------------
-my $w = ZooKeeper::Watch->start($zk, $DIR, timeout => 10000);
+# A 30 s session: ZooKeeper's restarts below (a JVM, on a loaded CI machine) and the
+# reconnect must come within it for the session to survive them, as the test expects.
+my $w = ZooKeeper::Watch->start($zk, $DIR, timeout => 30000);
 my $s = $w->next_snapshot(10);
 ok($s, 'a first snapshot once connected, though the path does not exist');
 is(names($s->{nodes} // {}), '', '... and it is empty');
