@@ -147,6 +147,35 @@ flush_for_stderr(void)
         held_write(held);
 }
 
+/* Where a line for to (LINE_ROOM bytes at most, with its NUL) may be
+ * formatted in place, after the lines held: NULL when hold must take it
+ * (the first line, log.buffer changed or under LINE_ROOM).  What is held
+ * is written first when the line might not fit after it. */
+#define LINE_ROOM 4096
+
+static char *
+room(struct held *h, int to)
+{
+    size_t size = __atomic_load_n(&buffer_size, __ATOMIC_RELAXED);
+
+    if (size != h->cap || size < LINE_ROOM)
+        return NULL;
+    if (h->len != 0 && (h->to != to || h->cap - h->len < LINE_ROOM))
+        held_write(h);
+    return h->p + h->len;
+}
+
+/* The line of n bytes formatted at room's place is held. */
+static void
+held_add(struct held *h, int to, size_t n)
+{
+    /* lk_io's flush, due this iteration, writes it: one event less */
+    if (h->len == 0 && !lk_access_ride)
+        event_active(h->ev, EV_TIMEOUT, 1);
+    h->len += n;
+    h->to = to;
+}
+
 /* Holds line (n bytes, whole lines) for to, or writes it at once. */
 static void
 hold(struct held *h, int to, const char *line, size_t n)
@@ -164,12 +193,8 @@ hold(struct held *h, int to, const char *line, size_t n)
         write_out(to, line, n);
         return;
     }
-    /* lk_io's flush, due this iteration, writes it: one event less */
-    if (h->len == 0 && !lk_access_ride)
-        event_active(h->ev, EV_TIMEOUT, 1);
     memcpy(h->p + h->len, line, n);
-    h->len += n;
-    h->to = to;
+    held_add(h, to, n);
 }
 
 static int
@@ -765,17 +790,23 @@ lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who)
 {
     int to = __atomic_load_n(&target, __ATOMIC_ACQUIRE);
     const struct lk_conf *conf = who->conf;
-    char line[4096];
+    struct held *h = held;
+    char line[LINE_ROOM], *at;
 
     if (to == TO_NOWHERE || (to == TO_STDERR && lk_log_level < LK_INFO))
         return;
     if (r->proto == LK_SP_KAFKA && !r->summary && !conf->log_kafka_all && kafka_data(r->api_key))
         return;
     /* On stderr, among the other log lines, in their shape: "time [info] ..." */
-    size_t n = lk_access_format(r, who, conf->log_format == LK_LOG_JSON,
-                                to == TO_STDERR ? "[info] " : "", line, sizeof(line));
-    if (held != NULL)
-        hold(held, to, line, n);
+    int json = conf->log_format == LK_LOG_JSON;
+    const char *tag = to == TO_STDERR ? "[info] " : "";
+    if (h != NULL && (at = room(h, to)) != NULL) { /* formatted where it is held: no copy */
+        held_add(h, to, lk_access_format(r, who, json, tag, at, LINE_ROOM));
+        return;
+    }
+    size_t n = lk_access_format(r, who, json, tag, line, sizeof(line));
+    if (h != NULL)
+        hold(h, to, line, n);
     else
         write_out(to, line, n);
 }
