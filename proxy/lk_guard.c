@@ -597,7 +597,11 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
         if (v != LK_GUARD_PASS)
             return v;
     }
-    if (!is_text(lk_http_media_type(res)))
+    /* Content-Type exactly application/json, the common case, is its own
+     * media type: no parse for it */
+    const struct lk_str *ct = lk_http_find_id(res, LK_HDR_CONTENT_TYPE);
+    if (!(ct != NULL && eqi_lower(*ct, LK_STRLIT("application/json"))) &&
+        !is_text(lk_http_media_type(res)))
         return LK_GUARD_PASS;
     lk_match_state_init(&g->st);
     if (conf->nany_port != 0) {

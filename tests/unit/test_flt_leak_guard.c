@@ -626,7 +626,17 @@ test_content_types(void)
         int read;
     } t[] = {
         {"application/json", NULL, 1},
+        {"APPLICATION/JSON", NULL, 1},
+        {"application/json ", NULL, 1},
         {"Application/JSON; charset=UTF-8", NULL, 1},
+        {"APPLICATION/X-WWW-FORM-URLENCODED", NULL, 1},
+        {"Application/Javascript", NULL, 1},
+        /* a byte apart only in bit 0x20 from a '/', a '-' or a letter's other case */
+        {"application\x0fjson", NULL, 0},
+        {"application/x\x0dndjson", NULL, 0},
+        {"applicatioN/jsoo", NULL, 0},
+        {"application/jso", NULL, 0},
+        {"application/jsonp", NULL, 0},
         {"application/problem+json", NULL, 1},
         {"text/html", NULL, 1},
         {"text/plain", "identity", 1},
