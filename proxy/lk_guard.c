@@ -191,6 +191,7 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
         lk_guard_free(conf);
         return NULL;
     }
+    conf->min_len = lk_match_min_len(conf->match);
     return conf;
 }
 
@@ -591,8 +592,9 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
     *read = LK_GUARD_READ_NONE;
     for (size_t i = 0; i < res->nheaders; i++) {
         const struct lk_str *value = &res->headers[i].value;
-        if (lk_match_none(conf->match, value->p, value->len))
-            continue; /* most are */
+        /* most are clean; many (Server, Content-Length) too short to ask */
+        if (value->len < conf->min_len || lk_match_none(conf->match, value->p, value->len))
+            continue;
         enum lk_guard_verdict v = scan_header(conf, x, g, &res->headers[i]);
         if (v != LK_GUARD_PASS)
             return v;
