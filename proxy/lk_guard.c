@@ -806,10 +806,10 @@ scan_in_place(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     return LK_GUARD_PASS;
 }
 
-/* Whether `in` is a whole body, in one piece, with no match in it: the
- * matcher's cheap answer (lk_match_none) for most small bodies, which
- * come whole. */
-static int
+/* The length of `in` if it is a whole body, in one piece, with no match
+ * in it, else 0: the matcher's cheap answer (lk_match_none) for most
+ * small bodies, which come whole. */
+static size_t
 whole_clean(const struct lk_guard *conf, struct evbuffer *in)
 {
     struct evbuffer_iovec vec;
@@ -817,7 +817,9 @@ whole_clean(const struct lk_guard *conf, struct evbuffer *in)
 
     /* a length, not -1: with -1, libevent counts no further than vec */
     return len != 0 && evbuffer_peek(in, (ev_ssize_t)len, NULL, &vec, 1) == 1 &&
-           vec.iov_len == len && lk_match_none(conf->match, vec.iov_base, len);
+                   vec.iov_len == len && lk_match_none(conf->match, vec.iov_base, len)
+               ? len
+               : 0;
 }
 
 /* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
@@ -832,9 +834,10 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
     struct lk_match_hit hit;
     enum lk_guard_verdict v;
     char buf[4096];
+    size_t whole;
 
-    if (last && g->fed == 0 && g->body == BODY_SCAN && whole_clean(conf, in)) {
-        g->fed = evbuffer_get_length(in);
+    if (last && g->fed == 0 && g->body == BODY_SCAN && (whole = whole_clean(conf, in)) != 0) {
+        g->fed = whole;
         return LK_GUARD_PASS;
     }
     if (conf->mode == LK_LEAK_LOG && g->body == BODY_SCAN &&
