@@ -314,10 +314,37 @@ put_mem(struct line *l, const char *s, size_t n)
 
 #define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
 
+/* put_mem for bytes whose length is known only now (an address, a name,
+ * the time): up to 32 by two overlapping moves, not a call. */
+static inline __attribute__((always_inline)) void
+put_var(struct line *l, const char *s, size_t n)
+{
+    char *d = l->p + l->len;
+
+    if (__builtin_expect(n <= 32 && l->cap - l->len > 32, 1)) {
+        if (n >= 16) {
+            memcpy(d, s, 16);
+            memcpy(d + n - 16, s + n - 16, 16);
+        } else if (n >= 8) {
+            memcpy(d, s, 8);
+            memcpy(d + n - 8, s + n - 8, 8);
+        } else if (n >= 4) {
+            memcpy(d, s, 4);
+            memcpy(d + n - 4, s + n - 4, 4);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                d[i] = s[i];
+        }
+        l->len += n;
+    } else {
+        put_mem(l, s, n);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 put_s(struct line *l, const char *s)
 {
-    put_mem(l, s, strlen(s));
+    put_var(l, s, strlen(s));
 }
 
 /* v in decimal at buf (at most 20 digits); its length.  As lk_fmt_dec,
@@ -493,7 +520,7 @@ put_time(struct line *l, int json, const char *tag)
     char frac[3] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10)};
     if (json)
         PUT_LIT(l, "{\"time\":\"");
-    put_mem(l, time_text, time_len);
+    put_var(l, time_text, time_len);
     put_mem(l, frac, 3);
     if (json) {
         PUT_LIT(l, "Z\"");
@@ -507,6 +534,18 @@ static const char *
 proto_name(const struct lk_xrec *r)
 {
     return r->proto == LK_SP_KAFKA ? "kafka" : r->proto == LK_SP_PULSAR ? "pulsar" : "http";
+}
+
+/* proto_name's, with no strlen. */
+static inline __attribute__((always_inline)) void
+put_proto(struct line *l, const struct lk_xrec *r)
+{
+    if (r->proto == LK_SP_KAFKA)
+        PUT_LIT(l, "kafka");
+    else if (r->proto == LK_SP_PULSAR)
+        PUT_LIT(l, "pulsar");
+    else
+        PUT_LIT(l, "http");
 }
 
 /* A Pulsar command's name (with named), or its number (numbered). */
@@ -530,7 +569,7 @@ put_what(struct line *l, const struct lk_xrec *r)
         /* the method is a token (llhttp checked it): no NUL to stop at;
          * none (NULL) when the head was refused before it was read */
         if (r->method.len != 0)
-            put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
+            put_var(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
         PUT_LIT(l, " ");
         put_target(l, r->target.p, r->target.len);
     } else if (r->proto == LK_SP_KAFKA) {
@@ -586,11 +625,14 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     PUT_LIT(l, " > ");
     put_s(l, who->frontend);
     PUT_LIT(l, " ");
-    put_s(l, proto_name(r));
+    put_proto(l, r);
     PUT_LIT(l, " \"");
     put_what(l, r);
     PUT_LIT(l, "\" ");
-    put_s(l, r->broker != NULL ? r->broker : "-");
+    if (r->broker != NULL)
+        put_s(l, r->broker);
+    else
+        PUT_LIT(l, "-");
     PUT_LIT(l, " ");
     /* HTTP's fields in the order lookout has always logged them; what
      * came later goes after them. */
