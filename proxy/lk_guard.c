@@ -579,8 +579,13 @@ is_text(struct lk_str t)
         if (eqi_lower(t, exact[i]))
             return 1;
     /* a byte first, so that a binary type is turned down in a few compares */
-    if (t.len >= 5 && (t.p[0] | 0x20) == 't' && strncasecmp(t.p, "text/", 5) == 0)
-        return 1;
+    if (t.len >= 5 && t.p[4] == '/') {
+        uint32_t w, text;
+        memcpy(&w, t.p, 4);
+        memcpy(&text, "text", 4);
+        if ((w | 0x20202020U) == text)
+            return 1; /* text/: its four letters in either case (as in eqi_lower) */
+    }
     return (t.len >= 5 && t.p[t.len - 5] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+json"))) ||
            (t.len >= 4 && t.p[t.len - 4] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+xml")));
 }
