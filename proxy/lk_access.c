@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <event2/event.h>
 
 #include "lk_access.h"
@@ -427,14 +430,54 @@ put_at(char *p, size_t len, size_t cap, const char *fmt, ...)
 /* The request target as the text line has always shown it, as
  * lk_log_sanitize writes it (printable ASCII kept, any other byte a '.',
  * cut at TARGET_MAX bytes with "..."): copied whole, then mended where a
- * word of 8 holds a byte to replace (none, in nearly every target). */
+ * block of 16 (or a word of 8) holds a byte to replace (none, in nearly
+ * every target); the last block overlaps the one before, so that no byte
+ * is looked at alone unless the target is under 8. */
 #define TARGET_MAX 160
+
+static inline __attribute__((always_inline)) int
+printable(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f;
+}
+
+/* Mends d[from..to). */
+static void
+mend(char *d, size_t from, size_t to)
+{
+    for (size_t j = from; j < to; j++)
+        d[j] = printable((unsigned char)d[j]) ? d[j] : '.';
+}
+
+/* Whether a word of 8 may hold a byte under 0x20 (the subtraction borrows
+ * into its high bit), or of 0x7f and over (its high bit, or the
+ * addition's). */
+static inline __attribute__((always_inline)) int
+word_suspect(const char *p)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t w;
+
+    memcpy(&w, p, 8);
+    return ((((w - ones * 0x20) & ~w) | ((w + ones) | w)) & highs) != 0;
+}
+
+#ifdef __SSE2__
+/* Whether 16 bytes hold one under 0x20 or of 0x7f and over (those of
+ * 0x80 and over are negative, so under 0x20, as signed bytes). */
+static inline __attribute__((always_inline)) int
+block_suspect(const char *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+                                          _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)))) != 0;
+}
+#endif
 
 static inline __attribute__((always_inline)) void
 put_target(struct line *l, const char *s, size_t len)
 {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    size_t n = len < TARGET_MAX ? len : TARGET_MAX, i;
+    size_t n = len < TARGET_MAX ? len : TARGET_MAX, i = 0;
 
     if (n + 3 >= l->cap - l->len) { /* near the cap: cut as put_s cuts */
         char text[TARGET_MAX + 4];
@@ -444,17 +487,25 @@ put_target(struct line *l, const char *s, size_t len)
     char *d = l->p + l->len;
     if (n != 0) /* none (NULL) when the head was refused before it was read */
         memcpy(d, s, n);
-    for (i = 0; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, d + i, 8);
-        /* a byte under 0x20 (the subtraction borrows into its high bit),
-         * or of 0x7f and over (its high bit, or the addition's) */
-        if ((((w - ones * 0x20) & ~w) | ((w + ones) | w)) & highs)
-            for (size_t j = i; j < i + 8; j++)
-                d[j] = (unsigned char)d[j] >= 0x20 && (unsigned char)d[j] < 0x7f ? d[j] : '.';
+#ifdef __SSE2__
+    if (n >= 16) {
+        for (; i + 16 <= n; i += 16)
+            if (block_suspect(d + i))
+                mend(d, i, i + 16);
+        if (i < n && block_suspect(d + n - 16))
+            mend(d, i, n);
+        i = n;
     }
-    for (; i < n; i++)
-        d[i] = (unsigned char)d[i] >= 0x20 && (unsigned char)d[i] < 0x7f ? d[i] : '.';
+#endif
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8)
+            if (word_suspect(d + i))
+                mend(d, i, i + 8);
+        if (i < n && word_suspect(d + n - 8))
+            mend(d, i, n);
+        i = n;
+    }
+    mend(d, i, n);
     l->len += n;
     if (len > TARGET_MAX)
         PUT_LIT(l, "...");
