@@ -472,7 +472,28 @@ block_suspect(const char *p)
     return _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
                                           _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)))) != 0;
 }
+#else
+static inline __attribute__((always_inline)) int
+block_suspect(const char *p)
+{
+    return word_suspect(p) || word_suspect(p + 8);
+}
 #endif
+
+/* Mends d[i..n) by blocks of w (16 or 8, a constant), the last one
+ * overlapping the one before; where it stopped (n, or i if n is under w). */
+static inline __attribute__((always_inline)) size_t
+mend_by(char *d, size_t i, size_t n, size_t w)
+{
+    if (n < w)
+        return i;
+    for (; i + w <= n; i += w)
+        if (w == 8 ? word_suspect(d + i) : block_suspect(d + i))
+            mend(d, i, i + w);
+    if (i < n && (w == 8 ? word_suspect(d + n - w) : block_suspect(d + n - w)))
+        mend(d, i, n);
+    return n;
+}
 
 static inline __attribute__((always_inline)) void
 put_target(struct line *l, const char *s, size_t len)
@@ -487,24 +508,8 @@ put_target(struct line *l, const char *s, size_t len)
     char *d = l->p + l->len;
     if (n != 0) /* none (NULL) when the head was refused before it was read */
         memcpy(d, s, n);
-#ifdef __SSE2__
-    if (n >= 16) {
-        for (; i + 16 <= n; i += 16)
-            if (block_suspect(d + i))
-                mend(d, i, i + 16);
-        if (i < n && block_suspect(d + n - 16))
-            mend(d, i, n);
-        i = n;
-    }
-#endif
-    if (n >= 8) {
-        for (; i + 8 <= n; i += 8)
-            if (word_suspect(d + i))
-                mend(d, i, i + 8);
-        if (i < n && word_suspect(d + n - 8))
-            mend(d, i, n);
-        i = n;
-    }
+    i = mend_by(d, i, n, 16);
+    i = mend_by(d, i, n, 8);
     mend(d, i, n);
     l->len += n;
     if (len > TARGET_MAX)
