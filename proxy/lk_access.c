@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <event2/event.h>
 
 #include "lk_access.h"
@@ -46,6 +49,7 @@ struct held {
     int to;          /* TO_STDERR or TO_FILE: what the lines were formatted for */
 };
 static __thread struct held *held;
+__thread unsigned char lk_access_ride;
 
 static size_t
 widest_write(int f)
@@ -146,6 +150,35 @@ flush_for_stderr(void)
         held_write(held);
 }
 
+/* Where a line for to (LINE_ROOM bytes at most, with its NUL) may be
+ * formatted in place, after the lines held: NULL when hold must take it
+ * (the first line, log.buffer changed or under LINE_ROOM).  What is held
+ * is written first when the line might not fit after it. */
+#define LINE_ROOM 4096
+
+static char *
+room(struct held *h, int to)
+{
+    size_t size = __atomic_load_n(&buffer_size, __ATOMIC_RELAXED);
+
+    if (size != h->cap || size < LINE_ROOM)
+        return NULL;
+    if (h->len != 0 && (h->to != to || h->cap - h->len < LINE_ROOM))
+        held_write(h);
+    return h->p + h->len;
+}
+
+/* The line of n bytes formatted at room's place is held. */
+static void
+held_add(struct held *h, int to, size_t n)
+{
+    /* lk_io's flush, due this iteration, writes it: one event less */
+    if (h->len == 0 && !lk_access_ride)
+        event_active(h->ev, EV_TIMEOUT, 1);
+    h->len += n;
+    h->to = to;
+}
+
 /* Holds line (n bytes, whole lines) for to, or writes it at once. */
 static void
 hold(struct held *h, int to, const char *line, size_t n)
@@ -163,11 +196,8 @@ hold(struct held *h, int to, const char *line, size_t n)
         write_out(to, line, n);
         return;
     }
-    if (h->len == 0)
-        event_active(h->ev, EV_TIMEOUT, 1);
     memcpy(h->p + h->len, line, n);
-    h->len += n;
-    h->to = to;
+    held_add(h, to, n);
 }
 
 static int
@@ -287,10 +317,69 @@ put_mem(struct line *l, const char *s, size_t n)
 
 #define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
 
+/* put_mem for bytes whose length is known only now (an address, a name,
+ * the time): up to 32 by two overlapping moves, not a call. */
+static inline __attribute__((always_inline)) void
+put_var(struct line *l, const char *s, size_t n)
+{
+    char *d = l->p + l->len;
+
+    if (__builtin_expect(n <= 32 && l->cap - l->len > 32, 1)) {
+        if (n >= 16) {
+            memcpy(d, s, 16);
+            memcpy(d + n - 16, s + n - 16, 16);
+        } else if (n >= 8) {
+            memcpy(d, s, 8);
+            memcpy(d + n - 8, s + n - 8, 8);
+        } else if (n >= 4) {
+            memcpy(d, s, 4);
+            memcpy(d + n - 4, s + n - 4, 4);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                d[i] = s[i];
+        }
+        l->len += n;
+    } else {
+        put_mem(l, s, n);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 put_s(struct line *l, const char *s)
 {
-    put_mem(l, s, strlen(s));
+    put_var(l, s, strlen(s));
+}
+
+/* v in decimal at buf (at most 20 digits); its length.  As lk_fmt_dec,
+ * with the digits counted by compares up to 9,999 and written two at a
+ * time: a line's numbers are mostly under 10,000. */
+static inline __attribute__((always_inline)) size_t
+fmt_dec(char *buf, unsigned long long v)
+{
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
+    size_t n = v < 100 ? 1 + (v >= 10) : v < 10000 ? 3 + (v >= 1000) : 4;
+
+    if (n == 4 && v >= 10000)
+        for (unsigned long long t = v / 10000; t != 0; t /= 10)
+            n++;
+    char *p = buf + n;
+    while (v >= 100) {
+        unsigned k = (unsigned)(v % 100) * 2;
+        v /= 100;
+        p -= 2;
+        p[0] = pairs[k];
+        p[1] = pairs[k + 1];
+    }
+    if (v >= 10) {
+        p[-2] = pairs[v * 2];
+        p[-1] = pairs[v * 2 + 1];
+    } else {
+        p[-1] = (char)('0' + v);
+    }
+    return n;
 }
 
 static inline __attribute__((always_inline)) void
@@ -299,10 +388,10 @@ put_u(struct line *l, unsigned long long v)
     if (v < 10 && l->cap - l->len > 1) { /* most counts of a line are 0 */
         l->p[l->len++] = (char)('0' + v);
     } else if (__builtin_expect(l->cap - l->len > 20, 1)) {
-        l->len += lk_fmt_dec(l->p + l->len, v); /* at most 20 digits */
+        l->len += fmt_dec(l->p + l->len, v); /* at most 20 digits */
     } else {
         char d[20];
-        l->len = mem_cut(l->p, l->len, l->cap, d, lk_fmt_dec(d, v));
+        l->len = mem_cut(l->p, l->len, l->cap, d, fmt_dec(d, v));
     }
 }
 
@@ -341,14 +430,75 @@ put_at(char *p, size_t len, size_t cap, const char *fmt, ...)
 /* The request target as the text line has always shown it, as
  * lk_log_sanitize writes it (printable ASCII kept, any other byte a '.',
  * cut at TARGET_MAX bytes with "..."): copied whole, then mended where a
- * word of 8 holds a byte to replace (none, in nearly every target). */
+ * block of 16 (or a word of 8) holds a byte to replace (none, in nearly
+ * every target); the last block overlaps the one before, so that no byte
+ * is looked at alone unless the target is under 8. */
 #define TARGET_MAX 160
+
+static inline __attribute__((always_inline)) int
+printable(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f;
+}
+
+/* Mends d[from..to). */
+static void
+mend(char *d, size_t from, size_t to)
+{
+    for (size_t j = from; j < to; j++)
+        d[j] = printable((unsigned char)d[j]) ? d[j] : '.';
+}
+
+/* Whether a word of 8 may hold a byte under 0x20 (the subtraction borrows
+ * into its high bit), or of 0x7f and over (its high bit, or the
+ * addition's). */
+static inline __attribute__((always_inline)) int
+word_suspect(const char *p)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t w;
+
+    memcpy(&w, p, 8);
+    return ((((w - ones * 0x20) & ~w) | ((w + ones) | w)) & highs) != 0;
+}
+
+#ifdef __SSE2__
+/* Whether 16 bytes hold one under 0x20 or of 0x7f and over (those of
+ * 0x80 and over are negative, so under 0x20, as signed bytes). */
+static inline __attribute__((always_inline)) int
+block_suspect(const char *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+                                          _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)))) != 0;
+}
+#else
+static inline __attribute__((always_inline)) int
+block_suspect(const char *p)
+{
+    return word_suspect(p) || word_suspect(p + 8);
+}
+#endif
+
+/* Mends d[i..n) by blocks of w (16 or 8, a constant), the last one
+ * overlapping the one before; where it stopped (n, or i if n is under w). */
+static inline __attribute__((always_inline)) size_t
+mend_by(char *d, size_t i, size_t n, size_t w)
+{
+    if (n < w)
+        return i;
+    for (; i + w <= n; i += w)
+        if (w == 8 ? word_suspect(d + i) : block_suspect(d + i))
+            mend(d, i, i + w);
+    if (i < n && (w == 8 ? word_suspect(d + n - w) : block_suspect(d + n - w)))
+        mend(d, i, n);
+    return n;
+}
 
 static inline __attribute__((always_inline)) void
 put_target(struct line *l, const char *s, size_t len)
 {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    size_t n = len < TARGET_MAX ? len : TARGET_MAX, i;
+    size_t n = len < TARGET_MAX ? len : TARGET_MAX, i = 0;
 
     if (n + 3 >= l->cap - l->len) { /* near the cap: cut as put_s cuts */
         char text[TARGET_MAX + 4];
@@ -358,17 +508,9 @@ put_target(struct line *l, const char *s, size_t len)
     char *d = l->p + l->len;
     if (n != 0) /* none (NULL) when the head was refused before it was read */
         memcpy(d, s, n);
-    for (i = 0; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, d + i, 8);
-        /* a byte under 0x20 (the subtraction borrows into its high bit),
-         * or of 0x7f and over (its high bit, or the addition's) */
-        if ((((w - ones * 0x20) & ~w) | ((w + ones) | w)) & highs)
-            for (size_t j = i; j < i + 8; j++)
-                d[j] = (unsigned char)d[j] >= 0x20 && (unsigned char)d[j] < 0x7f ? d[j] : '.';
-    }
-    for (; i < n; i++)
-        d[i] = (unsigned char)d[i] >= 0x20 && (unsigned char)d[i] < 0x7f ? d[i] : '.';
+    i = mend_by(d, i, n, 16);
+    i = mend_by(d, i, n, 8);
+    mend(d, i, n);
     l->len += n;
     if (len > TARGET_MAX)
         PUT_LIT(l, "...");
@@ -434,7 +576,7 @@ put_time(struct line *l, int json, const char *tag)
     char frac[3] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10)};
     if (json)
         PUT_LIT(l, "{\"time\":\"");
-    put_mem(l, time_text, time_len);
+    put_var(l, time_text, time_len);
     put_mem(l, frac, 3);
     if (json) {
         PUT_LIT(l, "Z\"");
@@ -448,6 +590,18 @@ static const char *
 proto_name(const struct lk_xrec *r)
 {
     return r->proto == LK_SP_KAFKA ? "kafka" : r->proto == LK_SP_PULSAR ? "pulsar" : "http";
+}
+
+/* proto_name's, with no strlen. */
+static inline __attribute__((always_inline)) void
+put_proto(struct line *l, const struct lk_xrec *r)
+{
+    if (r->proto == LK_SP_KAFKA)
+        PUT_LIT(l, "kafka");
+    else if (r->proto == LK_SP_PULSAR)
+        PUT_LIT(l, "pulsar");
+    else
+        PUT_LIT(l, "http");
 }
 
 /* A Pulsar command's name (with named), or its number (numbered). */
@@ -471,7 +625,7 @@ put_what(struct line *l, const struct lk_xrec *r)
         /* the method is a token (llhttp checked it): no NUL to stop at;
          * none (NULL) when the head was refused before it was read */
         if (r->method.len != 0)
-            put_mem(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
+            put_var(l, r->method.p, r->method.len > 20 ? 20 : r->method.len);
         PUT_LIT(l, " ");
         put_target(l, r->target.p, r->target.len);
     } else if (r->proto == LK_SP_KAFKA) {
@@ -527,11 +681,14 @@ format_text(struct line *l, const struct lk_xrec *r, const struct lk_access_who 
     PUT_LIT(l, " > ");
     put_s(l, who->frontend);
     PUT_LIT(l, " ");
-    put_s(l, proto_name(r));
+    put_proto(l, r);
     PUT_LIT(l, " \"");
     put_what(l, r);
     PUT_LIT(l, "\" ");
-    put_s(l, r->broker != NULL ? r->broker : "-");
+    if (r->broker != NULL)
+        put_s(l, r->broker);
+    else
+        PUT_LIT(l, "-");
     PUT_LIT(l, " ");
     /* HTTP's fields in the order lookout has always logged them; what
      * came later goes after them. */
@@ -731,17 +888,23 @@ lk_access_write(const struct lk_xrec *r, const struct lk_access_who *who)
 {
     int to = __atomic_load_n(&target, __ATOMIC_ACQUIRE);
     const struct lk_conf *conf = who->conf;
-    char line[4096];
+    struct held *h = held;
+    char line[LINE_ROOM], *at;
 
     if (to == TO_NOWHERE || (to == TO_STDERR && lk_log_level < LK_INFO))
         return;
     if (r->proto == LK_SP_KAFKA && !r->summary && !conf->log_kafka_all && kafka_data(r->api_key))
         return;
     /* On stderr, among the other log lines, in their shape: "time [info] ..." */
-    size_t n = lk_access_format(r, who, conf->log_format == LK_LOG_JSON,
-                                to == TO_STDERR ? "[info] " : "", line, sizeof(line));
-    if (held != NULL)
-        hold(held, to, line, n);
+    int json = conf->log_format == LK_LOG_JSON;
+    const char *tag = to == TO_STDERR ? "[info] " : "";
+    if (h != NULL && (at = room(h, to)) != NULL) { /* formatted where it is held: no copy */
+        held_add(h, to, lk_access_format(r, who, json, tag, at, LINE_ROOM));
+        return;
+    }
+    size_t n = lk_access_format(r, who, json, tag, line, sizeof(line));
+    if (h != NULL)
+        hold(h, to, line, n);
     else
         write_out(to, line, n);
 }

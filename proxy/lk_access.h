@@ -34,10 +34,16 @@ void lk_access_close(void);
  * now on (lk_access.h's opening says how long).  Until then, and on any
  * other thread, each line is written at once. */
 void lk_access_thread_start(struct event_base *base);
-/* Writes what the calling thread holds now: before its loop ends, and
- * before the target changes (lk_access_configure and lk_access_reopen
- * call it for their own thread). */
+/* Writes what the calling thread holds now: before its loop ends, before
+ * the target changes (lk_access_configure and lk_access_reopen call it
+ * for their own thread), and at the end of lk_io's flush. */
 void lk_access_flush(void);
+/* Set (by lk_io, on a worker thread) while its flush of outputs is due
+ * later in this loop iteration: it clears this and calls lk_access_flush
+ * when it runs, so that a line held meanwhile needs no event of its own.
+ * A flush that does not come (a loop broken off) leaves the lines to
+ * lk_access_thread_end, as the event would. */
+extern __thread unsigned char lk_access_ride;
 /* Writes what the calling thread holds and stops holding lines: when its
  * loop has ended (a drain or a stop may break it off before the
  * iteration's write). */

@@ -191,6 +191,7 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
         lk_guard_free(conf);
         return NULL;
     }
+    conf->min_len = lk_match_min_len(conf->match);
     return conf;
 }
 
@@ -528,6 +529,36 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     return LK_GUARD_PASS;
 }
 
+static inline uint64_t
+word_at(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* lk_str_eqi(t, lit) for a lit of 8 bytes or more, in lower case, of
+ * letters and of bytes under 0x40 ('/', '-', '+', '.', digits): 8 bytes
+ * at a time, the last word overlapping.  A letter of lit (its 0x40 bit
+ * set) matches a byte equal to it with the 0x20 bit set, that is the
+ * letter in either case; any other byte, only itself. */
+static inline int
+eqi_lower(struct lk_str t, struct lk_str lit)
+{
+    const uint64_t bit40 = 0x4040404040404040ULL;
+
+    if (t.len != lit.len)
+        return 0;
+    for (size_t i = 0;; i += 8) {
+        size_t at = i + 8 <= lit.len ? i : lit.len - 8;
+        uint64_t l = word_at(lit.p + at);
+        if ((word_at(t.p + at) | (l & bit40) >> 1) != l)
+            return 0;
+        if (at + 8 == lit.len)
+            return 1;
+    }
+}
+
 /* Whether a body of this media type is text we should read (see the top
  * of the file); none (no Content-Type) counts as text. */
 static int
@@ -545,11 +576,16 @@ is_text(struct lk_str t)
         return 1;
     /* the exact ones first: application/json, the most common, is one compare */
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-        if (lk_str_eqi(t, exact[i]))
+        if (eqi_lower(t, exact[i]))
             return 1;
     /* a byte first, so that a binary type is turned down in a few compares */
-    if (t.len >= 5 && (t.p[0] | 0x20) == 't' && strncasecmp(t.p, "text/", 5) == 0)
-        return 1;
+    if (t.len >= 5 && t.p[4] == '/') {
+        uint32_t w, text;
+        memcpy(&w, t.p, 4);
+        memcpy(&text, "text", 4);
+        if ((w | 0x20202020U) == text)
+            return 1; /* text/: its four letters in either case (as in eqi_lower) */
+    }
     return (t.len >= 5 && t.p[t.len - 5] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+json"))) ||
            (t.len >= 4 && t.p[t.len - 4] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+xml")));
 }
@@ -561,13 +597,18 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
     *read = LK_GUARD_READ_NONE;
     for (size_t i = 0; i < res->nheaders; i++) {
         const struct lk_str *value = &res->headers[i].value;
-        if (lk_match_none(conf->match, value->p, value->len))
-            continue; /* most are */
+        /* most are clean; many (Server, Content-Length) too short to ask */
+        if (value->len < conf->min_len || lk_match_none(conf->match, value->p, value->len))
+            continue;
         enum lk_guard_verdict v = scan_header(conf, x, g, &res->headers[i]);
         if (v != LK_GUARD_PASS)
             return v;
     }
-    if (!is_text(lk_http_media_type(res)))
+    /* Content-Type exactly application/json, the common case, is its own
+     * media type: no parse for it */
+    const struct lk_str *ct = lk_http_find_id(res, LK_HDR_CONTENT_TYPE);
+    if (!(ct != NULL && eqi_lower(*ct, LK_STRLIT("application/json"))) &&
+        !is_text(lk_http_media_type(res)))
         return LK_GUARD_PASS;
     lk_match_state_init(&g->st);
     if (conf->nany_port != 0) {
@@ -770,10 +811,10 @@ scan_in_place(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     return LK_GUARD_PASS;
 }
 
-/* Whether `in` is a whole body, in one piece, with no match in it: the
- * matcher's cheap answer (lk_match_none) for most small bodies, which
- * come whole. */
-static int
+/* The length of `in` if it is a whole body, in one piece, with no match
+ * in it, else 0: the matcher's cheap answer (lk_match_none) for most
+ * small bodies, which come whole. */
+static size_t
 whole_clean(const struct lk_guard *conf, struct evbuffer *in)
 {
     struct evbuffer_iovec vec;
@@ -781,7 +822,9 @@ whole_clean(const struct lk_guard *conf, struct evbuffer *in)
 
     /* a length, not -1: with -1, libevent counts no further than vec */
     return len != 0 && evbuffer_peek(in, (ev_ssize_t)len, NULL, &vec, 1) == 1 &&
-           vec.iov_len == len && lk_match_none(conf->match, vec.iov_base, len);
+                   vec.iov_len == len && lk_match_none(conf->match, vec.iov_base, len)
+               ? len
+               : 0;
 }
 
 /* Feeds the bytes of `in` not seen yet (it holds held-back bytes already
@@ -796,9 +839,10 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
     struct lk_match_hit hit;
     enum lk_guard_verdict v;
     char buf[4096];
+    size_t whole;
 
-    if (last && g->fed == 0 && g->body == BODY_SCAN && whole_clean(conf, in)) {
-        g->fed = evbuffer_get_length(in);
+    if (last && g->fed == 0 && g->body == BODY_SCAN && (whole = whole_clean(conf, in)) != 0) {
+        g->fed = whole;
         return LK_GUARD_PASS;
     }
     if (conf->mode == LK_LEAK_LOG && g->body == BODY_SCAN &&

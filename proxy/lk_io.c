@@ -17,6 +17,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "lk_access.h"
 #include "lk_clock.h"
 #include "lk_conf.h"
 #include "lk_io.h"
@@ -64,10 +65,12 @@ lk_io_queue(struct lk_io *io)
     io->queued = 1;
     io->prev = NULL;
     io->next = w->flushq;
-    if (w->flushq != NULL)
+    if (w->flushq != NULL) {
         w->flushq->prev = io;
-    else
+    } else {
         event_active(w->flush_ev, EV_TIMEOUT, 1);
+        lk_access_ride = 1; /* the access lines of this iteration go with it */
+    }
     w->flushq = io;
 }
 
@@ -395,6 +398,8 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
         io_unlink(io);
         io_flush(io);
     }
+    lk_access_ride = 0;
+    lk_access_flush();
 }
 
 /* A plaintext socket is readable (or its read timeout passed): read into
