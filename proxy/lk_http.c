@@ -293,7 +293,7 @@ hconn_cleanup(void *arg)
     lk_upstream_free(hc->tunnel_up);
     hc->tunnel_up = NULL;
     if (hc->timer != NULL)
-        event_free(hc->timer);
+        event_del(hc->timer); /* pool memory */
     if (hc->res_body != NULL) {
         evbuffer_free(hc->res_body);
         evbuffer_free(hc->res_out);
@@ -311,7 +311,10 @@ start(struct lk_conn *c)
     hc->fresh = !c->io.unparking;
     c->proto = hc;
     lk_http_parser_init(&hc->rp, 1, c->conf->max_header_bytes);
-    hc->timer = evtimer_new(c->w->base, timer_cb, hc);
+    /* The timer in the pool, like hc: no malloc and free of its own per
+     * connection. */
+    hc->timer = lk_pnalloc(&c->pool, sizeof(struct event));
+    evtimer_assign(hc->timer, c->w->base, timer_cb, hc);
     lk_pool_cleanup_add(&c->pool, hconn_cleanup, hc);
     bufferevent_setcb(c->bev, client_read, client_write, client_event, hc);
     lk_io_set_timeouts(&c->io, NULL, &idle);
