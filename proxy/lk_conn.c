@@ -59,11 +59,7 @@ lk_conn_extra(struct lk_conn *c)
 {
     if (c->extra == NULL) {
         /* one per connection with a PROXY header (its pp_dst) */
-        c->extra = lk_tmalloc(sizeof(*c->extra));
-        if (c->extra == NULL) {
-            fputs("lookout: out of memory\n", stderr);
-            abort();
-        }
+        c->extra = lk_xtmalloc(sizeof(*c->extra));
         memset(c->extra, 0, sizeof(*c->extra));
     }
     return c->extra;

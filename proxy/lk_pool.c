@@ -140,9 +140,7 @@ pool_take(struct lk_pool *pool, size_t size)
             spare = c->next;
             nspare--;
         } else {
-            c = lk_tmalloc(sizeof(*c) + csize);
-            if (c == NULL)
-                oom();
+            c = lk_xtmalloc(sizeof(*c) + csize);
             c->size = csize;
         }
         c->used = 0;
@@ -366,6 +364,15 @@ lk_tmalloc(size_t n)
         }
     }
     return malloc(n);
+}
+
+void *
+lk_xtmalloc(size_t n)
+{
+    void *p = lk_tmalloc(n);
+    if (p == NULL)
+        oom();
+    return p;
 }
 
 void

@@ -62,6 +62,8 @@ void lk_pool_clear(struct lk_pool *pool);
  * be given to lk_tfree, and any of lk_tmalloc's to free or realloc. */
 void *lk_tmalloc(size_t n);
 void lk_tfree(void *p);
+/* lk_tmalloc that aborts on OOM, like lk_xmalloc. */
+void *lk_xtmalloc(size_t n);
 /* Gives libevent lk_tmalloc and lk_tfree.  Call before any other libevent
  * function. */
 void lk_pool_libevent(void);
