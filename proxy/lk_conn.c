@@ -57,8 +57,11 @@ void (*lk_conn_kept_drop)(struct lk_conn *c);
 struct lk_conn_extra *
 lk_conn_extra(struct lk_conn *c)
 {
-    if (c->extra == NULL)
-        c->extra = lk_xcalloc(1, sizeof(*c->extra));
+    if (c->extra == NULL) {
+        /* one per connection with a PROXY header (its pp_dst) */
+        c->extra = lk_xtmalloc(sizeof(*c->extra));
+        memset(c->extra, 0, sizeof(*c->extra));
+    }
     return c->extra;
 }
 
@@ -76,7 +79,7 @@ extra_free(struct lk_conn *c)
         event_free(x->age_ev);
     if (x->close_ev != NULL)
         event_free(x->close_ev); /* cancelled */
-    free(x);
+    lk_tfree(x);
 }
 
 static void
@@ -591,6 +594,7 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
  * on a socket that stays readable.
  */
 #define LK_PP_WAIT_MAX 1024 /* a v2 header with TLVs up to this is taken */
+#define LK_PP_WAIT_BLOCK 2048 /* what a struct pp_wait is allocated as */
 
 struct pp_wait {
     struct lk_conn *c;
@@ -633,7 +637,7 @@ pp_free(struct lk_conn *c)
     struct pp_wait *p = c->proto;
 
     event_del(&p->ev);
-    free(p);
+    lk_tfree(p);
     c->proto = NULL;
     c->pp_wait = 0;
 }
@@ -652,8 +656,17 @@ pp_close(struct lk_conn *c, int why, int level, const char *fmt, const char *wha
 static void
 pp_wait(struct lk_conn *c, evutil_socket_t fd)
 {
-    /* Off the pool, which keeps what it holds for the connection's life. */
-    struct pp_wait *p = lk_xmalloc(sizeof(*p));
+    /* Off the pool, which keeps what it holds for the connection's life;
+     * a block of 2 KiB, which each thread keeps for the next (lk_tmalloc),
+     * as malloc's own cache takes nothing over 1 KiB. */
+    _Static_assert(sizeof(struct pp_wait) <= LK_PP_WAIT_BLOCK, "a pp_wait fits its block");
+    struct pp_wait *p = lk_tmalloc(LK_PP_WAIT_BLOCK);
+    if (p == NULL) {
+        lk_log(LK_ERR, c, "cannot wait for a PROXY protocol header: out of memory");
+        evutil_closesocket(fd);
+        lk_conn_close(c);
+        return;
+    }
     const struct lk_conf *conf = c->conf;
 
     memset(p, 0, offsetof(struct pp_wait, buf));
@@ -685,7 +698,7 @@ pp_done(struct pp_wait *p)
     if (conf->max_connections_per_client != 0 &&
         lk_limit_take(&c->peer, conf->max_connections_per_client, &c->limit) != 0) {
         event_del(&p->ev);
-        free(p);
+        lk_tfree(p);
         c->fd = -1;
         refuse(c->st, c->bind, conf, fd, &c->peer, REFUSED_PER_CLIENT);
         lk_conn_close(c);
@@ -695,7 +708,7 @@ pp_done(struct pp_wait *p)
     /* Only now: the connection's read event is added (or it closed), so
      * taking this one off leaves the socket in epoll. */
     event_del(&p->ev);
-    free(p);
+    lk_tfree(p);
 }
 
 /* Takes the header's source as the client. */

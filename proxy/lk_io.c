@@ -171,7 +171,7 @@ io_timer_start(struct lk_io *io)
     struct lk_io_timer *tm = io->tm;
 
     if (tm == NULL) {
-        tm = io->tm = lk_xmalloc(sizeof(*tm));
+        tm = io->tm = lk_xtmalloc(sizeof(*tm)); /* kept per thread once freed */
         event_assign(&tm->ev, io->w->base, -1, 0, io_timer_cb, io);
         tm->armed_ms = 0;
     }
@@ -187,7 +187,7 @@ io_timer_free(struct lk_io *io)
     if (io->tm == NULL)
         return;
     event_del(&io->tm->ev);
-    free(io->tm);
+    lk_tfree(io->tm);
     io->tm = NULL;
 }
 

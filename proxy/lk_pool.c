@@ -140,7 +140,7 @@ pool_take(struct lk_pool *pool, size_t size)
             spare = c->next;
             nspare--;
         } else {
-            c = lk_xmalloc(sizeof(*c) + csize);
+            c = lk_xtmalloc(sizeof(*c) + csize);
             c->size = csize;
         }
         c->used = 0;
@@ -217,10 +217,11 @@ lk_psprintf(struct lk_pool *pool, const char *fmt, ...)
     return d;
 }
 
+/* The record is pool memory, released after every cleanup has run. */
 void
 lk_pool_cleanup_add(struct lk_pool *pool, lk_pool_cleanup_cb cb, void *arg)
 {
-    struct lk_pool_cleanup *cl = lk_xmalloc(sizeof(*cl));
+    struct lk_pool_cleanup *cl = lk_pnalloc(pool, sizeof(*cl));
     cl->cb = cb;
     cl->arg = arg;
     cl->next = pool->cleanups;
@@ -234,7 +235,6 @@ lk_pool_clear(struct lk_pool *pool)
         struct lk_pool_cleanup *cl = pool->cleanups;
         pool->cleanups = cl->next;
         cl->cb(cl->arg);
-        free(cl);
     }
     while (pool->chunks != NULL) {
         struct lk_pool_chunk *c = pool->chunks;
@@ -249,29 +249,46 @@ lk_pool_clear(struct lk_pool *pool)
             spare = c;
             nspare++;
         } else {
-            free(c);
+            lk_tfree(c);
         }
     }
 }
 
 /*
- * libevent's buffers, through event_set_mem_functions: its chains are
- * blocks of 2^k bytes.  A read reserves 16 KiB or more in the input (a
- * 32 KiB block with the chain's header), which the protocol drains, and
- * so frees, within the same turn of the loop; a head written out is a
- * 1 KiB chain, freed once sent.  glibc serves the larger blocks from its
- * bins rather than its per-thread cache, at several hundred instructions
- * a malloc and free, and the 1 KiB ones too once a turn holds more of
- * them than that cache's 7 a size (a turn with io_uring reads every
- * readable socket before any is drained).  So freed blocks of 1 KiB to
- * 64 KiB wait here, per thread and per size, for the next chain of that
- * size, up to LK_BLOCKS_KEPT bytes a thread.  Any other size, and every
- * block past that, is malloc's.  Not under AddressSanitizer, which should
- * see every block freed.
+ * Short-lived blocks, per thread: libevent's (through
+ * event_set_mem_functions), the pools' chunks other than the spares
+ * above, and any other caller's of lk_tmalloc.
+ *
+ * libevent's buffer chains are blocks of 2^k bytes.  A read reserves
+ * 16 KiB or more in the input (a 32 KiB block with the chain's header),
+ * which the protocol drains, and so frees, within the same turn of the
+ * loop; a head written out is a 1 KiB chain, freed once sent.  glibc
+ * serves the larger blocks from its bins rather than its per-thread cache,
+ * at several hundred instructions a malloc and free, and the 1 KiB ones
+ * too once a turn holds more of them than that cache's 7 a size (a turn
+ * with io_uring reads every readable socket before any is drained).  So
+ * freed blocks of 1 KiB to 64 KiB wait here, per thread and per size, for
+ * the next chain of that size, up to LK_BLOCKS_KEPT bytes a thread.
+ *
+ * Smaller blocks are what each connection and exchange makes and frees:
+ * a bufferevent, its evbuffers and their callbacks, timers, a connection
+ * pool's first chunk; glibc's cache again holds 7 of a size, fewer than a
+ * turn of the loop frees when it ends many connections.  They wait by
+ * the 16-byte class of what malloc says they can hold, up to
+ * LK_SMALLS_KEPT bytes a thread: a block of class k holds 16k - 8 bytes
+ * or more (the least of glibc's chunks of 16k bytes), and a request for
+ * n bytes is served from class (n + 23) / 16, whose blocks hold n at
+ * least, whatever malloc's own rounding.
+ *
+ * Any other size, and every block past those bounds, is malloc's.  Not
+ * under AddressSanitizer, which should see every block freed.
  */
 #define LK_BLOCK_MIN_SHIFT 10
 #define LK_BLOCK_MAX_SHIFT 16
 #define LK_BLOCKS_KEPT (LK_UNDER_ASAN ? 0 : 2u << 20)
+#define LK_SMALL_CLASSES 64 /* classes 2 to 63: requests of up to 1000 bytes */
+#define LK_SMALL_MAX (16 * (LK_SMALL_CLASSES - 1) - 8)
+#define LK_SMALLS_KEPT (LK_UNDER_ASAN ? 0 : 256u << 10)
 
 struct lk_block {
     struct lk_block *next;
@@ -279,23 +296,32 @@ struct lk_block {
 
 static __thread struct lk_block *blocks[LK_BLOCK_MAX_SHIFT - LK_BLOCK_MIN_SHIFT + 1];
 static __thread size_t blocks_kept; /* bytes */
+static __thread struct lk_block *smalls[LK_SMALL_CLASSES];
+static __thread size_t smalls_kept; /* bytes */
 static __thread int blocks_keyed;
 static pthread_key_t blocks_key;
 static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
 
 /* A thread that ends frees the blocks it kept (the key's destructor). */
 static void
+chain_free(struct lk_block **head)
+{
+    while (*head != NULL) {
+        struct lk_block *b = *head;
+        *head = b->next;
+        free(b);
+    }
+}
+
+static void
 blocks_free(void *arg)
 {
     (void)arg;
-    for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++) {
-        while (blocks[k] != NULL) {
-            struct lk_block *b = blocks[k];
-            blocks[k] = b->next;
-            free(b);
-        }
-    }
-    blocks_kept = 0;
+    for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++)
+        chain_free(&blocks[k]);
+    for (size_t k = 0; k < LK_SMALL_CLASSES; k++)
+        chain_free(&smalls[k]);
+    blocks_kept = smalls_kept = 0;
 }
 
 static void
@@ -304,10 +330,31 @@ blocks_key_make(void)
     pthread_key_create(&blocks_key, blocks_free);
 }
 
-static void *
-ev_malloc(size_t n)
+static inline void
+block_push(struct lk_block **head, void *p)
 {
-    if ((n & (n - 1)) == 0 && n >> LK_BLOCK_MIN_SHIFT != 0 && n >> LK_BLOCK_MAX_SHIFT <= 1) {
+    if (!blocks_keyed) {
+        pthread_once(&blocks_once, blocks_key_make);
+        pthread_setspecific(blocks_key, blocks);
+        blocks_keyed = 1;
+    }
+    struct lk_block *b = p;
+    b->next = *head;
+    *head = b;
+}
+
+void *
+lk_tmalloc(size_t n)
+{
+    if (n <= LK_SMALL_MAX) {
+        size_t k = n <= 24 ? 2 : (n + 23) >> 4;
+        struct lk_block *b = smalls[k];
+        if (b != NULL) {
+            smalls[k] = b->next;
+            smalls_kept -= 16 * k;
+            return b;
+        }
+    } else if ((n & (n - 1)) == 0 && n >> LK_BLOCK_MIN_SHIFT != 0 && n >> LK_BLOCK_MAX_SHIFT <= 1) {
         struct lk_block **head = &blocks[__builtin_ctzl(n) - LK_BLOCK_MIN_SHIFT];
         struct lk_block *b = *head;
         if (b != NULL) {
@@ -319,27 +366,36 @@ ev_malloc(size_t n)
     return malloc(n);
 }
 
-static void
-ev_free(void *p)
+void *
+lk_xtmalloc(size_t n)
+{
+    void *p = lk_tmalloc(n);
+    if (p == NULL)
+        oom();
+    return p;
+}
+
+void
+lk_tfree(void *p)
 {
     if (p == NULL)
         return;
-    /* The size class of a block is what malloc says it can hold: 2^k, and
-     * less than a header more (a larger block of another size is not
-     * kept, as its spare bytes would be wasted). */
     size_t u = malloc_usable_size(p);
-    if (u >> LK_BLOCK_MIN_SHIFT != 0 && u >> LK_BLOCK_MAX_SHIFT <= 1) {
-        unsigned k = 63 - (unsigned)__builtin_clzl(u);
-        size_t n = (size_t)1 << k;
+    size_t k = (u + 8) >> 4;
+    if (k < LK_SMALL_CLASSES) {
+        if (k >= 2 && smalls_kept + 16 * k <= LK_SMALLS_KEPT) {
+            block_push(&smalls[k], p);
+            smalls_kept += 16 * k;
+            return;
+        }
+    } else if (u >> LK_BLOCK_MIN_SHIFT != 0 && u >> LK_BLOCK_MAX_SHIFT <= 1) {
+        /* The size class of a block is what malloc says it can hold: 2^k,
+         * and less than a header more (a larger block of another size is
+         * not kept, as its spare bytes would be wasted). */
+        unsigned s = 63 - (unsigned)__builtin_clzl(u);
+        size_t n = (size_t)1 << s;
         if (u - n < 64 && blocks_kept + n <= LK_BLOCKS_KEPT) {
-            if (!blocks_keyed) {
-                pthread_once(&blocks_once, blocks_key_make);
-                pthread_setspecific(blocks_key, blocks);
-                blocks_keyed = 1;
-            }
-            struct lk_block *b = p;
-            b->next = blocks[k - LK_BLOCK_MIN_SHIFT];
-            blocks[k - LK_BLOCK_MIN_SHIFT] = b;
+            block_push(&blocks[s - LK_BLOCK_MIN_SHIFT], p);
             blocks_kept += n;
             return;
         }
@@ -351,5 +407,5 @@ void
 lk_pool_libevent(void)
 {
     /* Every block kept is one malloc made: realloc takes it as it is. */
-    event_set_mem_functions(ev_malloc, realloc, ev_free);
+    event_set_mem_functions(lk_tmalloc, realloc, lk_tfree);
 }

@@ -55,9 +55,17 @@ void lk_pool_cleanup_add(struct lk_pool *pool, lk_pool_cleanup_cb cb, void *arg)
 void lk_pool_clear(struct lk_pool *pool);
 #define lk_pool_free lk_pool_clear
 
-/* Gives libevent an allocator that keeps its freed 1 KiB to 64 KiB buffer
- * blocks per thread for the next ones (lk_pool.c says why).  Call before
- * any other libevent function. */
+/* malloc and free for what a thread makes and frees again and again
+ * (per connection, per exchange): freed blocks under 1 KiB, and of 1 KiB
+ * to 64 KiB by powers of two, wait per thread for the next of their size
+ * (lk_pool.c says why).  NULL on OOM, as malloc; any malloc'd block may
+ * be given to lk_tfree, and any of lk_tmalloc's to free or realloc. */
+void *lk_tmalloc(size_t n);
+void lk_tfree(void *p);
+/* lk_tmalloc that aborts on OOM, like lk_xmalloc. */
+void *lk_xtmalloc(size_t n);
+/* Gives libevent lk_tmalloc and lk_tfree.  Call before any other libevent
+ * function. */
 void lk_pool_libevent(void);
 
 /* Config-lifetime allocations: abort on OOM (h2o_mem_alloc). */
