@@ -2,7 +2,6 @@
  * The filter chain: building a cluster's chain from its `filters =` list,
  * and running the hooks of an exchange in that order.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,58 +119,6 @@ lk_flt_chain_free(struct lk_cluster *cl)
 
 /* Exchange-side ------------------------------------------------------------ */
 
-/* Emptied body buffers wait here for the thread's next exchange, up to
- * SPARE_BUFS of them: a JSON answer's filter (lookup) asks for two per
- * response, and evbuffer_new and evbuffer_free cost it about 900
- * instructions.  Not under AddressSanitizer, which should see each freed. */
-#define SPARE_BUFS (LK_UNDER_ASAN ? 0 : 16)
-
-static __thread struct evbuffer *spare_bufs[SPARE_BUFS + 1];
-static __thread unsigned nspare_bufs;
-static __thread int spare_keyed;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-
-/* A thread that ends frees what it kept (the key's destructor). */
-static void
-spare_bufs_free(void *arg)
-{
-    (void)arg;
-    while (nspare_bufs != 0)
-        evbuffer_free(spare_bufs[--nspare_bufs]);
-}
-
-static void
-spare_key_make(void)
-{
-    pthread_key_create(&spare_key, spare_bufs_free);
-}
-
-static struct evbuffer *
-buf_get(void)
-{
-    struct evbuffer *b = nspare_bufs != 0 ? spare_bufs[--nspare_bufs] : evbuffer_new();
-    if (b == NULL)
-        abort(); /* out of memory, as lk_xmalloc */
-    return b;
-}
-
-static void
-buf_put(struct evbuffer *b)
-{
-    if (nspare_bufs + 1 > SPARE_BUFS) { /* (not >=: SPARE_BUFS may be 0) */
-        evbuffer_free(b);
-        return;
-    }
-    if (!spare_keyed) {
-        pthread_once(&spare_once, spare_key_make);
-        pthread_setspecific(spare_key, spare_bufs);
-        spare_keyed = 1;
-    }
-    evbuffer_drain(b, evbuffer_get_length(b));
-    spare_bufs[nspare_bufs++] = b;
-}
-
 int
 lk_flt_attach_if_listener(struct lk_flt *f, struct lk_xchg *x)
 {
@@ -265,8 +212,8 @@ lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode)
     if (mode == LK_BODY_OBSERVE)
         return; /* it reads the bytes where they are: no buffers of its own */
     x->body_changers++;
-    s->acc = buf_get();
-    s->out = buf_get();
+    s->acc = lk_evbuffer_get();
+    s->out = lk_evbuffer_get();
 }
 
 void
@@ -292,9 +239,9 @@ lk_flt_detach_all(struct lk_xchg *x)
         if (s->attached && f->ops->detach != NULL)
             f->ops->detach(f, x);
         if (s->acc != NULL)
-            buf_put(s->acc);
+            lk_evbuffer_put(s->acc);
         if (s->out != NULL)
-            buf_put(s->out);
+            lk_evbuffer_put(s->out);
         s->acc = s->out = NULL;
         s->attached = 0;
     }

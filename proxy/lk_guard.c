@@ -529,34 +529,11 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     return LK_GUARD_PASS;
 }
 
-static inline uint64_t
-word_at(const char *p)
-{
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-/* lk_str_eqi(t, lit) for a lit of 8 bytes or more, in lower case, of
- * letters and of bytes under 0x40 ('/', '-', '+', '.', digits): 8 bytes
- * at a time, the last word overlapping.  A letter of lit (its 0x40 bit
- * set) matches a byte equal to it with the 0x20 bit set, that is the
- * letter in either case; any other byte, only itself. */
+/* lk_str_eqi(t, lit) for a lit in lower case, a word at a time. */
 static inline int
 eqi_lower(struct lk_str t, struct lk_str lit)
 {
-    const uint64_t bit40 = 0x4040404040404040ULL;
-
-    if (t.len != lit.len)
-        return 0;
-    for (size_t i = 0;; i += 8) {
-        size_t at = i + 8 <= lit.len ? i : lit.len - 8;
-        uint64_t l = word_at(lit.p + at);
-        if ((word_at(t.p + at) | (l & bit40) >> 1) != l)
-            return 0;
-        if (at + 8 == lit.len)
-            return 1;
-    }
+    return t.len == lit.len && lk_fold_eq(t.p, lit.p, lit.len);
 }
 
 /* Whether a body of this media type is text we should read (see the top

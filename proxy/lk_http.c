@@ -11,7 +11,6 @@
  * requests off it one exchange at a time, and stopping.  The rest of the
  * module is cut along its seams (lk_http_xchg.h says which file holds what).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -279,55 +278,6 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     lk_hx_reply_error(hx, 408, "request head timed out", 1);
 }
 
-/* A connection's two response buffers (hc->res_body and res_out, made by
- * lk_hx_new for its first exchange) wait here, emptied, for the thread's
- * next connection, up to SPARE_PAIRS pairs: evbuffer_new and evbuffer_free
- * of both cost about 500 instructions, per connection when each carries one
- * request (a turn of the loop with 50 such connections started more than
- * 32 before any ended).  Not under AddressSanitizer, which should see each
- * freed. */
-#define SPARE_PAIRS (LK_UNDER_ASAN ? 0 : 64)
-
-static __thread struct evbuffer *spare_pairs[2 * SPARE_PAIRS + 2];
-static __thread unsigned nspare_pairs; /* buffers, two a pair */
-static __thread int spare_keyed;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-
-/* A thread that ends frees what it kept (the key's destructor). */
-static void
-spare_pairs_free(void *arg)
-{
-    (void)arg;
-    while (nspare_pairs != 0)
-        evbuffer_free(spare_pairs[--nspare_pairs]);
-}
-
-static void
-spare_key_make(void)
-{
-    pthread_key_create(&spare_key, spare_pairs_free);
-}
-
-static void
-pair_put(struct evbuffer *body, struct evbuffer *out)
-{
-    if (nspare_pairs + 2 > 2 * SPARE_PAIRS) { /* (not >=: SPARE_PAIRS may be 0) */
-        evbuffer_free(body);
-        evbuffer_free(out);
-        return;
-    }
-    if (!spare_keyed) {
-        pthread_once(&spare_once, spare_key_make);
-        pthread_setspecific(spare_key, spare_pairs);
-        spare_keyed = 1;
-    }
-    evbuffer_drain(body, evbuffer_get_length(body));
-    evbuffer_drain(out, evbuffer_get_length(out));
-    spare_pairs[nspare_pairs++] = body;
-    spare_pairs[nspare_pairs++] = out;
-}
-
 static void
 hconn_cleanup(void *arg)
 {
@@ -344,8 +294,11 @@ hconn_cleanup(void *arg)
     hc->tunnel_up = NULL;
     if (hc->timer != NULL)
         event_del(hc->timer); /* pool memory */
-    if (hc->res_body != NULL)
-        pair_put(hc->res_body, hc->res_out);
+    /* emptied for the thread's next connection (lk_hx_new made them) */
+    if (hc->res_body != NULL) {
+        lk_evbuffer_put(hc->res_body);
+        lk_evbuffer_put(hc->res_out);
+    }
     lk_http_parser_free(&hc->rp);
 }
 
@@ -359,10 +312,9 @@ start(struct lk_conn *c)
     hc->fresh = !c->io.unparking;
     c->proto = hc;
     lk_http_parser_init(&hc->rp, 1, c->conf->max_header_bytes);
-    if (nspare_pairs != 0) { /* else lk_hx_new makes them */
-        hc->res_out = spare_pairs[--nspare_pairs];
-        hc->res_body = spare_pairs[--nspare_pairs];
-    }
+    /* a closed connection's, if the thread kept some; else lk_hx_new makes them */
+    if ((hc->res_out = lk_evbuffer_spare()) != NULL)
+        hc->res_body = lk_evbuffer_get();
     /* The timer in the pool, like hc: no malloc and free of its own per
      * connection. */
     hc->timer = lk_pnalloc(&c->pool, sizeof(struct event));

@@ -62,54 +62,6 @@ const struct lk_str lk_hdr_names[LK_HDR_NKNOWN] = {
     [LK_HDR_X_FORWARDED_CLIENT_CERT] = LK_STRLIT("X-Forwarded-Client-Cert"),
 };
 
-/*
- * Whether a equals b, a word (or byte) of a known name (letters and '-'),
- * ASCII case-insensitively: the 0x20 bit is ignored where b has a letter
- * (bit 0x40 set) and every bit compared elsewhere, so that only a letter's
- * two cases match it and '-' matches only itself.
- */
-static inline int
-fold_eq_word(uint64_t a, uint64_t b)
-{
-    uint64_t fold = (b & 0x4040404040404040u) >> 1;
-    return (a | fold) == (b | fold);
-}
-
-static inline uint64_t
-load8(const char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t
-load4(const char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-/* Whether x equals y, a known name of len bytes, a word at a time. */
-static int
-fold_eq(const char *x, const char *y, size_t len)
-{
-    if (len >= 8) {
-        for (size_t i = 0; i + 8 < len; i += 8)
-            if (!fold_eq_word(load8(x + i), load8(y + i)))
-                return 0;
-        return fold_eq_word(load8(x + len - 8), load8(y + len - 8)); /* overlaps */
-    }
-    if (len >= 4)
-        return fold_eq_word(load4(x), load4(y)) &&
-               fold_eq_word(load4(x + len - 4), load4(y + len - 4));
-    for (size_t i = 0; i < len; i++)
-        if (!fold_eq_word((unsigned char)x[i], (unsigned char)y[i]))
-            return 0;
-    return 1;
-}
-
 enum lk_hdr
 lk_http_hdr_id(struct lk_str name)
 {
@@ -143,7 +95,7 @@ lk_http_hdr_id(struct lk_str name)
     case 23: id = LK_HDR_X_FORWARDED_CLIENT_CERT; break;
     default: return LK_HDR_OTHER;
     }
-    return fold_eq(x, lk_hdr_names[id].p, name.len) ? id : LK_HDR_OTHER;
+    return lk_fold_eq(x, lk_hdr_names[id].p, name.len) ? id : LK_HDR_OTHER;
 }
 
 /* Header editing ------------------------------------------------------- */
@@ -600,7 +552,7 @@ lk_http_strip_hop_by_hop(struct lk_http_msg *m)
     int has_conn = (m->present & BIT(LK_HDR_CONNECTION)) != 0;
     struct lk_str conn = has_conn ? m->headers[m->first[LK_HDR_CONNECTION]].value : LK_STR_NULL;
     if (has_conn && m->count[LK_HDR_CONNECTION] == 1 && conn.len == 10 &&
-        fold_eq(conn.p, "keep-alive", 10)) {
+        lk_fold_eq(conn.p, "keep-alive", 10)) {
         /* what most peers send: names a field that goes anyway (compared
          * as the known names are, a word at a time) */
     } else if (has_conn) {
@@ -632,11 +584,11 @@ static inline char *
 put(char *d, const char *p, size_t n)
 {
     if (n >= 8 && n <= 16) {
-        uint64_t a = load8(p), b = load8(p + n - 8);
+        uint64_t a = lk_load8(p), b = lk_load8(p + n - 8);
         memcpy(d, &a, 8);
         memcpy(d + n - 8, &b, 8);
     } else if (n >= 4 && n < 8) {
-        uint32_t a = (uint32_t)load4(p), b = (uint32_t)load4(p + n - 4);
+        uint32_t a = (uint32_t)lk_load4(p), b = (uint32_t)lk_load4(p + n - 4);
         memcpy(d, &a, 4);
         memcpy(d + n - 4, &b, 4);
     } else if (n > 16) {
@@ -802,9 +754,9 @@ target_suspect(struct lk_str t)
         return 0;
     }
     for (; i + 8 < t.len; i += 8)
-        if (word_suspect(load8(t.p + i)))
+        if (word_suspect(lk_load8(t.p + i)))
             return 1;
-    return word_suspect(load8(t.p + t.len - 8)); /* overlaps */
+    return word_suspect(lk_load8(t.p + t.len - 8)); /* overlaps */
 }
 
 /* Every Transfer-Encoding token, across all its fields, in *n; 0 if they

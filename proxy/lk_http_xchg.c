@@ -75,9 +75,9 @@ lk_hx_new(struct lk_hconn *hc)
     hx->x.req.is_request = 1;
     hx->x.req.http_major = hx->x.req.http_minor = 1;
     hx->x.res.http_major = hx->x.res.http_minor = 1;
-    if (hc->res_body == NULL) {
-        hc->res_body = evbuffer_new();
-        hc->res_out = evbuffer_new();
+    if (hc->res_body == NULL) { /* the connection's first exchange */
+        hc->res_body = lk_evbuffer_get();
+        hc->res_out = lk_evbuffer_get();
     }
     hx->res_body = hc->res_body;
     hx->res_out = hc->res_out;

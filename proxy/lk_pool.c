@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "lk_pool.h"
@@ -408,4 +409,63 @@ lk_pool_libevent(void)
 {
     /* Every block kept is one malloc made: realloc takes it as it is. */
     event_set_mem_functions(lk_tmalloc, realloc, lk_tfree);
+}
+
+/* Spare evbuffers ------------------------------------------------------------
+ *
+ * An HTTP connection's two response buffers (for connections that carry
+ * one request each: a turn of the loop with 50 of them started more than
+ * 32 before any ended) and a JSON answer's two filter buffers (lookup). */
+#define LK_SPARE_EVBUFFERS (LK_UNDER_ASAN ? 0 : 160)
+
+static __thread struct evbuffer *spare_evb[LK_SPARE_EVBUFFERS + 1];
+static __thread unsigned nspare_evb;
+static __thread int spare_evb_keyed;
+static pthread_key_t spare_evb_key;
+static pthread_once_t spare_evb_once = PTHREAD_ONCE_INIT;
+
+/* A thread that ends frees what it kept (the key's destructor). */
+static void
+spare_evb_free(void *arg)
+{
+    (void)arg;
+    while (nspare_evb != 0)
+        evbuffer_free(spare_evb[--nspare_evb]);
+}
+
+static void
+spare_evb_key_make(void)
+{
+    pthread_key_create(&spare_evb_key, spare_evb_free);
+}
+
+struct evbuffer *
+lk_evbuffer_spare(void)
+{
+    return nspare_evb != 0 ? spare_evb[--nspare_evb] : NULL;
+}
+
+struct evbuffer *
+lk_evbuffer_get(void)
+{
+    struct evbuffer *b = nspare_evb != 0 ? spare_evb[--nspare_evb] : evbuffer_new();
+    if (b == NULL)
+        abort(); /* out of memory, as lk_xmalloc */
+    return b;
+}
+
+void
+lk_evbuffer_put(struct evbuffer *b)
+{
+    if (nspare_evb + 1 > LK_SPARE_EVBUFFERS) { /* (not >=: it may be 0) */
+        evbuffer_free(b);
+        return;
+    }
+    if (!spare_evb_keyed) {
+        pthread_once(&spare_evb_once, spare_evb_key_make);
+        pthread_setspecific(spare_evb_key, spare_evb);
+        spare_evb_keyed = 1;
+    }
+    evbuffer_drain(b, evbuffer_get_length(b));
+    spare_evb[nspare_evb++] = b;
 }

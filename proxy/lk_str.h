@@ -6,6 +6,7 @@
 #define LK_STR_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -16,6 +17,56 @@ struct lk_str {
 
 #define LK_STRLIT(s) ((struct lk_str){(s), sizeof(s) - 1})
 #define LK_STR_NULL ((struct lk_str){NULL, 0})
+
+static inline uint64_t
+lk_load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t
+lk_load4(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/*
+ * Whether a equals b, a word (or byte) of a known name or literal (letters,
+ * digits, '-', '/', '+', '.'), ASCII case-insensitively: the 0x20 bit is
+ * ignored where b has a letter (bit 0x40 set) and every bit compared
+ * elsewhere, so that only a letter's two cases match it and '-' matches
+ * only itself.
+ */
+static inline int
+lk_fold_eq_word(uint64_t a, uint64_t b)
+{
+    uint64_t fold = (b & 0x4040404040404040u) >> 1;
+    return (a | fold) == (b | fold);
+}
+
+/* Whether x equals y, a known name or literal of len bytes (as for
+ * lk_fold_eq_word), a word at a time. */
+static inline int
+lk_fold_eq(const char *x, const char *y, size_t len)
+{
+    if (len >= 8) {
+        for (size_t i = 0; i + 8 < len; i += 8)
+            if (!lk_fold_eq_word(lk_load8(x + i), lk_load8(y + i)))
+                return 0;
+        return lk_fold_eq_word(lk_load8(x + len - 8), lk_load8(y + len - 8)); /* overlaps */
+    }
+    if (len >= 4)
+        return lk_fold_eq_word(lk_load4(x), lk_load4(y)) &&
+               lk_fold_eq_word(lk_load4(x + len - 4), lk_load4(y + len - 4));
+    for (size_t i = 0; i < len; i++)
+        if (!lk_fold_eq_word((unsigned char)x[i], (unsigned char)y[i]))
+            return 0;
+    return 1;
+}
 
 /* v in decimal at buf, without a terminator (at most 20 bytes): its
  * length.  The digits are counted first and written in place, last to
