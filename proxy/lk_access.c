@@ -325,19 +325,7 @@ put_var(struct line *l, const char *s, size_t n)
     char *d = l->p + l->len;
 
     if (__builtin_expect(n <= 32 && l->cap - l->len > 32, 1)) {
-        if (n >= 16) {
-            memcpy(d, s, 16);
-            memcpy(d + n - 16, s + n - 16, 16);
-        } else if (n >= 8) {
-            memcpy(d, s, 8);
-            memcpy(d + n - 8, s + n - 8, 8);
-        } else if (n >= 4) {
-            memcpy(d, s, 4);
-            memcpy(d + n - 4, s + n - 4, 4);
-        } else {
-            for (size_t i = 0; i < n; i++)
-                d[i] = s[i];
-        }
+        lk_copy_short(d, s, n);
         l->len += n;
     } else {
         put_mem(l, s, n);
@@ -350,48 +338,16 @@ put_s(struct line *l, const char *s)
     put_var(l, s, strlen(s));
 }
 
-/* v in decimal at buf (at most 20 digits); its length.  As lk_fmt_dec,
- * with the digits counted by compares up to 9,999 and written two at a
- * time: a line's numbers are mostly under 10,000. */
-static inline __attribute__((always_inline)) size_t
-fmt_dec(char *buf, unsigned long long v)
-{
-    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                   "25262728293031323334353637383940414243444546474849"
-                                   "50515253545556575859606162636465666768697071727374"
-                                   "75767778798081828384858687888990919293949596979899";
-    size_t n = v < 100 ? 1 + (v >= 10) : v < 10000 ? 3 + (v >= 1000) : 4;
-
-    if (n == 4 && v >= 10000)
-        for (unsigned long long t = v / 10000; t != 0; t /= 10)
-            n++;
-    char *p = buf + n;
-    while (v >= 100) {
-        unsigned k = (unsigned)(v % 100) * 2;
-        v /= 100;
-        p -= 2;
-        p[0] = pairs[k];
-        p[1] = pairs[k + 1];
-    }
-    if (v >= 10) {
-        p[-2] = pairs[v * 2];
-        p[-1] = pairs[v * 2 + 1];
-    } else {
-        p[-1] = (char)('0' + v);
-    }
-    return n;
-}
-
 static inline __attribute__((always_inline)) void
 put_u(struct line *l, unsigned long long v)
 {
     if (v < 10 && l->cap - l->len > 1) { /* most counts of a line are 0 */
         l->p[l->len++] = (char)('0' + v);
     } else if (__builtin_expect(l->cap - l->len > 20, 1)) {
-        l->len += fmt_dec(l->p + l->len, v); /* at most 20 digits */
+        l->len += lk_fmt_dec(l->p + l->len, v); /* at most 20 digits */
     } else {
         char d[20];
-        l->len = mem_cut(l->p, l->len, l->cap, d, fmt_dec(d, v));
+        l->len = mem_cut(l->p, l->len, l->cap, d, lk_fmt_dec(d, v));
     }
 }
 

@@ -191,7 +191,6 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
         lk_guard_free(conf);
         return NULL;
     }
-    conf->min_len = lk_match_min_len(conf->match);
     return conf;
 }
 
@@ -574,18 +573,13 @@ lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
     *read = LK_GUARD_READ_NONE;
     for (size_t i = 0; i < res->nheaders; i++) {
         const struct lk_str *value = &res->headers[i].value;
-        /* most are clean; many (Server, Content-Length) too short to ask */
-        if (value->len < conf->min_len || lk_match_none(conf->match, value->p, value->len))
-            continue;
+        if (lk_match_none(conf->match, value->p, value->len))
+            continue; /* most are (those shorter than every pattern at once) */
         enum lk_guard_verdict v = scan_header(conf, x, g, &res->headers[i]);
         if (v != LK_GUARD_PASS)
             return v;
     }
-    /* Content-Type exactly application/json, the common case, is its own
-     * media type: no parse for it */
-    const struct lk_str *ct = lk_http_find_id(res, LK_HDR_CONTENT_TYPE);
-    if (!(ct != NULL && eqi_lower(*ct, LK_STRLIT("application/json"))) &&
-        !is_text(lk_http_media_type(res)))
+    if (!is_text(lk_http_media_type(res)))
         return LK_GUARD_PASS;
     lk_match_state_init(&g->st);
     if (conf->nany_port != 0) {

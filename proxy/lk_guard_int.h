@@ -31,7 +31,6 @@ struct lk_guard_target {
 struct lk_guard {
     enum lk_leak_guard mode;
     struct lk_match *match;
-    size_t min_len; /* lk_match_min_len(match) */
     struct lk_guard_target *targets; /* by pattern id, below ntargets */
     size_t ntargets;
     /* "HOST:" of each internal address of a Pulsar broker without an

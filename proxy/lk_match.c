@@ -319,12 +319,6 @@ lk_match_max_len(const struct lk_match *m)
 }
 
 size_t
-lk_match_min_len(const struct lk_match *m)
-{
-    return m->min_len;
-}
-
-size_t
 lk_match_states(const struct lk_match *m)
 {
     return m->nstates;
@@ -677,33 +671,6 @@ triples_none_avx2(const struct anchors *an, const unsigned char *p, size_t len)
 }
 #endif
 
-/* memcpy(d, s, n) for n under 18 (most header values), by overlapping
- * moves of 8 or 4 bytes rather than a call. */
-static inline void
-copy_short(unsigned char *d, const unsigned char *s, size_t n)
-{
-    if (n >= 8) {
-        uint64_t a, b, c;
-        memcpy(&a, s, 8);
-        memcpy(&c, s + n - 8, 8);
-        if (n > 16) {
-            memcpy(&b, s + 8, 8);
-            memcpy(d + 8, &b, 8);
-        }
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &c, 8);
-    } else if (n >= 4) {
-        uint32_t a, c;
-        memcpy(&a, s, 4);
-        memcpy(&c, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &c, 4);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
-}
-
 static int
 triples_none(const struct lk_match *m, const struct anchors *an, const unsigned char *p, size_t len)
 {
@@ -718,7 +685,7 @@ triples_none(const struct lk_match *m, const struct anchors *an, const unsigned 
         __m128i v = _mm_set1_epi8((char)an->pad);
         _mm_storeu_si128((__m128i *)(void *)pad, v);
         _mm_storeu_si128((__m128i *)(void *)(pad + 16), v);
-        copy_short(pad, p, len);
+        lk_copy_short((char *)pad, (const char *)p, len);
         p = pad;
         len = 18;
     }

@@ -78,8 +78,6 @@ void lk_match_free(struct lk_match *m);
 /* The number of patterns, and the length of the longest. */
 size_t lk_match_count(const struct lk_match *m);
 size_t lk_match_max_len(const struct lk_match *m);
-/* The shortest pattern's length: a value shorter holds none (lk_match_none). */
-size_t lk_match_min_len(const struct lk_match *m);
 /* The number of automaton states and the bytes the automaton holds. */
 size_t lk_match_states(const struct lk_match *m);
 size_t lk_match_memory(const struct lk_match *m);

@@ -74,13 +74,51 @@ lk_fold_eq(const char *x, const char *y, size_t len)
 static inline size_t
 lk_fmt_dec(char *buf, unsigned long long v)
 {
-    size_t n = 1;
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
+    /* most numbers written are under 10,000: counted by compares */
+    size_t n = v < 100 ? 1 + (v >= 10) : v < 10000 ? 3 + (v >= 1000) : 4;
 
-    for (unsigned long long t = v; t >= 10; t /= 10)
-        n++;
-    for (size_t i = n; i-- > 0; v /= 10)
-        buf[i] = (char)('0' + v % 10);
+    if (n == 4 && v >= 10000)
+        for (unsigned long long t = v / 10000; t != 0; t /= 10)
+            n++;
+    char *p = buf + n;
+    while (v >= 100) { /* two digits at a time */
+        unsigned k = (unsigned)(v % 100) * 2;
+        v /= 100;
+        p -= 2;
+        p[0] = pairs[k];
+        p[1] = pairs[k + 1];
+    }
+    if (v >= 10) {
+        p[-2] = pairs[v * 2];
+        p[-1] = pairs[v * 2 + 1];
+    } else {
+        p[-1] = (char)('0' + v);
+    }
     return n;
+}
+
+/* memcpy(d, s, n) for n of at most 32, by two overlapping moves of 16, 8
+ * or 4 bytes rather than a call. */
+static inline void
+lk_copy_short(char *d, const char *s, size_t n)
+{
+    if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    }
 }
 
 static inline struct lk_str

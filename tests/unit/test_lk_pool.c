@@ -9,6 +9,8 @@
  * cleanups, whose records are the pool's own memory.
  */
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 #include <event2/buffer.h>
@@ -206,9 +208,52 @@ test_cleanups(void)
     ok(norder == 1 && order[0] == 4, "the pool is usable again after a clear");
 }
 
+/* lk_str.h's short helpers against libc's: lk_fmt_dec against snprintf at
+ * every digit count's edges and on random values, lk_copy_short against
+ * memcpy for every length it takes. */
+static void
+test_str_helpers(void)
+{
+    unsigned long long edge[] = {0, 9, 10, 99, 100, 999, 1000, 9999, 10000, 99999, 100000,
+                                 4294967295ULL, 4294967296ULL, 18446744073709551615ULL};
+    char got[24], want[24];
+    int bad = 0;
+
+    for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
+        for (int d = -1; d <= 1; d++) {
+            unsigned long long v = edge[i] + (unsigned long long)d;
+            size_t n = lk_fmt_dec(got, v);
+            int m = snprintf(want, sizeof(want), "%llu", v);
+            bad += (size_t)m != n || memcmp(got, want, n) != 0;
+        }
+    }
+    srand(7);
+    for (int i = 0; i < 100000; i++) {
+        unsigned long long v = ((unsigned long long)rand() << 33) ^ ((unsigned long long)rand() << 11) ^
+                               (unsigned long long)rand();
+        v >>= rand() % 64;
+        size_t n = lk_fmt_dec(got, v);
+        int m = snprintf(want, sizeof(want), "%llu", v);
+        bad += (size_t)m != n || memcmp(got, want, n) != 0;
+    }
+    ok(bad == 0, "lk_fmt_dec writes what snprintf's %%llu does (edges and 100,000 random values)");
+
+    char src[40], dst[40];
+    int cbad = 0;
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (char)('A' + i);
+    for (size_t n = 0; n <= 32; n++) {
+        memset(dst, '.', sizeof(dst));
+        lk_copy_short(dst + 1, src + 3, n);
+        cbad += memcmp(dst + 1, src + 3, n) != 0 || dst[0] != '.' || dst[1 + n] != '.';
+    }
+    ok(cbad == 0, "lk_copy_short copies 0 to 32 bytes exactly, nothing outside");
+}
+
 const struct lk_test_case lk_test_pool[] = {
     {"pool/libevent-blocks", test_blocks},
     {"pool/tmalloc", test_tmalloc},
     {"pool/cleanups", test_cleanups},
+    {"pool/str-helpers", test_str_helpers},
     {NULL, NULL},
 };
