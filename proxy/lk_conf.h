@@ -365,6 +365,7 @@ struct lk_conf {
     size_t max_held_bytes;             /* per worker: frames held to rewrite (lk_hold.h), default 64m */
     unsigned upstream_idle_max;        /* `upstream.idle_pool`: idle connections kept per broker per worker, default 64 */
     int listen_backlog;                /* `listen.backlog`: listen(2) backlog of each socket, default 4096 */
+    int defer_accept;                  /* `listen.defer_accept`: TCP_DEFER_ACCEPT on each socket, default on */
     /* Connection limits (lk_conn_accept, lk_limit.h, lk_pair.c): client
      * connections per worker and per client address (an IPv6 /64) across
      * the workers, 0: no cap (the defaults); a Kafka or Pulsar client's

@@ -390,6 +390,8 @@ const struct lk_conf_key lk_conf_lookout_keys[] = {
      "64", "idle broker connections kept per broker per worker"},
     {"listen.backlog", LK_IN_LOOKOUT, lk_set_uint, C(listen_backlog), &backlog_range, I, "4096",
      "the listen(2) backlog of each socket"},
+    {"listen.defer_accept", LK_IN_LOOKOUT, lk_set_onoff, C(defer_accept), NULL, I, "on",
+     "a connection is accepted once its first bytes are in (TCP_DEFER_ACCEPT), or after 1 s"},
     {"max_connections", LK_IN_LOOKOUT, set_cap, C(max_connections), NULL, I, "0",
      "client connections per worker; 0 or off: no cap"},
     {"max_connections_per_client", LK_IN_LOOKOUT, set_cap, C(max_connections_per_client), NULL,

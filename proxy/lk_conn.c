@@ -430,16 +430,19 @@ refuse(struct lk_stat_obj *st, const struct lk_bind *b, const struct lk_conf *co
 
     lk_stat_add(&((struct lk_fe_vals *)lk_stat_vals(st))->refused[why], 1);
     if (b->proto == LK_PROTO_HTTP && !b->tls) {
-        char resp[256], junk[4096];
+        char resp[256];
         int n = snprintf(resp, sizeof(resp),
                          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                          "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
                          strlen(bodies[why]), bodies[why]);
         (void)!send(fd, resp, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-        /* A request already here, unread, would make the close a reset
-         * that can destroy the 503 on its way. */
-        (void)!recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
     }
+    /* The client's first bytes are here, unread (listen.defer_accept hands
+     * over a connection once they are): closed on them, the socket would
+     * send a reset rather than a FIN, which can destroy the 503 on its way
+     * and ends a TLS or binary client's connection as an error. */
+    char junk[4096];
+    (void)!recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
     evutil_closesocket(fd);
 
     atomic_fetch_add(&refused_unlogged[why], 1);

@@ -87,14 +87,25 @@ listener_free(struct evconnlistener *l, struct lk_listen *ls)
     evconnlistener_free(l);
 }
 
-/* Binds b and listens with the configured backlog (the kernel caps it at
- * net.core.somaxconn).  The caller hands the socket to evconnlistener_new
- * with a backlog of 0: given -1, libevent would listen() again with 128.
- * TCP_NODELAY is set here once: every socket accepted from it has it too
- * (Linux copies it to the accepted socket), rather than a setsockopt per
- * connection. */
+/* Binds b and listens as conf says: its backlog (the kernel caps it at
+ * net.core.somaxconn), and deferred accept.  The caller hands the socket to
+ * evconnlistener_new with a backlog of 0: given -1, libevent would listen()
+ * again with 128.  TCP_NODELAY is set here once: every socket accepted from
+ * it has it too (Linux copies it to the accepted socket), rather than a
+ * setsockopt per connection.
+ *
+ * Deferred accept: every protocol lookout serves has the client speak first
+ * (an HTTP request, a TLS ClientHello, a PROXY header, a Kafka or Pulsar
+ * frame), so the kernel is asked to finish a connection only once its first
+ * bytes are in.  The connection is then readable when it is accepted, and
+ * the worker does not go to sleep between the accept and the request and
+ * wake again for it: that sleep is most of what epoll costs per new
+ * connection (bench/results/2026-12-05-0136-defer-accept.md).  A client that
+ * sends nothing is accepted after 1 s all the same (the kernel's
+ * TCP_DEFER_ACCEPT ends at the first SYN-ACK resent, and the client's ACK of
+ * that finishes it), and then meets lookout's own timeouts. */
 static evutil_socket_t
-bind_socket(const struct lk_bind *b, int backlog, char *err, size_t errlen)
+bind_socket(const struct lk_bind *b, const struct lk_conf *conf, char *err, size_t errlen)
 {
     evutil_socket_t fd = socket(b->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -107,9 +118,11 @@ bind_socket(const struct lk_bind *b, int backlog, char *err, size_t errlen)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
         goto fail;
+    if (conf->defer_accept && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one)) != 0)
+        goto fail;
     if (bind(fd, (const struct sockaddr *)&b->addr, b->addrlen) != 0)
         goto fail;
-    if (listen(fd, backlog) != 0)
+    if (listen(fd, conf->listen_backlog) != 0)
         goto fail;
     return fd;
 fail:
@@ -124,7 +137,7 @@ static struct evconnlistener *
 listen_on(struct lk_worker *w, const struct lk_bind *b, struct lk_listen *ls, char *err,
           size_t errlen)
 {
-    evutil_socket_t fd = bind_socket(b, w->rt->conf->listen_backlog, err, errlen);
+    evutil_socket_t fd = bind_socket(b, w->rt->conf, err, errlen);
     struct evconnlistener *l;
 
     if (fd < 0)

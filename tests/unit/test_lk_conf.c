@@ -224,6 +224,7 @@ test_defaults(void)
     ok(c->max_held_bytes == 64 * 1024 * 1024, "max_held_bytes 64m");
     ok(c->upstream_idle_max == 64, "upstream.idle_pool 64");
     ok(c->listen_backlog == 4096, "listen.backlog 4096");
+    ok(c->defer_accept == 1, "listen.defer_accept on");
     ok(c->max_connections == 0 && c->max_connections_per_client == 0 &&
            c->timeout_first_frame_ms == 10000,
        "no connection caps; timeout.first_frame 10s");
@@ -271,7 +272,7 @@ test_lookout_keys(void)
                      "timeout.connect = 250ms", "timeout.response = 2m",
                      "timeout.client_header = 3s", "timeout.idle = 90s", "max_header_bytes = 64k",
                      "max_buffer_bytes = 2M", "max_held_bytes = 8m", "upstream.idle_pool = 0",
-                     "listen.backlog = 100", "max_connection_age = 10m",
+                     "listen.backlog = 100", "listen.defer_accept = off", "max_connection_age = 10m",
                      "max_connection_age.jitter = 0%", "max_connection_age.grace = 5s",
                      "drain_timeout = 1500ms"));
 
@@ -299,6 +300,7 @@ test_lookout_keys(void)
     ok(c->max_held_bytes == 8 * 1024 * 1024, "max_held_bytes");
     ok(c->upstream_idle_max == 0, "upstream.idle_pool 0");
     ok(c->listen_backlog == 100, "listen.backlog");
+    ok(c->defer_accept == 0, "listen.defer_accept off");
     ok(c->drain_timeout_ms == 1500, "drain_timeout");
     ok(c->max_connection_age_ms == 600000, "max_connection_age");
     ok(c->max_connection_age_jitter == 0, "max_connection_age.jitter 0%%");
@@ -1780,6 +1782,7 @@ test_reference(void)
                                        "max_held_bytes",
                                        "upstream.idle_pool",
                                        "listen.backlog",
+                                       "listen.defer_accept",
                                        "max_connections",
                                        "max_connections_per_client",
                                        "timeout.first_frame",
