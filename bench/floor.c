@@ -288,9 +288,9 @@ upstream_readable(struct conn *u)
     ssize_t r, w;
     char *end;
     const char *cl;
-    size_t head, total;
+    size_t head, total, want;
     static const char close_hdr[] = "Connection: close\r\n";
-    struct iovec iov[3];
+    struct iovec iov[4];
 
     r = read(u->fd, u->buf + u->len, BUF - u->len);
     if (r <= 0) {
@@ -326,16 +326,34 @@ upstream_readable(struct conn *u)
     }
     if (u->len < total)
         goto more;
-    /* The whole answer: to the client, with Connection: close before the
-     * head's last CRLF when the client asked for it. */
-    iov[0].iov_base = u->buf;
-    iov[0].iov_len = c->close_after ? head - 2 : total;
-    iov[1].iov_base = (char *) close_hdr;
-    iov[1].iov_len = sizeof(close_hdr) - 1;
-    iov[2].iov_base = u->buf + head - 2;
-    iov[2].iov_len = total - (head - 2);
-    w = c->close_after ? writev(c->fd, iov, 3) : write(c->fd, u->buf, total);
-    if (w == (ssize_t) (c->close_after ? total + iov[1].iov_len : total)) {
+    /* The whole answer: to the client, as it is to one that keeps the
+     * connection; to one that asked for a close, with the backend's own
+     * Connection line (keep-alive) left out and Connection: close before the
+     * head's last CRLF. */
+    if (c->close_after) {
+        const char *conn = header(u->buf, head, "connection:", 11);
+        const char *after = conn != NULL ? (const char *) memchr(conn, '\n', u->buf + head - conn) + 1 : NULL;
+        int n = 0;
+
+        iov[n].iov_base = u->buf;
+        iov[n++].iov_len = (conn != NULL ? conn : u->buf + head - 2) - u->buf;
+        if (conn != NULL) {
+            iov[n].iov_base = (char *) after;
+            iov[n++].iov_len = u->buf + head - 2 - after;
+        }
+        iov[n].iov_base = (char *) close_hdr;
+        iov[n++].iov_len = sizeof(close_hdr) - 1;
+        iov[n].iov_base = u->buf + head - 2;
+        iov[n++].iov_len = total - (head - 2);
+        want = 0;
+        for (int i = 0; i < n; i++)
+            want += iov[i].iov_len;
+        w = writev(c->fd, iov, n);
+    } else {
+        want = total;
+        w = write(c->fd, u->buf, total);
+    }
+    if (w == (ssize_t) want) {
         c->peer = NULL;
         u->peer = NULL;
         u->next_idle = pool;

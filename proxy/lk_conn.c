@@ -561,6 +561,7 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
         SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         lk_io_attach(&c->io, w, c->bev);
         lk_io_go_tls(&c->io, ssl, &c->rev);
+        c->io.read_now = c->conf->defer_accept;
         struct timeval tv = {c->conf->timeout_client_header_ms / 1000,
                              (c->conf->timeout_client_header_ms % 1000) * 1000};
         c->action = "TLS handshaking";
@@ -578,6 +579,7 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
     }
     lk_io_attach(&c->io, w, c->bev);
     lk_io_go_plain(&c->io, &c->rev);
+    c->io.read_now = c->conf->defer_accept; /* accepted once its first bytes came */
     ops->start(c);
 }
 

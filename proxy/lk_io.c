@@ -932,12 +932,17 @@ lk_io_enable(struct lk_io *io, short what)
                 event_add(io->rev, NULL);
                 if (io->has_rtv)
                     io_timer_start(io);
-                return;
+            } else {
+                event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
             }
-            event_add(io->rev, io->has_rtv ? &io->rtv : NULL);
-            /* OpenSSL may hold input the socket will not announce. */
-            if (io->ssl != NULL && (io->ssl_end || SSL_has_pending(io->ssl)))
+            /* After event_add, which leaves an active event out of epoll.
+             * OpenSSL may hold input the socket will not announce; and a
+             * socket accepted with bytes in (listen.defer_accept) is read
+             * in this turn of the loop, not after an epoll_wait that would
+             * only say so (one found empty reads EAGAIN). */
+            if (io->read_now || (io->ssl != NULL && (io->ssl_end || SSL_has_pending(io->ssl))))
                 event_active(io->rev, EV_READ, 1);
+            io->read_now = 0;
         }
         return; /* EV_WRITE: the flush queue asks for it when needed */
     }

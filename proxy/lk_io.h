@@ -44,6 +44,7 @@ struct lk_io {
     uint32_t read_size;         /* plain: bytes to ask for in the next read */
     unsigned plain : 1;         /* direct reads and writes (TLS ones with ssl) */
     unsigned reading : 1;       /* plain: rev is added */
+    unsigned read_now : 1;      /* plain: bytes are in already; the first enabling reads them */
     unsigned has_rtv : 1;
     unsigned queued : 1;
     unsigned rev_owned : 1;     /* rev was made by event_new (else it is the lk_conn's) */

@@ -97,10 +97,11 @@ listener_free(struct evconnlistener *l, struct lk_listen *ls)
  * Deferred accept: every protocol lookout serves has the client speak first
  * (an HTTP request, a TLS ClientHello, a PROXY header, a Kafka or Pulsar
  * frame), so the kernel is asked to finish a connection only once its first
- * bytes are in.  The connection is then readable when it is accepted, and
- * the worker does not go to sleep between the accept and the request and
- * wake again for it: that sleep is most of what epoll costs per new
- * connection (bench/results/2026-12-05-0136-defer-accept.md).  A client that
+ * bytes are in.  The worker reads them in the same turn of its loop as the
+ * accept (lk_conn.c sets the lk_io's read_now), and does not go to sleep
+ * between the accept and the request and wake again for it: that sleep is
+ * most of what epoll costs per new connection
+ * (bench/results/2026-12-05-0136-defer-accept.md).  A client that
  * sends nothing is accepted after 1 s all the same (the kernel's
  * TCP_DEFER_ACCEPT ends at the first SYN-ACK resent, and the client's ACK of
  * that finishes it), and then meets lookout's own timeouts. */
