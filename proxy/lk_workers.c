@@ -87,7 +87,21 @@ listener_free(struct evconnlistener *l, struct lk_listen *ls)
     evconnlistener_free(l);
 }
 
-/* Binds b and listens as conf says: its backlog (the kernel caps it at
+/* What listen.backlog and listen.defer_accept say, on a bound socket fd;
+ * again on a kept one when a reload changes them (listen() on a listening
+ * socket sets its backlog anew). */
+static int
+listen_opts(evutil_socket_t fd, const struct lk_conf *conf)
+{
+    int secs = conf->defer_accept ? 1 : 0;
+
+    if (setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) != 0)
+        return -1;
+    return listen(fd, conf->listen_backlog);
+}
+
+/* Binds b and listens as conf says (listen_opts, again when a reload
+ * changes them on a kept socket): its backlog (the kernel caps it at
  * net.core.somaxconn), and deferred accept.  The caller hands the socket to
  * evconnlistener_new with a backlog of 0: given -1, libevent would listen()
  * again with 128.  TCP_NODELAY is set here once: every socket accepted from
@@ -119,11 +133,9 @@ bind_socket(const struct lk_bind *b, const struct lk_conf *conf, char *err, size
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
         goto fail;
-    if (conf->defer_accept && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one)) != 0)
-        goto fail;
     if (bind(fd, (const struct sockaddr *)&b->addr, b->addrlen) != 0)
         goto fail;
-    if (listen(fd, conf->listen_backlog) != 0)
+    if (listen_opts(fd, conf) != 0)
         goto fail;
     return fd;
 fail:
@@ -262,6 +274,13 @@ worker_switch(struct lk_worker *w)
             lsn[n] = w->listen[i];
             lsn[n].b = b;
             evconnlistener_set_cb(ls[n], lk_conn_accept, &lsn[n]);
+            /* listen() again on a listening socket sets its backlog anew. */
+            if ((conf->defer_accept != old->conf->defer_accept ||
+                 conf->listen_backlog != old->conf->listen_backlog) &&
+                listen_opts(evconnlistener_get_fd(ls[n]), conf) != 0)
+                lk_log(LK_ERR, NULL, "worker %d: %s: cannot apply listen.backlog or "
+                       "listen.defer_accept: %s; the old values stay", w->id, b->text,
+                       strerror(errno));
             n++;
             continue;
         }

@@ -7,7 +7,8 @@
 # is accepted all the same after about a second (the kernel's deferral ends with the
 # first SYN-ACK it resends), and then closed at timeout.client_header like any other.
 # With `listen.defer_accept = off`, a silent connection is accepted at once. Both on a
-# plain HTTP listener and a TLS one (whose ClientHello is the first bytes).
+# plain HTTP listener and a TLS one (whose ClientHello is the first bytes). A reload
+# that changes it applies it to the listeners it keeps, without a new socket.
 
 use strict;
 use warnings;
@@ -132,6 +133,27 @@ subtest 'listen.defer_accept = off' => sub {
     like(read_all($s, 10) // '', qr{^HTTP/1\.1 200 }, 'http: and served');
     close $s;
     close $st;
+    $lk->stop;
+    $lk->check_sanitizers;
+};
+
+subtest 'a reload turns it off and on again, on the same sockets' => sub {
+    my ($lk, $adm, $w, $wt) = start('reload', '');
+    my $conf = slurp($lk->conf);
+    (my $off = $conf) =~ s/^\[lookout\]\n/[lookout]\nlisten.defer_accept = off\n/m;
+    like($lk->reload($off), qr/^SIGHUP: reloaded .*\(2 listeners kept, 0 added/, 'reloaded: listeners kept');
+    my $t0 = total($adm, $w, 'http');
+    my $s = connect_to($w);
+    ok(wait_until(sub { total($adm, $w, 'http') == $t0 + 1 }, 0.8, 0.05),
+       'off after the reload: a silent connection is accepted at once');
+    close $s;
+    like($lk->reload($conf), qr/^SIGHUP: reloaded/, 'reloaded with the default again');
+    $t0 = total($adm, $w, 'http');
+    $s = connect_to($w);
+    sleep 0.5;
+    is(total($adm, $w, 'http'), $t0, 'on again: a silent connection is not accepted yet');
+    close $s;
+    unlike($lk->log, qr/cannot apply listen/, 'no error applying it');
     $lk->stop;
     $lk->check_sanitizers;
 };

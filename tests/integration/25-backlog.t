@@ -3,7 +3,8 @@
 # configured backlog, capped by the kernel at net.core.somaxconn: `ss -ltn` shows it as
 # the Send-Q of a listening socket. With workers = 2 each worker has its own socket
 # (SO_REUSEPORT), and each must have it. libevent's evconnlistener_new calls listen()
-# again with 128 when asked for its default, which is what this catches.
+# again with 128 when asked for its default, which is what this catches. A reload that
+# changes it applies it to the sockets it keeps.
 
 use strict;
 use warnings;
@@ -62,6 +63,22 @@ is_deeply(\@q, [ 100, 100 ], 'listen.backlog = 100: Send-Q 100 on each') or diag
 @q = run('', 'default');
 my $want = min(4096, $somaxconn);
 is_deeply(\@q, [ $want, $want ], "default: Send-Q min(4096, somaxconn = $somaxconn) = $want") or diag("@q");
+
+# A reload that changes it: the sockets are kept, and listen() again gives them the new one.
+{
+    my ($w, $p) = free_ports(2);
+    my $conf = "[lookout]\nworkers = 2\nlisten.backlog = 100\n\n[pulsar prod]\nwebServiceUrl = http://127.0.0.1:$w\n\n"
+             . "[broker prod/b1]\nadvertisedListeners = internal:http://127.0.0.1:$p\n";
+    my $lk = start_lookout(dir => $dir, name => 'reload', conf => $conf);
+    ok($lk->started, 'reload: lookout started') or diag($lk->log);
+    $lk->wait_log(qr/started with 2 workers/);
+    (my $more = $conf) =~ s/listen\.backlog = 100/listen.backlog = 50/;
+    like($lk->reload($more), qr/^SIGHUP: reloaded .*\(1 listeners kept/, 'reloaded, its listener kept');
+    my @q;
+    wait_until(sub { @q = send_q($w); @q == 2 && $q[0] == 50 && $q[1] == 50 }, 5);
+    is_deeply(\@q, [ 50, 50 ], 'listen.backlog 100 -> 50 by a reload: Send-Q 50 on each') or diag("@q");
+    $lk->stop;
+}
 
 if ($somaxconn < 2147483647) {
     my $over = $somaxconn + 1;
