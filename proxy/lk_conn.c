@@ -536,6 +536,8 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
         return;
     }
     peer_text(c);
+    /* Accepted once its first bytes came: the first read needs no epoll_wait. */
+    c->io.read_now = c->conf->defer_accept;
     if (b->tls) {
         SSL *ssl = SSL_new(w->rt->server_ctx[0]);
         if (ssl == NULL) {
@@ -561,7 +563,6 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
         SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         lk_io_attach(&c->io, w, c->bev);
         lk_io_go_tls(&c->io, ssl, &c->rev);
-        c->io.read_now = c->conf->defer_accept;
         struct timeval tv = {c->conf->timeout_client_header_ms / 1000,
                              (c->conf->timeout_client_header_ms % 1000) * 1000};
         c->action = "TLS handshaking";
@@ -579,7 +580,6 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
     }
     lk_io_attach(&c->io, w, c->bev);
     lk_io_go_plain(&c->io, &c->rev);
-    c->io.read_now = c->conf->defer_accept; /* accepted once its first bytes came */
     ops->start(c);
 }
 
