@@ -462,7 +462,7 @@ refuse(struct lk_stat_obj *st, const struct lk_bind *b, const struct lk_conf *co
            conf->max_connections_per_client != 0 ? caps[1] : "off", ip, b->text);
 }
 
-static void conn_start(struct lk_conn *c, evutil_socket_t fd);
+static void conn_start(struct lk_conn *c, evutil_socket_t fd, const uint8_t *in, size_t inlen);
 static void pp_wait(struct lk_conn *c, evutil_socket_t fd);
 
 void
@@ -516,12 +516,13 @@ lk_conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
         pp_wait(c, fd);
         return;
     }
-    conn_start(c, fd);
+    conn_start(c, fd, NULL, 0);
 }
 
-/* Starts c on fd: its TLS handshake, or its protocol module. */
+/* Starts c on fd: its TLS handshake, or its protocol module, with the
+ * inlen bytes at in that were read off a plaintext socket before it. */
 static void
-conn_start(struct lk_conn *c, evutil_socket_t fd)
+conn_start(struct lk_conn *c, evutil_socket_t fd, const uint8_t *in, size_t inlen)
 {
     const struct lk_bind *b = c->bind;
     struct lk_worker *w = c->w;
@@ -580,6 +581,12 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
     }
     lk_io_attach(&c->io, w, c->bev);
     lk_io_go_plain(&c->io, &c->rev);
+    if (inlen != 0 && lk_io_prefill(&c->io, in, inlen) != 0) {
+        lk_log(LK_ERR, c, "cannot keep the bytes after the PROXY protocol header: out of memory; "
+                          "closed");
+        lk_conn_close(c);
+        return;
+    }
     ops->start(c);
 }
 
@@ -590,13 +597,17 @@ conn_start(struct lk_conn *c, evutil_socket_t fd)
  * PROXY header of an accepted version, whose source address then names
  * the client everywhere (c->peer: logs, the access log,
  * max_connections_per_client, limit.requests, X-Forwarded-For, the PROXY
- * header lookout sends); from anywhere else, it must not.  The header is
- * taken off the socket and nothing after it, so TLS or the protocol module
- * then starts on the socket as it would have.  The bytes are peeked: an
- * incomplete header is read into buf (every byte of it is header) and
- * waited on; an untrusted one's first bytes are left where they are, so a
- * prefix of a signature is looked at again after a short pause rather than
- * on a socket that stays readable.
+ * header lookout sends); from anywhere else, it must not.
+ *
+ * A plaintext bind reads what comes into buf: one read mostly brings the
+ * header and the request after it, and what follows the header goes to
+ * the protocol module's input (lk_io_prefill) rather than being read a
+ * second time.  A TLS bind takes the header off the socket and nothing
+ * after it, so that OpenSSL reads the ClientHello from the socket: the
+ * bytes are peeked, and an incomplete header is read into buf (every byte
+ * of it is header) and waited on; an untrusted client's first bytes are
+ * left where they are, so a prefix of a signature is looked at again after
+ * a short pause rather than on a socket that stays readable.
  */
 #define LK_PP_WAIT_MAX 1024 /* a v2 header with TLVs up to this is taken */
 #define LK_PP_WAIT_BLOCK 2048 /* what a struct pp_wait is allocated as */
@@ -689,9 +700,11 @@ pp_wait(struct lk_conn *c, evutil_socket_t fd)
     pp_cb(fd, EV_READ, p);
 }
 
-/* The header is off the socket (or there is none): c goes on as accepted. */
+/* The header is off the socket (or there is none): c goes on as accepted,
+ * with what buf has past its first off bytes (plaintext: read after the
+ * header). */
 static void
-pp_done(struct pp_wait *p)
+pp_done(struct pp_wait *p, size_t off)
 {
     struct lk_conn *c = p->c;
     const struct lk_conf *conf = c->conf;
@@ -709,7 +722,7 @@ pp_done(struct pp_wait *p)
         lk_conn_close(c);
         return;
     }
-    conn_start(c, fd);
+    conn_start(c, fd, p->buf + off, p->have - off);
     /* Only now: the connection's read event is added (or it closed), so
      * taking this one off leaves the socket in epoll. */
     event_del(&p->ev);
@@ -739,7 +752,8 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct pp_wait *p = arg;
     struct lk_conn *c = p->c;
-    size_t room = p->trusted ? sizeof(p->buf) - p->have : LK_PP_V2_MIN;
+    int peek = c->tls; /* else what comes is read, header or not */
+    size_t room = p->trusted || !peek ? sizeof(p->buf) - p->have : LK_PP_V2_MIN;
     char err[128];
     struct lk_pp_hdr h;
 
@@ -749,7 +763,7 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
                  p->trusted ? "complete PROXY protocol header" : "first bytes");
         return;
     }
-    ssize_t n = recv(c->fd, p->buf + p->have, room, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(c->fd, p->buf + p->have, room, (peek ? MSG_PEEK : 0) | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed",
                  p->have > 0 ? "the client closed within its PROXY protocol header"
@@ -760,36 +774,40 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
         pp_arm(p, 1);
         return;
     }
+    size_t len = p->have + (size_t)n; /* what buf shows */
+    if (!peek)
+        p->have = len;
     if (!p->trusted) {
-        int d = lk_pp_detect(p->buf, (size_t)n, LK_PP_ANY);
+        int d = lk_pp_detect(p->buf, len, LK_PP_ANY);
         if (d == 1)
             pp_close(c, REFUSED_PP_UNTRUSTED, LK_WARN,
                      "a PROXY protocol header from an address not in %s; closed",
                      "proxy_protocol.trusted");
         else if (d == 0)
-            pp_done(p);
+            pp_done(p, 0);
         else
-            pp_arm(p, 0);
+            pp_arm(p, !peek); /* a read prefix: the socket says when more comes */
         return;
     }
-    int r = lk_pp_parse(p->buf, p->have + (size_t)n, c->bind->proxy_protocol, &h, err,
-                        sizeof(err));
+    int r = lk_pp_parse(p->buf, len, c->bind->proxy_protocol, &h, err, sizeof(err));
     if (r < 0) {
         pp_close(c, REFUSED_PP_BAD, LK_WARN,
                  "bad PROXY protocol header from a trusted address: %s; closed", err);
         return;
     }
-    /* Off the socket: the rest of the header (r > 0), or all there is of it. */
-    size_t take = r > 0 ? (size_t)r - p->have : (size_t)n;
-    if (recv(c->fd, p->buf + p->have, take, MSG_DONTWAIT) != (ssize_t)take) {
-        pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed",
-                 "the PROXY protocol header could not be read");
-        return;
+    if (peek) {
+        /* Off the socket: the rest of the header (r > 0), or all there is of it. */
+        size_t take = r > 0 ? (size_t)r - p->have : (size_t)n;
+        if (recv(c->fd, p->buf + p->have, take, MSG_DONTWAIT) != (ssize_t)take) {
+            pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed",
+                     "the PROXY protocol header could not be read");
+            return;
+        }
+        p->have += take;
     }
-    p->have += take;
     if (r > 0) {
         pp_take(c, &h);
-        pp_done(p);
+        pp_done(p, (size_t)r);
     } else if (p->have == sizeof(p->buf)) {
         pp_close(c, REFUSED_PP_BAD, LK_WARN,
                  "a PROXY protocol header over %s bytes, lookout's limit; closed", "1024");

@@ -552,6 +552,14 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         tls_read_cb(io, what);
         return;
     }
+    if (io->prefilled) {
+        /* Whatever more the socket has, epoll says so (level-triggered). */
+        io->prefilled = 0;
+        size_t len = evbuffer_get_length(bufferevent_get_input(bev));
+        if (len != 0)
+            io_read_done(io, (ssize_t)len, 0);
+        return;
+    }
     if (what & EV_TIMEOUT) {
         bufferevent_event_cb eventcb;
         void *cbarg;
@@ -620,6 +628,21 @@ lk_io_go_plain(struct lk_io *io, struct event *rev)
         io->rev_owned = 1;
     }
     io->cb = evbuffer_add_cb(bufferevent_get_output(io->bev), io_out_changed, io);
+}
+
+int
+lk_io_prefill(struct lk_io *io, const void *data, size_t len)
+{
+    struct evbuffer *in = bufferevent_get_input(io->bev);
+
+    evbuffer_unfreeze(in, 0);
+    int r = evbuffer_add(in, data, len);
+    evbuffer_freeze(in, 0);
+    if (r != 0)
+        return -1;
+    io->read_now = 1;
+    io->prefilled = 1;
+    return 0;
 }
 
 /* TLS over the direct path ------------------------------------------------ */

@@ -45,6 +45,7 @@ struct lk_io {
     unsigned plain : 1;         /* direct reads and writes (TLS ones with ssl) */
     unsigned reading : 1;       /* plain: rev is added */
     unsigned read_now : 1;      /* plain: bytes are in already; the first enabling reads them */
+    unsigned prefilled : 1;     /* plain: ... and they are in the input (lk_io_prefill), not the socket */
     unsigned has_rtv : 1;
     unsigned queued : 1;
     unsigned rev_owned : 1;     /* rev was made by event_new (else it is the lk_conn's) */
@@ -97,6 +98,11 @@ void lk_io_go_plain(struct lk_io *io, struct event *rev);
  * handshake (ssl is set up, fd accepted); the event callback gets
  * BEV_EVENT_CONNECTED once it is done. */
 void lk_io_go_tls(struct lk_io *io, SSL *ssl, struct event *rev);
+/* Bytes read off the socket before io had it (a PROXY protocol header's
+ * first read: what came after the header) go to io's input; the first
+ * enabling of reading runs the read callback on them, without a read.
+ * -1: out of memory (nothing added). */
+int lk_io_prefill(struct lk_io *io, const void *data, size_t len);
 /* Undoes the above (frees io's events and SSL; not the bufferevent). */
 void lk_io_detach(struct lk_io *io);
 /* Puts io on its worker's flush queue (once). */

@@ -10,6 +10,9 @@
 # its reason, while a keep-alive connection through HAProxy opened before them still works
 # after them. max_connections_per_client counts the client behind HAProxy. A client
 # neither trusted nor sending a header is served as without the feature.
+# Whatever follows a header, in the same write or later ones (a POST's body, a pipelined request,
+# a header split mid-way, a TLS handshake), arrives whole and once; so does an untrusted
+# client's request that starts like a signature ("PRO", then "PFIND").
 
 use strict;
 use warnings;
@@ -55,14 +58,7 @@ proxy_protocol = v2
 EOF
 ok($lk->started, 'lookout started') or diag($lk->log);
 
-start_haproxy($dir, <<"EOF");
-global
-    log stderr local0 info
-defaults
-    mode tcp
-    timeout connect 2s
-    timeout client 20s
-    timeout server 20s
+start_haproxy_tcp($dir, <<"EOF");
 frontend v1
     bind 127.0.0.1:$h1
     default_backend v1
@@ -130,15 +126,19 @@ $r = curl('--interface', '127.0.0.3', "http://127.0.0.1:$h1/test/headers");
 is($r->{status}, 503, 'a second connection of 127.0.0.3 (holding one): 503');
 like($r->{body} // '', qr/max_connections_per_client/, '... over max_connections_per_client');
 
-# raw(FROM, BYTES [, PORT]): connects from FROM to PORT (default: the http listener), sends BYTES; returns what came back, how it ended
-# (eof, reset or timeout) and the seconds it took.
+# raw(FROM, BYTES [, PORT]): connects from FROM to PORT (default: the http listener), sends BYTES (or each of a list of
+# strings, 0.2 s apart); returns what came back, how it ended (eof, reset or timeout) and the seconds it took.
 sub raw {
     my ($from, $bytes, $port) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port // $w, LocalAddr => $from, Timeout => 5)
         or return ('', "connect: $@", 0);
     local $SIG{PIPE} = 'IGNORE';
     my $t0 = time;
-    syswrite $s, $bytes;
+    my @parts = ref $bytes ? @$bytes : ($bytes);
+    while (@parts) {
+        syswrite $s, shift @parts;
+        sleep 0.2 if @parts;
+    }
     my ($buf, $how) = ('', 'timeout');
     while (time < $t0 + 5) {
         last unless IO::Select->new($s)->can_read($t0 + 5 - time);
@@ -177,6 +177,64 @@ my @bad = (
     [ 'a v2 header from an untrusted address', '127.0.0.4', $sig . "\x21\x11\x00\x0c" . ("\0" x 12) . $get,
       qr/a PROXY protocol header from an address not in proxy_protocol.trusted.*client: 127\.0\.0\.4/ ],
 );
+
+# A header and what follows it, in one read or across several: a plaintext listener reads
+# the header with the bytes after it and hands them on, so nothing after the header may be
+# lost or seen twice. v2(SRC) is a v2 header naming the client SRC.
+sub v2 { return pp_v2_header($_[0], 80) }
+sub answers { my ($got) = @_; return [ map { eval { decode_json($_) } // {} } $got =~ /\r\n\r\n(\{.*?\})(?=HTTP\/|\z)/gs ] }
+my $close = "Host: x\r\nConnection: close\r\n\r\n";
+{
+    my ($got) = raw('127.0.0.2', v2('192.0.2.9') . "POST /test/headers HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                                 . "GET /test/headers?second HTTP/1.1\r\n$close");
+    my $a = answers($got);
+    is(scalar(() = $got =~ m{HTTP/1\.1 200 OK\r\n}g), 2, 'v2 header, a POST with its body and a pipelined GET in one write: two 200s')
+        or diag($got);
+    is_deeply([ map { $_->{method} // '' } @$a ], [ 'POST', 'GET' ], '... in order');
+    is($a->[0]{body_length}, 5, '... the body whole');
+    is($a->[1]{target}, '/test/headers?second', '... the second request whole');
+    is_deeply([ map { [ hdr_values($_->{headers} // [], 'X-Forwarded-For') ] } @$a ], [ ['192.0.2.9'], ['192.0.2.9'] ],
+              '... both from the client the header names');
+
+    ($got) = raw('127.0.0.2', [ "PROXY TCP4 192.0.2.8 127.0.0.1 5 6\r", "\nGET /test/headers?split HTTP/1.1\r\n$close" ]);
+    $a = answers($got);
+    like($got, qr{^HTTP/1\.1 200}, 'v1 header split before its LF, the request with its end: 200') or diag($got);
+    is($a->[0]{target}, '/test/headers?split', '... the request whole');
+    is_deeply([ hdr_values($a->[0]{headers} // [], 'X-Forwarded-For') ], ['192.0.2.8'], '... from the client the header names');
+
+    ($got) = raw('127.0.0.2', [ substr(v2('192.0.2.7'), 0, 9), substr(v2('192.0.2.7'), 9), "GET /test/headers?after HTTP/1.1\r\n$close" ]);
+    $a = answers($got);
+    like($got, qr{^HTTP/1\.1 200}, 'v2 header in two writes, the request in a third: 200') or diag($got);
+    is_deeply([ hdr_values($a->[0]{headers} // [], 'X-Forwarded-For') ], ['192.0.2.7'], '... from the client the header names');
+
+    # Untrusted: the first bytes are a prefix of the v1 signature ("PRO"), then not.
+    ($got) = raw('127.0.0.1', [ 'PRO', "PFIND /test/headers HTTP/1.1\r\n$close" ]);
+    $a = answers($got);
+    like($got, qr{^HTTP/1\.1 200}, 'an untrusted client whose first bytes look like a signature\'s start: 200') or diag($got);
+    is($a->[0]{method}, 'PROPFIND', '... its request whole');
+    is_deeply([ hdr_values($a->[0]{headers} // [], 'X-Forwarded-For') ], ['127.0.0.1'], '... its own address');
+
+    # TLS: the header is taken off the socket and OpenSSL reads the rest; split mid-header.
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $wt, LocalAddr => '127.0.0.2', Timeout => 5)
+        or die "connect: $@";
+    syswrite $s, substr(v2('192.0.2.6'), 0, 20);
+    sleep 0.2;
+    syswrite $s, substr(v2('192.0.2.6'), 20);
+    require IO::Socket::SSL;
+    my $ok = IO::Socket::SSL->start_SSL($s, SSL_verify_mode => 0, SSL_hostname => 'localhost', Timeout => 5);
+    ok($ok, 'v2 header in two writes before TLS: the handshake completes') or diag(IO::Socket::SSL::errstr());
+    my $buf = '';
+    if ($ok) {
+        print $s "GET /test/headers?tls HTTP/1.1\r\n$close";
+        local $/;
+        $buf = <$s> // '';
+    }
+    close $s;
+    $a = answers($buf);
+    like($buf, qr{^HTTP/1\.1 200}, '... 200') or diag($buf);
+    is_deeply([ hdr_values($a->[0]{headers} // [], 'X-Forwarded-For') ], ['192.0.2.6'], '... from the client the header names');
+}
+
 my $m0 = Lookout::metrics_map($adm);
 for my $b (@bad) {
     my ($name, $from, $bytes, $port, $re) = @$b == 5 ? @$b : (@$b[ 0 .. 2 ], undef, $b->[3]);

@@ -163,14 +163,7 @@ close $_ for $b1, $b2, $b3;
 SKIP: {
     skip 'haproxy not installed', 4 unless -x '/usr/sbin/haproxy';
     my ($hp_port) = free_ports(1);
-    my $hp = start_haproxy($dir, <<"HAP");
-global
-    log stderr local0 info
-defaults
-    mode tcp
-    timeout connect 2s
-    timeout client 10s
-    timeout server 10s
+    my $hp = start_haproxy_tcp($dir, <<"HAP");
 frontend fe
     bind 127.0.0.1:$hp_port
     default_backend lk

@@ -40,7 +40,8 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  wait_until start_lookout run_lookout curl http_raw parse_response
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
-                 lookout_error_problems hosts_argv closed_after start_haproxy);
+                 lookout_error_problems hosts_argv closed_after start_haproxy start_haproxy_tcp
+                 pp_v2_header);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -207,6 +208,28 @@ sub start_haproxy {
     return $pid;
 }
 END { local $?; for (@HAPROXY) { next unless $_->[1] == $$; kill 'TERM', $_->[0]; waitpid($_->[0], 0) } }
+
+# start_haproxy_tcp(DIR, SECTIONS): start_haproxy with its log on stderr and TCP mode
+# (connect 2 s, client and server 20 s) by default, then SECTIONS (frontends, backends).
+sub start_haproxy_tcp {
+    my ($dir, $sections) = @_;
+    return start_haproxy($dir, <<"EOF" . $sections);
+global
+    log stderr local0 info
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 20s
+    timeout server 20s
+EOF
+}
+
+# pp_v2_header(SRC, DPORT): a PROXY protocol v2 header (PROXY, TCP4) from SRC (an IPv4
+# address, source port 4711) to 127.0.0.1:DPORT, as a load balancer sends it.
+sub pp_v2_header {
+    my ($src, $dport) = @_;
+    return "\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c" . pack('C4C4nn', split(/\./, $src), 127, 0, 0, 1, 4711, $dport);
+}
 
 # wait_until(CODE [, TIMEOUT=10 [, STEP=0.05]]): poll CODE until it returns true (and
 # return that value) or TIMEOUT seconds pass (return false).
