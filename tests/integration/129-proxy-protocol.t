@@ -196,6 +196,12 @@ my $close = "Host: x\r\nConnection: close\r\n\r\n";
     is_deeply([ map { [ hdr_values($_->{headers} // [], 'X-Forwarded-For') ] } @$a ], [ ['192.0.2.9'], ['192.0.2.9'] ],
               '... both from the client the header names');
 
+    # More than the header's first read takes (1 KiB): the rest comes from the socket.
+    ($got) = raw('127.0.0.2', v2('192.0.2.10') . "POST /test/headers HTTP/1.1\r\nContent-Length: 100000\r\n$close"
+                              . ('x' x 100000));
+    is(answers($got)->[0]{body_length}, 100000, 'v2 header and a 100,000-byte POST in one write: the body whole')
+        or diag($got);
+
     ($got) = raw('127.0.0.2', [ "PROXY TCP4 192.0.2.8 127.0.0.1 5 6\r", "\nGET /test/headers?split HTTP/1.1\r\n$close" ]);
     $a = answers($got);
     like($got, qr{^HTTP/1\.1 200}, 'v1 header split before its LF, the request with its end: 200') or diag($got);
