@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,6 +105,15 @@ cpu_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Context switches so far, voluntary (waiting for the socket) and not. */
+static long
+switches_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
 /* Strips what JSON would need escaped. */
@@ -546,6 +556,7 @@ throughput(void)
     /* produce */
     long window = opt.window, nxt = n < window ? n : window, acked = 0;
     long refill = window - (window / 10 > 1 ? window / 10 : 1);
+    long sw0 = switches_now();
     double cpu0 = cpu_now(), t0 = now();
     for (long i = 0; i < nxt; i++)
         sent_at[i] = t0;
@@ -648,6 +659,7 @@ throughput(void)
         }
     }
     double csecs = now() - c0, ccpu = cpu_now() - ccpu0;
+    long sw = switches_now() - sw0;
     next_of(c, PW_ACK_RESPONSE, "after the last MESSAGE", &m);
     if (m.f[6].v != ACK_RECEIPT_ID || m.f[4].set)
         fail(1, "the last ACK: ACK_RESPONSE request %" PRIu64 "%s", m.f[6].v, m.f[4].set ? " with an error" : "");
@@ -660,9 +672,9 @@ throughput(void)
     printf(", \"active_s\": %.6f, \"produce\": {\"msgs\": %ld, \"seconds\": %.6f, \"cpu_s\": %.6f, "
            "\"msgs_per_s\": %.1f, \"mb_per_s\": %.3f, \"receipt\": {\"p50_us\": %.1f, \"p99_us\": %.1f, "
            "\"max_us\": %.1f}}, \"consume\": {\"msgs\": %ld, \"seconds\": %.6f, \"cpu_s\": %.6f, "
-           "\"msgs_per_s\": %.1f, \"mb_per_s\": %.3f}",
+           "\"msgs_per_s\": %.1f, \"mb_per_s\": %.3f}, \"switches\": %ld",
            active, n, psecs, pcpu, (double)n / psecs, mb / psecs, pct(lat, n, 50) * 1e6, pct(lat, n, 99) * 1e6,
-           lat[n - 1] * 1e6, n, csecs, ccpu, (double)n / csecs, mb / csecs);
+           lat[n - 1] * 1e6, n, csecs, ccpu, (double)n / csecs, mb / csecs, sw);
 }
 
 /* Sends frames first..first+k-1 one at a time, each once the previous one's
