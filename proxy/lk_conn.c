@@ -765,9 +765,11 @@ pp_cb(evutil_socket_t fd, short what, void *arg)
     }
     ssize_t n = recv(c->fd, p->buf + p->have, room, (peek ? MSG_PEEK : 0) | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed",
-                 p->have > 0 ? "the client closed within its PROXY protocol header"
-                             : "the client closed before its first byte");
+        const char *why = "the client closed before its first byte";
+        if (p->have > 0) /* untrusted: what it sent so far could start a signature */
+            why = p->trusted ? "the client closed within its PROXY protocol header"
+                             : "the client closed after the start of a PROXY protocol signature";
+        pp_close(c, PP_UNCOUNTED, LK_INFO, "%s; closed", why);
         return;
     }
     if (n < 0) {

@@ -220,6 +220,15 @@ my $close = "Host: x\r\nConnection: close\r\n\r\n";
     is($a->[0]{method}, 'PROPFIND', '... its request whole');
     is_deeply([ hdr_values($a->[0]{headers} // [], 'X-Forwarded-For') ], ['127.0.0.1'], '... its own address');
 
+    # Untrusted, the start of a v2 signature, then the end: logged as what it was.
+    my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $w, LocalAddr => '127.0.0.6', Timeout => 5)
+        or die "connect: $@";
+    syswrite $u, "\r\n\r\n";
+    sleep 0.2;
+    close $u;
+    ok($lk->wait_log(qr/the client closed after the start of a PROXY protocol signature; closed, client: 127\.0\.0\.6:/, 3),
+       'an untrusted client closing after the start of a signature: logged as that') or diag($lk->log);
+
     # TLS: the header is taken off the socket and OpenSSL reads the rest; split mid-header.
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $wt, LocalAddr => '127.0.0.2', Timeout => 5)
         or die "connect: $@";
