@@ -3,7 +3,7 @@
 bench/run calls draw() on the report it has just written; `bench/run
 --charts-from FILE.md` (or `python3 bench/charts.py FILE.md`) redraws them from
 a results file.  Both read the markdown tables, so a chart shows exactly what
-the table beside it says.  Writes FILE-cpu.svg, FILE-latency.svg,
+the table beside it says.  Writes FILE-cpu.svg, FILE-latency.svg, FILE-cpu-rate.svg,
 FILE-idle.svg, FILE-kafka.svg, FILE-pulsar.svg beside FILE.md, each only when
 the run measured it.  See bench/README.md.
 """
@@ -15,7 +15,8 @@ import tempfile
 
 # One colour per proxy, the same on every chart; others take the spares in turn.
 COLOURS = {"direct": "#9e9e9e", "nginx": "#2e7d32", "haproxy": "#1565c0",
-           "lookout": "#ef6c00", "lookout-shipped": "#ffb74d", "lookout-2w": "#8d4b00"}
+           "lookout": "#ef6c00", "lookout-shipped": "#ffb74d", "lookout-2w": "#8d4b00",
+           "floor": "#000000"}
 SPARE = ["#6a1b9a", "#00838f", "#c62828", "#558b2f"]
 SIZE = "900,460"
 
@@ -45,9 +46,10 @@ def number(cell):
         return None
 
 
-def find(tables, section, *columns):
+def find(tables, section, *columns, without=None):
+    """The first table of section with all these columns (and not the column without)."""
     for sec, header, rows in tables:
-        if sec == section and all(c in header for c in columns):
+        if sec == section and all(c in header for c in columns) and without not in header:
             return header, rows
     return None, None
 
@@ -98,7 +100,7 @@ def q(s):
 def charts(tables):
     """[(suffix, {file: data}, gnuplot lines)] for every chart the tables allow."""
     out = []
-    header, rows = find(tables, "", "scenario", "target", "CPU-s/100k")
+    header, rows = find(tables, "", "scenario", "target", "CPU-s/100k", without="offered req/s")
     if rows:
         i_s, i_t = header.index("scenario"), header.index("target")
         cpu = [(r[i_s], r[i_t], number(r[header.index("CPU-s/100k")])) for r in rows]
@@ -118,6 +120,15 @@ def charts(tables):
                            extra="set xtics rotate by -25 offset -1,0")
         g.append("unset multiplot")
         out.append(("latency", files, g))
+    header, rows = find(tables, "", "scenario", "target", "CPU-s/100k", "offered req/s")
+    if rows:
+        cpu = [(r[header.index("scenario")], r[header.index("target")], number(r[header.index("CPU-s/100k")]))
+               for r in rows]
+        dat, names = grid(cpu, "scenario", "target", 2)
+        g = ["set terminal svg size %s font 'Helvetica,13' background rgb 'white'" % SIZE]
+        g += histogram("rate.dat", names, "CPU per request at one offered rate, %s req/s (lower is cheaper)"
+                       % rows[0][header.index("offered req/s")], "CPU-s per 100,000 requests")
+        out.append(("cpu-rate", {"rate.dat": dat}, g))
     header, rows = find(tables, "", "target", "tls", "KiB/conn")
     if rows:
         kib = [("TLS" if r[header.index("tls")] == "yes" else "plain", r[header.index("target")],
