@@ -2,8 +2,9 @@
 """bench/test-charts.py: checks bench/charts.py on committed results files.
 
 Run by hand (needs gnuplot, bench/deps.sh): `python3 bench/test-charts.py`.
-Redraws into a temp dir from a quick run with every section and from a run
-without Kafka/Pulsar and idle tables, and checks that each chart exists (and
+Redraws into a temp dir from a quick run with every section, from a full run
+with the floor and the table at one offered rate, and from a run without
+Kafka/Pulsar and idle tables, and checks that each chart exists (and
 only those the run measured) and names the scenarios and proxies it should.
 """
 import os
@@ -51,6 +52,16 @@ run("2026-12-03-1903.md", {
     "idle": ["plain", "TLS", "nginx", "haproxy", "lookout", "KiB per connection"],
     "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout", "proxy on core 1"],
     "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout", "proxy on core 1"],
+})
+# A full run with the floor and the table at one offered rate (cpu-rate).
+rated = ["small", "redirect", "lookup", "tls-ka"]
+run("2026-12-05-0848.md", {
+    "cpu": scen + proxies + ["floor", "CPU-s per 100,000 requests"],
+    "cpu-rate": rated + ["nginx", "haproxy", "lookout", "lookout-shipped", "floor"],
+    "latency": scen + proxies + ["floor"],
+    "idle": ["plain", "TLS", "nginx", "haproxy", "lookout"],
+    "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
+    "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
 })
 # An HTTP-only run without the memory test: cpu and latency only.
 run("2026-12-03-1837.md", {"cpu": ["new", "pp-new", "nginx", "lookout"], "latency": ["new", "pp-new", "nginx", "lookout"]})
