@@ -26,7 +26,14 @@
  * connection over only once its first bytes are in) and reads right after
  * accept4(), saving a turn of the loop per new connection.
  *
- *   floor [-d] LISTEN_IP:PORT BACKEND_IP:PORT
+ * "-t IP:PORT CERT KEY" adds a TLS listener (OpenSSL, TLS 1.2 and 1.3, no
+ * session cache and no tickets, as bench/run sets every proxy): the
+ * handshake, then the same exchange with SSL_read and one SSL_write per
+ * answer (one record).  A handshake or an answer the socket will not take at
+ * once ends the connection: on loopback neither happens.  A closing client
+ * gets its close_notify.
+ *
+ *   floor [-d] [-t TLS_IP:PORT CERT KEY] LISTEN_IP:PORT BACKEND_IP:PORT
  *
  * Runs until killed.  Binds where it is told (bench/ uses 127.0.0.0/8).
  */
@@ -36,6 +43,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,10 +52,12 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #define BUF 16384
 
-enum kind { LISTENER, CLIENT, UPSTREAM, DEAD };
+enum kind { LISTENER, TLS_LISTENER, CLIENT, UPSTREAM, DEAD };
 
 struct conn {
     enum kind kind;
@@ -57,6 +67,8 @@ struct conn {
     int close_after;        /* client: Connection: close was asked */
     size_t len;             /* bytes in buf */
     size_t out_off, out_len;/* client: a write waiting for EPOLLOUT */
+    SSL *ssl;               /* client of the TLS listener */
+    int handshaking;
     char buf[BUF];
 };
 
@@ -65,6 +77,7 @@ static struct sockaddr_in backend;
 static struct conn *pool;
 static struct conn *dead;       /* freed after the batch of events that may name them */
 static int defer_accept;
+static SSL_CTX *tls;
 
 static void
 die(const char *what)
@@ -107,6 +120,8 @@ conn_new(enum kind kind, int fd)
     c->peer = c->next_idle = NULL;
     c->close_after = 0;
     c->len = c->out_off = c->out_len = 0;
+    c->ssl = NULL;
+    c->handshaking = 0;
     if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
         die("epoll_ctl");
     return c;
@@ -115,6 +130,11 @@ conn_new(enum kind kind, int fd)
 static void
 conn_free(struct conn *c)
 {
+    if (c->ssl != NULL) {
+        if (!c->handshaking)
+            SSL_shutdown(c->ssl);       /* its close_notify; no wait for the peer's */
+        SSL_free(c->ssl);
+    }
     close(c->fd);   /* also leaves the epoll set */
     c->kind = DEAD;
     c->next_idle = dead;
@@ -182,6 +202,22 @@ header(const char *head, size_t len, const char *name, size_t nlen)
     return NULL;
 }
 
+/* write(2) to a client, through its TLS session if it has one: -1 with
+ * EAGAIN when the socket would block. */
+static ssize_t
+client_write(struct conn *c, const void *p, size_t n)
+{
+    int r;
+
+    if (c->ssl == NULL)
+        return write(c->fd, p, n);
+    r = SSL_write(c->ssl, p, (int) n);
+    if (r > 0)
+        return r;
+    errno = SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_WRITE ? EAGAIN : EIO;
+    return -1;
+}
+
 /* The client's request head is in c->buf[0, head): send it upstream without
  * its Connection line (a connection of the pool stays open). */
 static void
@@ -230,7 +266,27 @@ client_readable(struct conn *c)
         end_client(c);
         return;
     }
-    r = read(c->fd, c->buf + c->len, BUF - c->len);
+    if (c->ssl == NULL)
+        r = read(c->fd, c->buf + c->len, BUF - c->len);
+    else {
+        if (c->handshaking) {
+            int h = SSL_do_handshake(c->ssl);
+
+            if (h != 1) {
+                if (SSL_get_error(c->ssl, h) != SSL_ERROR_WANT_READ)
+                    end_client(c);
+                return;
+            }
+            c->handshaking = 0;
+        }
+        r = SSL_read(c->ssl, c->buf + c->len, (int) (BUF - c->len));
+        if (r <= 0) {
+            int e = SSL_get_error(c->ssl, r);
+
+            errno = e == SSL_ERROR_WANT_READ ? EAGAIN : EIO;
+            r = e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+        }
+    }
     if (r <= 0) {
         if (r < 0 && errno == EAGAIN)
             return;
@@ -259,7 +315,7 @@ client_done(struct conn *c)
 static void
 client_flush(struct conn *c, struct conn *u)
 {
-    ssize_t w = write(c->fd, u->buf + c->out_off, c->out_len);
+    ssize_t w = client_write(c, u->buf + c->out_off, c->out_len);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
     if (w < 0) {
@@ -348,10 +404,21 @@ upstream_readable(struct conn *u)
         want = 0;
         for (int i = 0; i < n; i++)
             want += iov[i].iov_len;
-        w = writev(c->fd, iov, n);
+        if (c->ssl == NULL)
+            w = writev(c->fd, iov, n);
+        else {                  /* one SSL_write: one record */
+            static char one[BUF + sizeof(close_hdr)];
+            size_t at = 0;
+
+            for (int i = 0; i < n; i++) {
+                memcpy(one + at, iov[i].iov_base, iov[i].iov_len);
+                at += iov[i].iov_len;
+            }
+            w = client_write(c, one, want);
+        }
     } else {
         want = total;
-        w = write(c->fd, u->buf, total);
+        w = client_write(c, u->buf, total);
     }
     if (w == (ssize_t) want) {
         c->peer = NULL;
@@ -379,7 +446,7 @@ more:
 }
 
 static void
-accept_one(int lfd)
+accept_one(int lfd, int with_tls)
 {
     int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     int one = 1;
@@ -389,31 +456,29 @@ accept_one(int lfd)
         return;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     c = conn_new(CLIENT, fd);
+    if (with_tls) {
+        c->ssl = SSL_new(tls);
+        if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1) {
+            end_client(c);
+            return;
+        }
+        SSL_set_accept_state(c->ssl);
+        c->handshaking = 1;
+    }
     if (defer_accept)
         client_readable(c);     /* its first bytes are in */
 }
 
-int
-main(int argc, char **argv)
+/* A listener on where ("IP:PORT"), in the epoll set as lc. */
+static void
+listen_on(const char *where, struct conn *lc)
 {
     struct sockaddr_in sin;
-    struct epoll_event evs[64];
-    struct conn lc = { .kind = LISTENER };
-    int lfd, one = 1, arg = 1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = lc };
 
-    if (argc > 1 && strcmp(argv[1], "-d") == 0) {
-        defer_accept = 1;
-        arg++;
-    }
-    if (argc - arg != 2) {
-        fprintf(stderr, "usage: floor [-d] LISTEN_IP:PORT BACKEND_IP:PORT\n");
-        return 2;
-    }
-    addr_of(argv[arg], &sin);
-    addr_of(argv[arg + 1], &backend);
-    ep = epoll_create1(EPOLL_CLOEXEC);
-    lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ep < 0 || lfd < 0)
+    addr_of(where, &sin);
+    if (lfd < 0)
         die("socket");
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (defer_accept) {
@@ -422,14 +487,59 @@ main(int argc, char **argv)
         setsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
     }
     if (bind(lfd, (struct sockaddr *) &sin, sizeof(sin)) < 0 || listen(lfd, 4096) < 0)
-        die(argv[arg]);
-    lc.fd = lfd;
-    {
-        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &lc };
+        die(where);
+    lc->fd = lfd;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
+        die("epoll_ctl");
+}
 
-        if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
-            die("epoll_ctl");
+static SSL_CTX *
+tls_context(const char *cert, const char *key)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+    if (ctx == NULL || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+        ERR_print_errors_fp(stderr);
+        exit(2);
     }
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    return ctx;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct epoll_event evs[64];
+    struct conn lc = { .kind = LISTENER }, tlc = { .kind = TLS_LISTENER };
+    const char *tls_at = NULL;
+    int arg = 1;
+
+    if (argc > arg && strcmp(argv[arg], "-d") == 0) {
+        defer_accept = 1;
+        arg++;
+    }
+    if (argc > arg + 3 && strcmp(argv[arg], "-t") == 0) {
+        tls_at = argv[arg + 1];
+        tls = tls_context(argv[arg + 2], argv[arg + 3]);
+        arg += 4;
+    }
+    if (argc - arg != 2) {
+        fprintf(stderr, "usage: floor [-d] [-t TLS_IP:PORT CERT KEY] LISTEN_IP:PORT BACKEND_IP:PORT\n");
+        return 2;
+    }
+    addr_of(argv[arg + 1], &backend);
+    signal(SIGPIPE, SIG_IGN);   /* a close_notify to a client gone: EPIPE, not death */
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        die("epoll_create1");
+    listen_on(argv[arg], &lc);
+    if (tls_at != NULL)
+        listen_on(tls_at, &tlc);
     for (;;) {
         int n = epoll_wait(ep, evs, 64, -1), i;
 
@@ -438,8 +548,8 @@ main(int argc, char **argv)
 
             if (c->kind == DEAD)
                 continue;
-            if (c->kind == LISTENER)
-                accept_one(c->fd);
+            if (c->kind == LISTENER || c->kind == TLS_LISTENER)
+                accept_one(c->fd, c->kind == TLS_LISTENER);
             else if (c->kind == CLIENT) {
                 if (evs[i].events & EPOLLOUT)
                     client_flush(c, c->peer);
