@@ -13,7 +13,8 @@
  *     the client's Connection header, as proxy_set_header Connection "";
  *   - read the answer's head and its Content-Length bytes, and send them to
  *     the client in one writev(), with "Connection: close" added when the
- *     client asked for it;
+ *     client asked for it (then in one sendmsg() with MSG_MORE, so that the
+ *     close sends the answer's tail and the FIN in one segment);
  *   - then close the client (Connection: close) or wait for its next request.
  *
  * Nothing else: no parsing past finding the end of the head, the Connection
@@ -404,8 +405,14 @@ upstream_readable(struct conn *u)
         want = 0;
         for (int i = 0; i < n; i++)
             want += iov[i].iov_len;
-        if (c->ssl == NULL)
-            w = writev(c->fd, iov, n);
+        if (c->ssl == NULL) {
+            /* MSG_MORE: the kernel holds the tail, and the close right
+             * after sends it with the FIN, one segment (and one ACK)
+             * less, as lookout does for a client that asked for the close. */
+            struct msghdr m = { .msg_iov = iov, .msg_iovlen = n };
+
+            w = sendmsg(c->fd, &m, MSG_MORE | MSG_NOSIGNAL);
+        }
         else {                  /* one SSL_write: one record */
             static char one[BUF + sizeof(close_hdr)];
             size_t at = 0;

@@ -159,7 +159,7 @@ lk_hx_on_request_head(struct lk_hx *hx)
     hx->req_has_body = rp->chunked || (rp->has_cl && rp->content_length > 0);
     hx->head_method = lk_str_eq(req->method, LK_STRLIT("HEAD"));
     if (!rp->keep_alive)
-        hc->closing = 1;
+        hc->closing = hx->client_close = 1;
 
     if (lk_str_eq(req->method, LK_STRLIT("CONNECT"))) {
         lk_hx_reply_error(hx, 405, "CONNECT is not supported", 1);

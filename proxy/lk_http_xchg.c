@@ -170,6 +170,13 @@ lk_hx_end(struct lk_hx *hx, int reuse_upstream)
      * from the next one. */
     if (!hx->req_done || !hc->rp.msg_done)
         hc->closing = 1;
+    /* The client sends nothing more: it said so (a conforming client sends
+     * no request after Connection: close), or it half-closed.  Then its
+     * answer can go with the FIN (fin_next, lk_io.c).  Not when lookout or
+     * the broker chose to close: the client may have sent its next request
+     * already, and a close with unread bytes resets the connection, which
+     * would drop an answer the kernel still held back. */
+    int client_done = (hx->client_close || hc->client_eof) && hx->req_done && hc->rp.msg_done;
     if (reuse_upstream && hx->up != NULL && !hc->dead) {
         /* One whose PROXY header names this client serves no other
          * (upstream.proxy_protocol): kept for this client alone, and not
@@ -188,7 +195,11 @@ lk_hx_end(struct lk_hx *hx, int reuse_upstream)
     lk_hx_free(hx);
     if (hc->closing || hc->client_eof) {
         hc->dead = 1;
-        lk_conn_close_after_flush(hc->c);
+        struct lk_conn *c = hc->c;
+        if (client_done && c->io.ssl == NULL &&
+            evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
+            c->io.fin_next = 1;
+        lk_conn_close_after_flush(c);
         return;
     }
     lk_io_enable(&hc->c->io, EV_READ);

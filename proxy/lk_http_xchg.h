@@ -46,6 +46,7 @@ struct lk_hx {
     int req_head_done, req_done;
     int req_has_body, req_chunked;
     int expect_continue, upgrade_req, head_method;
+    int client_close; /* the request said Connection: close (or was HTTP/1.0 without keep-alive) */
     int waiting_upstream; /* connecting: the request parser stays paused */
     int upload_paused;
     uint64_t req_body_bytes, upload_mark;

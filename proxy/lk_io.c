@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -256,6 +257,31 @@ ring_sent(struct lk_io *io, struct evbuffer *out)
 }
 #endif
 
+/* out's start to fd, as evbuffer_write would write it.  Before a close
+ * (fin_next), with MSG_MORE: the kernel holds the tail back, and the
+ * close sends it with the FIN, in one segment rather than two, and the
+ * client acknowledges both at once.  On a new connection per request that
+ * is two of its twelve segments, and about a sixth of the proxy's CPU on
+ * loopback, where the receiver's TCP input runs in the sender's time. */
+static int
+io_write(struct lk_io *io, struct evbuffer *out, evutil_socket_t fd)
+{
+    if (!io->fin_next)
+        return evbuffer_write(out, fd);
+    struct evbuffer_iovec v[16];
+    struct iovec iov[16];
+    int nv = evbuffer_peek(out, -1, NULL, v, 16);
+    if (nv > 16)
+        nv = 16;
+    for (int k = 0; k < nv; k++)
+        iov[k] = (struct iovec){.iov_base = v[k].iov_base, .iov_len = v[k].iov_len};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)nv};
+    ssize_t n = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE);
+    if (n > 0)
+        evbuffer_drain(out, (size_t)n);
+    return (int)n;
+}
+
 static void
 io_flush(struct lk_io *io)
 {
@@ -287,7 +313,7 @@ io_flush(struct lk_io *io)
     /* A socket bufferevent keeps its output's start frozen except while
      * it writes; so do we. */
     evbuffer_unfreeze(out, 1);
-    int n = evbuffer_write(out, bufferevent_getfd(bev));
+    int n = io_write(io, out, bufferevent_getfd(bev));
     evbuffer_freeze(out, 1);
     if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
         evbuffer_get_length(out) != 0) {
@@ -349,8 +375,8 @@ ring_send(struct lk_worker *w, struct lk_io *io)
     int fd = bufferevent_getfd(io->bev);
     struct evbuffer *out = bufferevent_get_output(io->bev);
 
-    if (lk_uring_send(w->uring, fd, out, io) != 0 && ring_submit(w) == 0)
-        lk_uring_send(w->uring, fd, out, io);
+    if (lk_uring_send(w->uring, fd, out, io->fin_next, io) != 0 && ring_submit(w) == 0)
+        lk_uring_send(w->uring, fd, out, io->fin_next, io);
 }
 
 /* One round of the flush queue: every plaintext output on it is sent in

@@ -76,7 +76,7 @@ lk_uring_free(struct lk_uring *u)
 }
 
 int
-lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, void *owner)
+lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, int more, void *owner)
 {
     unsigned room = LK_URING_IOVS - u->niov;
     if (u->n == LK_URING_ENTRIES || room == 0)
@@ -108,11 +108,12 @@ lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, void *owner)
         iov[0] = (struct iovec){.iov_base = at, .iov_len = s->len};
         nv = 1;
     }
+    int flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0);
     if (nv == 1) {
-        io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, flags);
     } else {
         s->msg = (struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)nv};
-        io_uring_prep_sendmsg(sqe, fd, &s->msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        io_uring_prep_sendmsg(sqe, fd, &s->msg, flags);
     }
     io_uring_sqe_set_data64(sqe, u->n);
     u->n++;

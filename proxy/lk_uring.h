@@ -18,9 +18,10 @@ struct lk_uring *lk_uring_new(void);
 void lk_uring_free(struct lk_uring *u);
 
 /* Prepares a send of out's start (up to the first 64 chains) to fd, for
- * owner; nothing moves until lk_uring_submit, and out must not be drained
- * until then.  -1: the batch is full (submit, then add again). */
-int lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, void *owner);
+ * owner, with MSG_MORE when more is set; nothing moves until
+ * lk_uring_submit, and out must not be drained until then.  -1: the batch
+ * is full (submit, then add again). */
+int lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, int more, void *owner);
 
 /* Prepares a receive from fd of up to size bytes (perhaps more: libevent
  * rounds its chains up) into space reserved at the end of in, for owner;

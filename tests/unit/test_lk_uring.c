@@ -10,7 +10,10 @@
  * Receives likewise: several sockets read in one submission, each input
  * getting its bytes after what it held (0 at the end, -EAGAIN when there
  * is nothing), its end frozen again as lk_io.c keeps it.  A thread other
- * than the one that made the ring submits through it (a worker's).
+ * than the one that made the ring submits through it (a worker's).  A
+ * send asked to hold its tail (more) does: over TCP the peer has nothing
+ * until the sender closes its side, then the bytes and the end together;
+ * without it, the bytes are there at once.
  */
 #include <stddef.h>
 
@@ -19,6 +22,7 @@
 #ifdef LK_IO_URING
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -74,7 +78,7 @@ test_gathered(void)
     evbuffer_add_reference(ob, "/x ", 3, NULL, NULL);
     evbuffer_add_reference(ob, "HTTP/1.1\r\n", 10, NULL, NULL);
     ok(evbuffer_peek(ob, -1, NULL, NULL, 0) == 3, "the second output is three chains");
-    ok(lk_uring_send(u, a[0], oa, &ga) == 0 && lk_uring_send(u, b[0], ob, &gb) == 0,
+    ok(lk_uring_send(u, a[0], oa, 0, &ga) == 0 && lk_uring_send(u, b[0], ob, 0, &gb) == 0,
        "two sends prepared");
     ok(read(a[1], buf, sizeof(buf)) < 0 && errno == EAGAIN, "nothing moved before the submission");
     ok(lk_uring_submit(u, on_done) == 0, "one submission");
@@ -119,7 +123,7 @@ test_staged(void)
                 src[i][c][k] = (char)('a' + (i + c + k) % 26);
             evbuffer_add_reference(out[i], src[i][c], part[i], NULL, NULL);
         }
-        good &= lk_uring_send(u, sv[i][0], out[i], &g[i]) == 0;
+        good &= lk_uring_send(u, sv[i][0], out[i], 0, &g[i]) == 0;
     }
     ok(good, "%d sends of three chains prepared", N);
     ok(lk_uring_submit(u, on_done) == 0, "one submission");
@@ -138,7 +142,7 @@ test_staged(void)
     evbuffer_drain(out[0], evbuffer_get_length(out[0]));
     evbuffer_add(out[0], "ab", 2);
     evbuffer_add_reference(out[0], "cd", 2, NULL, NULL);
-    lk_uring_send(u, sv[0][0], out[0], &g[0]);
+    lk_uring_send(u, sv[0][0], out[0], 0, &g[0]);
     lk_uring_submit(u, on_done);
     char buf[8];
     ok(g[0].res == 4 && read(sv[0][1], buf, sizeof(buf)) == 4 && memcmp(buf, "abcd", 4) == 0,
@@ -164,15 +168,15 @@ test_full_and_gone(void)
     struct evbuffer *out = evbuffer_new();
     evbuffer_add_reference(out, big, sizeof(big), NULL, NULL);
     alarm(10); /* a send that waited would hang here */
-    lk_uring_send(u, a[0], out, &g);
+    lk_uring_send(u, a[0], out, 0, &g);
     ok(lk_uring_submit(u, on_done) == 0, "submitted");
     ok(g.res > 0 && g.res < (int)sizeof(big) && !g.whole, "a full socket takes part (%d)", g.res);
     evbuffer_drain(out, (size_t)g.res);
-    lk_uring_send(u, a[0], out, &g);
+    lk_uring_send(u, a[0], out, 0, &g);
     lk_uring_submit(u, on_done);
     ok(g.calls == 2 && g.res == -EAGAIN && !g.whole, "then -EAGAIN, not a wait (%d)", g.res);
     close(a[1]);
-    lk_uring_send(u, a[0], out, &g);
+    lk_uring_send(u, a[0], out, 0, &g);
     lk_uring_submit(u, on_done);
     ok(g.calls == 3 && g.res == -EPIPE, "the peer gone: -EPIPE, and no SIGPIPE (%d)", g.res);
     alarm(0);
@@ -196,14 +200,14 @@ test_batch_full(void)
     struct evbuffer *out = evbuffer_new();
     evbuffer_add(out, "x", 1);
     for (int k = 0; k < 257; k++)
-        if (lk_uring_send(u, a[0], out, &g[k]) == 0)
+        if (lk_uring_send(u, a[0], out, 0, &g[k]) == 0)
             prepared++;
     ok(prepared == 256, "a batch takes 256 sends, then asks for a submission (%d)", prepared);
     ok(lk_uring_submit(u, on_done) == 0, "submitted");
     for (int k = 0; k < 257; k++)
         calls += g[k].calls;
     ok(calls == 256 && g[0].res == 1 && g[255].res == 1 && g[256].calls == 0, "each reported once");
-    ok(lk_uring_send(u, a[0], out, &g[256]) == 0 && lk_uring_submit(u, on_done) == 0 &&
+    ok(lk_uring_send(u, a[0], out, 0, &g[256]) == 0 && lk_uring_submit(u, on_done) == 0 &&
            g[256].res == 1,
        "and the next batch goes");
     evbuffer_free(out);
@@ -262,7 +266,7 @@ other_thread(void *arg)
 {
     struct other *o = arg;
 
-    lk_uring_send(o->u, o->fd, o->out, &o->g);
+    lk_uring_send(o->u, o->fd, o->out, 0, &o->g);
     o->r = lk_uring_submit(o->u, on_done);
     return NULL;
 }
@@ -293,8 +297,73 @@ test_other_thread(void)
     lk_uring_free(o.u);
 }
 
+/* A connected TCP pair on 127.0.0.1, nonblocking (MSG_MORE means nothing
+ * to a socketpair). */
+static int
+tcp_pair(int sv[2])
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    sv[0] = sv[1] = -1;
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&sa, &len) != 0)
+        goto out;
+    sv[1] = socket(AF_INET, SOCK_STREAM, 0);
+    if (sv[1] < 0 || connect(sv[1], (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        goto out;
+    sv[0] = accept(l, NULL, NULL);
+    for (int k = 0; k < 2; k++)
+        if (sv[k] >= 0)
+            fcntl(sv[k], F_SETFL, fcntl(sv[k], F_GETFL) | O_NONBLOCK);
+out:
+    if (l >= 0)
+        close(l);
+    return sv[0] >= 0 && sv[1] >= 0 ? 0 : -1;
+}
+
+static void
+test_more(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int held[2], now[2];
+    struct got gh = {0}, gn = {0};
+    char buf[16];
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    if (!ok(tcp_pair(held) == 0 && tcp_pair(now) == 0, "two TCP connections on 127.0.0.1"))
+        goto out;
+    struct evbuffer *oh = evbuffer_new(), *on = evbuffer_new();
+    evbuffer_add(oh, "answer", 6);
+    evbuffer_add(on, "answer", 6);
+    ok(lk_uring_send(u, held[0], oh, 1, &gh) == 0 && lk_uring_send(u, now[0], on, 0, &gn) == 0 &&
+           lk_uring_submit(u, on_done) == 0,
+       "a send with more and one without, in one submission");
+    ok(gh.res == 6 && gn.res == 6, "each took its 6 bytes (%d, %d)", gh.res, gn.res);
+    /* On loopback a segment sent is in the peer's queue when the send returns. */
+    ok(read(now[1], buf, sizeof(buf)) == 6, "without more: the peer has them at once");
+    ok(read(held[1], buf, sizeof(buf)) < 0 && errno == EAGAIN, "with more: the kernel holds them");
+    shutdown(held[0], SHUT_WR);
+    ok(read(held[1], buf, sizeof(buf)) == 6 && memcmp(buf, "answer", 6) == 0,
+       "the sender's end sends them");
+    ok(read(held[1], buf, sizeof(buf)) == 0, "with the end");
+    evbuffer_free(oh);
+    evbuffer_free(on);
+out:
+    for (int k = 0; k < 2; k++) {
+        if (held[k] >= 0)
+            close(held[k]);
+        if (now[k] >= 0)
+            close(now[k]);
+    }
+    lk_uring_free(u);
+}
+
 const struct lk_test_case lk_test_uring[] = {
     {"uring/other_thread", test_other_thread},
+    {"uring/more", test_more},
     {"uring/gathered", test_gathered},
     {"uring/staged", test_staged},
     {"uring/received", test_received},

@@ -1,0 +1,129 @@
+#!/usr/bin/perl
+# 144-fin-with-answer.t: the last answer of a plain HTTP connection goes with its FIN
+# (issue 22: new connections). When the client itself ends the connection (its request
+# says Connection: close, or it is HTTP/1.0 without keep-alive, or the client half-closed
+# after it), lookout writes the answer with MSG_MORE and closes: the kernel sends the
+# tail of the answer and the FIN in one segment. When lookout chooses to
+# close instead (here a 400 for a malformed request), the client may already have sent its
+# next request, and a close with unread bytes resets the connection: then nothing is
+# held back, the answer leaves at once and the FIN comes apart, as before.
+#
+# What the client gets is checked byte for byte in every case, including a pipelined
+# request after a close that lookout chose and a 1 MiB answer that takes many writes.
+# Which segment carries the FIN is read from a loopback capture (dumpcap, tshark), an
+# independent view of what was on the wire; that part skips when capturing is impossible.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Socket qw(SHUT_WR);
+use Test::More;
+
+use Lookout;
+use PulsarBroker;
+use Tshark;
+use KafkaMock ();
+
+my $dir = tmp_dir();
+my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ '127.0.0.1:' . free_port() ]);
+my ($adm, $w) = free_ports(2);
+my $lk = start_lookout(dir => $dir, name => 'fin', conf => <<"EOF" . broker_sections($c, 'prod', {}));
+[lookout]
+workers = 1
+admin = 127.0.0.1:$adm
+
+[pulsar prod]
+webServiceUrl = http://127.0.0.1:$w
+
+EOF
+ok($lk->started, 'lookout started') or BAIL_OUT($lk->log // '');
+
+# One case a connection, in this order: its request, how the client ends, what it must
+# get, and whether the FIN must ride with the answer's last bytes (1), come apart (0), or
+# either (undef: an answer of many writes, whose last may not be the one the kernel held).
+my $small = PulsarBroker::test_bytes(100, 0);
+my @cases = (
+    { name => 'Connection: close',
+      req => "GET /test/bytes?n=100 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      body => $small, with => 1 },
+    { name => 'HTTP/1.0 without keep-alive',
+      req => "GET /test/bytes?n=100 HTTP/1.0\r\nHost: x\r\n\r\n",
+      body => $small, with => 1 },
+    # Its end reaches lookout before the broker's answer does, mostly: either is right.
+    { name => 'half-closed after its request',
+      req => "GET /test/bytes?n=100 HTTP/1.1\r\nHost: x\r\n\r\n", shutdown => 1,
+      body => $small, with => undef },
+    { name => 'a close lookout chooses (400)',
+      req => "GET /test/bytes?n=100 HTTP/1.1\r\nHost: x\r\nBad\x01Name: 1\r\n\r\n",
+      status => 400, with => 0 },
+    { name => 'a close lookout chooses, with the next request already sent',
+      req => "GET /test/bytes?n=100 HTTP/1.1\r\nHost: x\r\nBad\x01Name: 1\r\n\r\n"
+           . "GET /test/bytes?n=5 HTTP/1.1\r\nHost: x\r\n\r\n",
+      status => 400, with => 0, reset_ok => 1 },
+    { name => 'Connection: close, 1 MiB',
+      req => "GET /test/bytes?n=1048576 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      body => PulsarBroker::test_bytes(1048576, 0), with => undef },
+);
+
+my $ran = 0;
+sub run_cases {
+    $ran = 1;
+    for my $k (@cases) {
+        my ($reply, $how) = http_raw('127.0.0.1', $w, $k->{req}, timeout => 10,
+                                     $k->{shutdown} ? (shutdown => 1) : ());
+        my $r = parse_response($reply);
+        my $status = $k->{status} // 200;
+        ok($r && $r->{status} == $status && $r->{complete}, "$k->{name}: a complete $status")
+            or diag(substr($reply, 0, 300));
+        ok($r && $r->{body} eq $k->{body}, "$k->{name}: the body, byte for byte") if $r && defined $k->{body};
+        # A close with the next request unread resets the connection: after the answer.
+        ok($how eq 'eof' || ($k->{reset_ok} && $how eq 'reset'),
+           "$k->{name}: then the end of the connection ($how)");
+        $k->{reply_len} = length $reply;
+    }
+}
+
+my $why = Tshark::missing();
+my ($pcap, $cant);
+($pcap, $cant) = Tshark::capture($w, \&run_cases, $dir) unless $why;
+run_cases() unless $ran;    # no capture: the answers are checked all the same
+
+SKIP: {
+    skip $why // $cant, 1 if $why || !$pcap;
+    # Each segment lookout sent: its stream (one per case, in order), length and flags.
+    my $r = KafkaMock::run([ 'tshark', '-n', '-r', $pcap, '-Y', "tcp.srcport == $w",
+                             '-T', 'fields', '-e', 'tcp.stream', '-e', 'tcp.len',
+                             '-e', 'tcp.flags.fin', '-e', 'tcp.flags.reset' ], timeout => 60);
+    is($r->{exit}, 0, 'tshark read the capture') or diag($r->{err});
+    my (%fin, %bytes, %reset);
+    for my $line (split /\n/, $r->{out}) {
+        my ($stream, $len, $fin, $rst) = split /\t/, $line;
+        next unless defined $rst;
+        $bytes{$stream} += $len;
+        $reset{$stream} = 1 if $rst eq '1' || $rst eq 'True';
+        $fin{$stream} //= $len if $fin eq '1' || $fin eq 'True';
+    }
+    my @streams = sort { $a <=> $b } keys %bytes;
+    is(scalar @streams, scalar @cases, 'one TCP stream a case') or diag($r->{out});
+    for my $i (0 .. $#cases) {
+        my ($k, $s) = ($cases[$i], $streams[$i]);
+        next unless defined $s;
+        is($bytes{$s}, $k->{reply_len}, "$k->{name}: every byte on the wire reached the client");
+        ok(defined $fin{$s}, "$k->{name}: lookout sent a FIN");
+        ok(!$reset{$s}, "$k->{name}: and no reset") unless $k->{reset_ok};
+        next unless defined $k->{with} && defined $fin{$s};
+        if ($k->{with}) {
+            ok($fin{$s} > 0, "$k->{name}: the FIN came with the answer's last bytes ($fin{$s} bytes)");
+        } else {
+            is($fin{$s}, 0, "$k->{name}: the FIN came apart, the answer not held back");
+        }
+    }
+}
+
+ok($lk->alive, 'lookout still running');
+$lk->stop;
+$lk->check_sanitizers;
+done_testing();
