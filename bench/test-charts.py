@@ -63,6 +63,14 @@ run("2026-12-05-0848.md", {
     "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
     "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
 })
+run("2026-12-05-1233.md", {
+    "cpu": scen + proxies + ["floor", "CPU-s per 100,000 requests"],
+    "cpu-rate": rated + ["nginx", "haproxy", "lookout", "lookout-shipped", "floor"],
+    "latency": scen + proxies + ["floor"],
+    "idle": ["plain", "TLS", "nginx", "haproxy", "lookout"],
+    "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
+    "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
+})
 # An HTTP-only run without the memory test: cpu and latency only.
 run("2026-12-03-1837.md", {"cpu": ["new", "pp-new", "nginx", "lookout"], "latency": ["new", "pp-new", "nginx", "lookout"]})
 print("1..%s" % ("failed %d" % fails if fails else "all passed"))
