@@ -55,22 +55,16 @@ run("2026-12-03-1903.md", {
 })
 # A full run with the floor and the table at one offered rate (cpu-rate).
 rated = ["small", "redirect", "lookup", "tls-ka"]
-run("2026-12-05-0848.md", {
+full = {
     "cpu": scen + proxies + ["floor", "CPU-s per 100,000 requests"],
     "cpu-rate": rated + ["nginx", "haproxy", "lookout", "lookout-shipped", "floor"],
     "latency": scen + proxies + ["floor"],
     "idle": ["plain", "TLS", "nginx", "haproxy", "lookout"],
     "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
     "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
-})
-run("2026-12-05-1233.md", {
-    "cpu": scen + proxies + ["floor", "CPU-s per 100,000 requests"],
-    "cpu-rate": rated + ["nginx", "haproxy", "lookout", "lookout-shipped", "floor"],
-    "latency": scen + proxies + ["floor"],
-    "idle": ["plain", "TLS", "nginx", "haproxy", "lookout"],
-    "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
-    "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
-})
+}
+for f in ("2026-12-05-0848.md", "2026-12-05-1233.md"):
+    run(f, full)
 # An HTTP-only run without the memory test: cpu and latency only.
 run("2026-12-03-1837.md", {"cpu": ["new", "pp-new", "nginx", "lookout"], "latency": ["new", "pp-new", "nginx", "lookout"]})
 print("1..%s" % ("failed %d" % fails if fails else "all passed"))
