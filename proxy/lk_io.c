@@ -12,6 +12,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <event2/buffer.h>
+#ifndef EVBUFFER_IOVEC_IS_NATIVE_
+#error "io_write peeks an evbuffer into struct iovec"
+#endif
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -268,14 +271,13 @@ io_write(struct lk_io *io, struct evbuffer *out, evutil_socket_t fd)
 {
     if (!io->fin_next)
         return evbuffer_write(out, fd);
-    struct evbuffer_iovec v[16];
-    struct iovec iov[16];
+    /* libevent's evbuffer_iovec is struct iovec where there is one: peeked
+     * straight into what sendmsg takes. */
+    struct iovec v[16];
     int nv = evbuffer_peek(out, -1, NULL, v, 16);
     if (nv > 16)
         nv = 16;
-    for (int k = 0; k < nv; k++)
-        iov[k] = (struct iovec){.iov_base = v[k].iov_base, .iov_len = v[k].iov_len};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)nv};
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)nv};
     ssize_t n = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE);
     if (n > 0)
         evbuffer_drain(out, (size_t)n);

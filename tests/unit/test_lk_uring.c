@@ -48,15 +48,22 @@ on_done(void *owner, int recv, int res, int whole)
     g->whole = whole;
 }
 
-/* A nonblocking stream pair, as lookout's sockets are. */
+/* Both ends nonblocking, as lookout's sockets are. */
+static void
+nonblock(int sv[2])
+{
+    for (int k = 0; k < 2; k++)
+        if (sv[k] >= 0)
+            fcntl(sv[k], F_SETFL, fcntl(sv[k], F_GETFL) | O_NONBLOCK);
+}
+
+/* A nonblocking stream pair. */
 static void
 pair(int sv[2])
 {
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
         sv[0] = sv[1] = -1;
-    for (int k = 0; k < 2; k++)
-        if (sv[k] >= 0)
-            fcntl(sv[k], F_SETFL, fcntl(sv[k], F_GETFL) | O_NONBLOCK);
+    nonblock(sv);
 }
 
 static void
@@ -314,9 +321,7 @@ tcp_pair(int sv[2])
     if (sv[1] < 0 || connect(sv[1], (struct sockaddr *)&sa, sizeof(sa)) != 0)
         goto out;
     sv[0] = accept(l, NULL, NULL);
-    for (int k = 0; k < 2; k++)
-        if (sv[k] >= 0)
-            fcntl(sv[k], F_SETFL, fcntl(sv[k], F_GETFL) | O_NONBLOCK);
+    nonblock(sv);
 out:
     if (l >= 0)
         close(l);
