@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_http_xchg.h"
 #include "lk_log.h"
 #include "lk_ratelimit.h"

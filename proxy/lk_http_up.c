@@ -13,6 +13,7 @@
 
 #include "lk_age.h"
 #include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_http_xchg.h"
 #include "lk_io.h"
 #include "lk_log.h"

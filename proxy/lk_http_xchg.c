@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "lk_age.h"
+#include "lk_clock.h"
 #include "lk_http_xchg.h"
 #include "lk_io.h"
 #include "lk_log.h"

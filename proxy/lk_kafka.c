@@ -48,6 +48,7 @@
 #include <sys/types.h>
 
 #include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_conn.h"
 #include "lk_dyn.h"
 #include "lk_hold.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_stats.h"

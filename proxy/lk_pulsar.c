@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "lk_broker.h"
+#include "lk_clock.h"
 #include "lk_conn.h"
 #include "lk_hold.h"
 #include "lk_io.h"

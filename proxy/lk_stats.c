@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lk_clock.h"
 #include "lk_pool.h"
 #include "lk_ratelimit.h"
 #include "lk_stats.h"
@@ -46,13 +47,7 @@ static const char *const proto_names[LK_SP__COUNT] = {"http", "kafka", "pulsar"}
 static const char *const uperr_names[LK_UPERR__COUNT] = {"connect", "timeout", "reset", "tls",
                                                          "outside_internal_networks"};
 
-long long
-lk_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+__thread struct lk_clock_wake lk_clock_wake; /* lk_clock.h */
 
 void
 lk_stats_init(int n)

@@ -176,8 +176,6 @@ void lk_stats_count(const struct lk_rt_stats *s, const struct lk_xrec *r);
  * lookout_held_bytes and the counter lookout_held_pauses_total. */
 void lk_stats_held(long long delta, unsigned pauses);
 
-/* Microseconds on the monotonic clock. */
-long long lk_now_us(void);
 /* Names for labels and logs: a Kafka api key's ("Metadata"; NULL if
  * unknown) and a Pulsar command type's ("LOOKUP"; NULL). */
 const char *lk_kafka_api_name(int key);

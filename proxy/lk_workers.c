@@ -588,13 +588,25 @@ fail:
     return -1;
 }
 
+void
+lk_workers_loop(struct event_base *base)
+{
+    for (;;) {
+        lk_clock_tick();
+        if (event_base_loop(base, EVLOOP_ONCE) != 0 || event_base_got_break(base) ||
+            event_base_got_exit(base))
+            break;
+    }
+    lk_clock_untick();
+}
+
 static void *
 worker_main(void *arg)
 {
     struct lk_worker *w = arg;
     lk_stats_set_shard(w->id);
     lk_access_thread_start(w->base);
-    event_base_dispatch(w->base);
+    lk_workers_loop(w->base);
     /* The last iteration's access lines: a drain or a stop breaks the
      * loop off before their write. */
     lk_access_thread_end();

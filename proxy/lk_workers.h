@@ -59,6 +59,12 @@ void lk_workers_drain(unsigned timeout_ms);
 int lk_workers_draining(void);
 /* Runs them (worker 0 on the calling thread) until lk_workers_stop. */
 void lk_workers_run(void);
+/* A worker's loop: event_base_dispatch(base), a call of the loop at a time
+ * with lk_clock_tick() before each, so that the callbacks a wait wakes
+ * read the clock once between them (lk_clock.h).  It ends as dispatch
+ * would: on a loopbreak or loopexit (a stop, a drain), an error, or
+ * nothing left to wait for. */
+void lk_workers_loop(struct event_base *base);
 /* The event base of worker 0, which runs on the main thread (signals). */
 struct event_base *lk_workers_main_base(void);
 /* Asks every worker to stop (from any thread). */

@@ -34,6 +34,7 @@ extern const struct lk_test_case lk_test_age[];
 extern const struct lk_test_case lk_test_uring[];
 extern const struct lk_test_case lk_test_pool[];
 extern const struct lk_test_case lk_test_tls[];
+extern const struct lk_test_case lk_test_clock[];
 
 static const struct lk_test_case *const groups[] = {
     lk_test_url,
@@ -62,6 +63,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_age,
     lk_test_pool,
     lk_test_tls,
+    lk_test_clock,
     lk_test_uring,
     NULL,
 };
