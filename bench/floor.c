@@ -32,7 +32,9 @@
  * handshake, then the same exchange with SSL_read and one SSL_write per
  * answer (one record).  A handshake or an answer the socket will not take at
  * once ends the connection: on loopback neither happens.  A closing client
- * gets its close_notify.
+ * gets its close_notify, and its socket is corked before the answer's
+ * SSL_write, so that the close sends the record, the alert and the FIN in
+ * one segment.
  *
  *   floor [-d] [-t TLS_IP:PORT CERT KEY] LISTEN_IP:PORT BACKEND_IP:PORT
  *
@@ -416,6 +418,11 @@ upstream_readable(struct conn *u)
         else {                  /* one SSL_write: one record */
             static char one[BUF + sizeof(close_hdr)];
             size_t at = 0;
+            int on = 1;
+
+            /* corked, as lookout does: the record, the close_notify and
+             * the FIN leave together at the close */
+            setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
 
             for (int i = 0; i < n; i++) {
                 memcpy(one + at, iov[i].iov_base, iov[i].iov_len);

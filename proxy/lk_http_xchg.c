@@ -198,7 +198,7 @@ lk_hx_end(struct lk_hx *hx, int reuse_upstream)
         hc->dead = 1;
         struct lk_conn *c = hc->c;
         if (client_done && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
-            c->io.fin_next = 1; /* read by plaintext writes only */
+            c->io.fin_next = 1;
         lk_conn_close_after_flush(c);
         return;
     }

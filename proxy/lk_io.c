@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <event2/buffer.h>
@@ -767,6 +769,15 @@ tls_flush(struct lk_io *io)
 
     if (io->write_wants_read || io->handshaking)
         return 0; /* the read side resumes it */
+    if (io->fin_next) {
+        /* io_write's MSG_MORE for the records OpenSSL writes: corked, the
+         * socket holds the last one back, and the close sends it with the
+         * FIN.  One setsockopt a connection, where the segment it saves
+         * costs the client's TCP input and an acknowledgement more. */
+        int on = 1;
+        setsockopt(bufferevent_getfd(io->bev), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+        io->fin_next = 0;
+    }
     evbuffer_unfreeze(out, 1);
     while ((len = evbuffer_get_length(out)) != 0) {
         size_t n = len < LK_TLS_RECORD ? len : LK_TLS_RECORD, done;

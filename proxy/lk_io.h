@@ -58,8 +58,9 @@ struct lk_io {
     unsigned ssl_end : 1;       /* SSL_read reached the end: ssl_end_what still to report */
     unsigned park_wanted : 1;   /* client: idle; park once the output has drained */
     unsigned unparking : 1;     /* client: the protocol is being started again */
-    unsigned fin_next : 1;      /* plain: the connection closes once this output is out, and
-                                 * no more input can come (io_write) */
+    unsigned fin_next : 1;      /* the connection closes once this output is out, and no more
+                                 * input can come: plain writes go with MSG_MORE (io_write),
+                                 * TLS ones corked (tls_flush) */
 #ifdef LK_IO_URING
     unsigned in_round : 1;      /* queued in w->flushb, not w->flushq */
     unsigned ring_sent : 1;     /* the ring sent: ring_res is the result, not yet applied */
