@@ -20,19 +20,28 @@ sleep_ms(long ms)
         ;
 }
 
-static void
-test_tick(void)
+/* How far apart two readings 3 ms apart are: 3000 us or more when each
+ * reads the clock, 0 when both are one wake-up's reading. */
+static long long
+apart(long long *first)
 {
     long long a = lk_now_us();
     sleep_ms(3);
-    long long b = lk_now_us();
-    ok(b - a >= 3000, "no tick: each reading is the clock's (%lld us apart)", b - a);
+    if (first != NULL)
+        *first = a;
+    return lk_now_us() - a;
+}
+
+static void
+test_tick(void)
+{
+    long long a, d = apart(NULL);
+    ok(d >= 3000, "no tick: each reading is the clock's (%lld us apart)", d);
 
     lk_clock_tick();
-    a = lk_now_us();
-    sleep_ms(3);
-    b = lk_now_us();
-    ok(a == b, "after a tick: one reading until the next (%lld, %lld)", a, b);
+    d = apart(&a);
+    long long b = lk_now_us();
+    ok(d == 0, "after a tick: one reading until the next (%lld, %lld)", a, b);
     ok(lk_now_ms() == a / 1000, "milliseconds are the same reading (%lld, %lld)", lk_now_ms(),
        a / 1000);
 
@@ -41,10 +50,8 @@ test_tick(void)
     ok(b - a >= 3000, "the next tick: a new reading (%lld us later)", b - a);
 
     lk_clock_untick();
-    a = lk_now_us();
-    sleep_ms(3);
-    b = lk_now_us();
-    ok(b - a >= 3000, "untick: the clock's again (%lld us apart)", b - a);
+    d = apart(NULL);
+    ok(d >= 3000, "untick: the clock's again (%lld us apart)", d);
 }
 
 struct seen {
@@ -87,9 +94,7 @@ test_loop(void)
     /* 20 ms from the adds, on libevent's coarser clock: well over 10 */
     ok(s.at[2] - s.at[1] >= 10000,
        "the next wake-up, 20 ms on: a reading of its own (%lld us later)", s.at[2] - s.at[1]);
-    long long a = lk_now_us();
-    sleep_ms(3);
-    ok(lk_now_us() - a >= 3000, "once the loop ends, the thread reads the clock again");
+    ok(apart(NULL) >= 3000, "once the loop ends, the thread reads the clock again");
     event_free(e1);
     event_free(e2);
     event_free(e3);
