@@ -295,9 +295,13 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
             continue;
         }
         struct evbuffer *next = s->out;
+        /* The whole body at once, with nothing held from before (most
+         * answers): the hook reads it where it lies, one move fewer. */
+        struct evbuffer *acc = last && evbuffer_get_length(s->acc) == 0 ? cur : s->acc;
+        if (acc != cur)
+            evbuffer_add_buffer(acc, cur);
         if (s->body == LK_BODY_BUFFER && !s->overflowed) {
-            evbuffer_add_buffer(s->acc, cur);
-            if (evbuffer_get_length(s->acc) > x->conf->max_buffer_bytes) {
+            if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes) {
                 /* Too big to hold: this filter is bypassed and the body
                  * flows on unchanged, never truncated. */
                 s->overflowed = 1;
@@ -305,30 +309,27 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
                 lk_log(LK_WARN, x->conn,
                        "%s: response body over max_buffer_bytes (%zu); passed through unchanged",
                        f->id, x->conf->max_buffer_bytes);
-                evbuffer_add_buffer(next, s->acc);
+                evbuffer_add_buffer(next, acc);
             } else if (last) {
                 unsigned before = x->rewrites;
-                v = f->ops->http_res_body(f, x, s->acc, next, 1);
+                v = f->ops->http_res_body(f, x, acc, next, 1);
                 s->rewrites += x->rewrites - before;
             }
         } else if (s->body == LK_BODY_BUFFER) {
-            evbuffer_add_buffer(next, cur);
-        } else {
+            evbuffer_add_buffer(next, acc);
+        } else if (evbuffer_get_length(acc) != 0 || last) {
             /* A streaming filter may keep a tail (a match that straddles two
              * reads): what it leaves in acc is offered again next time. */
-            evbuffer_add_buffer(s->acc, cur);
-            if (evbuffer_get_length(s->acc) != 0 || last) {
-                unsigned before = x->rewrites;
-                v = f->ops->http_res_body(f, x, s->acc, next, last);
-                s->rewrites += x->rewrites - before;
-            }
+            unsigned before = x->rewrites;
+            v = f->ops->http_res_body(f, x, acc, next, last);
+            s->rewrites += x->rewrites - before;
         }
-        if (last && v == LK_FLT_CONTINUE && evbuffer_get_length(s->acc) != 0) {
+        if (last && v == LK_FLT_CONTINUE && evbuffer_get_length(acc) != 0) {
             /* a filter that kept bytes at the end: they go on unchanged,
              * never lost */
             lk_log(LK_DEBUG, x->conn, "%s: %zu body bytes left at the end; passed on", f->id,
-                   evbuffer_get_length(s->acc));
-            evbuffer_add_buffer(next, s->acc);
+                   evbuffer_get_length(acc));
+            evbuffer_add_buffer(next, acc);
         }
         cur = next;
     }

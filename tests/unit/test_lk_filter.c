@@ -289,6 +289,44 @@ test_left_at_end(void)
     teardown(&fx);
 }
 
+/* The whole body in one call (most answers): each stage's hook reads it
+ * where it lies, and what comes out is what pieces would give. */
+static void
+test_one_piece(void)
+{
+    struct fixture fx;
+    const char *whole[] = {"ab-cd-ef", NULL};
+    const struct lk_flt_ops *chain[] = {&upper_ops, &wrap_ops};
+
+    setup(&fx, chain, 2, 1024);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, whole), "[AB-CD-EF]", "one piece: stream then buffer");
+    ok_str(trace, "uwUW", "each hook ran once");
+    teardown(&fx);
+
+    const struct lk_flt_ops *rev[] = {&wrap_ops, &upper_ops};
+    setup(&fx, rev, 2, 1024);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, whole), "[AB-CD-EF]", "one piece: buffer then stream");
+    teardown(&fx);
+
+    const struct lk_flt_ops *left[] = {&stingy_ops, &upper_ops};
+    setup(&fx, left, 2, 1024);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, (const char *[]){"abcdef", NULL}), "ABCDEF",
+           "one piece: bytes a filter keeps at the end still go on");
+    teardown(&fx);
+
+    const struct lk_flt_ops *cap[] = {&wrap_ops};
+    setup(&fx, cap, 1, 15);
+    lk_flt_run_res_headers(&fx.x);
+    ok_str(run_body(&fx, (const char *[]){"01234567890123456789", NULL}), "01234567890123456789",
+           "one piece over the cap passes through unchanged");
+    ok(fx.x.body_overflows == 1 && strchr(trace, 'W') == NULL,
+       "counted as an overflow; the hook never ran");
+    teardown(&fx);
+}
+
 static void
 test_cap(void)
 {
@@ -587,6 +625,7 @@ const struct lk_test_case lk_test_filter[] = {
     {"filter/order_and_bodies", test_order_and_bodies},
     {"filter/observe", test_observe},
     {"filter/left_at_end", test_left_at_end},
+    {"filter/one_piece", test_one_piece},
     {"filter/cap", test_cap},
     {"filter/reply_and_attach", test_reply_and_attach},
     {"filter/chain_new", test_chain_new},

@@ -228,6 +228,60 @@ test_verdicts(void)
     }
 }
 
+/* A string is scanned 16 bytes at a time where SSE2 is (lk_json.c,
+ * skip_plain) and byte by byte over its last 15: every byte that stops the
+ * plain run (the closing quote, an escape, a control character, DEL's
+ * neighbours, UTF-8 good and bad) at every offset of a 40-byte value, so at
+ * every lane of a 16-byte load and in the tail, must get jansson's verdict. */
+static void
+test_string_lanes(void)
+{
+    static const char *const stops[] = {
+        "\"",   "\\n",     "\\u00e9", "\\x",   "\x01",     "\x1f", "\t", "\x7f",
+        "\x80", "\xc3\xa9", "\xc3",     "\xed\xa0\x80", "\xf0\x9f\x98\x80", "\xff", " ", "~",
+    };
+    int same = 1;
+    char what[64];
+
+    for (size_t k = 0; k < sizeof(stops) / sizeof(stops[0]); k++)
+        for (size_t at = 0; at <= 40; at++) {
+            char text[128];
+            size_t n = 0, sl = strlen(stops[k]);
+            memcpy(text, "{\"k\":\"", 6);
+            n = 6;
+            for (size_t i = 0; i < 40; i++) {
+                if (i == at) {
+                    memcpy(text + n, stops[k], sl);
+                    n += sl;
+                }
+                text[n++] = (char)('a' + i % 26);
+            }
+            memcpy(text + n, "\"}", 2);
+            n += 2;
+            json_error_t jerr;
+            json_t *j = json_loadb(text, n, 0, &jerr);
+            int scan = lk_json_scan(text, n, NULL, NULL);
+            if (scan != (j != NULL ? LK_JSON_VALID : LK_JSON_INVALID)) {
+                snprintf(what, sizeof(what), "stop %zu at %zu", k, at);
+                same = 0;
+            }
+            json_decref(j);
+        }
+    ok(same, "every stop byte at every offset: jansson's verdict%s%s", same ? "" : ", not at ",
+       same ? "" : what);
+    /* the run itself: valid texts whose strings end in each lane */
+    int valid = 1;
+    for (size_t len = 0; len <= 34; len++) {
+        char text[64];
+        memcpy(text, "[\"", 2);
+        memset(text + 2, 'x', len);
+        memcpy(text + 2 + len, "\",\"y\"]", 6);
+        if (lk_json_scan(text, len + 8, NULL, NULL) != LK_JSON_VALID)
+            valid = 0;
+    }
+    ok(valid, "plain strings of 0 to 34 bytes, then another: valid");
+}
+
 /* depth containers opened with open[], closed with close[], around inner */
 static char *
 nest(size_t depth, const char *open, const char *inner, const char *close)
@@ -402,5 +456,6 @@ test_unescape(void)
 
 const struct lk_test_case lk_test_json[] = {
     {"json/verdicts", test_verdicts}, {"json/depth", test_depth},       {"json/nul", test_nul},
+    {"json/string_lanes", test_string_lanes},
     {"json/members", test_members},   {"json/unescape", test_unescape}, {NULL, NULL},
 };
