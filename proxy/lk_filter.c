@@ -295,9 +295,11 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
             continue;
         }
         struct evbuffer *next = s->out;
-        /* The whole body at once, with nothing held from before (most
-         * answers): the hook reads it where it lies, one move fewer. */
-        struct evbuffer *acc = last && evbuffer_get_length(s->acc) == 0 ? cur : s->acc;
+        /* Nothing held from before, and the whole body at once (most
+         * answers) or a filter bypassed: the bytes are used where they
+         * lie, one move fewer. */
+        struct evbuffer *acc =
+            (last || s->overflowed) && evbuffer_get_length(s->acc) == 0 ? cur : s->acc;
         if (acc != cur)
             evbuffer_add_buffer(acc, cur);
         if (s->body == LK_BODY_BUFFER && !s->overflowed) {

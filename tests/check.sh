@@ -6,6 +6,8 @@
 # then each libFuzzer harness for a bounded time (tests/fuzz/run.sh), and
 # that no include cycle joins the modules (tests/cycles.pl).  After
 # the plain build it checks what `make install` ships (tests/install/).
+# The later builds run in the background during the plain integration
+# tests (prebuild, below).
 # The last line is "N passed, N failed".
 #
 #   tests/check.sh            everything
@@ -34,6 +36,41 @@ tally() {
     total_fail=$((total_fail + f))
 }
 
+# The clang probe: whether clang can link libFuzzer (deps.sh installs clang and
+# libclang-rt-14-dev).
+fuzz_available() {
+    command -v clang >/dev/null 2>&1 || return 1
+    mkdir -p "$top/build"
+    printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
+        'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return d == NULL && n; }' |
+        clang -fsanitize=fuzzer -x c - -o "$top/build/fuzz-probe" >/dev/null 2>&1
+}
+
+# The later suites' builds (readv, asan, the fuzzers) start in the background,
+# niced, when the plain integration tests start: those wait on sockets and
+# timers more than they use the CPU (about 300 CPU-seconds in 680 s on a 2-core
+# machine), and the builds take about 9 minutes of it.  Each suite waits for
+# them (prebuilt) and then runs tests/build.sh as before, which has nothing
+# left to do, or reports what failed.  Output: build/prebuild.log.
+prebuild_pid=
+prebuild() {
+    (
+        nice -n 10 "$top/tests/build.sh" readv --disable-io-uring
+        if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
+            nice -n 10 "$top/tests/build.sh" asan --enable-asan CFLAGS="-O1 -g"
+        fi
+        if [ "${LOOKOUT_FUZZ:-yes}" != no ] && fuzz_available; then
+            nice -n 10 "$top/tests/build.sh" fuzz --enable-fuzz CC=clang &&
+                nice -n 10 make -C "$top/build/fuzz" -j2 fuzzers >"$top/build/fuzz/make-fuzzers.log" 2>&1
+        fi
+    ) >"$top/build/prebuild.log" 2>&1 &
+    prebuild_pid=$!
+}
+prebuilt() {
+    [ -n "$prebuild_pid" ] && wait "$prebuild_pid"
+    prebuild_pid=
+}
+
 # run_suite NAME CONFIGURE_ARGS...
 run_suite() {
     name=$1
@@ -56,6 +93,7 @@ run_suite() {
     grep -E '^not ok' "$log.replay"
     tail -n 1 "$log.replay"
     tally "$log.replay"
+    [ "$name" = plain ] && prebuild
     echo "== $name: integration tests"
     # shellcheck disable=SC2086 # $suite_tests: a list of files, or none (all)
     LOOKOUT_BIN="$build/lookout" perl "$top/tests/integration/run.pl" ${suite_tests:-} >"$log.integration" 2>&1
@@ -78,6 +116,7 @@ suite_tests=$(cd "$top" && ls tests/integration/20-*.t tests/integration/30-*.t 
     tests/integration/54-*.t tests/integration/60-*.t tests/integration/95-*.t \
     tests/integration/108-*.t tests/integration/135-*.t tests/integration/139-*.t \
     tests/integration/140-*.t tests/integration/141-*.t)
+prebuilt
 run_suite readv --disable-io-uring
 suite_tests=
 # What `make install` ships, against the plain build: man pages, systemd
@@ -114,15 +153,7 @@ if [ "${LOOKOUT_SANITIZE:-yes}" != no ]; then
 fi
 # The fuzzers, LOOKOUT_FUZZ_SECONDS each (default 10: in CI they are a smoke test over
 # the corpus, and CI must stay under 30 minutes; longer runs are done by hand), when clang can link
-# libFuzzer (deps.sh installs clang and libclang-rt-14-dev);
-# LOOKOUT_FUZZ=no skips them.
-fuzz_available() {
-    command -v clang >/dev/null 2>&1 || return 1
-    mkdir -p "$top/build"
-    printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
-        'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return d == NULL && n; }' |
-        clang -fsanitize=fuzzer -x c - -o "$top/build/fuzz-probe" >/dev/null 2>&1
-}
+# libFuzzer (fuzz_available above); LOOKOUT_FUZZ=no skips them.
 if [ "${LOOKOUT_FUZZ:-yes}" != no ]; then
     if fuzz_available; then
         echo "== fuzz: ${LOOKOUT_FUZZ_SECONDS:-10} s per fuzzer, in build/fuzz"
