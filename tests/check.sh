@@ -71,6 +71,16 @@ prebuilt() {
     prebuild_pid=
 }
 
+# The fuzzers (below) run niced in the background during the sanitizer
+# suite's integration tests, for the same reason; fuzz_pid is set when
+# they were started.
+fuzz_pid=
+fuzz_start() {
+    [ "${LOOKOUT_FUZZ:-yes}" != no ] && fuzz_available || return 0
+    nice -n 10 "$top/tests/fuzz/run.sh" "${LOOKOUT_FUZZ_SECONDS:-10}" >"$top/build/fuzz.log" 2>&1 &
+    fuzz_pid=$!
+}
+
 # run_suite NAME CONFIGURE_ARGS...
 run_suite() {
     name=$1
@@ -94,6 +104,7 @@ run_suite() {
     tail -n 1 "$log.replay"
     tally "$log.replay"
     [ "$name" = plain ] && prebuild
+    [ "$name" = asan ] && fuzz_start
     echo "== $name: integration tests"
     # shellcheck disable=SC2086 # $suite_tests: a list of files, or none (all)
     LOOKOUT_BIN="$build/lookout" perl "$top/tests/integration/run.pl" ${suite_tests:-} >"$log.integration" 2>&1
@@ -155,9 +166,10 @@ fi
 # the corpus, and CI must stay under 30 minutes; longer runs are done by hand), when clang can link
 # libFuzzer (fuzz_available above); LOOKOUT_FUZZ=no skips them.
 if [ "${LOOKOUT_FUZZ:-yes}" != no ]; then
-    if fuzz_available; then
+    [ -z "$fuzz_pid" ] && fuzz_start
+    if [ -n "$fuzz_pid" ]; then
+        wait "$fuzz_pid"
         echo "== fuzz: ${LOOKOUT_FUZZ_SECONDS:-10} s per fuzzer, in build/fuzz"
-        "$top/tests/fuzz/run.sh" "${LOOKOUT_FUZZ_SECONDS:-10}" >"$top/build/fuzz.log" 2>&1
         grep -E '^(not )?ok|^#' "$top/build/fuzz.log"
         tail -n 1 "$top/build/fuzz.log"
         tally "$top/build/fuzz.log"
