@@ -700,8 +700,7 @@ io_wait_write(struct lk_io *io, int on)
 {
     if (on && !io->wwait) {
         if (io->wev == NULL)
-            io->wev = event_new(io->w->base, bufferevent_getfd(io->bev), EV_WRITE | EV_PERSIST,
-                                tls_write_cb, io);
+            io->wev = event_new(io->w->base, io_fd(io), EV_WRITE | EV_PERSIST, tls_write_cb, io);
         event_add(io->wev, io->has_wtv ? &io->wtv : NULL);
         io->wwait = 1;
     } else if (!on && io->wwait) {
@@ -786,7 +785,7 @@ tls_flush(struct lk_io *io)
          * FIN.  One setsockopt a connection, where the segment it saves
          * costs the client's TCP input and an acknowledgement more. */
         int on = 1;
-        setsockopt(bufferevent_getfd(io->bev), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+        setsockopt(io_fd(io), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
         io->fin_next = 0;
     }
     evbuffer_unfreeze(out, 1);

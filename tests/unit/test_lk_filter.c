@@ -215,6 +215,18 @@ run_body(struct fixture *fx, const char *const *pieces)
     return res;
 }
 
+/* A chain of n filters (ops) with cap as max_buffer_bytes, its head hooks
+ * run, then pieces through its body hooks: what came out.  fx stays set
+ * up for the caller's checks and teardown. */
+static const char *
+run_chain(struct fixture *fx, const struct lk_flt_ops *const *ops, size_t n, size_t cap,
+          const char *const *pieces)
+{
+    setup(fx, ops, n, cap);
+    lk_flt_run_res_headers(&fx->x);
+    return run_body(fx, pieces);
+}
+
 static void
 test_order_and_bodies(void)
 {
@@ -232,9 +244,7 @@ test_order_and_bodies(void)
 
     /* the other order: the buffer releases only at the end */
     const struct lk_flt_ops *rev[] = {&wrap_ops, &upper_ops};
-    setup(&fx, rev, 2, 1024);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, pieces), "[AB-CD-EF]", "buffer then stream");
+    ok_str(run_chain(&fx, rev, 2, 1024, pieces), "[AB-CD-EF]", "buffer then stream");
     ok_str(trace, "wuWU", "the stream filter saw only the released body");
     teardown(&fx);
 }
@@ -282,9 +292,7 @@ test_left_at_end(void)
     const struct lk_flt_ops *ops[] = {&stingy_ops, &upper_ops};
     const char *pieces[] = {"abc", "def", NULL};
 
-    setup(&fx, ops, 2, 1024);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, pieces), "ABCDEF",
+    ok_str(run_chain(&fx, ops, 2, 1024, pieces), "ABCDEF",
            "bytes a filter keeps at the end still reach the client, through later filters");
     teardown(&fx);
 }
@@ -297,31 +305,20 @@ test_one_piece(void)
     struct fixture fx;
     const char *whole[] = {"ab-cd-ef", NULL};
     const struct lk_flt_ops *chain[] = {&upper_ops, &wrap_ops};
+    const struct lk_flt_ops *rev[] = {&wrap_ops, &upper_ops};
+    const struct lk_flt_ops *left[] = {&stingy_ops, &upper_ops};
+    const struct lk_flt_ops *cap[] = {&wrap_ops};
 
-    setup(&fx, chain, 2, 1024);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, whole), "[AB-CD-EF]", "one piece: stream then buffer");
+    ok_str(run_chain(&fx, chain, 2, 1024, whole), "[AB-CD-EF]", "one piece: stream then buffer");
     ok_str(trace, "uwUW", "each hook ran once");
     teardown(&fx);
-
-    const struct lk_flt_ops *rev[] = {&wrap_ops, &upper_ops};
-    setup(&fx, rev, 2, 1024);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, whole), "[AB-CD-EF]", "one piece: buffer then stream");
+    ok_str(run_chain(&fx, rev, 2, 1024, whole), "[AB-CD-EF]", "one piece: buffer then stream");
     teardown(&fx);
-
-    const struct lk_flt_ops *left[] = {&stingy_ops, &upper_ops};
-    setup(&fx, left, 2, 1024);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, (const char *[]){"abcdef", NULL}), "ABCDEF",
+    ok_str(run_chain(&fx, left, 2, 1024, (const char *[]){"abcdef", NULL}), "ABCDEF",
            "one piece: bytes a filter keeps at the end still go on");
     teardown(&fx);
-
-    const struct lk_flt_ops *cap[] = {&wrap_ops};
-    setup(&fx, cap, 1, 15);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, (const char *[]){"01234567890123456789", NULL}), "01234567890123456789",
-           "one piece over the cap passes through unchanged");
+    ok_str(run_chain(&fx, cap, 1, 15, (const char *[]){"01234567890123456789", NULL}),
+           "01234567890123456789", "one piece over the cap passes through unchanged");
     ok(fx.x.body_overflows == 1 && strchr(trace, 'W') == NULL,
        "counted as an overflow; the hook never ran");
     teardown(&fx);
@@ -334,9 +331,7 @@ test_cap(void)
     const struct lk_flt_ops *ops[] = {&wrap_ops};
     const char *pieces[] = {"0123456789", "0123456789", "tail", NULL};
 
-    setup(&fx, ops, 1, 15);
-    lk_flt_run_res_headers(&fx.x);
-    ok_str(run_body(&fx, pieces), "01234567890123456789tail",
+    ok_str(run_chain(&fx, ops, 1, 15, pieces), "01234567890123456789tail",
            "over the cap the body passes through unchanged, never truncated");
     ok(fx.x.body_overflows == 1, "the overflow is counted");
     ok(strchr(trace, 'W') == NULL, "the filter's body hook never ran");

@@ -246,9 +246,8 @@ test_string_lanes(void)
     for (size_t k = 0; k < sizeof(stops) / sizeof(stops[0]); k++)
         for (size_t at = 0; at <= 40; at++) {
             char text[128];
-            size_t n = 0, sl = strlen(stops[k]);
-            memcpy(text, "{\"k\":\"", 6);
-            n = 6;
+            size_t n = 6, sl = strlen(stops[k]);
+            memcpy(text, "{\"k\":\"", n);
             for (size_t i = 0; i < 40; i++) {
                 if (i == at) {
                     memcpy(text + n, stops[k], sl);
