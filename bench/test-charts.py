@@ -63,7 +63,7 @@ full = {
     "kafka": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
     "pulsar": ["produce", "consume", "direct", "nginx", "haproxy", "lookout"],
 }
-for f in ("2026-12-05-0848.md", "2026-12-05-1233.md", "2026-12-05-1528.md"):
+for f in ("2026-12-05-0848.md", "2026-12-05-1233.md", "2026-12-05-1528.md", "2026-12-06-0057.md"):
     run(f, full)
 # An HTTP-only run without the memory test: cpu and latency only.
 run("2026-12-03-1837.md", {"cpu": ["new", "pp-new", "nginx", "lookout"], "latency": ["new", "pp-new", "nginx", "lookout"]})
