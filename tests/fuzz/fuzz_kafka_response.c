@@ -184,7 +184,8 @@ check_splice(const uint8_t *frame, size_t len, int16_t key, int16_t ver, int dro
             case 0:
                 break;
             case 1:
-                lk_kafka_view_set(&v, i, lk_str_c("h1.example"), e->port + 1);
+                /* a broker's port is any int32: INT32_MAX wraps, not overflows */
+                lk_kafka_view_set(&v, i, lk_str_c("h1.example"), (int32_t)((uint32_t)e->port + 1));
                 break;
             case 2:
                 lk_kafka_view_set(&v, i, lk_str_make(longhost, sizeof(longhost)), e->port);
