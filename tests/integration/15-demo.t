@@ -29,11 +29,26 @@ my $dir = tmp_dir();
 # The demo's fixed addresses (conf/demo.conf): skip if any is taken already (another demo).
 my @demo = ((map { ("127.0.1.$_:8080", "127.0.1.$_:6650") } 1 .. 3), (map { "127.0.1.$_:9092" } 11 .. 13),
             (map { "127.0.0.1:$_" } 18080 .. 18083), (map { "127.0.1.10:$_" } 16650 .. 16653, 19092 .. 19095));
-for my $hp (@demo) {
-    my ($h, $p) = split /:/, $hp;
-    my $s = IO::Socket::INET->new(LocalAddr => $h, LocalPort => $p, Proto => 'tcp', Listen => 1, ReuseAddr => 1);
-    plan skip_all => "demo address $hp is in use (a demo running?)" unless $s;
-    close $s;
+
+# taken_demo_address(): the first demo address something listens on, or undef.
+sub taken_demo_address {
+    for my $hp (@demo) {
+        my ($h, $p) = split /:/, $hp;
+        my $s = IO::Socket::INET->new(LocalAddr => $h, LocalPort => $p, Proto => 'tcp', Listen => 1, ReuseAddr => 1);
+        return $hp unless $s;
+        close $s;
+    }
+    return undef;
+}
+if (my $hp = taken_demo_address()) { plan skip_all => "demo address $hp is in use (a demo running?)" }
+
+# What one demo run started can outlive it by a moment: a test broker notices within
+# half a second that its parent is gone. The next run waits (bounded) for every address
+# to be free, before a subtest takes the one it wants in use.
+sub wait_demo_addresses_free {
+    my $hp;
+    wait_until(sub { !defined($hp = taken_demo_address()) }, 15, 0.1);
+    die "demo address $hp still in use 15 s after the last demo run ended\n" if defined $hp;
 }
 
 # demo(SECS [, sub { ... } called with the pid once started]): runs tests/demo.sh in its
@@ -70,6 +85,7 @@ sub demo {
 }
 
 subtest 'a demo port in use: the demo stops with lookout\'s error' => sub {
+    wait_demo_addresses_free();
     # Something that answers HTTP on the service address, so that only lookout fails.
     my $blocker = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 18080, Proto => 'tcp',
                                         Listen => 16, ReuseAddr => 1) or die "listen 18080: $!";
@@ -95,6 +111,7 @@ subtest 'a demo port in use: the demo stops with lookout\'s error' => sub {
 };
 
 subtest 'a Kafka broker address in use: the demo stops with the broker\'s error' => sub {
+    wait_demo_addresses_free();
     my $blocker = IO::Socket::INET->new(LocalAddr => '127.0.1.12', LocalPort => 9092, Proto => 'tcp',
                                         Listen => 16, ReuseAddr => 1) or die "listen 127.0.1.12:9092: $!";
     my ($code, $out, $took) = demo(60);
@@ -108,6 +125,7 @@ subtest 'a Kafka broker address in use: the demo stops with the broker\'s error'
 };
 
 subtest 'ports free: the demo serves, then exits 0 on SIGINT' => sub {
+    wait_demo_addresses_free();
     my $served = 0;
     my ($code, $out) = demo(150, sub {
         my ($pid, $file) = @_;
