@@ -37,6 +37,14 @@ static char *path;             /* TO_FILE: the file's name (main thread only) */
  * a regular file (O_APPEND, or stderr sharing one offset) or a terminal
  * takes a whole write at once. */
 static size_t widest[3] = {PIPE_BUF, PIPE_BUF, PIPE_BUF};
+/* By target: whether its lines may ride the worker's io_uring submission
+ * (lk_access_ring_lines): a pipe, a socket or a character device, which
+ * take a write that must not wait (RWF_NOWAIT) or refuse it at once.  Not
+ * a regular file: ext4 refuses such a write on an O_APPEND file, and every
+ * line would go twice.  Cleared, until the target is set again, by a ride
+ * that did not write it all (a full pipe, a device that waits), so that a
+ * target that refuses costs one try (atomic: workers read it). */
+static int ringable[3];
 static size_t buffer_size = 64 * 1024; /* log.buffer (atomic: workers read it) */
 
 /* The lines a worker holds (lk_access_thread_start): whole lines, all for
@@ -46,19 +54,25 @@ struct held {
     struct event *ev;
     char *p;
     size_t len, cap; /* cap: log.buffer when p was sized */
+    size_t ring;     /* the first bytes handed to the ring (lk_access_ring_lines) */
     int to;          /* TO_STDERR or TO_FILE: what the lines were formatted for */
 };
 static __thread struct held *held;
 __thread unsigned char lk_access_ride;
 
-static size_t
-widest_write(int f)
+/* Sets widest[to] and ringable[to] for descriptor f. */
+static void
+target_kind(int to, int f)
 {
     struct stat st;
+    int ok = fstat(f, &st) == 0;
 
-    if (fstat(f, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
-        return PIPE_BUF;
-    return SIZE_MAX;
+    __atomic_store_n(&widest[to],
+                     ok && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) ? PIPE_BUF : SIZE_MAX,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&ringable[to],
+                     ok && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode)),
+                     __ATOMIC_RELAXED);
 }
 
 /* Writes n bytes of whole lines to to's descriptor: in one write(2), or,
@@ -91,10 +105,48 @@ write_out(int to, const char *p, size_t n)
 static void
 held_write(struct held *h)
 {
+    h->ring = 0;
     if (h->len == 0)
         return;
     write_out(h->to, h->p, h->len);
     h->len = 0;
+}
+
+size_t
+lk_access_ring_lines(const void **p, int *f)
+{
+    struct held *h = held;
+
+    /* All of them or none: more than one write takes (past PIPE_BUF on a
+     * pipe) is left to write_out, which cuts between lines. */
+    if (h == NULL || h->len == 0 || !__atomic_load_n(&ringable[h->to], __ATOMIC_RELAXED) ||
+        h->len > __atomic_load_n(&widest[h->to], __ATOMIC_RELAXED))
+        return 0;
+    *p = h->p;
+    *f = h->to == TO_FILE ? fd : STDERR_FILENO;
+    h->ring = h->len;
+    return h->len;
+}
+
+void
+lk_access_ring_wrote(int res)
+{
+    struct held *h = held;
+    size_t n = h != NULL ? h->ring : 0, done = res > 0 ? (size_t)res : 0;
+
+    if (n == 0 || n > h->len)
+        return; /* cannot happen: nothing was handed over, or it went */
+    h->ring = 0;
+    if (done < n) {
+        /* A full pipe or socket, or a device that would wait: the rest
+         * goes as write(2) takes it (a line the ring cut on a socket is
+         * finished), and the next lines too, until the target is set
+         * again. */
+        __atomic_store_n(&ringable[h->to], 0, __ATOMIC_RELAXED);
+        write_out(h->to, h->p + done, n - done);
+    }
+    h->len -= n;
+    memmove(h->p, h->p + n, h->len);
 }
 
 /* The end of the loop iteration in which the first held line came. */
@@ -217,7 +269,6 @@ swap_in(const char *name, char *err, size_t errlen)
     int f = open_file(name, err, errlen);
     if (f < 0)
         return -1;
-    size_t w = widest_write(f);
     if (fd < 0) {
         fd = f;
     } else if (dup2(f, fd) < 0) {
@@ -227,7 +278,7 @@ swap_in(const char *name, char *err, size_t errlen)
     } else {
         close(f);
     }
-    __atomic_store_n(&widest[TO_FILE], w, __ATOMIC_RELAXED);
+    target_kind(TO_FILE, fd);
     return 0;
 }
 
@@ -240,7 +291,7 @@ lk_access_configure(const struct lk_conf *conf, char *err, size_t errlen)
      * to the new file when another replaces it; none is lost or torn. */
     lk_access_flush();
     lk_log_set_flush(flush_for_stderr);
-    __atomic_store_n(&widest[TO_STDERR], widest_write(STDERR_FILENO), __ATOMIC_RELAXED);
+    target_kind(TO_STDERR, STDERR_FILENO);
     __atomic_store_n(&buffer_size, conf->log_buffer, __ATOMIC_RELAXED);
     if (conf->log_access == LK_ACCESS_FILE) {
         if (swap_in(conf->log_access_file, err, errlen) != 0)

@@ -11,7 +11,9 @@
  * no flush interval is needed.  A file is reopened on SIGUSR1 (logrotate's
  * postrotate), in place: the new file takes the old descriptor's number
  * (dup2), so a worker writing at that moment writes to one or the other,
- * never to a closed descriptor.
+ * never to a closed descriptor.  With io_uring (lk_io.c), the write rides
+ * the submission that sends the iteration's outputs, when the target is
+ * a pipe, a socket or a device (/dev/null): no system call of its own.
  */
 #ifndef LK_ACCESS_H
 #define LK_ACCESS_H
@@ -44,6 +46,17 @@ void lk_access_flush(void);
  * A flush that does not come (a loop broken off) leaves the lines to
  * lk_access_thread_end, as the event would. */
 extern __thread unsigned char lk_access_ride;
+/* The lines the calling thread holds, for lk_io's io_uring submission to
+ * write (lk_uring_write, RWF_NOWAIT) with the iteration's sends: their
+ * start and descriptor, and their length; 0 when there are none, or their
+ * target takes no such write (a regular file), or they are more than one
+ * write may carry there.  They stay held until lk_access_ring_wrote. */
+size_t lk_access_ring_lines(const void **p, int *fd);
+/* What the ring's write of those lines returned (a negative errno for an
+ * error): they are no longer held.  What it did not write is written now
+ * as write(2) takes it, and the target's lines go by write(2) from then
+ * on, until it is set again (lk_access_configure, lk_access_reopen). */
+void lk_access_ring_wrote(int res);
 /* Writes what the calling thread holds and stops holding lines: when its
  * loop has ended (a drain or a stop may break it off before the
  * iteration's write). */

@@ -356,12 +356,19 @@ drained:
 }
 
 #ifdef LK_IO_URING
+/* ring_done's owner for the access log's write (lk_access_ring_lines). */
+static char access_lines;
+
 static void
-ring_done(void *owner, int recv, int res, int whole)
+ring_done(void *owner, int op, int res, int whole)
 {
     struct lk_io *io = owner;
 
-    if (recv) {
+    if (op == LK_URING_WRITE) {
+        lk_access_ring_wrote(res);
+        return;
+    }
+    if (op == LK_URING_RECV) {
         io->ring_read = 1;
         io->ring_res = res;
         return;
@@ -398,12 +405,17 @@ ring_send(struct lk_worker *w, struct lk_io *io)
  * one system call, then each is finished as after its own write (its
  * callbacks run); what they queue waits for the next round.  A round with
  * one output to send writes it with writev: a submission of one costs
- * more than that, for the same single entry into the kernel. */
+ * more than that, for the same single entry into the kernel.  The access
+ * log's lines held so far ride the submission when their target takes it
+ * (lk_access_ring_lines), which then holds even one send: two entries in
+ * one system call rather than a writev and a write(2). */
 static void
 ring_round(struct lk_worker *w)
 {
     struct lk_io *io, *first = NULL;
-    int many = 0;
+    int many = 0, lfd = -1;
+    const void *lines = NULL;
+    size_t nlines = 0;
 
     w->flushb = w->flushq;
     w->flushq = NULL;
@@ -425,8 +437,17 @@ ring_round(struct lk_worker *w)
         }
         ring_send(w, io);
     }
-    if (many && w->uring != NULL)
+    if (first != NULL && w->uring != NULL &&
+        (nlines = lk_access_ring_lines(&lines, &lfd)) != 0 && !many) {
+        many = 1;
+        ring_send(w, first);
+    }
+    if (many && w->uring != NULL) {
+        if (nlines != 0 && lk_uring_write(w->uring, lfd, lines, nlines, &access_lines) != 0 &&
+            ring_submit(w) == 0)
+            lk_uring_write(w->uring, lfd, lines, nlines, &access_lines);
         ring_submit(w);
+    }
     while ((io = w->flushb) != NULL) {
         io_unlink(io);
         io_flush(io);

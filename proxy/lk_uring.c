@@ -6,8 +6,12 @@
  * completion ever arrives later: no eventfd in the loop is needed for
  * sends.  The iovecs live here until then; the bytes stay in the outputs
  * (frozen at their start by lk_io.c) until each result is applied.
+ * A write (the access log's lines, lk_uring_write) rides the same
+ * submission: RWF_NOWAIT makes the kernel do it inline too, or answer
+ * -EAGAIN at once, never hand it to a worker thread of its own.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,7 @@
 
 struct lk_uring_send {
     void *owner;
+    int op;           /* enum lk_uring_op */
     size_t len;       /* bytes prepared */
     struct msghdr msg;
     struct evbuffer *in;       /* a receive: into the space reserved in it */
@@ -93,6 +98,7 @@ lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, int more, void *
     struct lk_uring_send *s = &u->send[u->n];
     struct iovec *iov = &u->iov[u->niov];
     s->owner = owner;
+    s->op = LK_URING_SEND;
     s->in = NULL;
     s->len = 0;
     for (int k = 0; k < nv; k++) {
@@ -138,6 +144,7 @@ lk_uring_recv(struct lk_uring *u, int fd, struct evbuffer *in, size_t size, void
         return -2;
     }
     s->owner = owner;
+    s->op = LK_URING_RECV;
     s->in = in;
     s->len = 0;
     for (int k = 0; k < s->nv; k++) {
@@ -154,6 +161,28 @@ lk_uring_recv(struct lk_uring *u, int fd, struct evbuffer *in, size_t size, void
     io_uring_sqe_set_data64(sqe, u->n);
     u->n++;
     u->niov += (unsigned)s->nv;
+    return 0;
+}
+
+int
+lk_uring_write(struct lk_uring *u, int fd, const void *p, size_t len, void *owner)
+{
+    if (u->n == LK_URING_ENTRIES || len > UINT_MAX)
+        return -1;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (sqe == NULL)
+        return -1;
+    struct lk_uring_send *s = &u->send[u->n];
+    s->owner = owner;
+    s->op = LK_URING_WRITE;
+    s->in = NULL;
+    s->len = len;
+    /* offset -1: at the file's position, as write(2) (a pipe, a socket or
+     * a device has none to give) */
+    io_uring_prep_write(sqe, fd, p, (unsigned)len, (uint64_t)-1);
+    sqe->rw_flags = RWF_NOWAIT;
+    io_uring_sqe_set_data64(sqe, u->n);
+    u->n++;
     return 0;
 }
 
@@ -174,7 +203,7 @@ recv_commit(struct lk_uring_send *s, int res)
 }
 
 int
-lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int recv, int res, int whole))
+lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int op, int res, int whole))
 {
     unsigned n = u->n, sent;
     u->n = u->niov = 0;
@@ -200,11 +229,10 @@ lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int recv, int res,
             /* Cannot happen; the sends' fate is unknown, so they failed. */
             for (unsigned j = 0; j < n; j++) {
                 struct lk_uring_send *s = &u->send[j];
-                int recv = s->in != NULL;
-                if (recv)
+                if (s->op == LK_URING_RECV)
                     recv_commit(s, -EIO);
                 if (s->owner != NULL)
-                    done(s->owner, recv, -EIO, 0);
+                    done(s->owner, s->op, -EIO, 0);
                 s->owner = NULL;
             }
             return -1;
@@ -214,10 +242,9 @@ lk_uring_submit(struct lk_uring *u, void (*done)(void *owner, int recv, int res,
         void *owner = s->owner;
         io_uring_cqe_seen(&u->ring, cqe);
         s->owner = NULL;
-        int recv = s->in != NULL;
-        if (recv)
+        if (s->op == LK_URING_RECV)
             recv_commit(s, res);
-        done(owner, recv, res, res >= 0 && (size_t)res == s->len);
+        done(owner, s->op, res, res >= 0 && (size_t)res == s->len);
     }
     for (unsigned j = sent; j < n; j++) {
         if (u->send[j].in != NULL)

@@ -5,6 +5,12 @@
 # through it; `io_uring = off` leaves no such descriptor and says readv and writev. Either
 # way, concurrent downloads of 4 MiB bodies and a run of short connections all arrive whole.
 # A reload that changes the key says it needs a restart and keeps the engine it has.
+# The access log's lines ride the submission that sends an iteration's outputs when they go
+# to a pipe (stderr, read by cat as a supervisor would): 200 keep-alive requests in a row
+# cost lookout two write system calls fewer each (/proc/PID/io syscw: write(2) and
+# writev(2), not io_uring's writes) than with stderr a regular file, which takes write(2);
+# a named pipe, on which the kernel may refuse a write that must not wait, gets write(2)
+# after one try; and every line arrives, whole and in order, every way.
 
 use strict;
 use warnings;
@@ -104,5 +110,125 @@ is(rings($off->pid), 0, 'no io_uring instance');
 traffic_ok('readv and writev');
 $off->stop;
 $off->check_sanitizers;
+
+# syscw of PID: its write(2), writev(2) and the like so far.
+sub syscw {
+    my ($pid) = @_;
+    my $io = slurp("/proc/$pid/io") // '';
+    return $io =~ /^syscw: (\d+)/m ? $1 : undef;
+}
+
+# N keep-alive GETs in a row on one connection through lookout at PORT; the answers' count.
+sub in_a_row {
+    my ($port, $n) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp', Timeout => 5)
+        or return 0;
+    my ($got, $buf) = (0, '');
+    for my $i (1 .. $n) {
+        print $s "GET /test/status?code=200&row=$i HTTP/1.1\r\nHost: x\r\n\r\n";
+        my $end = time + 5;
+        until ($buf =~ s{^HTTP/1\.1 200 [^\r]*\r\n(?:[^\r]+\r\n)*?Content-Length: (\d+)\r\n(?:[^\r]+\r\n)*\r\n}{}i
+               && length($buf) >= $1 && (substr($buf, 0, $1) = '', 1)) {
+            last if time > $end;
+            my $r = IO::Select->new($s)->can_read($end - time) ? sysread($s, my $more, 65536) : 0;
+            last unless $r;
+            $buf .= $more;
+        }
+        last if time > $end;
+        $got++;
+    }
+    close $s;
+    return $got;
+}
+
+# A lookout at the listener $q[0] with CONF, its stderr a pipe that cat empties into FILE
+# (as a supervisor's): (lookout's pid, cat's pid).
+sub start_piped {
+    my ($name, $conf, $file) = @_;
+    my $cf = "$dir/$name.conf";
+    spew($cf, $conf);
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $cat = fork // die "fork: $!";
+    if ($cat == 0) {
+        close $w;
+        open STDIN, '<&', $r or POSIX::_exit(1);
+        open STDOUT, '>', $file or POSIX::_exit(1);
+        exec 'cat' or POSIX::_exit(127);
+    }
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        close $r;
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', '/dev/null';
+        open STDERR, '>&', $w or POSIX::_exit(1);
+        exec lookout_bin(), '-c', $cf or POSIX::_exit(127);
+    }
+    close $r;
+    close $w;
+    return ($pid, $cat);
+}
+
+# The request numbers of the access lines in TEXT, in their order.
+sub rows { return $_[0] =~ m{"GET /test/status\?code=200&row=(\d+)" [^\n]*\n}g }
+
+SKIP: {
+    skip "no io_uring here ($engine)", 9 unless $engine eq 'io_uring';
+    require IO::Select;
+    require POSIX;
+    my $n = 200;
+    my (%delta, %text);
+
+    # stderr a regular file (start_lookout's log): write(2) for the lines.
+    my $l = start_lookout(dir => $dir, name => 'log-file', conf => conf_with("log_level = info"));
+    ok($l->started, 'lookout with its access log on stderr, a file, started') or diag($l->log);
+    in_a_row($q[0], 5); # the upstream connection opened and kept
+    my $before = syscw($l->pid);
+    is(in_a_row($q[0], $n), $n, "file: $n answers in a row on one connection");
+    my $after = syscw($l->pid);
+    $delta{file} = defined $before && defined $after ? $after - $before : undef;
+    $l->stop;
+    $l->check_sanitizers;
+    $text{file} = $l->log // '';
+
+    # stderr a pipe: the lines ride.
+    my ($pid, $cat) = start_piped('log-pipe', conf_with("log_level = info"), "$dir/pipe.out");
+    ok(wait_port('127.0.0.1', $q[0]), 'lookout with its access log on stderr, a pipe, started');
+    in_a_row($q[0], 5);
+    $before = syscw($pid);
+    is(in_a_row($q[0], $n), $n, "pipe: $n answers in a row on one connection");
+    $after = syscw($pid);
+    $delta{pipe} = defined $before && defined $after ? $after - $before : undef;
+    kill 'TERM', $pid;
+    waitpid($pid, 0);
+    waitpid($cat, 0); # cat ends with lookout's end of the pipe
+    $text{pipe} = slurp("$dir/pipe.out") // '';
+
+    # log.access a named pipe, which this kernel may refuse such a write on
+    # (-EOPNOTSUPP): after one try, write(2), and every line all the same.
+    my $fifo = "$dir/access.fifo";
+    POSIX::mkfifo($fifo, 0600) or die "mkfifo: $!";
+    my $fcat = fork // die "fork: $!";
+    if ($fcat == 0) {
+        open STDIN, '<', $fifo or POSIX::_exit(1);
+        open STDOUT, '>', "$dir/fifo.out" or POSIX::_exit(1);
+        exec 'cat' or POSIX::_exit(127);
+    }
+    $l = start_lookout(dir => $dir, name => 'log-fifo', conf => conf_with("log.access = $fifo"));
+    ok($l->started, 'lookout with log.access a named pipe started') or diag($l->log);
+    in_a_row($q[0], 5);
+    is(in_a_row($q[0], $n), $n, "named pipe: $n answers in a row on one connection");
+    $l->stop;
+    $l->check_sanitizers;
+    waitpid($fcat, 0);
+    $text{fifo} = slurp("$dir/fifo.out") // '';
+
+    for my $name (qw(file pipe fifo)) {
+        is_deeply([ rows($text{$name}) ], [ 1 .. 5, 1 .. $n ], "$name: every line, whole, in order")
+            or diag(substr($text{$name}, 0, 3000));
+    }
+    ok(defined $delta{pipe} && defined $delta{file} && $delta{pipe} <= $delta{file} - 1.5 * $n,
+       sprintf('the lines on the pipe rode io_uring: %s write system calls for %d requests, against %s to a file',
+               $delta{pipe} // '?', $n, $delta{file} // '?'));
+}
 
 done_testing();

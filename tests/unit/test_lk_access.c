@@ -6,8 +6,13 @@
  * ends, before a reopen and before the target changes, and before a log
  * line on stderr; on a socket (or a pipe) each write is whole lines of at
  * most PIPE_BUF bytes; threads writing at once never tear a line.  The
- * lines' text is test_lk_stats.c's.
+ * lines held are handed to lk_io's io_uring submission (ring_lines) when
+ * the target is a socket, a pipe or a device, never a regular file, and
+ * at most PIPE_BUF bytes of them on a socket; what the ring wrote is no
+ * longer held, what it did not is written at once, and the target's lines
+ * stop riding until it is set again.  The lines' text is test_lk_stats.c's.
  */
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -346,6 +351,107 @@ end:
     end_case(conf, base);
 }
 
+/* The packets waiting on sv[0]: their count, and the lines in them. */
+static int
+drain_packets(int sv0, int *lines)
+{
+    char pkt[70000];
+    ssize_t k;
+    int n = 0;
+
+    *lines = 0;
+    while ((k = recv(sv0, pkt, sizeof(pkt), MSG_DONTWAIT)) > 0) {
+        n++;
+        for (ssize_t i = 0; i < k; i++)
+            *lines += pkt[i] == '\n';
+    }
+    return n;
+}
+
+static void
+test_ring_lines(void)
+{
+    struct lk_conf *conf = conf_new(NULL, 0), *conf2 = NULL;
+    struct event_base *base = event_base_new();
+    const void *p = NULL;
+    int sv[2], saved = -1, f = -1, lines = 0;
+    size_t n;
+
+    if (!start(conf, base))
+        goto end;
+    write_line(conf, "r", 0, 10);
+    ok(lk_access_ring_lines(&p, &f) == 0, "a regular file: its lines do not ride the ring");
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    ok(file_has(log_path, "r", 1), "... they are written at the iteration's end");
+    if (!ok(stderr_to_packets(sv, &saved) == 0, "stderr is a socket"))
+        goto end;
+    lk_log_level = LK_INFO;
+    conf2 = conf_new(NULL, 1);
+    if (!start(conf2, NULL))
+        goto back;
+
+    /* The ring writes them all. */
+    write_line(conf2, "s", 0, 10);
+    write_line(conf2, "s", 1, 10);
+    n = lk_access_ring_lines(&p, &f);
+    ok(n > 0 && f == STDERR_FILENO && memcmp((const char *)p + n - 1, "\n", 1) == 0 &&
+           strstr(p, "/t/s/1/") != NULL,
+       "on a socket: the two lines held, for stderr (%zu bytes, fd %d)", n, f);
+    ssize_t w = n > 0 ? write(f, p, n) : -1;
+    lk_access_ring_wrote((int)w);
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    int np = drain_packets(sv[0], &lines);
+    ok(np == 1 && lines == 2,
+       "what the ring wrote is not written again at the iteration's end (%d writes, %d lines)",
+       np, lines);
+
+    /* The ring could not write (a full socket): written at once, and no
+     * more rides. */
+    write_line(conf2, "t", 0, 10);
+    n = lk_access_ring_lines(&p, &f);
+    lk_access_ring_wrote(-EAGAIN);
+    np = drain_packets(sv[0], &lines);
+    ok(n > 0 && np == 1 && lines == 1, "-EAGAIN: the line is written at once, whole (%d lines)",
+       lines);
+    write_line(conf2, "t", 1, 10);
+    ok(lk_access_ring_lines(&p, &f) == 0, "... and the next lines do not ride");
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    np = drain_packets(sv[0], &lines);
+    ok(np == 1 && lines == 1, "... they are written at the iteration's end (%d lines)", lines);
+
+    /* Set again (a reload): they ride again; a ride cut short finishes the line. */
+    if (!start(conf2, NULL))
+        goto back;
+    write_line(conf2, "u", 0, 10);
+    n = lk_access_ring_lines(&p, &f);
+    w = n > 10 ? write(f, p, 10) : -1;
+    lk_access_ring_wrote((int)w);
+    char pkt[4096];
+    ssize_t k1 = recv(sv[0], pkt, sizeof(pkt), MSG_DONTWAIT);
+    ssize_t k2 = k1 > 0 ? recv(sv[0], pkt + k1, sizeof(pkt) - (size_t)k1, MSG_DONTWAIT) : -1;
+    ok(n > 10 && k1 == 10 && k2 == (ssize_t)n - 10 && pkt[n - 1] == '\n' &&
+           memmem(pkt, n, "/t/u/0/", 7) != NULL,
+       "set again, they ride; 10 bytes of %zu written: the rest at once (%zd and %zd)", n, k1,
+       k2);
+
+    /* Past PIPE_BUF held on a socket: none ride (write_out cuts them). */
+    if (!start(conf2, NULL))
+        goto back;
+    for (int i = 0; i < 30; i++) /* about 6 KiB */
+        write_line(conf2, "v", i, 150);
+    ok(lk_access_ring_lines(&p, &f) == 0, "over PIPE_BUF held on a socket: none ride");
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    np = drain_packets(sv[0], &lines);
+    ok(np >= 2 && lines == 30, "... the iteration's end writes them (%d writes, %d lines)", np,
+       lines);
+    lk_access_thread_end();
+back:
+    stderr_back(sv, saved);
+end:
+    lk_conf_unref(conf2);
+    end_case(conf, base);
+}
+
 /* Threads writing at once, each with its own loop. */
 struct writer {
     const struct lk_conf *conf;
@@ -539,6 +645,7 @@ const struct lk_test_case lk_test_access[] = {
     {"access/thread_end", test_thread_end},
     {"access/reopen_and_reconfigure", test_reopen_and_reconfigure},
     {"access/socket_writes", test_socket_writes},
+    {"access/ring_lines", test_ring_lines},
     {"access/threads", test_threads},
     {"access/conf_key", test_conf_key},
     {NULL, NULL},

@@ -13,7 +13,10 @@
  * than the one that made the ring submits through it (a worker's).  A
  * send asked to hold its tail (more) does: over TCP the peer has nothing
  * until the sender closes its side, then the bytes and the end together;
- * without it, the bytes are there at once.
+ * without it, the bytes are there at once.  A write (the access log's
+ * lines) rides a submission with sends and never waits: to a blocking
+ * pipe it is done inline, to a full one it is -EAGAIN at once, to
+ * /dev/null done, to a regular file done or refused within the call.
  */
 #include <stddef.h>
 
@@ -22,6 +25,7 @@
 #ifdef LK_IO_URING
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
@@ -33,16 +37,17 @@
 
 struct got {
     int calls;
+    int op;
     int res;
     int whole;
 };
 
 static void
-on_done(void *owner, int recv, int res, int whole)
+on_done(void *owner, int op, int res, int whole)
 {
     struct got *g = owner;
 
-    (void)recv;
+    g->op = op;
     g->calls++;
     g->res = res;
     g->whole = whole;
@@ -366,8 +371,77 @@ out:
     lk_uring_free(u);
 }
 
+static void
+test_write(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2], p[2] = {-1, -1}, f = -1, n = 0;
+    struct got gs = {0}, gw = {0};
+    char buf[256], path[] = "/tmp/lk-test-uring-XXXXXX";
+    static char fill[4096];
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    if (!ok(pipe(p) == 0, "a pipe, blocking as stderr is"))
+        goto out;
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, "answer", 6);
+    alarm(10); /* a write that waited would hang here */
+    ok(lk_uring_send(u, a[0], out, 0, &gs) == 0 &&
+           lk_uring_write(u, p[1], "two lines\nof the log\n", 21, &gw) == 0 &&
+           lk_uring_submit(u, on_done) == 0,
+       "a send and a write in one submission");
+    ok(gs.op == LK_URING_SEND && gs.res == 6 && gw.op == LK_URING_WRITE && gw.res == 21 &&
+           gw.whole,
+       "each done, and told which it was (%d: %d, %d: %d)", gs.op, gs.res, gw.op, gw.res);
+    ok(read(p[0], buf, sizeof(buf)) == 21 && memcmp(buf, "two lines\nof the log\n", 21) == 0,
+       "the pipe has the bytes");
+
+    /* A full pipe: the write answers -EAGAIN rather than waiting. */
+    fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK);
+    while (write(p[1], fill, sizeof(fill)) > 0 && ++n < 10000)
+        ;
+    fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) & ~O_NONBLOCK);
+    lk_uring_write(u, p[1], "a line\n", 7, &gw);
+    int r = lk_uring_submit(u, on_done);
+    ok(r == 0 && gw.calls == 2 && gw.res == -EAGAIN && !gw.whole,
+       "a full pipe: -EAGAIN, not a wait (%d)", gw.res);
+
+    int dn = open("/dev/null", O_WRONLY);
+    lk_uring_write(u, dn, fill, sizeof(fill), &gw);
+    r = lk_uring_submit(u, on_done);
+    ok(dn >= 0 && r == 0 && gw.calls == 3 && gw.res == (int)sizeof(fill),
+       "/dev/null: done (%d)", gw.res);
+    if (dn >= 0)
+        close(dn);
+
+    /* A regular file: done or refused, within the call (ext4 refuses on O_APPEND). */
+    f = mkstemp(path);
+    if (f >= 0) {
+        close(f);
+        f = open(path, O_WRONLY | O_APPEND);
+        unlink(path);
+    }
+    lk_uring_write(u, f, "a line\n", 7, &gw);
+    r = lk_uring_submit(u, on_done);
+    ok(f >= 0 && r == 0 && gw.calls == 4 && (gw.res == 7 || gw.res < 0),
+       "a regular file: an answer within the call (%d)", gw.res);
+    alarm(0);
+    evbuffer_free(out);
+out:
+    close(a[0]), close(a[1]);
+    for (int k = 0; k < 2; k++)
+        if (p[k] >= 0)
+            close(p[k]);
+    if (f >= 0)
+        close(f);
+    lk_uring_free(u);
+}
+
 const struct lk_test_case lk_test_uring[] = {
     {"uring/other_thread", test_other_thread},
+    {"uring/write", test_write},
     {"uring/more", test_more},
     {"uring/gathered", test_gathered},
     {"uring/staged", test_staged},
