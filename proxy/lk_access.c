@@ -42,8 +42,9 @@ static size_t widest[3] = {PIPE_BUF, PIPE_BUF, PIPE_BUF};
  * take a write that must not wait (RWF_NOWAIT) or refuse it at once.  Not
  * a regular file: ext4 refuses such a write on an O_APPEND file, and every
  * line would go twice.  Cleared, until the target is set again, by a ride
- * that did not write it all (a full pipe, a device that waits), so that a
- * target that refuses costs one try (atomic: workers read it). */
+ * the kernel refused for good (a named pipe: EOPNOTSUPP), so that such a
+ * target costs one try; not by a full pipe or socket (EAGAIN), which is
+ * that moment's (atomic: workers read it). */
 static int ringable[3];
 static size_t buffer_size = 64 * 1024; /* log.buffer (atomic: workers read it) */
 
@@ -138,11 +139,12 @@ lk_access_ring_wrote(int res)
         return; /* cannot happen: nothing was handed over, or it went */
     h->ring = 0;
     if (done < n) {
-        /* A full pipe or socket, or a device that would wait: the rest
-         * goes as write(2) takes it (a line the ring cut on a socket is
-         * finished), and the next lines too, until the target is set
-         * again. */
-        __atomic_store_n(&ringable[h->to], 0, __ATOMIC_RELAXED);
+        /* The rest goes as write(2) takes it (it waits on a full pipe, as
+         * it always did; a line the ring cut on a socket is finished).  A
+         * target the kernel takes no such write on goes by write(2) from
+         * now on, until it is set again. */
+        if (res < 0 && res != -EAGAIN && res != -EINTR)
+            __atomic_store_n(&ringable[h->to], 0, __ATOMIC_RELAXED);
         write_out(h->to, h->p + done, n - done);
     }
     h->len -= n;

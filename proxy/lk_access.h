@@ -54,7 +54,8 @@ extern __thread unsigned char lk_access_ride;
 size_t lk_access_ring_lines(const void **p, int *fd);
 /* What the ring's write of those lines returned (a negative errno for an
  * error): they are no longer held.  What it did not write is written now
- * as write(2) takes it, and the target's lines go by write(2) from then
+ * as write(2) takes it; after an error other than EAGAIN (the kernel
+ * takes no such write there), the target's lines go by write(2) from then
  * on, until it is set again (lk_access_configure, lk_access_reopen). */
 void lk_access_ring_wrote(int res);
 /* Writes what the calling thread holds and stops holding lines: when its

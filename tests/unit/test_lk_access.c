@@ -9,8 +9,8 @@
  * lines held are handed to lk_io's io_uring submission (ring_lines) when
  * the target is a socket, a pipe or a device, never a regular file, and
  * at most PIPE_BUF bytes of them on a socket; what the ring wrote is no
- * longer held, what it did not is written at once, and the target's lines
- * stop riding until it is set again.  The lines' text is test_lk_stats.c's.
+ * longer held, what it did not is written at once, and after a refusal
+ * other than EAGAIN the target's lines stop riding until it is set again.  The lines' text is test_lk_stats.c's.
  */
 #include <errno.h>
 #include <limits.h>
@@ -405,8 +405,8 @@ test_ring_lines(void)
        "what the ring wrote is not written again at the iteration's end (%d writes, %d lines)",
        np, lines);
 
-    /* The ring could not write (a full socket): written at once, and no
-     * more rides. */
+    /* The ring could not write, that moment (a full socket): written at
+     * once, and the next lines still ride. */
     write_line(conf2, "t", 0, 10);
     n = lk_access_ring_lines(&p, &f);
     lk_access_ring_wrote(-EAGAIN);
@@ -414,6 +414,20 @@ test_ring_lines(void)
     ok(n > 0 && np == 1 && lines == 1, "-EAGAIN: the line is written at once, whole (%d lines)",
        lines);
     write_line(conf2, "t", 1, 10);
+    n = lk_access_ring_lines(&p, &f);
+    ok(n > 0, "... and the next line rides (%zu bytes)", n);
+    lk_access_ring_wrote(-EAGAIN);
+    np = drain_packets(sv[0], &lines);
+
+    /* The kernel takes no such write there (a named pipe): written at
+     * once, and no more rides. */
+    write_line(conf2, "t", 2, 10);
+    n = lk_access_ring_lines(&p, &f);
+    lk_access_ring_wrote(-EOPNOTSUPP);
+    np = drain_packets(sv[0], &lines);
+    ok(n > 0 && np == 1 && lines == 1,
+       "-EOPNOTSUPP: the line is written at once, whole (%d lines)", lines);
+    write_line(conf2, "t", 3, 10);
     ok(lk_access_ring_lines(&p, &f) == 0, "... and the next lines do not ride");
     event_base_loop(base, EVLOOP_NONBLOCK);
     np = drain_packets(sv[0], &lines);
