@@ -126,15 +126,24 @@ sub in_a_row {
     my ($got, $buf) = (0, '');
     for my $i (1 .. $n) {
         print $s "GET /test/status?code=200&row=$i HTTP/1.1\r\nHost: x\r\n\r\n";
-        my $end = time + 5;
-        until ($buf =~ s{^HTTP/1\.1 200 [^\r]*\r\n(?:[^\r]+\r\n)*?Content-Length: (\d+)\r\n(?:[^\r]+\r\n)*\r\n}{}i
-               && length($buf) >= $1 && (substr($buf, 0, $1) = '', 1)) {
+        my ($end, $whole) = (time + 5, 0);
+        # one whole answer (head and Content-Length body) taken off the front, or more read
+        until ($whole) {
+            if ($buf =~ m{^HTTP/1\.1 200 [^\r]*\r\n((?:[^\r]+\r\n)*)\r\n}) {
+                my ($head, $fields) = ($+[0], $1); # copies: the next match resets both
+                my ($cl) = $fields =~ /^Content-Length: (\d+)\r$/mi;
+                if (defined $cl && length($buf) >= $head + $cl) {
+                    substr($buf, 0, $head + $cl) = '';
+                    $whole = 1;
+                    next;
+                }
+            }
             last if time > $end;
             my $r = IO::Select->new($s)->can_read($end - time) ? sysread($s, my $more, 65536) : 0;
             last unless $r;
             $buf .= $more;
         }
-        last if time > $end;
+        last unless $whole;
         $got++;
     }
     close $s;
