@@ -8,6 +8,8 @@
  * reached through the worker (w->park, w->unpark) only then.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -219,6 +221,21 @@ io_bev_write(struct lk_io *io)
 }
 
 static int tls_flush(struct lk_io *io);
+#ifdef LK_IO_URING
+static int tls_collect(struct lk_io *io);
+#endif
+
+/* TLS records made and not yet taken by the kernel (lk_io.h, tls_wq). */
+static inline size_t
+tls_wq_len(const struct lk_io *io)
+{
+#ifdef LK_IO_URING
+    return io->tls_wq != NULL ? evbuffer_get_length(io->tls_wq) : 0;
+#else
+    (void)io;
+    return 0;
+#endif
+}
 
 /* Parks a client connection whose protocol is idle once nothing is
  * buffered anywhere (the output drained, no input, nothing held by
@@ -232,7 +249,7 @@ io_park_if_idle(struct lk_io *io)
         io->write_wants_read || io->ssl_end ||
         evbuffer_get_length(bufferevent_get_output(io->bev)) != 0 ||
         evbuffer_get_length(bufferevent_get_input(io->bev)) != 0 ||
-        (io->ssl != NULL && SSL_has_pending(io->ssl)))
+        (io->ssl != NULL && SSL_has_pending(io->ssl)) || tls_wq_len(io) != 0)
         return 0;
     io->park_wanted = 0;
     if (!io->w->park(io))
@@ -390,15 +407,48 @@ ring_submit(struct lk_worker *w)
 }
 
 /* io's output goes in the ring's next submission (the one before it first,
- * if the ring is full). */
+ * if the ring is full): a plaintext output as it is, a TLS one as the
+ * records tls_collect made of it. */
 static void
 ring_send(struct lk_worker *w, struct lk_io *io)
 {
-    int fd = io_fd(io);
+    int fd = io_fd(io), more = io->fin_next;
     struct evbuffer *out = bufferevent_get_output(io->bev);
 
-    if (lk_uring_send(w->uring, fd, out, io->fin_next, io) != 0 && ring_submit(w) == 0)
-        lk_uring_send(w->uring, fd, out, io->fin_next, io);
+    if (io->ssl != NULL) {
+        out = io->tls_wq;
+        io->fin_next = 0; /* MSG_MORE here, as io_write: no cork needed */
+    }
+    if (lk_uring_send(w->uring, fd, out, more, io) != 0 && ring_submit(w) == 0)
+        lk_uring_send(w->uring, fd, out, more, io);
+}
+
+/* Whether io's output can go in a ring round: plaintext not left to the
+ * bufferevent's own writes, or TLS through its own BIO, with bytes to send. */
+static int
+ring_can_send(struct lk_io *io)
+{
+    struct bufferevent *bev = io->bev;
+
+    if (bev == NULL)
+        return 0;
+    if (io->ssl != NULL)
+        return io->tls_ring && !io->handshaking && !io->wwait && !io->write_wants_read &&
+               !io->read_wants_write &&
+               (evbuffer_get_length(bufferevent_get_output(bev)) != 0 || tls_wq_len(io) != 0);
+    return io->plain && !(bufferevent_get_enabled(bev) & EV_WRITE) &&
+           evbuffer_get_length(bufferevent_get_output(bev)) != 0;
+}
+
+/* ring_send, for a TLS output once its records are made; nothing when
+ * none could be (tls_flush meets the reason after the round). */
+static int
+ring_take(struct lk_worker *w, struct lk_io *io)
+{
+    if (io->ssl != NULL && !tls_collect(io))
+        return 0;
+    ring_send(w, io);
+    return 1;
 }
 
 /* One round of the flush queue: every plaintext output on it is sent in
@@ -413,7 +463,7 @@ static void
 ring_round(struct lk_worker *w)
 {
     struct lk_io *io, *first = NULL;
-    int many = 0, lfd = -1;
+    int many = 0, taken = 0, lfd = -1;
     const void *lines = NULL;
     size_t nlines = 0;
 
@@ -422,26 +472,21 @@ ring_round(struct lk_worker *w)
     for (io = w->flushb; io != NULL; io = io->next)
         io->in_round = 1;
     for (io = w->flushb; io != NULL && w->uring != NULL; io = io->next) {
-        struct bufferevent *bev = io->bev;
-        if (io->ssl != NULL || !io->plain || bev == NULL ||
-            (bufferevent_get_enabled(bev) & EV_WRITE) ||
-            evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-            continue; /* TLS, the bufferevent writing, or nothing to send */
+        if (!ring_can_send(io))
+            continue; /* the bufferevent writing, a handshake, or nothing to send */
         if (first == NULL) {
             first = io;
             continue;
         }
-        if (!many) {
-            many = 1;
-            ring_send(w, first);
+        if (!taken) {
+            taken = 1;
+            many |= ring_take(w, first);
         }
-        ring_send(w, io);
+        many |= ring_take(w, io);
     }
     if (first != NULL && w->uring != NULL &&
-        (nlines = lk_access_ring_lines(&lines, &lfd)) != 0 && !many) {
-        many = 1;
-        ring_send(w, first);
-    }
+        (nlines = lk_access_ring_lines(&lines, &lfd)) != 0 && !taken)
+        many |= ring_take(w, first);
     if (many && w->uring != NULL) {
         if (nlines != 0 && lk_uring_write(w->uring, lfd, lines, nlines, &access_lines) != 0 &&
             ring_submit(w) == 0)
@@ -787,30 +832,18 @@ tls_handshake(struct lk_io *io)
     io_report(io, BEV_EVENT_READING | tls_end_what(err));
 }
 
-/* Writes the output in records of up to LK_TLS_RECORD bytes until it is
- * drained or the socket is full, and runs the write callback (subject to
- * the write low-water mark) when something went.  -1 when a write failed
- * and the event callback ran, which may have freed io. */
+/* Makes records of the output, up to LK_TLS_RECORD bytes each, until it is
+ * drained, limit bytes went, or SSL_write_ex stops (its error, by
+ * SSL_get_error, is returned); *sent counts the bytes that went. */
 static int
-tls_flush(struct lk_io *io)
+tls_encrypt(struct lk_io *io, size_t limit, size_t *sent)
 {
     struct evbuffer *out = bufferevent_get_output(io->bev);
-    size_t len, sent = 0;
+    size_t len;
     int err = SSL_ERROR_NONE;
 
-    if (io->write_wants_read || io->handshaking)
-        return 0; /* the read side resumes it */
-    if (io->fin_next) {
-        /* io_write's MSG_MORE for the records OpenSSL writes: corked, the
-         * socket holds the last one back, and the close sends it with the
-         * FIN.  One setsockopt a connection, where the segment it saves
-         * costs the client's TCP input and an acknowledgement more. */
-        int on = 1;
-        setsockopt(io_fd(io), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
-        io->fin_next = 0;
-    }
     evbuffer_unfreeze(out, 1);
-    while ((len = evbuffer_get_length(out)) != 0) {
+    while ((len = evbuffer_get_length(out)) != 0 && *sent < limit) {
         size_t n = len < LK_TLS_RECORD ? len : LK_TLS_RECORD, done;
         struct evbuffer_iovec v;
         const void *p = io->w->tls_out;
@@ -828,9 +861,215 @@ tls_flush(struct lk_io *io)
             break;
         }
         evbuffer_drain(out, done);
-        sent += done;
+        *sent += done;
     }
     evbuffer_freeze(out, 1);
+    return err;
+}
+
+#ifdef LK_IO_URING
+/*
+ * With a ring, OpenSSL reads and writes a client connection's records
+ * through a BIO of io's own rather than the socket BIO (one BIO, as
+ * SSL_set_fd's: an idle connection holds no more).  It reads as the socket
+ * BIO does, and writes the same way too, except in a ring round
+ * (io->collect), where the records of the output go to io->tls_wq and the
+ * ring sends them with the round's other outputs (and the access log's
+ * lines), one system call for all.  Whatever OpenSSL writes while records
+ * wait in tls_wq (a post-handshake message, an alert) joins them behind,
+ * so the records leave in their order.
+ */
+static int
+tls_bio_read(BIO *b, char *buf, int len)
+{
+    struct lk_io *io = BIO_get_data(b);
+
+    BIO_clear_retry_flags(b);
+    if (len <= 0)
+        return 0;
+    ssize_t n = recv(io_fd(io), buf, (size_t)len, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        BIO_set_retry_read(b);
+    else if (n == 0)
+        BIO_set_flags(b, BIO_FLAGS_IN_EOF); /* as the socket BIO: OpenSSL asks (BIO_eof) */
+    return (int)n;
+}
+
+static int
+tls_bio_write(BIO *b, const char *data, int len)
+{
+    struct lk_io *io = BIO_get_data(b);
+
+    BIO_clear_retry_flags(b);
+    if (len <= 0)
+        return 0;
+    if (io->collect || tls_wq_len(io) != 0) {
+        if (io->tls_wq == NULL)
+            io->tls_wq = lk_evbuffer_get();
+        if (evbuffer_add(io->tls_wq, data, (size_t)len) != 0)
+            return -1;
+        if (!io->collect)
+            lk_io_queue(io); /* tls_flush sends them */
+        return len;
+    }
+    ssize_t n = send(io_fd(io), data, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static long
+tls_bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num, (void)ptr;
+    if (cmd == BIO_CTRL_EOF)
+        return BIO_test_flags(b, BIO_FLAGS_IN_EOF) != 0;
+    return cmd == BIO_CTRL_FLUSH; /* every write is done (or held) at once */
+}
+
+static BIO_METHOD *tls_bio_method;
+static pthread_once_t tls_bio_once = PTHREAD_ONCE_INIT;
+
+static void
+tls_bio_init(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "lookout tls write");
+    if (m != NULL && (BIO_meth_set_write(m, tls_bio_write) != 1 ||
+                      BIO_meth_set_read(m, tls_bio_read) != 1 ||
+                      BIO_meth_set_ctrl(m, tls_bio_ctrl) != 1)) {
+        BIO_meth_free(m);
+        m = NULL;
+    }
+    tls_bio_method = m;
+}
+
+/* io's records go through its own BIO from now on; left as they are (the
+ * socket BIO) when OpenSSL cannot make one. */
+static void
+tls_bio_set(struct lk_io *io)
+{
+    BIO *b;
+
+    pthread_once(&tls_bio_once, tls_bio_init);
+    if (tls_bio_method == NULL || (b = BIO_new(tls_bio_method)) == NULL)
+        return;
+    BIO_set_data(b, io);
+    BIO_set_init(b, 1);
+    SSL_set_bio(io->ssl, b, b); /* frees SSL_set_fd's socket BIO; the fd stays open */
+    io->tls_ring = 1;
+}
+
+/* The most of a TLS output one ring round makes into records: what does
+ * not fit waits in the output, where the protocol's flow control sees it. */
+#define LK_TLS_ROUND (4 * LK_TLS_RECORD)
+
+/* For a ring round: the records of io's output, made into tls_wq.  0:
+ * there is nothing to send (the round leaves io to tls_flush). */
+static int
+tls_collect(struct lk_io *io)
+{
+    size_t took = 0;
+
+    if (!io->tls_ring || io->handshaking || io->wwait || io->write_wants_read ||
+        io->read_wants_write ||
+        (evbuffer_get_length(bufferevent_get_output(io->bev)) == 0 && tls_wq_len(io) == 0))
+        return 0;
+    io->collect = 1;
+    /* An error stops it: tls_flush, after the round, meets it again. */
+    tls_encrypt(io, LK_TLS_ROUND, &took);
+    io->collect = 0;
+    if (took != 0)
+        io->tls_took = 1;
+    return tls_wq_len(io) != 0;
+}
+
+/* What the ring sent of tls_wq, applied.  -1 when it failed and the event
+ * callback ran (io may be freed). */
+static int
+tls_ring_sent(struct lk_io *io)
+{
+    int res = io->ring_res;
+
+    io->ring_sent = 0;
+    if (res > 0)
+        evbuffer_drain(io->tls_wq, (size_t)res);
+    if (res < 0 && res != -EAGAIN && res != -EINTR) {
+        errno = -res;
+        io_wait_write(io, 0);
+        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends what tls_wq holds.  0: it all went; 1: the rest waits for the
+ * socket (wev); -1: the write failed and the event callback ran. */
+static int
+tls_wq_send(struct lk_io *io)
+{
+    if (tls_wq_len(io) != 0) {
+        int n = io_write(io, io->tls_wq, io_fd(io));
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            io_wait_write(io, 0);
+            io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
+            return -1;
+        }
+        if (evbuffer_get_length(io->tls_wq) != 0) {
+            io_wait_write(io, 1);
+            return 1;
+        }
+    }
+    if (io->tls_wq != NULL) {
+        lk_evbuffer_put(io->tls_wq);
+        io->tls_wq = NULL;
+    }
+    return 0;
+}
+#endif
+
+/* Writes the output in records of up to LK_TLS_RECORD bytes until it is
+ * drained or the socket is full, and runs the write callback (subject to
+ * the write low-water mark) when something went.  With a ring, the
+ * records a round made (tls_collect) go first, and what the round sent of
+ * them is applied.  -1 when a write failed and the event callback ran,
+ * which may have freed io. */
+static int
+tls_flush(struct lk_io *io)
+{
+    size_t sent = 0;
+    int err;
+
+#ifdef LK_IO_URING
+    if (io->ring_sent) {
+        if (tls_ring_sent(io) != 0)
+            return -1;
+        if (tls_wq_len(io) != 0) {
+            io_wait_write(io, 1); /* the socket is full: the rest when it takes more */
+            return 0;
+        }
+    }
+#endif
+    if (io->write_wants_read || io->handshaking)
+        return 0; /* the read side resumes it */
+#ifdef LK_IO_URING
+    int r = tls_wq_send(io);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    if (io->tls_took) {
+        io->tls_took = 0;
+        sent = 1; /* the round's records all went: the write callback is owed */
+    }
+#endif
+    if (io->fin_next) {
+        /* io_write's MSG_MORE for the records OpenSSL writes: corked, the
+         * socket holds the last one back, and the close sends it with the
+         * FIN.  One setsockopt a connection, where the segment it saves
+         * costs the client's TCP input and an acknowledgement more. */
+        int on = 1;
+        setsockopt(io_fd(io), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+        io->fin_next = 0;
+    }
+    err = tls_encrypt(io, SIZE_MAX, &sent);
     switch (err) {
     case SSL_ERROR_NONE:
         io_wait_write(io, 0);
@@ -980,6 +1219,10 @@ lk_io_go_tls(struct lk_io *io, SSL *ssl, struct event *rev)
 {
     io->ssl = ssl;
     io->handshaking = 1;
+#ifdef LK_IO_URING
+    if (io->w->uring != NULL)
+        tls_bio_set(io);
+#endif
     lk_io_go_plain(io, rev);
 }
 
@@ -1013,6 +1256,12 @@ lk_io_detach(struct lk_io *io)
     if (io->ssl != NULL)
         SSL_free(io->ssl); /* its socket BIO leaves the fd to the bufferevent */
     io->ssl = NULL;
+#ifdef LK_IO_URING
+    if (io->tls_wq != NULL)
+        lk_evbuffer_put(io->tls_wq); /* records the connection's end drops */
+    io->tls_wq = NULL;
+    io->tls_ring = io->collect = io->tls_took = 0;
+#endif
 }
 
 void

@@ -60,13 +60,17 @@ struct lk_io {
     unsigned unparking : 1;     /* client: the protocol is being started again */
     unsigned fin_next : 1;      /* the connection closes once this output is out, and no more
                                  * input can come: plain writes go with MSG_MORE (io_write),
-                                 * TLS ones corked (tls_flush) */
+                                 * TLS ones corked (tls_flush), or with MSG_MORE when a ring
+                                 * round sends their records */
 #ifdef LK_IO_URING
     unsigned in_round : 1;      /* queued in w->flushb, not w->flushq */
     unsigned ring_sent : 1;     /* the ring sent: ring_res is the result, not yet applied */
     unsigned ring_whole : 1;    /* ... and all it was given went */
     unsigned ring_read : 1;     /* the ring received: ring_res is the result */
     unsigned read_queued : 1;   /* in w->readq */
+    unsigned tls_ring : 1;      /* TLS: OpenSSL reads and writes through io's own BIO (lk_io.c) */
+    unsigned collect : 1;       /* ... which appends the records to tls_wq (a ring round) */
+    unsigned tls_took : 1;      /* a ring round took output: the write callback is owed */
 #endif
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
     struct lk_io_timer *tm;     /* plaintext without TLS: the read timeout (lk_io.c) */
@@ -75,6 +79,7 @@ struct lk_io {
     struct timeval wtv;
 #ifdef LK_IO_URING
     int ring_res;
+    struct evbuffer *tls_wq;    /* TLS records made, not yet taken by the kernel; NULL if none */
 #endif
     long long hs_deadline_ms;   /* client TLS: the handshake ends by then (lk_now_ms), however
                                  * the client trickles it; 0: no deadline */

@@ -1,8 +1,9 @@
 /*
  * Gathered sends and receives through io_uring (lk_uring.c), built with
  * ./configure --enable-io-uring only: the worker's flush queue (lk_io.c)
- * gives it every plaintext output written to in a loop iteration, and it
- * sends them all in one io_uring_enter rather than one writev each; the
+ * gives it every plaintext output written to in a loop iteration, and the
+ * records OpenSSL made of every TLS client's, and it sends them all in one
+ * io_uring_enter rather than one writev or write(2) each; the
  * read queue likewise every plaintext socket found readable; and the
  * access log's lines of the iteration ride along (lk_uring_write).
  */

@@ -14,7 +14,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use Digest::SHA;
 use IO::Socket::SSL;
 use IPC::Open2;
 use JSON::PP qw(decode_json);
@@ -110,34 +109,14 @@ subtest 'a client that stops reading a large download' => sub {
     my $t = tls_socket() or return fail("TLS connect: $SSL_ERROR");
     my $base = rss_kb($pid);
     syswrite $t, "GET /test/repeat?n=$N HTTP/1.1\r\nHost: lookout.test\r\nConnection: close\r\n\r\n";
-    my ($buf, $head, $got) = ('', undef, 0);
-    my $d = Digest::SHA->new(256);
-    my $read = sub {
-        my ($limit) = @_;
-        local $SIG{ALRM} = sub { die "timeout\n" };
-        alarm 60;
-        eval {
-            while ($got < $limit) {
-                my $n = sysread($t, my $chunk, 65536);
-                last unless $n;
-                if (!defined $head) {
-                    $buf .= $chunk;
-                    next unless $buf =~ /\r\n\r\n/;
-                    ($head, $chunk) = ($`, $');
-                }
-                $d->add($chunk);
-                $got += length $chunk;
-            }
-        };
-        alarm 0;
-    };
-    $read->(1024 * 1024);
-    like($head // '', qr{^HTTP/1\.1 200}, 'the download started');
+    my $b = body_reader($t, wait => 60);
+    $b->{read}->(1024 * 1024);
+    like($b->{head} // '', qr{^HTTP/1\.1 200}, 'the download started');
     my $grew = peak_rss_kb($pid, $PAUSE) - $base;
     cmp_ok($grew, '<', $LIMIT_KB, "client paused ${PAUSE}s: VmRSS grew by $grew kB (limit $LIMIT_KB kB)");
-    $read->($N);
-    is($got, $N, "resumed: all $N bytes arrived");
-    is($d->hexdigest, PulsarBroker::repeat_bytes_sha256($N), '... intact');
+    $b->{read}->($N);
+    is($b->{got}, $N, "resumed: all $N bytes arrived");
+    is($b->{sha}->hexdigest, PulsarBroker::repeat_bytes_sha256($N), '... intact');
     close $t;
 };
 

@@ -12,8 +12,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use Digest::SHA;
-use IO::Select;
 use IO::Socket::INET;
 use JSON::PP qw(decode_json);
 use POSIX ();
@@ -58,36 +56,18 @@ subtest 'a client that stops reading a large download' => sub {
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $q1, Proto => 'tcp', Timeout => 5)
         or return fail("connect: $@");
     syswrite $s, "GET /test/repeat?n=$N HTTP/1.1\r\nHost: 127.0.0.1:$q1\r\nConnection: close\r\n\r\n";
-    my $sel = IO::Select->new($s);
-    my $deadline = time + 60;
-    my ($buf, $head, $got) = ('', undef, 0);
-    my $d = Digest::SHA->new(256);
-    my $read = sub {    # read until LIMIT body bytes (or EOF / deadline)
-        my ($limit) = @_;
-        while ($got < $limit && time < $deadline) {
-            next unless $sel->can_read(1);
-            my $n = sysread($s, my $chunk, 262144);
-            last unless $n;
-            if (!defined $head) {
-                $buf .= $chunk;
-                next unless $buf =~ /\r\n\r\n/;
-                ($head, $chunk) = ($`, $');
-            }
-            $d->add($chunk);
-            $got += length $chunk;
-        }
-    };
-    $read->(1024 * 1024);
-    ok(defined $head && $head =~ m{^HTTP/1\.1 200}, 'the download started');
-    like($head // '', qr/^Content-Length: $N\r?$/mi, '... with its Content-Length');
+    my $b = body_reader($s, wait => 60);
+    $b->{read}->(1024 * 1024);
+    ok(defined $b->{head} && $b->{head} =~ m{^HTTP/1\.1 200}, 'the download started');
+    like($b->{head} // '', qr/^Content-Length: $N\r?$/mi, '... with its Content-Length');
     # Stop reading: lookout must stop reading the broker too.
     my $peak = peak_rss_kb($pid, $PAUSE);
     my $grew = $peak - $base;
     cmp_ok($grew, '<', $LIMIT_KB, "client paused ${PAUSE}s: VmRSS grew by $grew kB (limit $LIMIT_KB kB)");
-    my $held = $got;
-    $read->($N);
-    is($got, $N, "resumed: all $N bytes arrived (had $held before resuming)");
-    is($d->hexdigest, $expect_sha, '... intact');
+    my $held = $b->{got};
+    $b->{read}->($N);
+    is($b->{got}, $N, "resumed: all $N bytes arrived (had $held before resuming)");
+    is($b->{sha}->hexdigest, $expect_sha, '... intact');
     close $s;
 };
 

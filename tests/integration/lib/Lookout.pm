@@ -41,7 +41,7 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
                  lookout_error_problems hosts_argv closed_after start_haproxy start_haproxy_tcp
-                 pp_v2_header);
+                 pp_v2_header body_reader);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -766,6 +766,37 @@ sub rss_kb {
     my ($pid) = @_;
     my $s = slurp("/proc/$pid/status") // return undef;
     return $s =~ /^VmRSS:\s+(\d+)\s+kB/m ? $1 : undef;
+}
+
+# body_reader(SOCK, [wait => SECS]): reads one response off SOCK as its body arrives, the
+# body hashed as it comes. $r->{read}->(LIMIT) reads until LIMIT body bytes are in, the end,
+# or (with wait) no byte for SECS seconds; then $r->{head} is the head (undef until it is
+# whole), $r->{got} the body bytes so far and $r->{sha}->hexdigest their SHA-256 at the end.
+sub body_reader {
+    my ($sock, %o) = @_;
+    require Digest::SHA;
+    require IO::Select;
+    my $r = { head => undef, got => 0, sha => Digest::SHA->new(256) };
+    my $buf = '';
+    my $sel = IO::Select->new($sock);
+    $r->{read} = sub {
+        my ($limit) = @_;
+        while ($r->{got} < $limit) {
+            # what an SSL socket holds already is no news to select
+            last if $o{wait} && !($sock->can('pending') && $sock->pending) && !$sel->can_read($o{wait});
+            my $n = sysread($sock, my $chunk, 262144);
+            last unless $n;
+            if (!defined $r->{head}) {
+                $buf .= $chunk;
+                next unless $buf =~ /\r\n\r\n/;
+                ($r->{head}, $chunk) = ($`, $');
+            }
+            $r->{sha}->add($chunk);
+            $r->{got} += length $chunk;
+        }
+        return $r->{got};
+    };
+    return $r;
 }
 
 # peak_rss_kb(PID, SECS): the largest VmRSS of PID sampled every 0.1 s for SECS seconds.
