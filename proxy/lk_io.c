@@ -221,6 +221,7 @@ io_bev_write(struct lk_io *io)
 }
 
 static int tls_flush(struct lk_io *io);
+static void io_wait_write(struct lk_io *io, int on);
 #ifdef LK_IO_URING
 static int tls_collect(struct lk_io *io);
 #endif
@@ -259,27 +260,42 @@ io_park_if_idle(struct lk_io *io)
 }
 
 #ifdef LK_IO_URING
-/* What the ring sent of io's output (lk_uring_send took its start), applied
- * as evbuffer_write's result would be.  0: drained; else what is left is
- * on its way (the next round, or the bufferevent's write when the kernel
- * lagged), or the error was reported (io may be freed). */
+/* What the ring sent of buf (lk_uring_send took its start), applied as
+ * evbuffer_write's result would be: drained by it (a bufferevent's output
+ * is kept frozen at its start, and stays so), or the error reported
+ * through the event callback (-1: io may be freed). */
 static int
-ring_sent(struct lk_io *io, struct evbuffer *out)
+ring_apply(struct lk_io *io, struct evbuffer *buf, int frozen)
 {
     int res = io->ring_res;
 
     io->ring_sent = 0;
     if (res > 0) {
-        evbuffer_unfreeze(out, 1);
-        evbuffer_drain(out, (size_t)res);
-        evbuffer_freeze(out, 1);
+        if (frozen)
+            evbuffer_unfreeze(buf, 1);
+        evbuffer_drain(buf, (size_t)res);
+        if (frozen)
+            evbuffer_freeze(buf, 1);
     }
     if (res < 0 && res != -EAGAIN && res != -EINTR) {
         /* As the bufferevent's own write would, with its errno. */
         errno = -res;
+        if (io->ssl != NULL)
+            io_wait_write(io, 0);
         io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
         return -1;
     }
+    return 0;
+}
+
+/* ring_apply to a plaintext output.  0: drained; else what is left is on
+ * its way (the next round, or the bufferevent's write when the kernel
+ * lagged), or the error was reported (io may be freed). */
+static int
+ring_sent(struct lk_io *io, struct evbuffer *out)
+{
+    if (ring_apply(io, out, 1) != 0)
+        return -1;
     if (evbuffer_get_length(out) == 0)
         return 0;
     if (io->ring_whole)
@@ -963,17 +979,14 @@ tls_bio_set(struct lk_io *io)
  * not fit waits in the output, where the protocol's flow control sees it. */
 #define LK_TLS_ROUND (4 * LK_TLS_RECORD)
 
-/* For a ring round: the records of io's output, made into tls_wq.  0:
- * there is nothing to send (the round leaves io to tls_flush). */
+/* For a ring round, on an io ring_can_send took: the records of its
+ * output, made into tls_wq.  0: there is nothing to send (the round
+ * leaves io to tls_flush). */
 static int
 tls_collect(struct lk_io *io)
 {
     size_t took = 0;
 
-    if (!io->tls_ring || io->handshaking || io->wwait || io->write_wants_read ||
-        io->read_wants_write ||
-        (evbuffer_get_length(bufferevent_get_output(io->bev)) == 0 && tls_wq_len(io) == 0))
-        return 0;
     io->collect = 1;
     /* An error stops it: tls_flush, after the round, meets it again. */
     tls_encrypt(io, LK_TLS_ROUND, &took);
@@ -981,25 +994,6 @@ tls_collect(struct lk_io *io)
     if (took != 0)
         io->tls_took = 1;
     return tls_wq_len(io) != 0;
-}
-
-/* What the ring sent of tls_wq, applied.  -1 when it failed and the event
- * callback ran (io may be freed). */
-static int
-tls_ring_sent(struct lk_io *io)
-{
-    int res = io->ring_res;
-
-    io->ring_sent = 0;
-    if (res > 0)
-        evbuffer_drain(io->tls_wq, (size_t)res);
-    if (res < 0 && res != -EAGAIN && res != -EINTR) {
-        errno = -res;
-        io_wait_write(io, 0);
-        io_report(io, BEV_EVENT_WRITING | BEV_EVENT_ERROR);
-        return -1;
-    }
-    return 0;
 }
 
 /* Sends what tls_wq holds.  0: it all went; 1: the rest waits for the
@@ -1041,7 +1035,7 @@ tls_flush(struct lk_io *io)
 
 #ifdef LK_IO_URING
     if (io->ring_sent) {
-        if (tls_ring_sent(io) != 0)
+        if (ring_apply(io, io->tls_wq, 0) != 0)
             return -1;
         if (tls_wq_len(io) != 0) {
             io_wait_write(io, 1); /* the socket is full: the rest when it takes more */
