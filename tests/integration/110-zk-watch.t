@@ -50,7 +50,8 @@ my $admin = $zk->client;
 # ---- the path does not exist yet ------------------------------------------------------
 # A 30 s session: ZooKeeper's restarts below (a JVM, on a loaded CI machine) and the
 # reconnect must come within it for the session to survive them, as the test expects.
-my $w = ZooKeeper::Watch->start($zk, $DIR, timeout => 30000);
+# debug: the client's own messages are in the log that a failure shows.
+my $w = ZooKeeper::Watch->start($zk, $DIR, timeout => 30000, debug => 1);
 my $s = $w->next_snapshot(10);
 ok($s, 'a first snapshot once connected, though the path does not exist');
 is(names($s->{nodes} // {}), '', '... and it is empty');
@@ -115,8 +116,12 @@ cmp_ok($st->{stale_since_ms}, '>', 0, '... and stale');
 is($st->{nodes}, 2, '... and still holds the last snapshot');
 $zk->restart;
 ok(ZooKeeper::wait_connected([ $admin, @b{1, 2} ]), "the brokers' sessions are back");
-ok(wait_until(sub { my $x = $w->state; $x->{connected} && !$x->{stale_since_ms} }, 10),
-   'ZooKeeper back: connected and in sync again');
+# 20 s: within the watch's 15 s window to reconnect after the loss (arm_giveup), which
+# began before ZooKeeper's restart; a loaded CI machine once took more than 10 s.
+ok(wait_until(sub { my $x = $w->state; $x->{connected} && !$x->{stale_since_ms} }, 20),
+   'ZooKeeper back: connected and in sync again')
+    or diag "zk-watch:\n", $w->log, "ZooKeeper, last lines:\n",
+            join('', grep { defined } (split /^/, $zk->log)[-30 .. -1]);
 $st = $w->state;
 is($st->{sessions}, 1, '... on the same session');
 is($st->{snapshots}, $snaps, '... with no new snapshot, since nothing changed');
