@@ -238,6 +238,30 @@ tls_wq_len(const struct lk_io *io)
 #endif
 }
 
+/* TLS records the ring received and OpenSSL has not read (lk_io.h, tls_rq). */
+static inline size_t
+tls_rq_len(const struct lk_io *io)
+{
+#ifdef LK_IO_URING
+    return io->tls_rq != NULL ? evbuffer_get_length(io->tls_rq) : 0;
+#else
+    (void)io;
+    return 0;
+#endif
+}
+
+/* Whether a TLS connection has input that no readiness of the socket will
+ * announce: in OpenSSL, or received by the ring. */
+static int
+tls_pending(const struct lk_io *io)
+{
+#ifdef LK_IO_URING
+    if (io->rx_ring && io->ring_res > (int)io->rx_off)
+        return 1;
+#endif
+    return SSL_has_pending(io->ssl) || tls_rq_len(io) != 0;
+}
+
 /* Parks a client connection whose protocol is idle once nothing is
  * buffered anywhere (the output drained, no input, nothing held by
  * OpenSSL): the connection's own w->park does it.  1 if it parked. */
@@ -250,7 +274,7 @@ io_park_if_idle(struct lk_io *io)
         io->write_wants_read || io->ssl_end ||
         evbuffer_get_length(bufferevent_get_output(io->bev)) != 0 ||
         evbuffer_get_length(bufferevent_get_input(io->bev)) != 0 ||
-        (io->ssl != NULL && SSL_has_pending(io->ssl)) || tls_wq_len(io) != 0)
+        (io->ssl != NULL && tls_pending(io)) || tls_wq_len(io) != 0)
         return 0;
     io->park_wanted = 0;
     if (!io->w->park(io))
@@ -391,6 +415,40 @@ drained:
 #ifdef LK_IO_URING
 /* ring_done's owner for the access log's write (lk_access_ring_lines). */
 static char access_lines;
+
+/* A ring receive of a TLS client's takes up to a whole record (RFC 8446
+ * §5.2: 2^14 + 256 bytes and a 5-byte header), into one of the
+ * LK_TLS_RX_SLOTS slots of w->tls_rx, which the read queue's pass uses
+ * once each (ring_read_cb): OpenSSL reads the records there, and what it
+ * leaves moves to tls_rq (tls_rx_keep) before the next pass. */
+#define LK_TLS_RX (17 * 1024)
+#define LK_TLS_RX_SLOTS 64
+
+static inline const char *
+tls_rx_at(const struct lk_io *io)
+{
+    return io->w->tls_rx + (size_t)io->rx_slot * LK_TLS_RX + io->rx_off;
+}
+
+/* What OpenSSL left of the ring's read moves from its slot to tls_rq, and
+ * OpenSSL reads the socket again after it; no memory for it ends the
+ * input with an error. */
+static void
+tls_rx_keep(struct lk_io *io)
+{
+    if (!io->rx_ring)
+        return;
+    io->rx_ring = 0;
+    if (io->ring_res <= (int)io->rx_off)
+        return;
+    if (io->tls_rq == NULL)
+        io->tls_rq = lk_evbuffer_get();
+    if (evbuffer_add(io->tls_rq, tls_rx_at(io), (size_t)io->ring_res - io->rx_off) != 0) {
+        io->ssl_end = 1;
+        io->ssl_end_what = BEV_EVENT_ERROR;
+        event_active(io->rev, EV_READ, 1);
+    }
+}
 
 static void
 ring_done(void *owner, int op, int res, int whole)
@@ -539,13 +597,16 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
  * libevent 2.1 reads at most 4 KiB per call after a FIONREAD ioctl; this
  * reads up to what the last reads suggest (LK_READ_MIN to LK_READ_MAX). */
 static void tls_read_cb(struct lk_io *io, short what);
+#ifdef LK_IO_URING
+static void tls_ring_read(struct lk_io *io);
+#endif
 
 static void io_read_done(struct lk_io *io, ssize_t n, int err);
 static void io_readv(struct lk_io *io, evutil_socket_t fd);
 
 #ifdef LK_IO_URING
-/* A plaintext socket is readable: it is read with the others of this
- * iteration, in one system call, once their read events have all run. */
+/* A socket is readable: it is read with the others of this iteration, in
+ * one system call, once their read events have all run. */
 static void
 ring_read_queue(struct lk_io *io)
 {
@@ -579,16 +640,37 @@ ring_read_unqueue(struct lk_io *io)
 
 static int ring_submit(struct lk_worker *w);
 
+/* Prepares io's read in the ring's next submission: a plaintext socket's
+ * into its input, a TLS client's records into slot (of w->tls_rx).  1:
+ * not for the ring (a TLS connection whose OpenSSL must be heard first, or
+ * with input already, or the slots all taken); -1: the batch is full
+ * (submit, then again); -2: no memory for the input. */
+static int
+ring_recv(struct lk_worker *w, struct lk_io *io, size_t slot)
+{
+    if (io->ssl == NULL)
+        return lk_uring_recv(w->uring, io_fd(io), bufferevent_get_input(io->bev),
+                             io->read_size, io);
+    if (!io->tls_ring || io->handshaking || io->write_wants_read || io->read_wants_write ||
+        io->ssl_end || tls_pending(io) || slot == LK_TLS_RX_SLOTS)
+        return 1;
+    if (w->tls_rx == NULL)
+        w->tls_rx = lk_xmalloc((size_t)LK_TLS_RX_SLOTS * LK_TLS_RX);
+    io->rx_slot = slot;
+    return lk_uring_recv_to(w->uring, io_fd(io), w->tls_rx + slot * LK_TLS_RX, LK_TLS_RX, io);
+}
+
 /* The read queue: every socket on it still reading is read in one system
  * call, then each one's callbacks run, in the order the loop found them,
  * as after its own read.  One taken off meanwhile (closed) is passed over.
  * A socket whose reading a callback before it switched off has been read
- * already: its callbacks run all the same, as if it had come first. */
+ * already: its callbacks run all the same, as if it had come first.  A TLS
+ * client's records go to memory, and OpenSSL reads them there (tls_read). */
 static void
 ring_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct lk_worker *w = arg;
-    size_t n = w->nreadq;
+    size_t n = w->nreadq, slot = 0;
 
     /* One socket to read: readv, for the reason ring_round writes one
      * output with writev (it is read in the loop below). */
@@ -596,11 +678,11 @@ ring_read_cb(evutil_socket_t fd, short what, void *arg)
         struct lk_io *io = w->readq[k];
         if (io == NULL || io->bev == NULL || !io->reading)
             continue;
-        struct evbuffer *in = bufferevent_get_input(io->bev);
-        int sfd = io_fd(io);
-        int r = lk_uring_recv(w->uring, sfd, in, io->read_size, io);
+        int r = ring_recv(w, io, slot);
         if (r == -1 && ring_submit(w) == 0)
-            r = lk_uring_recv(w->uring, sfd, in, io->read_size, io);
+            r = ring_recv(w, io, slot);
+        if (r == 0 && io->ssl != NULL)
+            slot++;
         if (r == -2) { /* no memory for the input: the read fails */
             io->ring_read = 1;
             io->ring_res = -ENOMEM;
@@ -616,7 +698,12 @@ ring_read_cb(evutil_socket_t fd, short what, void *arg)
         io->read_queued = 0;
         if (io->ring_read) {
             io->ring_read = 0;
-            io_read_done(io, io->ring_res >= 0 ? io->ring_res : -1, -io->ring_res);
+            if (io->ssl != NULL)
+                tls_ring_read(io);
+            else
+                io_read_done(io, io->ring_res >= 0 ? io->ring_res : -1, -io->ring_res);
+        } else if (io->bev != NULL && io->ssl != NULL) {
+            tls_read_cb(io, EV_READ);
         } else if (io->bev != NULL && io->reading) {
             /* Alone, or the ring broke before it took this one. */
             io_readv(io, io_fd(io));
@@ -672,6 +759,12 @@ io_read_cb(evutil_socket_t fd, short what, void *arg)
         bev = io->bev;
     }
     if (io->ssl != NULL) {
+#ifdef LK_IO_URING
+        if (io->tls_ring && io->w->uring != NULL && what == EV_READ && !io->handshaking) {
+            ring_read_queue(io);
+            return;
+        }
+#endif
         tls_read_cb(io, what);
         return;
     }
@@ -822,7 +915,7 @@ tls_handshake(struct lk_io *io)
         io_wait_write(io, 0);
         /* The request often came in the Finished's segment: OpenSSL has
          * it, the socket has nothing more to say. */
-        if (SSL_has_pending(io->ssl))
+        if (tls_pending(io))
             event_active(io->rev, EV_READ, 1);
         io_report(io, BEV_EVENT_CONNECTED);
         return;
@@ -887,8 +980,10 @@ tls_encrypt(struct lk_io *io, size_t limit, size_t *sent)
 /*
  * With a ring, OpenSSL reads and writes a client connection's records
  * through a BIO of io's own rather than the socket BIO (one BIO, as
- * SSL_set_fd's: an idle connection holds no more).  It reads as the socket
- * BIO does, and writes the same way too, except in a ring round
+ * SSL_set_fd's: an idle connection holds no more).  It reads what the ring
+ * received for it (tls_rq, ring_read_cb) and then, unless the ring's read
+ * emptied the socket just now (rx_ring), the socket as the socket BIO
+ * does; and it writes the same way too, except in a ring round
  * (io->collect), where the records of the output go to io->tls_wq and the
  * ring sends them with the round's other outputs (and the access log's
  * lines), one system call for all.  Whatever OpenSSL writes while records
@@ -903,6 +998,32 @@ tls_bio_read(BIO *b, char *buf, int len)
     BIO_clear_retry_flags(b);
     if (len <= 0)
         return 0;
+    if (tls_rq_len(io) != 0) {
+        int got = evbuffer_remove(io->tls_rq, buf, (size_t)len);
+        if (evbuffer_get_length(io->tls_rq) == 0) {
+            lk_evbuffer_put(io->tls_rq);
+            io->tls_rq = NULL;
+        }
+        return got;
+    }
+    if (io->rx_ring && io->ring_res > (int)io->rx_off) {
+        int got = io->ring_res - (int)io->rx_off < len ? io->ring_res - (int)io->rx_off : len;
+        memcpy(buf, tls_rx_at(io), (size_t)got);
+        io->rx_off += (unsigned)got;
+        return got;
+    }
+    if (io->rx_ring && io->ring_res < LK_TLS_RX) {
+        /* The ring's read of the socket, which it did not fill: the socket
+         * has nothing more for now, or its end, or its error. */
+        int res = io->ring_res;
+        if (res == 0)
+            BIO_set_flags(b, BIO_FLAGS_IN_EOF);
+        else if (res > 0 || res == -EAGAIN || res == -EINTR)
+            BIO_set_retry_read(b);
+        else
+            errno = -res;
+        return res == 0 ? 0 : -1;
+    }
     ssize_t n = recv(io_fd(io), buf, (size_t)len, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         BIO_set_retry_read(b);
@@ -1092,7 +1213,8 @@ tls_flush(struct lk_io *io)
 
 /* Reads what OpenSSL can give into the input and runs the read callback;
  * once the input is over (or broken), reports that to the event callback
- * after any data before it. */
+ * after any data before it.  After a ring's read (rx_ring), OpenSSL reads
+ * what it got, and what it leaves is kept before any callback runs. */
 static void
 tls_read(struct lk_io *io)
 {
@@ -1108,6 +1230,9 @@ tls_read(struct lk_io *io)
     evbuffer_unfreeze(in, 0);
     if (evbuffer_reserve_space(in, (ev_ssize_t)io->read_size, &v, 1) != 1) {
         evbuffer_freeze(in, 0);
+#ifdef LK_IO_URING
+        tls_rx_keep(io);
+#endif
         lk_io_disable(io, EV_READ);
         io_report(io, BEV_EVENT_READING | BEV_EVENT_ERROR);
         return;
@@ -1123,9 +1248,12 @@ tls_read(struct lk_io *io)
         /* Stop when OpenSSL holds nothing more, rather than read the
          * socket to its EAGAIN: the event is level-triggered.  A full
          * record may have more behind it. */
-        if (got == v.iov_len || (n < LK_TLS_RECORD && !SSL_has_pending(io->ssl)))
+        if (got == v.iov_len || (n < LK_TLS_RECORD && !tls_pending(io)))
             break;
     }
+#ifdef LK_IO_URING
+    tls_rx_keep(io);
+#endif
     v.iov_len = got;
     evbuffer_commit_space(in, &v, got != 0 ? 1 : 0);
     evbuffer_freeze(in, 0);
@@ -1143,7 +1271,7 @@ tls_read(struct lk_io *io)
             io->read_size /= 2;
         /* What is left (OpenSSL's, or the end) comes after the callback,
          * which may close the connection: that cancels it. */
-        if (io->ssl_end || SSL_has_pending(io->ssl))
+        if (io->ssl_end || tls_pending(io))
             event_active(io->rev, EV_READ, 1);
         io->park_wanted = 0;
         if (readcb != NULL)
@@ -1184,6 +1312,23 @@ tls_read_cb(struct lk_io *io, short what)
     }
     tls_read(io);
 }
+
+#ifdef LK_IO_URING
+/* The ring read a TLS client's socket (ring_read_cb): OpenSSL reads what
+ * came, or it waits in tls_rq when tls_read_cb will not read now. */
+static void
+tls_ring_read(struct lk_io *io)
+{
+    io->rx_ring = 1;
+    io->rx_off = 0;
+    if (io->reading && !io->handshaking && !io->write_wants_read && !io->ssl_end) {
+        tls_read(io);
+        return;
+    }
+    tls_rx_keep(io);
+    tls_read_cb(io, EV_READ);
+}
+#endif
 
 static void
 tls_write_cb(evutil_socket_t fd, short what, void *arg)
@@ -1254,7 +1399,10 @@ lk_io_detach(struct lk_io *io)
     if (io->tls_wq != NULL)
         lk_evbuffer_put(io->tls_wq); /* records the connection's end drops */
     io->tls_wq = NULL;
-    io->tls_ring = io->collect = io->tls_took = 0;
+    if (io->tls_rq != NULL)
+        lk_evbuffer_put(io->tls_rq);
+    io->tls_rq = NULL;
+    io->tls_ring = io->collect = io->tls_took = io->rx_ring = 0;
 #endif
 }
 
@@ -1276,7 +1424,7 @@ lk_io_enable(struct lk_io *io, short what)
              * socket accepted with bytes in (listen.defer_accept) is read
              * in this turn of the loop, not after an epoll_wait that would
              * only say so (one found empty reads EAGAIN). */
-            if (io->read_now || (io->ssl != NULL && (io->ssl_end || SSL_has_pending(io->ssl))))
+            if (io->read_now || (io->ssl != NULL && (io->ssl_end || tls_pending(io))))
                 event_active(io->rev, EV_READ, 1);
             io->read_now = 0;
         }
@@ -1412,6 +1560,8 @@ lk_io_worker_free(struct lk_worker *w)
     w->read_ev = NULL;
     free(w->readq);
     w->readq = NULL;
+    free(w->tls_rx);
+    w->tls_rx = NULL;
     w->nreadq = w->readq_cap = 0;
 #endif
 }

@@ -30,7 +30,9 @@ struct lk_io_timer;
  *  - reads: lookout's own read event reads straight into the input, as
  *    much as the last reads suggest, and runs the bufferevent's callbacks.
  *    TLS reads stop when OpenSSL holds nothing more rather than at EAGAIN:
- *    the event is level-triggered.
+ *    the event is level-triggered.  With io_uring, the sockets an iteration
+ *    finds readable are read in one submission, a TLS client's records
+ *    into memory for OpenSSL to read there (lk_io.c, ring_read_cb).
  * Protocol modules enable, disable and time out through lk_io_*, never
  * through bufferevent_enable and the like.
  */
@@ -71,6 +73,11 @@ struct lk_io {
     unsigned tls_ring : 1;      /* TLS: OpenSSL reads and writes through io's own BIO (lk_io.c) */
     unsigned collect : 1;       /* ... which appends the records to tls_wq (a ring round) */
     unsigned tls_took : 1;      /* a ring round took output: the write callback is owed */
+    unsigned rx_ring : 1;       /* ... the ring read the socket just now: OpenSSL reads the
+                                 * ring_res bytes it got, from rx_off on, in w->tls_rx's slot
+                                 * rx_slot, then no more of the socket (tls_read) */
+    unsigned rx_slot : 6;
+    unsigned rx_off : 15;
 #endif
     short ssl_end_what;         /* BEV_EVENT_EOF or BEV_EVENT_ERROR */
     struct lk_io_timer *tm;     /* plaintext without TLS: the read timeout (lk_io.c) */
@@ -80,6 +87,7 @@ struct lk_io {
 #ifdef LK_IO_URING
     int ring_res;
     struct evbuffer *tls_wq;    /* TLS records made, not yet taken by the kernel; NULL if none */
+    struct evbuffer *tls_rq;    /* TLS records received, not yet read by OpenSSL; NULL if none */
 #endif
     long long hs_deadline_ms;   /* client TLS: the handshake ends by then (lk_now_ms), however
                                  * the client trickles it; 0: no deadline */

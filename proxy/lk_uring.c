@@ -164,34 +164,59 @@ lk_uring_recv(struct lk_uring *u, int fd, struct evbuffer *in, size_t size, void
     return 0;
 }
 
+/* The next entry of the batch, for an op of len bytes at one place (its
+ * sqe still to prepare), or NULL when the batch is full. */
+static struct io_uring_sqe *
+entry_one(struct lk_uring *u, int op, size_t len, void *owner)
+{
+    if (u->n == LK_URING_ENTRIES || len > UINT_MAX)
+        return NULL;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (sqe == NULL)
+        return NULL;
+    struct lk_uring_send *s = &u->send[u->n];
+    s->owner = owner;
+    s->op = op;
+    s->in = NULL;
+    s->len = len;
+    io_uring_sqe_set_data64(sqe, u->n);
+    u->n++;
+    return sqe;
+}
+
+int
+lk_uring_recv_to(struct lk_uring *u, int fd, void *p, size_t len, void *owner)
+{
+    struct io_uring_sqe *sqe = entry_one(u, LK_URING_RECV, len, owner);
+    if (sqe == NULL)
+        return -1;
+    io_uring_prep_recv(sqe, fd, p, len, MSG_DONTWAIT);
+    return 0;
+}
+
 int
 lk_uring_write(struct lk_uring *u, int fd, const void *p, size_t len, void *owner)
 {
-    if (u->n == LK_URING_ENTRIES || len > UINT_MAX)
-        return -1;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    struct io_uring_sqe *sqe = entry_one(u, LK_URING_WRITE, len, owner);
     if (sqe == NULL)
         return -1;
-    struct lk_uring_send *s = &u->send[u->n];
-    s->owner = owner;
-    s->op = LK_URING_WRITE;
-    s->in = NULL;
-    s->len = len;
     /* offset -1: at the file's position, as write(2) (a pipe, a socket or
      * a device has none to give) */
     io_uring_prep_write(sqe, fd, p, (unsigned)len, (uint64_t)-1);
     sqe->rw_flags = RWF_NOWAIT;
-    io_uring_sqe_set_data64(sqe, u->n);
-    u->n++;
     return 0;
 }
 
 /* A receive's bytes go into its input (none when res <= 0), whose end is
- * frozen again, as lk_io.c keeps it between reads. */
+ * frozen again, as lk_io.c keeps it between reads; one into memory
+ * (lk_uring_recv_to) has them already. */
 static void
 recv_commit(struct lk_uring_send *s, int res)
 {
     size_t left = res > 0 ? (size_t)res : 0;
+
+    if (s->in == NULL)
+        return;
 
     for (int k = 0; k < s->nv; k++) {
         s->v[k].iov_len = left < s->v[k].iov_len ? left : s->v[k].iov_len;

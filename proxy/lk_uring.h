@@ -4,7 +4,8 @@
  * gives it every plaintext output written to in a loop iteration, and the
  * records OpenSSL made of every TLS client's, and it sends them all in one
  * io_uring_enter rather than one writev or write(2) each; the
- * read queue likewise every plaintext socket found readable; and the
+ * read queue likewise every socket found readable (a TLS client's records
+ * into memory, for OpenSSL to read there); and the
  * access log's lines of the iteration ride along (lk_uring_write).
  */
 #ifndef LK_URING_H
@@ -33,6 +34,11 @@ int lk_uring_send(struct lk_uring *u, int fd, struct evbuffer *out, int more, vo
  * the end of in stays unfrozen until lk_uring_submit, which commits what
  * came and freezes it again.  -1: the batch is full; -2: no memory. */
 int lk_uring_recv(struct lk_uring *u, int fd, struct evbuffer *in, size_t size, void *owner);
+
+/* Prepares a receive from fd of up to len bytes into p, for owner; p must
+ * stay until lk_uring_submit, whose done finds the bytes there.  -1: the
+ * batch is full. */
+int lk_uring_recv_to(struct lk_uring *u, int fd, void *p, size_t len, void *owner);
 
 /* Prepares a write of len bytes at p to fd (a pipe, a socket or a
  * device), for owner, that must not wait (RWF_NOWAIT): the kernel does it

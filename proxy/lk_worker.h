@@ -66,8 +66,9 @@ struct lk_worker {
 #ifdef LK_IO_URING
     struct lk_uring *uring; /* sends them all in one system call (NULL: one writev each) */
     struct lk_io *flushb;   /* the round being sent; what it queues waits in flushq */
-    struct lk_io **readq;   /* plaintext sockets found readable in this iteration */
+    struct lk_io **readq;   /* sockets found readable in this iteration */
     size_t nreadq, readq_cap;
+    char *tls_rx;           /* where the ring receives TLS clients' records (lk_io.c) */
     struct event *read_ev;  /* reads them all in one system call */
 #endif
     struct event *stop_ev; /* reads stop_pipe[0]: another thread asks it to stop */

@@ -39,6 +39,9 @@ PKGS="$PKGS groff-base man-db systemd"
 # liburing for io_uring, built in by configure when it is there (proxy/lk_uring.c:
 # reads and sends gathered per loop iteration); without it the build uses readv and writev.
 PKGS="$PKGS liburing-dev"
+# strace counts the system calls a TLS client's reads make, which the ring
+# takes over (141-io-uring.t).
+PKGS="$PKGS strace"
 [ "${LOOKOUT_FUZZ:-yes}" != no ] && PKGS="$PKGS clang libclang-rt-14-dev"
 [ -n "$LOOKOUT_EXTRA_PKGS" ] && PKGS="$PKGS $LOOKOUT_EXTRA_PKGS"
 

@@ -32,6 +32,7 @@ extern const struct lk_test_case lk_test_ratelimit[];
 extern const struct lk_test_case lk_test_hold[];
 extern const struct lk_test_case lk_test_age[];
 extern const struct lk_test_case lk_test_uring[];
+extern const struct lk_test_case lk_test_io[];
 extern const struct lk_test_case lk_test_pool[];
 extern const struct lk_test_case lk_test_tls[];
 extern const struct lk_test_case lk_test_clock[];
@@ -65,6 +66,7 @@ static const struct lk_test_case *const groups[] = {
     lk_test_tls,
     lk_test_clock,
     lk_test_uring,
+    lk_test_io,
     NULL,
 };
 

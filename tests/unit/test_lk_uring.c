@@ -9,7 +9,8 @@
  * submission, gathered by sendmsg past that, the bytes the same either way.
  * Receives likewise: several sockets read in one submission, each input
  * getting its bytes after what it held (0 at the end, -EAGAIN when there
- * is nothing), its end frozen again as lk_io.c keeps it.  A thread other
+ * is nothing), its end frozen again as lk_io.c keeps it; or into memory,
+ * as much as it has room for, the rest left in the socket.  A thread other
  * than the one that made the ring submits through it (a worker's).  A
  * send asked to hold its tail (more) does: over TCP the peer has nothing
  * until the sender closes its side, then the bytes and the end together;
@@ -265,6 +266,48 @@ test_received(void)
     lk_uring_free(u);
 }
 
+/* Receives into memory (lk_uring_recv_to), beside one into an input: each
+ * gets its bytes where it asked, at most what it asked for. */
+static void
+test_received_to(void)
+{
+    struct lk_uring *u = lk_uring_new();
+    int a[2], b[2], c[2];
+    struct got ga = {0}, gb = {0}, gc = {0};
+    char pa[8], pb[64];
+
+    if (!ok(u != NULL, "a ring"))
+        return;
+    pair(a);
+    pair(b);
+    pair(c);
+    struct evbuffer *ic = evbuffer_new();
+    evbuffer_freeze(ic, 0);
+    memset(pa, '-', sizeof(pa));
+    ok(write(a[1], "0123456789", 10) == 10 && write(b[1], "records", 7) == 7 &&
+           write(c[1], "plain", 5) == 5,
+       "three peers wrote");
+    ok(lk_uring_recv_to(u, a[0], pa, sizeof(pa), &ga) == 0 &&
+           lk_uring_recv_to(u, b[0], pb, sizeof(pb), &gb) == 0 &&
+           lk_uring_recv(u, c[0], ic, 16384, &gc) == 0,
+       "two receives into memory and one into an input prepared");
+    ok(lk_uring_submit(u, on_done) == 0, "one submission");
+    ok(ga.calls == 1 && ga.op == LK_URING_RECV && ga.res == 8 && ga.whole &&
+           memcmp(pa, "01234567", 8) == 0,
+       "the first: the 8 bytes it had room for (%d)", ga.res);
+    ok(gb.calls == 1 && gb.res == 7 && !gb.whole && memcmp(pb, "records", 7) == 0,
+       "the second: its 7 bytes (%d)", gb.res);
+    ok(gc.calls == 1 && gc.res == 5 && evbuffer_get_length(ic) == 5, "the input: its 5 (%d)",
+       gc.res);
+    char rest[8];
+    ok(read(a[0], rest, sizeof(rest)) == 2 && memcmp(rest, "89", 2) == 0,
+       "what did not fit stays in the socket");
+    evbuffer_free(ic);
+    for (int k = 0; k < 2; k++)
+        close(a[k]), close(b[k]), close(c[k]);
+    lk_uring_free(u);
+}
+
 struct other {
     struct lk_uring *u;
     int fd;
@@ -446,6 +489,7 @@ const struct lk_test_case lk_test_uring[] = {
     {"uring/gathered", test_gathered},
     {"uring/staged", test_staged},
     {"uring/received", test_received},
+    {"uring/received_to", test_received_to},
     {"uring/full_and_gone", test_full_and_gone},
     {"uring/batch_full", test_batch_full},
     {NULL, NULL},
