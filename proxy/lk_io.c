@@ -226,29 +226,22 @@ static void io_wait_write(struct lk_io *io, int on);
 static int tls_collect(struct lk_io *io);
 #endif
 
-/* TLS records made and not yet taken by the kernel (lk_io.h, tls_wq). */
-static inline size_t
-tls_wq_len(const struct lk_io *io)
-{
+/* The bytes a TLS connection holds outside OpenSSL, in buffers that exist
+ * only while they hold some (lk_io.h): records made and not yet taken by
+ * the kernel (tls_wq), records the ring received and OpenSSL has not read
+ * (tls_rq). */
 #ifdef LK_IO_URING
-    return io->tls_wq != NULL ? evbuffer_get_length(io->tls_wq) : 0;
-#else
-    (void)io;
-    return 0;
-#endif
-}
-
-/* TLS records the ring received and OpenSSL has not read (lk_io.h, tls_rq). */
 static inline size_t
-tls_rq_len(const struct lk_io *io)
+held_len(const struct evbuffer *b)
 {
-#ifdef LK_IO_URING
-    return io->tls_rq != NULL ? evbuffer_get_length(io->tls_rq) : 0;
-#else
-    (void)io;
-    return 0;
-#endif
+    return b != NULL ? evbuffer_get_length(b) : 0;
 }
+#define tls_wq_len(io) held_len((io)->tls_wq)
+#define tls_rq_len(io) held_len((io)->tls_rq)
+#else
+#define tls_wq_len(io) ((void)(io), (size_t)0)
+#define tls_rq_len(io) ((void)(io), (size_t)0)
+#endif
 
 /* Whether a TLS connection has input that no readiness of the socket will
  * announce: in OpenSSL, or received by the ring. */
