@@ -112,21 +112,34 @@ frame_cap(const struct lk_cluster *cl)
     return cl->max_frame_bytes > UINT32_MAX - 4 ? UINT32_MAX - 4 : (uint32_t)cl->max_frame_bytes;
 }
 
-/* A command at most this long is read from a copy when its frame is not
- * at the start of the input (SEND, MESSAGE and their answers are a few
- * dozen bytes); a longer one is read in place, once the frames before it
- * have moved on.  The first copy takes LK_PULSAR_PEEK_FIRST bytes: the
- * sizes and, most often, the whole command. */
-#define LK_PULSAR_PEEK_CMD 256
-#define LK_PULSAR_PEEK_FIRST 64
+/* The extents of an input pump_frames sees at once; past them, what came
+ * before moves on and the rest is looked at again. */
+#define LK_PULSAR_VIEW 16
+
+/* What pump_frames sees of in: up to LK_PULSAR_VIEW extents from its
+ * start, the cursor at the first; *seen: the bytes they hold. */
+static void
+view(struct evbuffer *in, struct evbuffer_iovec *v, struct lk_pulsar_cursor *cur, size_t *seen)
+{
+    int n = evbuffer_peek(in, -1, NULL, v, LK_PULSAR_VIEW);
+
+    *cur = (struct lk_pulsar_cursor){v, n < LK_PULSAR_VIEW ? n : LK_PULSAR_VIEW, 0, 0};
+    *seen = 0;
+    for (int i = 0; i < cur->nv; i++)
+        *seen += v[i].iov_len;
+}
+
+static int head_refused(struct pstream *s, const struct lk_pulsar_head *h, uint32_t cap, int r,
+                        char *why, size_t whylen);
 
 /*
- * The head of the frame skip bytes into in (the frames before it stream
- * on, not moved yet: pump): its sizes and its command's type.  1 when
- * known (s->total, cmd_size, type), 0 to wait for more, 2 when skip is
- * not 0 and the command is over LK_PULSAR_PEEK_CMD (move the frames
- * before it, then ask again), -1 on an impossible frame or a command
- * lookout refuses (why says what).
+ * The head of the frame at cur, avail bytes from there in cur's extents
+ * (the frames before it stream on, not moved yet: pump): its sizes and
+ * its command's type (lk_pulsar_frame_at, which reads them in place when
+ * one extent holds them).  1 when known (s->total, cmd_size, type), 0
+ * when fewer than *need bytes are there, 2 when *need bytes must be made
+ * contiguous first, -1 on an impossible frame or a command lookout
+ * refuses (why says what).
  *
  * The type comes from the whole command, never from its first bytes: a
  * command may give its type twice, and the broker, like every protobuf
@@ -136,64 +149,85 @@ frame_cap(const struct lk_cluster *cl)
  * command is here (at most max_frame_bytes; a few dozen bytes for SEND
  * and MESSAGE, whose payload still streams), and is read in one place.
  */
-static int
-frame_head(struct pstream *s, struct evbuffer *in, size_t skip, uint32_t cap, char *why,
-           size_t whylen)
+static inline int
+frame_head(struct pstream *s, const struct lk_pulsar_cursor *cur, size_t avail, uint32_t cap,
+           uint8_t *copy, size_t *need, char *why, size_t whylen)
 {
-    uint8_t h[LK_PULSAR_PREFIX + LK_PULSAR_PEEK_CMD];
-    size_t avail = evbuffer_get_length(in) - skip;
-    struct evbuffer_ptr at;
-    const uint8_t *cmd;
+    struct lk_pulsar_head h;
+    int r = lk_pulsar_frame_at(cur, avail, cap, copy, &h);
 
-    size_t first = avail < LK_PULSAR_PEEK_FIRST ? avail : LK_PULSAR_PEEK_FIRST;
+    *need = h.need;
+    if (r == 0 || r == 2)
+        return r;
+    s->total = h.total;
+    s->cmd_size = h.cmd_size;
+    s->type = h.type;
+    return r == 1 && h.type >= 0 ? 1 : head_refused(s, &h, cap, r, why, whylen);
+}
 
-    if (avail < LK_PULSAR_PREFIX)
-        return 0;
-    if (skip == 0)
-        evbuffer_copyout(in, h, LK_PULSAR_PREFIX);
-    else if (evbuffer_ptr_set(in, &at, skip, EVBUFFER_PTR_SET) != 0 ||
-             evbuffer_copyout_from(in, &at, h, first) != (ev_ssize_t)first)
-        return 2;
-    if (lk_pulsar_sizes(h, cap, &s->total, &s->cmd_size) != 0) {
+/* frame_head's -1, with why saying what is wrong with the frame. */
+static int
+head_refused(struct pstream *s, const struct lk_pulsar_head *h, uint32_t cap, int r, char *why,
+             size_t whylen)
+{
+    if (r < 0) {
         snprintf(why, whylen, "frame of %lu bytes with a command of %lu (%s); closing",
                  (unsigned long)s->total + 4, (unsigned long)s->cmd_size,
                  s->total > cap ? "over max_frame_bytes" : "impossible sizes");
-        return -1;
-    }
-    size_t want = LK_PULSAR_PREFIX + (size_t)s->cmd_size;
-    if (avail < want)
-        return 0;
-    if (skip == 0) {
-        cmd = evbuffer_pullup(in, (ev_ssize_t)want);
-    } else {
-        if (want > sizeof(h) ||
-            (want > first && evbuffer_copyout_from(in, &at, h, want) != (ev_ssize_t)want))
-            return 2;
-        cmd = h;
-    }
-    if (cmd == NULL) {
-        snprintf(why, whylen, "frame whose command of %lu bytes lookout had no memory for; closing",
-                 (unsigned long)s->cmd_size);
-        return -1;
-    }
-    s->type = lk_pulsar_command_type(cmd + LK_PULSAR_PREFIX, s->cmd_size);
-    if (s->type == LK_PULSAR_TYPE_TWICE) {
+    } else if (s->type == LK_PULSAR_TYPE_TWICE) {
         char hex[2 * 32 + 1];
         size_t n = s->cmd_size < 32 ? s->cmd_size : 32;
         for (size_t i = 0; i < n; i++)
-            snprintf(hex + 2 * i, 3, "%02x", cmd[LK_PULSAR_PREFIX + i]);
+            snprintf(hex + 2 * i, 3, "%02x", h->cmd[i]);
         snprintf(why, whylen,
                  "command that gives its type twice (%lu bytes, starting %s%s): a protobuf "
                  "reader takes the last, refused; closing",
                  (unsigned long)s->cmd_size, hex, n < s->cmd_size ? "..." : "");
-        return -1;
-    }
-    if (s->type < 0) {
+    } else {
         snprintf(why, whylen, "frame whose command does not decode (%lu bytes); closing",
                  (unsigned long)s->cmd_size);
-        return -1;
     }
-    return 1;
+    return -1;
+}
+
+/* need bytes at in's start made contiguous: 0, or -1 (why says so). */
+static int
+gather(struct evbuffer *in, size_t need, char *why, size_t whylen)
+{
+    if (evbuffer_pullup(in, (ev_ssize_t)need) != NULL)
+        return 0;
+    snprintf(why, whylen, "frame whose command of %lu bytes lookout had no memory for; closing",
+             (unsigned long)(need - LK_PULSAR_PREFIX));
+    return -1;
+}
+
+/* Whether frame_head's answer r, with avail bytes from the head in in,
+ * means that need bytes must first be put together at in's start: the
+ * head spans extents and is over LK_PULSAR_COPY, or lies past the view. */
+static int
+must_gather(int r, size_t seen, size_t len, size_t need, size_t avail)
+{
+    return r == 2 || (r == 0 && seen < len && need <= avail);
+}
+
+/* The head of the frame at the start of in, as frame_head reads it, made
+ * contiguous when it must be: 1, 0 to wait, -1 (why says what). */
+static int
+first_head(struct pstream *s, struct evbuffer *in, uint32_t cap, char *why, size_t whylen)
+{
+    struct evbuffer_iovec v[LK_PULSAR_VIEW];
+    struct lk_pulsar_cursor cur;
+    uint8_t copy[LK_PULSAR_COPY];
+    size_t seen, len = evbuffer_get_length(in), need;
+
+    for (;;) {
+        view(in, v, &cur, &seen);
+        int r = frame_head(s, &cur, seen, cap, copy, &need, why, whylen);
+        if (!must_gather(r, seen, len, need, len))
+            return r;
+        if (gather(in, need, why, whylen) != 0)
+            return -1;
+    }
 }
 
 static void
@@ -364,15 +398,30 @@ held_type(const struct pconn *p, int from_client, int type)
  * follow one another are moved together (*skip counts their bytes at the
  * start of in), in one evbuffer_remove_buffer: libevent then hands over
  * whole chains of in rather than copying each frame into out, and runs
- * out's callbacks once.  0, or -1 having closed.
+ * out's callbacks once.  Their heads are read where they lie, through a
+ * view of in's first extents (seen bytes; cur is *skip bytes in), taken
+ * again whenever in changes.  0, or -1 having closed.
  */
 static int
 pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuffer *out,
             size_t *skip)
 {
     struct pstream *s = from_client ? &p->rq : &p->rs;
+    struct evbuffer_iovec v[LK_PULSAR_VIEW];
+    struct lk_pulsar_cursor cur;
+    uint8_t copy[LK_PULSAR_COPY]; /* a head that spans extents */
+    size_t len = evbuffer_get_length(in), seen, need;
     char why[300];
 
+#define MOVE_ON()                                  \
+    do {                                           \
+        evbuffer_remove_buffer(in, out, *skip);    \
+        len -= *skip;                              \
+        *skip = 0;                                 \
+        view(in, v, &cur, &seen);                  \
+    } while (0)
+
+    view(in, v, &cur, &seen);
     while (!p->pr.dead) {
         if (s->left == 0 && from_client && p->pr.draining)
             return 0; /* stopping: no new frame goes to the broker */
@@ -382,17 +431,27 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
         if (s->left == 0 && !from_client && p->pr.hw.counted == 0 &&
             evbuffer_get_length(out) + *skip > LK_PAIR_HIGH)
             return 0;
+        if (*skip != 0 && *skip == seen && seen < len)
+            MOVE_ON(); /* the view is used up; in has more */
         if (s->left == 0) {
-            int r = frame_head(s, in, *skip, frame_cap(p->pr.cluster), why, sizeof(why));
-            int held = r == 1 && held_type(p, from_client, s->type) &&
-                       (from_client || p->pr.cluster->nfilters != 0);
-            if (r == 2 || (*skip != 0 && (r < 0 || held))) {
-                /* what comes before goes on first */
-                evbuffer_remove_buffer(in, out, *skip);
-                *skip = 0;
-                if (r == 2)
+            int r = frame_head(s, &cur, seen - *skip, frame_cap(p->pr.cluster), copy, &need, why,
+                               sizeof(why));
+            if (must_gather(r, seen, len, need, len - *skip)) {
+                /* what comes before goes on first, then the head is put
+                 * together at in's start */
+                if (*skip != 0)
+                    MOVE_ON();
+                else if (gather(in, need, why, sizeof(why)) == 0)
+                    view(in, v, &cur, &seen);
+                else
+                    r = -1;
+                if (r != -1)
                     continue;
             }
+            int held = r == 1 && held_type(p, from_client, s->type) &&
+                       (from_client || p->pr.cluster->nfilters != 0);
+            if (*skip != 0 && (r < 0 || held))
+                MOVE_ON(); /* what comes before goes on first */
             if (r < 0) {
                 char msg[340];
                 snprintf(msg, sizeof(msg), "%s %s", from_client ? "client sent a" : "broker sent a",
@@ -404,11 +463,11 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                 return 0;
             if (held) {
                 size_t whole = (size_t)s->total + 4;
-                if (evbuffer_get_length(in) < whole) {
+                if (len < whole) {
                     /* held frames are small: wait for all of it, within
                      * the worker's budget for a broker's */
                     if (!from_client)
-                        hold_wait(p, evbuffer_get_length(in));
+                        hold_wait(p, len);
                     return 0;
                 }
                 s->frames++;
@@ -416,6 +475,8 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                 if (p->held == NULL)
                     p->held = evbuffer_new();
                 evbuffer_remove_buffer(in, p->held, whole);
+                len -= whole;
+                view(in, v, &cur, &seen);
                 int rc = from_client ? client_lookup(p, out) : broker_command(p, s->type, out);
                 if (!from_client)
                     lk_pair_hold_release(&p->pr);
@@ -427,15 +488,17 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
             s->frames++;
             s->bytes += s->left;
         }
-        size_t avail = evbuffer_get_length(in) - *skip;
+        size_t avail = seen - *skip;
         if (avail == 0)
             return 0;
         /* As much of the frame as is here: no copy of lookout's own for
          * the payload frames, the hot path. */
         size_t n = avail < s->left ? avail : (size_t)s->left;
+        lk_pulsar_cursor_skip(&cur, n);
         *skip += n;
         s->left -= n;
     }
+#undef MOVE_ON
     return -1;
 }
 
@@ -522,7 +585,7 @@ choose_broker(struct pconn *p)
 {
     struct evbuffer *in = bufferevent_get_input(p->pr.c->bev);
     char why[300];
-    int r = frame_head(&p->rq, in, 0, frame_cap(p->pr.cluster), why, sizeof(why));
+    int r = first_head(&p->rq, in, frame_cap(p->pr.cluster), why, sizeof(why));
 
     if (r < 0) {
         char msg[340];

@@ -35,9 +35,8 @@ be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-int
-lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t *total,
-                uint32_t *cmd_size)
+static inline int
+sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t *total, uint32_t *cmd_size)
 {
     *total = be32(p);
     *cmd_size = be32(p + 4);
@@ -46,6 +45,13 @@ lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t 
     if (*cmd_size == 0 || *total < 4 || *total - 4 < *cmd_size || *total > max_frame)
         return -1;
     return 0;
+}
+
+int
+lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint32_t *total,
+                uint32_t *cmd_size)
+{
+    return sizes(p, max_frame, total, cmd_size);
 }
 
 /* ---- the wire format ------------------------------------------------ */
@@ -423,6 +429,60 @@ lk_pulsar_command_type(const uint8_t *cmd, size_t len)
     if (r == TWO_TYPES)
         return LK_PULSAR_TYPE_TWICE;
     return r != 0 ? -2 : (int)d.type;
+}
+
+/* n bytes from c into dst, across extents (the caller knows they are
+ * there). */
+static void
+cursor_copy(const struct lk_pulsar_cursor *c, uint8_t *dst, size_t n)
+{
+    size_t off = c->off;
+
+    for (int i = c->i; n != 0 && i < c->nv; i++, off = 0) {
+        size_t k = c->v[i].iov_len - off;
+        if (k > n)
+            k = n;
+        memcpy(dst, (const uint8_t *)c->v[i].iov_base + off, k);
+        dst += k;
+        n -= k;
+    }
+}
+
+int
+lk_pulsar_frame_at(const struct lk_pulsar_cursor *c, size_t avail, uint32_t max_frame,
+                   uint8_t *copy, struct lk_pulsar_head *h)
+{
+    const uint8_t *p = NULL;
+    size_t have = 0; /* bytes at p */
+
+    h->need = LK_PULSAR_PREFIX;
+    h->type = -2;
+    if (avail < LK_PULSAR_PREFIX)
+        return 0;
+    if (c->i < c->nv) {
+        p = (const uint8_t *)c->v[c->i].iov_base + c->off;
+        have = c->v[c->i].iov_len - c->off;
+    }
+    if (have < LK_PULSAR_PREFIX) {
+        have = avail < LK_PULSAR_COPY ? avail : LK_PULSAR_COPY;
+        cursor_copy(c, copy, have);
+        p = copy;
+    }
+    if (sizes(p, max_frame, &h->total, &h->cmd_size) != 0)
+        return -1;
+    h->need = LK_PULSAR_PREFIX + (size_t)h->cmd_size;
+    if (avail < h->need)
+        return 0;
+    if (have < h->need) {
+        if (h->need > LK_PULSAR_COPY)
+            return 2;
+        cursor_copy(c, copy, h->need);
+        p = copy;
+    }
+    h->cmd = p + LK_PULSAR_PREFIX;
+    if (!command_type_fast(h->cmd, h->cmd_size, &h->type))
+        h->type = lk_pulsar_command_type(h->cmd, h->cmd_size);
+    return 1;
 }
 
 int

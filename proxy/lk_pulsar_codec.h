@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/buffer.h>
+
 #include "lk_str.h"
 
 struct evbuffer;
@@ -71,6 +73,58 @@ int lk_pulsar_sizes(const uint8_t p[LK_PULSAR_PREFIX], uint32_t max_frame, uint3
  * further on would contradict.
  */
 int lk_pulsar_command_type(const uint8_t *cmd, size_t len);
+
+/* Where a reader is in a buffer's bytes, seen as the extents one
+ * evbuffer_peek gives (v[0 .. nv-1]): extent i, off bytes into it. */
+struct lk_pulsar_cursor {
+    const struct evbuffer_iovec *v;
+    int nv, i;
+    size_t off;
+};
+
+/* A frame's head, as lk_pulsar_frame_at reads it. */
+struct lk_pulsar_head {
+    uint32_t total, cmd_size;
+    int type;           /* lk_pulsar_command_type's answer */
+    size_t need;        /* the bytes it wants in one place: the sizes, then the command too */
+    const uint8_t *cmd; /* the command's bytes: where they lie, or in copy */
+};
+
+/* The longest frame head (sizes and command) lk_pulsar_frame_at gathers
+ * into a copy when it spans extents: SEND, MESSAGE and their answers have
+ * a few dozen bytes of command. */
+#define LK_PULSAR_COPY (LK_PULSAR_PREFIX + 256)
+
+/*
+ * The head of the frame at c, of which avail bytes are in c's extents: its
+ * sizes, and its command's type once the whole command is there.  The
+ * bytes are read where they lie when one extent holds them, the hot path
+ * (a SEND or MESSAGE among others from one read); else from copy
+ * (LK_PULSAR_COPY bytes, the caller's).  Returns 1 when read (h->type may
+ * be negative: the command does not decode, or gives its type twice), 0
+ * when fewer than h->need bytes are there, 2 when the head spans extents
+ * and is longer than copy (make h->need bytes contiguous, then ask
+ * again), -1 for impossible sizes (h->total and h->cmd_size say what the
+ * frame claimed).  h->cmd stays valid while the bytes and copy do.
+ */
+int lk_pulsar_frame_at(const struct lk_pulsar_cursor *c, size_t avail, uint32_t max_frame,
+                       uint8_t *copy, struct lk_pulsar_head *h);
+
+/* Moves c on by n bytes, at most what its extents hold after it. */
+static inline void
+lk_pulsar_cursor_skip(struct lk_pulsar_cursor *c, size_t n)
+{
+    while (n != 0 && c->i < c->nv) {
+        size_t k = c->v[c->i].iov_len - c->off;
+        if (k > n) {
+            c->off += n;
+            return;
+        }
+        n -= k;
+        c->i++;
+        c->off = 0;
+    }
+}
 
 /*
  * What lookout reads of a command it may touch.  Strings point into the

@@ -16,7 +16,13 @@
  *     above the max;
  *   - each whole command is read as the broker reads it
  *     (lk_fuzz_pulsar_same_reading: the only type field, protobuf-c's
- *     type; a command with two types refused).
+ *     type; a command with two types refused);
+ *   - the stream held in extents (pieces again, as an evbuffer's chains),
+ *     read as proxy/lk_pulsar.c's pump reads its input
+ *     (lk_pulsar_frame_at, lk_pulsar_cursor_skip; a head it cannot read
+ *     across extents is read again from contiguous bytes, as the pump
+ *     makes them), finds the same frames, types and errors, and each
+ *     head's command bytes are the stream's.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -165,6 +171,60 @@ read_split(const uint8_t *s, size_t len, uint32_t max, uint64_t *state, uint8_t 
     }
 }
 
+/* The stream in extents, read frame by frame through a cursor. */
+static void
+read_extents(const uint8_t *s, size_t len, uint32_t max, uint64_t *state, struct result *r)
+{
+    struct evbuffer_iovec *v = malloc((len != 0 ? len : 1) * sizeof(*v));
+    uint8_t copy[LK_PULSAR_COPY];
+    struct lk_pulsar_cursor cur;
+    size_t nv = 0, at = 0;
+
+    /* each extent a copy of its own: a read past one's end is caught */
+    for (size_t off = 0; off < len;) {
+        size_t piece = lk_fuzz_piece(state, len - off);
+        v[nv].iov_base = malloc(piece);
+        memcpy(v[nv].iov_base, s + off, piece);
+        v[nv++].iov_len = piece;
+        off += piece;
+    }
+    cur = (struct lk_pulsar_cursor){v, (int)nv, 0, 0};
+    r->n = 0;
+    r->err_at = -1;
+    while (r->n < MAXF) {
+        struct lk_pulsar_head h;
+        struct evbuffer_iovec one = {(void *)(s + at), len - at};
+        int rc = lk_pulsar_frame_at(&cur, len - at, max, copy, &h);
+        if (rc == 2) { /* the pump makes the head contiguous, then reads it */
+            LK_FUZZ_CHECK(h.need > LK_PULSAR_COPY && h.need <= len - at);
+            struct lk_pulsar_cursor c1 = {&one, 1, 0, 0};
+            rc = lk_pulsar_frame_at(&c1, len - at, max, copy, &h);
+            LK_FUZZ_CHECK(rc == 1);
+        }
+        if (rc == -1) {
+            r->err_at = (long)at;
+            break;
+        }
+        if (rc == 0) { /* the stream ends in the sizes or the command */
+            LK_FUZZ_CHECK(h.need > len - at);
+            if (h.need > LK_PULSAR_PREFIX)
+                r->f[r->n++] = (struct frame){h.total, h.cmd_size, INCOMPLETE, at, 0};
+            break;
+        }
+        LK_FUZZ_CHECK(rc == 1 && memcmp(h.cmd, s + at + LK_PULSAR_PREFIX, h.cmd_size) == 0);
+        struct frame *f = &r->f[r->n++];
+        *f = (struct frame){h.total, h.cmd_size, h.type, at, 0};
+        if (len - at < (size_t)h.total + 4)
+            break;
+        at += (size_t)h.total + 4;
+        f->end = at;
+        lk_pulsar_cursor_skip(&cur, (size_t)h.total + 4);
+    }
+    for (size_t i = 0; i < nv; i++)
+        free(v[i].iov_base);
+    free(v);
+}
+
 static int
 same(const struct result *a, const struct result *b)
 {
@@ -195,6 +255,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     read_once(s, len, max, &one);
     read_split(s, len, max, &state, cmdbuf, &split);
+    LK_FUZZ_CHECK(same(&one, &split));
+    read_extents(s, len, max, &state, &split);
     LK_FUZZ_CHECK(same(&one, &split));
     free(cmdbuf);
     return 0;

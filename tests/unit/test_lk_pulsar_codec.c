@@ -1605,6 +1605,82 @@ test_client_frames(void)
     evbuffer_free(b);
 }
 
+/* Two frames, a SEND (8 bytes of command, a payload of 4) and a
+ * command of 300 bytes (a type, then one field of 295), as extents cut
+ * where a test says: lk_pulsar_frame_at reads a head in place when one
+ * extent holds it, from the copy when it spans extents, and asks for the
+ * bytes to be put together when it spans them and is over the copy. */
+static void
+test_frame_at(void)
+{
+    uint8_t s[8 + 8 + 4 + 8 + 300], copy[LK_PULSAR_COPY];
+    static const uint8_t send[] = {0, 0, 0, 16, 0, 0, 0, 8, 0x08, 0x06, 0x32, 0x04,
+                                   0x08, 0x01, 0x10, 0x02, 'a', 'b', 'c', 'd'};
+    size_t big = sizeof(send);
+    struct lk_pulsar_head h;
+    struct lk_pulsar_cursor c;
+    struct evbuffer_iovec v[4];
+
+    memcpy(s, send, sizeof(send));
+    /* totalSize 304, commandSize 300: type 7, then one length-delimited
+     * field (9, tag 0x4a) of 295 bytes (0xa7 0x02) */
+    s[big] = 0, s[big + 1] = 0, s[big + 2] = 0x01, s[big + 3] = 0x30;
+    s[big + 4] = 0, s[big + 5] = 0, s[big + 6] = 0x01, s[big + 7] = 0x2c;
+    s[big + 8] = 0x08, s[big + 9] = 0x07, s[big + 10] = 0x4a, s[big + 11] = 0xa7, s[big + 12] = 0x02;
+    memset(s + big + 13, 'x', 295);
+
+    /* one extent: both heads in place */
+    v[0] = (struct evbuffer_iovec){s, sizeof(s)};
+    c = (struct lk_pulsar_cursor){v, 1, 0, 0};
+    ok(lk_pulsar_frame_at(&c, sizeof(s), 1 << 20, copy, &h) == 1 && h.total == 16 &&
+           h.cmd_size == 8 && h.type == LK_PULSAR_SEND && h.cmd == s + 8,
+       "a SEND in one extent: sizes, type, read in place");
+    lk_pulsar_cursor_skip(&c, 20);
+    ok(lk_pulsar_frame_at(&c, sizeof(s) - 20, 1 << 20, copy, &h) == 1 && h.total == 304 &&
+           h.cmd_size == 300 && h.type == 7 && h.cmd == s + big + 8,
+       "the next frame, after a skip: a 300-byte command read in place");
+
+    /* the SEND's head cut in three: read from the copy */
+    v[0] = (struct evbuffer_iovec){s, 3};
+    v[1] = (struct evbuffer_iovec){s + 3, 7};
+    v[2] = (struct evbuffer_iovec){s + 10, sizeof(s) - 10};
+    c = (struct lk_pulsar_cursor){v, 3, 0, 0};
+    ok(lk_pulsar_frame_at(&c, sizeof(s), 1 << 20, copy, &h) == 1 && h.type == LK_PULSAR_SEND &&
+           h.cmd == copy + 8 && memcmp(h.cmd, s + 8, 8) == 0,
+       "a SEND whose head spans three extents: read from the copy");
+    lk_pulsar_cursor_skip(&c, 20);
+    ok(c.i == 2 && c.off == 10, "the cursor moves across extents (extent %d, offset %zu)", c.i,
+       c.off);
+
+    /* the long command cut: over the copy, so put together first */
+    v[0] = (struct evbuffer_iovec){s, big + 100};
+    v[1] = (struct evbuffer_iovec){s + big + 100, sizeof(s) - big - 100};
+    c = (struct lk_pulsar_cursor){v, 2, 0, 0};
+    lk_pulsar_cursor_skip(&c, big);
+    ok(lk_pulsar_frame_at(&c, sizeof(s) - big, 1 << 20, copy, &h) == 2 && h.need == 308,
+       "a 300-byte command across extents: 2, with the 308 bytes to put together");
+    /* its sizes cut, the command whole after them: the sizes from the copy */
+    v[0] = (struct evbuffer_iovec){s, big + 5};
+    v[1] = (struct evbuffer_iovec){s + big + 5, sizeof(s) - big - 5};
+    c = (struct lk_pulsar_cursor){v, 2, 0, 0};
+    lk_pulsar_cursor_skip(&c, big);
+    ok(lk_pulsar_frame_at(&c, sizeof(s) - big, 1 << 20, copy, &h) == 2 && h.total == 304,
+       "... and with only its sizes cut: the same");
+
+    /* too few bytes: what is wanted */
+    v[0] = (struct evbuffer_iovec){s, sizeof(s)};
+    c = (struct lk_pulsar_cursor){v, 1, 0, 0};
+    ok(lk_pulsar_frame_at(&c, 7, 1 << 20, copy, &h) == 0 && h.need == 8,
+       "7 bytes: wait, for the sizes' 8");
+    ok(lk_pulsar_frame_at(&c, 12, 1 << 20, copy, &h) == 0 && h.need == 16,
+       "12 bytes: wait, for the sizes and the command's 16");
+    ok(lk_pulsar_frame_at(&c, 16, 1 << 20, copy, &h) == 1,
+       "16 bytes: read (the payload streams after)");
+    /* sizes refused */
+    ok(lk_pulsar_frame_at(&c, sizeof(s), 12, copy, &h) == -1 && h.total == 16,
+       "a frame over max_frame: -1, with what it claimed");
+}
+
 const struct lk_test_case lk_test_pulsar_codec[] = {
     {"pulsar_codec/sizes", test_sizes},
     {"pulsar_codec/client_frames", test_client_frames},
@@ -1617,6 +1693,7 @@ const struct lk_test_case lk_test_pulsar_codec[] = {
     {"pulsar_codec/noop", test_noop},
     {"pulsar_codec/malformed", test_malformed},
     {"pulsar_codec/frame", test_frame},
+    {"pulsar_codec/frame_at", test_frame_at},
     {"pulsar_codec/type_addrs", test_type_addrs},
     {"pulsar_codec/scalable_update", test_scalable_update},
     {"pulsar_codec/tc_assignments", test_tc_assignments},
