@@ -17,7 +17,6 @@
 #include "lk_live.h"
 #include "lk_log.h"
 #include "lk_pool.h"
-#include "lk_tls.h"
 #include "lk_probe.h"
 #include "lk_protos.h"
 #include "lk_runtime.h"
@@ -181,7 +180,6 @@ main(int argc, char **argv)
     char err[1024];
 
     lk_pool_libevent();
-    lk_tls_memory();
     while ((ch = getopt_long(argc, argv, "c:tlpkVh", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': file = optarg; break;

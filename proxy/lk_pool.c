@@ -300,7 +300,6 @@ static __thread size_t blocks_kept; /* bytes */
 static __thread struct lk_block *smalls[LK_SMALL_CLASSES];
 static __thread size_t smalls_kept; /* bytes */
 static __thread int blocks_keyed;
-static __thread int blocks_closed; /* the thread is ending: keep nothing */
 static pthread_key_t blocks_key;
 static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
 
@@ -324,9 +323,6 @@ blocks_free(void *arg)
     for (size_t k = 0; k < LK_SMALL_CLASSES; k++)
         chain_free(&smalls[k]);
     blocks_kept = smalls_kept = 0;
-    /* Other destructors may free blocks after this one (OpenSSL's for its
-     * thread state): they go back to malloc. */
-    blocks_closed = 1;
 }
 
 static void
@@ -385,10 +381,6 @@ lk_tfree(void *p)
 {
     if (p == NULL)
         return;
-    if (blocks_closed) {
-        free(p);
-        return;
-    }
     size_t u = malloc_usable_size(p);
     size_t k = (u + 8) >> 4;
     if (k < LK_SMALL_CLASSES) {

@@ -44,46 +44,6 @@ ssl_err(char *err, size_t errlen, const char *what, const char *file, int line,
              reason);
 }
 
-/* OpenSSL's memory ---------------------------------------------------------
- *
- * A full handshake makes and frees some hundreds of small blocks (the
- * handshake's messages, key shares, transcript, certificate copies): they
- * go through the thread's block cache, as libevent's do (lk_tmalloc,
- * lk_tfree; none kept under AddressSanitizer). */
-static void *
-tls_malloc(size_t n, const char *file, int line)
-{
-    (void)file;
-    (void)line;
-    return n != 0 ? lk_tmalloc(n) : NULL; /* as OpenSSL's own for 0 */
-}
-
-static void *
-tls_realloc(void *p, size_t n, const char *file, int line)
-{
-    (void)file;
-    (void)line;
-    if (n == 0) { /* as OpenSSL's own: frees */
-        lk_tfree(p);
-        return NULL;
-    }
-    return realloc(p, n);
-}
-
-static void
-tls_free(void *p, const char *file, int line)
-{
-    (void)file;
-    (void)line;
-    lk_tfree(p);
-}
-
-int
-lk_tls_memory(void)
-{
-    return CRYPTO_set_mem_functions(tls_malloc, tls_realloc, tls_free) ? 0 : -1;
-}
-
 /* Session tickets --------------------------------------------------------- */
 
 /* One ticket key, laid out as nginx's ssl_session_ticket_key file: name,

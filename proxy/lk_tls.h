@@ -33,11 +33,6 @@ struct lk_tls_ctxs {
  * TLS, the client context when a broker address is TLS.  0, or -1 with
  * err (what was built is in t, for lk_tls_ctxs_free). */
 int lk_tls_ctxs_new(struct lk_tls_ctxs *t, const struct lk_conf *conf, char *err, size_t errlen);
-/* OpenSSL's blocks through the thread's block cache (lk_tmalloc): before
- * any other OpenSSL call (a block OpenSSL made before would reach lk_tfree,
- * which takes any malloc'd block, but OpenSSL refuses the change once it
- * has allocated with its own).  0, or -1 when it refused. */
-int lk_tls_memory(void);
 void lk_tls_ctxs_free(struct lk_tls_ctxs *t);
 /* Before a client's TLS connection is freed: keeps its session resumable
  * (tls.session_cache).  Nothing is sent. */

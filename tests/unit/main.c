@@ -6,10 +6,6 @@
 #include <stddef.h>
 
 #include "lk_test.h"
-#include "lk_tls.h"
-
-/* test_lk_tls.c's: whether lk_tls_memory took, first thing here. */
-extern int lk_tls_memory_set;
 
 extern const struct lk_test_case lk_test_url[];
 extern const struct lk_test_case lk_test_json[];
@@ -77,6 +73,5 @@ static const struct lk_test_case *const groups[] = {
 int
 main(int argc, char **argv)
 {
-    lk_tls_memory_set = lk_tls_memory() == 0; /* as lookout's main: first */
     return lk_test_main(groups, argc, argv);
 }

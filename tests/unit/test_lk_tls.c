@@ -20,7 +20,6 @@
 
 #include "lk_conf.h"
 #include "lk_conf_ready.h"
-#include "lk_pool.h"
 #include "lk_test.h"
 #include "lk_tls.h"
 
@@ -350,31 +349,7 @@ out:
     teardown();
 }
 
-int lk_tls_memory_set;
-
-/* OpenSSL's blocks go through the thread's block cache, as lookout's main
- * sets it (lk_tls_memory, first thing in tests/unit/main.c too). */
-static void
-test_memory(void)
-{
-    ok(lk_tls_memory_set, "OpenSSL took lookout's memory functions before it allocated");
-    unsigned char *p = OPENSSL_malloc(200);
-    ok(p != NULL, "OPENSSL_malloc(200)");
-    memset(p, 0xab, 200);
-    OPENSSL_free(p);
-    void *q = lk_tmalloc(200);
-    ok(q == p || LK_UNDER_ASAN, "a block OpenSSL freed waits in the thread's cache for the next of its size");
-    lk_tfree(q);
-    ok(OPENSSL_malloc(0) == NULL, "OPENSSL_malloc(0) is NULL, as OpenSSL's own");
-    p = OPENSSL_realloc(OPENSSL_malloc(16), 0);
-    ok(p == NULL, "OPENSSL_realloc(p, 0) frees and is NULL");
-    p = OPENSSL_realloc(NULL, 64);
-    ok(p != NULL, "OPENSSL_realloc(NULL, 64) allocates");
-    OPENSSL_free(p);
-}
-
 const struct lk_test_case lk_test_tls[] = {
-    {"tls/memory", test_memory},
     {"tls/sni_cache", test_sni_cache},
     {"tls/cluster_verify", test_cluster_verify},
     {NULL, NULL},
