@@ -280,6 +280,11 @@ lk_kafka_response_addrs(int16_t api_key, int16_t api_version)
     case LK_KAFKA_END_QUORUM_EPOCH:
     case LK_KAFKA_UPDATE_RAFT_VOTER:
         return LK_KAFKA_ADDRS_BYTES;
+    case LK_KAFKA_FETCH_SNAPSHOT:
+        /* v1 names the leader's endpoints (KIP-853), and a snapshot of the
+         * metadata log holds every broker's registration, listeners and
+         * all: whatever the version, its bytes are read. */
+        return LK_KAFKA_ADDRS_BYTES;
     case LK_KAFKA_STREAMS_GROUP_HEARTBEAT:
     case LK_KAFKA_STREAMS_GROUP_DESCRIBE:
         /* Application endpoints only, never a broker's (see

@@ -997,6 +997,15 @@ test_kafka_answers(void)
                "... both internal hosts found (%u), nothing rewritten (%u)", leaks, rewrites);
             ok(block ? out.len == 0 : out.len == f.len && memcmp(out.p, f.p, f.len) == 0, "... %s",
                block ? "nothing goes out" : "it goes out as it came");
+            /* The same bytes as a FetchSnapshot answer (a controller's:
+             * v1 names the leader's endpoints, KIP-853, and a metadata
+             * snapshot every broker's listeners): read as bytes too. */
+            for (int16_t sv = 0; sv <= 1; sv++) {
+                v = run_frame(conf, LK_PROTO_KAFKA, 59, sv, &f, &leaks, &rewrites, &out);
+                ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 2 && rewrites == 0,
+                   "FetchSnapshot v%d holding both internal hosts: verdict %d, %u leaks", sv, v,
+                   leaks);
+            }
 
             /* the same, decodable: rewritten, nothing left */
             v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);

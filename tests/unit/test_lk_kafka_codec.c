@@ -1211,7 +1211,7 @@ test_header_version(void)
            lk_kafka_response_wanted(200, 0, 1) && lk_kafka_response_wanted(90, 0, 1) &&
            !lk_kafka_response_wanted(88, 0, 1) && !lk_kafka_response_wanted(89, 1, 1) &&
            lk_kafka_response_wanted(88, 2, 0) && !lk_kafka_response_wanted(55, 1, 0) &&
-           lk_kafka_response_wanted(55, 3, 0) &&
+           lk_kafka_response_wanted(55, 3, 0) && lk_kafka_response_wanted(59, 1, 0) &&
            !lk_kafka_response_wanted(8, 0, 1) && !lk_kafka_response_wanted(0, 9, 1),
        "wanted: unknown versions, DescribeQuorum v2+, unknown keys with leak_guard = block; "
        "never records of a version the codec cannot read (Fetch v19, Produce v14), nor the "
@@ -1227,6 +1227,8 @@ test_header_version(void)
         {88, 0, LK_KAFKA_ADDRS_NONE},     {89, 1, LK_KAFKA_ADDRS_NONE},
         {88, 2, LK_KAFKA_ADDRS_BYTES},    {89, 2, LK_KAFKA_ADDRS_BYTES},
         {52, 1, LK_KAFKA_ADDRS_BYTES},    {82, 0, LK_KAFKA_ADDRS_BYTES},
+        {59, 0, LK_KAFKA_ADDRS_BYTES},    {59, 1, LK_KAFKA_ADDRS_BYTES},
+        {58, 0, LK_KAFKA_ADDRS_NONE},     {60, 0, LK_KAFKA_ADDRS_DECODED},
         {200, 0, LK_KAFKA_ADDRS_BYTES},   {-1, 0, LK_KAFKA_ADDRS_BYTES},
         {0, 9, LK_KAFKA_ADDRS_NONE},      {0, 10, LK_KAFKA_ADDRS_DECODED},
         {0, 14, LK_KAFKA_ADDRS_RECORDS},  {1, 15, LK_KAFKA_ADDRS_NONE},
