@@ -55,9 +55,14 @@ lk_hx_follow_redirect(struct lk_hx *hx)
     }
     for (unsigned i = 0; i <= hx->hops; i++)
         if (hx->seen[i].broker == b && lk_str_eq(hx->seen[i].target, target)) {
-            snprintf(reason, sizeof(reason), "redirect loop: %s sent the request back to %s",
-                     x->broker->name, b->name);
-            lk_log(LK_WARN, hx->hc->c, "%s", reason);
+            /* The client is told the hop, not the brokers: their names
+             * may be internal addresses (a live map's are). */
+            lk_log(LK_WARN, hx->hc->c, "redirect loop: %s sent the request back to %s",
+                   x->broker->name, b->name);
+            snprintf(reason, sizeof(reason),
+                     "redirect loop: after %u hop%s the request was sent back to a broker "
+                     "already asked",
+                     hx->hops, hx->hops == 1 ? "" : "s");
             lk_hx_reply_error(hx, 508, reason, 0);
             return 1;
         }

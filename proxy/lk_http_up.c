@@ -36,6 +36,22 @@ res_body_cb(void *arg, const char *at, size_t len)
 
 static void up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg);
 
+/*
+ * The answer to a broker that failed this exchange.  Its reason names no
+ * broker and no address (CONTRACT §4: a broker's name from a live map is
+ * its internal host:port), as nginx, Envoy and HAProxy never name their
+ * upstream to a client: what, and then detail, a fixed text of ours or of
+ * the system's.  The log line, the caller's, names the broker.
+ */
+static void
+reply_broker_error(struct lk_hx *hx, int status, const char *what, const char *detail, int close)
+{
+    char reason[256];
+
+    snprintf(reason, sizeof(reason), "%s%s", what, detail);
+    lk_hx_reply_error(hx, status, reason, close);
+}
+
 void
 lk_hx_get_upstream(struct lk_hx *hx)
 {
@@ -45,17 +61,15 @@ lk_hx_get_upstream(struct lk_hx *hx)
     c->action = "connecting to the broker";
     hx->up = lk_upstream_get(c->w, c->rt, hx->x.broker, LK_SCHEME_HTTP, c, up_ready, hx);
     if (hx->up == NULL) {
-        char why[200];
         hx->waiting_upstream = 0;
         /* The load rules keep a broker without an internal http or https
          * address off every HTTP route; this is the last guard, never a
          * dial to one of its binary ports. */
-        snprintf(why, sizeof(why), "cannot create a connection to broker %s%s", hx->x.broker->name,
-                 lk_broker_upstream(hx->x.broker, LK_SCHEME_HTTP, c->tls) == NULL
-                     ? ": it has no internal http or https address"
-                     : "");
-        lk_log(LK_WARN, c, "%s", why);
-        lk_hx_reply_error(hx, 502, why, 0);
+        const char *why = lk_broker_upstream(hx->x.broker, LK_SCHEME_HTTP, c->tls) == NULL
+                              ? ": it has no internal http or https address"
+                              : "";
+        lk_log(LK_WARN, c, "cannot create a connection to broker %s%s", hx->x.broker->name, why);
+        reply_broker_error(hx, 502, "cannot create a connection to the broker", why, 0);
     }
 }
 
@@ -130,11 +144,14 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
                 return;
             }
         }
-        snprintf(reason, sizeof(reason), "broker %s unreachable: %s", hx->x.broker->name,
-                 u->error != NULL ? u->error : "connect failed");
+        /* u->error is one of lk_err_*, u->why the system's word on it:
+         * neither names the broker (lk_upstream.h). */
+        snprintf(reason, sizeof(reason), ": %s%s%s%s", u->error != NULL ? u->error : lk_err_connect,
+                 u->why != NULL ? " (" : "", u->why != NULL ? u->why : "", u->why != NULL ? ")" : "");
+        lk_log(LK_WARN, hc->c, "broker %s unreachable%s", hx->x.broker->name, reason);
         lk_upstream_free(hx->up);
         hx->up = NULL;
-        lk_hx_reply_error(hx, 502, reason, 0);
+        reply_broker_error(hx, 502, "broker unreachable", reason, 0);
         return;
     }
     lk_http_parser_init(&hx->sp, 0, conf->max_header_bytes);
@@ -417,12 +434,13 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
             lk_hx_reply_error(hx, 502, "the broker's response head is too large", 1);
             return;
         case LK_HTTP_ERROR: {
-            char reason[256];
+            char detail[200];
             hx->upstream_error = hx->sp.error;
-            snprintf(reason, sizeof(reason), "malformed response from broker %s: %s",
-                     hx->x.broker->name, hx->sp.error);
-            lk_log(LK_WARN, hc->c, "%s", reason);
-            lk_hx_reply_error(hx, 502, reason, 1);
+            /* sp.error is our parser's or llhttp's fixed text, never input */
+            snprintf(detail, sizeof(detail), ": %s", hx->sp.error);
+            lk_log(LK_WARN, hc->c, "malformed response from broker %s%s", hx->x.broker->name,
+                   detail);
+            reply_broker_error(hx, 502, "malformed response from the broker", detail, 1);
             return;
         }
         }
@@ -459,7 +477,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
 {
     struct lk_hx *hx = arg;
     struct lk_hconn *hc = hx->hc;
-    char reason[256];
+    char detail[64];
 
     if (what & BEV_EVENT_TIMEOUT) {
         /* The read timeout also runs while the body uploads; that is not
@@ -472,10 +490,9 @@ up_event(struct bufferevent *bev, short what, void *arg)
         }
         hx->upstream_error = "timed out";
         lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
-        snprintf(reason, sizeof(reason), "broker %s did not answer within %u ms",
-                 hx->x.broker->name, hc->c->conf->timeout_response_ms);
-        lk_log(LK_WARN, hc->c, "%s", reason);
-        lk_hx_reply_error(hx, 504, reason, 1);
+        snprintf(detail, sizeof(detail), " within %u ms", hc->c->conf->timeout_response_ms);
+        lk_log(LK_WARN, hc->c, "broker %s did not answer%s", hx->x.broker->name, detail);
+        reply_broker_error(hx, 504, "broker did not answer", detail, 1);
         return;
     }
     if (what & BEV_EVENT_EOF) {
@@ -497,8 +514,8 @@ up_event(struct bufferevent *bev, short what, void *arg)
         return;
     hx->upstream_error = (what & BEV_EVENT_EOF) ? "closed the connection" : lk_err_reset;
     lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
-    snprintf(reason, sizeof(reason), "broker %s %s %s", hx->x.broker->name,
-             hx->upstream_error, hx->res_head_seen ? "mid-response" : "before responding");
-    lk_log(LK_WARN, hc->c, "%s", reason);
-    lk_hx_reply_error(hx, 502, reason, 1);
+    snprintf(detail, sizeof(detail), ": %s %s", hx->upstream_error,
+             hx->res_head_seen ? "mid-response" : "before responding");
+    lk_log(LK_WARN, hc->c, "broker %s failed%s", hx->x.broker->name, detail);
+    reply_broker_error(hx, 502, "broker failed", detail, 1);
 }

@@ -517,6 +517,7 @@ connect_event_cb(struct bufferevent *bev, short what, void *arg)
         lk_upstream_error(rt, u->broker, lk_upstream_err_kind(u->error));
     }
     lk_broker_connect_result(rt, u->broker, 0);
+    u->why = why[0] != '\0' ? why : NULL; /* tls_reason lives until ready_cb returns */
     u->ready_cb(u, what & BEV_EVENT_TIMEOUT ? LK_UP_TIMEOUT : LK_UP_ERROR, u->arg);
 }
 

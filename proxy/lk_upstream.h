@@ -112,6 +112,9 @@ struct lk_upstream {
     struct event *ready_ev; /* reports a reused connection from the loop */
     int idle;     /* sitting in the idle pool */
     const char *error; /* why it failed: lk_err_* */
+    const char *why;   /* the system's, resolver's or TLS library's word on it, or
+                        * NULL: fixed texts that name no host or address, so a
+                        * client may be told; valid inside ready_cb only */
     struct lk_dial dial; /* how it was dialled */
     long long pp_deadline_ms; /* pp_len: the dial's end, the TLS handshake's too */
     unsigned char pp_len; /* a PROXY header to send once connected (upstream.proxy_protocol) */

@@ -354,6 +354,23 @@ subtest 'a [broker] section wins over the registration of its name' => sub {
     like($o, qr/\Q$L->{internal}{1}{http}\E -> \Q$other{http}\E/, 'its listeners are the section\'s');
 };
 
+subtest "a live broker that is down: the 502 names neither it nor its address" => sub {
+    # Its znode, and so its name in the map, is its internal host:port (brokerId).
+    my $hp = '127.0.0.26:' . free_port('127.0.0.26');    # nothing listens there
+    my %in = (http => "http://$hp", pulsar => 'pulsar://127.0.0.26:6650');
+    my %ex = (http => 'http://127.0.0.36:' . free_port('127.0.0.36'), pulsar => 'pulsar://127.0.0.36:' . free_port('127.0.0.36'));
+    $admin->create("/pulsar$DIR/$hp", registration(\%in, \%ex), ephemeral => 1);
+    ok(wait_until(sub { served($ex{http}) }, 3, 0.02), 'its external address is served') or return;
+    my $r = http_req(GET => "$ex{http}/admin/v2/brokers/health");
+    is($r->{status}, 502, 'a request for it: 502');
+    is(json($r->{body})->{reason}, 'broker unreachable: connect failed (Connection refused)',
+       '... saying what failed') or diag($r->{body});
+    unlike($r->{body}, qr/127\.0\.0\.26|\Q$hp\E|prod\//, '... and naming neither the broker nor its address');
+    ok($lk->wait_log(qr/\[warn\] broker prod\/\Q$hp\E unreachable: connect failed/, 2), 'the error log names it');
+    $admin->delete("/pulsar$DIR/$hp");
+    ok(wait_until(sub { !served($ex{http}) }, 3, 0.02), 'gone with its znode');
+};
+
 subtest 'ZooKeeper killed and restarted' => sub {
     $zk->kill;
     my ($n, $fail) = load_until(sub { 0 }, 1.5);

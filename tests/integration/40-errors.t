@@ -4,7 +4,10 @@
 # broker (and an oversized response head), 504 for a slow one, 421 on a shared socket when
 # the Host names no mapped broker, a broker killed mid-response (that client sees a short
 # body, others are unaffected), 408 or a close for a head that never ends. Every error
-# lookout makes itself is JSON {"reason": ...} with Content-Type application/json.
+# lookout makes itself is JSON {"reason": ...} with Content-Type application/json, and
+# names no broker: b1 and b2 are named by their internal host:port, as a map read from
+# ZooKeeper names its brokers, and their 502 and 504 reasons hold neither name nor address
+# (the error log names the broker).
 
 use strict;
 use warnings;
@@ -27,6 +30,8 @@ my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ map { "127.0.0.1
 $c->kill_broker(2);    # b2 is dead from the start: its port refuses connections
 
 # b1 and b3 share one plaintext socket (127.0.0.1:$s), told apart by Host; b2 is dead.
+# b1 and b2 are named as a live map names brokers: CLUSTER/internal-host:port.
+my ($n1, $n2) = ("127.0.0.1:$p1", "127.0.0.1:$p2");
 my $lk = start_lookout(dir => $dir, conf => <<"EOF");
 [lookout]
 workers = 1
@@ -41,10 +46,10 @@ internalListenerName = internal
 lookupListenerName = external
 bind = 127.0.0.1
 
-[broker prod/b1]
+[broker prod/$n1]
 advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s
 
-[broker prod/b2]
+[broker prod/$n2]
 advertisedListeners = internal:http://127.0.0.1:$p2,external:http://127.0.0.1:$q2
 
 [broker prod/b3]
@@ -171,10 +176,15 @@ subtest '502: broker down' => sub {
     my $r = curl("http://127.0.0.1:$q2/test/headers");
     lookout_error_ok($r, 502, 'connection refused: 502');
     ok(time - $t0 < 1.5, '... at once, not after timeout.connect') or diag(sprintf('%.2fs', time - $t0));
-    like(eval { decode_json($r->{body})->{reason} } // '', qr/b2|connect|refused|unreachable/i, '... the reason says what happened');
+    my $why = eval { decode_json($r->{body})->{reason} } // '';
+    like($why, qr/^broker unreachable: connect failed \(Connection refused\)$/, '... the reason says what happened')
+        or diag($r->{body});
+    unlike($r->{body}, qr/\Q$p2\E|127\.0\.0\.1|prod\//, '... and names neither the broker nor its address');
     $r = curl('-X', 'POST', '--data-binary', 'x' x 1000, "http://127.0.0.1:$q2/test/echo");
     lookout_error_ok($r, 502, 'with a request body: 502 too');
-    like($lk->log, qr/prod\/b2|127\.0\.0\.1:$p2/, 'lookout logged which broker failed');
+    unlike($r->{body}, qr/\Q$p2\E|127\.0\.0\.1/, '... naming no address either');
+    like($lk->log, qr/\[warn\] broker prod\/\Q$n2\E unreachable: connect failed \(Connection refused\), client: /,
+         'the error log names the broker that failed, with the client');
 };
 
 subtest '502: broker response head over max_header_bytes' => sub {
@@ -188,6 +198,9 @@ subtest '504: broker too slow to answer' => sub {
     my $r = curl(@resolve, "$b1/test/slow?ms=1500");
     my $dt = time - $t0;
     lookout_error_ok($r, 504, 'slow head, timeout.response 600ms: 504');
+    is(eval { decode_json($r->{body})->{reason} }, 'broker did not answer within 600 ms',
+       '... the reason says what happened, naming no broker') or diag($r->{body});
+    like($lk->log, qr/\[warn\] broker prod\/\Q$n1\E did not answer within 600 ms/, '... the error log names it');
     ok($dt > 0.5 && $dt < 1.4, '... after about 600 ms') or diag(sprintf('%.2fs', $dt));
     # The late answer to that request must never reach the next client: the broker
     # replies at ~1.5 s on the connection lookout gave up on.

@@ -175,6 +175,11 @@ subtest 'redirect loops: 508' => sub {
     my $t0 = time;
     my $r = curl("$X{1}$self");
     lookout_error_ok($r, 508, 'a broker redirecting to itself: 508');
+    my $why = eval { decode_json($r->{body})->{reason} } // '';
+    like($why, qr/^redirect loop: after \d+ hops? the request was sent back to a broker already asked$/,
+         '... the reason says it was a loop') or diag($r->{body});
+    unlike($r->{body}, qr{prod/|127\.0\.0\.|localhost}, '... naming no broker and no address');
+    like($lk->log, qr{\[warn\] redirect loop: prod/b1 sent the request back to prod/b1}, '... the error log names them');
     my $n = () = $c->requests;
     ok($n >= 1 && $n <= 6, "... bounded: $n broker answers");
     ok(time - $t0 < 3, '... at once');
