@@ -98,6 +98,17 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     return verdict(x, v);
 }
 
+/* A 1xx or 101 head: read as a final head is; a refusal drops a 1xx and
+ * answers a 101 with the 502 (lk_http_up.c). */
+static enum lk_flt_verdict
+on_res_interim(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
+{
+    struct lk_guard_stream *s = lk_flt_ctx(f, x, sizeof(*s));
+    struct view w;
+
+    return verdict(x, lk_guard_interim(f->conf, s, view(&w, f, x), res));
+}
+
 static enum lk_flt_verdict
 on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out,
             int last)
@@ -139,6 +150,7 @@ const struct lk_flt_ops lk_flt_leak_guard = {
     .attach = attach,
     .http_req_headers = on_req_headers,
     .http_res_headers = on_res_headers,
+    .http_res_interim = on_res_interim,
     .http_res_body = on_res_body,
     .frame = on_frame,
 };

@@ -276,6 +276,12 @@ lk_flt_run_res_headers(struct lk_xchg *x)
 }
 
 enum lk_flt_verdict
+lk_flt_run_res_interim(struct lk_xchg *x)
+{
+    RUN_HEADERS(http_res_interim, &x->res);
+}
+
+enum lk_flt_verdict
 lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out, int last)
 {
     struct evbuffer *cur = in;

@@ -90,6 +90,14 @@ struct lk_flt_ops {
      * and opt in to the body with lk_flt_want_body. */
     enum lk_flt_verdict (*http_res_headers)(struct lk_flt *f, struct lk_xchg *x,
                                             struct lk_http_msg *res);
+    /* HTTP interim response head (1xx), or the 101 that starts a tunnel,
+     * before it goes to the client: no body follows it through the chain
+     * (a 1xx's final response comes after it, through http_res_headers; a
+     * tunnel's bytes are not filtered).  May change headers and the reason
+     * phrase.  LK_FLT_REPLY: a 1xx is dropped (the final response follows),
+     * a 101 answered with the reply; LK_FLT_ERROR: the exchange ends. */
+    enum lk_flt_verdict (*http_res_interim)(struct lk_flt *f, struct lk_xchg *x,
+                                            struct lk_http_msg *res);
     /* HTTP response body, decoded (no chunk framing).  Move what you are done
      * with from in to out.  LK_BODY_STREAM: called as data arrives; bytes left
      * in `in` are offered again with the next data, and at last = 1

@@ -4,8 +4,9 @@
  * guard"; the binary side, which this file's automaton serves, is read in
  * lk_guard_frame.c), for the leak_guard filter (filters/flt_leak_guard.c).  It looks for any
  * internal listener address of the cluster's brokers, as "host:port" or
- * "scheme://host:port", in every response header and in the body of text
- * responses, with one Aho-Corasick automaton
+ * "scheme://host:port", in every response header, in the status line's
+ * reason phrase, in interim (1xx) and 101 heads (lk_guard_interim), and in
+ * the body of text responses, with one Aho-Corasick automaton
  * (proxy/lk_match.h) built from the map at load.  The body streams through:
  * a match may straddle two reads, and the automaton's state carries it.
  * A Pulsar broker without an internal web address (a binary-only one,
@@ -21,10 +22,14 @@
  *            (a "scheme://host:port" form becomes that listener's URL, a bare
  *            host:port its host:port), holding back only the bytes a match
  *            in progress may still need; without a selected listener it
- *            counts and logs as `log` does;
+ *            counts and logs as `log` does; a reason phrase with a find
+ *            becomes the status's standard one instead (RFC 9112 §4: a
+ *            client ignores it), so that nothing is left in it;
  *   block    holds the body back up to max_buffer_bytes, so that a leak is
  *            answered with a clean 502 and {"reason"}; past the cap the body
- *            streams, and a leak found after that cuts the connection;
+ *            streams, and a leak found after that cuts the connection; a
+ *            1xx head with a leak is dropped (it is informational, the
+ *            final response follows), a 101 one is answered with the 502;
  *   off      the filter sits every exchange out.
  *
  * Which bodies: those whose Content-Type is any text/ type, JSON
@@ -205,8 +210,12 @@ lk_guard_req_head(const struct lk_guard *g, struct lk_http_msg *req)
         lk_http_set_id(req, LK_HDR_ACCEPT_ENCODING, LK_STRLIT("identity"));
 }
 
+/* The field name scan_header is given for a reason phrase (report says so). */
+static const char reason_field[] = ":reason";
+
 /* Logs the exchange's first leak at each level (later ones are only
- * counted).  header is the field's name, or NULL for the body. */
+ * counted).  header is the field's name (reason_field: the reason phrase),
+ * or NULL for the body. */
 static void
 report(struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct lk_broker *b,
        const char *text, const struct lk_str *header, const char *outcome)
@@ -218,8 +227,14 @@ report(struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct 
     g->logged |= 1u << level;
     lk_log(level, lk_guard_fill(x)->conn,
            "%s: %s%s names %s, an internal address of broker %s, in the response to %s %s; %s",
-           lk_guard_fill(x)->id, header != NULL ? "the header " : "the body",
-           header != NULL ? lk_log_sanitize(name, header->p, header->len, 64) : "", text, b->name,
+           lk_guard_fill(x)->id,
+           header == NULL              ? "the body"
+           : header->p == reason_field ? "the status line's reason phrase"
+                                       : "the header ",
+           header != NULL && header->p != reason_field
+               ? lk_log_sanitize(name, header->p, header->len, 64)
+               : "",
+           text, b->name,
            lk_log_sanitize(method, lk_guard_fill(x)->req->method.p,
                            lk_guard_fill(x)->req->method.len, 16),
            lk_log_sanitize(target, lk_guard_fill(x)->req->target.p,
@@ -227,14 +242,19 @@ report(struct lk_guard_x *x, struct lk_guard_stream *g, int level, const struct 
            outcome);
 }
 
+/* What block logs for a refusal (LK_GUARD_REFUSE) of a response head or
+ * body; an interim head says what is done with it instead. */
+static const char refused_502[] = "answered 502 (leak_guard = block)";
+
 /* block's answer to a find in a text response: a 502 while none of it
- * has gone (released: body bytes have), else the connection closes. */
+ * has gone (released: body bytes have), else the connection closes.
+ * refused: what the log says a refusal does (refused_502 but for a 1xx). */
 static enum lk_guard_verdict
 block(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_broker *b, const char *text,
-      const struct lk_str *header, int released)
+      const struct lk_str *header, int released, const char *refused)
 {
     if (!released) {
-        report(x, g, LK_WARN, b, text, header, "answered 502 (leak_guard = block)");
+        report(x, g, LK_WARN, b, text, header, refused);
         return LK_GUARD_REFUSE;
     }
     /* Too late for a 502: the client has part of the body.  Logged
@@ -439,6 +459,8 @@ struct text_find {
     struct evbuffer *in; /* the body's, or NULL */
     const struct lk_str *header;
     enum lk_guard_verdict v;
+    const char *refused; /* block's log text for a refusal (block()) */
+    int whole;           /* rewrite: a find replaces the whole value (a reason phrase) */
 };
 
 static int
@@ -451,9 +473,16 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text)
     (*lk_guard_fill(x)->leaks)++;
     switch (tf->conf->mode) {
     case LK_LEAK_BLOCK:
-        tf->v = block(x, g, b, text, tf->header, tf->in != NULL && g->released);
+        tf->v = block(x, g, b, text, tf->header, tf->in != NULL && g->released, tf->refused);
         return 1;
     case LK_LEAK_REWRITE:
+        if (tf->whole) {
+            (*lk_guard_fill(x)->rewrites)++;
+            report(x, g, LK_DEBUG, b, text, tf->header,
+                   "replaced by the standard reason phrase (leak_guard = rewrite)");
+            tf->whole = 2;
+            return 0;
+        }
         report(x, g, LK_WARN, b, text, tf->header,
                "not rewritten: the broker's web address is not in the map (leak_guard = rewrite)");
         return 0;
@@ -466,10 +495,12 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text)
 /* Headers ------------------------------------------------------------------ */
 
 /* Scans one header value (one lk_match_none did not find clean); in
- * rewrite mode *value may be replaced. */
+ * rewrite mode h->value may be replaced: the finds in it by their
+ * replacements, or, when std is set (a reason phrase), the whole value by
+ * std.  refused: block's log text for a refusal. */
 static enum lk_guard_verdict
 scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
-            struct lk_http_header *h)
+            struct lk_http_header *h, const char *std, const char *refused)
 {
     struct lk_match_state st;
     struct lk_match_hit hit;
@@ -477,7 +508,7 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     size_t off = 0, done = 0;
     int more = 1, changed = 0;
 
-    struct text_find tf = {conf, x, g, NULL, &h->name, LK_GUARD_PASS};
+    struct text_find tf = {conf, x, g, NULL, &h->name, LK_GUARD_PASS, refused, std != NULL};
     struct lk_guard_ap ap;
 
     lk_match_state_init(&st);
@@ -499,8 +530,15 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
         const char *to;
         switch (conf->mode) {
         case LK_LEAK_BLOCK:
-            return block(x, g, t->broker, t->text, &h->name, 0);
+            return block(x, g, t->broker, t->text, &h->name, 0, refused);
         case LK_LEAK_REWRITE:
+            if (std != NULL) {
+                (*lk_guard_fill(x)->rewrites)++;
+                report(x, g, LK_DEBUG, t->broker, t->text, &h->name,
+                       "replaced by the standard reason phrase (leak_guard = rewrite)");
+                tf.whole = 2;
+                break;
+            }
             if (start >= done && (to = replacement(x, t)) != NULL) {
                 out = lk_pstr_concat(lk_guard_fill(x)->pool, out,
                                      lk_str_make(value.p + done, start - done));
@@ -523,7 +561,9 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
     if (ap.nopen != 0 && lk_guard_ap_settle(conf, x, &ap, (const uint8_t *)value.p, value.len, 1,
                                             text_any_port, &tf) != 0)
         return tf.v;
-    if (changed)
+    if (tf.whole == 2)
+        h->value = lk_str_c(std);
+    else if (changed)
         h->value = lk_pstr_concat(lk_guard_fill(x)->pool, out, lk_str_skip(value, done));
     return LK_GUARD_PASS;
 }
@@ -566,19 +606,53 @@ is_text(struct lk_str t)
            (t.len >= 4 && t.p[t.len - 4] == '+' && lk_str_has_suffix_i(t, LK_STRLIT("+xml")));
 }
 
+/* The reason phrase and every header of the head res, as lk_guard_head
+ * reads them; refused: block's log text for a refusal. */
+static enum lk_guard_verdict
+scan_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_guard_x *x,
+          struct lk_http_msg *res, const char *refused)
+{
+    enum lk_guard_verdict v;
+
+    /* "HTTP/1.1 503 not served by this instance:10.0.0.11:8080": the
+     * phrase is read as a header value is */
+    if (!lk_match_none(conf->match, res->reason.p, res->reason.len)) {
+        struct lk_http_header h = {.name = lk_str_make(reason_field, sizeof(reason_field) - 1),
+                                   .value = res->reason};
+        if ((v = scan_header(conf, x, g, &h, lk_http_reason(res->status), refused)) !=
+            LK_GUARD_PASS)
+            return v;
+        res->reason = h.value;
+    }
+    for (size_t i = 0; i < res->nheaders; i++) {
+        const struct lk_str *value = &res->headers[i].value;
+        if (lk_match_none(conf->match, value->p, value->len))
+            continue; /* most are (those shorter than every pattern at once) */
+        if ((v = scan_header(conf, x, g, &res->headers[i], NULL, refused)) != LK_GUARD_PASS)
+            return v;
+    }
+    return LK_GUARD_PASS;
+}
+
+enum lk_guard_verdict
+lk_guard_interim(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_guard_x *x,
+                 struct lk_http_msg *res)
+{
+    return scan_head(conf, g, x, res,
+                     res->status == 101
+                         ? refused_502
+                         : "the interim response dropped, the final one follows (leak_guard = "
+                           "block)");
+}
+
 enum lk_guard_verdict
 lk_guard_head(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_guard_x *x,
               struct lk_http_msg *res, enum lk_guard_read *read)
 {
     *read = LK_GUARD_READ_NONE;
-    for (size_t i = 0; i < res->nheaders; i++) {
-        const struct lk_str *value = &res->headers[i].value;
-        if (lk_match_none(conf->match, value->p, value->len))
-            continue; /* most are (those shorter than every pattern at once) */
-        enum lk_guard_verdict v = scan_header(conf, x, g, &res->headers[i]);
-        if (v != LK_GUARD_PASS)
-            return v;
-    }
+    enum lk_guard_verdict v = scan_head(conf, g, x, res, refused_502);
+    if (v != LK_GUARD_PASS)
+        return v;
     if (!is_text(lk_http_media_type(res)))
         return LK_GUARD_PASS;
     lk_match_state_init(&g->st);
@@ -643,7 +717,7 @@ on_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream
         mode = LK_LEAK_REWRITE;
     switch (mode) {
     case LK_LEAK_BLOCK:
-        return block(x, g, t->broker, t->text, NULL, g->released);
+        return block(x, g, t->broker, t->text, NULL, g->released, refused_502);
     case LK_LEAK_REWRITE:
         if (g->body == BODY_INFLATE) {
             report(x, g, LK_WARN, t->broker, t->text, NULL,
@@ -690,7 +764,7 @@ static enum lk_guard_verdict
 scan_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
            struct evbuffer *in, struct evbuffer *out, const void *data, size_t len)
 {
-    struct text_find tf = {conf, x, g, in, NULL, LK_GUARD_PASS};
+    struct text_find tf = {conf, x, g, in, NULL, LK_GUARD_PASS, refused_502, 0};
     struct lk_match_hit hit;
     enum lk_guard_verdict v;
     size_t off = 0;
@@ -837,7 +911,7 @@ scan(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *
             return v;
     }
     if (last && g->body != BODY_SKIP) {
-        struct text_find tf = {conf, x, g, in, NULL, LK_GUARD_PASS};
+        struct text_find tf = {conf, x, g, in, NULL, LK_GUARD_PASS, refused_502, 0};
         while (lk_match_finish(conf->match, &g->st, &hit))
             if ((v = take_hit(&tf, out, (const uint8_t *)"", 0, &hit)) != LK_GUARD_PASS)
                 return v;

@@ -91,13 +91,21 @@ void lk_guard_free(struct lk_guard *g);
 void lk_guard_req_head(const struct lk_guard *g, struct lk_http_msg *req);
 
 /*
- * Reads every header of the response head res (a find in rewrite mode may
- * change a value, in x->pool) and, when its body is text, readies s for it;
- * *read says how the body is to be read.
+ * Reads the reason phrase and every header of the response head res (a
+ * find in rewrite mode may change a value, in x->pool; a reason phrase
+ * with a find becomes lk_http_reason's) and, when its body is text, readies
+ * s for it; *read says how the body is to be read.
  */
 enum lk_guard_verdict lk_guard_head(const struct lk_guard *g, struct lk_guard_stream *s,
                                     struct lk_guard_x *x, struct lk_http_msg *res,
                                     enum lk_guard_read *read);
+/*
+ * Reads an interim (1xx) or a 101 head res as lk_guard_head reads a final
+ * one, with no body after it.  LK_GUARD_REFUSE (block): a 1xx is to be
+ * dropped, a 101 answered with the 502 (logged as such).
+ */
+enum lk_guard_verdict lk_guard_interim(const struct lk_guard *g, struct lk_guard_stream *s,
+                                       struct lk_guard_x *x, struct lk_http_msg *res);
 /*
  * Reads the body bytes in `in` not read yet, as a body filter takes them
  * (res is the head, for its coding): what may go on is moved to out, what

@@ -862,6 +862,7 @@ lk_http_reason(int status)
     switch (status) {
     case 100: return "Continue";
     case 101: return "Switching Protocols";
+    case 103: return "Early Hints";
     case 200: return "OK";
     case 204: return "No Content";
     case 301: return "Moved Permanently";

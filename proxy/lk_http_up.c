@@ -46,7 +46,7 @@ static void up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg
 static void
 reply_broker_error(struct lk_hx *hx, int status, const char *what, const char *detail, int close)
 {
-    char reason[256];
+    char reason[320]; /* what, and a detail of up to 256 */
 
     snprintf(reason, sizeof(reason), "%s%s", what, detail);
     lk_hx_reply_error(hx, status, reason, close);
@@ -147,7 +147,8 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
         /* u->error is one of lk_err_*, u->why the system's word on it:
          * neither names the broker (lk_upstream.h). */
         snprintf(reason, sizeof(reason), ": %s%s%s%s", u->error != NULL ? u->error : lk_err_connect,
-                 u->why != NULL ? " (" : "", u->why != NULL ? u->why : "", u->why != NULL ? ")" : "");
+                 u->why != NULL ? " (" : "", u->why != NULL ? u->why : "",
+                 u->why != NULL ? ")" : "");
         lk_log(LK_WARN, hc->c, "broker %s unreachable%s", hx->x.broker->name, reason);
         lk_upstream_free(hx->up);
         hx->up = NULL;
@@ -316,14 +317,24 @@ on_response_head(struct lk_hx *hx)
             lk_hx_reply_error(hx, 502, "the broker switched protocols unasked", 1);
             return;
         }
-        return; /* the UPGRADE event follows and starts the tunnel */
+        /* The head the tunnel starts with goes through the filters (the
+         * leak guard) like any other; its Upgrade and Connection stay. */
+        lk_hx_verdict(hx, lk_flt_run_res_interim(&hx->x), "a filter failed on the response head",
+                      1);
+        return; /* unless that ended it, the UPGRADE event follows and starts the tunnel */
     }
     if (res->status >= 100 && res->status < 200) {
-        /* Interim responses go to HTTP/1.1 clients as they are; 100
-         * Continue releases a client that waits on Expect. */
+        /* Interim responses go to HTTP/1.1 clients through the filters'
+         * interim hook; 100 Continue releases a client that waits on
+         * Expect.  One a filter refuses is dropped: it is informational,
+         * and the final response follows. */
         if (hx->x.req.http_minor >= 1) {
             lk_http_strip_hop_by_hop(res);
-            lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
+            enum lk_flt_verdict v = lk_flt_run_res_interim(&hx->x);
+            if (v == LK_FLT_CONTINUE)
+                lk_http_write_head(res, bufferevent_get_output(hc->c->bev));
+            else if (v != LK_FLT_REPLY)
+                lk_hx_reply_error(hx, 502, "a filter failed on an interim response head", 1);
         }
         return;
     }

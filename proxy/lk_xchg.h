@@ -116,6 +116,8 @@ void lk_flt_attach_all(struct lk_xchg *x);
 void lk_flt_detach_all(struct lk_xchg *x);
 enum lk_flt_verdict lk_flt_run_req_headers(struct lk_xchg *x);
 enum lk_flt_verdict lk_flt_run_res_headers(struct lk_xchg *x);
+/* x->res as an interim (1xx) or 101 head: the filters' http_res_interim. */
+enum lk_flt_verdict lk_flt_run_res_interim(struct lk_xchg *x);
 /*
  * Pushes response body bytes through the filters that asked for them, in
  * chain order.  in is drained; whatever the last filter releases is appended

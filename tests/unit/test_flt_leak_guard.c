@@ -502,6 +502,68 @@ test_headers(void)
     }
 }
 
+/* The reason phrase, and interim and 101 heads (lk_flt_run_res_interim),
+ * in each mode: log counts, rewrite replaces (a phrase by the standard
+ * one, a field as ever), block refuses. */
+static void
+test_reason_and_interim(void)
+{
+    static const char *const link[] = {"Link", "<http://10.0.0.11:8080/app.js>; rel=preload", NULL};
+    static const char *const modes[] = {"log", "rewrite", "block"};
+    static const char phrase[] = "not served by this instance:10.0.0.11:8080";
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load(modes[m], "filters = leak_guard");
+        if (conf == NULL)
+            continue;
+        subtest("%s", modes[m]);
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 503, NULL, 0);
+        x->res.reason = lk_str_c(phrase);
+        enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+        char got[128];
+        snprintf(got, sizeof(got), "%.*s", (int)x->res.reason.len, x->res.reason.p);
+        if (m == 0) {
+            ok(v == LK_FLT_CONTINUE && x->leaks == 1, "phrase: counted (%u)", x->leaks);
+            ok_str(got, phrase, "phrase untouched");
+        } else if (m == 1) {
+            ok(v == LK_FLT_CONTINUE && x->leaks == 1 && x->rewrites == 1, "phrase: replaced");
+            ok_str(got, "Service Unavailable", "the standard phrase");
+        } else {
+            ok(v == LK_FLT_REPLY && x->reply_status == 502 && x->leaks == 1, "phrase: 502");
+        }
+        finish(x);
+
+        /* a clean phrase is left alone in every mode */
+        x = start(conf, "/admin/v2/x", 503, NULL, 0);
+        x->res.reason = LK_STRLIT("busy, try 10.0.0.11:80800");
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE && x->leaks == 0 &&
+               lk_str_eq(x->res.reason, LK_STRLIT("busy, try 10.0.0.11:80800")),
+           "a phrase with no address: untouched");
+        finish(x);
+
+        for (int st = 103; st >= 101; st -= 2) {
+            x = start(conf, "/admin/v2/x", st, link, 0);
+            x->res.reason = LK_STRLIT("Interim");
+            v = lk_flt_run_res_interim(x);
+            struct lk_str *l = lk_http_find(&x->res, LK_STRLIT("Link"));
+            snprintf(got, sizeof(got), "%.*s", l ? (int)l->len : 0, l ? l->p : "");
+            if (m == 0) {
+                ok(v == LK_FLT_CONTINUE && x->leaks == 1, "%d: counted", st);
+                ok_str(got, link[1], "%d: Link untouched", st);
+            } else if (m == 1) {
+                ok(v == LK_FLT_CONTINUE && x->leaks == 1 && x->rewrites == 1, "%d: rewritten", st);
+                ok_str(got, "<http://127.0.0.1:18081/app.js>; rel=preload", "%d: Link", st);
+            } else {
+                ok(v == LK_FLT_REPLY && x->leaks == 1, "%d: refused", st);
+            }
+            ok(x->body_filters == 0, "%d: no body asked for", st);
+            finish(x);
+        }
+        lk_conf_unref(conf);
+    }
+    subtest(NULL);
+}
+
 /* Longer ports and IPs, other hosts: never a leak. */
 static void
 test_no_false_positive(void)
@@ -1609,6 +1671,7 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/stats", test_stats},
     {"leak_guard/straddle", test_straddle},
     {"leak_guard/headers", test_headers},
+    {"leak_guard/reason_and_interim", test_reason_and_interim},
     {"leak_guard/no_false_positive", test_no_false_positive},
     {"leak_guard/holding", test_holding},
     {"leak_guard/log_chains", test_log_chains},

@@ -57,7 +57,7 @@ my $JSON = JSON::PP->new->canonical->allow_nonref;
 my %LIVE;
 
 our %REASON = (
-    100 => 'Continue', 101 => 'Switching Protocols', 200 => 'OK', 201 => 'Created',
+    100 => 'Continue', 101 => 'Switching Protocols', 103 => 'Early Hints', 200 => 'OK', 201 => 'Created',
     204 => 'No Content', 301 => 'Moved Permanently', 302 => 'Found', 303 => 'See Other',
     304 => 'Not Modified', 307 => 'Temporary Redirect', 308 => 'Permanent Redirect',
     400 => 'Bad Request', 401 => 'Unauthorized', 403 => 'Forbidden', 404 => 'Not Found',
@@ -1214,13 +1214,24 @@ sub _test {
     }
     if ($what eq 'respond') {
         # A response with the given status and extra header lines: h=Name:Value, repeatable,
-        # in order (for hop-by-hop checks on responses). Body: "respond\n".
+        # in order (for hop-by-hop checks on responses). Body: "respond\n". phrase=TEXT: the
+        # status line's reason phrase. interim=CODE (100-199 but 101): that interim head
+        # first, with ih=Name:Value lines as h= gives.
         my ($pairs) = _query($req->{query});
         _slurp_body($cx);
-        my @h = map { [ split /:\s*/, _uri_unescape($_->[1] // '', 1), 2 ] }
-                grep { _uri_unescape($_->[0], 1) eq 'h' } @$pairs;
-        @h = grep { defined $_->[1] && $_->[0] =~ /^[!#\$%&'*+.^_`|~0-9A-Za-z-]+$/ } @h;
-        return _respond($cx, _num($q->{code}, 200, 599, 200), [ [ 'Content-Type', 'text/plain' ], @h ], "respond\n");
+        my $fields = sub {
+            my ($key) = @_;
+            my @h = map { [ split /:\s*/, _uri_unescape($_->[1] // '', 1), 2 ] }
+                    grep { _uri_unescape($_->[0], 1) eq $key } @$pairs;
+            return grep { defined $_->[1] && $_->[0] =~ /^[!#\$%&'*+.^_`|~0-9A-Za-z-]+$/ } @h;
+        };
+        my $interim = _num($q->{interim}, 100, 199, 0);
+        if ($interim && $interim != 101) {
+            _write($c, "HTTP/1.1 $interim " . ($REASON{$interim} // 'Interim') . "\r\n"
+                       . join('', map { "$_->[0]: $_->[1]\r\n" } $fields->('ih')) . "\r\n");
+        }
+        local $REASON{_num($q->{code}, 200, 599, 200)} = $q->{phrase} =~ s/[\r\n]//gr if defined $q->{phrase};
+        return _respond($cx, _num($q->{code}, 200, 599, 200), [ [ 'Content-Type', 'text/plain' ], $fields->('h') ], "respond\n");
     }
     _slurp_body($cx);
     return _reason($cx, 404, "no such test endpoint /test/$what");
@@ -1244,8 +1255,12 @@ sub _websocket {
     my $key = $req->{h}{'sec-websocket-key'} // '';
     my $accept = encode_base64(sha1($key . WS_GUID), '');
     $cx->{keep} = 1;    # no "Connection: close" on a 101
+    # h=Name:Value lines join the 101 head (what a broker may say in it).
+    my ($pairs) = _query($req->{query});
+    my @extra = grep { defined $_->[1] } map { [ split /:\s*/, _uri_unescape($_->[1] // '', 1), 2 ] }
+                grep { _uri_unescape($_->[0], 1) eq 'h' } @$pairs;
     _send_head($cx, 101, [ [ 'Upgrade', 'websocket' ], [ 'Connection', 'Upgrade' ],
-                           [ 'Sec-WebSocket-Accept', $accept ] ]);
+                           [ 'Sec-WebSocket-Accept', $accept ], @extra ]);
     $cx->{keep} = 0;
     while (1) {
         if (length $c->{buf}) {
