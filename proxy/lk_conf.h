@@ -269,6 +269,8 @@ struct lk_cluster {
     struct lk_flt *filters; /* the chain, in `filters =` order */
     size_t nfilters;
     void (*filters_free)(struct lk_cluster *cl); /* set with the chain: frees it */
+    const struct lk_conf *conf; /* the config it is one of (its sibling clusters,
+                                 * which the leak guard reads too); not a reference */
     struct lk_conf_section *section;
     int line;
 };

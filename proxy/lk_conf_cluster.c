@@ -605,6 +605,7 @@ new_cluster(struct lk_loader *ld, struct lk_conf_section *s, unsigned proto)
 
     c->clusters = lk_xrealloc(c->clusters, (c->nclusters + 1) * sizeof(*c->clusters));
     cl->index = c->nclusters;
+    cl->conf = c;
     c->clusters[c->nclusters++] = cl;
     cl->name = lk_xstrdup(s->name);
     cl->proto = proto;

@@ -136,15 +136,47 @@ any_port_new(struct lk_guard *conf, const struct lk_cluster *cl)
     conf->nany_port = n;
 }
 
+/*
+ * The clusters whose brokers' internal addresses cl's guard looks for: cl
+ * first (a pattern repeating an earlier one reports the earlier's id, so
+ * an address two clusters share is cl's broker's), then, for a cluster
+ * with HTTP, every other one with HTTP.  A broker of one cluster may
+ * redirect or point to a broker of another (a 307 across clusters, an
+ * error text naming a peer): that is an internal address all the same, as
+ * the binary answers' check (lk_guard_frame.c check_url) already holds.
+ * Every chain is built anew with its config, a live map's included, so
+ * the patterns follow every cluster's map.  *n is set to the count.
+ */
+static const struct lk_cluster **
+guarded_clusters(const struct lk_cluster *cl, size_t *n)
+{
+    size_t all = cl->conf != NULL ? cl->conf->nclusters : 0;
+    const struct lk_cluster **v = lk_xcalloc(all + 1, sizeof(*v));
+
+    v[0] = cl;
+    *n = 1;
+    if (!(cl->proto & LK_PROTO_HTTP))
+        return v;
+    for (size_t k = 0; k < all; k++) {
+        const struct lk_cluster *o = cl->conf->clusters[k];
+        if (o != cl && (o->proto & LK_PROTO_HTTP))
+            v[(*n)++] = o;
+    }
+    return v;
+}
+
 struct lk_guard *
 lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, size_t errlen)
 {
     struct lk_guard *conf;
     const char **pats;
     unsigned *flags;
-    size_t *lens, n = 0, max = cl->nbrokers * LK_SCHEME__COUNT * 3;
+    size_t *lens, n = 0, max = 0, ncl;
+    const struct lk_cluster **cls = guarded_clusters(cl, &ncl);
     char msg[256];
 
+    for (size_t k = 0; k < ncl; k++)
+        max += cls[k]->nbrokers * LK_SCHEME__COUNT * 3;
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = mode;
     any_port_new(conf, cl);
@@ -152,32 +184,34 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
     lens = lk_xcalloc(max + conf->nany_port + 1, sizeof(*lens));
     flags = lk_xcalloc(max + conf->nany_port + 1, sizeof(*flags));
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_broker *b = cl->brokers[i];
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->internal->addr[sc];
-            if (u == NULL)
-                continue;
-            /* Two forms: the URL, so that a rewrite can change the scheme
-             * with the address, and the bare host:port (the broker list of
-             * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
-            for (int url = 1; url >= 0; url--) {
-                conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc,         url, 0,
-                                                            u, url ? u->text : u->hostport};
-                pats[n] = conf->targets[n].text;
-                lens[n] = strlen(pats[n]);
-                n++;
-            }
-            /* Kafka answers hold a host as a string and its port as an
-             * integer after it (Metadata's Brokers, DescribeQuorum's
-             * Listeners): a third form, for the answers read as bytes.
-             * Kafka clusters have no text to scan, so it meets no text. */
-            if (cl->proto == LK_PROTO_KAFKA) {
-                conf->targets[n] =
-                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
-                pats[n] = u->host;
-                lens[n] = strlen(u->host);
-                flags[n++] = LK_MATCH_RAW;
+    for (size_t k = 0; k < ncl; k++) {
+        for (size_t i = 0; i < cls[k]->nbrokers; i++) {
+            const struct lk_broker *b = cls[k]->brokers[i];
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+                const struct lk_url *u = b->internal->addr[sc];
+                if (u == NULL)
+                    continue;
+                /* Two forms: the URL, so that a rewrite can change the scheme
+                 * with the address, and the bare host:port (the broker list of
+                 * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
+                for (int url = 1; url >= 0; url--) {
+                    conf->targets[n] = (struct lk_guard_target){
+                        b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport};
+                    pats[n] = conf->targets[n].text;
+                    lens[n] = strlen(pats[n]);
+                    n++;
+                }
+                /* Kafka answers hold a host as a string and its port as an
+                 * integer after it (Metadata's Brokers, DescribeQuorum's
+                 * Listeners): a third form, for the answers read as bytes.
+                 * Kafka clusters have no text to scan, so it meets no text. */
+                if (cls[k]->proto == LK_PROTO_KAFKA) {
+                    conf->targets[n] =
+                        (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
+                    pats[n] = u->host;
+                    lens[n] = strlen(u->host);
+                    flags[n++] = LK_MATCH_RAW;
+                }
             }
         }
     }
@@ -188,6 +222,7 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
         flags[n++] = LK_MATCH_RAW;
     }
     conf->match = lk_match_new_flags(pats, lens, flags, n, msg, sizeof(msg));
+    free(cls);
     free(pats);
     free(lens);
     free(flags);

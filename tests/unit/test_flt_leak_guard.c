@@ -564,6 +564,69 @@ test_reason_and_interim(void)
     subtest(NULL);
 }
 
+/* Two Pulsar clusters: a broker of one naming a broker of the other (a
+ * 307 across clusters) names an internal address all the same. */
+static const char two_fmt[] =
+    "[pulsar prod]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "leak_guard = %s\n"
+    "%s\n"
+    "[broker prod/b1]\n"
+    "advertisedListeners = internal:http://10.0.0.11:8080,external:http://127.0.0.1:18081\n"
+    "[pulsar other]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "[broker other/o1]\n"
+    "advertisedListeners = internal:http://10.9.0.21:8080,external:http://127.0.0.9:18091\n";
+
+static void
+test_other_clusters(void)
+{
+    static const char *const hdrs[] = {"Location", "http://10.9.0.21:8080/admin/v2/x", NULL};
+    static const char *const modes[] = {"log", "rewrite", "block"};
+
+    for (size_t m = 0; m < 3; m++) {
+        struct lk_conf *conf = load_fmt(two_fmt, modes[m], "filters = leak_guard");
+        if (conf == NULL)
+            continue;
+        subtest("%s", modes[m]);
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 307, hdrs, 0);
+        ok(x->cluster == conf->clusters[0] && x->broker == conf->clusters[0]->brokers[0],
+           "an exchange of prod's b1");
+        enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+        struct lk_str *l = lk_http_find(&x->res, LK_STRLIT("Location"));
+        char got[128];
+        snprintf(got, sizeof(got), "%.*s", l ? (int)l->len : 0, l ? l->p : "");
+        if (m == 0) {
+            ok(v == LK_FLT_CONTINUE && x->leaks == 1, "other's address: counted (%u)", x->leaks);
+            ok_str(got, hdrs[1], "untouched");
+        } else if (m == 1) {
+            ok(v == LK_FLT_CONTINUE && x->leaks == 1 && x->rewrites == 1, "rewritten");
+            ok_str(got, "http://127.0.0.9:18091/admin/v2/x", "to o1's external address");
+        } else {
+            ok(v == LK_FLT_REPLY && x->reply_status == 502 && x->leaks == 1, "502");
+        }
+        finish(x);
+
+        /* the other cluster's guard (its own leak_guard, log) looks for
+         * prod's addresses too */
+        static const char *const back[] = {"X-Owner", "10.0.0.11:8080", NULL};
+        x = start(conf, "/admin/v2/x", 200, back, 0);
+        x->cluster = conf->clusters[1];
+        x->broker = x->cluster->brokers[0];
+        x->listener_name = x->cluster->lookup_listener;
+        lk_flt_detach_all(x);
+        lk_flt_attach_all(x);
+        v = lk_flt_run_res_headers(x);
+        ok(x->leaks == 1 && v == LK_FLT_CONTINUE,
+           "other's exchange naming prod's b1: found, by other's mode, log (%u)", x->leaks);
+        finish(x);
+        lk_conf_unref(conf);
+    }
+    subtest(NULL);
+}
+
 /* Longer ports and IPs, other hosts: never a leak. */
 static void
 test_no_false_positive(void)
@@ -1672,6 +1735,7 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/straddle", test_straddle},
     {"leak_guard/headers", test_headers},
     {"leak_guard/reason_and_interim", test_reason_and_interim},
+    {"leak_guard/other_clusters", test_other_clusters},
     {"leak_guard/no_false_positive", test_no_false_positive},
     {"leak_guard/holding", test_holding},
     {"leak_guard/log_chains", test_log_chains},
