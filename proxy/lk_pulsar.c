@@ -60,6 +60,10 @@ struct pstream {
     uint32_t total; /* the frame's totalSize, once its head is read */
     uint32_t cmd_size;
     int type; /* its command's type; -1 until known */
+    /* The head above belongs to a held frame that waits for the rest of
+     * its bytes: it is not read again (a command that is not in
+     * command_type_fast's shape takes a whole walk to type). */
+    unsigned waiting : 1;
     uint64_t frames, bytes; /* for the connection's closing line */
 };
 
@@ -372,6 +376,32 @@ broker_command(struct pconn *p, int type, struct evbuffer *out)
     return 0;
 }
 
+/* Whether a held frame of this type is a simple command, nothing after the
+ * command (PulsarApi.proto: only SEND and MESSAGE frames carry a payload):
+ * a client's LOOKUP, a broker's command lookout decodes (held_command
+ * takes no other).  The unknown types the leak guard holds may have
+ * anything after. */
+static int
+simple_type(int from_client, int type)
+{
+    return from_client || lk_pulsar_type_addrs(type) == LK_PULSAR_ADDRS_DECODED;
+}
+
+/* A frame s whose command is a simple one: 0, or -1
+ * when totalSize leaves room for bytes after the command (why says so). */
+static int
+no_payload(const struct pstream *s, char *why, size_t whylen)
+{
+    if ((uint64_t)s->total == 4 + (uint64_t)s->cmd_size)
+        return 0;
+    snprintf(why, whylen,
+             "command of type %d in a frame of %lu bytes, with %lu after the command's %lu: "
+             "only SEND and MESSAGE carry a payload; closing",
+             s->type, (unsigned long)s->total + 4, (unsigned long)(s->total - 4 - s->cmd_size),
+             (unsigned long)s->cmd_size);
+    return -1;
+}
+
 /* Whether a frame of this type is held whole: a LOOKUP from the client;
  * from the broker, a command that names brokers, and, when the leak guard
  * is on, one with an error text or of a type lookout does not know (it
@@ -410,7 +440,7 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
     struct evbuffer_iovec v[LK_PULSAR_VIEW];
     struct lk_pulsar_cursor cur;
     uint8_t copy[LK_PULSAR_COPY]; /* a head that spans extents */
-    size_t len = evbuffer_get_length(in), seen, need;
+    size_t len = evbuffer_get_length(in), seen, need = 0;
     char why[300];
 
 #define MOVE_ON()                                  \
@@ -434,8 +464,10 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
         if (*skip != 0 && *skip == seen && seen < len)
             MOVE_ON(); /* the view is used up; in has more */
         if (s->left == 0) {
-            int r = frame_head(s, &cur, seen - *skip, frame_cap(p->pr.cluster), copy, &need, why,
-                               sizeof(why));
+            /* a held frame that waits: its head was read when it began */
+            int r = s->waiting ? 1
+                               : frame_head(s, &cur, seen - *skip, frame_cap(p->pr.cluster), copy,
+                                            &need, why, sizeof(why));
             if (must_gather(r, seen, len, need, len - *skip)) {
                 /* what comes before goes on first, then the head is put
                  * together at in's start */
@@ -450,6 +482,9 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
             }
             int held = r == 1 && held_type(p, from_client, s->type) &&
                        (from_client || p->pr.cluster->nfilters != 0);
+            if (held && !s->waiting && simple_type(from_client, s->type) &&
+                no_payload(s, why, sizeof(why)) != 0)
+                r = -1;
             if (*skip != 0 && (r < 0 || held))
                 MOVE_ON(); /* what comes before goes on first */
             if (r < 0) {
@@ -468,8 +503,10 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                      * the worker's budget for a broker's */
                     if (!from_client)
                         hold_wait(p, len);
+                    s->waiting = 1;
                     return 0;
                 }
+                s->waiting = 0;
                 s->frames++;
                 s->bytes += whole;
                 if (p->held == NULL)
@@ -601,9 +638,15 @@ choose_broker(struct pconn *p)
         lk_pair_close(&p->pr, why);
         return -1;
     }
+    /* A CONNECT is a simple command: with its command here (first_head),
+     * the frame is whole. */
+    if (no_payload(&p->rq, why, sizeof(why)) != 0) {
+        char msg[340];
+        snprintf(msg, sizeof(msg), "client sent a %s", why);
+        lk_pair_close(&p->pr, msg);
+        return -1;
+    }
     size_t whole = (size_t)p->rq.total + 4;
-    if (evbuffer_get_length(in) < whole)
-        return 0;
     const uint8_t *fr = evbuffer_pullup(in, (ev_ssize_t)whole);
     struct lk_pulsar_cmd c;
     if (lk_pulsar_decode(fr + LK_PULSAR_PREFIX, p->rq.cmd_size, &c) != 0) {
