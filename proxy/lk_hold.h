@@ -1,17 +1,23 @@
 /*
  * A worker's budget for what it holds to rewrite (max_held_bytes): the
  * response frames the Kafka module keeps whole until their end, and the
- * tails of the Fetch answers it streams.  Each connection's share is
+ * tails of the Fetch answers it streams; the Pulsar module's held broker
+ * frames, and the frames from a client that wait for their command past a
+ * small allowance (a client's side is a waiter of its own, and it stops
+ * reading that client).  Each connection's share is
  * counted in (lk_hold_add, lk_hold_sub); once the worker's total is over
  * the budget, a connection that would hold more stops reading its broker
  * (lk_hold_may_read says no and queues it) until the total falls back
  * under, when it is resumed from the loop.  One connection at a time, the
  * owner, may go on past the budget: the first that asks while no one owns
  * it, until its held frame is done.  A frame larger than the whole budget
- * therefore still completes (its broker is all it waits for), the worker
- * holds at most the budget plus one frame (max_frame_bytes), and no set of
- * connections can wait on one another: the owner never waits, and every
- * other waits only for the owner or for memory the owner frees.
+ * therefore still completes (its broker, or its client, is all it waits
+ * for), the worker holds at most the budget plus one frame
+ * (max_frame_bytes), and no set of connections can wait on one another:
+ * the owner never waits on another, and every other waits only for the
+ * owner or for memory the owner frees.  A client that owns the excess and
+ * sends the rest of its frame slowly keeps the others that are over the
+ * budget waiting until it ends or timeout.idle closes it.
  */
 #ifndef LK_HOLD_H
 #define LK_HOLD_H

@@ -191,6 +191,35 @@ lk_pair_hold_release(struct lk_pair *p)
     lk_hold_release(&p->c->w->hold, &p->hw, p->c->conf->max_held_bytes);
 }
 
+int
+lk_pair_client_wait(struct lk_pair *p, size_t n)
+{
+    struct lk_hold *h = &p->c->w->hold;
+
+    lk_hold_set(h, &p->cw, n);
+    p->cpaused = !lk_hold_may_read(h, &p->cw, p->c->conf->max_held_bytes);
+    return p->cpaused;
+}
+
+void
+lk_pair_client_release(struct lk_pair *p)
+{
+    p->cpaused = 0;
+    lk_hold_release(&p->c->w->hold, &p->cw, p->c->conf->max_held_bytes);
+}
+
+/* The budget has room again for the client's frame: what is in its input
+ * is looked at again, and it is read if the budget still says so. */
+static void
+client_resume(struct lk_hold_waiter *q)
+{
+    struct lk_pair *p = (struct lk_pair *)((char *)q - offsetof(struct lk_pair, cw));
+
+    p->cpaused = 0;
+    if (!p->dead)
+        p->ops->requests(p);
+}
+
 /* The budget has room again: read the broker (what is already in its
  * input goes first). */
 static void
@@ -212,6 +241,7 @@ lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *
     p->idle = idle;
     p->start_us = lk_now_us();
     p->hw.resume = hold_resume;
+    p->cw.resume = client_resume;
     lk_pool_cleanup_add(&c->pool, cleanup, p);
     bufferevent_setcb(c->bev, on_requests, on_responses, client_event, p);
     lk_io_set_timeouts(&c->io, &idle, NULL);
@@ -252,7 +282,9 @@ lk_pair_tv(unsigned ms)
 void
 lk_pair_pace_client(struct lk_pair *p, int stop)
 {
-    if (stop || evbuffer_get_length(bufferevent_get_output(p->up->bev)) > LK_PAIR_HIGH)
+    if (stop || p->cpaused ||
+        (evbuffer_get_length(bufferevent_get_output(p->up->bev)) > LK_PAIR_HIGH &&
+         p->cw.counted == 0))
         lk_io_disable(&p->c->io, EV_READ);
     else
         lk_io_enable(&p->c->io, EV_READ);

@@ -53,6 +53,10 @@ struct lk_pair {
     unsigned paused : 1;     /* the broker is not read: the worker's max_held_bytes */
     struct lk_hold_waiter hw; /* its place in that budget (lk_hold.h); resumed
                                * by running ops->responses */
+    unsigned cpaused : 1;     /* the client is not read: the same budget */
+    struct lk_hold_waiter cw; /* the client's place in it, for what waits of a
+                               * frame from the client (lk_pair_client_wait);
+                               * resumed by running ops->requests */
 };
 
 /* Takes over c's callbacks, with idle as the read timeout, and frees the
@@ -65,6 +69,15 @@ void lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_c
                    struct timeval idle);
 /* What p holds, off the worker's budget; those waiting may go on. */
 void lk_pair_hold_release(struct lk_pair *p);
+/* n bytes of a frame from the client wait in its input, for the rest of
+ * the frame (what the module must have whole before anything moves):
+ * counted against the worker's budget, as held frames from the broker
+ * are.  0 while the client may be read on, 1 when it may not (cpaused,
+ * until the budget has room: ops->requests runs again). */
+int lk_pair_client_wait(struct lk_pair *p, size_t n);
+/* Nothing of a frame from the client waits any more (it has moved, or the
+ * pair closes): what was counted for it leaves the budget. */
+void lk_pair_client_release(struct lk_pair *p);
 /* Connects to p->broker (another of the cluster's when any_broker and it
  * cannot be reached); once connected, ops->requests runs. */
 void lk_pair_connect(struct lk_pair *p);
@@ -90,7 +103,11 @@ void lk_pair_route(struct lk_pair *p, const struct lk_vhost *vh);
 struct timeval lk_pair_tv(unsigned ms);
 
 /* Backpressure.  A broker that reads slowly stops the client: the client
- * is read unless the broker's output holds over LK_PAIR_HIGH, or stop. */
+ * is read unless the broker's output holds over LK_PAIR_HIGH (but while
+ * part of a frame from the client waits, counted, it is read until the
+ * frame is in: nothing moves to the broker meanwhile, and the budget's
+ * owner must not wait on the broker), or stop, or the budget says no
+ * (cpaused). */
 void lk_pair_pace_client(struct lk_pair *p, int stop);
 /* A client that reads slowly stops the broker, but never while the pair
  * holds part of a frame (holding): that counts against the worker's

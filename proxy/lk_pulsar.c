@@ -96,6 +96,24 @@ hold_wait(struct pconn *p, size_t have)
     return p->pr.paused;
 }
 
+/* What of a frame from the client may wait in its input before it counts
+ * against the worker's budget: commands are small (a few hundred bytes;
+ * a schema or auth data may be larger), so the common ones never ask. */
+#define LK_PULSAR_WAIT_FREE (64 * 1024)
+
+/* have bytes of a client's frame wait for the rest of its command (or of
+ * the frame, when it is held): past LK_PULSAR_WAIT_FREE, counted as the
+ * broker's held frames are; the client is read while the budget allows
+ * (p->pr.cpaused, see pump_requests). */
+static void
+client_wait(struct pconn *p, size_t have)
+{
+    if (have > LK_PULSAR_WAIT_FREE)
+        lk_pair_client_wait(&p->pr, have);
+    else if (p->pr.cw.counted != 0)
+        lk_pair_client_release(&p->pr);
+}
+
 static void
 pconn_cleanup(void *arg)
 {
@@ -108,6 +126,7 @@ pconn_cleanup(void *arg)
     if (p->held != NULL)
         evbuffer_free(p->held);
     lk_pair_hold_release(&p->pr);
+    lk_pair_client_release(&p->pr);
 }
 
 static uint32_t
@@ -494,14 +513,19 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                 lk_pair_close(&p->pr, msg);
                 return -1;
             }
-            if (r == 0)
+            if (r == 0) {
+                /* its command is not all here: what waits of it counts */
+                if (from_client)
+                    client_wait(p, len - *skip);
                 return 0;
+            }
             if (held) {
                 size_t whole = (size_t)s->total + 4;
                 if (len < whole) {
-                    /* held frames are small: wait for all of it, within
-                     * the worker's budget for a broker's */
-                    if (!from_client)
+                    /* wait for all of it, within the worker's budget */
+                    if (from_client)
+                        client_wait(p, len);
+                    else
                         hold_wait(p, len);
                     s->waiting = 1;
                     return 0;
@@ -513,6 +537,8 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                     p->held = evbuffer_new();
                 evbuffer_remove_buffer(in, p->held, whole);
                 len -= whole;
+                if (from_client && p->pr.cw.counted != 0)
+                    lk_pair_client_release(&p->pr);
                 view(in, v, &cur, &seen);
                 int rc = from_client ? client_lookup(p, out) : broker_command(p, s->type, out);
                 if (!from_client)
@@ -521,6 +547,8 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                     return -1;
                 continue;
             }
+            if (from_client && p->pr.cw.counted != 0)
+                lk_pair_client_release(&p->pr); /* it moves now */
             s->left = (uint64_t)s->total + 4;
             s->frames++;
             s->bytes += s->left;
@@ -582,8 +610,10 @@ pump_requests(struct lk_pair *pr)
         int r = choose_broker(p);
         if (r > 0)
             lk_pair_connect(&p->pr);
-        else if (r == 0 && evbuffer_get_length(in) > LK_PAIR_HIGH)
+        else if (r == 0 && p->pr.cpaused) /* the CONNECT waits, over the budget */
             lk_io_disable(&p->pr.c->io, EV_READ);
+        else if (r == 0)
+            lk_io_enable(&p->pr.c->io, EV_READ);
         return;
     }
     if (!p->pr.connected) { /* input waits, up to a point */
@@ -630,8 +660,13 @@ choose_broker(struct pconn *p)
         lk_pair_close(&p->pr, msg);
         return -1;
     }
-    if (r == 0)
+    if (r == 0) {
+        /* the CONNECT's command is not all here (it is bounded by
+         * max_frame_bytes): what waits of it counts, and stays counted
+         * until it moves to the broker (pump_frames) */
+        client_wait(p, evbuffer_get_length(in));
         return 0;
+    }
     if (p->rq.type != LK_PULSAR_CONNECT) {
         snprintf(why, sizeof(why), "first frame is command type %d, not CONNECT; closing",
                  p->rq.type);

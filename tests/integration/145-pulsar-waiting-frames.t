@@ -170,6 +170,72 @@ subtest 'a held broker frame that waits is typed once' => sub {
     is(scalar(@got), 1, 'the client has the frame, whole');
 };
 
+subtest 'commands that wait for their bytes count against max_held_bytes' => sub {
+    # four clients each send a command of 1 MB (a PING with an unknown field: the broker
+    # answers PONG) after their CONNECT, at first 600 kB of it; with max_held_bytes = 256k
+    # one of them (the budget's owner) is read on, the others stop past 64 KiB
+    my ($N, $BIG, $PART) = (4, 1_000_000, 600_000);
+    my $cmd = fv(1, 18) . fb(18, '') . fb(1000, 'x' x $BIG);
+    my $f = frame($cmd);
+    my $pauses0 = metric('lookout_held_pauses_total') // 0;
+    my @c = map { client() } 1 .. $N;
+    for my $s (@c) {
+        print {$s} frame($CONNECT);
+        my ($r) = read_frames($s, 5, 1);
+        is($r->[0][0] // -1, 3, 'CONNECTED');
+        $s->blocking(0);
+    }
+    my @left = map { substr($f, 0, 8 + $PART) } @c;
+    my $pump = sub {   # writes what the sockets take; 1 when all is written
+        my $all = 1;
+        for my $i (0 .. $#c) {
+            next unless length $left[$i];
+            my $n = syswrite($c[$i], $left[$i], 1 << 16);
+            substr($left[$i], 0, $n) = '' if $n;
+            $all = 0 if length $left[$i];
+        }
+        return $all;
+    };
+    my ($max, $held, $since) = (0, -1, time);
+    wait_until(sub {
+        $pump->();
+        my $h = held_now() // -1;
+        $max = $h if $h > $max;
+        ($held, $since) = ($h, time) if $h != $held;
+        time - $since > 1.5;
+    }, 30, 0.05);
+    my $bound = 256 * 1024 + 8 + $PART + ($N - 1) * (64 * 1024 + 256 * 1024);
+    ok($held > $PART && $max <= $bound,
+       sprintf('the waiting commands are counted, bounded: %d bytes held (at most %d; %d without the budget)',
+               $held, $max, $N * (8 + $PART)));
+    ok((metric('lookout_held_pauses_total') // 0) > $pauses0, 'clients were paused (lookout_held_pauses_total)');
+    # the rest comes: every command completes, one after another
+    $left[$_] .= substr($f, 8 + $PART) for 0 .. $#c;
+    ok(wait_until(sub { $pump->() }, 60, 0.02), 'lookout takes all of it');
+    $_->blocking(1) for @c;
+    for my $i (0 .. $#c) {
+        my ($r) = read_frames($c[$i], 20, 1);
+        is($r->[0][0] // -1, 19, "client $i: its PING answered (PONG)");
+    }
+    ok(wait_until(sub { (held_now() // -1) == 0 }, 10), 'nothing held once they are through');
+    close $_ for @c;
+};
+
+subtest 'a large CONNECT (600 kB of auth_data) passes' => sub {
+    my $big = fv(1, CONNECT) . fb(2, fb(1, 'lookout-test') . fb(3, 'a' x 600_000) . fv(4, 21));
+    my $s = client();
+    print {$s} frame($big);
+    my ($r) = read_frames($s, 10, 1);
+    is($r->[0][0] // -1, 3, 'CONNECTED');
+    ok(wait_until(sub { (held_now() // -1) == 0 }, 10), 'nothing held once it is through');
+};
+
+sub metric {
+    my ($name) = @_;
+    my $r = curl("http://127.0.0.1:$admin/metrics");
+    return ($r->{body} // '') =~ /^\Q$name\E (\d+)$/m ? $1 : undef;
+}
+
 sub held_now {
     my $r = curl("http://127.0.0.1:$admin/metrics");
     return ($r->{body} // '') =~ /^lookout_held_bytes (\d+)$/m ? $1 : undef;
