@@ -94,6 +94,10 @@ struct kconn {
      * the input, its prefix bytes not moved, until enough of it is there:
      * a SaslHandshake v0 whole, a Produce up to its Acks */
     int head_wait;
+    /* the bytes of the waiting Produce head its last reading had, too few
+     * (0: not read yet): it is read again once they have doubled
+     * (lk_kafka_produce_head_due) */
+    size_t produce_tried;
     /* draining: the request being read is a Metadata lookout answers
      * itself (answer_local), so its bytes are dropped, not forwarded; it
      * is queued once whole */
@@ -379,10 +383,13 @@ produce_answered(struct kconn *k, struct evbuffer *in, size_t off)
     size_t frame = 4 + (size_t)k->rq.prefix.size, avail = evbuffer_get_length(in) - off;
     size_t lim = frame < LK_KAFKA_PRODUCE_HEAD_MAX ? frame : LK_KAFKA_PRODUCE_HEAD_MAX;
     size_t have = avail < lim ? avail : lim;
-    const uint8_t *h = in_first_chain(in, off, have); /* most often: read in place */
+    const uint8_t *h;
     int16_t acks = 1;
     int r;
 
+    if (!lk_kafka_produce_head_due(k->produce_tried, have, lim))
+        return -2; /* read again once it has grown enough */
+    h = in_first_chain(in, off, have); /* most often: read in place */
     if (h != NULL) {
         r = lk_kafka_produce_acks(h, have, &acks);
     } else {
@@ -395,6 +402,7 @@ produce_answered(struct kconn *k, struct evbuffer *in, size_t off)
             free(big);
         }
     }
+    k->produce_tried = r == -2 && have < lim ? have : 0;
     if (r == -2)
         return have < lim ? -2 : 1;
     return r != 0 || acks != 0;

@@ -216,6 +216,21 @@ int lk_kafka_sasl_bare_rounds(struct lk_str mech);
  */
 int lk_kafka_produce_acks(const uint8_t *head, size_t len, int16_t *acks);
 
+/*
+ * Whether a Produce head that was too short with tried bytes (0: not read
+ * yet) is worth reading again with have bytes, lim being the most that is
+ * ever read (LK_KAFKA_PRODUCE_HEAD_MAX, or less when the frame is
+ * shorter): once have has doubled since, or reached lim, which is always
+ * read.  A head that comes a byte at a time (a v9+ header may carry
+ * thousands of tagged fields before Acks) is so read a logarithmic number
+ * of times, at most twice its length in all, not once for every read.
+ */
+static inline int
+lk_kafka_produce_head_due(size_t tried, size_t have, size_t lim)
+{
+    return have >= lim || have / 2 >= tried;
+}
+
 /* ---- KIP-1102: rebootstrap while draining --------------------------- */
 
 /*

@@ -1439,6 +1439,73 @@ t_produce(struct tb *b, int v, const char *client, int tags, const char *txn, in
     free(h.p);
 }
 
+/* What lookout decides for a Produce frame of len bytes at p that comes
+ * in pieces, have[0] < have[1] < ... bytes of it in (the last the whole
+ * frame), as produce_answered does: its head is read again only when
+ * lk_kafka_produce_head_due says; 1 answered, 0 acks=0, -2 undecided.
+ * *reads counts the readings, *at the bytes in when it was decided. */
+static int
+produce_pieces(const uint8_t *p, size_t len, const size_t *have, int n, int *reads, size_t *at)
+{
+    size_t lim = len < LK_KAFKA_PRODUCE_HEAD_MAX ? len : LK_KAFKA_PRODUCE_HEAD_MAX, tried = 0;
+
+    *reads = 0;
+    for (int i = 0; i < n; i++) {
+        size_t h = have[i] < lim ? have[i] : lim;
+        int16_t acks = 1;
+        if (!lk_kafka_produce_head_due(tried, h, lim))
+            continue;
+        ++*reads;
+        int r = lk_kafka_produce_acks(p, h, &acks);
+        if (r == -2 && h < lim) {
+            tried = h;
+            continue;
+        }
+        *at = have[i];
+        return r != 0 || acks != 0;
+    }
+    return -2;
+}
+
+/* A v9 Produce whose header carries 3000 tagged fields, split at every
+ * offset and trickled a byte at a time: acks decided as from the whole
+ * frame, and the head read a logarithmic number of times. */
+static void
+test_produce_head_trickle(void)
+{
+    static const uint8_t recs[100];
+    struct tb t = {0};
+
+    for (int a = 0; a <= 1; a++) {
+        t.len = 0;
+        t_produce(&t, 9, "producer-1", 3000, "txn", a);
+        size_t head = t.len;
+        put(&t, recs, sizeof(recs));
+        size_t *have = malloc(t.len * sizeof(*have));
+        int reads, bad = 0, most = 0;
+        size_t at = 0;
+        for (size_t s = 1; s < t.len; s++) {
+            size_t two[2] = {s, t.len};
+            if (produce_pieces(t.p, t.len, two, 2, &reads, &at) != a)
+                bad++;
+            most = reads > most ? reads : most;
+        }
+        ok(bad == 0 && most <= 2, "Produce v9, acks %d, %zu bytes of head: split at every offset, "
+           "decided right (%d wrong), read at most twice (%d)", a, head, bad, most);
+        for (size_t i = 0; i < t.len; i++)
+            have[i] = i + 1;
+        int r = produce_pieces(t.p, t.len, have, (int)t.len, &reads, &at);
+        int bound = 2;
+        for (size_t n = t.len; n > 1; n /= 2)
+            bound++;
+        ok(r == a && reads <= bound && at <= 2 * head,
+           "a byte at a time: decided right (%d), its head read %d times of %zu arrivals (at most "
+           "%d), decided with %zu bytes in (head %zu)", r, reads, t.len, bound, at, head);
+        free(have);
+    }
+    free(t.p);
+}
+
 static void
 test_produce_acks(void)
 {
@@ -1852,6 +1919,7 @@ const struct lk_test_case lk_test_kafka_codec[] = {
     {"kafka_codec/stream", test_stream},
     {"kafka_codec/stream_padding", test_stream_padding},
     {"kafka_codec/produce_acks", test_produce_acks},
+    {"kafka_codec/produce_head_trickle", test_produce_head_trickle},
     {"kafka_codec/rebootstrap", test_rebootstrap},
     {NULL, NULL},
 };
