@@ -387,8 +387,9 @@ produce_answered(struct kconn *k, struct evbuffer *in, size_t off)
     int16_t acks = 1;
     int r;
 
+    /* read again once it has grown enough */
     if (!lk_kafka_produce_head_due(k->produce_tried, have, lim))
-        return -2; /* read again once it has grown enough */
+        return -2;
     h = in_first_chain(in, off, have); /* most often: read in place */
     if (h != NULL) {
         r = lk_kafka_produce_acks(h, have, &acks);

@@ -50,7 +50,7 @@ struct lk_pair {
     unsigned dead : 1;       /* closing */
     unsigned draining : 1;   /* lookout is stopping (lk_proto_ops.drain) */
     unsigned first_armed : 1;
-    unsigned paused : 1;     /* the broker is not read: the worker's max_held_bytes */
+    unsigned paused : 1;      /* the broker is not read: the worker's max_held_bytes */
     struct lk_hold_waiter hw; /* its place in that budget (lk_hold.h); resumed
                                * by running ops->responses */
     unsigned cpaused : 1;     /* the client is not read: the same budget */

@@ -1,13 +1,18 @@
 #!/usr/bin/perl
 # 145-pulsar-waiting-frames.t: what a Pulsar frame that waits for its bytes costs lookout.
-#   - A simple command (CONNECT, a client's LOOKUP) whose totalSize leaves room for bytes
-#     after the command is refused, logged: only SEND and MESSAGE carry a payload
-#     (PulsarApi.proto), and a LOOKUP lookout holds whole would otherwise wait for up to
-#     max_frame_bytes of nothing it reads.
+#   - A simple command (CONNECT, a client's LOOKUP, a broker's LOOKUP_RESPONSE) whose
+#     totalSize leaves room for bytes after the command is refused, logged: only SEND and
+#     MESSAGE carry a payload (PulsarApi.proto), and a LOOKUP lookout holds whole would
+#     otherwise wait for up to max_frame_bytes of nothing it reads.
 #   - A held broker frame that waits for its payload (the leak guard holds a command of a
 #     type lookout does not know) has its head read once: a command of 3.6 MB of unknown
 #     fields, not in the shape lookout types in a few instructions, takes a whole walk, and
 #     its last bytes trickled one a segment cost lookout little CPU, not one walk each.
+#   - What clients have sent of commands not all in yet counts against max_held_bytes past
+#     64 KiB: with a budget of 256k, four clients each part-way through a 1 MB command are
+#     held to about the budget's owner's bytes and 64 KiB and a read for each other (they
+#     are paused: lookout_held_pauses_total), and every command completes once the rest
+#     comes; a 600 kB CONNECT passes.
 
 use strict;
 use warnings;
@@ -136,16 +141,35 @@ subtest 'a LOOKUP with bytes after its command is refused before the broker sees
     is(join(',', map { $_->[0] } @$f), '3,24', 'a LOOKUP without payload answered');
 };
 
-subtest 'a held broker frame that waits is typed once' => sub {
-    # the connection the broker pushes on: a probe that looked up t-b1
+# A probe that looked up t-b1 and reads for 4 s: its output, and its peer at the broker,
+# which the broker may push frames on.
+sub pushed_on {
     my $seen = () = $t->frames(dir => 'out', type => 'LOOKUP_RESPONSE');
-    my $pid = open(my $fh, '-|', $PY, "$BIN/pulsar-probe", "127.0.0.1:$E",
-                   encode_json({ send => 'LOOKUP', fields => { topic => 'persistent://public/default/t-b1',
-                                                               authoritative => JSON::PP::true } }),
-                   encode_json({ wait => 4 })) or die "pulsar-probe: $!";
+    open(my $fh, '-|', $PY, "$BIN/pulsar-probe", "127.0.0.1:$E",
+         encode_json({ send => 'LOOKUP', fields => { topic => 'persistent://public/default/t-b1',
+                                                     authoritative => JSON::PP::true } }),
+         encode_json({ wait => 4 })) or die "pulsar-probe: $!";
     ok(wait_until(sub { my $k = () = $t->frames(dir => 'out', type => 'LOOKUP_RESPONSE'); $k > $seen }, 10),
        'the probe looked up');
     my ($peer) = map { $_->{peer} } reverse $t->frames(dir => 'out', type => 'LOOKUP_RESPONSE');
+    return ($fh, $peer);
+}
+
+subtest 'a broker LOOKUP_RESPONSE with bytes after its command is refused, logged' => sub {
+    my ($fh, $peer) = pushed_on();
+    my $resp = fb(1, 'pulsar://127.0.0.1:1') . fv(3, 1) . fv(4, 77);
+    $t->control({ cmd => 'raw', broker => 'b1', peer => $peer,
+                  hex => unpack('H*', frame(fv(1, 24) . fb(24, $resp), 'zz')) });
+    my $out = do { local $/; <$fh> };
+    close $fh;
+    my @steps = PulsarBinBroker::json_lines($out);
+    ok((grep { $_->{closed} } @steps), 'the client\'s connection is closed');
+    ok(!(grep { ($_->{fields}{request_id} // 0) == 77 } map { @{ $_->{received} // [] } } @steps), 'nothing of it reached the client');
+    ok($lk->wait_log(qr/broker sent a command of type 24 in a frame of \d+ bytes, with 2 after the command's \d+/, 5), 'logged');
+};
+
+subtest 'a held broker frame that waits is typed once' => sub {
+    my ($fh, $peer) = pushed_on();
     # type 150, which lookout does not know (the leak guard holds it whole), then 3.6 MB of
     # unknown fields: the command's type takes a walk of them all
     my $cmd = fv(1, 150) . (fv(1000, 1) x 1_200_000);

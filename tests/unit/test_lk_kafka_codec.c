@@ -1490,8 +1490,10 @@ test_produce_head_trickle(void)
                 bad++;
             most = reads > most ? reads : most;
         }
-        ok(bad == 0 && most <= 2, "Produce v9, acks %d, %zu bytes of head: split at every offset, "
-           "decided right (%d wrong), read at most twice (%d)", a, head, bad, most);
+        ok(bad == 0 && most <= 2,
+           "Produce v9, acks %d, %zu bytes of head: split at every offset, "
+           "decided right (%d wrong), read at most twice (%d)",
+           a, head, bad, most);
         for (size_t i = 0; i < t.len; i++)
             have[i] = i + 1;
         int r = produce_pieces(t.p, t.len, have, (int)t.len, &reads, &at);
@@ -1500,7 +1502,8 @@ test_produce_head_trickle(void)
             bound++;
         ok(r == a && reads <= bound && at <= 2 * head,
            "a byte at a time: decided right (%d), its head read %d times of %zu arrivals (at most "
-           "%d), decided with %zu bytes in (head %zu)", r, reads, t.len, bound, at, head);
+           "%d), decided with %zu bytes in (head %zu)",
+           r, reads, t.len, bound, at, head);
         free(have);
     }
     free(t.p);
