@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 145-pulsar-waiting-frames.t: what a Pulsar frame that waits for its bytes costs lookout.
+# 146-pulsar-waiting-frames.t: what a Pulsar frame that waits for its bytes costs lookout.
 #   - A simple command (CONNECT, a client's LOOKUP, a broker's LOOKUP_RESPONSE) whose
 #     totalSize leaves room for bytes after the command is refused, logged: only SEND and
 #     MESSAGE carry a payload (PulsarApi.proto), and a LOOKUP lookout holds whole would
