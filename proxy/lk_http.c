@@ -48,7 +48,8 @@ lk_hc_process(struct lk_hconn *hc)
     hc->in_process++;
     process_input(hc);
     hc->in_process--;
-    if (hc->read_full && !hc->dead && !hc->tunnel && (hc->x == NULL || !hc->x->upload_paused) &&
+    if (hc->read_full && !hc->dead && !hc->tunnel && !hc->out_full &&
+        (hc->x == NULL || !hc->x->upload_paused) &&
         evbuffer_get_length(bufferevent_get_input(hc->c->bev)) <= LK_CLIENT_READ_MAX / 2) {
         hc->read_full = 0;
         lk_io_enable(&hc->c->io, EV_READ);
@@ -78,6 +79,22 @@ process_input(struct lk_hconn *hc)
                 c->action = "waiting for a request";
                 lk_hc_deadline(hc, lk_now_ms() + wait);
                 lk_http_parser_free(&hc->rp);
+                return;
+            }
+            /* A pipelined request waits while the client is not reading
+             * its answers (nginx and HAProxy do the same): past LK_HWM in
+             * its output, reading stops and client_write starts the next
+             * exchange once the output is under LK_LWM.  Without this, a
+             * client that pipelines small requests (421s, or proxied
+             * answers that come whole in one broker read) and reads
+             * nothing would have its answers pile up without bound.  No
+             * deadline meanwhile: the write timeout times the client. */
+            if (evbuffer_get_length(bufferevent_get_output(c->bev)) > LK_HWM) {
+                hc->out_full = 1;
+                hc->deadline_ms = 0;
+                c->action = "waiting for the client to read its answers";
+                lk_io_disable(&c->io, EV_READ);
+                bufferevent_setwatermark(c->bev, EV_WRITE, LK_LWM, 0);
                 return;
             }
             /* A request begins: the boundary where the connection moves
@@ -210,6 +227,17 @@ client_write(struct bufferevent *bev, void *arg)
     struct lk_hconn *hc = arg;
     struct lk_hx *hx = hc->x;
 
+    /* The client read its answers: the pipelined requests go on. */
+    if (hc->out_full) {
+        if (evbuffer_get_length(bufferevent_get_output(bev)) > LK_LWM)
+            return;
+        hc->out_full = 0;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        if (!hc->read_full)
+            lk_io_enable(&hc->c->io, EV_READ);
+        lk_hc_process(hc);
+        return;
+    }
     /* The client drained its backlog: let the broker's bytes flow again. */
     if (hx != NULL && hx->up != NULL && !hx->waiting_upstream) {
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
@@ -341,7 +369,9 @@ drain(struct lk_conn *c)
     if (hc->dead)
         return;
     hc->closing = 1;
-    if (hc->x != NULL || hc->tunnel)
+    /* Requests waiting for the client to read (out_full): the next one
+     * is answered, with Connection: close, once it has. */
+    if (hc->x != NULL || hc->tunnel || hc->out_full)
         return;
     if (c->aged && !c->w->draining) {
         /* Idle past its age: its next request, if it comes soon, is

@@ -99,6 +99,8 @@ struct lk_hconn {
     int dead;       /* a close is scheduled: do nothing more */
     int in_process; /* inside lk_hc_process(): it picks up the next request itself */
     int read_full;  /* reading stopped: the input holds LK_CLIENT_READ_MAX */
+    int out_full;   /* reading and the next request wait: the client's output is over
+                     * LK_HWM (process_input); client_write resumes them under LK_LWM */
     unsigned seq;   /* exchanges begun */
     unsigned idle_rest_ms; /* keep-alive: how much of timeout.idle is left once the timer parks */
     int fresh;             /* a new connection (not one unparked): its first request comes

@@ -1,0 +1,194 @@
+#!/usr/bin/perl
+# 145-http-bounds.t: what lookout holds for one HTTP connection stays bounded whatever the
+# client or the broker sends (CONTRACT §6: "bounded by a small constant plus a per-worker
+# budget"; "no input, however hostile, ... affects other clients").
+#  - A client that pipelines thousands of requests and reads none of the answers: lookout
+#    stops reading it once its output passes the high-water mark, so its answers do not
+#    pile up in memory (VmRSS, and how much of the requests lookout took, stay small);
+#    another client is served meanwhile; once the client reads, every request is answered,
+#    in order. Two shapes: 421s lookout makes itself, and proxied answers that come whole
+#    in one read from the broker.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Errno qw(EAGAIN EWOULDBLOCK EINTR);
+use IO::Select;
+use IO::Socket::INET;
+use Socket qw(SOL_SOCKET SO_RCVBUF inet_aton pack_sockaddr_in);
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+use POSIX ();
+
+use Lookout;
+use PulsarBroker;
+
+plan skip_all => 'needs /proc' unless -r "/proc/$$/status";
+
+my $dir = tmp_dir();
+my ($p1, $p3, $s) = free_ports(3);
+my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ "127.0.0.1:$p1" ]);
+
+# A fast broker for b3: every request for /n=N gets 200 with a body of N bytes, head and
+# body in one write, so that lookout reads each answer whole in one read (the fake
+# brokers of PulsarBroker.pm are too slow to outrun a proxy that buffers without bound).
+sub fast_broker {
+    my ($port) = @_;
+    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
+                                  Listen => 16, ReuseAddr => 1) or die "listen: $@";
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        alarm 300;    # bounded, whatever the test does
+        $SIG{CHLD} = 'IGNORE';
+        while (my $cx = $l->accept) {
+            next if fork;
+            my $buf = '';
+            while (sysread($cx, $buf, 65536, length $buf)) {
+                while ($buf =~ s/\A([^\r]*)\r\n(?:.*?\r\n)?\r\n//s) {
+                    my $n = $1 =~ m{^GET /n=(\d+) } ? $1 : 0;
+                    my $out = "HTTP/1.1 200 OK\r\nContent-Length: $n\r\n\r\n" . ('x' x $n);
+                    while (length $out) { my $w = syswrite($cx, $out) or POSIX::_exit(0); substr($out, 0, $w, '') }
+                }
+            }
+            POSIX::_exit(0);
+        }
+        POSIX::_exit(0);
+    }
+    close $l;
+    return $pid;
+}
+my $fast = fast_broker($p3);
+END { kill 'TERM', $fast if $fast }
+
+# b1 (the fake broker) and b3 (fast_broker) share one plaintext socket, told apart by
+# Host: any other Host gets 421.
+my $lk = start_lookout(dir => $dir, conf => <<"EOF");
+[lookout]
+workers = 1
+timeout.response = 10s
+timeout.idle = 30s
+log.buffer = 0
+
+[pulsar prod]
+internalListenerName = internal
+lookupListenerName = external
+bind = 127.0.0.1
+
+[broker prod/b1]
+advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s
+
+[broker prod/b3]
+advertisedListeners = internal:http://127.0.0.1:$p3,external:http://b3.lookout.test:$s
+EOF
+ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start');
+my $pid = $lk->pid;
+my $H1 = "Host: b1.lookout.test:$s";
+my $H3 = "Host: b3.lookout.test:$s";
+
+# pipeline(REQS, PAUSE, LIMIT_KB): one connection sends the requests of REQS (a list of
+# [bytes, expected status, expected Content-Length or undef]) as fast as lookout takes
+# them and reads nothing for PAUSE seconds; meanwhile another client must be served. Then
+# it reads every answer. Checks the growth of lookout's VmRSS in the pause (under
+# LIMIT_KB), that lookout stopped answering (its access log), and that the answers match
+# REQS in order.
+sub pipeline {
+    my ($name, $reqs, $pause, $limit_kb) = @_;
+    my $all = join '', map { $_->[0] } @$reqs;
+    my $base = rss_kb($pid);
+    # A small receive buffer, set before the handshake (the window scale follows it): the
+    # kernel holds less of lookout's answers, so lookout's own memory shows them.
+    my $sock = IO::Socket::INET->new(Proto => 'tcp') or return fail("$name: socket: $!");
+    setsockopt($sock, SOL_SOCKET, SO_RCVBUF, 8192);
+    $sock->connect(pack_sockaddr_in($s, inet_aton('127.0.0.1'))) or return fail("$name: connect: $!");
+    $sock->blocking(0);
+    local $SIG{PIPE} = 'IGNORE';
+    my $sent = 0;
+    my $peak = 0;
+    my $sel = IO::Select->new($sock);
+    my $port = $sock->sockport;
+    my $answered = sub { my $n = () = ($lk->log // '') =~ /^\S+ \[info\] 127\.0\.0\.1:$port > /mg; $n };
+    # PAUSE seconds at least, then on while lookout still answers (a sanitizer build
+    # takes longer to fill the kernel's buffers), for 30 s at most.
+    my ($t0, $mark, $mark_t, $done) = (time, -1, time);
+    while (time < $t0 + 30) {
+        if (time >= $mark_t + 1) {
+            $done = $answered->();
+            last if $done == $mark && time >= $t0 + $pause;
+            ($mark, $mark_t) = ($done, time);
+        }
+        if ($sent < length $all && $sel->can_write(0.05)) {
+            my $n = syswrite($sock, $all, 65536, $sent);
+            $sent += $n if $n;
+        } else {
+            sleep 0.05;
+        }
+        my $v = rss_kb($pid) // 0;
+        $peak = $v if $v > $peak;
+    }
+    my $grew = $peak - $base;
+    cmp_ok($grew, '<', $limit_kb, sprintf("$name: the client read nothing for %.1fs: VmRSS grew by $grew kB"
+                                          . " (limit $limit_kb kB)", time - $t0));
+    # The access log: lookout answered none of them for a second, with some left.
+    ok($done == $mark && $done < @$reqs, "$name: lookout stopped answering, at $done of " . @$reqs . " requests");
+    my $other = curl('-H', $H1, "http://127.0.0.1:$s/test/headers");
+    is($other->{status}, 200, "$name: another client is served meanwhile");
+
+    # Now read everything, sending the rest as lookout takes it.
+    my ($buf, @got) = ('');
+    my $want = @$reqs;
+    my $end = time + 120;
+    while (@got < $want && time < $end) {
+        my ($r, $w) = IO::Select->select($sel, $sent < length $all ? $sel : undef, undef, 1);
+        if ($w && @$w) {
+            my $n = syswrite($sock, $all, 262144, $sent);
+            $sent += $n if $n;
+        }
+        next unless $r && @$r;
+        my $n = sysread($sock, $buf, 262144, length $buf);
+        next if !defined $n && ($! == EAGAIN || $! == EWOULDBLOCK || $! == EINTR);
+        last unless $n;
+        while ($buf =~ /\A(HTTP\/1\.1 (\d{3})[^\r]*\r\n(.*?)\r\n\r\n)/s) {
+            my ($hlen, $st, $fields) = (length $1, $2, $3);
+            my $cl = $fields =~ /^Content-Length:\s*(\d+)/mi ? $1 : 0;
+            last if length($buf) < $hlen + $cl;
+            push @got, [ $st, $cl ];
+            substr($buf, 0, $hlen + $cl, '');
+        }
+    }
+    close $sock;
+    is(scalar @got, $want, "$name: every request was answered");
+    my @bad = grep { !$got[$_] || $got[$_][0] != $reqs->[$_][1]
+                     || (defined $reqs->[$_][2] && $got[$_][1] != $reqs->[$_][2]) } 0 .. $#$reqs;
+    ok(!@bad, "$name: ... in order") or diag("first wrong answer: #$bad[0], got "
+        . ($got[$bad[0]] ? "$got[$bad[0]][0] length $got[$bad[0]][1]" : 'none') . ", want $reqs->[$bad[0]][1]");
+}
+
+# Warm up (the allocator's arenas, the upstream pool) before any baseline.
+my $warm = join '', map { "GET /n=" . (16384 + $_) . " HTTP/1.1\r\n$H3\r\n\r\n" } 1 .. 200;
+my $got = http_raw('127.0.0.1', $s, $warm . "GET http://nomatch/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                   timeout => 30);
+like($got, qr/421 [^\n]*\r\n(?:.*\r\n)*Connection: close\r\n/, 'warm-up: 200 pipelined requests answered');
+
+subtest 'pipelined 421s that the client does not read' => sub {
+    # 421s lookout makes at once, then three proxied answers whose length is their number
+    # (the order). Unbounded, the 421s alone would be ~17 MiB.
+    my @reqs = map { [ "GET http://nomatch/ HTTP/1.1\r\nHost: x\r\n\r\n", 421, undef ] } 1 .. 100_000;
+    push @reqs, map { [ "GET /n=$_ HTTP/1.1\r\n$H3\r\n\r\n", 200, $_ ] } 1001 .. 1003;
+    pipeline('421s', \@reqs, 5, 8 * 1024);
+};
+
+subtest 'pipelined proxied answers that the client does not read' => sub {
+    # Each answer (16 KiB and up, its length its number) comes whole in one read from
+    # the broker, so the broker read's own brake never acts. Unbounded: ~50 MiB.
+    my @reqs = map { [ "GET /n=" . (16384 + $_) . " HTTP/1.1\r\n$H3\r\n\r\n", 200, 16384 + $_ ] } 1 .. 3000;
+    pipeline('proxied', \@reqs, 5, 16 * 1024);
+};
+
+ok($lk->alive, 'lookout still running');
+$lk->stop;
+$c->stop;
+done_testing();
