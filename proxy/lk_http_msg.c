@@ -769,6 +769,19 @@ te_token(struct lk_str tok, void *arg)
     return !lk_str_eqi(tok, LK_STRLIT("chunked"));
 }
 
+int
+lk_http_te_only_chunked(const struct lk_http_msg *m)
+{
+    size_t nte = lk_http_count_id(m, LK_HDR_TRANSFER_ENCODING);
+    unsigned tokens = 0;
+
+    if (nte == 0)
+        return 0;
+    if (each_token_id(m, LK_HDR_TRANSFER_ENCODING, te_token, &tokens) || tokens != 1)
+        return -1;
+    return 0;
+}
+
 /* An absolute-form target (RFC 9112 §3.2.2) becomes origin-form; its
  * authority goes to *authority.  0 if it was one (http or https, a valid
  * host without userinfo), -1 otherwise.  The target has no fragment. */
@@ -800,15 +813,12 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
     struct lk_str *host = lk_http_find_id(m, LK_HDR_HOST), authority;
     size_t nhost = lk_http_count_id(m, LK_HDR_HOST);
     size_t nte = lk_http_count_id(m, LK_HDR_TRANSFER_ENCODING);
-    unsigned tokens = 0;
-    int bad_te = 0;
 
     *absolute = 0;
     if (m->http_major != 1 || m->http_minor > 1) {
         *reason = "HTTP version not supported";
         return 505;
     }
-    bad_te = each_token_id(m, LK_HDR_TRANSFER_ENCODING, te_token, &tokens);
     if (nhost > 1) {
         *reason = "more than one Host header";
         return 400;
@@ -825,7 +835,7 @@ lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason)
         *reason = "Transfer-Encoding in an HTTP/1.0 request";
         return 400;
     }
-    if (nte != 0 && (bad_te || tokens != 1)) {
+    if (lk_http_te_only_chunked(m) != 0) {
         *reason = "unsupported Transfer-Encoding (only chunked)";
         return 501;
     }

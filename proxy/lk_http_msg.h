@@ -166,6 +166,14 @@ int lk_http_host_valid(struct lk_str h);
  * Returns 0, or the status to answer with *reason set to a static text.
  */
 int lk_http_check_request(struct lk_http_msg *m, int *absolute, const char **reason);
+/*
+ * Whether m's transfer coding is one lookout can carry: none, or chunked
+ * alone (one Transfer-Encoding field, one token).  0 if so, -1 for any
+ * other coding (gzip, "gzip, chunked", chunked twice...): a proxy may not
+ * remove a coding it does not decode (RFC 9112 §6.1), and Transfer-Encoding
+ * is hop-by-hop, so its body cannot be passed on as it came.
+ */
+int lk_http_te_only_chunked(const struct lk_http_msg *m);
 
 /* Writes the head ("METHOD target HTTP/1.1" or status line, fields, blank
  * line) to out, in one piece. */

@@ -324,6 +324,16 @@ on_response_head(struct lk_hx *hx)
         return; /* unless that ended it, the UPGRADE event follows and starts the tunnel */
     }
     if (res->status >= 100 && res->status < 200) {
+        if (++hx->interim > LK_HX_MAX_INTERIM) {
+            hx->upstream_error = "too many interim responses";
+            lk_log(LK_WARN, hc->c, "broker %s sent more than %d interim (1xx) responses",
+                   hx->x.broker->name, LK_HX_MAX_INTERIM);
+            char detail[64];
+            snprintf(detail, sizeof(detail), " more than %d interim (1xx) responses",
+                     LK_HX_MAX_INTERIM);
+            reply_broker_error(hx, 502, "broker sent", detail, 1);
+            return;
+        }
         /* Interim responses go to HTTP/1.1 clients through the filters'
          * interim hook; 100 Continue releases a client that waits on
          * Expect.  One a filter refuses is dropped: it is informational,
@@ -341,8 +351,24 @@ on_response_head(struct lk_hx *hx)
 
     if (lk_hx_follow_redirect(hx))
         return;
-    lk_http_strip_hop_by_hop(res);
     hx->res_no_body = hx->head_method || res->status == 204 || res->status == 304;
+    /* llhttp takes the chunking off a body whose last coding is chunked,
+     * or reads one coded otherwise to the close; either way the codings
+     * would leave with Transfer-Encoding, hop-by-hop, and the client get
+     * coded bytes as if plain (and the leak guard scan them so). */
+    if (!hx->res_no_body && lk_http_te_only_chunked(res) != 0) {
+        char reason[200], sample[80];
+        const struct lk_str *te = lk_http_find_id(res, LK_HDR_TRANSFER_ENCODING);
+        hx->upstream_error = "unsupported transfer coding";
+        snprintf(reason, sizeof(reason),
+                 "broker %s answered with a transfer coding other than chunked alone",
+                 hx->x.broker->name);
+        lk_log(LK_WARN, hc->c, "%s (Transfer-Encoding: %s)", reason,
+               lk_log_sanitize(sample, te->p, te->len, 64));
+        lk_hx_reply_error(hx, 502, reason, 1);
+        return;
+    }
+    lk_http_strip_hop_by_hop(res);
 
     if (lk_hx_verdict(hx, lk_flt_run_res_headers(&hx->x), "a filter failed on the response head",
                       0) != 0)

@@ -31,6 +31,11 @@
  * its watermark check, and re-arms the read event, on every drain. */
 #define LK_CLIENT_READ_MAX (64 * 1024)
 
+/* Interim (1xx) responses a broker may send before its final one, per
+ * exchange; past it, 502.  Each is parsed into the exchange's pool (and goes
+ * to the client), so an endless stream of them must end somewhere. */
+#define LK_HX_MAX_INTERIM 8
+
 enum lk_hx_framing { LK_OUT_NONE = 0, LK_OUT_CL, LK_OUT_CHUNKED, LK_OUT_CLOSE };
 
 struct lk_hconn;
@@ -62,6 +67,7 @@ struct lk_hx {
     uint64_t res_bytes;        /* body bytes from the broker (de-chunked) */
     uint64_t res_client_bytes; /* body bytes to the client (before chunking) */
     int status;
+    unsigned interim; /* 1xx responses read */
     int retried;
     int any_broker;      /* came in on a service address: any broker will do */
     unsigned connects;   /* brokers tried for this exchange */

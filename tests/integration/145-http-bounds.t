@@ -8,6 +8,10 @@
 #    another client is served meanwhile; once the client reads, every request is answered,
 #    in order. Two shapes: 421s lookout makes itself, and proxied answers that come whole
 #    in one read from the broker.
+#  - A broker that sends interim (1xx) responses without end: past 8, 502 (each is parsed
+#    into the exchange's memory); 8 still pass to the client.
+#  - A response whose transfer coding is not chunked alone ("gzip, chunked", gzip): 502,
+#    never the coded bytes passed on as if plain with Transfer-Encoding dropped.
 
 use strict;
 use warnings;
@@ -36,6 +40,8 @@ my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ "127.0.0.1:$p1" 
 # A fast broker for b3: every request for /n=N gets 200 with a body of N bytes, head and
 # body in one write, so that lookout reads each answer whole in one read (the fake
 # brokers of PulsarBroker.pm are too slow to outrun a proxy that buffers without bound).
+# /interim=K sends K interim responses first; /te=CODINGS answers with that
+# Transfer-Encoding.
 sub fast_broker {
     my ($port) = @_;
     my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
@@ -49,7 +55,23 @@ sub fast_broker {
             my $buf = '';
             while (sysread($cx, $buf, 65536, length $buf)) {
                 while ($buf =~ s/\A([^\r]*)\r\n(?:.*?\r\n)?\r\n//s) {
-                    my $n = $1 =~ m{^GET /n=(\d+) } ? $1 : 0;
+                    my $line = $1;
+                    if ($line =~ m{^GET /interim=(\d+) }) {
+                        # that many 100s (endless, near enough, for a big number), then 200
+                        for (1 .. $1) { syswrite($cx, "HTTP/1.1 100 Continue\r\n\r\n") or POSIX::_exit(0) }
+                        syswrite($cx, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone");
+                        next;
+                    }
+                    if ($line =~ m{^GET /te=([\w-]+) }) {
+                        # Transfer-Encoding: the codings, '-' for ', '; chunked last: a
+                        # chunked body, else one to the close
+                        (my $te = $1) =~ s/-/, /g;
+                        my $body = $te =~ /chunked$/ ? "5\r\nhello\r\n0\r\n\r\n" : 'hello';
+                        syswrite($cx, "HTTP/1.1 200 OK\r\nTransfer-Encoding: $te\r\n\r\n$body");
+                        POSIX::_exit(0) unless $te =~ /chunked$/;
+                        next;
+                    }
+                    my $n = $line =~ m{^GET /n=(\d+) } ? $1 : 0;
                     my $out = "HTTP/1.1 200 OK\r\nContent-Length: $n\r\n\r\n" . ('x' x $n);
                     while (length $out) { my $w = syswrite($cx, $out) or POSIX::_exit(0); substr($out, 0, $w, '') }
                 }
@@ -186,6 +208,47 @@ subtest 'pipelined proxied answers that the client does not read' => sub {
     # the broker, so the broker read's own brake never acts. Unbounded: ~50 MiB.
     my @reqs = map { [ "GET /n=" . (16384 + $_) . " HTTP/1.1\r\n$H3\r\n\r\n", 200, 16384 + $_ ] } 1 .. 3000;
     pipeline('proxied', \@reqs, 5, 16 * 1024);
+};
+
+sub get3 {
+    my ($path) = @_;
+    my $raw = http_raw('127.0.0.1', $s, "GET $path HTTP/1.1\r\n$H3\r\nConnection: close\r\n\r\n",
+                       timeout => 10);
+    # (parse_response skips 1xx one at a time: not over megabytes of them)
+    return ($raw, length $raw < 1 << 20 ? parse_response($raw) // {} : { head => 'over 1 MiB of answer' });
+}
+
+subtest 'interim responses: a few pass, an endless stream gets 502' => sub {
+    my ($raw, $r) = get3('/interim=8');
+    my $n = () = $raw =~ m{^HTTP/1\.1 100 }mg;
+    is($n, 8, '8 interim responses reach the client');
+    is($r->{status}, 200, '... then the final one');
+    is($r->{body}, 'done', '... whole');
+    for my $k (9, 1_000_000) {
+        my $from = length($lk->log // '');
+        ($raw, $r) = get3("/interim=$k");
+        lookout_error_ok($r, 502, "$k interim responses: 502");
+        like($r->{body} // '', qr/more than 8 interim/, '... saying why');
+        unlike($r->{body} // '', qr{prod/b3}, '... naming no broker');
+        like(Lookout::log_since($lk, $from), qr/\[warn\] broker prod\/b3 sent more than 8 interim \(1xx\) responses.*client: /,
+             '... logged with the client');
+    }
+    is(curl('-H', $H1, "http://127.0.0.1:$s/test/headers")->{status}, 200, 'other clients are served');
+};
+
+subtest 'a response transfer coding other than chunked alone gets 502' => sub {
+    my ($raw, $r) = get3('/te=chunked');
+    is($r->{status}, 200, 'chunked: 200');
+    is($r->{body}, 'hello', '... with its body');
+    for my $te ('gzip-chunked', 'gzip', 'identity-chunked') {
+        (my $shown = $te) =~ s/-/, /g;
+        my $from = length($lk->log // '');
+        ($raw, $r) = get3("/te=$te");
+        lookout_error_ok($r, 502, "Transfer-Encoding: $shown: 502");
+        unlike($raw, qr/hello/, '... and not the coded body');
+        like(Lookout::log_since($lk, $from), qr/\[warn\] broker prod\/b3 answered with a transfer coding other than chunked alone \(Transfer-Encoding: \Q$shown\E\)/,
+             '... logged');
+    }
 };
 
 ok($lk->alive, 'lookout still running');

@@ -468,6 +468,49 @@ test_host_valid(void)
         ok(!lk_http_host_valid(lk_str_c(bad[i])), "invalid: '%s'", bad[i]);
 }
 
+/* A response's transfer coding: chunked alone passes, any other is
+ * refused (lk_http_up.c answers 502), whatever llhttp made of its framing. */
+static void
+test_te_only_chunked(void)
+{
+    static const struct {
+        const char *fields;
+        int want;
+    } cases[] = {
+        {"Content-Length: 0\r\n", 0},
+        {"Transfer-Encoding: chunked\r\n", 0},
+        {"Transfer-Encoding: CHUNKED\r\n", 0},
+        {"Transfer-Encoding: gzip, chunked\r\n", -1},
+        {"Transfer-Encoding: gzip\r\n", -1},
+        {"Transfer-Encoding: identity\r\n", -1},
+        {"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", -1},
+        {"Transfer-Encoding: chunked, chunked\r\n", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lk_pool pool;
+        struct lk_http_parser p;
+        struct lk_http_msg m;
+        char head[256];
+        size_t used;
+
+        lk_pool_init(&pool);
+        lk_http_parser_init(&p, 0, 8192);
+        lk_http_msg_init(&m, &pool, 0);
+        lk_http_parser_next(&p, &m);
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\n%s\r\n", cases[i].fields);
+        enum lk_http_event e = lk_http_parse(&p, head, strlen(head), &used);
+        /* llhttp may refuse some itself: then lookout answers 502 as malformed */
+        if (e == LK_HTTP_HEAD)
+            ok(lk_http_te_only_chunked(&m) == cases[i].want, "response fields #%zu: %d", i,
+               cases[i].want);
+        else
+            ok(cases[i].want == -1 && e == LK_HTTP_ERROR, "response fields #%zu: llhttp refuses",
+               i);
+        lk_http_parser_free(&p);
+        lk_pool_free(&pool);
+    }
+}
+
 /* Parses one request head and runs lk_http_check_request on it. */
 static int
 check(struct lk_pool *pool, struct lk_http_msg *m, const char *text, int *absolute)
@@ -1305,6 +1348,7 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/parser_strict", test_parser_strict},
     {"http_msg/host_valid", test_host_valid},
     {"http_msg/check_request", test_check_request},
+    {"http_msg/te_only_chunked", test_te_only_chunked},
     {"http_msg/connection_names_framing", test_connection_names_framing},
     {"http_msg/trailers", test_trailers},
     {"http_msg/empty_target", test_empty_target},
