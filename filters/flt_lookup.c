@@ -5,6 +5,7 @@
  * (up to max_buffer_bytes), inflated when it is gzip, and handed to
  * lk_lookup_rewrite (proxy/lk_lookup.c): if it is LookupData of a mapped
  * broker, its address fields become exactly the selected listener's.
+ * A lookup path's answer too big to buffer, or to inflate, gets 502.
  * Anything else passes through byte for byte; the engine fixes the
  * framing of what changed.
  */
@@ -60,10 +61,17 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     enum lk_coding coding = lk_http_content_coding(res);
     if (coding != LK_CODING_IDENTITY && coding != LK_CODING_GZIP)
         return LK_FLT_CONTINUE; /* deflate, br, stacked codings: left alone */
-    /* Content-Encoding stays for now: a body over max_buffer_bytes passes
-     * through as the broker sent it, still compressed, without our body hook
-     * running.  on_res_body removes the field once it has decoded the body. */
-    lk_flt_want_body(x, f, LK_BODY_BUFFER);
+    /* Content-Encoding stays for now: a body over max_buffer_bytes off the
+     * lookup paths passes through as the broker sent it, still compressed,
+     * without our body hook running.  on_res_body removes the field once it
+     * has decoded the body. */
+    /* A lookup path's answer is LookupData: one too big to rewrite gets
+     * 502 (the runner), never its internal brokerUrl; a JSON answer
+     * elsewhere is only sniffed, and one too big to be LookupData passes. */
+    if (lk_lookup_target(x->req.target))
+        lk_flt_need_body(x, f);
+    else
+        lk_flt_want_body(x, f, LK_BODY_BUFFER);
     return LK_FLT_CONTINUE;
 }
 
@@ -81,6 +89,16 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
         if (plain == NULL)
             goto pass;
         if (lk_inflate_gunzip(in, plain, x->conf->max_buffer_bytes) != 0) {
+            if (lk_lookup_target(x->req.target)) {
+                lk_log(LK_WARN, x->conn,
+                       "%s: gzip lookup answer not decodable within max_buffer_bytes (%zu); "
+                       "answered 502",
+                       f->id, x->conf->max_buffer_bytes);
+                lk_xchg_reply(x, 502, "the broker's gzip lookup answer is not decodable within "
+                                      "max_buffer_bytes and cannot be rewritten");
+                evbuffer_free(plain);
+                return LK_FLT_REPLY;
+            }
             lk_log(LK_INFO, x->conn,
                    "%s: gzip body not decodable within max_buffer_bytes (%zu); passed through "
                    "unchanged",

@@ -217,6 +217,14 @@ lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode)
 }
 
 void
+lk_flt_need_body(struct lk_xchg *x, struct lk_flt *f)
+{
+    lk_flt_want_body(x, f, LK_BODY_BUFFER);
+    if (x->flt[f->index].body == LK_BODY_BUFFER)
+        x->flt[f->index].needed = 1;
+}
+
+void
 lk_flt_attach_all(struct lk_xchg *x)
 {
     const struct lk_cluster *cl = x->cluster;
@@ -309,7 +317,18 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
         if (acc != cur)
             evbuffer_add_buffer(acc, cur);
         if (s->body == LK_BODY_BUFFER && !s->overflowed) {
-            if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes) {
+            if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes && s->needed) {
+                /* Too big to hold, and it may not pass as it came. */
+                s->overflowed = 1;
+                x->body_overflows++;
+                lk_log(LK_WARN, x->conn,
+                       "%s: response body over max_buffer_bytes (%zu), which it must rewrite; "
+                       "answered 502",
+                       f->id, x->conf->max_buffer_bytes);
+                lk_xchg_reply(x, 502, "the broker's answer is over max_buffer_bytes and cannot be "
+                                      "rewritten");
+                v = LK_FLT_REPLY;
+            } else if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes) {
                 /* Too big to hold: this filter is bypassed and the body
                  * flows on unchanged, never truncated. */
                 s->overflowed = 1;

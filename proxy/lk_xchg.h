@@ -37,6 +37,7 @@ struct lk_flt_state {
     struct evbuffer *acc;   /* the filter's input: bytes it has not yet released */
     struct evbuffer *out;   /* the filter's output, drained by the next stage */
     int overflowed;         /* the body went past the cap: passed through */
+    int needed;             /* ... unless this is set (lk_flt_need_body): then 502 */
     unsigned rewrites;      /* addresses this filter rewrote (of x->rewrites) */
     unsigned frame_rewrites; /* ... of the binary frame under way, counted
                               * only if it is written */
@@ -107,6 +108,11 @@ void lk_xchg_learn(struct lk_xchg *x, int32_t node_id, struct lk_str host, int32
 void *lk_flt_ctx(struct lk_flt *f, struct lk_xchg *x, size_t size);
 /* From a header hook: ask for the response body in the given mode. */
 void lk_flt_want_body(struct lk_xchg *x, struct lk_flt *f, enum lk_body_mode mode);
+/* The same with LK_BODY_BUFFER, for a body that must not reach the client
+ * as it came (a lookup answer, whose addresses are internal): over
+ * max_buffer_bytes the runner answers 502 (LK_FLT_REPLY) rather than pass
+ * it through unchanged (CONTRACT §6). */
+void lk_flt_need_body(struct lk_xchg *x, struct lk_flt *f);
 
 /* The chain runner (used by protocol modules) ------------------------------ */
 

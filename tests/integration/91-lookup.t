@@ -7,7 +7,8 @@
 # framed right (Content-Length, chunked brokers, keep-alive and pipelining, gzip). Lookup
 # 307s for unowned topics (/topic and /destination, and the 4.x shape that carries
 # &listenerName=x) must come out as followable external URLs, path and query byte-exact.
-# Also HEAD lookups, and a body over max_buffer_bytes (passed through whole, logged).
+# Also HEAD lookups, and a lookup body over max_buffer_bytes (502, logged: never the
+# unrewritten LookupData).
 
 use strict;
 use warnings;
@@ -270,22 +271,28 @@ subtest 'the access log counts the body bytes from the broker and to the client'
        "a 404 passed through: $n bytes both ways") or diag($lk->log);
 };
 
-subtest 'a lookup body over max_buffer_bytes passes through whole' => sub {
+subtest 'a lookup body over max_buffer_bytes gets 502, never the broker\'s addresses' => sub {
+    # The default leak_guard (log): the guard would only log, so the cap must not let the
+    # unrewritten LookupData (brokerUrl and all) through (CONTRACT §6).
     my $lkc = $e->start_lookout(name => 'small-buffer', ext => $e->new_external,
-                                lookout => "max_buffer_bytes = 100\n", cluster => "leak_guard = off\n");
+                                lookout => "max_buffer_bytes = 100\n");
     ok($lkc->started, 'lookout with max_buffer_bytes = 100 started') or return diag($lkc->log);
     my $base = $lkc->{e2e_ext}{1}{http};
     for my $chunked (0, 1) {
+        my $what = $chunked ? 'chunked' : 'Content-Length';
         $c->set(chunked => $chunked);
         my $direct = http_req(GET => "$L->{internal}{1}{http}$LK/t2");
         ok(length $direct->{body} > 100, 'the LookupData is over the cap (' . length($direct->{body}) . ' bytes)');
+        my ($internal) = $direct->{body} =~ m{"brokerUrl":"pulsar://([^"]+)"};
+        ok($internal, "... and names the broker's internal address (" . ($internal // 'none') . ')');
         my $r = curl("$base$LK/t2");
-        is($r->{status}, 200, ($chunked ? 'chunked' : 'Content-Length') . ': 200');
-        is($r->{body}, $direct->{body}, '... the body unchanged and not truncated');
-        is($r->{exit}, 0, '... framing fine for curl') or diag($r->{err});
+        lookout_error_ok($r, 502, "$what: 502");
+        like($r->{body} // '', qr/max_buffer_bytes/, "$what: ... saying why");
+        unlike($r->{body} // '', qr/\Q$internal\E/, "$what: ... and no internal address");
     }
     $c->set(chunked => 0);
-    ok($lkc->wait_log(qr/max_buffer_bytes/, 3), 'logged') or diag($lkc->log);
+    ok($lkc->wait_log(qr/\[warn\] .*lookup.*over max_buffer_bytes \(100\), which it must rewrite; answered 502.*client: /, 3),
+       'logged') or diag($lkc->log);
     $lkc->stop;
 };
 

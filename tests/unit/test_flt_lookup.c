@@ -103,11 +103,18 @@ teardown(struct fx *fx)
     fx->conf = NULL;
 }
 
+#define OTHER_JSON_PATH "/admin/v2/persistent/public/default/my-topic/stats"
+
+/* The body verdict respond() expects (a test that expects a 502 sets it,
+ * and sets it back), and the one it got. */
+static enum lk_flt_verdict want_verdict = LK_FLT_CONTINUE, got_verdict;
+
 /*
  * Answers the exchange: status, Content-Type ct and Content-Encoding ce
  * (NULL: none), then body in pieces of at most `piece` bytes, as the engine
- * does (the runner only when a filter asked for the body).  Returns what
- * the client would get, in a new evbuffer.
+ * does (the runner only when a filter asked for the body), until the runner
+ * says other than continue (got_verdict).  Returns what the client would
+ * get, in a new evbuffer.
  */
 static struct evbuffer *
 respond(struct fx *fx, int status, const char *ct, const char *ce, const void *body, size_t len,
@@ -124,18 +131,19 @@ respond(struct fx *fx, int status, const char *ct, const char *ce, const void *b
     if (ce != NULL)
         lk_http_add(res, LK_STRLIT("Content-Encoding"), lk_str_c(ce));
     ok(lk_flt_run_res_headers(&fx->x) == LK_FLT_CONTINUE, "response head: continue");
+    got_verdict = LK_FLT_CONTINUE;
     do {
         size_t n = len - off < piece ? len - off : piece;
         evbuffer_add(in, (const char *)body + off, n);
         off += n;
         if (fx->x.body_filters != 0) {
-            enum lk_flt_verdict v = lk_flt_run_res_body(&fx->x, in, out, off == len);
-            if (v != LK_FLT_CONTINUE)
-                ok(0, "body verdict %d", (int)v);
+            got_verdict = lk_flt_run_res_body(&fx->x, in, out, off == len);
+            if (got_verdict != want_verdict && got_verdict != LK_FLT_CONTINUE)
+                ok(0, "body verdict %d", (int)got_verdict);
         } else {
             evbuffer_add_buffer(out, in);
         }
-    } while (off < len);
+    } while (off < len && got_verdict == LK_FLT_CONTINUE);
     evbuffer_free(in);
     return out;
 }
@@ -793,19 +801,37 @@ test_gzip_untouched(void)
     cases[5].body = trail;
     cases[5].len = zlen + 3;
 
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        subtest("%s", cases[i].what);
-        if (setup(&fx, "external", LOOKUP_PATH) != 0)
-            break;
-        struct evbuffer *out =
-            respond(&fx, 200, "application/json", "gzip", cases[i].body, cases[i].len, 1000);
-        ok(fx.x.body_filters == 1, "buffered");
-        ok(same_bytes(out, cases[i].body, cases[i].len), "the original bytes went on (%zu of %zu)",
-           evbuffer_get_length(out), cases[i].len);
-        ok_str(header(&fx, "Content-Encoding"), "gzip", "Content-Encoding kept");
-        ok(fx.x.rewrites == 0 && fx.x.body_overflows == 0, "nothing counted");
-        evbuffer_free(out);
-        teardown(&fx);
+    /* Off the lookup paths (a JSON answer only sniffed), every one passes as
+     * it came; on them, only the one that decodes (and is not LookupData):
+     * the others may hide an internal brokerUrl, and get 502. */
+    for (int lookup = 0; lookup <= 1; lookup++) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            int refused = lookup && i != 0;
+            subtest("%s%s", cases[i].what, lookup ? " (lookup path)" : "");
+            if (setup(&fx, "external", lookup ? LOOKUP_PATH : OTHER_JSON_PATH) != 0)
+                break;
+            want_verdict = refused ? LK_FLT_REPLY : LK_FLT_CONTINUE;
+            struct evbuffer *out =
+                respond(&fx, 200, "application/json", "gzip", cases[i].body, cases[i].len, 1000);
+            want_verdict = LK_FLT_CONTINUE;
+            ok(fx.x.body_filters == 1, "buffered");
+            if (refused) {
+                ok(got_verdict == LK_FLT_REPLY && fx.x.reply_status == 502 &&
+                       fx.x.reply_reason != NULL,
+                   "502 with a reason");
+                ok(evbuffer_get_length(out) == 0, "nothing went on (%zu)",
+                   evbuffer_get_length(out));
+            } else {
+                ok(got_verdict == LK_FLT_CONTINUE, "continue");
+                ok(same_bytes(out, cases[i].body, cases[i].len),
+                   "the original bytes went on (%zu of %zu)", evbuffer_get_length(out),
+                   cases[i].len);
+                ok_str(header(&fx, "Content-Encoding"), "gzip", "Content-Encoding kept");
+            }
+            ok(fx.x.rewrites == 0 && fx.x.body_overflows == 0, "nothing counted");
+            evbuffer_free(out);
+            teardown(&fx);
+        }
     }
     subtest(NULL);
     free(trail);
@@ -830,19 +856,38 @@ test_overflow(void)
     int n = snprintf(big, sizeof(big), "{\"brokerUrl\":\"pulsar://10.0.0.11:6650\",\"pad\":\"");
     memset(big + n, 'a', 5000);
     snprintf(big + n + 5000, sizeof(big) - (size_t)n - 5000, "\"}");
-    if (setup(&fx, "external", LOOKUP_PATH) != 0)
-        return;
-    struct evbuffer *out = respond(&fx, 200, "application/json", NULL, big, strlen(big), 1024);
-    ok(fx.x.body_filters == 1, "buffered");
-    ok(same_bytes(out, big, strlen(big)), "passed through unchanged, not truncated (%zu of %zu)",
-       evbuffer_get_length(out), strlen(big));
-    ok(fx.x.body_overflows == 1, "the overflow is counted (%zu)", fx.x.body_overflows);
-    ok(fx.x.rewrites == 0, "no rewrite counted");
-    evbuffer_free(out);
-    teardown(&fx);
+    /* On a lookup path it cannot be rewritten, and its brokerUrl is
+     * internal: 502, none of it out.  Elsewhere it was only sniffed: it
+     * passes through unchanged, never truncated. */
+    for (int lookup = 1; lookup >= 0; lookup--) {
+        if (setup(&fx, "external", lookup ? LOOKUP_PATH : OTHER_JSON_PATH) != 0)
+            return;
+        want_verdict = lookup ? LK_FLT_REPLY : LK_FLT_CONTINUE;
+        struct evbuffer *out =
+            respond(&fx, 200, "application/json", NULL, big, strlen(big), 1024);
+        want_verdict = LK_FLT_CONTINUE;
+        ok(fx.x.body_filters == 1, "buffered");
+        if (lookup) {
+            ok(got_verdict == LK_FLT_REPLY && fx.x.reply_status == 502 &&
+                   fx.x.reply_reason != NULL && strstr(fx.x.reply_reason, "max_buffer_bytes"),
+               "lookup path: 502 naming max_buffer_bytes");
+            ok(evbuffer_get_length(out) == 0, "lookup path: nothing went on (%zu)",
+               evbuffer_get_length(out));
+        } else {
+            ok(got_verdict == LK_FLT_CONTINUE, "other path: continue");
+            ok(same_bytes(out, big, strlen(big)),
+               "other path: passed through unchanged, not truncated (%zu of %zu)",
+               evbuffer_get_length(out), strlen(big));
+        }
+        ok(fx.x.body_overflows == 1, "the overflow is counted (%zu)", fx.x.body_overflows);
+        ok(fx.x.rewrites == 0, "no rewrite counted");
+        evbuffer_free(out);
+        teardown(&fx);
+    }
 
-    /* a gzip body over the cap as it comes: compressed, it must keep its
-     * Content-Encoding (the filter never saw it) */
+    /* a gzip body over the cap as it comes: on a lookup path 502 too;
+     * elsewhere, compressed, it must keep its Content-Encoding (the filter
+     * never saw it) */
     uint32_t r = 2463534242u; /* xorshift32: printable noise that barely compresses */
     for (size_t i = 0; i < sizeof(big) - 1; i++) {
         r ^= r << 13, r ^= r >> 17, r ^= r << 5;
@@ -852,14 +897,24 @@ test_overflow(void)
     z = gzip(big, strlen(big), &zlen);
     if (!ok(z != NULL && zlen > 4096, "incompressible input (%zu)", zlen))
         goto end;
-    if (setup(&fx, "external", LOOKUP_PATH) != 0)
-        goto end;
-    out = respond(&fx, 200, "application/json", "gzip", z, zlen, 1500);
-    ok(same_bytes(out, z, zlen), "compressed bytes passed through unchanged");
-    ok_str(header(&fx, "Content-Encoding"), "gzip", "Content-Encoding kept");
-    ok(fx.x.body_overflows == 1 && fx.x.rewrites == 0, "overflow counted, no rewrite");
-    evbuffer_free(out);
-    teardown(&fx);
+    for (int lookup = 1; lookup >= 0; lookup--) {
+        if (setup(&fx, "external", lookup ? LOOKUP_PATH : OTHER_JSON_PATH) != 0)
+            goto end;
+        want_verdict = lookup ? LK_FLT_REPLY : LK_FLT_CONTINUE;
+        struct evbuffer *out = respond(&fx, 200, "application/json", "gzip", z, zlen, 1500);
+        want_verdict = LK_FLT_CONTINUE;
+        if (lookup) {
+            ok(got_verdict == LK_FLT_REPLY && fx.x.reply_status == 502 &&
+                   evbuffer_get_length(out) == 0,
+               "gzip, lookup path: 502, nothing went on");
+        } else {
+            ok(same_bytes(out, z, zlen), "gzip, other path: compressed bytes passed through");
+            ok_str(header(&fx, "Content-Encoding"), "gzip", "Content-Encoding kept");
+        }
+        ok(fx.x.body_overflows == 1 && fx.x.rewrites == 0, "overflow counted, no rewrite");
+        evbuffer_free(out);
+        teardown(&fx);
+    }
 end:
     free(z);
 }
