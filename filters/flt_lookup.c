@@ -94,8 +94,9 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
                        "%s: gzip lookup answer not decodable within max_buffer_bytes (%zu); "
                        "answered 502",
                        f->id, x->conf->max_buffer_bytes);
-                lk_xchg_reply(x, 502, "the broker's gzip lookup answer is not decodable within "
-                                      "max_buffer_bytes and cannot be rewritten");
+                lk_xchg_reply(x, 502,
+                              "the broker's gzip lookup answer is not decodable within "
+                              "max_buffer_bytes and cannot be rewritten");
                 evbuffer_free(plain);
                 return LK_FLT_REPLY;
             }

@@ -325,8 +325,9 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
                        "%s: response body over max_buffer_bytes (%zu), which it must rewrite; "
                        "answered 502",
                        f->id, x->conf->max_buffer_bytes);
-                lk_xchg_reply(x, 502, "the broker's answer is over max_buffer_bytes and cannot be "
-                                      "rewritten");
+                lk_xchg_reply(x, 502,
+                              "the broker's answer is over max_buffer_bytes and cannot be "
+                              "rewritten");
                 v = LK_FLT_REPLY;
             } else if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes) {
                 /* Too big to hold: this filter is bypassed and the body

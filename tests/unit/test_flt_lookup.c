@@ -863,8 +863,7 @@ test_overflow(void)
         if (setup(&fx, "external", lookup ? LOOKUP_PATH : OTHER_JSON_PATH) != 0)
             return;
         want_verdict = lookup ? LK_FLT_REPLY : LK_FLT_CONTINUE;
-        struct evbuffer *out =
-            respond(&fx, 200, "application/json", NULL, big, strlen(big), 1024);
+        struct evbuffer *out = respond(&fx, 200, "application/json", NULL, big, strlen(big), 1024);
         want_verdict = LK_FLT_CONTINUE;
         ok(fx.x.body_filters == 1, "buffered");
         if (lookup) {
