@@ -152,8 +152,14 @@ sub pipeline {
         $peak = $v if $v > $peak;
     }
     my $grew = $peak - $base;
-    cmp_ok($grew, '<', $limit_kb, sprintf("$name: the client read nothing for %.1fs: VmRSS grew by $grew kB"
-                                          . " (limit $limit_kb kB)", time - $t0));
+    SKIP: {
+        # as 54-parking.t: ASan keeps freed memory (its quarantine), so each exchange's
+        # pool shows; the access-log check below holds for any build
+        skip "$name: ASan keeps freed memory (quarantine): VmRSS grew by $grew kB, not measured", 1
+            if $ENV{LOOKOUT_SANITIZED};
+        cmp_ok($grew, '<', $limit_kb, sprintf("$name: the client read nothing for %.1fs: VmRSS grew by $grew kB"
+                                              . " (limit $limit_kb kB)", time - $t0));
+    }
     # The access log: lookout answered none of them for a second, with some left.
     ok($done == $mark && $done < @$reqs, "$name: lookout stopped answering, at $done of " . @$reqs . " requests");
     my $other = curl('-H', $H1, "http://127.0.0.1:$s/test/headers");
