@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# 145-http-bounds.t: what lookout holds for one HTTP connection stays bounded whatever the
+# 147-http-bounds.t: what lookout holds for one HTTP connection stays bounded whatever the
 # client or the broker sends (CONTRACT §6: "bounded by a small constant plus a per-worker
 # budget"; "no input, however hostile, ... affects other clients").
 #  - A client that pipelines thousands of requests and reads none of the answers: lookout
