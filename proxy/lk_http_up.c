@@ -357,15 +357,15 @@ on_response_head(struct lk_hx *hx)
      * would leave with Transfer-Encoding, hop-by-hop, and the client get
      * coded bytes as if plain (and the leak guard scan them so). */
     if (!hx->res_no_body && lk_http_te_only_chunked(res) != 0) {
-        char reason[200], sample[80];
+        char sample[80];
         const struct lk_str *te = lk_http_find_id(res, LK_HDR_TRANSFER_ENCODING);
         hx->upstream_error = "unsupported transfer coding";
-        snprintf(reason, sizeof(reason),
-                 "broker %s answered with a transfer coding other than chunked alone",
-                 hx->x.broker->name);
-        lk_log(LK_WARN, hc->c, "%s (Transfer-Encoding: %s)", reason,
-               lk_log_sanitize(sample, te->p, te->len, 64));
-        lk_hx_reply_error(hx, 502, reason, 1);
+        lk_log(LK_WARN, hc->c,
+               "broker %s answered with a transfer coding other than chunked alone "
+               "(Transfer-Encoding: %s)",
+               hx->x.broker->name, lk_log_sanitize(sample, te->p, te->len, 64));
+        reply_broker_error(hx, 502, "broker answered with a transfer coding other than chunked alone",
+                           "", 1);
         return;
     }
     lk_http_strip_hop_by_hop(res);

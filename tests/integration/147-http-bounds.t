@@ -252,6 +252,8 @@ subtest 'a response transfer coding other than chunked alone gets 502' => sub {
         ($raw, $r) = get3("/te=$te");
         lookout_error_ok($r, 502, "Transfer-Encoding: $shown: 502");
         unlike($raw, qr/hello/, '... and not the coded body');
+        like($r->{body} // '', qr/transfer coding other than chunked alone/, '... saying why');
+        unlike($r->{body} // '', qr{prod/b3}, '... naming no broker');
         like(Lookout::log_since($lk, $from), qr/\[warn\] broker prod\/b3 answered with a transfer coding other than chunked alone \(Transfer-Encoding: \Q$shown\E\)/,
              '... logged');
     }
