@@ -3,7 +3,7 @@
  * lk_http_parser (response mode) and run through the default filter chain
  * (listener, lookup, location, leak_guard) over the fixed listener map of
  * fuzz_util.c, the way proxy/lk_http_up.c drives it with no sockets: interim
- * responses skipped, hop-by-hop fields stripped, the response head hook,
+ * (1xx) and 101 heads through the filters' interim hook, hop-by-hop fields stripped, the response head hook,
  * then the body hook in the pieces the parser delivers, last = 1 at the end
  * (or at EOF for a close-delimited body).  The head is taken when the engine
  * would send it: at once, or (when a filter may change the body) at the
@@ -17,7 +17,8 @@
  * Invariants: no crash, leak or undefined behaviour; with leak_guard =
  * rewrite and a selected listener other than the internal one, no internal
  * host:port of the map (with a replacement on that listener) appears in the
- * header fields sent or in a text body sent identity-encoded; with
+ * heads sent (interim ones too, reason phrases included) or in a text body
+ * sent identity-encoded; with
  * leak_guard = log, a text body read identity-encoded that names the
  * binary-only broker b5 by a brokerId (10.0.0.15 with a port, by a naive
  * reading of the rule) counts a leak, in whatever pieces it came; when no
@@ -56,6 +57,7 @@ struct run {
     struct evbuffer *in, *out; /* body into the chain, body out of it */
     struct evbuffer *raw;      /* every decoded body byte the parser gave */
     struct evbuffer *head;     /* the head as sent */
+    struct evbuffer *interim;  /* the interim (1xx) and 101 heads as sent */
     int head_seen, head_sent, no_body, failed;
 };
 
@@ -116,6 +118,23 @@ on_head(struct run *r, int head_method)
     if (r->no_body || x->body_changers == 0)
         send_head(r);
     return 0;
+}
+
+/* An interim (1xx) or 101 head, as on_response_head() of proxy/lk_http_up.c
+ * gives it to the filters' interim hook: sent unless a filter refuses it
+ * (dropped), or the exchange ends (an error). */
+static void
+on_interim(struct run *r)
+{
+    struct lk_xchg *x = r->x;
+
+    lk_http_strip_hop_by_hop(&x->res);
+    enum lk_flt_verdict v = lk_flt_run_res_interim(x);
+    LK_FUZZ_CHECK(lk_http_index_ok(&x->res));
+    if (v == LK_FLT_CONTINUE)
+        lk_http_write_head(&x->res, r->interim);
+    else if (v != LK_FLT_REPLY)
+        r->failed = 1;
 }
 
 /* The patterns that must not survive in rewrite mode: internal addresses
@@ -183,6 +202,15 @@ check(struct run *r, int done)
     const char *pats[64];
     size_t lens[64];
 
+    int rewrite = x->cluster->leak_guard == LK_LEAK_REWRITE && x->listener_name != NULL &&
+                  strcmp(x->listener_name, x->cluster->internal_listener) != 0;
+    size_t npats = rewrite ? forbidden(x, pats, lens, 64) : 0;
+    /* The interim heads sent, status lines and reason phrases included:
+     * the guard reads them as it reads a final head. */
+    if (rewrite)
+        LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats,
+                                         (const char *)evbuffer_pullup(r->interim, -1),
+                                         evbuffer_get_length(r->interim), NULL, NULL) == 0);
     if (r->failed || !r->head_sent)
         return;
     if (x->body_changers == 0 && done && !r->no_body) {
@@ -194,19 +222,14 @@ check(struct run *r, int done)
     if (x->cluster->leak_guard == LK_LEAK_LOG && done && guard_read(x))
         LK_FUZZ_CHECK(x->leaks != 0 || !naive_broker_id((const char *)evbuffer_pullup(r->out, -1),
                                                         evbuffer_get_length(r->out)));
-    if (x->cluster->leak_guard != LK_LEAK_REWRITE || x->listener_name == NULL ||
-        strcmp(x->listener_name, x->cluster->internal_listener) == 0)
+    if (!rewrite)
         return;
-    size_t npats = forbidden(x, pats, lens, 64);
-    /* the header fields as sent, without the status line: each value is
-     * scanned on its own, and a line break is a boundary for the rule */
+    /* the head as sent, its reason phrase too: each value is scanned on
+     * its own, and a line break is a boundary for the rule */
     size_t hlen = evbuffer_get_length(r->head);
     const char *head = (const char *)evbuffer_pullup(r->head, -1);
-    const char *fields = memchr(head, '\n', hlen);
-    LK_FUZZ_CHECK(fields != NULL);
-    fields++;
-    LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, fields, hlen - (size_t)(fields - head),
-                                     NULL, NULL) == 0);
+    LK_FUZZ_CHECK(memchr(head, '\n', hlen) != NULL);
+    LK_FUZZ_CHECK(lk_fuzz_naive_find(pats, lens, npats, head, hlen, NULL, NULL) == 0);
     /* The body, when the guard read it as it is (text, identity) and it
      * ended: a body cut short (the connection closes on a malformed or
      * truncated response) may end in "10.0.0.11:6650" whose next byte, a
@@ -251,6 +274,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.out = evbuffer_new();
     r.raw = evbuffer_new();
     r.head = evbuffer_new();
+    r.interim = evbuffer_new();
     lk_http_parser_init(&p, 0, conf->max_header_bytes);
     lk_http_parser_next(&p, &x->res);
     p.no_body = head_method;
@@ -282,8 +306,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (ev == LK_HTTP_HEAD) {
             LK_FUZZ_CHECK(lk_http_fields_ok(&x->res));
-            if (x->res.status >= 100 && x->res.status < 200)
-                continue; /* interim (101 ends below, with UPGRADE) */
+            if (x->res.status >= 100 && x->res.status < 200) {
+                on_interim(&r); /* interim (101 ends below, with UPGRADE) */
+                if (r.failed)
+                    break;
+                continue;
+            }
             if (on_head(&r, head_method) != 0)
                 break;
             continue;
@@ -310,5 +338,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     evbuffer_free(r.out);
     evbuffer_free(r.raw);
     evbuffer_free(r.head);
+    evbuffer_free(r.interim);
     return 0;
 }
