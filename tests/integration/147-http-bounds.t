@@ -7,7 +7,8 @@
 #    pile up in memory (VmRSS, and how much of the requests lookout took, stay small);
 #    another client is served meanwhile; once the client reads, every request is answered,
 #    in order. Two shapes: 421s lookout makes itself, and proxied answers that come whole
-#    in one read from the broker.
+#    in one read from the broker. The 421s over TLS too (lookout terminating it on an
+#    https bind): the decrypted answers wait in lookout's TLS layer, not the kernel's.
 #  - A broker that sends interim (1xx) responses without end: past 8, 502 (each is parsed
 #    into the exchange's memory); 8 still pass to the client.
 #  - A response whose transfer coding is not chunked alone ("gzip, chunked", gzip): 502,
@@ -32,9 +33,12 @@ use Lookout;
 use PulsarBroker;
 
 plan skip_all => 'needs /proc' unless -r "/proc/$$/status";
+need_modules('IO::Socket::SSL');
+require IO::Socket::SSL;
 
+my $certs = test_certs();
 my $dir = tmp_dir();
-my ($p1, $p3, $s) = free_ports(3);
+my ($p1, $p3, $s, $t) = free_ports(4);
 my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ "127.0.0.1:$p1" ]);
 
 # A fast broker for b3: every request for /n=N gets 200 with a body of N bytes, head and
@@ -87,10 +91,12 @@ my $fast = fast_broker($p3);
 END { kill 'TERM', $fast if $fast }
 
 # b1 (the fake broker) and b3 (fast_broker) share one plaintext socket, told apart by
-# Host: any other Host gets 421.
+# Host: any other Host gets 421; and one https socket, the same by SNI then Host.
 my $lk = start_lookout(dir => $dir, conf => <<"EOF");
 [lookout]
 workers = 1
+tls.certificate = $certs->{edge_crt}
+tls.key = $certs->{edge_key}
 timeout.response = 10s
 timeout.idle = 30s
 log.buffer = 0
@@ -101,31 +107,36 @@ lookupListenerName = external
 bind = 127.0.0.1
 
 [broker prod/b1]
-advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s
+advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s,external:https://b1.lookout.test:$t
 
 [broker prod/b3]
-advertisedListeners = internal:http://127.0.0.1:$p3,external:http://b3.lookout.test:$s
+advertisedListeners = internal:http://127.0.0.1:$p3,external:http://b3.lookout.test:$s,external:https://b3.lookout.test:$t
 EOF
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start');
 my $pid = $lk->pid;
 my $H1 = "Host: b1.lookout.test:$s";
 my $H3 = "Host: b3.lookout.test:$s";
 
-# pipeline(REQS, PAUSE, LIMIT_KB): one connection sends the requests of REQS (a list of
-# [bytes, expected status, expected Content-Length or undef]) as fast as lookout takes
-# them and reads nothing for PAUSE seconds; meanwhile another client must be served. Then
-# it reads every answer. Checks the growth of lookout's VmRSS in the pause (under
-# LIMIT_KB), that lookout stopped answering (its access log), and that the answers match
-# REQS in order.
+# pipeline(REQS, PAUSE, LIMIT_KB[, tls => SNI]): one connection sends the requests of
+# REQS (a list of [bytes, expected status, expected Content-Length or undef]) as fast as
+# lookout takes them and reads nothing for PAUSE seconds; meanwhile another client must be
+# served. Then it reads every answer. Checks the growth of lookout's VmRSS in the pause
+# (under LIMIT_KB), that lookout stopped answering (its access log), and that the answers
+# match REQS in order. With tls, the connection is TLS to the https socket, with that SNI.
 sub pipeline {
-    my ($name, $reqs, $pause, $limit_kb) = @_;
+    my ($name, $reqs, $pause, $limit_kb, %o) = @_;
     my $all = join '', map { $_->[0] } @$reqs;
     my $base = rss_kb($pid);
     # A small receive buffer, set before the handshake (the window scale follows it): the
     # kernel holds less of lookout's answers, so lookout's own memory shows them.
     my $sock = IO::Socket::INET->new(Proto => 'tcp') or return fail("$name: socket: $!");
     setsockopt($sock, SOL_SOCKET, SO_RCVBUF, 8192);
-    $sock->connect(pack_sockaddr_in($s, inet_aton('127.0.0.1'))) or return fail("$name: connect: $!");
+    $sock->connect(pack_sockaddr_in($o{tls} ? $t : $s, inet_aton('127.0.0.1'))) or return fail("$name: connect: $!");
+    if ($o{tls}) {
+        IO::Socket::SSL->start_SSL($sock, SSL_hostname => $o{tls}, SSL_ca_file => $certs->{edge_ca},
+                                   SSL_verifycn_name => $o{tls}, Timeout => 10)
+            or return fail("$name: TLS handshake: " . IO::Socket::SSL::errstr());
+    }
     $sock->blocking(0);
     local $SIG{PIPE} = 'IGNORE';
     my $sent = 0;
@@ -162,7 +173,9 @@ sub pipeline {
     }
     # The access log: lookout answered none of them for a second, with some left.
     ok($done == $mark && $done < @$reqs, "$name: lookout stopped answering, at $done of " . @$reqs . " requests");
-    my $other = curl('-H', $H1, "http://127.0.0.1:$s/test/headers");
+    my $other = $o{tls}
+        ? curl('--cacert', $certs->{edge_ca}, '--resolve', "b1.lookout.test:$t:127.0.0.1", "https://b1.lookout.test:$t/test/headers")
+        : curl('-H', $H1, "http://127.0.0.1:$s/test/headers");
     is($other->{status}, 200, "$name: another client is served meanwhile");
 
     # Now read everything, sending the rest as lookout takes it.
@@ -170,7 +183,9 @@ sub pipeline {
     my $want = @$reqs;
     my $end = time + 120;
     while (@got < $want && time < $end) {
-        my ($r, $w) = IO::Select->select($sel, $sent < length $all ? $sel : undef, undef, 1);
+        # (TLS: bytes already decrypted but not yet read show to no select)
+        my ($r, $w) = $o{tls} && $sock->pending ? ([ $sock ], [])
+                    : IO::Select->select($sel, $sent < length $all ? $sel : undef, undef, 1);
         if ($w && @$w) {
             my $n = syswrite($sock, $all, 262144, $sent);
             $sent += $n if $n;
@@ -207,6 +222,14 @@ subtest 'pipelined 421s that the client does not read' => sub {
     my @reqs = map { [ "GET http://nomatch/ HTTP/1.1\r\nHost: x\r\n\r\n", 421, undef ] } 1 .. 100_000;
     push @reqs, map { [ "GET /n=$_ HTTP/1.1\r\n$H3\r\n\r\n", 200, $_ ] } 1001 .. 1003;
     pipeline('421s', \@reqs, 5, 8 * 1024);
+};
+
+subtest 'pipelined 421s over TLS that the client does not read' => sub {
+    # The same over TLS: SNI b3, so the requests for b3 are proxied; "Host: x" is not
+    # b3's (nor anyone's) name: 421.
+    my @reqs = map { [ "GET http://nomatch/ HTTP/1.1\r\nHost: x\r\n\r\n", 421, undef ] } 1 .. 100_000;
+    push @reqs, map { [ "GET /n=$_ HTTP/1.1\r\nHost: b3.lookout.test:$t\r\n\r\n", 200, $_ ] } 1001 .. 1003;
+    pipeline('TLS 421s', \@reqs, 3, 8 * 1024, tls => 'b3.lookout.test');
 };
 
 subtest 'pipelined proxied answers that the client does not read' => sub {
