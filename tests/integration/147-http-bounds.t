@@ -7,8 +7,8 @@
 #    pile up in memory (VmRSS, and how much of the requests lookout took, stay small);
 #    another client is served meanwhile; once the client reads, every request is answered,
 #    in order. Two shapes: 421s lookout makes itself, and proxied answers that come whole
-#    in one read from the broker. The 421s over TLS too (lookout terminating it on an
-#    https bind): the decrypted answers wait in lookout's TLS layer, not the kernel's.
+#    in one read from the broker. The 421s over TLS too, to a second lookout that
+#    terminates TLS on an https bind (its own VmRSS, not the first one's to reuse).
 #  - A broker that sends interim (1xx) responses without end: past 8, 502 (each is parsed
 #    into the exchange's memory); 8 still pass to the client.
 #  - A response whose transfer coding is not chunked alone ("gzip, chunked", gzip): 502,
@@ -91,12 +91,10 @@ my $fast = fast_broker($p3);
 END { kill 'TERM', $fast if $fast }
 
 # b1 (the fake broker) and b3 (fast_broker) share one plaintext socket, told apart by
-# Host: any other Host gets 421; and one https socket, the same by SNI then Host.
+# Host: any other Host gets 421.
 my $lk = start_lookout(dir => $dir, conf => <<"EOF");
 [lookout]
 workers = 1
-tls.certificate = $certs->{edge_crt}
-tls.key = $certs->{edge_key}
 timeout.response = 10s
 timeout.idle = 30s
 log.buffer = 0
@@ -107,13 +105,38 @@ lookupListenerName = external
 bind = 127.0.0.1
 
 [broker prod/b1]
-advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s,external:https://b1.lookout.test:$t
+advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s
 
 [broker prod/b3]
-advertisedListeners = internal:http://127.0.0.1:$p3,external:http://b3.lookout.test:$s,external:https://b3.lookout.test:$t
+advertisedListeners = internal:http://127.0.0.1:$p3,external:http://b3.lookout.test:$s
 EOF
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start');
 my $pid = $lk->pid;
+
+# The same brokers on one https socket, told apart by SNI then Host, in a lookout of its
+# own: its VmRSS is not what the plaintext subtests' answers left for it to reuse.
+mkdir "$dir/tls" or die "mkdir: $!";
+my $lkt = start_lookout(dir => "$dir/tls", conf => <<"EOF");
+[lookout]
+workers = 1
+timeout.response = 10s
+timeout.idle = 30s
+log.buffer = 0
+tls.certificate = $certs->{edge_crt}
+tls.key = $certs->{edge_key}
+
+[pulsar prod]
+internalListenerName = internal
+lookupListenerName = external
+bind = 127.0.0.1
+
+[broker prod/b1]
+advertisedListeners = internal:http://127.0.0.1:$p1,external:https://b1.lookout.test:$t
+
+[broker prod/b3]
+advertisedListeners = internal:http://127.0.0.1:$p3,external:https://b3.lookout.test:$t
+EOF
+ok($lkt->started, 'lookout (TLS) started') or BAIL_OUT('lookout (TLS) did not start');
 my $H1 = "Host: b1.lookout.test:$s";
 my $H3 = "Host: b3.lookout.test:$s";
 
@@ -122,11 +145,13 @@ my $H3 = "Host: b3.lookout.test:$s";
 # lookout takes them and reads nothing for PAUSE seconds; meanwhile another client must be
 # served. Then it reads every answer. Checks the growth of lookout's VmRSS in the pause
 # (under LIMIT_KB), that lookout stopped answering (its access log), and that the answers
-# match REQS in order. With tls, the connection is TLS to the https socket, with that SNI.
+# match REQS in order. With tls, the connection is TLS to the https socket of the TLS
+# lookout, with that SNI.
 sub pipeline {
     my ($name, $reqs, $pause, $limit_kb, %o) = @_;
+    my ($L, $P) = $o{tls} ? ($lkt, $lkt->pid) : ($lk, $pid);
     my $all = join '', map { $_->[0] } @$reqs;
-    my $base = rss_kb($pid);
+    my $base = rss_kb($P);
     # A small receive buffer, set before the handshake (the window scale follows it): the
     # kernel holds less of lookout's answers, so lookout's own memory shows them.
     my $sock = IO::Socket::INET->new(Proto => 'tcp') or return fail("$name: socket: $!");
@@ -143,7 +168,7 @@ sub pipeline {
     my $peak = 0;
     my $sel = IO::Select->new($sock);
     my $port = $sock->sockport;
-    my $answered = sub { my $n = () = ($lk->log // '') =~ /^\S+ \[info\] 127\.0\.0\.1:$port > /mg; $n };
+    my $answered = sub { my $n = () = ($L->log // '') =~ /^\S+ \[info\] 127\.0\.0\.1:$port > /mg; $n };
     # PAUSE seconds at least, then on while lookout still answers (a sanitizer build
     # takes longer to fill the kernel's buffers), for 30 s at most.
     my ($t0, $mark, $mark_t, $done) = (time, -1, time);
@@ -159,7 +184,7 @@ sub pipeline {
         } else {
             sleep 0.05;
         }
-        my $v = rss_kb($pid) // 0;
+        my $v = rss_kb($P) // 0;
         $peak = $v if $v > $peak;
     }
     my $grew = $peak - $base;
@@ -283,6 +308,8 @@ subtest 'a response transfer coding other than chunked alone gets 502' => sub {
 };
 
 ok($lk->alive, 'lookout still running');
+ok($lkt->alive, 'lookout (TLS) still running');
 $lk->stop;
+$lkt->stop;
 $c->stop;
 done_testing();
