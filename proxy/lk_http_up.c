@@ -37,18 +37,22 @@ res_body_cb(void *arg, const char *at, size_t len)
 static void up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg);
 
 /*
- * The answer to a broker that failed this exchange.  Its reason names no
- * broker and no address (CONTRACT §4: a broker's name from a live map is
- * its internal host:port), as nginx, Envoy and HAProxy never name their
- * upstream to a client: what, and then detail, a fixed text of ours or of
- * the system's.  The log line, the caller's, names the broker.
+ * A broker failed this exchange: "broker NAME <what><detail><note>" at warn
+ * in the error log, and the client gets status with the reason "broker
+ * <what><detail>", which names no broker and no address (a broker's name
+ * from a live map is its internal host:port), as nginx, Envoy and HAProxy
+ * never name their upstream to a client.  what and detail are fixed texts
+ * of ours or of the system's; note, what the broker sent, goes to the log
+ * only.
  */
 static void
-reply_broker_error(struct lk_hx *hx, int status, const char *what, const char *detail, int close)
+broker_error(struct lk_hx *hx, int status, int close, const char *what, const char *detail,
+             const char *note)
 {
     char reason[320]; /* what, and a detail of up to 256 */
 
-    snprintf(reason, sizeof(reason), "%s%s", what, detail);
+    lk_log(LK_WARN, hx->hc->c, "broker %s %s%s%s", hx->x.broker->name, what, detail, note);
+    snprintf(reason, sizeof(reason), "broker %s%s", what, detail);
     lk_hx_reply_error(hx, status, reason, close);
 }
 
@@ -65,11 +69,11 @@ lk_hx_get_upstream(struct lk_hx *hx)
         /* The load rules keep a broker without an internal http or https
          * address off every HTTP route; this is the last guard, never a
          * dial to one of its binary ports. */
-        const char *why = lk_broker_upstream(hx->x.broker, LK_SCHEME_HTTP, c->tls) == NULL
-                              ? ": it has no internal http or https address"
-                              : "";
-        lk_log(LK_WARN, c, "cannot create a connection to broker %s%s", hx->x.broker->name, why);
-        reply_broker_error(hx, 502, "cannot create a connection to the broker", why, 0);
+        broker_error(hx, 502, 0, "cannot be connected to",
+                     lk_broker_upstream(hx->x.broker, LK_SCHEME_HTTP, c->tls) == NULL
+                         ? ": it has no internal http or https address"
+                         : "",
+                     "");
     }
 }
 
@@ -149,10 +153,9 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
         snprintf(reason, sizeof(reason), ": %s%s%s%s", u->error != NULL ? u->error : lk_err_connect,
                  u->why != NULL ? " (" : "", u->why != NULL ? u->why : "",
                  u->why != NULL ? ")" : "");
-        lk_log(LK_WARN, hc->c, "broker %s unreachable%s", hx->x.broker->name, reason);
         lk_upstream_free(hx->up);
         hx->up = NULL;
-        reply_broker_error(hx, 502, "broker unreachable", reason, 0);
+        broker_error(hx, 502, 0, "unreachable", reason, "");
         return;
     }
     lk_http_parser_init(&hx->sp, 0, conf->max_header_bytes);
@@ -326,12 +329,10 @@ on_response_head(struct lk_hx *hx)
     if (res->status >= 100 && res->status < 200) {
         if (++hx->interim > LK_HX_MAX_INTERIM) {
             hx->upstream_error = "too many interim responses";
-            lk_log(LK_WARN, hc->c, "broker %s sent more than %d interim (1xx) responses",
-                   hx->x.broker->name, LK_HX_MAX_INTERIM);
             char detail[64];
             snprintf(detail, sizeof(detail), " more than %d interim (1xx) responses",
                      LK_HX_MAX_INTERIM);
-            reply_broker_error(hx, 502, "broker sent", detail, 1);
+            broker_error(hx, 502, 1, "sent", detail, "");
             return;
         }
         /* Interim responses go to HTTP/1.1 clients through the filters'
@@ -357,15 +358,13 @@ on_response_head(struct lk_hx *hx)
      * would leave with Transfer-Encoding, hop-by-hop, and the client get
      * coded bytes as if plain (and the leak guard scan them so). */
     if (!hx->res_no_body && lk_http_te_only_chunked(res) != 0) {
-        char sample[80];
+        char sample[80], note[100];
         const struct lk_str *te = lk_http_find_id(res, LK_HDR_TRANSFER_ENCODING);
         hx->upstream_error = "unsupported transfer coding";
-        lk_log(LK_WARN, hc->c,
-               "broker %s answered with a transfer coding other than chunked alone "
-               "(Transfer-Encoding: %s)",
-               hx->x.broker->name, lk_log_sanitize(sample, te->p, te->len, 64));
-        reply_broker_error(hx, 502, "broker answered with a transfer coding other than chunked alone",
-                           "", 1);
+        snprintf(note, sizeof(note), " (Transfer-Encoding: %s)",
+                 lk_log_sanitize(sample, te->p, te->len, 64));
+        broker_error(hx, 502, 1, "answered with a transfer coding other than chunked alone", "",
+                     note);
         return;
     }
     lk_http_strip_hop_by_hop(res);
@@ -475,9 +474,7 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
             hx->upstream_error = hx->sp.error;
             /* sp.error is our parser's or llhttp's fixed text, never input */
             snprintf(detail, sizeof(detail), ": %s", hx->sp.error);
-            lk_log(LK_WARN, hc->c, "malformed response from broker %s%s", hx->x.broker->name,
-                   detail);
-            reply_broker_error(hx, 502, "malformed response from the broker", detail, 1);
+            broker_error(hx, 502, 1, "sent a malformed response", detail, "");
             return;
         }
         }
@@ -528,8 +525,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
         hx->upstream_error = "timed out";
         lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_TIMEOUT);
         snprintf(detail, sizeof(detail), " within %u ms", hc->c->conf->timeout_response_ms);
-        lk_log(LK_WARN, hc->c, "broker %s did not answer%s", hx->x.broker->name, detail);
-        reply_broker_error(hx, 504, "broker did not answer", detail, 1);
+        broker_error(hx, 504, 1, "did not answer", detail, "");
         return;
     }
     if (what & BEV_EVENT_EOF) {
@@ -553,6 +549,5 @@ up_event(struct bufferevent *bev, short what, void *arg)
     lk_upstream_error(hc->c->rt, hx->x.broker, LK_UPERR_RESET);
     snprintf(detail, sizeof(detail), ": %s %s", hx->upstream_error,
              hx->res_head_seen ? "mid-response" : "before responding");
-    lk_log(LK_WARN, hc->c, "broker %s failed%s", hx->x.broker->name, detail);
-    reply_broker_error(hx, 502, "broker failed", detail, 1);
+    broker_error(hx, 502, 1, "failed", detail, "");
 }
