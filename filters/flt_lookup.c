@@ -61,13 +61,12 @@ on_res_headers(struct lk_flt *f, struct lk_xchg *x, struct lk_http_msg *res)
     enum lk_coding coding = lk_http_content_coding(res);
     if (coding != LK_CODING_IDENTITY && coding != LK_CODING_GZIP)
         return LK_FLT_CONTINUE; /* deflate, br, stacked codings: left alone */
-    /* Content-Encoding stays for now: a body over max_buffer_bytes off the
-     * lookup paths passes through as the broker sent it, still compressed,
-     * without our body hook running.  on_res_body removes the field once it
-     * has decoded the body. */
     /* A lookup path's answer is LookupData: one too big to rewrite gets
-     * 502 (the runner), never its internal brokerUrl; a JSON answer
-     * elsewhere is only sniffed, and one too big to be LookupData passes. */
+     * 502 (the runner), never its internal brokerUrl.  A JSON answer
+     * elsewhere is only sniffed: one over max_buffer_bytes passes through
+     * as the broker sent it, still compressed, without our body hook
+     * running.  Content-Encoding stays for now: on_res_body removes the
+     * field once it has decoded the body. */
     if (lk_lookup_target(x->req.target))
         lk_flt_need_body(x, f);
     else

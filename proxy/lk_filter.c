@@ -317,27 +317,28 @@ lk_flt_run_res_body(struct lk_xchg *x, struct evbuffer *in, struct evbuffer *out
         if (acc != cur)
             evbuffer_add_buffer(acc, cur);
         if (s->body == LK_BODY_BUFFER && !s->overflowed) {
-            if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes && s->needed) {
-                /* Too big to hold, and it may not pass as it came. */
+            if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes) {
                 s->overflowed = 1;
                 x->body_overflows++;
-                lk_log(LK_WARN, x->conn,
-                       "%s: response body over max_buffer_bytes (%zu), which it must rewrite; "
-                       "answered 502",
-                       f->id, x->conf->max_buffer_bytes);
-                lk_xchg_reply(x, 502,
-                              "the broker's answer is over max_buffer_bytes and cannot be "
-                              "rewritten");
-                v = LK_FLT_REPLY;
-            } else if (evbuffer_get_length(acc) > x->conf->max_buffer_bytes) {
-                /* Too big to hold: this filter is bypassed and the body
-                 * flows on unchanged, never truncated. */
-                s->overflowed = 1;
-                x->body_overflows++;
-                lk_log(LK_WARN, x->conn,
-                       "%s: response body over max_buffer_bytes (%zu); passed through unchanged",
-                       f->id, x->conf->max_buffer_bytes);
-                evbuffer_add_buffer(next, acc);
+                if (s->needed) {
+                    /* Too big to hold, and it may not pass as it came. */
+                    lk_log(LK_WARN, x->conn,
+                           "%s: response body over max_buffer_bytes (%zu), which it must "
+                           "rewrite; answered 502",
+                           f->id, x->conf->max_buffer_bytes);
+                    lk_xchg_reply(x, 502,
+                                  "the broker's answer is over max_buffer_bytes and cannot be "
+                                  "rewritten");
+                    v = LK_FLT_REPLY;
+                } else {
+                    /* Too big to hold: this filter is bypassed and the
+                     * body flows on unchanged, never truncated. */
+                    lk_log(LK_WARN, x->conn,
+                           "%s: response body over max_buffer_bytes (%zu); passed through "
+                           "unchanged",
+                           f->id, x->conf->max_buffer_bytes);
+                    evbuffer_add_buffer(next, acc);
+                }
             } else if (last) {
                 unsigned before = x->rewrites;
                 v = f->ops->http_res_body(f, x, acc, next, 1);
