@@ -184,6 +184,23 @@ lk_pair_connect(struct lk_pair *p)
                          "protocol); closing");
 }
 
+/* q (p's hw or cw) holds n bytes now: 1 when the budget says it may not
+ * read on (it is queued), else 0. */
+static int
+hold_wait(struct lk_pair *p, struct lk_hold_waiter *q, size_t n)
+{
+    struct lk_hold *h = &p->c->w->hold;
+
+    lk_hold_set(h, q, n);
+    return !lk_hold_may_read(h, q, p->c->conf->max_held_bytes);
+}
+
+int
+lk_pair_hold_wait(struct lk_pair *p, size_t n)
+{
+    return p->paused = hold_wait(p, &p->hw, n);
+}
+
 void
 lk_pair_hold_release(struct lk_pair *p)
 {
@@ -194,16 +211,14 @@ lk_pair_hold_release(struct lk_pair *p)
 int
 lk_pair_client_wait(struct lk_pair *p, size_t n)
 {
-    struct lk_hold *h = &p->c->w->hold;
-
-    lk_hold_set(h, &p->cw, n);
-    p->cpaused = !lk_hold_may_read(h, &p->cw, p->c->conf->max_held_bytes);
-    return p->cpaused;
+    return p->cpaused = hold_wait(p, &p->cw, n);
 }
 
 void
 lk_pair_client_release(struct lk_pair *p)
 {
+    if (p->cw.counted == 0 && !p->cpaused)
+        return; /* nothing counted, so not queued nor owner (lk_hold.h) */
     p->cpaused = 0;
     lk_hold_release(&p->c->w->hold, &p->cw, p->c->conf->max_held_bytes);
 }

@@ -67,6 +67,10 @@ struct lk_pair {
  * idle as before. */
 void lk_pair_start(struct lk_pair *p, const struct lk_pair_ops *ops, struct lk_conn *c,
                    struct timeval idle);
+/* n bytes of a frame from the broker are held whole (counted against the
+ * worker's budget): 0 while the broker may be read on, 1 when it may not
+ * (paused, until the budget has room: ops->responses runs again). */
+int lk_pair_hold_wait(struct lk_pair *p, size_t n);
 /* What p holds, off the worker's budget; those waiting may go on. */
 void lk_pair_hold_release(struct lk_pair *p);
 /* n bytes of a frame from the client wait in its input, for the rest of
@@ -76,7 +80,8 @@ void lk_pair_hold_release(struct lk_pair *p);
  * until the budget has room: ops->requests runs again). */
 int lk_pair_client_wait(struct lk_pair *p, size_t n);
 /* Nothing of a frame from the client waits any more (it has moved, or the
- * pair closes): what was counted for it leaves the budget. */
+ * pair closes): what was counted for it leaves the budget (nothing to do
+ * when nothing was). */
 void lk_pair_client_release(struct lk_pair *p);
 /* Connects to p->broker (another of the cluster's when any_broker and it
  * cannot be reached); once connected, ops->requests runs. */

@@ -36,7 +36,6 @@
 #include "lk_broker.h"
 #include "lk_clock.h"
 #include "lk_conn.h"
-#include "lk_hold.h"
 #include "lk_io.h"
 #include "lk_location.h"
 #include "lk_log.h"
@@ -84,18 +83,6 @@ struct pconn {
     struct evbuffer *held;
 };
 
-/* have bytes of a broker's frame to be held are in: counted; 0 while the
- * budget lets it read on, else 1 (paused until lk_pair resumes it). */
-static int
-hold_wait(struct pconn *p, size_t have)
-{
-    struct lk_hold *h = &p->pr.c->w->hold;
-
-    lk_hold_set(h, &p->pr.hw, have);
-    p->pr.paused = !lk_hold_may_read(h, &p->pr.hw, p->pr.c->conf->max_held_bytes);
-    return p->pr.paused;
-}
-
 /* What of a frame from the client may wait in its input before it counts
  * against the worker's budget: commands are small (a few hundred bytes;
  * a schema or auth data may be larger), so the common ones never ask. */
@@ -110,7 +97,7 @@ client_wait(struct pconn *p, size_t have)
 {
     if (have > LK_PULSAR_WAIT_FREE)
         lk_pair_client_wait(&p->pr, have);
-    else if (p->pr.cw.counted != 0)
+    else
         lk_pair_client_release(&p->pr);
 }
 
@@ -526,7 +513,7 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                     if (from_client)
                         client_wait(p, len);
                     else
-                        hold_wait(p, len);
+                        lk_pair_hold_wait(&p->pr, len);
                     s->waiting = 1;
                     return 0;
                 }
@@ -537,7 +524,7 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                     p->held = evbuffer_new();
                 evbuffer_remove_buffer(in, p->held, whole);
                 len -= whole;
-                if (from_client && p->pr.cw.counted != 0)
+                if (from_client)
                     lk_pair_client_release(&p->pr);
                 view(in, v, &cur, &seen);
                 int rc = from_client ? client_lookup(p, out) : broker_command(p, s->type, out);
@@ -547,7 +534,7 @@ pump_frames(struct pconn *p, int from_client, struct evbuffer *in, struct evbuff
                     return -1;
                 continue;
             }
-            if (from_client && p->pr.cw.counted != 0)
+            if (from_client)
                 lk_pair_client_release(&p->pr); /* it moves now */
             s->left = (uint64_t)s->total + 4;
             s->frames++;
