@@ -137,32 +137,59 @@ any_port_new(struct lk_guard *conf, const struct lk_cluster *cl)
 }
 
 /*
- * The clusters whose brokers' internal addresses cl's guard looks for: cl
- * first (a pattern repeating an earlier one reports the earlier's id, so
- * an address two clusters share is cl's broker's), then, for a cluster
- * with HTTP, every other one with HTTP.  A broker of one cluster may
- * redirect or point to a broker of another (a 307 across clusters, an
- * error text naming a peer): that is an internal address all the same, as
- * the binary answers' check (lk_guard_frame.c check_url) already holds.
- * Every chain is built anew with its config, a live map's included, so
- * the patterns follow every cluster's map.  *n is set to the count.
+ * Whether cl's guard also looks for the internal addresses of another
+ * cluster o's brokers (its own it always does): for a cluster with HTTP,
+ * every other one with HTTP.  A broker of one cluster may redirect or point to a broker of
+ * another (a 307 across clusters, an error text naming a peer): that is an
+ * internal address all the same, as the binary answers' check
+ * (lk_guard_frame.c check_url) already holds.  Every chain is built anew
+ * with its config, a live map's included, so the patterns follow every
+ * cluster's map.
  */
-static const struct lk_cluster **
-guarded_clusters(const struct lk_cluster *cl, size_t *n)
+static int
+guards_other(const struct lk_cluster *cl, const struct lk_cluster *o)
 {
-    size_t all = cl->conf != NULL ? cl->conf->nclusters : 0;
-    const struct lk_cluster **v = lk_xcalloc(all + 1, sizeof(*v));
+    return o != cl && (cl->proto & LK_PROTO_HTTP) && (o->proto & LK_PROTO_HTTP);
+}
 
-    v[0] = cl;
-    *n = 1;
-    if (!(cl->proto & LK_PROTO_HTTP))
-        return v;
-    for (size_t k = 0; k < all; k++) {
-        const struct lk_cluster *o = cl->conf->clusters[k];
-        if (o != cl && (o->proto & LK_PROTO_HTTP))
-            v[(*n)++] = o;
+/* The patterns of cluster c's brokers' internal addresses, made from
+ * conf->targets[n] on (pats, lens and flags alike); the new n.  cl's
+ * own come first, so that an address two clusters share is reported as
+ * its broker's (a repeated pattern reports the first's id). */
+static size_t
+cluster_targets(struct lk_guard *conf, const struct lk_cluster *c, const char **pats, size_t *lens,
+                unsigned *flags, size_t n)
+{
+    for (size_t i = 0; i < c->nbrokers; i++) {
+        const struct lk_broker *b = c->brokers[i];
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+            const struct lk_url *u = b->internal->addr[sc];
+            if (u == NULL)
+                continue;
+            /* Two forms: the URL, so that a rewrite can change the scheme
+             * with the address, and the bare host:port (the broker list of
+             * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
+            for (int url = 1; url >= 0; url--) {
+                conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc,         url, 0,
+                                                            u, url ? u->text : u->hostport};
+                pats[n] = conf->targets[n].text;
+                lens[n] = strlen(pats[n]);
+                n++;
+            }
+            /* Kafka answers hold a host as a string and its port as an
+             * integer after it (Metadata's Brokers, DescribeQuorum's
+             * Listeners): a third form, for the answers read as bytes.
+             * Kafka clusters have no text to scan, so it meets no text. */
+            if (c->proto == LK_PROTO_KAFKA) {
+                conf->targets[n] =
+                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
+                pats[n] = u->host;
+                lens[n] = strlen(u->host);
+                flags[n++] = LK_MATCH_RAW;
+            }
+        }
     }
-    return v;
+    return n;
 }
 
 struct lk_guard *
@@ -171,12 +198,13 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     struct lk_guard *conf;
     const char **pats;
     unsigned *flags;
-    size_t *lens, n = 0, max = 0, ncl;
-    const struct lk_cluster **cls = guarded_clusters(cl, &ncl);
+    size_t *lens, n, max = cl->nbrokers * LK_SCHEME__COUNT * 3;
+    size_t nclusters = cl->conf != NULL ? cl->conf->nclusters : 0;
     char msg[256];
 
-    for (size_t k = 0; k < ncl; k++)
-        max += cls[k]->nbrokers * LK_SCHEME__COUNT * 3;
+    for (size_t k = 0; k < nclusters; k++)
+        if (guards_other(cl, cl->conf->clusters[k]))
+            max += cl->conf->clusters[k]->nbrokers * LK_SCHEME__COUNT * 3;
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = mode;
     any_port_new(conf, cl);
@@ -184,37 +212,10 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
     lens = lk_xcalloc(max + conf->nany_port + 1, sizeof(*lens));
     flags = lk_xcalloc(max + conf->nany_port + 1, sizeof(*flags));
-    for (size_t k = 0; k < ncl; k++) {
-        for (size_t i = 0; i < cls[k]->nbrokers; i++) {
-            const struct lk_broker *b = cls[k]->brokers[i];
-            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-                const struct lk_url *u = b->internal->addr[sc];
-                if (u == NULL)
-                    continue;
-                /* Two forms: the URL, so that a rewrite can change the scheme
-                 * with the address, and the bare host:port (the broker list of
-                 * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
-                for (int url = 1; url >= 0; url--) {
-                    conf->targets[n] = (struct lk_guard_target){
-                        b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport};
-                    pats[n] = conf->targets[n].text;
-                    lens[n] = strlen(pats[n]);
-                    n++;
-                }
-                /* Kafka answers hold a host as a string and its port as an
-                 * integer after it (Metadata's Brokers, DescribeQuorum's
-                 * Listeners): a third form, for the answers read as bytes.
-                 * Kafka clusters have no text to scan, so it meets no text. */
-                if (cls[k]->proto == LK_PROTO_KAFKA) {
-                    conf->targets[n] =
-                        (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
-                    pats[n] = u->host;
-                    lens[n] = strlen(u->host);
-                    flags[n++] = LK_MATCH_RAW;
-                }
-            }
-        }
-    }
+    n = cluster_targets(conf, cl, pats, lens, flags, 0);
+    for (size_t k = 0; k < nclusters; k++)
+        if (guards_other(cl, cl->conf->clusters[k]))
+            n = cluster_targets(conf, cl->conf->clusters[k], pats, lens, flags, n);
     conf->ntargets = n;
     for (size_t i = 0; i < conf->nany_port; i++) {
         pats[n] = conf->any_port_text[i];
@@ -222,7 +223,6 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
         flags[n++] = LK_MATCH_RAW;
     }
     conf->match = lk_match_new_flags(pats, lens, flags, n, msg, sizeof(msg));
-    free(cls);
     free(pats);
     free(lens);
     free(flags);
@@ -495,8 +495,19 @@ struct text_find {
     const struct lk_str *header;
     enum lk_guard_verdict v;
     const char *refused; /* block's log text for a refusal (block()) */
-    int whole;           /* rewrite: a find replaces the whole value (a reason phrase) */
+    int whole; /* rewrite: 1, a find replaces the whole value (a reason phrase); 2, it did */
 };
+
+/* rewrite: a find in a reason phrase (tf->whole) is not rewritten in
+ * place, the whole phrase is replaced by the standard one (scan_header). */
+static void
+reason_replaced(struct text_find *tf, const struct lk_broker *b, const char *text)
+{
+    (*lk_guard_fill(tf->x)->rewrites)++;
+    report(tf->x, tf->g, LK_DEBUG, b, text, tf->header,
+           "replaced by the standard reason phrase (leak_guard = rewrite)");
+    tf->whole = 2;
+}
 
 static int
 text_any_port(void *arg, const struct lk_broker *b, const char *text)
@@ -512,10 +523,7 @@ text_any_port(void *arg, const struct lk_broker *b, const char *text)
         return 1;
     case LK_LEAK_REWRITE:
         if (tf->whole) {
-            (*lk_guard_fill(x)->rewrites)++;
-            report(x, g, LK_DEBUG, b, text, tf->header,
-                   "replaced by the standard reason phrase (leak_guard = rewrite)");
-            tf->whole = 2;
+            reason_replaced(tf, b, text);
             return 0;
         }
         report(x, g, LK_WARN, b, text, tf->header,
@@ -568,10 +576,7 @@ scan_header(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_s
             return block(x, g, t->broker, t->text, &h->name, 0, refused);
         case LK_LEAK_REWRITE:
             if (std != NULL) {
-                (*lk_guard_fill(x)->rewrites)++;
-                report(x, g, LK_DEBUG, t->broker, t->text, &h->name,
-                       "replaced by the standard reason phrase (leak_guard = rewrite)");
-                tf.whole = 2;
+                reason_replaced(&tf, t->broker, t->text);
                 break;
             }
             if (start >= done && (to = replacement(x, t)) != NULL) {
