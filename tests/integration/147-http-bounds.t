@@ -92,50 +92,39 @@ END { kill 'TERM', $fast if $fast }
 
 # b1 (the fake broker) and b3 (fast_broker) share one plaintext socket, told apart by
 # Host: any other Host gets 421.
-my $lk = start_lookout(dir => $dir, conf => <<"EOF");
+# A lookout in front of b1 and b3 on one socket (port $port, external scheme $scheme),
+# told apart by Host (and SNI with TLS); extra: more [lookout] keys.
+sub bounds_conf {
+    my ($scheme, $port, $extra) = @_;
+    return <<"EOF";
 [lookout]
 workers = 1
 timeout.response = 10s
 timeout.idle = 30s
 log.buffer = 0
-
+$extra
 [pulsar prod]
 internalListenerName = internal
 lookupListenerName = external
 bind = 127.0.0.1
 
 [broker prod/b1]
-advertisedListeners = internal:http://127.0.0.1:$p1,external:http://b1.lookout.test:$s
+advertisedListeners = internal:http://127.0.0.1:$p1,external:$scheme://b1.lookout.test:$port
 
 [broker prod/b3]
-advertisedListeners = internal:http://127.0.0.1:$p3,external:http://b3.lookout.test:$s
+advertisedListeners = internal:http://127.0.0.1:$p3,external:$scheme://b3.lookout.test:$port
 EOF
+}
+
+my $lk = start_lookout(dir => $dir, conf => bounds_conf('http', $s, ''));
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start');
 my $pid = $lk->pid;
 
 # The same brokers on one https socket, told apart by SNI then Host, in a lookout of its
 # own: its VmRSS is not what the plaintext subtests' answers left for it to reuse.
 mkdir "$dir/tls" or die "mkdir: $!";
-my $lkt = start_lookout(dir => "$dir/tls", conf => <<"EOF");
-[lookout]
-workers = 1
-timeout.response = 10s
-timeout.idle = 30s
-log.buffer = 0
-tls.certificate = $certs->{edge_crt}
-tls.key = $certs->{edge_key}
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-bind = 127.0.0.1
-
-[broker prod/b1]
-advertisedListeners = internal:http://127.0.0.1:$p1,external:https://b1.lookout.test:$t
-
-[broker prod/b3]
-advertisedListeners = internal:http://127.0.0.1:$p3,external:https://b3.lookout.test:$t
-EOF
+my $lkt = start_lookout(dir => "$dir/tls",
+                        conf => bounds_conf('https', $t, "tls.certificate = $certs->{edge_crt}\ntls.key = $certs->{edge_key}\n"));
 ok($lkt->started, 'lookout (TLS) started') or BAIL_OUT('lookout (TLS) did not start');
 my $H1 = "Host: b1.lookout.test:$s";
 my $H3 = "Host: b3.lookout.test:$s";
