@@ -262,6 +262,16 @@ client_event(struct bufferevent *bev, short what, void *arg)
             lk_hc_process(hc);
         return;
     }
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+        evbuffer_get_length(bufferevent_get_output(bev)) != 0) {
+        /* Between exchanges, or in a head that will not complete: the
+         * answers already made (the last may have completed in this very
+         * loop iteration, its bytes still queued) go out before the close. */
+        end_cut(hc, "client closed");
+        hc->dead = 1;
+        lk_conn_close_after_flush(hc->c);
+        return;
+    }
     if (what & BEV_EVENT_ERROR)
         lk_log(LK_DEBUG, hc->c, "client connection error");
     else if (what & BEV_EVENT_TIMEOUT)

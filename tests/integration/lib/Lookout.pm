@@ -646,6 +646,7 @@ sub http_raw {
     if (!$how && $o{shutdown}) {
         CORE::shutdown($s, SHUT_WR);
     }
+    sleep $o{read_after} if $o{read_after};   # a client slow to read its answer
     while (1) {
         if ($o{until} && $reply =~ $o{until}) { $how = 'until'; last }
         my $left = $end - time;
