@@ -103,7 +103,7 @@ process_input(struct lk_hconn *hc)
             if (moved < 0) {
                 lk_log(LK_INFO, c, "a reload removed its listener; closing");
                 hc->dead = 1;
-                lk_conn_close_later(c);
+                lk_conn_close_after_flush(c); /* the answers made before it still go out */
                 return;
             }
             if (moved > 0) {

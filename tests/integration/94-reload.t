@@ -12,6 +12,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use IO::Select;
 use IO::Socket::INET;
 use JSON::PP qw(decode_json encode_json);
 use POSIX qw(WNOHANG);
@@ -136,6 +137,12 @@ subtest 'keep-alive connection, removed and added listeners' => sub {
     is($r && $r->{headers}{location}, "http://127.0.0.1:$e1/ka?x=1", 'before: b1 rewritten to its address in config a');
     # An exchange under way on the listener the reload removes.
     my $slow = curl_start({ timeout => 20 }, "http://127.0.0.1:$e1/test/slow?ms=800");
+    # And one with the next request pipelined behind it: that one begins on the removed
+    # listener, where the connection closes, but only once the answer before it is out.
+    my $piped = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $e1, Proto => 'tcp', Timeout => 5)
+        or return fail("connect: $@");
+    syswrite($piped, "GET /test/slow?ms=800 HTTP/1.1\r\nHost: x\r\n\r\n"
+                   . "GET /test/status?code=201 HTTP/1.1\r\nHost: x\r\n\r\n");
     sleep 0.3; # on its way to the broker (which logs it once answered)
     my $inodes = listen_inodes($web);
 
@@ -149,6 +156,16 @@ subtest 'keep-alive connection, removed and added listeners' => sub {
     close $s;
     my $sr = curl_wait($slow);
     is($sr->{status}, 200, 'the exchange under way on the removed listener finished') or diag($sr->{err});
+    my ($got, $end) = ('', time + 10);
+    while (time < $end && IO::Select->new($piped)->can_read($end - time)) {
+        last unless sysread($piped, my $buf, 65536);
+        $got .= $buf;
+    }
+    my $pr = parse_response($got);
+    ok($pr && $pr->{status} == 200 && $pr->{complete} && $pr->{rest} eq '',
+       'pipelined on the removed listener: the answer under way, whole, then the close')
+        or diag("reply: '" . substr($got, 0, 300) . "'");
+    like($lk->log, qr/a reload removed its listener; closing/, '... the next request logged as closed by the reload');
     ok(!IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $e1, Proto => 'tcp', Timeout => 2),
        'the removed listener refuses new connections');
     is(curl("http://127.0.0.1:$e1b/test/status?code=201")->{status}, 201, 'the added one accepts');
