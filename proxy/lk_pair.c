@@ -137,6 +137,19 @@ up_event(struct bufferevent *bev, short what, void *arg)
         lk_upstream_error(p->c->rt, p->broker, LK_UPERR_RESET);
     snprintf(why, sizeof(why), "broker %s %s; closing", p->broker->name,
              (what & BEV_EVENT_TIMEOUT) ? "idle too long" : "closed the connection");
+    /* A broker that answered and left (a Pulsar ERROR before it drops a
+     * client that failed to authenticate, a Kafka broker's last answers
+     * as it stops): what lookout took of its answers still reaches the
+     * client, which may be reading slower, and then the connection
+     * closes, as nginx stream {} and HAProxy close it.  The module read
+     * all it could at each read; a frame cut short goes out as far as it
+     * went, as the broker cut it.  A reset or a timeout ends at once. */
+    if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) && !p->dead) {
+        p->dead = 1;
+        lk_log(LK_INFO, p->c, "%s", why);
+        lk_conn_close_after_flush(p->c);
+        return;
+    }
     lk_pair_close(p, why);
 }
 

@@ -32,6 +32,7 @@ use Lookout;
 use KafkaMock;
 use KafkaTestBroker;
 use PulsarBinBroker;
+use PulsarFrame qw(fv fb frame);
 
 my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
@@ -41,10 +42,7 @@ sub probe { PulsarBinBroker::probe(@_) }
 sub json_lines { PulsarBinBroker::json_lines(@_) }
 
 # A protobuf writer of this file's own (the wire format; Pulsar's field numbers).
-sub varint { my ($v) = @_; my $o = ''; while ($v > 0x7f) { $o .= chr(($v & 0x7f) | 0x80); $v >>= 7 } return $o . chr($v) }
-sub fv { my ($n, $v) = @_; return varint($n << 3) . varint($v) }
-sub fb { my ($n, $b) = @_; return varint($n << 3 | 2) . varint(length $b) . $b }
-sub frame_hex { my ($cmd) = @_; return unpack('H*', pack('NN', 4 + length $cmd, length $cmd) . $cmd) }
+sub frame_hex { return unpack('H*', frame($_[0])) }
 
 use constant { PING => 18, PONG => 19, LOOKUP => 23, LOOKUP_RESPONSE => 24 };
 

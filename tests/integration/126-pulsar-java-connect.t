@@ -29,19 +29,11 @@ use Test::More;
 use Lookout;
 use KafkaTestBroker;
 use PulsarBinBroker;
+use PulsarFrame qw(fv fb);
 
 KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 my $dir = tmp_dir();
 
-# Protocol Buffers, as much as CONNECT needs.
-sub pb_varint {
-    my ($v) = @_;
-    my $o = '';
-    while ($v >= 0x80) { $o .= chr(($v & 0x7f) | 0x80); $v >>= 7 }
-    return $o . chr($v);
-}
-sub pb_int { my ($f, $v) = @_; return pb_varint($f << 3) . pb_varint($v) }
-sub pb_len { my ($f, $b) = @_; return pb_varint(($f << 3) | 2) . pb_varint(length $b) . $b }
 
 # The CONNECT frame of a Java client 4.x with no authentication, as hex: ClientCnx
 # .newConnectCommand calls Commands.newConnect(authentication.getAuthMethodName() = "none"
@@ -59,10 +51,10 @@ sub pb_len { my ($f, $b) = @_; return pb_varint(($f << 3) | 2) . pb_varint(lengt
 # CONNECT (2), connect 2; framed [totalSize][commandSize][BaseCommand].
 sub java_connect {
     my ($target) = @_;
-    my $flags = pb_int(1, 1) . pb_int(2, 1) . pb_int(3, 1) . pb_int(5, 1);
-    my $connect = pb_len(1, 'Pulsar-Java-v4.0.0') . pb_len(3, '') . pb_int(4, 21) . pb_len(5, 'none')
-                . pb_len(6, $target) . pb_len(10, $flags);
-    my $cmd = pb_int(1, 2) . pb_len(2, $connect);
+    my $flags = fv(1, 1) . fv(2, 1) . fv(3, 1) . fv(5, 1);
+    my $connect = fb(1, 'Pulsar-Java-v4.0.0') . fb(3, '') . fv(4, 21) . fb(5, 'none')
+                . fb(6, $target) . fb(10, $flags);
+    my $cmd = fv(1, 2) . fb(2, $connect);
     return unpack('H*', pack('NN', 4 + length $cmd, length $cmd) . $cmd);
 }
 

@@ -20,6 +20,7 @@ use Test::More;
 use Lookout;
 use KafkaTestBroker;
 use PulsarBinBroker;
+use PulsarFrame qw(fv fb frame);
 
 my $dir = tmp_dir();
 KafkaTestBroker::python() or plan skip_all => 'python3 not found';
@@ -28,20 +29,11 @@ my %E = map { ($_ => free_port()) } qw(b1 b2);
 my $svc = free_port();
 
 # A frame [totalSize][commandSize][BaseCommand], and the protobuf pieces of its command.
-sub varint {
-    my ($v) = @_;
-    my $out = '';
-    while ($v >= 0x80) { $out .= chr(($v & 0x7f) | 0x80); $v >>= 7 }
-    return $out . chr($v);
-}
-sub fv { varint($_[0] << 3) . varint($_[1]) }
-sub fb { varint($_[0] << 3 | 2) . varint(length $_[1]) . $_[1] }
-sub frame {
+sub cmd_frame {
     my ($type, $sub) = @_;
-    my $cmd = fv(1, $type) . (defined $sub ? fb($type, $sub) : '');
-    return pack('NN', 4 + length $cmd, length $cmd) . $cmd;
+    return frame(fv(1, $type) . (defined $sub ? fb($type, $sub) : ''));
 }
-my $PING = frame(18);
+my $PING = cmd_frame(18);
 my $TOPIC = 'persistent://public/default/t-batch';
 
 my $t = PulsarBinBroker->start(
@@ -67,7 +59,7 @@ EOF
 ok($lk->started, 'lookout started') or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));
 
 subtest 'from the client: a held LOOKUP between streamed PINGs keeps its place' => sub {
-    my $lookup = frame(23, fb(1, $TOPIC) . fv(2, 5));
+    my $lookup = cmd_frame(23, fb(1, $TOPIC) . fv(2, 5));
     my $n0 = () = $t->frames(dir => 'in', broker => 'b2');
     my @r = PulsarBinBroker::probe("127.0.0.1:$E{b2}", ['--no-pong'],
                                    { raw => unpack('H*', $PING . $lookup . $PING . $PING), expect => 4 });
@@ -82,7 +74,7 @@ subtest 'from the client: a held LOOKUP between streamed PINGs keeps its place' 
 };
 
 subtest 'from the broker: a held LOOKUP_RESPONSE between streamed PINGs keeps its place' => sub {
-    my $resp = frame(24, fb(1, "pulsar://$I{b2}") . fv(3, 1) . fv(4, 99));
+    my $resp = cmd_frame(24, fb(1, "pulsar://$I{b2}") . fv(3, 1) . fv(4, 99));
     my $burst = unpack('H*', $PING . $resp . $PING);
     $t->control({ cmd => 'arm', on => 'lookup', topic => 't-batch', broker => 'b2',
                   actions => [ { cmd => 'raw', broker => 'b2', hex => $burst } ] });

@@ -29,6 +29,7 @@ use Time::HiRes qw(time sleep);
 use Lookout;
 use KafkaTestBroker;
 use PulsarBinBroker;
+use PulsarFrame qw(fv fb frame);
 
 my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
@@ -37,9 +38,6 @@ my $bin = Lookout::lookout_bin();
 my $SANITIZED = `grep -c __asan_init '$bin' 2>/dev/null` + 0 > 0;
 
 # A protobuf writer of this file's own (the wire format; Pulsar's field numbers).
-sub varint { my ($v) = @_; my $o = ''; while ($v > 0x7f) { $o .= chr(($v & 0x7f) | 0x80); $v >>= 7 } return $o . chr($v) }
-sub fv { my ($n, $v) = @_; return varint($n << 3) . varint($v) }
-sub fb { my ($n, $b) = @_; return varint($n << 3 | 2) . varint(length $b) . $b }
 # a frame: its command, and after it, within totalSize, $after bytes
 sub frame { my ($cmd, $after) = @_; $after //= ''; return pack('NN', 4 + length($cmd) + length($after), length $cmd) . $cmd . $after }
 
