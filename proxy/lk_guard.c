@@ -370,11 +370,6 @@ known_addr(struct lk_guard_x *x, struct lk_str host, uint16_t port)
     return 0;
 }
 
-static int
-host_char(uint8_t c)
-{
-    return isalnum(c) || c == '.' || c == '-' || c == '_';
-}
 
 /*
  * "HOST:PORT" of a broker without an internal web address (any_port_new):
@@ -453,7 +448,7 @@ lk_guard_ap_hit(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_gua
     int b1 = start >= 1 ? any_port_byte(s, p, len, start - 1) : -1;
     int b2 = start >= 2 ? any_port_byte(s, p, len, start - 2) : -1;
 
-    if (b1 >= 0 && host_char((uint8_t)b1))
+    if (b1 >= 0 && lk_guard_host_char((uint8_t)b1))
         return 0; /* "110.0.0.11:" is not "10.0.0.11:" */
     /* "/10.0.0.11:54321", Java's InetSocketAddress text, is how a broker
      * prints a peer (CONSUMER_STATS_RESPONSE's address: lookout's own

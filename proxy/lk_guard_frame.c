@@ -51,6 +51,7 @@
  * `rewrite` logs and counts here as `log` does, and `block` closes the
  * connection before any of the answer goes.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -228,6 +229,94 @@ kafka_endpoints(const struct lk_guard_answer *a, struct kcheck *k)
     return LK_KAFKA_RW_UNCHANGED;
 }
 
+/* The lengths p[t..) may have as a Kafka string, by the bytes right
+ * before t: an INT16 one (flex 0, or -1: not known), or a compact one,
+ * the length plus 1 as an unsigned varint of one or two bytes (flex 1 or
+ * -1); each within the answer.  How many, in n[0..3). */
+static unsigned
+kafka_string_lens(const uint8_t *p, size_t len, size_t t, int flex, size_t n[3])
+{
+    unsigned k = 0;
+
+    if (flex != 1 && t >= 2)
+        n[k++] = (size_t)p[t - 2] << 8 | p[t - 1];
+    if (flex != 0 && t >= 1 && p[t - 1] < 0x80 && p[t - 1] != 0) {
+        n[k++] = (size_t)p[t - 1] - 1;
+        if (t >= 2 && p[t - 2] >= 0x80)
+            n[k++] = ((size_t)(p[t - 2] & 0x7f) | (size_t)p[t - 1] << 7) - 1;
+    }
+    unsigned kept = 0;
+    for (unsigned i = 0; i < k; i++)
+        if (n[i] <= len - t)
+            n[kept++] = n[i];
+    return kept;
+}
+
+/* Whether a Kafka string of p starts at s and covers [s, e) (whole, when
+ * to_end), or, start unknown, one starting up to KAFKA_STRING_BACK bytes
+ * before s ends at e. */
+#define KAFKA_STRING_BACK 256
+static int
+kafka_string_around(const uint8_t *p, size_t len, size_t s, size_t e, int at_start, int to_end,
+                    int flex)
+{
+    size_t n[3];
+
+    if (at_start) {
+        for (unsigned i = kafka_string_lens(p, len, s, flex, n); i-- > 0;)
+            if (to_end ? s + n[i] == e : s + n[i] >= e)
+                return 1;
+        return 0;
+    }
+    for (size_t t = s + 1; t-- > 0 && s - t <= KAFKA_STRING_BACK;)
+        for (unsigned i = kafka_string_lens(p, len, t, flex, n); i-- > 0;)
+            if (t + n[i] == e)
+                return 1;
+    return 0;
+}
+
+/* Kafka: a string that starts or ends with an address has bytes of any
+ * value around it, its length before it and the next field after it,
+ * which scan_frame's boundary rule may take for part of a longer name or
+ * port: a compact length of 46 is '.', of 49 to 58 a digit.  So, when the
+ * answer's bytes showed nothing, they are read again with no boundary
+ * rule, and a "host:port" find counts where the rule failed only on a
+ * side where a Kafka string begins or ends (kafka_string_around).  At most
+ * KAFKA_STRING_FINDS such finds are weighed an answer: bytes that hold
+ * more are a broker's making, not its mistake, and cost no more. */
+#define KAFKA_STRING_FINDS 256
+static void
+kafka_strings(const struct lk_guard *conf, const struct lk_guard_answer *a, struct finding *fd)
+{
+    const uint8_t *p = a->p;
+    struct lk_match_state st;
+    struct lk_match_hit hit;
+    size_t off = 0, len = a->len;
+    int hv = lk_kafka_response_header_version(a->key, a->version);
+    unsigned weighed = 0;
+
+    if (lk_match_none(conf->match, p, len))
+        return;
+    lk_match_state_init(&st);
+    while ((lk_match_scan_raw(conf->match, &st, p, len, &off, &hit) ||
+            lk_match_finish_raw(conf->match, &st, &hit)) &&
+           weighed < KAFKA_STRING_FINDS) {
+        if (hit.id >= conf->ntargets || conf->targets[hit.id].raw)
+            continue; /* raw hosts: raw_find read them in scan_frame */
+        size_t s = (size_t)(hit.end - hit.len), e = (size_t)hit.end;
+        int before = s == 0 || !lk_guard_host_char(p[s - 1]);
+        int after = e == len || !isdigit(p[e]);
+        if (before && after)
+            continue; /* scan_frame's to decide (lk_guard_fresh) */
+        weighed++;
+        if (kafka_string_around(p, len, s, e, !before, !after, hv)) {
+            const struct lk_guard_target *t = &conf->targets[hit.id];
+            found(fd, t->broker, lk_str_c(t->text), -1, -1);
+            return;
+        }
+    }
+}
+
 static void
 kafka_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
              const struct lk_guard_answer *a, struct finding *fd)
@@ -249,6 +338,8 @@ kafka_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_
         if (kafka_endpoints(a, &k) != LK_KAFKA_RW_MALFORMED) {
             if (fd->n == 0)
                 scan_frame(conf, x, g, a->p, a->len, fd);
+            if (fd->n == 0)
+                kafka_strings(conf, a, fd);
             return;
         }
         fd->n = 0; /* what the walk met before it failed is read again below */
@@ -256,10 +347,13 @@ kafka_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_
             a->key == LK_KAFKA_SHARE_FETCH || a->key == LK_KAFKA_SHARE_ACKNOWLEDGE)
             addrs = LK_KAFKA_ADDRS_RECORDS;
     }
-    if (addrs == LK_KAFKA_ADDRS_RECORDS)
+    if (addrs == LK_KAFKA_ADDRS_RECORDS) {
         fd->unchecked = 1;
-    else
+    } else {
         scan_frame(conf, x, g, a->p, a->len, fd);
+        if (fd->n == 0)
+            kafka_strings(conf, a, fd);
+    }
 }
 
 /* Pulsar: a URL of a decoded command, as the client will get it. */
@@ -329,6 +423,99 @@ pulsar_urls(struct lk_guard_x *x, const struct lk_guard_answer *a, struct findin
     return 0;
 }
 
+/* A protobuf varint at q[*o..end): 0 and *o past it, or -1. */
+static int
+pb_varint(const uint8_t *q, size_t *o, size_t end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; *o < end && shift < 64; shift += 7) {
+        uint8_t b = q[(*o)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* The next protobuf field of q[*o..end): its key, and for a string or
+ * message (wire type 2) its bytes' offset and length.  0, or -1 when the
+ * bytes are no field. */
+static int
+pb_field(const uint8_t *q, size_t *o, size_t end, uint64_t *key, size_t *at, size_t *n)
+{
+    uint64_t v;
+
+    if (pb_varint(q, o, end, key) != 0 || *key >> 3 == 0)
+        return -1;
+    switch (*key & 7) {
+    case 0:
+        return pb_varint(q, o, end, &v);
+    case 1:
+    case 5:
+        v = (*key & 7) == 1 ? 8 : 4;
+        break;
+    case 2:
+        if (pb_varint(q, o, end, &v) != 0)
+            return -1;
+        *at = *o;
+        *n = (size_t)v;
+        break;
+    default: /* groups, or no wire type */
+        return -1;
+    }
+    if (v > end - *o)
+        return -1;
+    *o += (size_t)v;
+    return 0;
+}
+
+/* Pulsar: a string that starts or ends with an address has bytes of any
+ * value around it, its length before it and the next field's key after
+ * it, which scan_frame's boundary rule may take for part of a longer
+ * name or port: a message of 45 bytes follows '-', one of 48 to 57 a
+ * digit, and a key of field 6 or 7 is a digit too.  So each string or
+ * message of p[off..end), if those bytes are protobuf fields to their end,
+ * is read on its own, as text is, and a message's fields in turn, to a
+ * depth of PB_DEPTH (a string may parse as fields too: it is read before
+ * its "fields" are).  1 once something is found. */
+#define PB_DEPTH 8
+static int
+pulsar_fields(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
+              const uint8_t *p, size_t off, size_t end, int depth, struct finding *fd)
+{
+    uint64_t key;
+    size_t o = off, at, n;
+
+    while (o < end)
+        if (pb_field(p, &o, end, &key, &at, &n) != 0)
+            return 0;
+    for (o = off; o < end;) {
+        pb_field(p, &o, end, &key, &at, &n);
+        if ((key & 7) != 2 || n == 0)
+            continue;
+        scan_frame(conf, x, g, p + at, n, fd);
+        if (fd->n != 0 || (depth < PB_DEPTH && pulsar_fields(conf, x, g, p, at, at + n,
+                                                               depth + 1, fd)))
+            return 1;
+    }
+    return 0;
+}
+
+/* pulsar_fields over a command whose bytes as they came showed nothing:
+ * those reads find all that one does and more. */
+static void
+pulsar_strings(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
+               const struct lk_guard_answer *a, struct finding *fd)
+{
+    uint32_t total, cmd_size;
+
+    if (a->len < LK_PULSAR_PREFIX ||
+        lk_pulsar_sizes(a->p, UINT32_MAX, &total, &cmd_size) != 0 ||
+        (size_t)cmd_size + LK_PULSAR_PREFIX > a->len || lk_match_none(conf->match, a->p, a->len))
+        return;
+    pulsar_fields(conf, x, g, a->p, LK_PULSAR_PREFIX, LK_PULSAR_PREFIX + (size_t)cmd_size, 0, fd);
+}
+
 static void
 pulsar_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
               const struct lk_guard_answer *a, struct finding *fd)
@@ -345,6 +532,8 @@ pulsar_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     if (addrs == LK_PULSAR_ADDRS_DECODED && pulsar_urls(x, a, fd) == 0 && fd->n != 0)
         return;
     scan_frame(conf, x, g, a->p, a->len, fd);
+    if (fd->n == 0)
+        pulsar_strings(conf, x, g, a, fd);
 }
 
 /* "the Metadata v14 answer", "the LOOKUP_RESPONSE command" */

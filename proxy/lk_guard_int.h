@@ -17,6 +17,15 @@
 struct lk_guard_stream;
 struct lk_guard_x;
 
+/* A byte a host name may hold, [A-Za-z0-9._-]: one before a find makes it
+ * part of a longer name (lk_match.h's boundary rule). */
+static inline int
+lk_guard_host_char(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '-' || c == '_';
+}
+
 /* What a pattern stands for. */
 struct lk_guard_target {
     const struct lk_broker *broker;

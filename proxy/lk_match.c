@@ -377,16 +377,16 @@ starts_clean(const struct lk_match_state *st, size_t len, const unsigned char *p
 
 /* Reports the next output waiting at st->pos, whose following byte (or
  * the end) has been seen: a raw pattern's always, a text one's when that
- * byte is not a digit (digit_after) and the byte before it allows it.  0
- * when there is none left. */
-static int
+ * byte is not a digit (digit_after) and the byte before it allows it, or
+ * always when allraw (lk_match_scan_raw).  0 when there is none left. */
+static inline int
 emit_next(const struct lk_match *m, struct lk_match_state *st, int digit_after,
-          const unsigned char *p, uint64_t base, struct lk_match_hit *hit)
+          const unsigned char *p, uint64_t base, struct lk_match_hit *hit, int allraw)
 {
     while (st->emit != NONE) {
         uint32_t s = st->emit;
         st->emit = m->dict[s];
-        if ((m->raw != NULL && m->raw[m->out[s]]) ||
+        if (allraw || (m->raw != NULL && m->raw[m->out[s]]) ||
             (!digit_after && starts_clean(st, m->depth[s], p, base))) {
             hit->id = m->out[s];
             hit->len = m->depth[s];
@@ -711,7 +711,7 @@ triples_none(const struct lk_match *m, const struct anchors *an, const unsigned 
  */
 static inline int
 scan(const struct lk_match *m, struct lk_match_state *st, const unsigned char *p, size_t len,
-     size_t *off, struct lk_match_hit *hit, int prefilter)
+     size_t *off, struct lk_match_hit *hit, int prefilter, int allraw)
 {
     const size_t ncls = m->ncls;
     const uint32_t *delta = m->delta, *emit = m->emit;
@@ -733,9 +733,9 @@ scan(const struct lk_match *m, struct lk_match_state *st, const unsigned char *p
         if (st->emit != NONE) {
             int digit = c >= '0' && c <= '9';
             st->pos = base + i;
-            if (digit && m->raw == NULL)
+            if (digit && m->raw == NULL && !allraw)
                 st->emit = NONE; /* no raw pattern: a digit ends them all */
-            else if (emit_next(m, st, digit, prefilter ? p : NULL, base, hit)) {
+            else if (emit_next(m, st, digit, prefilter ? p : NULL, base, hit, allraw)) {
                 found = 1;
                 break;
             }
@@ -760,14 +760,21 @@ int
 lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const void *data, size_t len,
               size_t *off, struct lk_match_hit *hit)
 {
-    return scan(m, st, data, len, off, hit, 1);
+    return scan(m, st, data, len, off, hit, 1, 0);
 }
 
 int
 lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
                     size_t len, size_t *off, struct lk_match_hit *hit)
 {
-    return scan(m, st, data, len, off, hit, 0);
+    return scan(m, st, data, len, off, hit, 0, 0);
+}
+
+int
+lk_match_scan_raw(const struct lk_match *m, struct lk_match_state *st, const void *data,
+                  size_t len, size_t *off, struct lk_match_hit *hit)
+{
+    return scan(m, st, data, len, off, hit, 1, 1);
 }
 
 int
@@ -786,5 +793,11 @@ lk_match_none(const struct lk_match *m, const void *data, size_t len)
 int
 lk_match_finish(const struct lk_match *m, struct lk_match_state *st, struct lk_match_hit *hit)
 {
-    return emit_next(m, st, 0, NULL, 0, hit);
+    return emit_next(m, st, 0, NULL, 0, hit, 0);
+}
+
+int
+lk_match_finish_raw(const struct lk_match *m, struct lk_match_state *st, struct lk_match_hit *hit)
+{
+    return emit_next(m, st, 0, NULL, 0, hit, 1);
 }

@@ -102,6 +102,16 @@ int lk_match_scan(const struct lk_match *m, struct lk_match_state *st, const voi
 int lk_match_scan_plain(const struct lk_match *m, struct lk_match_state *st, const void *data,
                         size_t len, size_t *off, struct lk_match_hit *hit);
 
+/* lk_match_scan and lk_match_finish with every pattern taken as raw: no
+ * boundary rule, for a caller that decides the bytes around each match
+ * itself (the leak guard's reading of binary strings, whose length before
+ * them and the field after them are bytes of any value).  A stream is read
+ * with one pair or the other throughout. */
+int lk_match_scan_raw(const struct lk_match *m, struct lk_match_state *st, const void *data,
+                      size_t len, size_t *off, struct lk_match_hit *hit);
+int lk_match_finish_raw(const struct lk_match *m, struct lk_match_state *st,
+                        struct lk_match_hit *hit);
+
 /* Whether data[0..len), a whole stream, holds no match: then
  * lk_match_scan and lk_match_finish would find nothing in it.  The cheap
  * answer for a header value, a frame or a whole body that is clean, as

@@ -1053,6 +1053,15 @@ cstr(struct tb *b, const char *s)
     put(b, s, n - 1);
 }
 
+/* A Kafka frame's size field, from what b holds. */
+static void
+kafka_size(struct tb *b)
+{
+    uint32_t size = (uint32_t)b->len - 4;
+    b->p[0] = (uint8_t)(size >> 24), b->p[1] = (uint8_t)(size >> 16);
+    b->p[2] = (uint8_t)(size >> 8), b->p[3] = (uint8_t)size;
+}
+
 /* A flexible Metadata answer (v9+ layout up to the brokers, then a
  * ClusterId, as later fields go): brokers (id, host, port), the frame's
  * size fixed at the end.  extra: one more entry claimed than given. */
@@ -1077,9 +1086,7 @@ metadata(struct tb *b, const int32_t *ids, const char *const *hosts, const int32
         cstr(b, "cluster-id");
         w8(b, 0);
     }
-    uint32_t size = (uint32_t)b->len - 4;
-    b->p[0] = (uint8_t)(size >> 24), b->p[1] = (uint8_t)(size >> 16);
-    b->p[2] = (uint8_t)(size >> 8), b->p[3] = (uint8_t)size;
+    kafka_size(b);
 }
 
 static int
@@ -1144,6 +1151,45 @@ test_kafka_answers(void)
             v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 2 && rewrites == 0,
                "Metadata v12 that does not decode: %u leaks, %u rewrites", leaks, rewrites);
+        }
+        /* A string that starts with an internal "host:port", its length
+         * right before it: a compact length of 46 is '.', 49 to 58 a
+         * digit, 66 to 123 mostly a letter, all host characters.  Here
+         * the ClusterId of a Metadata v12 whose one broker is lookout's. */
+        {
+            const int32_t ids[] = {1}, ports[] = {19092};
+            const char *const hosts[] = {"127.0.0.1"};
+            int found_all = 1;
+            size_t len;
+            for (len = 14; len <= 120 && found_all; len++) {
+                char cid[128];
+                memset(cid, ' ', len);
+                memcpy(cid, "10.0.0.21:9092", 14);
+                cid[len] = 0;
+                metadata(&f, ids, hosts, ports, 1, 1); /* the ClusterId is ours, below */
+                cstr(&f, cid);
+                w8(&f, 0);
+                kafka_size(&f);
+                f.p[13] = 2; /* one broker, as given */
+                v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
+                if (v != (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) || leaks != 1) {
+                    found_all = 0;
+                    lk_test_diag("a ClusterId of %zu bytes starting with 10.0.0.21:9092: %u leaks",
+                                 len, leaks);
+                }
+            }
+            ok(found_all, "a string starting with an internal host:port, after a compact "
+                          "length of 15 to %zu: always a leak", len);
+            /* one ending with it, a digit right after ('5': no tagged
+             * fields section can follow, so the answer is read as bytes) */
+            metadata(&f, ids, hosts, ports, 1, 1);
+            cstr(&f, "see 10.0.0.21:9092");
+            w8(&f, '5');
+            kafka_size(&f);
+            f.p[13] = 2;
+            v = run_frame(conf, LK_PROTO_KAFKA, 3, 12, &f, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "a string ending with an internal host:port, a digit after it: %u leak", leaks);
         }
         /* Bytes after an answer's last field: no client reads them, but
          * they reach it; an internal address there is found.  (Found by
@@ -1409,6 +1455,70 @@ test_pulsar_answers(void)
             v = run_frame(conf, LK_PROTO_PULSAR, 14, 0, &g, &leaks, &rewrites, &out);
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
                "an ERROR with it: %u leak", leaks);
+            free(g.p);
+        }
+        /* An ERROR whose message starts with the address, its length byte
+         * right before it: a length of 45 is '-', of 48 to 57 an ASCII
+         * digit, and one of 65 to 121 mostly a letter, which a host name
+         * may hold too (up to 121: the command's own length stays one
+         * byte).  At 65, "10.0.0.11:6650" and the spaces after it parse as
+         * protobuf fields too. */
+        for (size_t len = 14; len <= 121; len++) {
+            static const char addrs[][32] = {"10.0.0.11:6650", "pulsar://10.0.0.11:6650",
+                                             "10.0.0.11:8080"};
+            char msg[128];
+            struct tb g = {0};
+            int found_all = 1;
+            for (size_t a = 0; a < sizeof(addrs) / sizeof(addrs[0]); a++) {
+                size_t al = strlen(addrs[a]);
+                if (len < al)
+                    continue;
+                memset(msg, ' ', sizeof(msg));
+                memcpy(msg, addrs[a], al);
+                g.len = 0;
+                w32(&g, 0);
+                w32(&g, 0);
+                w8(&g, 0x08), w8(&g, 14);                   /* ERROR */
+                w8(&g, 0x72), w8(&g, (int)(2 + 2 + 2 + len)); /* field 14 */
+                w8(&g, 0x08), w8(&g, 7);                    /* request_id */
+                w8(&g, 0x10), w8(&g, 1);                    /* error */
+                w8(&g, 0x1a), w8(&g, (int)len);             /* message */
+                put(&g, msg, len);
+                g.p[7] = (uint8_t)(g.len - 8);
+                g.p[3] = (uint8_t)(g.len - 4);
+                v = run_frame(conf, LK_PROTO_PULSAR, 14, 0, &g, &leaks, &rewrites, &out);
+                if (v != (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) || leaks != 1) {
+                    found_all = 0;
+                    lk_test_diag("an ERROR of %zu bytes starting with %s: %u leaks", len, addrs[a],
+                         leaks);
+                }
+            }
+            free(g.p);
+            if (!found_all || len == 121)
+                ok(found_all, "an ERROR whose message starts with an internal address, after "
+                              "a length byte of 14 to %zu: always a leak", len);
+            if (!found_all)
+                break;
+        }
+        /* ... and one whose string ends with it, the next field's key a
+         * digit: type 99's field 1 "see 10.0.0.11:6650", then field 6 (key
+         * 0x30, '0'), which read on would make the port 66500 */
+        {
+            static const char msg[] = "see 10.0.0.11:6650";
+            struct tb g = {0};
+            w32(&g, 0);
+            w32(&g, 0);
+            w8(&g, 0x08), w8(&g, 99);
+            w8(&g, 0x9a), w8(&g, 0x06), w8(&g, (int)(2 + strlen(msg) + 2));
+            w8(&g, 0x0a), w8(&g, (int)strlen(msg));
+            put(&g, msg, strlen(msg));
+            w8(&g, 0x30), w8(&g, 1);
+            g.p[7] = (uint8_t)(g.len - 8);
+            g.p[3] = (uint8_t)(g.len - 4);
+            v = run_frame(conf, LK_PROTO_PULSAR, 99, 0, &g, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
+               "a string ending with b1's internal address, a digit key after it: %u leak",
+               leaks);
             free(g.p);
         }
         /* Pulsar 5.0's SCALABLE_TOPIC_UPDATE, one segment whose broker_url

@@ -160,6 +160,35 @@ test_boundaries(void)
         ok_str(show(&h), t[i].want, "hits");
     }
     subtest(NULL);
+    /* The same texts read with every pattern raw: every occurrence, in
+     * pieces of one byte too (what the leak guard's binary strings get). */
+    static const struct {
+        const char *text, *want;
+    } r[] = {
+        {"10.0.0.11:8080", ""},
+        {"110.0.0.1:80", "0@12"},
+        {"-10.0.0.1:8080", "0@12"},
+        {"b1:80 ab1:8080", "1@5 1@12 2@14"},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        for (size_t piece = 0; piece <= 1; piece++) {
+            struct lk_match_state st;
+            struct lk_match_hit hit;
+            size_t len = strlen(r[i].text), at = 0;
+            h.n = 0;
+            lk_match_state_init(&st);
+            do {
+                size_t n = piece ? 1 : len, off = 0;
+                while (lk_match_scan_raw(m, &st, r[i].text + at, n, &off, &hit))
+                    h.h[h.n++] = hit;
+                at += n;
+            } while (at < len);
+            while (lk_match_finish_raw(m, &st, &hit))
+                h.h[h.n++] = hit;
+            ok_str(show(&h), r[i].want, "raw, '%s' in pieces of %s", r[i].text,
+                   piece ? "1 byte" : "all");
+        }
+    }
     lk_match_free(m);
 }
 
