@@ -135,48 +135,29 @@ wstr(struct tb *b, int flex, const char *s, size_t n)
     put(b, s, n);
 }
 
-static void
-drop(struct tb *b, size_t n)
-{
-    memmove(b->p, b->p + n, b->len - n);
-    b->len -= n;
-}
-
-/* The input, read from the front; 0 once it is used up. */
-struct in {
-    const uint8_t *p;
-    size_t len, off;
-};
-
-static unsigned
-r8(struct in *in)
-{
-    return in->off < in->len ? in->p[in->off++] : 0;
-}
-
 static uint32_t
-r32(struct in *in)
+r32(struct lk_fuzz_in *in)
 {
     uint32_t v = 0;
     for (int i = 0; i < 4; i++)
-        v = v << 8 | r8(in);
+        v = v << 8 | lk_fuzz_r8(in);
     return v;
 }
 
 /* n bytes below 0x10 from the input: no address can be spelt in them. */
 static void
-opaque(struct tb *b, struct in *in, size_t n)
+opaque(struct tb *b, struct lk_fuzz_in *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        w8(b, r8(in) & 0x0f);
+        w8(b, lk_fuzz_r8(in) & 0x0f);
 }
 
 /* ---- the client ------------------------------------------------------ */
 
 static int32_t
-corr_id(struct in *in)
+corr_id(struct lk_fuzz_in *in)
 {
-    unsigned c = r8(in);
+    unsigned c = lk_fuzz_r8(in);
     switch (c & 3) {
     case 0:
     case 1:
@@ -191,10 +172,10 @@ corr_id(struct in *in)
 /* A request frame: header v1 (or v2 for a flexible one, with tags), then
  * body; the size goes in front. */
 static void
-frame_head(struct tb *f, struct in *in, int16_t key, int16_t ver, int flex)
+frame_head(struct tb *f, struct lk_fuzz_in *in, int16_t key, int16_t ver, int flex)
 {
     static const char client_id[] = "fuzz-client-with-a-long-enough-name";
-    unsigned c = r8(in);
+    unsigned c = lk_fuzz_r8(in);
     size_t idlen = c & 0x80 ? 300 : (c & 0x1f);
 
     w16(f, (uint16_t)key);
@@ -208,10 +189,10 @@ frame_head(struct tb *f, struct in *in, int16_t key, int16_t ver, int flex)
             w8(f, (uint8_t)client_id[i % (sizeof(client_id) - 1)]);
     }
     if (flex) {
-        unsigned tags = r8(in) % 3;
+        unsigned tags = lk_fuzz_r8(in) % 3;
         wvar(f, tags);
         for (unsigned i = 0; i < tags; i++) {
-            unsigned n = r8(in) % 8;
+            unsigned n = lk_fuzz_r8(in) % 8;
             wvar(f, i);
             wvar(f, n);
             opaque(f, in, n);
@@ -220,17 +201,17 @@ frame_head(struct tb *f, struct in *in, int16_t key, int16_t ver, int flex)
 }
 
 static void
-client_frame(struct tb *out, struct in *in, unsigned kind)
+client_frame(struct tb *out, struct lk_fuzz_in *in, unsigned kind)
 {
     static const char *const mechs[] = {"PLAIN", "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI"};
     struct tb f = {0};
-    unsigned v = r8(in);
+    unsigned v = lk_fuzz_r8(in);
 
     switch (kind) {
     case 0: { /* Produce v0-14 */
         int16_t ver = (int16_t)(v % 15);
         int flex = ver >= 9;
-        unsigned a = r8(in);
+        unsigned a = lk_fuzz_r8(in);
         frame_head(&f, in, 0, ver, flex);
         if (ver >= 3) {
             if (a & 0x10) {
@@ -248,16 +229,16 @@ client_frame(struct tb *out, struct in *in, unsigned kind)
             }
         }
         w16(&f, (a & 3) == 0 ? 0 : (a & 3) == 1 ? 1 : 0xffff); /* Acks */
-        opaque(&f, in, r8(in) % 32);                          /* TimeoutMs, topics... */
+        opaque(&f, in, lk_fuzz_r8(in) % 32);                          /* TimeoutMs, topics... */
         break;
     }
     case 1: /* Metadata v0-14 */
         frame_head(&f, in, 3, (int16_t)(v % 15), v % 15 >= 9);
-        opaque(&f, in, r8(in) % 8);
+        opaque(&f, in, lk_fuzz_r8(in) % 8);
         break;
     case 2: { /* SaslHandshake v0/v1, or a bare token */
         if (v & 0x80) {
-            opaque(&f, in, r8(in) % 24);
+            opaque(&f, in, lk_fuzz_r8(in) % 24);
             break;
         }
         const char *m = mechs[(v >> 1) & 3];
@@ -267,15 +248,15 @@ client_frame(struct tb *out, struct in *in, unsigned kind)
     }
     default: /* another api key, or raw bytes */
         if (v & 0x80) {
-            opaque(&f, in, r8(in) % 16);
+            opaque(&f, in, lk_fuzz_r8(in) % 16);
             put(out, f.p, f.len);
             free(f.p);
             return;
         }
         /* keys 0-95: the Streams group APIs (88, 89) and a few the codec does
          * not know */
-        frame_head(&f, in, (int16_t)(v % 96), (int16_t)(r8(in) % 20), 0);
-        opaque(&f, in, r8(in) % 16);
+        frame_head(&f, in, (int16_t)(v % 96), (int16_t)(lk_fuzz_r8(in) % 20), 0);
+        opaque(&f, in, lk_fuzz_r8(in) % 16);
         break;
     }
     w32(out, (uint32_t)f.len);
@@ -489,12 +470,6 @@ maybe_address(struct tb *b, struct broker *br, const struct lk_cluster *cl, int 
     noise(b, br, noise_len(br, 8));
 }
 
-static uint32_t
-get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /*
  * Reads every whole frame lookout sent and queues the answers.  sent is
  * every byte the client gave lookout: each frame must be the client's
@@ -508,7 +483,7 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
 
     while (!br->closed && br->got.len >= 4) {
         const uint8_t *g = br->got.p;
-        uint32_t size = get32(g);
+        uint32_t size = tb_get32(g);
         if (size > (1u << 24))
             goto shut;
         if (br->got.len - 4 < size)
@@ -536,11 +511,11 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
         }
         /* lookout's own id in the client's frame, nothing else changed */
         if (!br->noisy) {
-            LK_FUZZ_CHECK(get32(p + 4) == br->next_id);
+            LK_FUZZ_CHECK(tb_get32(p + 4) == br->next_id);
             LK_FUZZ_CHECK(memcmp(g, c, 8) == 0 && memcmp(g + 12, c + 12, size - 8) == 0);
         }
-        br->next_id = get32(p + 4) + 1;
-        int64_t client_corr = (int32_t)get32(c + 8);
+        br->next_id = tb_get32(p + 4) + 1;
+        int64_t client_corr = (int32_t)tb_get32(c + 8);
         int16_t key = (int16_t)(p[0] << 8 | p[1]), ver = (int16_t)(p[2] << 8 | p[3]);
         w8(&a, p[4]); /* the correlation id it got */
         w8(&a, p[5]);
@@ -584,7 +559,7 @@ broker_read(struct broker *br, const struct lk_cluster *cl, const struct tb *sen
         if (answer)
             expect(br, client_corr);
     send:
-        drop(&br->got, 4 + size);
+        tb_drop(&br->got, 4 + size);
         br->at += 4 + size;
         if (answer) {
             w32(&br->out, (uint32_t)a.len);
@@ -621,32 +596,14 @@ pair_init(struct pair *pp, struct lk_conf *conf)
     pp->rt.conf = conf;
     pp->w.base = pp->base;
     pp->w.rt = &pp->rt;
-    bufferevent_pair_new(pp->base, 0, pp->cb);
-    bufferevent_pair_new(pp->base, 0, pp->ub);
-    /* the peers never read: what lookout writes stays in its outputs */
-    bufferevent_disable(pp->cb[1], EV_READ | EV_WRITE);
-    bufferevent_disable(pp->ub[1], EV_READ | EV_WRITE);
-    /* and their bytes come from the harness, not from the peers */
-    evbuffer_unfreeze(bufferevent_get_input(pp->cb[0]), 0);
-    evbuffer_unfreeze(bufferevent_get_input(pp->ub[0]), 0);
-    evbuffer_unfreeze(bufferevent_get_output(pp->cb[0]), 1);
-    evbuffer_unfreeze(bufferevent_get_output(pp->ub[0]), 1);
-    pp->c.w = &pp->w;
-    pp->c.conf = conf;
+    lk_fuzz_bev_pairs(pp->base, pp->cb, pp->ub);
     /* the listener it came in on, as every accepted connection has */
-    for (size_t k = 0; k < conf->nbinds && pp->c.bind == NULL; k++)
+    const struct lk_bind *bind = NULL;
+    for (size_t k = 0; k < conf->nbinds && bind == NULL; k++)
         if (conf->binds[k]->proto == LK_PROTO_KAFKA)
-            pp->c.bind = conf->binds[k];
-    LK_FUZZ_CHECK(pp->c.bind != NULL);
-    pp->c.rt = &pp->rt;
-    pp->c.bev = pp->cb[0];
-    pp->c.io.bev = pp->cb[0];
-    pp->c.io.w = &pp->w;
-    pp->c.fd = -1;
-    pp->c.peer.family = AF_INET;
-    memcpy(pp->c.peer.ip, "\x7f\x00\x00\x01", 4);
-    pp->c.peer.port = 1;
-    lk_pool_init(&pp->c.pool);
+            bind = conf->binds[k];
+    LK_FUZZ_CHECK(bind != NULL);
+    lk_fuzz_conn_init(&pp->c, &pp->w, &pp->rt, conf, bind, pp->cb[0]);
     pp->up.w = &pp->w;
     pp->up.rt = &pp->rt;
     pp->up.broker = cl->brokers[0];
@@ -689,18 +646,8 @@ pair_free(struct pair *pp)
 static void
 collect(struct pair *pp, struct broker *br)
 {
-    struct evbuffer *o = bufferevent_get_output(pp->cb[0]);
-    size_t n = evbuffer_get_length(o);
-    if (n != 0) {
-        put(&pp->to_client, evbuffer_pullup(o, -1), n);
-        LK_FUZZ_CHECK(evbuffer_drain(o, n) == 0);
-    }
-    o = bufferevent_get_output(pp->ub[0]);
-    n = evbuffer_get_length(o);
-    if (n != 0) {
-        put(&br->got, evbuffer_pullup(o, -1), n);
-        LK_FUZZ_CHECK(evbuffer_drain(o, n) == 0);
-    }
+    lk_fuzz_take(bufferevent_get_output(pp->cb[0]), &pp->to_client);
+    lk_fuzz_take(bufferevent_get_output(pp->ub[0]), &br->got);
 }
 
 /* Moves up to n bytes of src into lookout's input on bev (and to log). */
@@ -712,7 +659,7 @@ deliver(struct tb *src, struct tb *log, struct bufferevent *bev, size_t n)
         LK_FUZZ_CHECK(evbuffer_add(bufferevent_get_input(bev), src->p, n) == 0);
         if (log != NULL)
             put(log, src->p, n);
-        drop(src, n);
+        tb_drop(src, n);
     }
     return n;
 }
@@ -735,7 +682,7 @@ check_client(const struct pair *pp, const struct lk_cluster *cl)
 static int
 rebootstrap_answer(const uint8_t *f)
 {
-    return get32(f) == LK_KAFKA_REBOOTSTRAP_LEN - 4 && f[LK_KAFKA_REBOOTSTRAP_LEN - 3] == 0 &&
+    return tb_get32(f) == LK_KAFKA_REBOOTSTRAP_LEN - 4 && f[LK_KAFKA_REBOOTSTRAP_LEN - 3] == 0 &&
            f[LK_KAFKA_REBOOTSTRAP_LEN - 2] == LK_KAFKA_ERR_REBOOTSTRAP_REQUIRED;
 }
 
@@ -751,26 +698,26 @@ check_answers(const struct pair *pp, const struct broker *br, const struct tb *s
     const struct tb *t = &pp->to_client;
     size_t off = 0, i = 0, fwd = br->at + br->got.len;
 
-    while (!br->noisy && t->len - off >= 4 && t->len - off - 4 >= get32(t->p + off)) {
+    while (!br->noisy && t->len - off >= 4 && t->len - off - 4 >= tb_get32(t->p + off)) {
         if (rebootstrap_answer(t->p + off)) {
             uint8_t want[LK_KAFKA_REBOOTSTRAP_LEN];
             const uint8_t *q = sent->p + fwd;
             LK_FUZZ_CHECK(pp->k->pr.draining && i == br->nexpect);
             LK_FUZZ_CHECK(sent->len - fwd >= LK_KAFKA_REQ_PREFIX &&
-                          sent->len - fwd - 4 >= get32(q));
+                          sent->len - fwd - 4 >= tb_get32(q));
             LK_FUZZ_CHECK(q[4] == 0 && q[5] == LK_KAFKA_METADATA && q[6] == 0 && q[7] == 13);
-            LK_FUZZ_CHECK(lk_kafka_rebootstrap_answer(13, (int32_t)get32(q + 8), want) ==
+            LK_FUZZ_CHECK(lk_kafka_rebootstrap_answer(13, (int32_t)tb_get32(q + 8), want) ==
                               LK_KAFKA_REBOOTSTRAP_LEN &&
                           memcmp(t->p + off, want, sizeof(want)) == 0);
-            fwd += 4 + get32(q);
+            fwd += 4 + tb_get32(q);
             off += LK_KAFKA_REBOOTSTRAP_LEN;
             continue;
         }
         LK_FUZZ_CHECK(i < br->nexpect);
         if (br->expect[i] != BARE)
-            LK_FUZZ_CHECK(get32(t->p + off) >= 4 &&
-                          (int32_t)get32(t->p + off + 4) == (int32_t)br->expect[i]);
-        off += 4 + get32(t->p + off);
+            LK_FUZZ_CHECK(tb_get32(t->p + off) >= 4 &&
+                          (int32_t)tb_get32(t->p + off + 4) == (int32_t)br->expect[i]);
+        off += 4 + tb_get32(t->p + off);
         i++;
     }
 }
@@ -780,7 +727,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct lk_conf *conf = the_map();
     const struct lk_cluster *cl = conf->clusters[0];
-    struct in in = {data, size, 0};
+    struct lk_fuzz_in in = {data, size, 0};
     struct pair pp;
     struct broker br = {0};
     struct tb client = {0}, sent = {0};
@@ -791,7 +738,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     br.rng = seed | 1;
     pair_init(&pp, conf);
     while (in.off < in.len && !pp.k->pr.dead && !gone) {
-        unsigned op = r8(&in);
+        unsigned op = lk_fuzz_r8(&in);
         switch (op & 7) {
         case 0:
         case 1:
@@ -812,7 +759,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 pump_responses(&pp.k->pr);
             break;
         default: {
-            unsigned b = r8(&in);
+            unsigned b = lk_fuzz_r8(&in);
             if (b & 1) {
                 gone = 1;
                 client_gone(&pp.k->pr);
@@ -820,7 +767,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (!pp.k->pr.draining)
                     drain(&pp.c);
             } else {
-                opaque(&br.out, &in, r8(&in) % 16);
+                opaque(&br.out, &in, lk_fuzz_r8(&in) % 16);
                 br.noisy = 1;
             }
             break;

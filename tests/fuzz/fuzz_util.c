@@ -4,13 +4,18 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 
 #include "fuzz_util.h"
 #include "lk_conf_ready.h"
+#include "lk_conn.h"
 #include "lk_log.h"
 #include "lk_match.h"
 #include "lk_pulsar_codec.h"
 #include "pulsar.pb-c.h"
+#include "../unit/lk_test_wire.h"
 
 uint64_t
 lk_fuzz_seed(const uint8_t *data, size_t len)
@@ -51,6 +56,56 @@ lk_fuzz_piece(uint64_t *state, size_t left)
         break;
     }
     return n < left ? n : left;
+}
+
+unsigned
+lk_fuzz_r8(struct lk_fuzz_in *in)
+{
+    return in->off < in->len ? in->p[in->off++] : 0;
+}
+
+void
+lk_fuzz_bev_pairs(struct event_base *base, struct bufferevent *cb[2], struct bufferevent *ub[2])
+{
+    LK_FUZZ_CHECK(bufferevent_pair_new(base, 0, cb) == 0 && bufferevent_pair_new(base, 0, ub) == 0);
+    /* the peers never read: what lookout writes stays in its outputs */
+    bufferevent_disable(cb[1], EV_READ | EV_WRITE);
+    bufferevent_disable(ub[1], EV_READ | EV_WRITE);
+    /* and their bytes come from the harness, not from the peers */
+    evbuffer_unfreeze(bufferevent_get_input(cb[0]), 0);
+    evbuffer_unfreeze(bufferevent_get_input(ub[0]), 0);
+    evbuffer_unfreeze(bufferevent_get_output(cb[0]), 1);
+    evbuffer_unfreeze(bufferevent_get_output(ub[0]), 1);
+}
+
+void
+lk_fuzz_conn_init(struct lk_conn *c, struct lk_worker *w, struct lk_runtime *rt,
+                  struct lk_conf *conf, const struct lk_bind *b, struct bufferevent *bev)
+{
+    c->w = w;
+    c->conf = conf;
+    c->rt = rt;
+    c->bind = b;
+    c->bev = bev;
+    c->io.bev = bev;
+    c->io.w = w;
+    c->fd = -1;
+    c->peer.family = AF_INET;
+    memcpy(c->peer.ip, "\x7f\x00\x00\x01", 4);
+    c->peer.port = 1;
+    lk_pool_init(&c->pool);
+}
+
+size_t
+lk_fuzz_take(struct evbuffer *o, struct tb *to)
+{
+    size_t n = evbuffer_get_length(o);
+
+    if (n != 0) {
+        put(to, evbuffer_pullup(o, -1), n);
+        LK_FUZZ_CHECK(evbuffer_drain(o, n) == 0);
+    }
+    return n;
 }
 
 /* Every family of b1 on its external listener; b2 only http and pulsar;
@@ -344,8 +399,8 @@ struct pf {
     size_t raw_len;
 };
 
-static int
-rd_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
+int
+lk_fuzz_rd_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
 {
     *v = 0;
     for (unsigned shift = 0; shift < 70; shift += 7) {
@@ -368,7 +423,7 @@ fields(const uint8_t *p, size_t len, struct pf *out, size_t max)
 
     while (at < len) {
         uint64_t key, l;
-        if (n == max || rd_varint(p, len, &at, &key) != 0)
+        if (n == max || lk_fuzz_rd_varint(p, len, &at, &key) != 0)
             return -1;
         struct pf *f = &out[n++];
         f->num = (uint32_t)(key >> 3);
@@ -376,7 +431,7 @@ fields(const uint8_t *p, size_t len, struct pf *out, size_t max)
         f->raw = p + at;
         switch (f->wt) {
         case 0:
-            if (rd_varint(p, len, &at, &f->v) != 0)
+            if (lk_fuzz_rd_varint(p, len, &at, &f->v) != 0)
                 return -1;
             break;
         case 1:
@@ -387,7 +442,7 @@ fields(const uint8_t *p, size_t len, struct pf *out, size_t max)
             at += l;
             break;
         case 2:
-            if (rd_varint(p, len, &at, &l) != 0 || l > len - at)
+            if (lk_fuzz_rd_varint(p, len, &at, &l) != 0 || l > len - at)
                 return -1;
             f->val = p + at;
             f->val_len = (size_t)l;
@@ -580,11 +635,11 @@ count_types(const uint8_t *p, size_t len, uint64_t *last_type)
 
     while (at < len) {
         uint64_t key, v;
-        if (rd_varint(p, len, &at, &key) != 0)
+        if (lk_fuzz_rd_varint(p, len, &at, &key) != 0)
             return -1;
         switch (key & 7) {
         case 0:
-            if (rd_varint(p, len, &at, &v) != 0)
+            if (lk_fuzz_rd_varint(p, len, &at, &v) != 0)
                 return -1;
             if (key >> 3 == 1) {
                 n++;
@@ -598,7 +653,7 @@ count_types(const uint8_t *p, size_t len, uint64_t *last_type)
             at += (key & 7) == 1 ? 8 : 4;
             break;
         case 2:
-            if (rd_varint(p, len, &at, &v) != 0 || v > len - at)
+            if (lk_fuzz_rd_varint(p, len, &at, &v) != 0 || v > len - at)
                 return -1;
             at += (size_t)v;
             break;

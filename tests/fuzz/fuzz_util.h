@@ -34,6 +34,46 @@
 uint64_t lk_fuzz_seed(const uint8_t *data, size_t len);
 size_t lk_fuzz_piece(uint64_t *state, size_t left);
 
+/* A harness's input, read from the front a byte at a time: 0 once it is
+ * used up. */
+struct lk_fuzz_in {
+    const uint8_t *p;
+    size_t len, off;
+};
+unsigned lk_fuzz_r8(struct lk_fuzz_in *in);
+
+/* A protobuf varint at p[*at..len) into *v (*at past it): 0, or -1 when
+ * it runs past len or over ten bytes. */
+int lk_fuzz_rd_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v);
+
+/*
+ * The two bufferevent pairs of a pair harness, made on base with no
+ * socket: cb (the client's) and ub (the broker's), [0] lookout's side.
+ * The peers ([1]) never read, so what lookout writes stays in its
+ * outputs for the harness to take, and lookout's inputs are the
+ * harness's to fill.  Free them with bufferevent_free.
+ */
+struct bufferevent;
+struct event_base;
+void lk_fuzz_bev_pairs(struct event_base *base, struct bufferevent *cb[2],
+                       struct bufferevent *ub[2]);
+
+/* c as lk_conn_accept leaves a client connection from 127.0.0.1:1 on
+ * bind b, of worker w (runtime rt, map conf), over bev, with no socket:
+ * its pool ready, no protocol started. */
+struct lk_conn;
+struct lk_worker;
+struct lk_runtime;
+void lk_fuzz_conn_init(struct lk_conn *c, struct lk_worker *w, struct lk_runtime *rt,
+                       struct lk_conf *conf, const struct lk_bind *b, struct bufferevent *bev);
+
+/* Everything in lookout's output o, taken by its peer: appended to to (a
+ * growing buffer of tests/unit/lk_test_wire.h) and drained.  Returns how
+ * many bytes. */
+struct evbuffer;
+struct tb;
+size_t lk_fuzz_take(struct evbuffer *o, struct tb *to);
+
 /* The map text describes, loaded (log level LK_ERR from then on: the
  * filters' warnings are expected); aborts if it does not load. */
 struct lk_conf *lk_fuzz_load(const char *text);

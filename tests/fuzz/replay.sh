@@ -8,7 +8,7 @@ set -u
 top=${srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 pass=0
 fail=0
-for t in http_request http_response location lookup match conf kafka_prefix kafka_response kafka_fetch_stream pulsar_frame pulsar_command pulsar_filter registry live_map frame_guard sni kafka_pair proxyproto; do
+for t in http_request http_response location lookup match conf kafka_prefix kafka_response kafka_fetch_stream pulsar_frame pulsar_command pulsar_filter registry live_map frame_guard sni kafka_pair proxyproto pulsar_pair; do
     log=tests/fuzz/replay_$t.log
     if ./tests/fuzz/replay_$t "$top/tests/fuzz/corpus/$t" >"$log" 2>&1; then
         echo "ok - fuzz replay $t: $(tail -n 1 "$log")"

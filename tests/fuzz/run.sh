@@ -9,7 +9,7 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-30}
 [ $# -gt 0 ] && shift
-targets=${*:-http_request http_response location lookup match conf kafka_prefix kafka_response kafka_fetch_stream pulsar_frame pulsar_command pulsar_filter registry live_map frame_guard sni kafka_pair proxyproto}
+targets=${*:-http_request http_response location lookup match conf kafka_prefix kafka_response kafka_fetch_stream pulsar_frame pulsar_command pulsar_filter registry live_map frame_guard sni kafka_pair proxyproto pulsar_pair}
 build="$top/build/fuzz"
 
 if ! "$top/tests/build.sh" fuzz --enable-fuzz CC=clang ||

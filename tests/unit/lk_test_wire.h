@@ -1,8 +1,9 @@
 /*
  * A growing byte buffer for the unit tests that write wire data of their
- * own (the Kafka and Pulsar codecs'): put() appends bytes, w8() one byte.
+ * own (the Kafka and Pulsar codecs'): put() appends bytes, w8() one byte,
+ * tb_drop() takes bytes off the front, tb_get32() reads a big-endian word.
  * Out of memory aborts.  Static inline, for those test files only (and
- * tests/fuzz/fuzz_kafka_pair.c).
+ * the pair harnesses, tests/fuzz/fuzz_kafka_pair.c and fuzz_pulsar_pair.c).
  */
 #ifndef LK_TEST_WIRE_H
 #define LK_TEST_WIRE_H
@@ -36,6 +37,20 @@ w8(struct tb *b, int v)
 {
     uint8_t x = (uint8_t)v;
     put(b, &x, 1);
+}
+
+/* The first n bytes of b consumed (n at most b->len). */
+static inline void
+tb_drop(struct tb *b, size_t n)
+{
+    memmove(b->p, b->p + n, b->len - n);
+    b->len -= n;
+}
+
+static inline uint32_t
+tb_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 #endif
