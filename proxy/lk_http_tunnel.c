@@ -48,6 +48,12 @@ static void
 tunnel_up_write(struct bufferevent *bev, void *arg)
 {
     struct lk_hconn *hc = arg;
+
+    if (hc->client_eof) { /* tunnel_client_event: closing once the broker has it all */
+        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            lk_conn_close(hc->c);
+        return;
+    }
     lk_io_enable(&hc->c->io, EV_READ);
 }
 
@@ -55,6 +61,24 @@ static void
 tunnel_client_event(struct bufferevent *bev, short what, void *arg)
 {
     struct lk_hconn *hc = arg;
+    struct lk_upstream *up = hc->tunnel_up;
+
+    /* The client finished: what it sent still reaches the broker (a
+     * WebSocket producer's last messages, its close frame), and then the
+     * tunnel closes, as nginx closes an upgraded connection; meanwhile the
+     * broker's bytes still flow to the client.  A broker that takes none
+     * of it is closed at timeout.idle.  A reset or a timeout ends it at
+     * once. */
+    if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) && up != NULL) {
+        evbuffer_add_buffer(bufferevent_get_output(up->bev), bufferevent_get_input(bev));
+        if (evbuffer_get_length(bufferevent_get_output(up->bev)) != 0) {
+            struct timeval idle = lk_hx_tv(hc->c->conf->timeout_idle_ms);
+            hc->client_eof = 1;
+            bufferevent_setwatermark(up->bev, EV_WRITE, 0, 0);
+            lk_io_set_timeouts(&up->io, &idle, &idle);
+            return;
+        }
+    }
     lk_conn_close(hc->c); /* the pool cleanup frees the upstream side */
 }
 

@@ -250,6 +250,17 @@ subtest 'WebSocket Upgrade: a byte tunnel' => sub {
     is($how, 'until', '... while the tunnel stayed open');
     # Without Upgrade the broker says 426: a normal exchange.
     is(curl("$u[1]/test/ws")->{status}, 426, 'no Upgrade: the broker\'s 426 passes through');
+
+    # The client sends 4 MiB and its FIN at once, to a broker that reads nothing for a
+    # second: lookout holds what the broker's socket does not take, and closes the tunnel
+    # only once the broker has it all (nginx's way), not with the client's FIN.
+    my $big = join '', map { pack('N', $_ * 2654435761 % 4294967296) } 0 .. (1 << 20) - 1;
+    my $sink = $head =~ s{/test/ws }{/test/ws?sink=1000 }r;
+    ($raw) = http_raw('127.0.0.1', $q[1], [ $sink, $big ], pause => 0.3, shutdown => 1, timeout => 15);
+    is(parse_response($raw) && parse_response($raw)->{status}, 101, 'a tunnel to a slow broker: 101');
+    my $rec = wait_until(sub { (grep { ($_->{status} // '') eq 'tunnel' } $c->requests(2))[0] }, 15);
+    is($rec && $rec->{body_length}, length $big, '... the client\'s 4 MiB, sent with its FIN, all reached the broker');
+    is($rec && $rec->{body_sha256}, Digest::SHA::sha256_hex($big), '... byte for byte');
 };
 
 subtest 'h2c and CONNECT are refused' => sub {

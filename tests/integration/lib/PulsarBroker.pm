@@ -1243,7 +1243,8 @@ sub _num {
     return $v < $min ? $min : $v > $max ? $max : $v;
 }
 
-# /test/ws: answer "Upgrade: websocket" with 101, then echo raw bytes until EOF or idle.
+# /test/ws: answer "Upgrade: websocket" with 101, then echo raw bytes until EOF or idle
+# (sink=MS: take them instead, below).
 sub _websocket {
     my ($cx) = @_;
     my ($req, $c) = ($cx->{req}, $cx->{c});
@@ -1262,6 +1263,26 @@ sub _websocket {
     _send_head($cx, 101, [ [ 'Upgrade', 'websocket' ], [ 'Connection', 'Upgrade' ],
                            [ 'Sec-WebSocket-Accept', $accept ], @extra ]);
     $cx->{keep} = 0;
+    # sink=MS: read nothing for MS ms (a slow broker), then take every byte to the end and
+    # log how many, with their sha256, as a record of status "tunnel".
+    my ($sink) = map { _uri_unescape($_->[1] // '', 1) } grep { $_->[0] eq 'sink' } @$pairs;
+    if (defined $sink) {
+        sleep _num($sink, 0, 120_000) / 1000;
+        my $d = Digest::SHA->new(256);
+        my $n = 0;
+        while (1) {
+            if (length $c->{buf}) {
+                $d->add($c->{buf});
+                $n += length $c->{buf};
+                $c->{buf} = '';
+            }
+            alarm REQUEST_DEADLINE;
+            last unless _fill($c, $cx->{self}{opt}{idle_timeout} // 30);
+        }
+        @$cx{qw(body_length body_sha256)} = ($n, $d->hexdigest);
+        _log($cx, 'tunnel');
+        return;
+    }
     while (1) {
         if (length $c->{buf}) {
             _write($c, $c->{buf});
