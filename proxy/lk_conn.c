@@ -158,8 +158,7 @@ close_on_event(struct bufferevent *bev, short what, void *arg)
 {
     /* The peer's end of sending is no reason to drop what it has still to
      * read: the reading stops (lk_io did), the writing goes on. */
-    if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) &&
-        evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+    if (lk_io_clean_eof(what) && evbuffer_get_length(bufferevent_get_output(bev)) != 0)
         return;
     lk_conn_close(arg);
 }

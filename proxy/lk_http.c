@@ -262,8 +262,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
             lk_hc_process(hc);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
-        evbuffer_get_length(bufferevent_get_output(bev)) != 0) {
+    if (lk_io_clean_eof(what) && evbuffer_get_length(bufferevent_get_output(bev)) != 0) {
         /* Between exchanges, or in a head that will not complete: the
          * answers already made (the last may have completed in this very
          * loop iteration, its bytes still queued) go out before the close. */

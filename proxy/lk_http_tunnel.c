@@ -69,7 +69,7 @@ tunnel_client_event(struct bufferevent *bev, short what, void *arg)
      * broker's bytes still flow to the client.  A broker that takes none
      * of it is closed at timeout.idle.  A reset or a timeout ends it at
      * once. */
-    if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) && up != NULL) {
+    if (lk_io_clean_eof(what) && up != NULL) {
         evbuffer_add_buffer(bufferevent_get_output(up->bev), bufferevent_get_input(bev));
         if (evbuffer_get_length(bufferevent_get_output(up->bev)) != 0) {
             struct timeval idle = lk_hx_tv(hc->c->conf->timeout_idle_ms);

@@ -98,6 +98,15 @@ struct lk_io {
  * already is costs nothing (bufferevent_enable would re-arm the timeout). */
 void lk_io_enable(struct lk_io *io, short what);
 void lk_io_disable(struct lk_io *io, short what);
+
+/* Whether an event callback's what is the peer's orderly end of sending
+ * (a FIN, or TLS's close_notify), not a reset, an error or a timeout:
+ * then what is still to be written to it, or from it, may go first. */
+static inline int
+lk_io_clean_eof(short what)
+{
+    return (what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT));
+}
 /* Read and write timeouts, as bufferevent_set_timeouts (NULL: none); a
  * pending read re-arms with the new one. */
 void lk_io_set_timeouts(struct lk_io *io, const struct timeval *rd, const struct timeval *wr);

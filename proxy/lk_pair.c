@@ -7,6 +7,7 @@
 
 #include "lk_broker.h"
 #include "lk_clock.h"
+#include "lk_io.h"
 #include "lk_log.h"
 #include "lk_pair.h"
 #include "lk_stats.h"
@@ -144,7 +145,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
      * closes, as nginx stream {} and HAProxy close it.  The module read
      * all it could at each read; a frame cut short goes out as far as it
      * went, as the broker cut it.  A reset or a timeout ends at once. */
-    if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) && !p->dead) {
+    if (lk_io_clean_eof(what) && !p->dead) {
         p->dead = 1;
         lk_log(LK_INFO, p->c, "%s", why);
         lk_conn_close_after_flush(p->c);
