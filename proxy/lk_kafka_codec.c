@@ -280,6 +280,13 @@ lk_kafka_response_addrs(int16_t api_key, int16_t api_version)
     case LK_KAFKA_END_QUORUM_EPOCH:
     case LK_KAFKA_UPDATE_RAFT_VOTER:
         return LK_KAFKA_ADDRS_BYTES;
+    case LK_KAFKA_DESCRIBE_CONFIGS:
+        /* A broker's configs name its listeners: advertised.listeners,
+         * listeners, controller.quorum.voters and
+         * controller.quorum.bootstrap.servers are strings of host:port,
+         * the internal ones among them, in Configs[].Value and
+         * Synonyms[].Value, whatever the version. */
+        return LK_KAFKA_ADDRS_BYTES;
     case LK_KAFKA_FETCH_SNAPSHOT:
         /* v1 names the leader's endpoints (KIP-853), and a snapshot of the
          * metadata log holds every broker's registration, listeners and

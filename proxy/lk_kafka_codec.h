@@ -36,6 +36,7 @@ enum lk_kafka_api {
     LK_KAFKA_FIND_COORDINATOR = 10,
     LK_KAFKA_SASL_HANDSHAKE = 17,
     LK_KAFKA_API_VERSIONS = 18,
+    LK_KAFKA_DESCRIBE_CONFIGS = 32,
     LK_KAFKA_VOTE = 52,
     LK_KAFKA_BEGIN_QUORUM_EPOCH = 53,
     LK_KAFKA_END_QUORUM_EPOCH = 54,
@@ -350,7 +351,11 @@ enum lk_kafka_rw {
  *            FindCoordinator, DescribeCluster and DescribeQuorum past the
  *            codec's versions; the KRaft voter RPCs (Vote,
  *            BeginQuorumEpoch, EndQuorumEpoch, UpdateRaftVoter:
- *            NodeEndpoints); the Streams group APIs past v1 (a layout not
+ *            NodeEndpoints); FetchSnapshot (a metadata snapshot holds every
+ *            broker's registration); DescribeConfigs, every version (a
+ *            broker's advertised.listeners, listeners and controller
+ *            quorum settings are host:port strings among its config
+ *            values); the Streams group APIs past v1 (a layout not
  *            read, which ApiVersions is clamped below); and an api key the
  *            codec does not know, which could be anything;
  *   RECORDS  maybe some beside records, in a version the codec does not

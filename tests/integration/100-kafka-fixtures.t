@@ -168,12 +168,18 @@ subtest 'test broker: kafka-python decodes every version it knows' => sub {
             is_deeply(\%got, \%MAP, "$what: the node map") or diag(explain($resp->{brokers}));
             my ($t) = grep { $_->{topic} eq $TOPIC } @{ $resp->{topics} };
             is_deeply([ map { $_->{leader} } @{ $t->{partitions} } ], [ 1, 2, 3 ], "$what: partition leaders");
+        } elsif ($x->{api} eq 'DescribeConfigs') {
+            my ($res) = @{ $resp->{resources} // [] };
+            my %cfg = map { ($_->{config_names} => $_->{config_value}) } @{ $res->{config_entries} // [] };
+            is_deeply([ $res->{error_code}, $cfg{'advertised.listeners'}, $cfg{'broker.id'} ],
+                      [ 0, "PLAINTEXT://$MAP{1}{host}:$MAP{1}{port}", '1' ],
+                      "$what: broker 1's configs, advertised.listeners its address") or diag(explain($resp));
         } elsif ($x->{api} eq 'FindCoordinator') {
             is_deeply([ @$resp{qw(coordinator_id host port)} ], [ 1, $MAP{1}{host}, $MAP{1}{port} ],
                       "$what: coordinator = node 1") or diag(explain($resp));
         } elsif ($x->{api} eq 'ApiVersions') {
             my %k = map { ($_->{api_key} => [ $_->{min_version}, $_->{max_version} ]) } @{ $resp->{api_versions} };
-            is_deeply([ @k{0, 1, 3, 10, 18, 60} ], [ [3, 13], [4, 18], [0, 13], [0, 6], [0, 4], [0, 2] ],
+            is_deeply([ @k{0, 1, 3, 10, 18, 32, 60} ], [ [3, 13], [4, 18], [0, 13], [0, 6], [0, 4], [0, 4], [0, 2] ],
                       "$what: the advertised ranges");
         } elsif ($x->{api} eq 'Produce') {
             my @e = map { [ $_->{partition}, $_->{error_code} ] } @{ $resp->{topics}[0]{partitions} };
@@ -346,7 +352,7 @@ subtest 'test broker: tshark decodes its answers' => sub {
     my ($pcap, $why) = Tshark::capture($port, sub {
         $out = KafkaMock::run([ $PY, $PROBE, $tb->bootstrap, '--topic', $TOPIC, '--topic-id', $TID,
                                 'ApiVersions:all', 'Metadata:all', 'FindCoordinator:all', 'DescribeCluster:all',
-                                'Produce:all', 'Fetch:all' ], timeout => 60);
+                                'Produce:all', 'Fetch:all', 'DescribeConfigs:all' ], timeout => 60);
     }, $dir);
     plan skip_all => "cannot capture: $why" unless $pcap;
     is($out->{exit}, 0, 'kafka-probe ran') or diag($out->{err});
@@ -379,7 +385,7 @@ subtest 'test broker: tshark decodes its answers' => sub {
             my @k = Tshark::field_values($pdu, 'kafka.api_versions.api_key');
             my @lo = Tshark::field_values($pdu, 'kafka.api_versions.min_version');
             my @hi = Tshark::field_values($pdu, 'kafka.api_versions.max_version');
-            is_deeply([ map { "$k[$_]:$lo[$_]-$hi[$_]" } 0 .. $#k ], [ qw(0:3-13 1:4-18 3:0-13 10:0-6 18:0-4 55:0-2 60:0-2 88:0-0 89:0-0) ],
+            is_deeply([ map { "$k[$_]:$lo[$_]-$hi[$_]" } 0 .. $#k ], [ qw(0:3-13 1:4-18 3:0-13 10:0-6 18:0-4 32:0-4 55:0-2 60:0-2 88:0-0 89:0-0) ],
                       "$what: the advertised ranges");
             $tshark_knows //= Tshark::known_versions($pdu);
         } elsif ($x->{api} eq 'Produce' || $x->{api} eq 'Fetch') {

@@ -42,17 +42,7 @@ my ($n1_host, $n1_port) = split /:/, $n1;
 # node 1's internal address as a Kafka answer holds it: the host string, the port after it
 my $n1_wire = unpack('H*', $n1_host) . unpack('H*', pack('N', $n1_port));
 
-my %K;
-for my $mode (qw(log block)) {
-    my ($ext, $boot, $admin) = (free_port(), free_port(), free_port());
-    my $conf = KafkaMock::lookout_conf(nodes => [ [ 1, $n1, $ext ] ], boot => $boot,
-                                       lookout => "admin = 127.0.0.1:$admin\n");
-    # log is the default, for Kafka clusters too
-    $conf =~ s/^(\[kafka k\]\n)/$1leak_guard = $mode\n/m if $mode ne 'log';
-    my $lk = start_lookout(dir => $dir, name => "kafka-$mode", conf => $conf);
-    ok($lk->started, "lookout (kafka, leak_guard = $mode) started") or diag($lk->log // '');
-    $K{$mode} = { lk => $lk, boot => $boot, admin => $admin, ext => $ext };
-}
+my %K = %{ KafkaMock::guard_lookouts(dir => $dir, name => 'kafka', nodes => [ [ 1, $n1 ] ]) };
 
 sub kprobe {
     my ($port, @targets) = @_;

@@ -61,16 +61,7 @@ my $n1 = $tb->node(1)->{listen};
 my ($n1_host, $n1_port) = split /:/, $n1;
 is($tb->node(3000)->{listen}, "127.0.0.1:$ctl_port", 'the controller listens where DescribeQuorum says');
 
-my %K;
-for my $mode (qw(log block)) {
-    my ($ext1, $ext3000, $boot, $admin) = (free_port(), free_port(), free_port(), free_port());
-    my $conf = KafkaMock::lookout_conf(nodes => [ [ 1, $n1, $ext1 ], [ 3000, "127.0.0.1:$ctl_port", $ext3000 ] ],
-                                       boot => $boot, lookout => "admin = 127.0.0.1:$admin\n");
-    $conf =~ s/^(\[kafka k\]\n)/$1leak_guard = $mode\n/m if $mode ne 'log';
-    my $lk = start_lookout(dir => $dir, name => "kips-$mode", conf => $conf);
-    ok($lk->started, "lookout (leak_guard = $mode) started") or diag($lk->log // '');
-    $K{$mode} = { lk => $lk, boot => $boot, admin => $admin, ext1 => $ext1, ext3000 => $ext3000 };
-}
+my %K = %{ KafkaMock::guard_lookouts(dir => $dir, name => 'kips', nodes => [ [ 1, $n1 ], [ 3000, "127.0.0.1:$ctl_port" ] ]) };
 
 sub kprobe {
     my ($port, $opts, @targets) = @_;
@@ -112,7 +103,7 @@ subtest 'KIP-1313: the client id on the first request only, and a header v3 that
        'ApiVersions v5 with a header v3: error 35 and the broker\'s range, a v0 body, untouched');
     # routing and rewriting do not need a client id
     my ($md) = grep { $_->{api} eq 'Metadata' && $_->{api_version} == 12 } @l[1 .. $#l];
-    my $ext = unpack('H*', pack('N', $k->{ext1}));
+    my $ext = unpack('H*', pack('N', $k->{ext}{1}));
     like($md->{response_hex}, qr/$ext/, 'Metadata v12 without a client id: node 1 rewritten to lookout');
     unlike($md->{response_hex}, qr/${\ unpack('H*', pack('N', $n1_port)) }/, '... its internal port gone');
     # ApiVersions v0 with a null client id, late on the connection: clamped as ever
@@ -185,7 +176,7 @@ subtest 'KIP-853: DescribeQuorum v2 controllers, leak_guard = log' => sub {
     is($l[$_]{response_hex}, $d[$_]{response_hex}, "DescribeQuorum v$_ (no endpoint) passes as it is") for 0, 1;
     my $v2 = $l[2]{response_hex};
     unlike($v2, qr/$c3000_in/, 'v2: controller 3000\'s internal address is gone');
-    like($v2, qr/${\ wire16('127.0.0.1', $k->{ext3000}) }/, '... rewritten to [broker k/3000]\'s lookup address');
+    like($v2, qr/${\ wire16('127.0.0.1', $k->{ext}{3000}) }/, '... rewritten to [broker k/3000]\'s lookup address');
     like($v2, qr/$c3001/, '... controller 3001, which the map lacks, left as it came');
     ok(wait_until(sub { Lookout::log_since($k->{lk}, $from) =~ /"DescribeQuorum v2"/ }, 5), 'access-log lines came');
     my $log = Lookout::log_since($k->{lk}, $from);

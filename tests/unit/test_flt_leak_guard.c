@@ -1232,6 +1232,71 @@ test_kafka_answers(void)
             ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1,
                "DescribeCluster v0 whose ErrorMessage names 10.0.0.21:9092: %u leak", leaks);
         }
+        /* DescribeConfigs of a broker: its advertised.listeners name its
+         * internal listener among the others, and
+         * controller.quorum.bootstrap.servers is one address alone (a
+         * string starting with it, its length byte before it).  Every
+         * version is read as bytes: v2 (INT16 strings) and v4 (flexible,
+         * compact strings, tagged fields). */
+        for (int16_t dv = 2; dv <= 4; dv += 2) {
+            static const char *const names[] = {"advertised.listeners",
+                                                "controller.quorum.bootstrap.servers"};
+            static const char *const values[] = {
+                "INTERNAL://10.0.0.21:9092,EXTERNAL://b1.kafka.example.com:9093", "10.0.0.21:9092"};
+            int flex = dv >= 4;
+            for (int which = 0; which < 2; which++) {
+                f.len = 0;
+                w32(&f, 0);
+                w32(&f, 13); /* CorrelationId */
+                if (flex)
+                    w8(&f, 0); /* header tags */
+                w32(&f, 0);    /* ThrottleTimeMs */
+                if (flex)
+                    w8(&f, 2); /* Results: 1 */
+                else
+                    w32(&f, 1);
+                w8(&f, 0), w8(&f, 0); /* ErrorCode */
+                if (flex)
+                    w8(&f, 0); /* ErrorMessage: null */
+                else
+                    w8(&f, 0xff), w8(&f, 0xff);
+                w8(&f, 4); /* ResourceType: BROKER */
+                if (flex) {
+                    cstr(&f, "1"); /* ResourceName */
+                    w8(&f, 2);     /* Configs: 1 */
+                    cstr(&f, names[which]);
+                    cstr(&f, values[which]);
+                } else {
+                    w8(&f, 0), w8(&f, 1), put(&f, "1", 1);
+                    w32(&f, 1);
+                    for (int k = 0; k < 2; k++) {
+                        const char *t = k == 0 ? names[which] : values[which];
+                        w8(&f, (int)(strlen(t) >> 8)), w8(&f, (int)(strlen(t) & 0xff));
+                        put(&f, t, strlen(t));
+                    }
+                }
+                w8(&f, 1); /* ReadOnly */
+                w8(&f, 4); /* ConfigSource: STATIC_BROKER_CONFIG */
+                w8(&f, 0); /* IsSensitive */
+                if (flex) {
+                    w8(&f, 1); /* Synonyms: none */
+                    w8(&f, 2); /* ConfigType: STRING */
+                    w8(&f, 0); /* Documentation: null */
+                    w8(&f, 0); /* config tags */
+                    w8(&f, 0); /* result tags */
+                    w8(&f, 0); /* tags */
+                } else {
+                    w32(&f, 0); /* Synonyms: none */
+                }
+                kafka_size(&f);
+                v = run_frame(conf, LK_PROTO_KAFKA, 32, dv, &f, &leaks, &rewrites, &out);
+                ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 && rewrites == 0,
+                   "DescribeConfigs v%d, %s = %s: verdict %d, %u leak", dv, names[which],
+                   values[which], v, leaks);
+                ok(block ? out.len == 0 : out.len == f.len && memcmp(out.p, f.p, f.len) == 0,
+                   "... %s", block ? "nothing goes out" : "it goes out as it came");
+            }
+        }
         /* KIP-1071: a StreamsGroupHeartbeat v0 answer whose
          * PartitionsByUserEndpoint names an application endpoint equal to
          * broker k/1's internal address, and one inside the brokers'

@@ -1212,8 +1212,10 @@ test_header_version(void)
            !lk_kafka_response_wanted(88, 0, 1) && !lk_kafka_response_wanted(89, 1, 1) &&
            lk_kafka_response_wanted(88, 2, 0) && !lk_kafka_response_wanted(55, 1, 0) &&
            lk_kafka_response_wanted(55, 3, 0) && lk_kafka_response_wanted(59, 1, 0) &&
-           !lk_kafka_response_wanted(8, 0, 1) && !lk_kafka_response_wanted(0, 9, 1),
-       "wanted: unknown versions, DescribeQuorum v2+, unknown keys with leak_guard = block; "
+           !lk_kafka_response_wanted(8, 0, 1) && !lk_kafka_response_wanted(0, 9, 1) &&
+           lk_kafka_response_wanted(32, 1, 0) && lk_kafka_response_wanted(32, 4, 0),
+       "wanted: unknown versions, DescribeQuorum v2+, DescribeConfigs, unknown keys with "
+       "leak_guard = block; "
        "never records of a version the codec cannot read (Fetch v19, Produce v14), nor the "
        "Streams answers it has read (application endpoints, KIP-1071)");
     static const struct {
@@ -1237,6 +1239,8 @@ test_header_version(void)
         {18, 3, LK_KAFKA_ADDRS_NONE},     {8, 0, LK_KAFKA_ADDRS_NONE},
         {3, -1, LK_KAFKA_ADDRS_BYTES},    {88, -1, LK_KAFKA_ADDRS_BYTES},
         {0, -1, LK_KAFKA_ADDRS_BYTES},    {8, -32768, LK_KAFKA_ADDRS_BYTES},
+        {32, 0, LK_KAFKA_ADDRS_BYTES},    {32, 4, LK_KAFKA_ADDRS_BYTES},
+        {32, 5, LK_KAFKA_ADDRS_BYTES},    {19, 7, LK_KAFKA_ADDRS_NONE},
     };
     for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
         ok(lk_kafka_response_addrs(a[i].key, a[i].version) == a[i].want, "api %d v%d: addrs %d",

@@ -26,7 +26,7 @@ use JSON::PP ();
 use POSIX qw(WNOHANG);
 use Time::HiRes qw(time sleep);
 
-use Lookout qw(lookout_bin repo_top tmp_dir slurp);
+use Lookout qw(lookout_bin repo_top tmp_dir slurp free_port);
 
 my %LIVE;    # fixtures started by this process, stopped at END if a test forgets
 
@@ -92,6 +92,29 @@ sub lookout_conf {
     $conf .= "\n[broker k/$_->[0]]\nadvertised.listeners = INTERNAL://$_->[1],EXTERNAL://127.0.0.1:$_->[2]\n"
         for @{ $o{nodes} };
     return $conf;
+}
+
+# KafkaMock::guard_lookouts(dir => D, name => N, nodes => [[ID, INTERNAL], ...]): one lookout
+# per leak_guard mode (log, the default, and block), each mapping the nodes (internal
+# host:port, an EXTERNAL listener on a free port) with a bootstrap and an admin listener of
+# its own. Returns {log => {lk, boot, admin, ext => {ID => port}}, block => {...}}; each
+# start is one test (ok).
+sub guard_lookouts {
+    my (%o) = @_;
+    my %K;
+    for my $mode (qw(log block)) {
+        my ($boot, $admin) = (free_port(), free_port());
+        my %ext = map { ($_->[0] => free_port()) } @{ $o{nodes} };
+        my $conf = lookout_conf(nodes => [ map { [ @$_[0, 1], $ext{ $_->[0] } ] } @{ $o{nodes} } ],
+                                boot => $boot, lookout => "admin = 127.0.0.1:$admin\n");
+        # log is the default, for Kafka clusters too
+        $conf =~ s/^(\[kafka k\]\n)/$1leak_guard = $mode\n/m if $mode ne 'log';
+        my $lk = Lookout::start_lookout(dir => $o{dir}, name => "$o{name}-$mode", conf => $conf);
+        Test::More::ok($lk->started, "lookout (kafka, leak_guard = $mode) started")
+            or Test::More::diag($lk->log // '');
+        $K{$mode} = { lk => $lk, boot => $boot, admin => $admin, ext => \%ext };
+    }
+    return \%K;
 }
 
 # KafkaMock::kafkajs_missing(): why bin/kafkajs-check cannot run here (a skip reason), or

@@ -13,6 +13,7 @@ import struct
 # use the same threshold). From each message's "flexibleVersions".
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 18, 60
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_CONFIGS = 32                   # a broker's configs name its listeners
 OFFSET_DELETE = 47                      # never flexible; v1 is KIP-1313's first header-v3 RPC
 DESCRIBE_QUORUM = 55                    # KIP-853: v2 names the controllers' listeners
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89      # KIP-1071
@@ -20,17 +21,18 @@ API_NAMES = {PRODUCE: 'Produce', FETCH: 'Fetch', METADATA: 'Metadata',
              FIND_COORDINATOR: 'FindCoordinator', API_VERSIONS: 'ApiVersions',
              DESCRIBE_CLUSTER: 'DescribeCluster', SASL_HANDSHAKE: 'SaslHandshake',
              SASL_AUTHENTICATE: 'SaslAuthenticate', OFFSET_DELETE: 'OffsetDelete',
+             DESCRIBE_CONFIGS: 'DescribeConfigs',
              DESCRIBE_QUORUM: 'DescribeQuorum', STREAMS_GROUP_HEARTBEAT: 'StreamsGroupHeartbeat',
              STREAMS_GROUP_DESCRIBE: 'StreamsGroupDescribe'}
 # SaslHandshake and OffsetDelete have no flexible version ("flexibleVersions": "none").
 FIRST_FLEXIBLE = {PRODUCE: 9, FETCH: 12, METADATA: 9, FIND_COORDINATOR: 3, API_VERSIONS: 3,
-                  DESCRIBE_CLUSTER: 0, SASL_AUTHENTICATE: 2, DESCRIBE_QUORUM: 0,
+                  DESCRIBE_CLUSTER: 0, SASL_AUTHENTICATE: 2, DESCRIBE_QUORUM: 0, DESCRIBE_CONFIGS: 4,
                   STREAMS_GROUP_HEARTBEAT: 0, STREAMS_GROUP_DESCRIBE: 0}
 API_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
 API_BY_NAME.update({'api_versions': API_VERSIONS, 'find_coordinator': FIND_COORDINATOR,
                     'describe_cluster': DESCRIBE_CLUSTER, 'sasl_handshake': SASL_HANDSHAKE,
                     'sasl_authenticate': SASL_AUTHENTICATE, 'offset_delete': OFFSET_DELETE,
-                    'describe_quorum': DESCRIBE_QUORUM,
+                    'describe_quorum': DESCRIBE_QUORUM, 'describe_configs': DESCRIBE_CONFIGS,
                     'streams_group_heartbeat': STREAMS_GROUP_HEARTBEAT,
                     'streams_group_describe': STREAMS_GROUP_DESCRIBE})
 
