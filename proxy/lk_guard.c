@@ -836,6 +836,30 @@ scan_inflated(void *arg, const void *p, size_t n)
 
 /* Inflates raw bytes into the automaton, a bounded piece at a time.  A
  * broken stream, or one that inflates past its cap, is no longer read. */
+/*
+ * A text body the guard cannot read on (a coding it does not know, or
+ * compressed data that is broken or inflates past its bound), from its
+ * first bytes or from some way in: log and rewrite let the rest go unread,
+ * block will not pass what it could not check, and answers 502 while none
+ * of the body has gone, or closes the connection.
+ */
+static enum lk_guard_verdict
+unread(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
+       const char *why)
+{
+    struct lk_guard_x *f = lk_guard_fill(x);
+
+    if (conf->mode != LK_LEAK_BLOCK) {
+        lk_log(LK_DEBUG, f->conn, "%s: the response body %s; not read further", f->id, why);
+        return LK_GUARD_PASS;
+    }
+    lk_log(LK_WARN, f->conn, "%s: the response body %s, so it cannot be checked: %s", f->id,
+           why,
+           g->released ? "closing the connection (leak_guard = block)"
+                       : "answered 502 (leak_guard = block)");
+    return g->released ? LK_GUARD_CUT : LK_GUARD_REFUSE;
+}
+
 static enum lk_guard_verdict
 inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
               struct evbuffer *in, struct evbuffer *out, const void *data, size_t len)
@@ -850,18 +874,16 @@ inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
     case LK_INFLATE_STOPPED:
         return s.v;
     case LK_INFLATE_TOO_BIG:
-        why = "too large once inflated";
+        why = "is too large once inflated";
         break;
     case LK_INFLATE_BROKEN:
-        why = "broken";
+        why = "is broken compressed data";
         break;
     default:
         return LK_GUARD_PASS;
     }
-    lk_log(LK_DEBUG, lk_guard_fill(x)->conn,
-           "%s: the compressed response body is %s; not read further", lk_guard_fill(x)->id, why);
     g->body = BODY_SKIP;
-    return LK_GUARD_PASS;
+    return unread(conf, x, g, why);
 }
 
 /* log reads the bytes of `in` not seen yet where they lie: nothing it does
@@ -964,18 +986,17 @@ lk_guard_body(const struct lk_guard *conf, struct lk_guard_stream *g, struct lk_
     size_t len, keep = 0;
     enum lk_guard_verdict v;
 
-    if (g->body == BODY_UNDECIDED) {
+    if (g->body == BODY_UNDECIDED && evbuffer_get_length(in) != 0) {
+        const char *why = "is in a coding lookout does not read (Content-Encoding)";
         g->body = body_coding(res);
         if (g->body == BODY_INFLATE) {
             if (lk_inflate_init(&g->z, LK_INFLATE_GZIP_OR_ZLIB) == 0)
                 lk_pool_cleanup_add(lk_guard_fill(x)->pool, end_inflate, &g->z);
             else
-                g->body = BODY_SKIP;
+                g->body = BODY_SKIP, why = "could not be inflated (no memory)";
         }
-        if (g->body == BODY_SKIP)
-            lk_log(LK_DEBUG, lk_guard_fill(x)->conn,
-                   "%s: the response body's coding is not readable; not read",
-                   lk_guard_fill(x)->id);
+        if (g->body == BODY_SKIP && (v = unread(conf, x, g, why)) != LK_GUARD_PASS)
+            return v;
     }
     if ((v = scan(conf, x, g, in, out, last)) != LK_GUARD_PASS)
         return v;

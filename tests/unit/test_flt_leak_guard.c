@@ -779,9 +779,11 @@ test_content_types(void)
         {"textual/x", NULL, 0},
         {"application/x-protobuf", NULL, 0},
         {"image/png", NULL, 0},
-        {"application/json", "gzip", 0}, /* not gzip data: broken, so not read */
-        {"text/plain", "br", 0},
-        {"text/plain", "gzip, br", 0},
+        /* text lookout cannot read (2): block will not pass it unchecked */
+        {"application/json", "gzip", 2}, /* not gzip data: broken */
+        {"text/plain", "br", 2},
+        {"text/plain", "gzip, br", 2},
+        {"application/octet-stream", "br", 0},
     };
     struct lk_conf *conf = load("block", NULL);
 
@@ -799,8 +801,10 @@ test_content_types(void)
         struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, hdrs, 0);
         ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "head continues");
         run_body(x, brokers_body, strlen(brokers_body), 7, &r);
-        if (t[i].read)
+        if (t[i].read == 1)
             ok(r.v == LK_FLT_REPLY && x->leaks == 1, "read: 502");
+        else if (t[i].read == 2)
+            ok(r.v == LK_FLT_REPLY && x->leaks == 0, "cannot be read: 502, no leak counted");
         else
             ok(r.v == LK_FLT_CONTINUE && strcmp(r.out, brokers_body) == 0 && x->leaks == 0,
                "not read: passed unchanged");
@@ -809,6 +813,22 @@ test_content_types(void)
     }
     subtest(NULL);
     lk_conf_unref(conf);
+    /* log and rewrite let what they cannot read go by, as it came */
+    for (int m = 0; m < 2; m++) {
+        const char *hdrs[] = {"Content-Type", "text/plain", "Content-Encoding", "br", NULL};
+        struct result r;
+        if ((conf = load(m == 0 ? "log" : "rewrite", NULL)) == NULL)
+            return;
+        struct lk_xchg *x = start(conf, "/admin/v2/brokers/prod", 200, hdrs, 0);
+        ok(lk_flt_run_res_headers(x) == LK_FLT_CONTINUE, "%s, br: head continues",
+           m == 0 ? "log" : "rewrite");
+        run_body(x, brokers_body, strlen(brokers_body), 7, &r);
+        ok(r.v == LK_FLT_CONTINUE && strcmp(r.out, brokers_body) == 0 && x->leaks == 0,
+           "... the body passes unread and unchanged");
+        free(r.out);
+        finish(x);
+        lk_conf_unref(conf);
+    }
 }
 
 /* Compresses src as gzip (wbits 31) or zlib "deflate" (wbits 15). */
@@ -907,6 +927,45 @@ test_compressed(void)
     free(r.out);
     finish(x);
     lk_conf_unref(conf);
+
+    /* What cannot be read on: a gzip body whose data is broken,
+     * and one that inflates past 64 times max_buffer_bytes with an
+     * internal address after that.  log lets the rest go unread; block
+     * answers 502 rather than pass it unchecked. */
+    static char big[80 * 1024 + 64];
+    memset(big, ' ', sizeof(big));
+    memcpy(big + sizeof(big) - 40, "{\"owner\":\"10.0.0.11:8080\"}", 26);
+    big[sizeof(big) - 1] = 0;
+    unsigned char bad[1024], bomb[1024];
+    size_t nb = deflate_to("{\"clean\":\"nothing to see in here at all\"}", 42, bad, sizeof(bad), 31);
+    size_t nz = deflate_to(big, sizeof(big) - 1, bomb, sizeof(bomb), 31);
+    ok(nb > 20 && nz > 0, "a clean gzip and a deflate bomb made (%zu bytes of %zu)", nz,
+       sizeof(big) - 1);
+    memset(bad + 10, 0xff, 4); /* its data, after the gzip header: a block of type 3, invalid */
+    for (size_t m = 0; m < 3; m += 2) {
+        if ((conf = load(modes[m], NULL)) == NULL)
+            return;
+        conf->max_buffer_bytes = 1024; /* inflates to 64 KiB at most */
+        for (int which = 0; which < 2; which++) {
+            const unsigned char *body = which == 0 ? bad : bomb;
+            size_t len = which == 0 ? nb : nz;
+            x = start(conf, "/admin/v2/brokers/prod", 200, ghdrs, 0);
+            lk_flt_run_res_headers(x);
+            run_body(x, (const char *)body, len, 64, &r);
+            if (m == 2)
+                ok(r.v == LK_FLT_REPLY && r.out_at_stop == 0 && x->leaks == 0,
+                   "block, %s: 502, nothing of it sent, no leak counted (%d, %zu, %u)",
+                   which == 0 ? "broken gzip" : "gzip past the bound", (int)r.v, r.out_at_stop,
+                   x->leaks);
+            else
+                ok(r.v == LK_FLT_CONTINUE && r.out_at_stop == len && memcmp(r.out, body, len) == 0,
+                   "log, %s: passed unread and unchanged",
+                   which == 0 ? "broken gzip" : "gzip past the bound");
+            free(r.out);
+            finish(x);
+        }
+        lk_conf_unref(conf);
+    }
 }
 
 /* rewrite and block ask brokers for identity; log leaves the request be. */

@@ -1125,6 +1125,25 @@ sub _test {
         1 while $rd->() ne '';
         return;
     }
+    if ($what eq 'coded') {
+        # A JSON body in the given coding whatever the client asked for (a broker, or a
+        # cache before it, that ignores Accept-Encoding): coding=gzip, or gzip,gzip (gzip
+        # twice, "Content-Encoding: gzip, gzip", RFC 9110 8.4: stacked codings); the body is
+        # pad spaces (at most MAX_TEST_BYTES), then {"owner":TEXT}.
+        _slurp_body($cx);
+        my @codings = split /,/, ($q->{coding} // 'gzip');
+        return _reason($cx, 400, 'coding: gzip or gzip,gzip') if grep { $_ ne 'gzip' } @codings;
+        my $body = (' ' x _num($q->{pad}, 0, MAX_TEST_BYTES)) . $JSON->encode({ owner => $q->{text} // "" });
+        for (@codings) {
+            my $z;
+            gzip(\$body => \$z) or die "gzip: $GzipError\n";
+            $body = $z;
+        }
+        _send_head($cx, 200, [ [ 'Content-Type', 'application/json' ], [ 'Content-Encoding', join(', ', @codings) ],
+                               [ 'Content-Length', length $body ] ]);
+        _write($cx->{c}, $body) unless $cx->{head};
+        return;
+    }
     if ($what eq 'status') {
         _slurp_body($cx);
         return _reason($cx, _num($q->{code}, 200, 599, 200), $q->{reason} // 'test status');
