@@ -19,6 +19,8 @@
  * host:port of the map (with a replacement on that listener) appears in the
  * heads sent (interim ones too, reason phrases included) or in a text body
  * sent identity-encoded; with
+ * leak_guard = block, no byte of a text body in a coding the guard does
+ * not read goes out; with
  * leak_guard = log, a text body read identity-encoded that names the
  * binary-only broker b5 by a brokerId (10.0.0.15 with a port, by a naive
  * reading of the rule) counts a leak, in whatever pieces it came; when no
@@ -156,17 +158,23 @@ forbidden(const struct lk_xchg *x, const char **pats, size_t *lens, size_t max)
     return k;
 }
 
-/* Whether the leak guard read the body as it is (text, identity). */
+/* Whether the leak guard takes the body (a text one). */
 static int
-guard_read(const struct lk_xchg *x)
+guard_body(const struct lk_xchg *x)
 {
     int gi = -1;
 
     for (size_t i = 0; i < x->nflt; i++)
         if (strcmp(x->cluster->filters[i].ops->name, "leak_guard") == 0)
             gi = (int)i;
-    return gi >= 0 && x->flt[gi].body != LK_BODY_NONE &&
-           lk_http_content_coding(&x->res) == LK_CODING_IDENTITY;
+    return gi >= 0 && x->flt[gi].body != LK_BODY_NONE;
+}
+
+/* Whether the leak guard read the body as it is (text, identity). */
+static int
+guard_read(const struct lk_xchg *x)
+{
+    return guard_body(x) && lk_http_content_coding(&x->res) == LK_CODING_IDENTITY;
 }
 
 /* Whether b names "10.0.0.15:PORT", b5's host with any port of 1 to 5
@@ -219,6 +227,10 @@ check(struct run *r, int done)
         LK_FUZZ_CHECK(n == 0 ||
                       memcmp(evbuffer_pullup(r->out, -1), evbuffer_pullup(r->raw, -1), n) == 0);
     }
+    /* block passes no byte of a text body in a coding it does not read */
+    if (x->cluster->leak_guard == LK_LEAK_BLOCK && guard_body(x) &&
+        lk_http_content_coding(&x->res) == LK_CODING_OTHER)
+        LK_FUZZ_CHECK(evbuffer_get_length(r->out) == 0);
     if (x->cluster->leak_guard == LK_LEAK_LOG && done && guard_read(x))
         LK_FUZZ_CHECK(x->leaks != 0 || !naive_broker_id((const char *)evbuffer_pullup(r->out, -1),
                                                         evbuffer_get_length(r->out)));
