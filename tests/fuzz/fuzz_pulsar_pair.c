@@ -207,37 +207,6 @@ opaque(struct tb *b, uint64_t *s, size_t n)
 
 /* ---- protobuf, written and read by the harness itself ---------------- */
 
-static void
-pb_varint(struct tb *b, uint64_t v)
-{
-    while (v >= 0x80) {
-        w8(b, (int)((v & 0x7f) | 0x80));
-        v >>= 7;
-    }
-    w8(b, (int)v);
-}
-
-static void
-pb_uint(struct tb *b, uint32_t field, uint64_t v)
-{
-    pb_varint(b, (uint64_t)field << 3);
-    pb_varint(b, v);
-}
-
-static void
-pb_bytes(struct tb *b, uint32_t field, const void *p, size_t n)
-{
-    pb_varint(b, (uint64_t)field << 3 | 2);
-    pb_varint(b, n);
-    put(b, p, n);
-}
-
-static void
-pb_str(struct tb *b, uint32_t field, const char *s)
-{
-    pb_bytes(b, field, s, strlen(s));
-}
-
 /* A MessageIdData (ledgerId, entryId) as field `field` of sub. */
 static void
 message_id(struct tb *sub, uint32_t field, uint64_t *s)

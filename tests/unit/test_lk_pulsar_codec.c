@@ -26,48 +26,6 @@
 #include "lk_test.h"
 #include "lk_test_wire.h"
 
-/* ---- a test-side protobuf writer ------------------------------------- */
-
-/* base-128, low group first, the high bit saying more follow */
-static void
-wvar(struct tb *b, uint64_t v)
-{
-    while (v > 0x7f) {
-        w8(b, (int)(v & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    w8(b, (int)v);
-}
-
-/* a varint field */
-static void
-fv(struct tb *b, unsigned num, uint64_t v)
-{
-    wvar(b, (uint64_t)num << 3 | 0);
-    wvar(b, v);
-}
-
-/* a length-delimited field */
-static void
-fb(struct tb *b, unsigned num, const void *d, size_t n)
-{
-    wvar(b, (uint64_t)num << 3 | 2);
-    wvar(b, n);
-    put(b, d, n);
-}
-
-static void
-fs(struct tb *b, unsigned num, const char *s)
-{
-    fb(b, num, s, strlen(s));
-}
-
-static void
-fmsg(struct tb *b, unsigned num, const struct tb *m)
-{
-    fb(b, num, m->p, m->len);
-}
-
 static void
 reset(struct tb *b)
 {
@@ -87,9 +45,9 @@ static void
 base(struct tb *out, int type, const struct tb *sub)
 {
     reset(out);
-    fv(out, 1, (uint64_t)type);
+    pb_uint(out, 1, (uint64_t)type);
     if (sub != NULL)
-        fmsg(out, (unsigned)type, sub);
+        pb_msg(out, (unsigned)type, sub);
 }
 
 /* ---- seeds for the fuzzers -------------------------------------------- */
@@ -252,7 +210,7 @@ test_type(void)
     struct tb c = {0}, s = {0};
 
     base(&c, LK_PULSAR_PING, NULL);
-    fb(&c, LK_PULSAR_PING, "", 0);
+    pb_bytes(&c, LK_PULSAR_PING, "", 0);
     ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_PING, "PING");
 
     /* a type written in two bytes (a future command) */
@@ -261,11 +219,11 @@ test_type(void)
 
     /* the type after the sub-command */
     reset(&s);
-    fs(&s, 1, "persistent://public/default/t");
-    fv(&s, 2, 7);
+    pb_str(&s, 1, "persistent://public/default/t");
+    pb_uint(&s, 2, 7);
     reset(&c);
-    fmsg(&c, 23, &s);
-    fv(&c, 1, LK_PULSAR_LOOKUP);
+    pb_msg(&c, 23, &s);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP);
     ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_LOOKUP, "type not first");
 
     /* a tag written in 4 bytes and a 10-byte value */
@@ -300,32 +258,32 @@ test_type(void)
     /* Two types: protobuf, and so the broker, takes the last; refused,
      * whichever comes first and whatever lies between (issue 18 item 6) */
     reset(&c);
-    fv(&c, 1, LK_PULSAR_PING);
-    fv(&c, 1, LK_PULSAR_LOOKUP);
+    pb_uint(&c, 1, LK_PULSAR_PING);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP);
     ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_TYPE_TWICE, "two types: refused");
     reset(&s);
-    fs(&s, 1, "persistent://public/default/t");
-    fv(&s, 2, 7);
-    fs(&s, 7, "internal");
+    pb_str(&s, 1, "persistent://public/default/t");
+    pb_uint(&s, 2, 7);
+    pb_str(&s, 7, "internal");
     base(&c, LK_PULSAR_PING, NULL);
-    fb(&c, LK_PULSAR_PING, "", 0);
-    fv(&c, 1, LK_PULSAR_LOOKUP);
-    fmsg(&c, LK_PULSAR_LOOKUP, &s);
+    pb_bytes(&c, LK_PULSAR_PING, "", 0);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP);
+    pb_msg(&c, LK_PULSAR_LOOKUP, &s);
     ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_TYPE_TWICE,
        "{PING, ping, LOOKUP, lookupTopic{listener}}: refused");
     struct lk_pulsar_cmd d;
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "... and lk_pulsar_decode refuses it");
     dump_command("two-types", 0x10, 0, &c);
     reset(&c);
-    fv(&c, 1, LK_PULSAR_LOOKUP);
-    fv(&c, 1, LK_PULSAR_LOOKUP);
-    fmsg(&c, LK_PULSAR_LOOKUP, &s);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP);
+    pb_msg(&c, LK_PULSAR_LOOKUP, &s);
     ok(lk_pulsar_command_type(c.p, c.len) == LK_PULSAR_TYPE_TWICE, "the same type twice: refused");
     reset(&c);
-    fb(&c, 18, "", 0);
+    pb_bytes(&c, 18, "", 0);
     ok(lk_pulsar_command_type(c.p, c.len) == -2, "no type: -2");
     reset(&c);
-    fv(&c, 1, LK_PULSAR_PING);
+    pb_uint(&c, 1, LK_PULSAR_PING);
     put(&c, "\x92\x01\x05", 3);
     ok(lk_pulsar_command_type(c.p, c.len) == -2, "a length past the end: -2");
     ok(lk_pulsar_command_type(c.p, 0) == -2, "an empty command: -2");
@@ -358,13 +316,13 @@ test_type(void)
     uint8_t stream[64];
     reset(&c);
     base(&c, LK_PULSAR_PING, NULL);
-    fb(&c, LK_PULSAR_PING, "", 0);
+    pb_bytes(&c, LK_PULSAR_PING, "", 0);
     be32_to(stream, (uint32_t)c.len + 4);
     be32_to(stream + 4, (uint32_t)c.len);
     memcpy(stream + 8, c.p, c.len);
     size_t n = 8 + c.len;
     base(&c, LK_PULSAR_PONG, NULL);
-    fb(&c, LK_PULSAR_PONG, "", 0);
+    pb_bytes(&c, LK_PULSAR_PONG, "", 0);
     be32_to(stream + n, (uint32_t)c.len + 4);
     be32_to(stream + n + 4, (uint32_t)c.len);
     memcpy(stream + n + 8, c.p, c.len);
@@ -391,20 +349,20 @@ lookup_response(struct tb *sub, const struct lr *r)
 {
     reset(sub);
     if (r->url != NULL)
-        fs(sub, 1, r->url);
+        pb_str(sub, 1, r->url);
     if (r->url_tls != NULL)
-        fs(sub, 2, r->url_tls);
+        pb_str(sub, 2, r->url_tls);
     if (r->response >= 0)
-        fv(sub, 3, (uint64_t)r->response);
-    fv(sub, 4, r->request_id);
+        pb_uint(sub, 3, (uint64_t)r->response);
+    pb_uint(sub, 4, r->request_id);
     if (r->authoritative >= 0)
-        fv(sub, 5, (uint64_t)r->authoritative);
+        pb_uint(sub, 5, (uint64_t)r->authoritative);
     if (r->error >= 0)
-        fv(sub, 6, (uint64_t)r->error);
+        pb_uint(sub, 6, (uint64_t)r->error);
     if (r->message != NULL)
-        fs(sub, 7, r->message);
+        pb_str(sub, 7, r->message);
     if (r->proxy_through >= 0)
-        fv(sub, 8, (uint64_t)r->proxy_through);
+        pb_uint(sub, 8, (uint64_t)r->proxy_through);
 }
 
 static void
@@ -414,11 +372,11 @@ test_decode(void)
     struct lk_pulsar_cmd d;
 
     /* CONNECT, as the Java client writes it */
-    fs(&s, 1, "Pulsar-Java-v3.0.0");
-    fs(&s, 5, "token");
-    fb(&s, 3, "secret", 6);
-    fv(&s, 4, 21);
-    fs(&s, 6, "pulsar://b2.pulsar.example.com:6650");
+    pb_str(&s, 1, "Pulsar-Java-v3.0.0");
+    pb_str(&s, 5, "token");
+    pb_bytes(&s, 3, "secret", 6);
+    pb_uint(&s, 4, 21);
+    pb_str(&s, 6, "pulsar://b2.pulsar.example.com:6650");
     base(&c, LK_PULSAR_CONNECT, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_CONNECT, "CONNECT decodes");
     ok(d.protocol_version == 21 && d.has_proxy_to_broker_url &&
@@ -428,30 +386,30 @@ test_decode(void)
     ok(!d.has_url && !d.has_listener && !d.has_request_id, "CONNECT: nothing else");
     dump_command("connect", 0x1f, 0x32, &c);
     reset(&s);
-    fs(&s, 1, "c");
+    pb_str(&s, 1, "c");
     base(&c, LK_PULSAR_CONNECT, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.protocol_version == -1 &&
            !d.has_proxy_to_broker_url,
        "CONNECT without either: -1 and absent");
     reset(&s);
-    fs(&s, 1, "c");
-    fv(&s, 4, 0xffffffffffffffffull);
+    pb_str(&s, 1, "c");
+    pb_uint(&s, 4, 0xffffffffffffffffull);
     base(&c, LK_PULSAR_CONNECT, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.protocol_version == 0,
        "CONNECT with protocol_version -1 (an int32): 0");
     reset(&s);
-    fs(&s, 1, "c");
-    fv(&s, 4, 0x100000016ull);
+    pb_str(&s, 1, "c");
+    pb_uint(&s, 4, 0x100000016ull);
     base(&c, LK_PULSAR_CONNECT, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.protocol_version == 22,
        "CONNECT with protocol_version over 32 bits: its low 32 (as Pulsar reads it)");
 
     /* LOOKUP */
     reset(&s);
-    fs(&s, 1, "persistent://public/default/t1");
-    fv(&s, 2, 0xfffffffffffffff0ull);
-    fv(&s, 3, 1);
-    fs(&s, 7, "external");
+    pb_str(&s, 1, "persistent://public/default/t1");
+    pb_uint(&s, 2, 0xfffffffffffffff0ull);
+    pb_uint(&s, 3, 1);
+    pb_str(&s, 7, "external");
     base(&c, LK_PULSAR_LOOKUP, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_LOOKUP, "LOOKUP decodes");
     ok(d.has_request_id && d.request_id == 0xfffffffffffffff0ull, "LOOKUP: a 64-bit request_id");
@@ -459,8 +417,8 @@ test_decode(void)
        "LOOKUP: advertised_listener_name");
     dump_command("lookup", 0x10, 0, &c);
     reset(&s);
-    fs(&s, 1, "t");
-    fv(&s, 2, 1);
+    pb_str(&s, 1, "t");
+    pb_uint(&s, 2, 1);
     base(&c, LK_PULSAR_LOOKUP, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && !d.has_listener && d.listener.len == 0,
        "LOOKUP without a listener");
@@ -494,18 +452,18 @@ test_decode(void)
     for (int type = LK_PULSAR_CLOSE_PRODUCER; type <= LK_PULSAR_CLOSE_CONSUMER; type++) {
         subtest("%s", type == LK_PULSAR_CLOSE_PRODUCER ? "CLOSE_PRODUCER" : "CLOSE_CONSUMER");
         reset(&s);
-        fv(&s, 1, 5);
-        fv(&s, 2, 99);
-        fs(&s, 3, INT_URL);
-        fs(&s, 4, INT_URL_TLS);
+        pb_uint(&s, 1, 5);
+        pb_uint(&s, 2, 99);
+        pb_str(&s, 3, INT_URL);
+        pb_str(&s, 4, INT_URL_TLS);
         base(&c, type, &s);
         dump_command("close", 0x03, 0x10, &c);
         ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == type && d.request_id == 99 &&
                d.has_url && str_is(d.url, INT_URL) && str_is(d.url_tls, INT_URL_TLS),
            "decodes: request_id, the assigned URLs");
         reset(&s);
-        fv(&s, 1, 5);
-        fv(&s, 2, 99);
+        pb_uint(&s, 1, 5);
+        pb_uint(&s, 2, 99);
         base(&c, type, &s);
         ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && !d.has_url && !d.has_url_tls,
            "without an assigned broker");
@@ -514,9 +472,9 @@ test_decode(void)
 
     /* TOPIC_MIGRATED */
     reset(&s);
-    fv(&s, 1, 5);
-    fv(&s, 2, 1);
-    fs(&s, 3, "pulsar://other-cluster:6650");
+    pb_uint(&s, 1, 5);
+    pb_uint(&s, 2, 1);
+    pb_str(&s, 3, "pulsar://other-cluster:6650");
     base(&c, LK_PULSAR_TOPIC_MIGRATED, &s);
     dump_command("migrated", 0x03, 0x32, &c);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.type == LK_PULSAR_TOPIC_MIGRATED &&
@@ -525,11 +483,11 @@ test_decode(void)
 
     /* other types */
     base(&c, LK_PULSAR_PING, NULL);
-    fb(&c, LK_PULSAR_PING, "", 0);
+    pb_bytes(&c, LK_PULSAR_PING, "", 0);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == LK_PULSAR_PING, "PING: -2");
     reset(&s);
-    fs(&s, 1, "Pulsar Server");
-    fv(&s, 2, 21);
+    pb_str(&s, 1, "Pulsar Server");
+    pb_uint(&s, 2, 21);
     base(&c, LK_PULSAR_CONNECTED, &s);
     dump_command("connected", 0x1f, 0x32, &c);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -2 && d.type == LK_PULSAR_CONNECTED, "CONNECTED: -2");
@@ -683,25 +641,25 @@ test_lookup_strip(void)
     struct tb c = {0}, s = {0}, w = {0}, ws = {0}, kv = {0};
     struct lk_pulsar_edit e = {0, 0, NULL, NULL, -1, 1, NULL, 0};
 
-    fs(&kv, 1, "client");
-    fs(&kv, 2, "lookout-test");
+    pb_str(&kv, 1, "client");
+    pb_str(&kv, 2, "lookout-test");
     /* topic, request_id, authoritative, the listener, two properties
      * (PIP-368: repeated KeyValue), an unknown field 99; a NUL in the
      * topic (bytes, not C strings) */
-    fb(&s, 1, "persistent://public/default/t\0x", 31);
-    fv(&s, 2, 12);
-    fv(&s, 3, 1);
-    fs(&s, 7, "external");
-    fmsg(&s, 8, &kv);
-    fmsg(&s, 8, &kv);
-    fs(&s, 99, "from the future");
+    pb_bytes(&s, 1, "persistent://public/default/t\0x", 31);
+    pb_uint(&s, 2, 12);
+    pb_uint(&s, 3, 1);
+    pb_str(&s, 7, "external");
+    pb_msg(&s, 8, &kv);
+    pb_msg(&s, 8, &kv);
+    pb_str(&s, 99, "from the future");
     base(&c, LK_PULSAR_LOOKUP, &s);
-    fb(&ws, 1, "persistent://public/default/t\0x", 31);
-    fv(&ws, 2, 12);
-    fv(&ws, 3, 1);
-    fmsg(&ws, 8, &kv);
-    fmsg(&ws, 8, &kv);
-    fs(&ws, 99, "from the future");
+    pb_bytes(&ws, 1, "persistent://public/default/t\0x", 31);
+    pb_uint(&ws, 2, 12);
+    pb_uint(&ws, 3, 1);
+    pb_msg(&ws, 8, &kv);
+    pb_msg(&ws, 8, &kv);
+    pb_str(&ws, 99, "from the future");
     base(&w, LK_PULSAR_LOOKUP, &ws);
     ok(rewrites_to(&c, &e, &w), "the listener stripped; topic, request_id, authoritative, "
                                 "properties and field 99 kept");
@@ -714,10 +672,10 @@ test_lookup_strip(void)
     /* the listener given twice: refused, neither read nor stripped
      * (walk_sub says why) */
     reset(&s);
-    fs(&s, 1, "t");
-    fs(&s, 7, "internal");
-    fv(&s, 2, 12);
-    fs(&s, 7, "external");
+    pb_str(&s, 1, "t");
+    pb_str(&s, 7, "internal");
+    pb_uint(&s, 2, 12);
+    pb_str(&s, 7, "external");
     base(&c, LK_PULSAR_LOOKUP, &s);
     struct lk_pulsar_cmd d;
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a listener given twice: refused");
@@ -746,30 +704,30 @@ test_close_and_migrated(void)
         subtest("%s", names[i]);
         /* ids, then the URLs (3, 4) */
         reset(&s);
-        fv(&s, 1, 1234567890123ull);
-        fv(&s, 2, 1);
-        fs(&s, 3, INT_URL);
+        pb_uint(&s, 1, 1234567890123ull);
+        pb_uint(&s, 2, 1);
+        pb_str(&s, 3, INT_URL);
         base(&c, types[i], &s);
         reset(&ws);
-        fv(&ws, 1, 1234567890123ull);
-        fv(&ws, 2, 1);
-        fs(&ws, 3, ext.p);
-        fs(&ws, 4, ext_tls.p);
+        pb_uint(&ws, 1, 1234567890123ull);
+        pb_uint(&ws, 2, 1);
+        pb_str(&ws, 3, ext.p);
+        pb_str(&ws, 4, ext_tls.p);
         base(&w, types[i], &ws);
         ok(rewrites_to(&c, &e, &w), "both URLs set, the TLS one added");
         dump_command("close", 0x03, 0x32, &c);
         ok(rewrites_to(&w, &e, NULL), "already so: nothing to do");
         struct lk_pulsar_edit e1 = {1, 1, &ext, NULL, -1, 0, NULL, 0};
         reset(&ws);
-        fv(&ws, 1, 1234567890123ull);
-        fv(&ws, 2, 1);
-        fs(&ws, 3, ext.p);
+        pb_uint(&ws, 1, 1234567890123ull);
+        pb_uint(&ws, 2, 1);
+        pb_str(&ws, 3, ext.p);
         base(&c, types[i], &ws);
         ok(rewrites_to(&w, &e1, &c), "the TLS URL cleared");
         /* a close without an assigned broker stays so when clearing */
         reset(&s);
-        fv(&s, 1, 3);
-        fv(&s, 2, 0);
+        pb_uint(&s, 1, 3);
+        pb_uint(&s, 2, 0);
         base(&c, types[i], &s);
         struct lk_pulsar_edit clear = {1, 1, NULL, NULL, 0, 0, NULL, 0};
         ok(rewrites_to(&c, &clear, NULL), "no URL, cleared: nothing to do");
@@ -790,16 +748,16 @@ test_unknown_fields(void)
 
     /* 50 varint, and again with 1 written in a non-minimal 3 bytes; 51
      * length-delimited; 52 fixed32; 53 fixed64; 55 a 10-byte varint */
-    fv(&unk, 50, 300);
+    pb_uint(&unk, 50, 300);
     put(&unk, "\x90\x03\x81\x80\x00", 5); /* field 50 again: 1 in 3 bytes */
-    fs(&unk, 51, "opaque \x01\x02 bytes");
+    pb_str(&unk, 51, "opaque \x01\x02 bytes");
     put(&unk, "\xa5\x03\x01\x02\x03\x04", 6);                  /* 52 fixed32 */
     put(&unk, "\xa9\x03\x01\x02\x03\x04\x05\x06\x07\x08", 10); /* 53 fixed64 */
-    fv(&unk, 55, 0xffffffffffffffffull);
+    pb_uint(&unk, 55, 0xffffffffffffffffull);
     /* BaseCommand: the same kinds, and a known sub-command the type is
      * not (CommandConnect), which stays */
-    fv(&unk_base, 50, 7);
-    fb(&unk_base, 51, "\x00\xff", 2);
+    pb_uint(&unk_base, 50, 7);
+    pb_bytes(&unk_base, 51, "\x00\xff", 2);
     put(&unk_base, "\xa5\x03\xde\xad\xbe\xef", 6); /* 52 fixed32 */
 
     /* unknown fields after the known ones: the output is the input */
@@ -822,48 +780,48 @@ test_unknown_fields(void)
     /* unknown fields first, between known ones: they come back after the
      * known fields, in their order, with their bytes */
     reset(&s);
-    fs(&s, 51, "first");
-    fs(&s, 1, INT_URL);
-    fv(&s, 50, 1);
-    fv(&s, 4, 77);
-    fs(&s, 2, INT_URL_TLS);
+    pb_str(&s, 51, "first");
+    pb_str(&s, 1, INT_URL);
+    pb_uint(&s, 50, 1);
+    pb_uint(&s, 4, 77);
+    pb_str(&s, 2, INT_URL_TLS);
     reset(&c);
-    fb(&c, 99, "x", 1);
-    fmsg(&c, 24, &s);
-    fv(&c, 50, 2);
-    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    pb_bytes(&c, 99, "x", 1);
+    pb_msg(&c, 24, &s);
+    pb_uint(&c, 50, 2);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
     reset(&ws);
-    fs(&ws, 1, ext.p);
-    fs(&ws, 2, ext_tls.p);
-    fv(&ws, 4, 77);
-    fs(&ws, 51, "first");
-    fv(&ws, 50, 1);
+    pb_str(&ws, 1, ext.p);
+    pb_str(&ws, 2, ext_tls.p);
+    pb_uint(&ws, 4, 77);
+    pb_str(&ws, 51, "first");
+    pb_uint(&ws, 50, 1);
     reset(&w);
-    fv(&w, 1, LK_PULSAR_LOOKUP_RESPONSE);
-    fmsg(&w, 24, &ws);
-    fb(&w, 99, "x", 1);
-    fv(&w, 50, 2);
+    pb_uint(&w, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    pb_msg(&w, 24, &ws);
+    pb_bytes(&w, 99, "x", 1);
+    pb_uint(&w, 50, 2);
     ok(rewrites_to(&c, &e, &w), "unknown fields between known ones: after them, in order");
     dump_command("unknown", 0x03, 0x32, &c);
 
     /* a sub-command of another type, with unknown fields of its own */
     reset(&s);
-    fv(&s, 1, 5);
-    fv(&s, 2, 6);
-    fs(&s, 3, INT_URL);
+    pb_uint(&s, 1, 5);
+    pb_uint(&s, 2, 6);
+    pb_str(&s, 3, INT_URL);
     reset(&ws);
-    fs(&ws, 1, "client");
+    pb_str(&ws, 1, "client");
     put(&ws, unk.p, unk.len);
     base(&c, LK_PULSAR_CLOSE_PRODUCER, &s);
-    fmsg(&c, LK_PULSAR_CONNECT, &ws);
+    pb_msg(&c, LK_PULSAR_CONNECT, &ws);
     struct tb ws2 = {0};
-    fv(&ws2, 1, 5);
-    fv(&ws2, 2, 6);
-    fs(&ws2, 3, ext.p);
+    pb_uint(&ws2, 1, 5);
+    pb_uint(&ws2, 2, 6);
+    pb_str(&ws2, 3, ext.p);
     reset(&w);
-    fv(&w, 1, LK_PULSAR_CLOSE_PRODUCER);
-    fmsg(&w, LK_PULSAR_CONNECT, &ws);
-    fmsg(&w, LK_PULSAR_CLOSE_PRODUCER, &ws2);
+    pb_uint(&w, 1, LK_PULSAR_CLOSE_PRODUCER);
+    pb_msg(&w, LK_PULSAR_CONNECT, &ws);
+    pb_msg(&w, LK_PULSAR_CLOSE_PRODUCER, &ws2);
     struct lk_pulsar_edit e1 = {1, 0, &ext, NULL, -1, 0, NULL, 0};
     ok(rewrites_to(&c, &e1, &w), "another sub-command and its unknown fields kept");
     dump_command("unknown", 0x01, 0x02, &c);
@@ -877,18 +835,18 @@ test_unknown_fields(void)
     static const int types[] = {LK_PULSAR_CLOSE_CONSUMER, LK_PULSAR_TOPIC_MIGRATED};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         reset(&s);
-        fv(&s, 1, 8);
-        fv(&s, 2, 9);
+        pb_uint(&s, 1, 8);
+        pb_uint(&s, 2, 9);
         put(&s, unk.p, unk.len);
-        fs(&s, 3, INT_URL);
-        fs(&s, 4, INT_URL_TLS);
+        pb_str(&s, 3, INT_URL);
+        pb_str(&s, 4, INT_URL_TLS);
         base(&c, types[i], &s);
         put(&c, unk_base.p, unk_base.len);
         reset(&ws);
-        fv(&ws, 1, 8);
-        fv(&ws, 2, 9);
-        fs(&ws, 3, ext.p);
-        fs(&ws, 4, ext_tls.p);
+        pb_uint(&ws, 1, 8);
+        pb_uint(&ws, 2, 9);
+        pb_str(&ws, 3, ext.p);
+        pb_str(&ws, 4, ext_tls.p);
         put(&ws, unk.p, unk.len);
         base(&w, types[i], &ws);
         put(&w, unk_base.p, unk_base.len);
@@ -937,8 +895,8 @@ test_noop(void)
 
     /* CONNECT is read, never rewritten */
     reset(&s);
-    fs(&s, 1, "c");
-    fs(&s, 6, INT_URL);
+    pb_str(&s, 1, "c");
+    pb_str(&s, 6, INT_URL);
     base(&c, LK_PULSAR_CONNECT, &s);
     ok(rewrites_to(&c, &e, NULL), "CONNECT: no edit applies");
     base(&c, LK_PULSAR_PING, NULL);
@@ -967,7 +925,7 @@ test_malformed(void)
     /* every cut of a valid command */
     struct lr r = {INT_URL, INT_URL_TLS, 1, 5, 1, 3, "m", 1};
     lookup_response(&s, &r);
-    fs(&s, 51, "unknown");
+    pb_str(&s, 51, "unknown");
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     int good = 1;
     for (size_t len = 0; len < c.len; len++) {
@@ -986,193 +944,193 @@ test_malformed(void)
 
     /* a truncated varint inside the sub-command, its length still right */
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x28\xff", 2); /* authoritative: a varint with no end */
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a truncated varint");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x28\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a varint of 11 bytes");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x28\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", 11);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a varint over 64 bits");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x0a\x20pulsar://", 11); /* brokerServiceUrl: 32 bytes said, 9 there */
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a length past the end of the sub-command");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     reset(&c);
-    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
     put(&c, "\xc2\x01\x7f", 3); /* field 24, 127 bytes said */
     put(&c, s.p, s.len);
     REFUSED("a sub-command's length past the end");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x0a\x80\x80\x80\x80\x80\x00", 7);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a length of 6 bytes");
 
     /* wrong wire types for known fields */
     reset(&s);
-    fv(&s, 1, 5); /* brokerServiceUrl as a varint */
-    fv(&s, 4, 5);
+    pb_uint(&s, 1, 5); /* brokerServiceUrl as a varint */
+    pb_uint(&s, 4, 5);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a URL as a varint");
     reset(&s);
-    fs(&s, 4, "5"); /* request_id as bytes */
+    pb_str(&s, 4, "5"); /* request_id as bytes */
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("request_id as bytes");
     reset(&s);
-    fv(&s, 4, 5);
-    fs(&s, 8, "\x01"); /* proxy_through (a bool) as bytes */
+    pb_uint(&s, 4, 5);
+    pb_str(&s, 8, "\x01"); /* proxy_through (a bool) as bytes */
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a bool as bytes");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     reset(&c);
-    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
-    fv(&c, 24, 5); /* the sub-command as a varint */
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    pb_uint(&c, 24, 5); /* the sub-command as a varint */
     REFUSED("the sub-command as a varint");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x0b\x0c", 2); /* field 1 as a group */
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("a group");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     put(&s, "\x83\x03\x84\x03", 4); /* an unknown field 48 as a group */
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("an unknown group");
 
     /* missing required fields */
     reset(&s);
-    fs(&s, 1, INT_URL);
+    pb_str(&s, 1, INT_URL);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("LOOKUP_RESPONSE without request_id");
     reset(&s);
-    fv(&s, 2, 5);
-    fs(&s, 7, "external");
+    pb_uint(&s, 2, 5);
+    pb_str(&s, 7, "external");
     base(&c, LK_PULSAR_LOOKUP, &s);
     REFUSED("LOOKUP without topic");
     reset(&s);
-    fs(&s, 1, "t");
-    fs(&s, 7, "external");
+    pb_str(&s, 1, "t");
+    pb_str(&s, 7, "external");
     base(&c, LK_PULSAR_LOOKUP, &s);
     REFUSED("LOOKUP without request_id");
     reset(&s);
-    fs(&s, 6, INT_URL);
+    pb_str(&s, 6, INT_URL);
     base(&c, LK_PULSAR_CONNECT, &s);
     REFUSED("CONNECT without client_version");
     reset(&s);
-    fv(&s, 1, 5);
-    fs(&s, 3, INT_URL);
+    pb_uint(&s, 1, 5);
+    pb_str(&s, 3, INT_URL);
     base(&c, LK_PULSAR_TOPIC_MIGRATED, &s);
     REFUSED("TOPIC_MIGRATED without resource_type");
     reset(&s);
-    fv(&s, 2, 5);
-    fs(&s, 3, INT_URL);
+    pb_uint(&s, 2, 5);
+    pb_str(&s, 3, INT_URL);
     base(&c, LK_PULSAR_CLOSE_CONSUMER, &s);
     REFUSED("CLOSE_CONSUMER without consumer_id");
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, NULL);
     REFUSED("LOOKUP_RESPONSE without its sub-command");
     reset(&c);
-    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    pb_msg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("no type");
 
     /* what protobuf-c would take but merge or lose */
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    pb_msg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("the sub-command twice");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
-    fv(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
+    pb_uint(&c, 1, LK_PULSAR_LOOKUP_RESPONSE);
     REFUSED("the type twice");
     /* a field lookout reads, twice (walk_sub says why): the first copy
      * would pass unread whenever the last needs no rewrite */
     reset(&s);
-    fs(&s, 1, INT_URL);
-    fs(&s, 1, "pulsar://b1.pulsar.example.com:6650");
-    fv(&s, 3, 1);
-    fv(&s, 4, 5);
+    pb_str(&s, 1, INT_URL);
+    pb_str(&s, 1, "pulsar://b1.pulsar.example.com:6650");
+    pb_uint(&s, 3, 1);
+    pb_uint(&s, 4, 5);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("brokerServiceUrl twice, the last already the lookup address");
     reset(&s);
-    fs(&s, 2, INT_URL_TLS);
-    fv(&s, 4, 5);
-    fs(&s, 2, INT_URL_TLS);
+    pb_str(&s, 2, INT_URL_TLS);
+    pb_uint(&s, 4, 5);
+    pb_str(&s, 2, INT_URL_TLS);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("brokerServiceUrlTls twice");
     reset(&s);
-    fv(&s, 4, 5);
-    fv(&s, 4, 6);
+    pb_uint(&s, 4, 5);
+    pb_uint(&s, 4, 6);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("request_id twice");
     reset(&s);
-    fv(&s, 1, 1);
-    fv(&s, 2, 5);
-    fs(&s, 3, INT_URL);
-    fs(&s, 3, INT_URL);
+    pb_uint(&s, 1, 1);
+    pb_uint(&s, 2, 5);
+    pb_str(&s, 3, INT_URL);
+    pb_str(&s, 3, INT_URL);
     base(&c, LK_PULSAR_CLOSE_PRODUCER, &s);
     REFUSED("assignedBrokerServiceUrl twice");
     reset(&s);
-    fs(&s, 1, "c");
-    fs(&s, 6, "pulsar://b2.pulsar.example.com:6650");
-    fs(&s, 6, INT_URL);
+    pb_str(&s, 1, "c");
+    pb_str(&s, 6, "pulsar://b2.pulsar.example.com:6650");
+    pb_str(&s, 6, INT_URL);
     base(&c, LK_PULSAR_CONNECT, &s);
     REFUSED("proxy_to_broker_url twice");
     /* an unknown field twice is no field lookout reads: kept as it came */
     reset(&s);
-    fv(&s, 4, 5);
-    fs(&s, 99, "a");
-    fs(&s, 99, "b");
+    pb_uint(&s, 4, 5);
+    pb_str(&s, 99, "a");
+    pb_str(&s, 99, "b");
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0, "an unknown field twice: decodes");
     /* a declared sub-command of another type that protobuf-c refuses */
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     reset(&s);
-    fs(&s, 6, INT_URL);
-    fmsg(&c, LK_PULSAR_CONNECT, &s);
+    pb_str(&s, 6, INT_URL);
+    pb_msg(&c, LK_PULSAR_CONNECT, &s);
     REFUSED("a CommandConnect without client_version beside a LOOKUP_RESPONSE");
 
     /* too many fields; a rewrite that adds fields to a command at the
      * limit still decodes */
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     for (int i = 0; i < 4097; i++)
-        fv(&s, 50, 1);
+        pb_uint(&s, 50, 1);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("4097 unknown fields in the sub-command");
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, NULL);
     for (int i = 0; i < 4097; i++)
-        fv(&c, 50, 1);
+        pb_uint(&c, 50, 1);
     reset(&s);
-    fv(&s, 4, 5);
-    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+    pb_uint(&s, 4, 5);
+    pb_msg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("4097 unknown fields in BaseCommand");
     reset(&s);
     for (int i = 0; i < 8193; i++)
-        fv(&s, 4, 5);
+        pb_uint(&s, 4, 5);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     REFUSED("request_id 8193 times");
     reset(&s);
-    fv(&s, 4, 5);
+    pb_uint(&s, 4, 5);
     for (int i = 0; i < 4096; i++)
-        fv(&s, 50, 1);
+        pb_uint(&s, 50, 1);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, NULL);
     for (int i = 0; i < 4096; i++)
-        fv(&c, 50, 1);
-    fmsg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
+        pb_uint(&c, 50, 1);
+    pb_msg(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && lk_pulsar_reencode(c.p, c.len, &e, out) == 1,
        "4096 unknown fields in the sub-command and 4096 in BaseCommand: decoded and re-encoded");
     size_t n = evbuffer_get_length(out);
@@ -1193,7 +1151,7 @@ test_frame(void)
     struct tb c = {0};
 
     base(&c, LK_PULSAR_PONG, NULL);
-    fb(&c, LK_PULSAR_PONG, "", 0);
+    pb_bytes(&c, LK_PULSAR_PONG, "", 0);
     lk_pulsar_frame(out, c.p, c.len);
     ok(is_frame_of(out, &c), "lk_pulsar_frame: sizes, then the command");
     const uint8_t *p = evbuffer_pullup(out, -1);
@@ -1203,14 +1161,14 @@ test_frame(void)
      * LOOKUP_RESPONSE, split anywhere */
     struct tb s = {0}, st = {0};
     drain(out);
-    fs(&s, 1, "persistent://public/default/t");
-    fv(&s, 2, 1);
-    fs(&s, 7, "external");
+    pb_str(&s, 1, "persistent://public/default/t");
+    pb_uint(&s, 2, 1);
+    pb_str(&s, 7, "external");
     base(&c, LK_PULSAR_LOOKUP, &s);
     lk_pulsar_frame(out, c.p, c.len);
     reset(&s);
-    fv(&s, 1, 1);
-    fv(&s, 2, 0);
+    pb_uint(&s, 1, 1);
+    pb_uint(&s, 2, 0);
     base(&c, LK_PULSAR_SEND, &s);
     uint8_t pre[8];
     static const uint8_t payload[] = "\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x02\x0a\x00hello";
@@ -1250,12 +1208,12 @@ static void
 seg_broker(struct tb *b, uint64_t id, const char *url, const char *url_tls, int unk)
 {
     reset(b);
-    fv(b, 1, id);
-    fs(b, 2, url);
+    pb_uint(b, 1, id);
+    pb_str(b, 2, url);
     if (url_tls != NULL)
-        fs(b, 3, url_tls);
+        pb_str(b, 3, url_tls);
     if (unk)
-        fs(b, 1000, "lookout:unknown-field");
+        pb_str(b, 1000, "lookout:unknown-field");
 }
 
 /* A SegmentInfoProto (field 2 of ScalableTopicDAG), which lookout does not
@@ -1264,12 +1222,12 @@ static void
 seg_info(struct tb *b, uint64_t id)
 {
     reset(b);
-    fv(b, 1, id);
-    fv(b, 2, 0);
-    fv(b, 3, 0xffff);
-    fv(b, 4, 0);
-    fv(b, 7, 1);
-    fv(b, 9, 1700000000000ull);
+    pb_uint(b, 1, id);
+    pb_uint(b, 2, 0);
+    pb_uint(b, 3, 0xffff);
+    pb_uint(b, 4, 0);
+    pb_uint(b, 7, 1);
+    pb_uint(b, 9, 1700000000000ull);
 }
 
 /* SCALABLE_TOPIC_UPDATE with two segments, each with its broker (the
@@ -1285,27 +1243,27 @@ scalable_update(struct tb *c, const char *u1, const char *u2, const char *u2tls,
     seg_info(&i1, 1);
     seg_info(&i2, 2);
     reset(&dag);
-    fv(&dag, 1, 7); /* epoch */
+    pb_uint(&dag, 1, 7); /* epoch */
     if (!packed) {
-        fmsg(&dag, 2, &i1);
-        fmsg(&dag, 2, &i2);
+        pb_msg(&dag, 2, &i1);
+        pb_msg(&dag, 2, &i2);
     }
     seg_broker(&e, 1, u1, NULL, 1);
-    fmsg(&dag, 3, &e);
+    pb_msg(&dag, 3, &e);
     seg_broker(&e, 2, u2, u2tls, 0);
-    fmsg(&dag, 3, &e);
+    pb_msg(&dag, 3, &e);
     if (cu != NULL)
-        fs(&dag, 4, cu);
+        pb_str(&dag, 4, cu);
     if (cutls != NULL)
-        fs(&dag, 5, cutls);
+        pb_str(&dag, 5, cutls);
     if (packed) {
-        fmsg(&dag, 2, &i1);
-        fmsg(&dag, 2, &i2);
+        pb_msg(&dag, 2, &i1);
+        pb_msg(&dag, 2, &i2);
     }
     reset(&upd);
-    fv(&upd, 1, 42); /* session_id */
-    fmsg(&upd, 2, &dag);
-    fs(&upd, 5, "topic://public/default/orders"); /* resolved_topic_name */
+    pb_uint(&upd, 1, 42); /* session_id */
+    pb_msg(&upd, 2, &dag);
+    pb_str(&upd, 5, "topic://public/default/orders"); /* resolved_topic_name */
     base(c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
     tb_free(&dag);
     tb_free(&upd);
@@ -1323,11 +1281,11 @@ update_around(struct tb *c, struct tb *dag, int epoch, const struct tb *entry, i
 
     reset(dag);
     if (epoch)
-        fv(dag, 1, 7);
+        pb_uint(dag, 1, 7);
     for (int i = 0; i < n; i++)
-        fmsg(dag, 3, entry);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, dag);
+        pb_msg(dag, 3, entry);
+    pb_uint(&upd, 1, 42);
+    pb_msg(&upd, 2, dag);
     base(c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
     tb_free(&upd);
 }
@@ -1366,20 +1324,20 @@ test_scalable_update(void)
      * its unknown field */
     struct tb dag = {0}, upd = {0}, en = {0}, i1 = {0}, i2 = {0};
     reset(&dag);
-    fv(&dag, 1, 7);
+    pb_uint(&dag, 1, 7);
     seg_broker(&en, 1, ext.p, ext_tls.p, 1);
-    fmsg(&dag, 3, &en);
+    pb_msg(&dag, 3, &en);
     seg_broker(&en, 2, ext.p, ext_tls.p, 0);
-    fmsg(&dag, 3, &en);
-    fs(&dag, 4, ext.p);
+    pb_msg(&dag, 3, &en);
+    pb_str(&dag, 4, ext.p);
     seg_info(&i1, 1);
     seg_info(&i2, 2);
-    fmsg(&dag, 2, &i1);
-    fmsg(&dag, 2, &i2);
+    pb_msg(&dag, 2, &i1);
+    pb_msg(&dag, 2, &i2);
     reset(&upd);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, &dag);
-    fs(&upd, 5, "topic://public/default/orders");
+    pb_uint(&upd, 1, 42);
+    pb_msg(&upd, 2, &dag);
+    pb_str(&upd, 5, "topic://public/default/orders");
     base(&w, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
     ok(rewrites_to(&c, &e, &w), "every URL rewritten, each entry's in place, unknown fields kept");
     dump_command("scalable_update", 0x03, 0x32, &c);
@@ -1409,20 +1367,20 @@ test_scalable_update(void)
     /* malformed: a segment without its broker_url, a broker_url twice, two
      * DAGs, a DAG without its epoch */
     reset(&en);
-    fv(&en, 1, 1);
+    pb_uint(&en, 1, 1);
     update_around(&c, &dag, 1, &en, 1);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1 && lk_pulsar_pairs(c.p, c.len, p, 4) == -1,
        "a segment broker without its broker_url (required): -1");
     dump_command("malformed", 0x03, 0x32, &c);
     seg_broker(&en, 1, INT_URL, NULL, 0);
-    fs(&en, 2, ext.p);
+    pb_str(&en, 2, ext.p);
     update_around(&c, &dag, 1, &en, 1);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "a segment's broker_url twice: -1");
     dump_command("malformed", 0x03, 0x32, &c);
     reset(&upd);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, &dag);
-    fmsg(&upd, 2, &dag);
+    pb_uint(&upd, 1, 42);
+    pb_msg(&upd, 2, &dag);
+    pb_msg(&upd, 2, &dag);
     base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "two DAGs: -1");
     seg_broker(&en, 1, INT_URL, NULL, 0);
@@ -1432,10 +1390,10 @@ test_scalable_update(void)
     /* entries and unknown fields within count together, up to 4096 */
     update_around(&c, &dag, 1, &en, 4096);
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 4096, "4096 segment brokers: decoded");
-    fv(&dag, 1000, 1);
+    pb_uint(&dag, 1000, 1);
     reset(&upd);
-    fv(&upd, 1, 42);
-    fmsg(&upd, 2, &dag);
+    pb_uint(&upd, 1, 42);
+    pb_msg(&upd, 2, &dag);
     base(&c, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
     ok(lk_pulsar_decode(c.p, c.len, &d) == -1, "4096 and an unknown field: -1");
 
@@ -1461,23 +1419,23 @@ test_tc_assignments(void)
     for (int pass = 0; pass < 2; pass++) {
         const char *u = pass == 0 ? INT_URL : ext.p;
         reset(&snap);
-        fv(&snap, 1, 3); /* parallelism */
+        pb_uint(&snap, 1, 3); /* parallelism */
         reset(&a);
-        fv(&a, 1, 0);
-        fs(&a, 2, u);
-        fmsg(&snap, 2, &a);
+        pb_uint(&a, 1, 0);
+        pb_str(&a, 2, u);
+        pb_msg(&snap, 2, &a);
         reset(&a);
-        fv(&a, 1, 1); /* mid-election: no broker */
-        fmsg(&snap, 2, &a);
+        pb_uint(&a, 1, 1); /* mid-election: no broker */
+        pb_msg(&snap, 2, &a);
         reset(&a);
-        fv(&a, 1, 2);
-        fs(&a, 2, pass == 0 ? INT2_URL : ext.p);
+        pb_uint(&a, 1, 2);
+        pb_str(&a, 2, pass == 0 ? INT2_URL : ext.p);
         if (pass == 1)
-            fs(&a, 3, ext_tls.p);
-        fmsg(&snap, 2, &a);
+            pb_str(&a, 3, ext_tls.p);
+        pb_msg(&snap, 2, &a);
         reset(&upd);
-        fv(&upd, 1, 9); /* watch_id */
-        fmsg(&upd, 2, &snap);
+        pb_uint(&upd, 1, 9); /* watch_id */
+        pb_msg(&upd, 2, &snap);
         base(pass == 0 ? &c : &w, LK_PULSAR_WATCH_TC_ASSIGNMENTS_UPDATE, &upd);
     }
     ok(lk_pulsar_decode(c.p, c.len, &d) == 0 && d.npairs == 2,
@@ -1500,13 +1458,13 @@ test_tc_assignments(void)
     evbuffer_free(out);
     /* a pair edit on a command with one pair of its own stands for set_url */
     struct tb s = {0};
-    fs(&s, 1, INT_URL);
-    fv(&s, 4, 1);
+    pb_str(&s, 1, INT_URL);
+    pb_uint(&s, 4, 1);
     base(&c, LK_PULSAR_LOOKUP_RESPONSE, &s);
     reset(&s);
-    fs(&s, 1, ext.p);
-    fs(&s, 2, ext_tls.p);
-    fv(&s, 4, 1);
+    pb_str(&s, 1, ext.p);
+    pb_str(&s, 2, ext_tls.p);
+    pb_uint(&s, 4, 1);
     base(&w, LK_PULSAR_LOOKUP_RESPONSE, &s);
     struct lk_pulsar_pair_edit one[1] = {{1, 1, &ext, &ext_tls}};
     struct lk_pulsar_edit e1 = {0, 0, NULL, NULL, -1, 0, one, 1};
