@@ -86,6 +86,8 @@ void
 lk_guard_free(struct lk_guard *conf)
 {
     lk_match_free(conf->match);
+    for (size_t i = 0; i < conf->ntargets; i++)
+        free(conf->targets[i].own);
     for (size_t i = 0; i < conf->nany_port; i++)
         free(conf->any_port_text[i]);
     free(conf->any_port_text);
@@ -152,6 +154,69 @@ guards_other(const struct lk_cluster *cl, const struct lk_cluster *o)
     return o != cl && (cl->proto & LK_PROTO_HTTP) && (o->proto & LK_PROTO_HTTP);
 }
 
+/* Whether host is that of an address some broker of c gives out (on a
+ * listener other than its internal one): lookout's own, on the brokers'
+ * host, which a body may name by its host alone. */
+static int
+host_given_out(const struct lk_cluster *c, const char *host)
+{
+    for (size_t i = 0; i < c->nbrokers; i++) {
+        const struct lk_broker *b = c->brokers[i];
+        for (size_t k = 0; k < b->nlisteners; k++) {
+            if (&b->listeners[k] == b->internal)
+                continue;
+            for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+                if (b->listeners[k].addr[sc] != NULL &&
+                    strcmp(b->listeners[k].addr[sc]->host, host) == 0)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A Pulsar broker names itself by its host alone too, outside host:port:
+ * the functions worker that runs in a broker (functionsWorkerEnabled)
+ * takes the broker's advertisedAddress as its workerHostname and its web
+ * port as its port, two JSON fields of /admin/v2/worker/cluster's
+ * {"workerId", "workerHostname", "port"}; a broker's config values have
+ * its advertisedAddress.  So for each host of its internal addresses, the
+ * host at the end of a JSON string: HOST and a quote, after no host
+ * character ("10.0.0.11", "http://10.0.0.11"; not "10.0.0.111",
+ * "x10.0.0.11" or "10.0.0.11:8080").  It starts as the addresses' own
+ * patterns do, with the host, so the matcher's skip over bytes that start
+ * none (by their first two, lk_match.c) costs nothing more.  A host that a
+ * broker's address on another listener has too is not read for alone:
+ * that may be lookout's own.
+ *
+ * Not read: the workerId, "c-CLUSTER-fw-HOST-PORT".  Its end would be a
+ * raw pattern (a host character is before it) ending in the port's digits
+ * and a quote, which ordinary JSON has often enough that lk_match_none
+ * could rarely say "nothing" at once: 100 to 150 instructions more on
+ * each of bench/run's small, redirect and lookup exchanges (bench/
+ * guard-cost --http), for an identifier the worker's hostname in the same
+ * answers names already.
+ */
+static size_t
+host_alone(struct lk_guard *conf, const struct lk_cluster *c, const struct lk_broker *b, int sc,
+           const char **pats, size_t *lens, size_t n)
+{
+    const struct lk_url *u = b->internal->addr[sc];
+
+    for (int e = 0; e < sc; e++)
+        if (b->internal->addr[e] != NULL && strcmp(b->internal->addr[e]->host, u->host) == 0)
+            return n;
+    if (host_given_out(c, u->host))
+        return n;
+    size_t tl = strlen(u->host) + 2;
+    char *text = lk_xmalloc(tl);
+    snprintf(text, tl, "%s\"", u->host);
+    conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 0, u, u->host, 1, text};
+    pats[n] = text;
+    lens[n] = tl - 1;
+    return n + 1;
+}
+
 /* The patterns of cluster c's brokers' internal addresses, made from
  * conf->targets[n] on (pats, lens and flags alike); the new n.  cl's
  * own come first, so that an address two clusters share is reported as
@@ -170,8 +235,8 @@ cluster_targets(struct lk_guard *conf, const struct lk_cluster *c, const char **
              * with the address, and the bare host:port (the broker list of
              * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
             for (int url = 1; url >= 0; url--) {
-                conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc,         url, 0,
-                                                            u, url ? u->text : u->hostport};
+                conf->targets[n] = (struct lk_guard_target){
+                    b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport, 0, NULL};
                 pats[n] = conf->targets[n].text;
                 lens[n] = strlen(pats[n]);
                 n++;
@@ -182,10 +247,12 @@ cluster_targets(struct lk_guard *conf, const struct lk_cluster *c, const char **
              * Kafka clusters have no text to scan, so it meets no text. */
             if (c->proto == LK_PROTO_KAFKA) {
                 conf->targets[n] =
-                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host};
+                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host, 0, NULL};
                 pats[n] = u->host;
                 lens[n] = strlen(u->host);
                 flags[n++] = LK_MATCH_RAW;
+            } else {
+                n = host_alone(conf, c, b, sc, pats, lens, n);
             }
         }
     }
@@ -198,6 +265,7 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     struct lk_guard *conf;
     const char **pats;
     unsigned *flags;
+    /* per address: the URL, host:port, and Kafka's bare host or host_alone's */
     size_t *lens, n, max = cl->nbrokers * LK_SCHEME__COUNT * 3;
     size_t nclusters = cl->conf != NULL ? cl->conf->nclusters : 0;
     char msg[256];
@@ -316,6 +384,8 @@ replacement(struct lk_guard_x *x, const struct lk_guard_target *t)
 
     if (u == NULL)
         return NULL;
+    if (t->quoted)
+        return lk_psprintf(lk_guard_fill(x)->pool, "%s\"", u->host);
     return t->url ? u->text : u->hostport;
 }
 

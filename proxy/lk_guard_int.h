@@ -35,6 +35,11 @@ struct lk_guard_target {
                                 * find only when it is a whole string with its port */
     const struct lk_url *addr; /* the internal address */
     const char *text;          /* the pattern (config memory), for logs */
+    int quoted;                /* the pattern is the host and a quote, 10.0.0.11": a JSON
+                                * string ending with the host (a functions worker's
+                                * workerHostname, a broker's advertisedAddress); text is
+                                * the host */
+    char *own;                 /* the pattern, when it is not text (quoted) */
 };
 
 struct lk_guard {

@@ -28,11 +28,7 @@ my $dir = tmp_dir();
 my $e = E2E->new(dir => $dir);
 my $L = $e->L;
 
-my %lk;
-for my $mode (qw(log rewrite block)) {
-    $lk{$mode} = $e->start_lookout(name => $mode, ext => $e->new_external, cluster => "leak_guard = $mode\n");
-    ok($lk{$mode}->started, "lookout ($mode) started") or BAIL_OUT("lookout $mode did not start: " . ($lk{$mode}->log // ''));
-}
+my %lk = %{ $e->guard_lookouts(qw(log rewrite block)) };
 
 my ($in1) = $L->{internal}{1}{http} =~ m{//([^/]+)};    # b1's internal host:port
 my @internal = map { m{//([^/]+)} } map { values %{ $L->{internal}{$_} } } 1 .. 3;

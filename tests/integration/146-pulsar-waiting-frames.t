@@ -37,10 +37,6 @@ my $PY = KafkaTestBroker::python() or plan skip_all => 'python3 not found';
 my $bin = Lookout::lookout_bin();
 my $SANITIZED = `grep -c __asan_init '$bin' 2>/dev/null` + 0 > 0;
 
-# A protobuf writer of this file's own (the wire format; Pulsar's field numbers).
-# a frame: its command, and after it, within totalSize, $after bytes
-sub frame { my ($cmd, $after) = @_; $after //= ''; return pack('NN', 4 + length($cmd) + length($after), length $cmd) . $cmd . $after }
-
 use constant { CONNECT => 2, LOOKUP => 23 };
 my $CONNECT = fv(1, CONNECT) . fb(2, fb(1, 'lookout-test') . fv(4, 21));
 sub lookup_cmd { my ($id) = @_; return fv(1, LOOKUP) . fb(LOOKUP, fb(1, 'persistent://public/default/t-b1') . fv(2, $id)) }

@@ -25,13 +25,8 @@ my $dir = tmp_dir();
 my $e = E2E->new(dir => $dir);
 my $L = $e->L;
 
-my %lk;
-for my $mode (qw(log block)) {
-    # max_buffer_bytes 16k: block holds 16 KiB of a body, gzip inflates to 1 MiB at most
-    $lk{$mode} = $e->start_lookout(name => $mode, ext => $e->new_external, cluster => "leak_guard = $mode\n",
-                                   lookout => "max_buffer_bytes = 16k\n");
-    ok($lk{$mode}->started, "lookout ($mode) started") or BAIL_OUT("lookout $mode did not start: " . ($lk{$mode}->log // ''));
-}
+# max_buffer_bytes 16k: block holds 16 KiB of a body, gzip inflates to 1 MiB at most
+my %lk = %{ $e->guard_lookouts(qw(log block), { lookout => "max_buffer_bytes = 16k\n" }) };
 
 my ($in1) = $L->{internal}{1}{http} =~ m{//([^/]+)};    # b1's internal host:port
 

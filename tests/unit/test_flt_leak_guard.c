@@ -274,6 +274,25 @@ test_chain(void)
     lk_conf_unref(conf);
 }
 
+/* body in each mode: log counts its leaks and passes it; rewrite gives
+ * want, rewrites of them rewritten; block answers 502 at the first. */
+static void
+check_modes(const char *const *hdrs, const char *body, unsigned leaks, const char *want,
+            unsigned rewrites)
+{
+    struct lk_conf *conf;
+
+    if ((conf = load("log", NULL)) != NULL)
+        check(conf, "log", hdrs, body, 0, LK_FLT_CONTINUE, NULL, leaks, 0);
+    lk_conf_unref(conf);
+    if ((conf = load("rewrite", NULL)) != NULL)
+        check(conf, "rewrite", hdrs, body, 0, LK_FLT_CONTINUE, want, leaks, rewrites);
+    lk_conf_unref(conf);
+    if ((conf = load("block", NULL)) != NULL)
+        check(conf, "block", hdrs, body, 0, LK_FLT_REPLY, NULL, 1, 0);
+    lk_conf_unref(conf);
+}
+
 /* /admin/v2/brokers/{cluster}: a JSON list of internal host:port strings. */
 static void
 test_brokers_list(void)
@@ -310,7 +329,6 @@ test_error_page(void)
         "java.net.ConnectException: Connection refused: pulsar-broker-2.pulsar-broker.svc.cluster."
         "local:8080\n\tat sun.nio.ch.Net.pollConnect(Native Method)\n";
     char want[1024];
-    struct lk_conf *conf;
 
     snprintf(want, sizeof(want),
              "\n --- An unexpected error occurred in the server --- \n\n"
@@ -320,15 +338,7 @@ test_error_page(void)
              "persistent/public/default/t1/stats\n\nStacktrace:\n\n"
              "java.net.ConnectException: Connection refused: 127.0.0.2:18082"
              "\n\tat sun.nio.ch.Net.pollConnect(Native Method)\n");
-    if ((conf = load("log", NULL)) != NULL)
-        check(conf, "log", hdrs, body, 0, LK_FLT_CONTINUE, NULL, 2, 0);
-    lk_conf_unref(conf);
-    if ((conf = load("rewrite", NULL)) != NULL)
-        check(conf, "rewrite", hdrs, body, 0, LK_FLT_CONTINUE, want, 2, 2);
-    lk_conf_unref(conf);
-    if ((conf = load("block", NULL)) != NULL)
-        check(conf, "block", hdrs, body, 0, LK_FLT_REPLY, NULL, 1, 0);
-    lk_conf_unref(conf);
+    check_modes(hdrs, body, 2, want, 2);
 }
 
 /* Topic stats name the owner; URLs change scheme with the address. */
@@ -635,7 +645,8 @@ test_no_false_positive(void)
         "[\"10.0.0.111:8080\",\"10.0.0.11:80800\",\"110.0.0.11:8080\",\"x10.0.0.11:8080\","
         "\"10.0.0.11:8081\",\"10.0.0.11:808\",\"a.pulsar-broker-2.pulsar-broker.svc.cluster.local:"
         "8080\",\"pulsar-broker-2.pulsar-broker.svc.cluster.local:80801\",\"[::1]:80800\","
-        "\"10.0.0.11\",\":8080\"]";
+        "\"10.0.0.111\",\"x10.0.0.11\",\"10.0.0.11x\",\"10.0.0.11 \",\"127.0.0.1\",\":8080\","
+        "\"http:/10.0.0.11:80800\"]";
     static const char *const modes[] = {"log", "rewrite", "block"};
 
     for (size_t m = 0; m < 3; m++) {
@@ -644,6 +655,37 @@ test_no_false_positive(void)
             check(conf, modes[m], json_hdrs, body, 0, LK_FLT_CONTINUE, NULL, 0, 0);
         lk_conf_unref(conf);
     }
+}
+
+/*
+ * A broker named by its host alone, outside host:port: the functions
+ * worker that runs in a broker answers /admin/v2/worker/cluster with its
+ * workerHostname (the broker's advertisedAddress) and its port apart.
+ * Each hostname is a leak, which rewrite replaces with the selected
+ * listener's host; the workerId "c-CLUSTER-fw-HOST-PORT" is not read
+ * (lk_guard.c says why).
+ */
+static void
+test_host_alone(void)
+{
+    static const char body[] =
+        "[{\"workerId\":\"c-prod-fw-10.0.0.11-8080\",\"workerHostname\":\"10.0.0.11\","
+        "\"port\":8080},{\"workerId\":\"c-prod-fw-pulsar-broker-2.pulsar-broker.svc.cluster."
+        "local-8080\",\"workerHostname\":\"pulsar-broker-2.pulsar-broker.svc.cluster.local\","
+        "\"port\":8080}]";
+    static const char want[] =
+        "[{\"workerId\":\"c-prod-fw-10.0.0.11-8080\",\"workerHostname\":\"127.0.0.1\","
+        "\"port\":8080},{\"workerId\":\"c-prod-fw-pulsar-broker-2.pulsar-broker.svc.cluster."
+        "local-8080\",\"workerHostname\":\"127.0.0.2\",\"port\":8080}]";
+    static const char config[] = "{\"advertisedAddress\":\"[::1]\",\"host\":\"::1\"}";
+    struct lk_conf *conf;
+
+    check_modes(json_hdrs, body, 2, want, 2);
+    /* b3's host is an IPv6 literal: "::1" is it, "[::1]" is not a host
+     * alone (the URL form, without a port) */
+    if ((conf = load("log", NULL)) != NULL)
+        check(conf, "log, IPv6", json_hdrs, config, 0, LK_FLT_CONTINUE, NULL, 1, 0);
+    lk_conf_unref(conf);
 }
 
 /* What each mode holds back, and when block releases. */
@@ -1971,6 +2013,7 @@ const struct lk_test_case lk_test_flt_leak_guard[] = {
     {"leak_guard/reason_and_interim", test_reason_and_interim},
     {"leak_guard/other_clusters", test_other_clusters},
     {"leak_guard/no_false_positive", test_no_false_positive},
+    {"leak_guard/host_alone", test_host_alone},
     {"leak_guard/holding", test_holding},
     {"leak_guard/log_chains", test_log_chains},
     {"leak_guard/content_types", test_content_types},

@@ -120,6 +120,22 @@ sub start_lookout {
     return $lk;
 }
 
+# $e->guard_lookouts(MODE...[, {lookout => TEXT}]): one lookout per leak_guard mode, each on
+# new external addresses, named by its mode, started (one ok each; a failed start bails
+# out, as every later test needs them). Returns {MODE => lookout}.
+sub guard_lookouts {
+    my ($self, @modes) = @_;
+    my $o = ref $modes[-1] eq 'HASH' ? pop @modes : {};
+    my %lk;
+    for my $mode (@modes) {
+        $lk{$mode} = $self->start_lookout(name => $mode, ext => $self->new_external,
+                                          cluster => "leak_guard = $mode\n", lookout => $o->{lookout});
+        Test::More::ok($lk{$mode}->started, "lookout ($mode) started")
+            or Test::More::BAIL_OUT("lookout $mode did not start: " . ($lk{$mode}->log // ''));
+    }
+    return \%lk;
+}
+
 # $e->expect_ld(LISTENER, N [, extra => value...]): the LookupData lookout must give for
 # broker N in LISTENER (a name, or a set as new_external returns): exactly that listener's
 # addresses, brokerUrlSsl "" and the extras.

@@ -6,7 +6,8 @@ package PulsarBroker;
 # or both) and answers the parts of the broker REST API that leak broker addresses, the way
 # real 4.x brokers do (see /work/shared/facts/pulsar.md §1-2): HTTP lookups (200 LookupData,
 # or 307 for unowned topics), admin topic calls (200 on the owner, 307 elsewhere, with the
-# PulsarWebResource Location shape), /admin/v2/brokers, Pulsar-shaped errors. Under /test/
+# PulsarWebResource Location shape), /admin/v2/brokers, the functions workers of
+# /admin/v2/worker/cluster (one in each broker), Pulsar-shaped errors. Under /test/
 # it also offers knobs that are not Pulsar API, for testing lookout's HTTP engine (streamed
 # bytes, echo, slow, dying mid-body, close-delimited, 100-continue, WebSocket upgrade,
 # fast repeated bytes and a slow sink for backpressure, arbitrary response headers...).
@@ -811,6 +812,16 @@ sub _dispatch {
         my $l = _broker_n($cx, $cx->{st}{leader});
         return _json($cx, 200, { serviceUrl => $l->{http} // $l->{https} });
     }
+    if ($p =~ m{^/admin/v2/worker/cluster(/leader)?/?$}) {
+        # A functions worker in every broker (functionsWorkerEnabled): WorkerInfo
+        # {workerId, workerHostname, port}, as PulsarService sets them up: the broker's
+        # advertisedAddress and web port, the id "c-CLUSTER-fw-HOST-PORT".
+        my $leader = $1;
+        my @w = map { { workerId => "c-$cx->{st}{cluster}-fw-$_->{host}-$_->{webport}",
+                        workerHostname => $_->{host}, port => $_->{webport} + 0 } }
+                $leader ? _broker_n($cx, $cx->{st}{leader}) : @{ $cx->{st}{brokers} };
+        return _json($cx, 200, $leader ? $w[0] : \@w);
+    }
     if ($p =~ m{^/admin/v2/brokers/(ready|health)/?$}) {
         # BrokersBase: 200 text "ok" when the broker serves (ready), or when a
         # heartbeat round trip works (health); the not_ready knob makes both fail on
@@ -1136,7 +1147,7 @@ sub _test {
         my $body = (' ' x _num($q->{pad}, 0, MAX_TEST_BYTES)) . $JSON->encode({ owner => $q->{text} // "" });
         for (@codings) {
             my $z;
-            gzip(\$body => \$z) or die "gzip: $GzipError\n";
+            gzip(\$body => \$z, Minimal => 1) or die "gzip: $GzipError\n";   # no time: the same bytes each time
             $body = $z;
         }
         _send_head($cx, 200, [ [ 'Content-Type', 'application/json' ], [ 'Content-Encoding', join(', ', @codings) ],
