@@ -186,8 +186,8 @@ host_given_out(const struct lk_cluster *c, const char *host)
  * "x10.0.0.11" or "10.0.0.11:8080").  It starts as the addresses' own
  * patterns do, with the host, so the matcher's skip over bytes that start
  * none (by their first two, lk_match.c) costs nothing more.  A host that a
- * broker's address on another listener has too is not read for alone:
- * that may be lookout's own.
+ * broker's address on another listener has too, of its cluster or of the
+ * guard's own, is not read for alone: that may be lookout's own.
  *
  * Not read: the workerId, "c-CLUSTER-fw-HOST-PORT".  Its end would be a
  * raw pattern (a host character is before it) ending in the port's digits
@@ -198,7 +198,7 @@ host_given_out(const struct lk_cluster *c, const char *host)
  * answers names already.
  */
 static size_t
-host_alone(struct lk_guard *conf, const struct lk_cluster *c, const struct lk_broker *b, int sc,
+host_alone(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_broker *b, int sc,
            const char **pats, size_t *lens, size_t n)
 {
     const struct lk_url *u = b->internal->addr[sc];
@@ -206,7 +206,7 @@ host_alone(struct lk_guard *conf, const struct lk_cluster *c, const struct lk_br
     for (int e = 0; e < sc; e++)
         if (b->internal->addr[e] != NULL && strcmp(b->internal->addr[e]->host, u->host) == 0)
             return n;
-    if (host_given_out(c, u->host))
+    if (host_given_out(b->cluster, u->host) || host_given_out(own, u->host))
         return n;
     size_t tl = strlen(u->host) + 2;
     char *text = lk_xmalloc(tl);
@@ -220,10 +220,11 @@ host_alone(struct lk_guard *conf, const struct lk_cluster *c, const struct lk_br
 /* The patterns of cluster c's brokers' internal addresses, made from
  * conf->targets[n] on (pats, lens and flags alike); the new n.  cl's
  * own come first, so that an address two clusters share is reported as
- * its broker's (a repeated pattern reports the first's id). */
+ * its broker's (a repeated pattern reports the first's id).  own: the
+ * cluster the guard is for (c, or one whose guard reads c's too). */
 static size_t
-cluster_targets(struct lk_guard *conf, const struct lk_cluster *c, const char **pats, size_t *lens,
-                unsigned *flags, size_t n)
+cluster_targets(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_cluster *c,
+                const char **pats, size_t *lens, unsigned *flags, size_t n)
 {
     for (size_t i = 0; i < c->nbrokers; i++) {
         const struct lk_broker *b = c->brokers[i];
@@ -252,7 +253,7 @@ cluster_targets(struct lk_guard *conf, const struct lk_cluster *c, const char **
                 lens[n] = strlen(u->host);
                 flags[n++] = LK_MATCH_RAW;
             } else {
-                n = host_alone(conf, c, b, sc, pats, lens, n);
+                n = host_alone(conf, own, b, sc, pats, lens, n);
             }
         }
     }
@@ -280,10 +281,10 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
     lens = lk_xcalloc(max + conf->nany_port + 1, sizeof(*lens));
     flags = lk_xcalloc(max + conf->nany_port + 1, sizeof(*flags));
-    n = cluster_targets(conf, cl, pats, lens, flags, 0);
+    n = cluster_targets(conf, cl, cl, pats, lens, flags, 0);
     for (size_t k = 0; k < nclusters; k++)
         if (guards_other(cl, cl->conf->clusters[k]))
-            n = cluster_targets(conf, cl->conf->clusters[k], pats, lens, flags, n);
+            n = cluster_targets(conf, cl, cl->conf->clusters[k], pats, lens, flags, n);
     conf->ntargets = n;
     for (size_t i = 0; i < conf->nany_port; i++) {
         pats[n] = conf->any_port_text[i];

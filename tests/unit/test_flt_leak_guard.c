@@ -635,6 +635,35 @@ test_other_clusters(void)
         lk_conf_unref(conf);
     }
     subtest(NULL);
+
+    /* A host alone is read for only where no address lookout gives out
+     * has it: here other's o1 is internally on 127.0.0.1, the host of
+     * prod's external addresses, so prod's "127.0.0.1" is not o1's. */
+    static const char same_fmt[] =
+        "[pulsar prod]\n"
+        "internalListenerName = internal\n"
+        "lookupListenerName = external\n"
+        "leak_guard = %s\n"
+        "%s\n"
+        "[broker prod/b1]\n"
+        "advertisedListeners = internal:http://10.0.0.11:8080,external:http://127.0.0.1:18081\n"
+        "[pulsar other]\n"
+        "internalListenerName = internal\n"
+        "lookupListenerName = external\n"
+        "[broker other/o1]\n"
+        "advertisedListeners = internal:http://127.0.0.1:8080,external:http://127.0.0.9:18091\n";
+    static const char *const own[] = {"X-Served-By", "\"127.0.0.1\"", "X-Peer", "\"10.0.0.11\"",
+                                      NULL};
+    struct lk_conf *conf = load_fmt(same_fmt, "log", "filters = leak_guard");
+    if (conf != NULL) {
+        struct lk_xchg *x = start(conf, "/admin/v2/x", 200, own, 0);
+        enum lk_flt_verdict v = lk_flt_run_res_headers(x);
+        ok(v == LK_FLT_CONTINUE && x->leaks == 1,
+           "prod's own host alone is no leak of other's o1; its b1's internal host is (%u)",
+           x->leaks);
+        finish(x);
+    }
+    lk_conf_unref(conf);
 }
 
 /* Longer ports and IPs, other hosts: never a leak. */
