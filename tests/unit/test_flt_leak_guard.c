@@ -576,19 +576,20 @@ test_reason_and_interim(void)
 
 /* Two Pulsar clusters: a broker of one naming a broker of the other (a
  * 307 across clusters) names an internal address all the same. */
-static const char two_fmt[] =
-    "[pulsar prod]\n"
-    "internalListenerName = internal\n"
-    "lookupListenerName = external\n"
-    "leak_guard = %s\n"
-    "%s\n"
-    "[broker prod/b1]\n"
-    "advertisedListeners = internal:http://10.0.0.11:8080,external:http://127.0.0.1:18081\n"
-    "[pulsar other]\n"
-    "internalListenerName = internal\n"
-    "lookupListenerName = external\n"
-    "[broker other/o1]\n"
-    "advertisedListeners = internal:http://10.9.0.21:8080,external:http://127.0.0.9:18091\n";
+#define TWO_CLUSTERS(o1_internal)                                                                  \
+    "[pulsar prod]\n"                                                                              \
+    "internalListenerName = internal\n"                                                            \
+    "lookupListenerName = external\n"                                                              \
+    "leak_guard = %s\n"                                                                            \
+    "%s\n"                                                                                         \
+    "[broker prod/b1]\n"                                                                           \
+    "advertisedListeners = internal:http://10.0.0.11:8080,external:http://127.0.0.1:18081\n"       \
+    "[pulsar other]\n"                                                                             \
+    "internalListenerName = internal\n"                                                            \
+    "lookupListenerName = external\n"                                                              \
+    "[broker other/o1]\n"                                                                          \
+    "advertisedListeners = internal:http://" o1_internal ",external:http://127.0.0.9:18091\n"
+static const char two_fmt[] = TWO_CLUSTERS("10.9.0.21:8080");
 
 static void
 test_other_clusters(void)
@@ -639,19 +640,7 @@ test_other_clusters(void)
     /* A host alone is read for only where no address lookout gives out
      * has it: here other's o1 is internally on 127.0.0.1, the host of
      * prod's external addresses, so prod's "127.0.0.1" is not o1's. */
-    static const char same_fmt[] =
-        "[pulsar prod]\n"
-        "internalListenerName = internal\n"
-        "lookupListenerName = external\n"
-        "leak_guard = %s\n"
-        "%s\n"
-        "[broker prod/b1]\n"
-        "advertisedListeners = internal:http://10.0.0.11:8080,external:http://127.0.0.1:18081\n"
-        "[pulsar other]\n"
-        "internalListenerName = internal\n"
-        "lookupListenerName = external\n"
-        "[broker other/o1]\n"
-        "advertisedListeners = internal:http://127.0.0.1:8080,external:http://127.0.0.9:18091\n";
+    static const char same_fmt[] = TWO_CLUSTERS("127.0.0.1:8080");
     static const char *const own[] = {"X-Served-By", "\"127.0.0.1\"", "X-Peer", "\"10.0.0.11\"",
                                       NULL};
     struct lk_conf *conf = load_fmt(same_fmt, "log", "filters = leak_guard");
