@@ -211,7 +211,7 @@ host_alone(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_
     size_t tl = strlen(u->host) + 2;
     char *text = lk_xmalloc(tl);
     snprintf(text, tl, "%s\"", u->host);
-    conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 0, u, u->host, 1, text};
+    conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 0, u, u->host, text};
     pats[n] = text;
     lens[n] = tl - 1;
     return n + 1;
@@ -237,7 +237,7 @@ cluster_targets(struct lk_guard *conf, const struct lk_cluster *own, const struc
              * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
             for (int url = 1; url >= 0; url--) {
                 conf->targets[n] = (struct lk_guard_target){
-                    b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport, 0, NULL};
+                    b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport, NULL};
                 pats[n] = conf->targets[n].text;
                 lens[n] = strlen(pats[n]);
                 n++;
@@ -248,7 +248,7 @@ cluster_targets(struct lk_guard *conf, const struct lk_cluster *own, const struc
              * Kafka clusters have no text to scan, so it meets no text. */
             if (c->proto == LK_PROTO_KAFKA) {
                 conf->targets[n] =
-                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host, 0, NULL};
+                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host, NULL};
                 pats[n] = u->host;
                 lens[n] = strlen(u->host);
                 flags[n++] = LK_MATCH_RAW;
@@ -385,7 +385,7 @@ replacement(struct lk_guard_x *x, const struct lk_guard_target *t)
 
     if (u == NULL)
         return NULL;
-    if (t->quoted)
+    if (t->own != NULL) /* the host alone */
         return lk_psprintf(lk_guard_fill(x)->pool, "%s\"", u->host);
     return t->url ? u->text : u->hostport;
 }
@@ -905,8 +905,6 @@ scan_inflated(void *arg, const void *p, size_t n)
     return s->v != LK_GUARD_PASS;
 }
 
-/* Inflates raw bytes into the automaton, a bounded piece at a time.  A
- * broken stream, or one that inflates past its cap, is no longer read. */
 /*
  * A text body the guard cannot read on (a coding it does not know, or
  * compressed data that is broken or inflates past its bound), from its
@@ -931,6 +929,8 @@ unread(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream
     return g->released ? LK_GUARD_CUT : LK_GUARD_REFUSE;
 }
 
+/* Inflates raw bytes into the automaton, a bounded piece at a time.  A
+ * broken stream, or one that inflates past its cap, is no longer read. */
 static enum lk_guard_verdict
 inflate_bytes(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream *g,
               struct evbuffer *in, struct evbuffer *out, const void *data, size_t len)

@@ -35,11 +35,10 @@ struct lk_guard_target {
                                 * find only when it is a whole string with its port */
     const struct lk_url *addr; /* the internal address */
     const char *text;          /* the pattern (config memory), for logs */
-    int quoted;                /* the pattern is the host and a quote, 10.0.0.11": a JSON
-                                * string ending with the host (a functions worker's
-                                * workerHostname, a broker's advertisedAddress); text is
-                                * the host */
-    char *own;                 /* the pattern, when it is not text (quoted) */
+    char *own;                 /* when set, the pattern is this, the host and a quote,
+                                * 10.0.0.11": a JSON string ending with the host (a
+                                * functions worker's workerHostname, a broker's
+                                * advertisedAddress), and text is the host */
 };
 
 struct lk_guard {
