@@ -206,7 +206,7 @@ host_alone(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_
     for (int e = 0; e < sc; e++)
         if (b->internal->addr[e] != NULL && strcmp(b->internal->addr[e]->host, u->host) == 0)
             return n;
-    if (host_given_out(b->cluster, u->host) || host_given_out(own, u->host))
+    if (host_given_out(b->cluster, u->host) || (own != b->cluster && host_given_out(own, u->host)))
         return n;
     size_t tl = strlen(u->host) + 2;
     char *text = lk_xmalloc(tl);
