@@ -502,7 +502,7 @@ lk_flt_run_pulsar(struct lk_xchg *x, int type, const struct lk_pulsar_cmd *c, st
                   struct evbuffer *out)
 {
     struct lk_frame fr = {
-        .proto = LK_PROTO_PULSAR, .key = (int16_t)type, .in = in, .len = evbuffer_get_length(in)};
+        .proto = LK_PROTO_PULSAR, .key = type, .in = in, .len = evbuffer_get_length(in)};
     struct lk_pulsar_view pv;
 
     if (frame_wanted(x, LK_PROTO_PULSAR)) {

@@ -39,7 +39,10 @@ struct lk_pulsar_view;
 /* A binary frame going through the chain (lk_flt_run_frame). */
 struct lk_frame {
     unsigned proto;       /* LK_PROTO_KAFKA or LK_PROTO_PULSAR */
-    int16_t key, version; /* Kafka: the request's; Pulsar: the type, 0 */
+    /* Kafka: the request's api key and version; Pulsar: the type (any
+     * int32: a type lookout does not know is read whole), 0 */
+    int32_t key;
+    int16_t version;
     struct evbuffer *in;  /* the frame as it came, whole */
     const uint8_t *p;     /* ... its bytes, once pulled up */
     size_t len;

@@ -538,7 +538,7 @@ pulsar_answer(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard
 
 /* "the Metadata v14 answer", "the LOOKUP_RESPONSE command" */
 static void
-answer_name(unsigned proto, int16_t key, int16_t version, char *buf, size_t len)
+answer_name(unsigned proto, int32_t key, int16_t version, char *buf, size_t len)
 {
     const char *name;
 

@@ -18,7 +18,10 @@ struct lk_pulsar_view;
 /* One answer, as the client gets it. */
 struct lk_guard_answer {
     unsigned proto;       /* LK_PROTO_KAFKA or LK_PROTO_PULSAR */
-    int16_t key, version; /* Kafka: the request's api key and version; Pulsar: the type, 0 */
+    /* Kafka: the request's api key and version; Pulsar: the type (any
+     * int32), 0 */
+    int32_t key;
+    int16_t version;
     const uint8_t *p;     /* its bytes, whole */
     size_t len;
     /* Its view as the chain decoded it (lk_filter.h's struct lk_frame), or

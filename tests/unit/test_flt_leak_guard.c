@@ -1125,7 +1125,7 @@ load_kafka(const char *mode)
  * modules do; *out gets what the client would (malloc'd), NULL when the
  * chain refused it. */
 static enum lk_flt_verdict
-run_frame(struct lk_conf *conf, unsigned proto, int16_t key, int16_t version, const struct tb *f,
+run_frame(struct lk_conf *conf, unsigned proto, int key, int16_t version, const struct tb *f,
           unsigned *leaks, unsigned *rewrites, struct tb *out)
 {
     struct lk_xchg *x = calloc(1, sizeof(*x));
@@ -1140,7 +1140,8 @@ run_frame(struct lk_conf *conf, unsigned proto, int16_t key, int16_t version, co
     x->proto = proto;
     lk_flt_attach_all(x);
     evbuffer_add(in, f->p, f->len);
-    v = lk_flt_run_frame(x, key, version, in, o);
+    v = proto == LK_PROTO_PULSAR ? lk_flt_run_pulsar(x, key, NULL, in, o)
+                                 : lk_flt_run_frame(x, (int16_t)key, version, in, o);
     *leaks = x->leaks;
     *rewrites = x->rewrites;
     out->len = 0;
@@ -1614,6 +1615,26 @@ test_pulsar_answers(void)
            "a command of type 99 with b1's internal URL: %u leak", leaks);
         ok(block ? out.len == 0 : out.len == f.len, "... %s",
            block ? "refused" : "passed as it came");
+        /* The same as type 65545, whose low 16 bits are MESSAGE's 9: a
+         * type is read as the int32 it is, never cut to an api key's
+         * 16 bits (which would take it for a payload, never read) */
+        {
+            struct tb g = {0};
+            w32(&g, 0);
+            w32(&g, 0);
+            w8(&g, 0x08), w8(&g, 0x89), w8(&g, 0x80), w8(&g, 0x04);
+            w8(&g, 0x9a), w8(&g, 0x06), w8(&g, (int)strlen(url));
+            put(&g, url, strlen(url));
+            g.p[7] = (uint8_t)(g.len - 8);
+            g.p[3] = (uint8_t)(g.len - 4);
+            v = run_frame(conf, LK_PROTO_PULSAR, 65545, 0, &g, &leaks, &rewrites, &out);
+            ok(v == (block ? LK_FLT_ERROR : LK_FLT_CONTINUE) && leaks == 1 &&
+                   (block ? out.len == 0 : out.len == g.len),
+               "a command of type 65545 (MESSAGE's 9 in 16 bits) with b1's internal URL: "
+               "%u leak, %s",
+               leaks, block ? "refused" : "passed");
+            free(g.p);
+        }
         /* a LOOKUP_RESPONSE that decodes, Failed, with no URL, whose message
          * names b1 as Pulsar's texts do ("not served by this instance:...") */
         {
