@@ -422,6 +422,18 @@ on_headers_complete(llhttp_t *ll)
     p->upgrade = ll->upgrade;
     p->head_done = 1;
     p->state = EV_HEAD;
+    /* A 1xx, 204 or 304 response has no body, whatever its fields say
+     * (RFC 9112 §6.3), and llhttp 8 reads one for them when Content-Length
+     * or Transfer-Encoding announces it: the next response's bytes would
+     * pass as this one's body, or a 100 with Transfer-Encoding take all
+     * that follows.  The head ends the message, as for HEAD. */
+    if (!m->is_request && (m->status / 100 == 1 || m->status == 204 || m->status == 304)) {
+        /* A 304 may carry them (RFC 9110 §8.6, RFC 9112 §6.1), a 1xx or a
+         * 204 never: a body may follow that is no response of its own. */
+        p->body_ignored = m->status != 304 && ((ll->flags & (F_CHUNKED | F_TRANSFER_ENCODING)) ||
+                                               (p->has_cl && p->content_length != 0));
+        return 1;
+    }
     if (p->no_body)
         return 1; /* on_message_complete follows at once */
     /* A request without a body (no Transfer-Encoding, Content-Length
@@ -534,13 +546,14 @@ on_message_complete(llhttp_t *ll)
     struct lk_http_parser *p = P(ll);
     p->msg_done = 1;
     /* Head not yet reported: lk_http_parse reports HEAD, then DONE.  A
-     * bodyless request stops here, before the next pipelined one; a
-     * response to HEAD runs on as it always has.  keep_alive is what
+     * bodyless message stops here, before the next pipelined request or
+     * the final response after an interim one, whose fields would
+     * otherwise run on into this message.  keep_alive is what
      * on_headers_complete found just now, from the same flags. */
-    if (p->state == EV_HEAD)
-        return p->no_body ? 0 : HPE_PAUSED;
-    p->keep_alive = llhttp_should_keep_alive(ll);
-    p->state = EV_DONE;
+    if (p->state != EV_HEAD) {
+        p->keep_alive = llhttp_should_keep_alive(ll);
+        p->state = EV_DONE;
+    }
     /* An upgrade must reach HPE_PAUSED_UPGRADE, which a pause here would hide. */
     return ll->upgrade ? 0 : HPE_PAUSED;
 }
@@ -582,6 +595,7 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->chunk_left = 0;
     p->crlf_need = 0;
     p->no_body = 0;
+    p->body_ignored = 0;
     p->content_length = 0;
     p->state = EV_NONE;
     p->error = NULL;
@@ -673,7 +687,7 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
     switch (err) {
     case HPE_OK:
         *consumed = len;
-        /* a no-body head (HEAD response) completes without pausing */
+        /* the input used up mid-message (one that ends with its head pauses) */
         return p->state == EV_HEAD ? LK_HTTP_HEAD : LK_HTTP_NEED_MORE;
     case HPE_PAUSED:
         *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - data);

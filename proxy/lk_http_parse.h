@@ -58,6 +58,10 @@ struct lk_http_parser {
     lk_http_body_cb on_body;
     void *body_arg;
     int no_body;    /* response to HEAD / CONNECT: no body follows */
+    /* A 1xx or 204 response whose Content-Length (not 0) or
+     * Transfer-Encoding announced a body it cannot have: ignored, but
+     * what follows on the connection may be that body. */
+    int body_ignored;
     int head_done, msg_done;
     int chunked, has_cl, keep_alive, upgrade;
     uint64_t chunk_left;   /* data bytes of the current chunk still to come */

@@ -160,6 +160,7 @@ up_ready(struct lk_upstream *u, enum lk_upstream_event ev, void *arg)
     }
     lk_http_parser_init(&hx->sp, 0, conf->max_header_bytes);
     hx->sp_ready = 1;
+    hx->up_unsure = 0;
     lk_http_parser_next(&hx->sp, &hx->x.res);
     hx->sp.no_body = hx->head_method;
     hx->sp.on_body = res_body_cb;
@@ -315,6 +316,16 @@ on_response_head(struct lk_hx *hx)
      * for up to timeout.idle between reads: set at the end of this read,
      * unless the whole response came in it (most do). */
     hx->body_timeouts = 1;
+    if (sp->body_ignored && !hx->up_unsure) {
+        /* The body it announced may still come, and be read as the
+         * answer to the next request on this connection. */
+        lk_log(LK_WARN, hc->c,
+               "broker %s sent a %d with a body's framing (Content-Length or "
+               "Transfer-Encoding), which it cannot have: no body read, and the broker "
+               "connection not reused",
+               hx->x.broker->name, res->status);
+        hx->up_unsure = 1;
+    }
     if (res->status == 101) {
         if (!hx->upgrade_req) {
             lk_hx_reply_error(hx, 502, "the broker switched protocols unasked", 1);
@@ -403,7 +414,7 @@ on_response_done(struct lk_hx *hx)
         lk_hx_send_response_head(hx, LK_OUT_CL, 0);
     if (hx->framing == LK_OUT_CHUNKED)
         evbuffer_add(bufferevent_get_output(hc->c->bev), "0\r\n\r\n", 5);
-    int reuse = hx->sp.keep_alive && hx->req_done && !hx->upgrade_req;
+    int reuse = hx->sp.keep_alive && hx->req_done && !hx->upgrade_req && !hx->up_unsure;
     hc->c->action = NULL;
     lk_hx_end(hx, reuse);
 }

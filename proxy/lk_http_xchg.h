@@ -58,6 +58,8 @@ struct lk_hx {
 
     /* response side */
     int res_head_seen, res_head_sent, res_no_body;
+    int up_unsure; /* the broker announced a body its response cannot have: the
+                    * upstream is not reused (lk_http_parser's body_ignored) */
     int body_timeouts; /* the head came: timeout.idle replaces timeout.response once this
                         * read is done, if the response is not (lk_hx_up_read) */
     enum lk_hx_framing framing;

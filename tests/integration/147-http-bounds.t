@@ -13,6 +13,9 @@
 #    into the exchange's memory); 8 still pass to the client.
 #  - A response whose transfer coding is not chunked alone ("gzip, chunked", gzip): 502,
 #    never the coded bytes passed on as if plain with Transfer-Encoding dropped.
+#  - A 1xx, 204 or 304 whose Content-Length or Transfer-Encoding announces a body: none is
+#    read, so a 100 cannot carry a response into the client's stream, nor a 204 or 304
+#    hold the connection until timeout.idle.
 
 use strict;
 use warnings;
@@ -45,7 +48,23 @@ my $c = PulsarBroker->start(dir => "$dir/brokers", brokers => [ "127.0.0.1:$p1" 
 # body in one write, so that lookout reads each answer whole in one read (the fake
 # brokers of PulsarBroker.pm are too slow to outrun a proxy that buffers without bound).
 # /interim=K sends K interim responses first; /te=CODINGS answers with that
-# Transfer-Encoding.
+# Transfer-Encoding; /raw=NAME sends $raw{NAME} as it is.
+#
+# A 1xx, 204 or 304 response has no body, whatever Content-Length or Transfer-Encoding
+# say (RFC 9112 §6.3). 100cl: a 100 whose Content-Length covers a whole response (98
+# bytes), then a real one: the 98 bytes are the final response, never the tail of the
+# real one's body. 100te: a 100 with Transfer-Encoding: gzip is not read to the close.
+# 204cl, 304cl: a Content-Length of 1234 and no body: the next request is answered.
+my $inner = "HTTP/1.1 200 OK\r\nContent-Length: 59\r\n\r\n"
+          . "internal address 10.0.0.99:8080 sent as the body of a 100!!";
+my %raw = (
+    '100cl' => "HTTP/1.1 100 Continue\r\nContent-Length: " . length($inner) . "\r\n\r\n$inner"
+             . "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    '100te' => "HTTP/1.1 100 Continue\r\nTransfer-Encoding: gzip\r\n\r\n"
+             . "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    '204cl' => "HTTP/1.1 204 No Content\r\nContent-Length: 1234\r\n\r\n",
+    '304cl' => "HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\nETag: \"e\"\r\n\r\n",
+);
 sub fast_broker {
     my ($port) = @_;
     my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
@@ -64,6 +83,11 @@ sub fast_broker {
                         # that many 100s (endless, near enough, for a big number), then 200
                         for (1 .. $1) { syswrite($cx, "HTTP/1.1 100 Continue\r\n\r\n") or POSIX::_exit(0) }
                         syswrite($cx, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone");
+                        next;
+                    }
+                    if ($line =~ m{^GET /raw=(\w+) }) {
+                        # a bodiless status whose fields announce a body (%raw above)
+                        syswrite($cx, $raw{$1} // "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
                         next;
                     }
                     if ($line =~ m{^GET /te=([\w-]+) }) {
@@ -293,6 +317,43 @@ subtest 'a response transfer coding other than chunked alone gets 502' => sub {
         unlike($r->{body} // '', qr{prod/b3}, '... naming no broker');
         like(Lookout::log_since($lk, $from), qr/\[warn\] broker prod\/b3 answered with a transfer coding other than chunked alone \(Transfer-Encoding: \Q$shown\E\)/,
              '... logged');
+    }
+};
+
+subtest 'a 1xx, 204 or 304 has no body, whatever its fields announce' => sub {
+    is(length $inner, 98, 'the response hidden in the 100 is 98 bytes');
+    my ($raw, $r) = get3('/raw=100cl');
+    like($raw, qr{\AHTTP/1\.1 100 Continue\r\n}, '100 with Content-Length: 98: the 100 passes');
+    is($r->{status}, 200, '... then the 98 bytes are the final response');
+    is($r->{body}, substr($inner, -59), '... whose body the client gets');
+    is($r->{rest}, '', '... and nothing after it');
+    unlike($raw, qr/ok\z/, '... not the real 200 with the 98 bytes after its body');
+    ($raw, $r) = get3('/raw=100te');
+    is($r->{status}, 200, '100 with Transfer-Encoding: gzip: the client gets the final response');
+    is($r->{body}, 'ok', '... whole');
+    is($r->{rest}, '', '... and nothing after it');
+    for my $st (204, 304) {
+        my $from = length($lk->log // '');
+        my $t0 = time;
+        ($raw, my $how) = http_raw('127.0.0.1', $s,
+                                   "GET /raw=${st}cl HTTP/1.1\r\n$H3\r\n\r\n"
+                                 . "GET /n=3 HTTP/1.1\r\n$H3\r\nConnection: close\r\n\r\n",
+                                   timeout => 8);
+        $r = parse_response($raw) // {};
+        is($r->{status}, $st, "$st with Content-Length: 1234: $st");
+        is($r->{body}, '', '... with no body');
+        my $next = parse_response($r->{rest} // '') // {};
+        is($next->{status}, 200, '... and the next request on the connection is answered');
+        is($next->{body}, 'xxx', '... whole');
+        is($how, 'eof', '... and the connection closes as that one asked');
+        ok(time - $t0 < 5, '... at once, not at timeout.idle (' . sprintf('%.1f', time - $t0) . ' s)');
+        my $log = Lookout::log_since($lk, $from);
+        if ($st == 204) {
+            like($log, qr{\[warn\] broker prod/b3 sent a 204 with a body's framing .*not reused.*client: },
+                 '... logged: the broker connection is not reused (the body may still come)');
+        } else {
+            unlike($log, qr/body's framing/, '... a 304 may say so (RFC 9110 §8.6): nothing logged');
+        }
     }
 };
 

@@ -268,6 +268,96 @@ test_responses(void)
     lk_pool_free(&pool);
 }
 
+/* A broker's responses parsed in pieces of step bytes, as lk_http_up.c
+ * reads them: each complete one as "STATUS:body" ('!' after the status when
+ * its body framing was ignored), then "+N" for N bytes left unread. */
+static const char *
+responses(const char *text, size_t step)
+{
+    static char out[512];
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    struct sink body = {0};
+    size_t n = 0, off = 0, len = strlen(text);
+
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    p.on_body = collect;
+    p.body_arg = &body;
+    lk_http_msg_init(&m, &pool, 0);
+    lk_http_parser_next(&p, &m);
+    for (int turns = 0; turns < 10000 && n < sizeof(out) - 64; turns++) {
+        size_t chunk = len - off < step ? len - off : step, used;
+        if (chunk == 0 && !lk_http_parser_can_step(&p))
+            break;
+        enum lk_http_event e = lk_http_parse(&p, text + off, chunk, &used);
+        off += used;
+        if (e == LK_HTTP_DONE) {
+            n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%d%s:%.*s", n != 0 ? " " : "",
+                                  m.status, p.body_ignored ? "!" : "", (int)body.len, body.buf);
+            body.len = 0;
+            lk_http_msg_init(&m, &pool, 0);
+            lk_http_parser_next(&p, &m);
+        } else if (e != LK_HTTP_HEAD && e != LK_HTTP_NEED_MORE) {
+            n += (size_t)snprintf(out + n, sizeof(out) - n, " E");
+            break;
+        } else if (chunk == 0 && e == LK_HTTP_NEED_MORE) {
+            break;
+        }
+    }
+    if (off < len)
+        snprintf(out + n, sizeof(out) - n, " +%zu", len - off);
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+    return out;
+}
+
+/* RFC 9112 §6.3: a 1xx, 204 or 304 response ends with its head, whatever
+ * Content-Length or Transfer-Encoding say; llhttp 8 would read a body for
+ * them, taking the next response's bytes as this one's. */
+static void
+test_bodiless_statuses(void)
+{
+    /* 98 bytes: a whole response of their own */
+    const char *inner = "HTTP/1.1 200 OK\r\nContent-Length: 59\r\n\r\n"
+                        "internal address 10.0.0.99:8080 sent as the body of a 100!!";
+    char text[512];
+
+    ok(strlen(inner) == 98, "the injected response is 98 bytes");
+    snprintf(text, sizeof(text),
+             "HTTP/1.1 100 Continue\r\nContent-Length: 98\r\n\r\n%s"
+             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+             inner);
+    for (size_t step = 1; step <= 300; step += step < 8 ? 1 : 37) {
+        const char *got = responses(text, step);
+        if (!ok_str(got, "100!: 200:internal address 10.0.0.99:8080 sent as the body of a 100!! 200:ok",
+                    "100 with Content-Length: no body, the bytes after it are the next response"))
+            lk_test_diag("step %zu", step);
+    }
+    ok_str(responses("HTTP/1.1 100 Continue\r\nTransfer-Encoding: gzip\r\n\r\n"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                     4096),
+           "100!: 200:ok", "100 with Transfer-Encoding: gzip: not read to the close");
+    ok_str(responses("HTTP/1.1 103 Early Hints\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                     5),
+           "103!: 200:ok", "103 with Transfer-Encoding: chunked");
+    ok_str(responses("HTTP/1.1 204 No Content\r\nContent-Length: 1234\r\n\r\n"
+                     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                     4096),
+           "204!: 200:ok", "204 with Content-Length: 1234 ends with its head");
+    ok_str(responses("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 3), "204:",
+           "204 with Content-Length: 0: nothing ignored");
+    ok_str(responses("HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n"
+                     "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+                     7),
+           "304: 304:", "304 with Content-Length or Transfer-Encoding (allowed): no body");
+    /* the message ends with the head: what follows waits for the next one */
+    ok_str(responses("HTTP/1.1 204 No Content\r\n\r\nextra", 4096), "204: E +5",
+           "bytes after a 204 are the next response's (here malformed)");
+}
+
 static void
 test_upgrade_request(void)
 {
@@ -1340,6 +1430,7 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/smuggling", test_smuggling},
     {"http_msg/too_large", test_too_large},
     {"http_msg/responses", test_responses},
+    {"http_msg/bodiless_statuses", test_bodiless_statuses},
     {"http_msg/upgrade_request", test_upgrade_request},
     {"http_msg/headers_edit", test_headers_edit},
     {"http_msg/strip_keep_alive", test_strip_keep_alive},
