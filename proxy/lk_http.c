@@ -158,10 +158,17 @@ process_input(struct lk_hconn *hc)
             lk_hx_on_request_done(hx);
             break;
         case LK_HTTP_TOO_LARGE:
-            lk_log(LK_INFO, c, "request head over max_header_bytes (%zu)",
-                   c->conf->max_header_bytes);
+            if (hc->rp.too_many_fields)
+                lk_log(LK_INFO, c, "request head of more than %d header fields",
+                       LK_HTTP_MAX_FIELDS);
+            else
+                lk_log(LK_INFO, c, "request head over max_header_bytes (%zu)",
+                       c->conf->max_header_bytes);
             hx->req_done = 1;
-            lk_hx_reply_error(hx, 431, "request header fields too large", 1);
+            lk_hx_reply_error(hx, 431,
+                              hc->rp.too_many_fields ? "too many request header fields"
+                                                     : "request header fields too large",
+                              1);
             return;
         case LK_HTTP_ERROR: {
             char reason[200], sample[80], raw[64];

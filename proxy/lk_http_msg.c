@@ -141,13 +141,24 @@ index_field(struct lk_http_msg *m, enum lk_hdr id, size_t i)
     m->count[id]++;
 }
 
-/* lk_http_append with no room left: the array grows (once per message,
- * and at 16, 32... fields) and the append is made again.  Out of line and
+/* Fields lookout itself may add to a parsed head (X-Forwarded-*,
+ * Connection, Content-Length...), and more: room kept beside the most
+ * LK_HTTP_MAX_FIELDS a parsed head holds. */
+#define ADDED_FIELDS 16
+
+/* lk_http_append with no room left: the array grows and the append is
+ * made again.  An array left behind stays in the pool until the exchange
+ * ends, so the array does not double (every old copy would stay, as much
+ * again as the last): it holds 16 fields, then at once what a parsed head
+ * may hold with what lookout adds, and only a message of more than that,
+ * which no parsed head is, doubles on from there.  Out of line and
  * reached by a tail call, so that the common append saves no registers. */
 static __attribute__((noinline)) void
 append_growing(struct lk_http_msg *m, struct lk_str name, struct lk_str value, enum lk_hdr id)
 {
-    size_t cap = m->cap != 0 ? m->cap * 2 : 16;
+    size_t cap = m->cap == 0                                   ? 16
+                 : m->cap < LK_HTTP_MAX_FIELDS + ADDED_FIELDS ? LK_HTTP_MAX_FIELDS + ADDED_FIELDS
+                                                               : m->cap * 2;
     struct lk_http_header *h = lk_pnalloc(m->pool, cap * sizeof(*h));
 
     if (m->nheaders != 0)

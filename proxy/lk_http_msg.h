@@ -137,6 +137,16 @@ int lk_http_fields_ok(const struct lk_http_msg *m);
 #define LK_HTTP_MAX_CONNECTION_TOKENS 64
 
 /*
+ * The most fields one parsed head may hold (trailers, which never join it,
+ * aside); a request with more gets 431, a broker's response 502.  Each
+ * field costs its entry (40 bytes) over its bytes, so a head of tiny ones
+ * ("a:" 8,000 times in 32 KB) would cost ten times its size; real heads
+ * hold 5 to 30.  HAProxy's tune.http.maxhdr is 101, Apache's
+ * LimitRequestFields 100.
+ */
+#define LK_HTTP_MAX_FIELDS 100
+
+/*
  * Removes the hop-by-hop fields (RFC 9110 §7.6.1): Connection and every
  * field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
  * Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization.

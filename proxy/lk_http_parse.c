@@ -292,6 +292,11 @@ on_field_complete(llhttp_t *ll)
 static inline int
 join_field(struct lk_http_parser *p, struct lk_str v, int in_place)
 {
+    if (__builtin_expect(p->msg->nheaders >= LK_HTTP_MAX_FIELDS, 0)) {
+        p->error = "more than " XSTR(LK_HTTP_MAX_FIELDS) " header fields";
+        p->too_many_fields = 1;
+        return -1;
+    }
     /* Identified once, when its name completed, and indexed as the field
      * joins the message (the message of this value: llhttp may run on
      * into the next message's head, whose fields then join the message
@@ -601,6 +606,7 @@ lk_http_parser_next(struct lk_http_parser *p, struct lk_http_msg *msg)
     p->error = NULL;
     p->head_bytes = 0;
     p->raw_head = 0;
+    p->too_many_fields = 0;
     p->buflen = 0;
     p->span_len = 0;
     p->name_in_input = 0;
@@ -714,7 +720,8 @@ lk_http_parse(struct lk_http_parser *p, const char *data, size_t len, size_t *co
             p->error = llhttp_get_error_reason(&p->ll);
         if (p->error == NULL)
             p->error = llhttp_errno_name(err);
-        return p->head_bytes > p->max_head ? LK_HTTP_TOO_LARGE : LK_HTTP_ERROR;
+        return p->head_bytes > p->max_head || p->too_many_fields ? LK_HTTP_TOO_LARGE
+                                                                 : LK_HTTP_ERROR;
     }
 }
 

@@ -30,7 +30,7 @@ enum lk_http_event {
     LK_HTTP_DONE,          /* the message (and its body) is complete; paused */
     LK_HTTP_UPGRADE,       /* message done and the connection switched protocols */
     LK_HTTP_ERROR,         /* malformed; error text in lk_http_parser_error */
-    LK_HTTP_TOO_LARGE,     /* the head is over max_head bytes */
+    LK_HTTP_TOO_LARGE,     /* the head is over max_head bytes, or LK_HTTP_MAX_FIELDS fields */
 };
 
 struct lk_http_parser {
@@ -38,6 +38,7 @@ struct lk_http_parser {
     struct lk_http_msg *msg;
     size_t head_bytes, raw_head, max_head;
     size_t conn_tokens; /* Connection tokens of this head so far */
+    int too_many_fields; /* the head went over LK_HTTP_MAX_FIELDS (LK_HTTP_TOO_LARGE) */
     int state; /* internal */
     const char *gap_from; /* end of the last field name or value piece, in this input */
     int lf_in_gap;        /* a LF came after it, in an earlier input */

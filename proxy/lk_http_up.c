@@ -477,6 +477,13 @@ lk_hx_up_read(struct bufferevent *bev, void *arg)
             lk_hx_start_tunnel(hx);
             return;
         case LK_HTTP_TOO_LARGE:
+            if (hx->sp.too_many_fields) {
+                char detail[64];
+                hx->upstream_error = "too many response header fields";
+                snprintf(detail, sizeof(detail), " more than %d header fields", LK_HTTP_MAX_FIELDS);
+                broker_error(hx, 502, 1, "sent a response head of", detail, "");
+                return;
+            }
             hx->upstream_error = "response head over max_header_bytes";
             lk_hx_reply_error(hx, 502, "the broker's response head is too large", 1);
             return;

@@ -1194,6 +1194,66 @@ test_connection_token_cap(void)
     lk_pool_free(&pool);
 }
 
+/* A head holds at most LK_HTTP_MAX_FIELDS fields (431 for a request, 502
+ * for a response); trailers do not count, and the array that holds them
+ * grows once past 16, not by doubling (each old copy stays in the pool). */
+static void
+test_field_cap(void)
+{
+    struct lk_pool pool;
+    struct lk_http_parser p;
+    struct lk_http_msg m;
+    static char text[8192];
+    size_t used, n;
+
+    lk_pool_init(&pool);
+    for (int req = 0; req <= 1; req++)
+        for (int extra = 0; extra <= 1; extra++) {
+            n = (size_t)snprintf(text, sizeof(text), "%s",
+                                 req ? "GET / HTTP/1.1\r\nHost: x\r\n" : "HTTP/1.1 200 OK\r\n");
+            for (int i = req; i < LK_HTTP_MAX_FIELDS + extra; i++)
+                n += (size_t)snprintf(text + n, sizeof(text) - n, "a:\r\n");
+            snprintf(text + n, sizeof(text) - n, "\r\n");
+            enum lk_http_event e = parse_one(&p, &m, &pool, req, text, &used);
+            if (!extra) {
+                ok(e == LK_HTTP_HEAD && m.nheaders == LK_HTTP_MAX_FIELDS && !p.too_many_fields,
+                   "%s of %d fields: a head", req ? "request" : "response", LK_HTTP_MAX_FIELDS);
+                ok(m.cap == LK_HTTP_MAX_FIELDS + 16, "... in an array grown once past 16 (%zu)",
+                   m.cap);
+            } else {
+                ok(e == LK_HTTP_TOO_LARGE && p.too_many_fields && p.error != NULL &&
+                       strcmp(p.error, "more than 100 header fields") == 0,
+                   "%s of one more: too large (%s)", req ? "request" : "response",
+                   p.error ? p.error : "no error");
+            }
+            lk_http_parser_free(&p);
+        }
+
+    /* split anywhere, the same */
+    n = (size_t)snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < LK_HTTP_MAX_FIELDS; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "a:\r\n");
+    snprintf(text + n, sizeof(text) - n, "\r\n");
+    for (size_t step = 1; step < 64; step += 7) {
+        lk_http_parser_init(&p, 1, 8192);
+        const char *ev = parse_all(&p, &m, &pool, 1, text, step);
+        ok(strcmp(ev, "T") == 0 && p.too_many_fields, "in pieces of %zu: too large (%s)", step,
+           ev);
+        lk_http_parser_free(&p);
+    }
+
+    /* trailers never join the head: not counted */
+    n = (size_t)snprintf(text, sizeof(text),
+                         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n");
+    for (int i = 0; i < 2 * LK_HTTP_MAX_FIELDS; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "t:\r\n");
+    snprintf(text + n, sizeof(text) - n, "\r\n");
+    lk_http_parser_init(&p, 0, 8192);
+    ok(strcmp(parse_all(&p, &m, &pool, 0, text, 4096), "HD") == 0, "200 trailer fields: no cap");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+}
+
 /* The strip takes any number of tokens (a filter's own fields are not
  * capped): every nominated field goes, in any case, repeats and all, and
  * only those, in order. */
@@ -1449,6 +1509,7 @@ const struct lk_test_case lk_test_http_msg[] = {
     {"http_msg/index_strip", test_index_strip},
     {"http_msg/index_duplicates", test_index_duplicates},
     {"http_msg/connection_token_cap", test_connection_token_cap},
+    {"http_msg/field_cap", test_field_cap},
     {"http_msg/strip_many_tokens", test_strip_many_tokens},
     {"http_msg/head_outlives_input", test_head_outlives_input},
     {"http_msg/target_bytes", test_target_bytes},
