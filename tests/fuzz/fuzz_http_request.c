@@ -21,7 +21,7 @@
  *   - every field of a head the parser reports has a name of tchar only
  *     and a trimmed value with no CR or LF;
  *   - a head the parser reports holds at most LK_HTTP_MAX_CONNECTION_TOKENS
- *     Connection tokens (issue 18);
+ *     Connection tokens (issue 18), and at most LK_HTTP_MAX_FIELDS fields;
  *   - no livelock: every call consumes input or reports an event.
  */
 #include <stdint.h>
@@ -208,6 +208,12 @@ roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed,
     p.on_body = collect;
     p.body_arg = &body2;
     enum lk_http_event ev = lk_http_parse(&p, text, len, &used);
+    if (w.nheaders > LK_HTTP_MAX_FIELDS) {
+        /* the fresh framing field on top of a head of the most fields
+         * the parser takes: one too many to parse back */
+        LK_FUZZ_CHECK(ev == LK_HTTP_TOO_LARGE);
+        goto out;
+    }
     LK_FUZZ_CHECK(ev == LK_HTTP_HEAD);
     LK_FUZZ_CHECK(lk_http_index_ok(&r));
     size_t at = used;
@@ -241,6 +247,7 @@ roundtrip(const struct lk_http_msg *m, const struct bytes *body, uint64_t *seed,
         LK_FUZZ_CHECK(lk_http_check_request(&r, &absolute, &reason) == 0 && !absolute);
         LK_FUZZ_CHECK(lk_str_eq(r.target, m->target));
     }
+out:
     lk_http_parser_free(&p);
     lk_pool_free(&pool);
     evbuffer_free(out);
@@ -290,6 +297,7 @@ run(const char *data, size_t len, uint64_t seed, struct bytes *t, int rt)
             LK_FUZZ_CHECK(lk_http_index_ok(&m));
             LK_FUZZ_CHECK(lk_http_count_tokens_id(&m, LK_HDR_CONNECTION) <=
                           LK_HTTP_MAX_CONNECTION_TOKENS);
+            LK_FUZZ_CHECK(m.nheaders <= LK_HTTP_MAX_FIELDS);
             check_strip(&m, &pool);
             /* what lk_http.c checks next (it may rewrite an absolute-form
              * target and Host in place): the same however split */

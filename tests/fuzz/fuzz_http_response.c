@@ -27,7 +27,9 @@
  * filter may change the body, it goes out byte for byte; the index of
  * known fields agrees with the names after parsing, stripping and the
  * filters' edits; every field the parser reports has a name of tchar only
- * and a trimmed value with no CR or LF.
+ * and a trimmed value with no CR or LF, and a head at most
+ * LK_HTTP_MAX_FIELDS of them; a 1xx, 204 or 304 response has no body
+ * byte, whatever its fields say.
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -67,7 +69,11 @@ static void
 body_cb(void *arg, const char *at, size_t len)
 {
     struct run *r = arg;
+    int status = r->x->res.status;
 
+    /* a 1xx, 204 or 304 has no body, whatever its fields say (RFC 9112
+     * §6.3): the bytes after its head are the next response's */
+    LK_FUZZ_CHECK(status / 100 != 1 && status != 204 && status != 304);
     evbuffer_add(r->in, at, len);
     evbuffer_add(r->raw, at, len);
 }
@@ -318,6 +324,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (ev == LK_HTTP_HEAD) {
             LK_FUZZ_CHECK(lk_http_fields_ok(&x->res));
+            LK_FUZZ_CHECK(x->res.nheaders <= LK_HTTP_MAX_FIELDS);
             if (x->res.status >= 100 && x->res.status < 200) {
                 on_interim(&r); /* interim (101 ends below, with UPGRADE) */
                 if (r.failed)
