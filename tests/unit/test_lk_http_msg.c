@@ -225,6 +225,24 @@ test_responses(void)
     lk_http_parser_free(&p);
     lk_pool_free(&pool);
 
+    /* ... and stops there: what follows is no part of it (it had run on
+     * into the next head, whose status and reason replaced these) */
+    lk_pool_init(&pool);
+    lk_http_parser_init(&p, 0, 8192);
+    lk_http_msg_init(&m, &pool, 0);
+    lk_http_parser_next(&p, &m);
+    p.no_body = 1;
+    const char *two = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+                      "HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\n";
+    e = lk_http_parse(&p, two, strlen(two), &used);
+    ok(e == LK_HTTP_HEAD && used == strlen(head) && m.status == 200 && m.nheaders == 1 &&
+           lk_str_eq(m.reason, LK_STRLIT("OK")),
+       "HEAD: the head, and nothing after it (%zu bytes used)", used);
+    e = lk_http_parse(&p, two + used, strlen(two) - used, &used);
+    ok(e == LK_HTTP_DONE && used == 0, "HEAD: done, the next bytes left");
+    lk_http_parser_free(&p);
+    lk_pool_free(&pool);
+
     /* 100 Continue then the final response */
     lk_pool_init(&pool);
     lk_http_parser_init(&p, 0, 8192);
