@@ -11,8 +11,9 @@
  * migration may name another cluster's brokers); the pair becomes exactly
  * the selected listener's pulsar and pulsar+ssl addresses: set when the
  * listener has the scheme, cleared when it lacks it (a segment's
- * broker_url, which Pulsar requires, is then left, logged, for the leak
- * guard).  With pulsar_routing = service a Connect answer also says
+ * broker_url, which Pulsar requires, takes the pulsar+ssl address when the
+ * listener has no pulsar:// one, and is left, logged, for the leak guard
+ * only when it has neither).  With pulsar_routing = service a Connect answer also says
  * proxy_through_service_url, as the Pulsar Proxy does, so that the client
  * reaches the owner through serviceUrl.  URLs that name no mapped broker
  * pass through as they are, logged: a migration to a cluster lookout does
@@ -85,14 +86,22 @@ pair_edit(struct lk_flt *f, struct lk_xchg *x, struct lk_pulsar_view *v, size_t 
     const struct lk_pulsar_pair *c = &v->pairs[i];
     const struct lk_broker *b = find_broker(x, c);
     const struct lk_listener *l = b != NULL ? pick_listener(x, b) : NULL;
+    const struct lk_url *plain = l != NULL ? l->addr[LK_SCHEME_PULSAR] : NULL;
+    const struct lk_url *tls = l != NULL ? l->addr[LK_SCHEME_PULSAR_SSL] : NULL;
     const char *why = b == NULL
                           ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
                                                               : "no broker in the map")
                           : "a broker without the selected listener";
 
-    if (l != NULL && c->url_required && l->addr[LK_SCHEME_PULSAR] == NULL) {
-        why = "a broker whose selected listener has no pulsar:// address, which this field "
-              "requires";
+    /* A required plain URL (a segment's broker_url) cannot be cleared: it
+     * takes the listener's pulsar+ssl address when there is no pulsar://
+     * one, so that no field keeps the broker's internal URL.  Only a
+     * listener with neither leaves the pair, for the leak guard. */
+    if (plain == NULL && c->url_required)
+        plain = tls;
+    if (l != NULL && c->url_required && plain == NULL) {
+        why = "a broker whose selected listener has no pulsar:// or pulsar+ssl:// address, "
+              "which this field requires";
         l = NULL;
     }
     if (l == NULL) {
@@ -105,12 +114,11 @@ pair_edit(struct lk_flt *f, struct lk_xchg *x, struct lk_pulsar_view *v, size_t 
         x->unmapped++;
         return -1;
     }
-    if (l->addr[LK_SCHEME_PULSAR] != NULL)
-        *url = lk_str_c(l->addr[LK_SCHEME_PULSAR]->text);
-    if (l->addr[LK_SCHEME_PULSAR_SSL] != NULL)
-        *url_tls = lk_str_c(l->addr[LK_SCHEME_PULSAR_SSL]->text);
-    lk_pulsar_view_set_pair(v, i, l->addr[LK_SCHEME_PULSAR] != NULL ? url : NULL,
-                            l->addr[LK_SCHEME_PULSAR_SSL] != NULL ? url_tls : NULL);
+    if (plain != NULL)
+        *url = lk_str_c(plain->text);
+    if (tls != NULL)
+        *url_tls = lk_str_c(tls->text);
+    lk_pulsar_view_set_pair(v, i, plain != NULL ? url : NULL, tls != NULL ? url_tls : NULL);
     return 0;
 }
 

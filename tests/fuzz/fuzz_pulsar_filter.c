@@ -194,7 +194,8 @@ make_frame(const uint8_t *cmd, size_t len, int mismatch, size_t *flen)
 /* What becomes of one URL pair (lk_pulsar_pairs). */
 struct pexp {
     const struct lk_listener *l; /* the listener it is rewritten into, or NULL: left */
-    int ch_url, ch_tls;          /* what it changes */
+    const struct lk_url *url, *url_tls; /* what it holds then (NULL: cleared) */
+    int ch_url, ch_tls;                 /* what it changes */
 };
 
 struct expect {
@@ -244,9 +245,10 @@ url_differs(const struct lk_url *want, int has, struct lk_str now)
 
 /* Each pair to the listener of the broker it names, the selected one (or
  * for another cluster's broker that lacks it, that cluster's lookup
- * listener); none, or one without a pulsar:// address for a pair whose
- * plain URL Pulsar requires (a segment's broker_url), leaves it, counted
- * unmapped.  The frame is re-encoded when a pair or proxy_through changes;
+ * listener); a pair whose plain URL Pulsar requires (a segment's
+ * broker_url) takes the pulsar+ssl address there when the listener has no
+ * pulsar:// one.  No listener, or one with neither address for such a
+ * pair, leaves it, counted unmapped.  The frame is re-encoded when a pair or proxy_through changes;
  * then every pair given a listener counts as a rewrite. */
 static void
 model(const struct lk_xchg *x, int simple, int key, int rd, const uint8_t *cmd, size_t len,
@@ -272,16 +274,19 @@ model(const struct lk_xchg *x, int simple, int key, int rd, const uint8_t *cmd, 
         if (b != NULL && l == NULL && b->cluster != x->cluster &&
             b->cluster->lookup_listener != NULL)
             l = lk_broker_listener(b, b->cluster->lookup_listener);
-        if (l != NULL && p->url_required && l->addr[LK_SCHEME_PULSAR] == NULL)
+        const struct lk_url *plain = l != NULL ? l->addr[LK_SCHEME_PULSAR] : NULL;
+        const struct lk_url *tls = l != NULL ? l->addr[LK_SCHEME_PULSAR_SSL] : NULL;
+        if (p->url_required && plain == NULL)
+            plain = tls;
+        if (l != NULL && p->url_required && plain == NULL)
             l = NULL;
         if (l == NULL) {
             e->unmapped++;
             continue;
         }
         mapped++;
-        e->pe[i].l = l;
-        e->pe[i].ch_url = url_differs(l->addr[LK_SCHEME_PULSAR], p->has_url, p->url);
-        e->pe[i].ch_tls = url_differs(l->addr[LK_SCHEME_PULSAR_SSL], p->has_url_tls, p->url_tls);
+        e->pe[i] = (struct pexp){l, plain, tls, url_differs(plain, p->has_url, p->url),
+                                 url_differs(tls, p->has_url_tls, p->url_tls)};
         changed |= e->pe[i].ch_url || e->pe[i].ch_tls;
     }
     if (mapped != 0 && key == LK_PULSAR_LOOKUP_RESPONSE &&
@@ -373,11 +378,11 @@ check_rewritten(const struct lk_xchg *x, struct evbuffer *out, const uint8_t *cm
             j++;
             continue;
         }
-        if (l->addr[LK_SCHEME_PULSAR] == NULL && l->addr[LK_SCHEME_PULSAR_SSL] == NULL)
+        if (e->pe[i].url == NULL && e->pe[i].url_tls == NULL)
             continue; /* both cleared: no pair */
         LK_FUZZ_CHECK(j < d2.npairs);
-        url_is(p2[j].has_url, p2[j].url, l->addr[LK_SCHEME_PULSAR]);
-        url_is(p2[j].has_url_tls, p2[j].url_tls, l->addr[LK_SCHEME_PULSAR_SSL]);
+        url_is(p2[j].has_url, p2[j].url, e->pe[i].url);
+        url_is(p2[j].has_url_tls, p2[j].url_tls, e->pe[i].url_tls);
         no_internal(x->conf, p2[j].url, l);
         no_internal(x->conf, p2[j].url_tls, l);
         j++;

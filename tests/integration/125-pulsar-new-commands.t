@@ -8,6 +8,9 @@
 # the broker (internal URLs) and through lookout (each broker's external URL, every other
 # byte's meaning kept). One naming a broker the map lacks passes as it came with
 # leak_guard = log, logged and counted, and closes the connection with leak_guard = block.
+# On a listener with pulsar+ssl but no pulsar:// (tlsedge, a client_listeners one), a
+# segment's required broker_url takes the pulsar+ssl address, as broker_url_tls does: no
+# internal URL of either scheme is left.
 
 use strict;
 use warnings;
@@ -39,29 +42,37 @@ my $pt = PulsarBinBroker->start(
 my %int = map { ("b$_" => 'pulsar://' . $pt->addr("b$_")) } 1 .. 3;
 # (lookout wants an internal http address for each broker today; nothing is sent there)
 
-my (%P, %ext);
+my (%P, %ext, %tls);
 $ext{"b$_"} = free_port() for 1 .. 3;
+$tls{"b$_"} = free_port() for 1 .. 3; # tlsedge: advertised, never bound by lookout
+my $b2_int_tls = 'pulsar+ssl://127.0.0.12:6651'; # b2's internal pulsar+ssl (the map's; not bound)
 for my $mode (qw(log block)) {
     my $admin = free_port();
     my %e = $mode eq 'log' ? %ext : map { ($_ => free_port()) } keys %ext;
-    my $brokers = join '', map { "[broker prod/$_]\nadvertisedListeners = internal:$int{$_},internal:http://127.0.0.1:" . (8 + substr($_, 1)) . ","
-                                 . "external:pulsar://127.0.0.1:$e{$_}\n\n" } sort keys %int;
+    my $brokers = join '', map { "[broker prod/$_]\nadvertisedListeners = internal:$int{$_},"
+                                 . ($_ eq 'b2' ? "internal:$b2_int_tls," : '')
+                                 . "internal:http://127.0.0.1:" . (8 + substr($_, 1)) . ","
+                                 . "external:pulsar://127.0.0.1:$e{$_},tlsedge:pulsar+ssl://127.0.0.1:$tls{$_}\n\n" } sort keys %int;
     my $lk = start_lookout(dir => $dir, name => "pulsar-$mode", conf => Lookout::guard_conf($admin, $mode, <<"EOF"));
+client_listeners = tlsedge
+
 $brokers
 EOF
     ok($lk->started, "lookout (leak_guard = $mode) started") or BAIL_OUT('lookout did not start: ' . ($lk->log // ''));
     $P{$mode} = { lk => $lk, b1 => $e{b1}, admin => $admin };
 }
 
-# A client that looks up TOPIC at ADDR and waits; the broker (b1) pushes ACTION right after
-# answering that lookup, on the connection it came on. Returns the frames received.
+# A client that looks up TOPIC at ADDR (naming LISTENER, if given) and waits; the broker (b1)
+# pushes ACTION right after answering that lookup, on the connection it came on. Returns the
+# frames received.
 sub pushed {
-    my ($addr, $topic, $action) = @_;
+    my ($addr, $topic, $action, $listener) = @_;
     $pt->control({ cmd => 'arm', on => 'lookup', topic => $topic, broker => 'b1',
                    actions => [ { %$action, broker => 'b1' } ] });
     my $r = KafkaMock::run([ $PY, "$BIN/pulsar-probe", $addr,
                              encode_json({ send => 'LOOKUP', fields => { topic => "persistent://public/default/$topic",
-                                                                          authoritative => JSON::PP::true } }),
+                                                                          authoritative => JSON::PP::true,
+                                                                          $listener ? (advertised_listener_name => $listener) : () } }),
                              encode_json({ wait => 2 }) ], timeout => 60);
     my @lines = json_lines($r->{out});
     return ([ map { @{ $_->{received} // [] } } @lines ], \@lines);
@@ -103,6 +114,37 @@ subtest 'SCALABLE_TOPIC_UPDATE: every segment broker and the controller rewritte
     ok(wait_until(sub { log_since($P{log}{lk}, $from) =~ /pulsar "SCALABLE_TOPIC_UPDATE"/ }, 5), 'an access-log line');
     like(log_since($P{log}{lk}, $from), qr/pulsar "SCALABLE_TOPIC_UPDATE" prod\/b1 - \d+ bytes to client, 4 rewrites, 0 leaks/,
          '... with 4 rewrites and no leak');
+};
+
+subtest 'SCALABLE_TOPIC_UPDATE on a listener with pulsar+ssl only: no internal URL left' => sub {
+    my $b2 = { url => $int{b2}, url_tls => $b2_int_tls };
+    my $upd = { %$seg, segments => [ { id => 1, broker => 'b1' }, { id => 2, broker => $b2 } ], controller => $b2 };
+    my ($direct) = pushed($pt->addr('b1'), 't-seg', $upd);
+    my ($d) = grep { ($_->{type} // '') eq 'SCALABLE_TOPIC_UPDATE' } @$direct;
+    is_deeply([ map { [ $_->{broker_url}, $_->{broker_url_tls} ] } @{ $d->{fields}{dag}{segment_brokers} // [] } ],
+              [ [ $int{b1}, undef ], [ $int{b2}, $b2_int_tls ] ], 'straight from the broker: internal URLs, b2\'s of both schemes')
+        or diag(explain($direct));
+
+    my $from = length($P{log}{lk}->log // '');
+    my ($got, $lines) = pushed("127.0.0.1:$P{log}{b1}", 't-seg', $upd, 'tlsedge');
+    my ($u) = grep { ($_->{type} // '') eq 'SCALABLE_TOPIC_UPDATE' } @$got;
+    ok($u, 'through lookout (advertised_listener_name tlsedge), the update comes') or return diag(explain($lines));
+    my $hex = $u->{frame_hex} // '';
+    for my $internal ($int{b1}, $int{b2}, $b2_int_tls) {
+        my $h = unpack('H*', $internal);
+        unlike($hex, qr/$h/, "$internal is nowhere in it");
+    }
+    my $dag = $u->{fields}{dag};
+    is_deeply([ map { [ $_->{segment_id}, $_->{broker_url}, $_->{broker_url_tls} ] } @{ $dag->{segment_brokers} } ],
+              [ map { [ $_, ("pulsar+ssl://127.0.0.1:$tls{qq(b$_)}") x 2 ] } 1 .. 2 ],
+              'each segment\'s broker_url and broker_url_tls: its broker\'s tlsedge pulsar+ssl URL');
+    ok(!exists $dag->{controller_broker_url}, 'the controller\'s plain URL, which may go, is gone');
+    is($dag->{controller_broker_url_tls}, "pulsar+ssl://127.0.0.1:$tls{b2}", '... its TLS one is b2\'s tlsedge URL');
+    ok(wait_until(sub { log_since($P{log}{lk}, $from) =~ /pulsar "SCALABLE_TOPIC_UPDATE"/ }, 5), 'an access-log line');
+    my $log = log_since($P{log}{lk}, $from);
+    like($log, qr/pulsar "SCALABLE_TOPIC_UPDATE" prod\/b1 - \d+ bytes to client, 3 rewrites, 0 leaks/,
+         '... with 3 rewrites and no leak');
+    unlike($log, qr/passed through unchanged/, 'nothing passed through unchanged');
 };
 
 subtest 'WATCH_TC_ASSIGNMENTS_UPDATE: each coordinator\'s leader rewritten' => sub {

@@ -13,6 +13,7 @@
 #include "lk_http_msg.h"
 #include "lk_pulsar_codec.h"
 #include "lk_test.h"
+#include "lk_test_wire.h"
 #include "lk_xchg.h"
 
 static char trace[256];
@@ -540,11 +541,12 @@ lookup_response(uint8_t *buf, const char *url, const char *url_tls)
     return len;
 }
 
-/* The pulsar filter on one LOOKUP_RESPONSE; the rewritten command decoded
- * into *c (its strings in out, which the caller frees). */
-static void
-run_pulsar(struct lk_conf *conf, const char *listener, const uint8_t *frame, size_t len,
-           struct evbuffer *out, struct lk_pulsar_cmd *c)
+/* The pulsar filter on one command of the given type (a LOOKUP_RESPONSE's
+ * 24); the rewritten command decoded into *c (its strings in out, which
+ * the caller frees).  The addresses it left, logged (x->unmapped). */
+static unsigned
+run_pulsar(struct lk_conf *conf, const char *listener, int16_t type, const uint8_t *frame,
+           size_t len, struct evbuffer *out, struct lk_pulsar_cmd *c)
 {
     struct lk_xchg x;
     struct evbuffer *in = evbuffer_new();
@@ -557,7 +559,7 @@ run_pulsar(struct lk_conf *conf, const char *listener, const uint8_t *frame, siz
     x.listener_name = listener;
     lk_flt_attach_all(&x);
     evbuffer_add(in, frame, len);
-    lk_flt_run_frame(&x, LK_PULSAR_LOOKUP_RESPONSE, 0, in, out);
+    lk_flt_run_frame(&x, type, 0, in, out);
     size_t olen = evbuffer_get_length(out);
     const uint8_t *o = evbuffer_pullup(out, -1);
     memset(c, 0, sizeof(*c));
@@ -567,6 +569,7 @@ run_pulsar(struct lk_conf *conf, const char *listener, const uint8_t *frame, siz
     evbuffer_free(in);
     lk_flt_detach_all(&x);
     lk_pool_free(&x.pool);
+    return x.unmapped;
 }
 
 /* The pulsar filter: the URL pair becomes exactly the selected listener's
@@ -593,7 +596,7 @@ test_pulsar_urls(void)
         return;
     struct evbuffer *out = evbuffer_new();
     size_t len = lookup_response(frame, "pulsar://10.0.0.1:6650", NULL);
-    run_pulsar(conf, "external", frame, len, out, &c);
+    run_pulsar(conf, "external", LK_PULSAR_LOOKUP_RESPONSE, frame, len, out, &c);
     ok(c.has_url && lk_str_eq(c.url, lk_str_c("pulsar://127.0.0.1:16650")), "brokerServiceUrl: external");
     ok(c.has_url_tls && lk_str_eq(c.url_tls, lk_str_c("pulsar+ssl://b1.example.com:16651")),
        "brokerServiceUrlTls filled in, though the broker left it out");
@@ -602,16 +605,110 @@ test_pulsar_urls(void)
     evbuffer_drain(out, evbuffer_get_length(out));
 
     len = lookup_response(frame, "pulsar://10.0.0.1:6650", "pulsar+ssl://10.0.0.1:6651");
-    run_pulsar(conf, "tlsonly", frame, len, out, &c);
+    run_pulsar(conf, "tlsonly", LK_PULSAR_LOOKUP_RESPONSE, frame, len, out, &c);
     ok(!c.has_url, "a listener without pulsar://: brokerServiceUrl cleared");
     ok(c.has_url_tls && lk_str_eq(c.url_tls, lk_str_c("pulsar+ssl://b1-tls.example.com:6651")),
        "brokerServiceUrlTls: the listener's");
     evbuffer_drain(out, evbuffer_get_length(out));
 
     len = lookup_response(frame, "pulsar://10.9.9.9:6650", NULL);
-    run_pulsar(conf, "external", frame, len, out, &c);
+    run_pulsar(conf, "external", LK_PULSAR_LOOKUP_RESPONSE, frame, len, out, &c);
     ok(evbuffer_get_length(out) == len && memcmp(evbuffer_pullup(out, -1), frame, len) == 0,
        "a URL of no mapped broker: the frame byte for byte");
+    evbuffer_free(out);
+    lk_conf_unref(conf);
+}
+
+/* A SCALABLE_TOPIC_UPDATE frame into buf: one segment whose broker is at
+ * url and url_tls, and the controller at the same two.  Its length. */
+static size_t
+scalable_update(uint8_t *buf, const char *url, const char *url_tls)
+{
+    struct tb seg = {0}, dag = {0}, upd = {0}, cmd = {0};
+
+    pb_uint(&seg, 1, 1);      /* segment_id */
+    pb_str(&seg, 2, url);     /* broker_url, required */
+    pb_str(&seg, 3, url_tls); /* broker_url_tls */
+    pb_uint(&dag, 1, 7);      /* epoch */
+    pb_msg(&dag, 3, &seg);    /* segment_brokers */
+    pb_str(&dag, 4, url);     /* controller_broker_url */
+    pb_str(&dag, 5, url_tls); /* controller_broker_url_tls */
+    pb_uint(&upd, 1, 42);     /* session_id */
+    pb_msg(&upd, 2, &dag);
+    pb_uint(&cmd, 1, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
+    pb_msg(&cmd, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
+    struct evbuffer *b = evbuffer_new();
+    lk_pulsar_frame(b, cmd.p, cmd.len);
+    size_t len = evbuffer_get_length(b);
+    evbuffer_remove(b, buf, len);
+    evbuffer_free(b);
+    free(seg.p);
+    free(dag.p);
+    free(upd.p);
+    free(cmd.p);
+    return len;
+}
+
+/* Whether the n bytes at p hold the text s. */
+static int
+holds(const uint8_t *p, size_t n, const char *s)
+{
+    return memmem(p, n, s, strlen(s)) != NULL;
+}
+
+/* SCALABLE_TOPIC_UPDATE on a listener with pulsar+ssl but no pulsar://: a
+ * segment's broker_url, which Pulsar requires, takes the pulsar+ssl
+ * address (never the broker's internal URL), as its broker_url_tls does;
+ * the controller's pair, which may lose its plain URL, loses it.  Only a
+ * listener with neither leaves the segment's pair, counted unmapped. */
+static void
+test_pulsar_required_tls(void)
+{
+    static const char text[] =
+        "[pulsar p]\n"
+        "internalListenerName = internal\n"
+        "lookupListenerName = external\n"
+        "[broker p/b1]\n"
+        "advertisedListeners = internal:pulsar://10.0.0.1:6650,"
+        "internal:pulsar+ssl://10.0.0.1:6651,internal:http://10.0.0.1:8080,"
+        "external:pulsar+ssl://127.0.0.1:16651,"
+        "httponly:http://b1-http.example.com:8080\n";
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+    uint8_t frame[512];
+    struct lk_pulsar_cmd c;
+    struct lk_pulsar_pair p[3];
+
+    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
+    if (conf == NULL)
+        return;
+    struct evbuffer *out = evbuffer_new();
+    size_t len = scalable_update(frame, "pulsar://10.0.0.1:6650", "pulsar+ssl://10.0.0.1:6651");
+    unsigned unmapped =
+        run_pulsar(conf, "external", LK_PULSAR_SCALABLE_TOPIC_UPDATE, frame, len, out, &c);
+    size_t olen = evbuffer_get_length(out);
+    const uint8_t *o = evbuffer_pullup(out, -1);
+    ok(unmapped == 0, "nothing left unmapped (%u)", unmapped);
+    ok(!holds(o, olen, "10.0.0.1"), "no internal address in the frame the client gets");
+    ok(olen > LK_PULSAR_PREFIX &&
+           lk_pulsar_pairs(o + LK_PULSAR_PREFIX, olen - LK_PULSAR_PREFIX, p, 3) == 2,
+       "two pairs: the segment's and the controller's");
+    ok(p[0].has_url && lk_str_eq(p[0].url, lk_str_c("pulsar+ssl://127.0.0.1:16651")) &&
+           p[0].has_url_tls && lk_str_eq(p[0].url_tls, lk_str_c("pulsar+ssl://127.0.0.1:16651")),
+       "segment: broker_url and broker_url_tls both the listener's pulsar+ssl address");
+    ok(!p[1].has_url && p[1].has_url_tls &&
+           lk_str_eq(p[1].url_tls, lk_str_c("pulsar+ssl://127.0.0.1:16651")),
+       "controller: its plain URL cleared, its TLS one the listener's");
+    evbuffer_drain(out, olen);
+
+    unmapped = run_pulsar(conf, "httponly", LK_PULSAR_SCALABLE_TOPIC_UPDATE, frame, len, out, &c);
+    olen = evbuffer_get_length(out);
+    o = evbuffer_pullup(out, -1);
+    ok(unmapped == 1, "a listener with neither address: the segment's pair left, counted (%u)",
+       unmapped);
+    ok(lk_pulsar_pairs(o + LK_PULSAR_PREFIX, olen - LK_PULSAR_PREFIX, p, 3) == 1 &&
+           lk_str_eq(p[0].url, lk_str_c("pulsar://10.0.0.1:6650")),
+       "... as the broker sent it, for the leak guard; the controller's pair cleared");
     evbuffer_free(out);
     lk_conf_unref(conf);
 }
@@ -626,5 +723,6 @@ const struct lk_test_case lk_test_filter[] = {
     {"filter/chain_new", test_chain_new},
     {"filter/kafka_pattern", test_kafka_pattern},
     {"filter/pulsar_urls", test_pulsar_urls},
+    {"filter/pulsar_required_tls", test_pulsar_required_tls},
     {NULL, NULL},
 };
