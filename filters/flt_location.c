@@ -14,9 +14,11 @@ static void
 rewrite(struct lk_xchg *x, struct lk_str *value)
 {
     struct lk_str out;
+    const struct lk_broker *b;
 
     if (lk_location_rewrite(&x->pool, x->cluster, x->listener_name, x->client_tls, *value, &out,
-                            NULL)) {
+                            &b)) {
+        lk_xchg_listener_check(x, b);
         *value = out;
         x->rewrites++;
     }

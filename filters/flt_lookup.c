@@ -111,8 +111,11 @@ on_res_body(struct lk_flt *f, struct lk_xchg *x, struct evbuffer *in, struct evb
     /* bounded: at most max_buffer_bytes, by the runner or by gunzip */
     const char *p = (const char *)evbuffer_pullup(body, -1);
     /* the new body goes to out directly: nothing is there on any other answer */
-    int r = len != 0 ? lk_lookup_rewrite(x->cluster, x->listener_name, p, len, LK_LOOKUP_ANY, out)
-                     : LK_LOOKUP_PASS;
+    const struct lk_broker *b = NULL;
+    int r = len != 0
+                ? lk_lookup_rewrite(x->cluster, x->listener_name, p, len, LK_LOOKUP_ANY, out, &b)
+                : LK_LOOKUP_PASS;
+    lk_xchg_listener_check(x, b);
     if (r != LK_LOOKUP_NEW) {
         x->body_vetted = r == LK_LOOKUP_SAME;
         goto pass;

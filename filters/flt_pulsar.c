@@ -9,7 +9,9 @@
  * broker_service_url(_tls)).  Each pair's broker is found by either URL, in
  * the exchange's cluster first and then in every other one (a Redirect or a
  * migration may name another cluster's brokers); the pair becomes exactly
- * the selected listener's pulsar and pulsar+ssl addresses: set when the
+ * the selected listener's pulsar and pulsar+ssl addresses (the broker's
+ * lookup listener's when it lacks the selected one: lk_xchg_listener, which
+ * logs it once per connection for a listener the client chose): set when the
  * listener has the scheme, cleared when it lacks it (a segment's
  * broker_url, which Pulsar requires, takes the pulsar+ssl address when the
  * listener has no pulsar:// one, and is left, logged, for the leak guard
@@ -64,18 +66,6 @@ find_broker(const struct lk_xchg *x, const struct lk_pulsar_pair *c)
     return NULL;
 }
 
-/* The listener of b to rewrite into: the selected one, or for another
- * cluster's broker that lacks it, that cluster's lookupListenerName. */
-static const struct lk_listener *
-pick_listener(const struct lk_xchg *x, const struct lk_broker *b)
-{
-    const struct lk_listener *l = lk_xchg_listener(x, b);
-
-    if (l == NULL && b->cluster != x->cluster && b->cluster->lookup_listener != NULL)
-        l = lk_broker_listener(b, b->cluster->lookup_listener);
-    return l;
-}
-
 /* Edits URL pair i of v (its strings in *url, *url_tls): 0, or -1 (logged)
  * when it is to be left as it is. */
 static int
@@ -85,13 +75,13 @@ pair_edit(struct lk_flt *f, struct lk_xchg *x, struct lk_pulsar_view *v, size_t 
     int type = v->type;
     const struct lk_pulsar_pair *c = &v->pairs[i];
     const struct lk_broker *b = find_broker(x, c);
-    const struct lk_listener *l = b != NULL ? pick_listener(x, b) : NULL;
+    const struct lk_listener *l = lk_xchg_listener(x, b);
     const struct lk_url *plain = l != NULL ? l->addr[LK_SCHEME_PULSAR] : NULL;
     const struct lk_url *tls = l != NULL ? l->addr[LK_SCHEME_PULSAR_SSL] : NULL;
     const char *why = b == NULL
                           ? (type == LK_PULSAR_TOPIC_MIGRATED ? "a cluster the map does not have"
                                                               : "no broker in the map")
-                          : "a broker without the selected listener";
+                          : "a broker with neither the selected listener nor a lookup listener";
 
     /* A required plain URL (a segment's broker_url) cannot be cleared: it
      * takes the listener's pulsar+ssl address when there is no pulsar://

@@ -155,6 +155,14 @@ lk_broker_listener(const struct lk_broker *b, const char *name)
     return NULL;
 }
 
+const struct lk_listener *
+lk_broker_client_listener(const struct lk_broker *b, const char *name)
+{
+    const struct lk_listener *l = lk_broker_listener(b, name);
+
+    return l != NULL || name == NULL ? l : b->lookup;
+}
+
 const char *
 lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str name)
 {

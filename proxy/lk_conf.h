@@ -505,6 +505,14 @@ int lk_listener_add(struct lk_listener **ls, size_t *n, struct lk_str name, stru
                     char *err, size_t errlen);
 
 const struct lk_listener *lk_broker_listener(const struct lk_broker *b, const char *name);
+/*
+ * The listener of b that a client who selected the listener `name` is
+ * given: b's of that name, or when b lacks it (a client_listeners name
+ * only some brokers have, or another cluster's broker) its cluster's
+ * lookupListenerName, b->lookup, whose addresses reach lookout, never an
+ * internal one.  NULL when name is NULL or b has neither.
+ */
+const struct lk_listener *lk_broker_client_listener(const struct lk_broker *b, const char *name);
 /* The map's own spelling of a listener name that some broker of cl has
  * (what a client names: PIP-338's listenerName), or NULL. */
 const char *lk_cluster_listener_name(const struct lk_cluster *cl, struct lk_str name);

@@ -325,9 +325,8 @@ listener_names(const struct lk_cluster *cl, char *buf, size_t len)
  * anything, silently.  The store's brokers are not asked: they come and
  * go, and a map rebuilt from them must not fail on a name the file was
  * right about.  A cluster whose every broker comes from its store is
- * checked by no one; a name none of them has selects nothing then (the
- * filters find no such listener and leave those addresses, logged as
- * unmapped).
+ * checked by no one; a name none of them has selects their lookup
+ * listener then (lk_broker_client_listener, logged once per connection).
  */
 static int
 check_client_listeners(struct lk_loader *ld, const struct lk_cluster *cl)

@@ -105,6 +105,8 @@ struct lk_conn {
     unsigned aged : 1;    /* past max_connection_age: ending (lk_age.c) */
     unsigned closing : 1; /* a close is scheduled */
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
+    unsigned lacked_logged : 1;   /* a broker without the chosen listener was logged
+                                   * (lk_xchg_listener_check) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
     /* Its PROXY header named no client (v2 LOCAL, v1 UNKNOWN): peer stays
      * the balancer's, and the header lookout sends on names none. */

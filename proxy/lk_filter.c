@@ -137,7 +137,30 @@ lk_xchg_listener(const struct lk_xchg *x, const struct lk_broker *b)
 {
     if (x->listener_name == NULL || b == NULL)
         return NULL;
-    return lk_broker_listener(b, x->listener_name);
+    lk_xchg_listener_check(x, b);
+    return lk_broker_client_listener(b, x->listener_name);
+}
+
+void
+lk_xchg_listener_check(const struct lk_xchg *x, const struct lk_broker *b)
+{
+    struct lk_conn *c = x->conn;
+    const char *own = x->cluster != NULL ? x->cluster->lookup_listener : NULL;
+
+    if (x->listener_name == NULL || b == NULL ||
+        (own != NULL && strcmp(x->listener_name, own) == 0) ||
+        lk_broker_listener(b, x->listener_name) != NULL || (c != NULL && c->lacked_logged))
+        return;
+    if (c != NULL)
+        c->lacked_logged = 1;
+    /* Pulsar fails such a lookup ("the broker do not have X listener");
+     * the lookup listener keeps the client going wherever that reaches. */
+    lk_log(LK_WARN, c,
+           "broker %s has no listener '%s', which the client chose; %s%s%s (logged once per "
+           "connection)",
+           b->name, x->listener_name, b->lookup != NULL ? "its lookup listener '" : "",
+           b->lookup != NULL ? b->lookup->name : "its addresses are left as they are",
+           b->lookup != NULL ? "' is used" : "");
 }
 
 const char *

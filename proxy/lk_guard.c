@@ -370,16 +370,15 @@ block(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_broker *b
     return LK_GUARD_CUT;
 }
 
-/* The text that replaces target t on the exchange's selected listener, or
- * NULL when there is none: no listener selected, or the broker's has no
- * address in that family. */
+/* The text that replaces target t on the exchange's selected listener (the
+ * broker's lookup listener when it lacks that one), or NULL when there is
+ * none: no listener selected, or the broker's has no address in that
+ * family. */
 static const char *
 replacement(struct lk_guard_x *x, const struct lk_guard_target *t)
 {
     const struct lk_listener *l =
-        lk_guard_fill(x)->listener_name != NULL
-            ? lk_broker_listener(t->broker, lk_guard_fill(x)->listener_name)
-            : NULL;
+        lk_broker_client_listener(t->broker, lk_guard_fill(x)->listener_name);
     const struct lk_url *u =
         l != NULL ? lk_listener_pick(l, t->scheme, lk_guard_fill(x)->client_tls) : NULL;
 

@@ -73,7 +73,7 @@ lk_location_rewrite(struct lk_pool *pool, const struct lk_cluster *cl, const cha
     const struct lk_broker *b = lk_url_find_broker(cl, url, &parts, &matched);
     if (b == NULL)
         return 0;
-    const struct lk_listener *l = lk_broker_listener(b, listener_name);
+    const struct lk_listener *l = lk_broker_client_listener(b, listener_name);
     if (l == NULL)
         return 0;
     const struct lk_url *to = lk_listener_pick(l, matched, client_tls);

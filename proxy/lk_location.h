@@ -36,8 +36,9 @@ const struct lk_broker *lk_proxy_target_find(const struct lk_cluster *cl, struct
 /*
  * Rewrites url if its host:port is any listener address of a broker of cl:
  * the scheme and host:port become those of the broker's listener named
- * listener_name (same family; the client's TLS decides the preference); the
- * rest stays byte for byte.  Returns 1 with *out in pool memory, or 0 when
+ * listener_name, or of its lookup listener when it lacks that one
+ * (lk_broker_client_listener; same family; the client's TLS decides the
+ * preference); the rest stays byte for byte.  Returns 1 with *out in pool memory, or 0 when
  * the URL is relative, names no mapped broker, or there is no listener.
  * *broker gets the matched broker when not NULL.
  */

@@ -6,8 +6,9 @@
  * validating pass that builds nothing; if it names a mapped broker by any
  * of its URLs, brokerUrl, brokerUrlTls, httpUrl, httpUrlTls and nativeUrl
  * become exactly the selected listener's pulsar, pulsar+ssl, http and
- * https addresses: a field the listener has is added, one it lacks is
- * removed.  Everything else (brokerUrlSsl, brokerId, unknown fields, key
+ * https addresses (its lookup listener's when the broker lacks the
+ * selected one, lk_broker_client_listener): a field the listener has is
+ * added, one it lacks is removed.  Everything else (brokerUrlSsl, brokerId, unknown fields, key
  * order) is kept.  The new body is the old one spliced: the address values
  * replaced, members cut out or appended, every other byte as the broker
  * sent it.  What the splice declines (a repeated address field, a NUL
@@ -100,10 +101,11 @@ has_url(const char *body, size_t len)
 }
 
 /* The reference path: parses body with jansson, edits the five fields and
- * dumps the object compact into out.  An enum lk_lookup_rc. */
+ * dumps the object compact into out.  An enum lk_lookup_rc; the broker
+ * into *broker when it has a listener to rewrite into. */
 static int
 rewrite_jansson(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
-                struct evbuffer *out)
+                struct evbuffer *out, const struct lk_broker **broker)
 {
     json_error_t jerr;
     struct evbuffer *dump = NULL;
@@ -118,9 +120,10 @@ rewrite_jansson(const struct lk_cluster *cl, const char *name, const char *body,
     const struct lk_broker *b = find_broker(cl, root);
     if (b == NULL)
         goto out;
-    const struct lk_listener *l = lk_broker_listener(b, name);
+    const struct lk_listener *l = lk_broker_client_listener(b, name);
     if (l == NULL)
         goto out;
+    *broker = b;
     for (size_t i = 0; i < NFIELDS; i++) {
         const struct lk_url *u = l->addr[fields[i].scheme];
         json_t *cur = json_object_get(root, fields[i].name);
@@ -282,7 +285,7 @@ put_member(char *w, size_t i, const char *text, size_t tlen)
 
 static int
 rewrite_splice(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
-               struct evbuffer *out)
+               struct evbuffer *out, const struct lk_broker **broker)
 {
     struct splice sp = {.body = body, .prev = -1};
     char buf[256];
@@ -317,9 +320,10 @@ rewrite_splice(const struct lk_cluster *cl, const char *name, const char *body, 
     }
     if (b == NULL)
         return LK_LOOKUP_PASS;
-    const struct lk_listener *l = lk_broker_listener(b, name);
+    const struct lk_listener *l = lk_broker_client_listener(b, name);
     if (l == NULL)
         return LK_LOOKUP_PASS;
+    *broker = b;
 
     /* What becomes of each field, as rewrite_jansson decides it. */
     for (size_t i = 0; i < NFIELDS; i++) {
@@ -415,8 +419,13 @@ rewrite_splice(const struct lk_cluster *cl, const char *name, const char *body, 
 
 int
 lk_lookup_rewrite(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
-                  enum lk_lookup_path path, struct evbuffer *out)
+                  enum lk_lookup_path path, struct evbuffer *out, const struct lk_broker **broker)
 {
+    const struct lk_broker *dummy;
+
+    if (broker == NULL)
+        broker = &dummy;
+    *broker = NULL;
     /* LookupData is a small object with *Url fields: anything else (the
      * other JSON responses that pass here) is not worth a parse. */
     size_t lead = 0;
@@ -426,9 +435,9 @@ lk_lookup_rewrite(const struct lk_cluster *cl, const char *name, const char *bod
     if (lead == len || body[lead] != '{' || !has_url(body + lead, len - lead))
         return LK_LOOKUP_PASS;
     if (path != LK_LOOKUP_JANSSON) {
-        int rc = rewrite_splice(cl, name, body, len, out);
+        int rc = rewrite_splice(cl, name, body, len, out, broker);
         if (rc != LK_LOOKUP_DECLINED || path == LK_LOOKUP_SPLICE)
             return rc;
     }
-    return rewrite_jansson(cl, name, body, len, out);
+    return rewrite_jansson(cl, name, body, len, out, broker);
 }

@@ -29,12 +29,16 @@ enum lk_lookup_rc {
 
 /*
  * Rewrites the LookupData JSON in body[0..len) into the addresses of the
- * listener `name` of its broker in cl (CONTRACT §4), by `path`.  Returns an
- * enum lk_lookup_rc; the new body is appended to out on LK_LOOKUP_NEW, and
- * out is left as it was otherwise.
+ * listener `name` of its broker in cl (CONTRACT §4), or of the broker's
+ * lookup listener when it lacks that one (lk_broker_client_listener), by
+ * `path`.  Returns an enum lk_lookup_rc; the new body is appended to out
+ * on LK_LOOKUP_NEW, and out is left as it was otherwise.  *broker (when
+ * not NULL) gets the broker whose listener the body was held against, or
+ * NULL.
  */
 int lk_lookup_rewrite(const struct lk_cluster *cl, const char *name, const char *body, size_t len,
-                      enum lk_lookup_path path, struct evbuffer *out);
+                      enum lk_lookup_path path, struct evbuffer *out,
+                      const struct lk_broker **broker);
 
 /* Whether a request target is a topic lookup (/lookup/v2/topic/... or
  * /lookup/v2/destination/..., not their /bundle variant); an absolute-form

@@ -83,8 +83,15 @@ struct lk_xchg {
 
 /* Makes filters answer the client with status and {"reason": reason}. */
 void lk_xchg_reply(struct lk_xchg *x, int status, const char *reason);
-/* The listener of broker b that responses are rewritten into, or NULL. */
+/* The listener of broker b that responses are rewritten into, or NULL:
+ * lk_broker_client_listener of the exchange's selection, with
+ * lk_xchg_listener_check's warning when b lacks the one the client chose. */
 const struct lk_listener *lk_xchg_listener(const struct lk_xchg *x, const struct lk_broker *b);
+/* Logs at warn, once per client connection, when b lacks the listener the
+ * client chose for x (a client_listeners name: not the cluster's lookup
+ * listener, which another cluster's broker need not have either), naming
+ * the broker, the listener and the one that stands in. */
+void lk_xchg_listener_check(const struct lk_xchg *x, const struct lk_broker *b);
 /*
  * The listener a client of cluster cl selects by naming it (CONTRACT §3;
  * the HTTP listenerName and X-Pulsar-ListenerName, the binary LOOKUP's

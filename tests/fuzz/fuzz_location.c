@@ -184,7 +184,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         enum lk_scheme s;
         const struct lk_broker *named = walk(cl, parts.host, parts.port, &s);
         const struct lk_listener *l =
-            named != NULL && name != NULL ? lk_broker_listener(named, name) : NULL;
+            named != NULL && name != NULL ? lk_broker_client_listener(named, name) : NULL;
         /* a mapped broker with an address of the family is always rewritten */
         if (l != NULL && lk_listener_pick(l, s, tls) != NULL)
             LK_FUZZ_CHECK(rw && b == named);
@@ -197,7 +197,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rw) {
         enum lk_scheme s;
         LK_FUZZ_CHECK(b != NULL && walk(cl, parts.host, parts.port, &s) == b);
-        const struct lk_listener *l = lk_broker_listener(b, name);
+        const struct lk_listener *l = lk_broker_client_listener(b, name);
         LK_FUZZ_CHECK(l != NULL);
         /* path, query and fragment, byte for byte */
         size_t tail = url.len - rest;

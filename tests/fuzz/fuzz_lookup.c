@@ -115,7 +115,7 @@ check_rewritten(const struct lk_xchg *x, const uint8_t *plain, size_t plen, cons
                 x->cluster, lk_str_make(json_string_value(v), json_string_length(v)), &parts, &s);
     }
     LK_FUZZ_CHECK(b != NULL);
-    const struct lk_listener *l = lk_broker_listener(b, x->listener_name);
+    const struct lk_listener *l = lk_broker_client_listener(b, x->listener_name);
     LK_FUZZ_CHECK(l != NULL);
     for (size_t i = 0; i < NFIELDS; i++) {
         json_t *v = json_object_get(res, fields[i].name);
@@ -216,8 +216,9 @@ check_paths(const struct lk_xchg *x, const uint8_t *plain, size_t plen, const ch
 {
     struct evbuffer *s = evbuffer_new(), *j = evbuffer_new();
     const char *body = (const char *)plain;
-    int rs = lk_lookup_rewrite(x->cluster, x->listener_name, body, plen, LK_LOOKUP_SPLICE, s);
-    int rj = lk_lookup_rewrite(x->cluster, x->listener_name, body, plen, LK_LOOKUP_JANSSON, j);
+    int rs = lk_lookup_rewrite(x->cluster, x->listener_name, body, plen, LK_LOOKUP_SPLICE, s, NULL);
+    int rj =
+        lk_lookup_rewrite(x->cluster, x->listener_name, body, plen, LK_LOOKUP_JANSSON, j, NULL);
     size_t slen = evbuffer_get_length(s), jlen = evbuffer_get_length(j);
     const char *sp = slen != 0 ? (const char *)evbuffer_pullup(s, -1) : "";
     const char *jp = jlen != 0 ? (const char *)evbuffer_pullup(j, -1) : "";

@@ -243,13 +243,13 @@ url_differs(const struct lk_url *want, int has, struct lk_str now)
     return want == NULL ? has : !has || !lk_str_eq(now, lk_str_c(want->text));
 }
 
-/* Each pair to the listener of the broker it names, the selected one (or
- * for another cluster's broker that lacks it, that cluster's lookup
- * listener); a pair whose plain URL Pulsar requires (a segment's
- * broker_url) takes the pulsar+ssl address there when the listener has no
- * pulsar:// one.  No listener, or one with neither address for such a
- * pair, leaves it, counted unmapped.  The frame is re-encoded when a pair or proxy_through changes;
- * then every pair given a listener counts as a rewrite. */
+/* Each pair to the listener of the broker it names, the selected one (or,
+ * for a broker that lacks it, its cluster's lookup listener); a pair whose
+ * plain URL Pulsar requires (a segment's broker_url) takes the pulsar+ssl
+ * address there when the listener has no pulsar:// one.  No listener, or
+ * one with neither address for such a pair, leaves it, counted unmapped.
+ * The frame is re-encoded when a pair or proxy_through changes; then every
+ * pair given a listener counts as a rewrite. */
 static void
 model(const struct lk_xchg *x, int simple, int key, int rd, const uint8_t *cmd, size_t len,
       const struct lk_pulsar_cmd *d, struct expect *e)
@@ -270,10 +270,8 @@ model(const struct lk_xchg *x, int simple, int key, int rd, const uint8_t *cmd, 
     for (size_t i = 0; i < e->n; i++) {
         const struct lk_pulsar_pair *p = &e->pairs[i];
         const struct lk_broker *b = named(x, p);
-        const struct lk_listener *l = b != NULL ? lk_broker_listener(b, x->listener_name) : NULL;
-        if (b != NULL && l == NULL && b->cluster != x->cluster &&
-            b->cluster->lookup_listener != NULL)
-            l = lk_broker_listener(b, b->cluster->lookup_listener);
+        const struct lk_listener *l =
+            b != NULL ? lk_broker_client_listener(b, x->listener_name) : NULL;
         const struct lk_url *plain = l != NULL ? l->addr[LK_SCHEME_PULSAR] : NULL;
         const struct lk_url *tls = l != NULL ? l->addr[LK_SCHEME_PULSAR_SSL] : NULL;
         if (p->url_required && plain == NULL)

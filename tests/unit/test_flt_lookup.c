@@ -295,8 +295,10 @@ static const struct body_case {
      "\"nativeUrl\":\"pulsar://10.0.0.11:6650\",\"brokerUrlSsl\":\"\"}",
      "{\"httpUrl\":\"http://127.0.0.9:18089\",\"brokerUrlSsl\":\"\"}"},
     /* passed through byte for byte */
+    /* never its internal address: its lookup listener's (external, http only) */
     {"the broker lacks the selected listener", "partner",
-     "{\"httpUrl\":\"http://broker-2.pulsar.svc.cluster.local:8080\"}", NULL},
+     "{\"httpUrl\":\"http://broker-2.pulsar.svc.cluster.local:8080\"}",
+     "{\"httpUrl\":\"http://127.0.0.2:18082\"}"},
     {"already the listener's addresses (spacing kept)", "external",
      "{ \"httpUrl\": \"http://127.0.0.2:18082\" }", NULL},
     {"unknown broker", "external",
@@ -485,7 +487,7 @@ run_path(struct fx *fx, const char *body, size_t len, enum lk_lookup_path path,
          struct evbuffer **out)
 {
     *out = evbuffer_new();
-    return lk_lookup_rewrite(fx->x.cluster, fx->x.listener_name, body, len, path, *out);
+    return lk_lookup_rewrite(fx->x.cluster, fx->x.listener_name, body, len, path, *out, NULL);
 }
 
 /* Whether both are JSON texts of equal values. */

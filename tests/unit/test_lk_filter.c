@@ -713,6 +713,50 @@ test_pulsar_required_tls(void)
     lk_conf_unref(conf);
 }
 
+/* A client_listeners listener (vpn) that the owner lacks: the owner's
+ * lookup listener stands in, never its internal URL; a broker with vpn
+ * gets its vpn address. */
+static void
+test_pulsar_lacking(void)
+{
+    static const char text[] =
+        "[pulsar p]\n"
+        "internalListenerName = internal\n"
+        "lookupListenerName = external\n"
+        "client_listeners = vpn\n"
+        "[broker p/b1]\n"
+        "advertisedListeners = internal:pulsar://10.0.0.1:6650,external:pulsar://127.0.0.1:16650,"
+        "vpn:pulsar://b1.vpn.example:6650\n"
+        "[broker p/b2]\n"
+        "advertisedListeners = internal:pulsar://10.0.0.2:6650,"
+        "internal:pulsar+ssl://10.0.0.2:6651,external:pulsar://127.0.0.1:16652\n";
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+    uint8_t frame[512];
+    struct lk_pulsar_cmd c;
+
+    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
+    if (conf == NULL)
+        return;
+    struct evbuffer *out = evbuffer_new();
+    size_t len = lookup_response(frame, "pulsar://10.0.0.2:6650", "pulsar+ssl://10.0.0.2:6651");
+    unsigned unmapped = run_pulsar(conf, "vpn", LK_PULSAR_LOOKUP_RESPONSE, frame, len, out, &c);
+    ok(unmapped == 0, "b2, without vpn: not left unmapped (%u)", unmapped);
+    ok(c.has_url && lk_str_eq(c.url, lk_str_c("pulsar://127.0.0.1:16652")),
+       "brokerServiceUrl: b2's lookup-listener address");
+    ok(!c.has_url_tls, "brokerServiceUrlTls cleared: the lookup listener has none");
+    ok(!holds(evbuffer_pullup(out, -1), evbuffer_get_length(out), "10.0.0.2"),
+       "no internal address of b2 in the frame");
+    evbuffer_drain(out, evbuffer_get_length(out));
+
+    len = lookup_response(frame, "pulsar://10.0.0.1:6650", NULL);
+    run_pulsar(conf, "vpn", LK_PULSAR_LOOKUP_RESPONSE, frame, len, out, &c);
+    ok(c.has_url && lk_str_eq(c.url, lk_str_c("pulsar://b1.vpn.example:6650")),
+       "b1, with vpn: its vpn address");
+    evbuffer_free(out);
+    lk_conf_unref(conf);
+}
+
 const struct lk_test_case lk_test_filter[] = {
     {"filter/order_and_bodies", test_order_and_bodies},
     {"filter/observe", test_observe},
@@ -724,5 +768,6 @@ const struct lk_test_case lk_test_filter[] = {
     {"filter/kafka_pattern", test_kafka_pattern},
     {"filter/pulsar_urls", test_pulsar_urls},
     {"filter/pulsar_required_tls", test_pulsar_required_tls},
+    {"filter/pulsar_lacking", test_pulsar_lacking},
     {NULL, NULL},
 };

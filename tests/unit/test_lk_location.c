@@ -138,8 +138,10 @@ test_rewrite(void)
     struct lk_str out;
     ok(lk_location_rewrite(&pool, cl, NULL, 0, LK_STRLIT("http://10.0.0.11:8080/x"), &out, NULL) == 0,
        "no listener selected: nothing is rewritten");
-    ok(lk_location_rewrite(&pool, cl, "nosuch", 0, LK_STRLIT("http://10.0.0.11:8080/x"), &out, NULL) == 0,
-       "a listener the broker lacks: nothing is rewritten");
+    ok(lk_location_rewrite(&pool, cl, "nosuch", 0, LK_STRLIT("http://10.0.0.11:8080/x"), &out,
+                           NULL) == 1 &&
+           lk_str_eq(out, lk_str_c("http://127.0.0.1:18081/x")),
+       "a listener the broker lacks: its lookup listener's address, never the internal one");
     lk_pool_free(&pool);
     lk_conf_unref(conf);
 }
