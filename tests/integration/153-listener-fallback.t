@@ -32,6 +32,12 @@ my $dir = tmp_dir();
 my $BIN = repo_top() . '/tests/integration/bin';
 
 sub json_lines { return map { my $j = eval { decode_json($_) }; $j ? ($j) : () } split /\n/, $_[0] }
+# A lookout config: cluster prod with client_listeners = vpn, EXTRA keys, then BROKERS.
+sub conf_of {
+    my ($extra, $brokers) = @_;
+    return "[lookout]\nworkers = 1\n\n[pulsar prod]\ninternalListenerName = internal\nlookupListenerName = external\n"
+         . "client_listeners = vpn\n$extra\n$brokers";
+}
 my $LACKS = qr/\[warn\] [^\n]*broker prod\/b2 has no listener 'vpn', which the client chose; its lookup listener 'external' is used \(logged once per connection\)/;
 
 # ---- binary ------------------------------------------------------------------------------
@@ -52,15 +58,7 @@ $t->control({ cmd => 'arm', on => 'subscribe', topic => 't-mig', broker => 'b1',
                              url => $INT{b2} } ] });
 
 mkdir "$dir/lk-bin";
-my $lk = start_lookout(dir => "$dir/lk-bin", conf => <<"EOF");
-[lookout]
-workers = 1
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-client_listeners = vpn
-
+my $lk = start_lookout(dir => "$dir/lk-bin", conf => conf_of('', <<"EOF"));
 [broker prod/b1]
 advertisedListeners = internal:$INT{b1},internal:http://127.0.0.1:9,external:$EXT{b1},vpn:pulsar://127.0.0.1:$vpn1
 
@@ -131,16 +129,7 @@ my ($p1, $p2, $h1, $h2, $hv1) = free_ports(5);
 my $c = PulsarBroker->start(dir => "$dir/http-brokers", brokers => [ "127.0.0.1:$p1", "127.0.0.2:$p2" ],
                             cluster => 'prod', own => { 't-b1' => 1, 't-b2' => 2 });
 mkdir "$dir/lk-http";
-my $lh = start_lookout(dir => "$dir/lk-http", conf => <<"EOF");
-[lookout]
-workers = 1
-
-[pulsar prod]
-internalListenerName = internal
-lookupListenerName = external
-client_listeners = vpn
-leak_guard = rewrite
-
+my $lh = start_lookout(dir => "$dir/lk-http", conf => conf_of("leak_guard = rewrite\n", <<"EOF"));
 [broker prod/b1]
 advertisedListeners = @{[ $c->internal_listeners(1) ]},external:http://127.0.0.1:$h1,vpn:http://127.0.0.1:$hv1
 

@@ -507,6 +507,19 @@ test_kafka_pattern(void)
     lk_conf_unref(conf);
 }
 
+/* The Pulsar frame of the command cmd[0..len) into buf.  Its length. */
+static size_t
+framed(uint8_t *buf, const uint8_t *cmd, size_t len)
+{
+    struct evbuffer *b = evbuffer_new();
+
+    lk_pulsar_frame(b, cmd, len);
+    len = evbuffer_get_length(b);
+    evbuffer_remove(b, buf, len);
+    evbuffer_free(b);
+    return len;
+}
+
 /* A LOOKUP_RESPONSE command (Connect, request id 5) naming url, and url_tls
  * when not NULL; the frame around it goes into buf.  Its length. */
 static size_t
@@ -533,12 +546,18 @@ lookup_response(uint8_t *buf, const char *url, const char *url_tls)
     cmd[m++] = (uint8_t)n;
     memcpy(cmd + m, sub, n);
     m += n;
-    struct evbuffer *b = evbuffer_new();
-    lk_pulsar_frame(b, cmd, m);
-    size_t len = evbuffer_get_length(b);
-    evbuffer_remove(b, buf, len);
-    evbuffer_free(b);
-    return len;
+    return framed(buf, cmd, m);
+}
+
+/* The config text loaded, or NULL (failing a test). */
+static struct lk_conf *
+pulsar_conf(const char *text)
+{
+    char err[512];
+    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+
+    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
+    return conf;
 }
 
 /* The pulsar filter on one command of the given type (a LOOKUP_RESPONSE's
@@ -586,12 +605,10 @@ test_pulsar_urls(void)
         "advertisedListeners = internal:pulsar://10.0.0.1:6650,internal:http://10.0.0.1:8080,"
         "external:pulsar://127.0.0.1:16650,external:pulsar+ssl://b1.example.com:16651,"
         "tlsonly:pulsar+ssl://b1-tls.example.com:6651\n";
-    char err[512];
-    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+    struct lk_conf *conf = pulsar_conf(text);
     uint8_t frame[512];
     struct lk_pulsar_cmd c;
 
-    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
     if (conf == NULL)
         return;
     struct evbuffer *out = evbuffer_new();
@@ -637,11 +654,7 @@ scalable_update(uint8_t *buf, const char *url, const char *url_tls)
     pb_msg(&upd, 2, &dag);
     pb_uint(&cmd, 1, LK_PULSAR_SCALABLE_TOPIC_UPDATE);
     pb_msg(&cmd, LK_PULSAR_SCALABLE_TOPIC_UPDATE, &upd);
-    struct evbuffer *b = evbuffer_new();
-    lk_pulsar_frame(b, cmd.p, cmd.len);
-    size_t len = evbuffer_get_length(b);
-    evbuffer_remove(b, buf, len);
-    evbuffer_free(b);
+    size_t len = framed(buf, cmd.p, cmd.len);
     free(seg.p);
     free(dag.p);
     free(upd.p);
@@ -673,13 +686,11 @@ test_pulsar_required_tls(void)
         "internal:pulsar+ssl://10.0.0.1:6651,internal:http://10.0.0.1:8080,"
         "external:pulsar+ssl://127.0.0.1:16651,"
         "httponly:http://b1-http.example.com:8080\n";
-    char err[512];
-    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+    struct lk_conf *conf = pulsar_conf(text);
     uint8_t frame[512];
     struct lk_pulsar_cmd c;
     struct lk_pulsar_pair p[3];
 
-    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
     if (conf == NULL)
         return;
     struct evbuffer *out = evbuffer_new();
@@ -730,12 +741,10 @@ test_pulsar_lacking(void)
         "[broker p/b2]\n"
         "advertisedListeners = internal:pulsar://10.0.0.2:6650,"
         "internal:pulsar+ssl://10.0.0.2:6651,external:pulsar://127.0.0.1:16652\n";
-    char err[512];
-    struct lk_conf *conf = lk_conf_load_buf("pulsar.conf", text, strlen(text), err, sizeof(err));
+    struct lk_conf *conf = pulsar_conf(text);
     uint8_t frame[512];
     struct lk_pulsar_cmd c;
 
-    ok(conf != NULL, "config loads (%s)", conf != NULL ? "ok" : err);
     if (conf == NULL)
         return;
     struct evbuffer *out = evbuffer_new();
