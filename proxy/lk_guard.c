@@ -96,6 +96,76 @@ lk_guard_free(struct lk_guard *conf)
     free(conf);
 }
 
+/* Whether the guard reads for the addresses of listener l of b: the
+ * internal one; for Kafka also every other but the lookup listener, the
+ * one address lookout serves for a broker (a KRaft CONTROLLER listener
+ * copied from advertised.listeners is reached by no client through
+ * lookout).  Pulsar's other listeners are given out (client_listeners). */
+static int
+unserved(const struct lk_broker *b, const struct lk_listener *l)
+{
+    return l == b->internal || (b->cluster->proto == LK_PROTO_KAFKA && l != b->lookup);
+}
+
+/*
+ * Kafka: whether host is that of an address lookout serves for cl's
+ * clients: a broker's lookup listener, a bootstrap entry point or
+ * broker.pattern's.  An internal host that is none of these is the
+ * broker's own name for itself inside its network: a client given it
+ * with any port, or alone as a string, has been handed an internal host
+ * (controller.quorum.voters' "1@10.0.0.21:9093", a node at another port).
+ * One that is (a test rig, or every listener on one host) is looked for
+ * only with the ports of the map's unserved addresses.
+ */
+static int
+kafka_host_served(const struct lk_cluster *cl, const char *host)
+{
+    const struct lk_kafka_pattern *p = cl->pattern;
+    struct lk_str h = lk_str_c(host), pre, suf;
+
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_url *u =
+            cl->brokers[i]->lookup != NULL ? lk_kafka_addr(cl->brokers[i]->lookup) : NULL;
+        if (u != NULL && strcasecmp(u->host, host) == 0)
+            return 1;
+    }
+    for (size_t i = 0; i < cl->nbootstrap; i++)
+        if (strcasecmp(cl->bootstrap[i].host, host) == 0)
+            return 1;
+    if (p == NULL)
+        return 0;
+    pre = lk_str_c(p->host_prefix);
+    suf = lk_str_c(p->host_suffix);
+    if (!p->host_has_id)
+        return lk_str_eqi(h, pre);
+    return h.len > pre.len + suf.len && lk_str_eqi(lk_str_make(h.p, pre.len), pre) &&
+           lk_str_eqi(lk_str_make(h.p + h.len - suf.len, suf.len), suf);
+}
+
+/* The any_port patterns of host, b's: "HOST:", and "[HOST]:" too for an
+ * IPv6 literal, each once. */
+static void
+any_port_add(struct lk_guard *conf, size_t *n, const struct lk_broker *b, const char *host)
+{
+    /* an IPv6 literal both as a URL writes it, "[fd00::11]:", and as a
+     * brokerId may ("%s:%d" of advertisedAddress) */
+    for (int br = strchr(host, ':') != NULL; br >= 0; br--) {
+        size_t hl = strlen(host) + 2 * (size_t)br + 2;
+        char *text = lk_xmalloc(hl);
+        snprintf(text, hl, br ? "[%s]:" : "%s:", host);
+        for (size_t i = 0; i < *n; i++)
+            if (strcmp(conf->any_port_text[i], text) == 0) {
+                free(text); /* a host two listeners share */
+                text = NULL;
+                break;
+            }
+        if (text == NULL)
+            continue;
+        conf->any_port_text[*n] = text;
+        conf->any_port_broker[(*n)++] = b;
+    }
+}
+
 /*
  * A Pulsar broker names itself in its exceptions by its brokerId,
  * advertisedAddress:webServicePort ("Namespace bundle for topic (...) not
@@ -106,34 +176,39 @@ lk_guard_free(struct lk_guard *conf)
  * binary-only brokers, so for such a broker the answers, binary and text,
  * are also read for the host of each of its internal addresses with any
  * port after it: these patterns join the automaton, raw (lk_guard_ap_hit
- * checks what is around them).
+ * checks what is around them).  A Kafka broker's unserved addresses
+ * (unserved()) are read so too, when their host is none lookout serves
+ * (kafka_host_served): a broker's config values name it with other ports
+ * (controller.quorum.voters, listeners that are not advertised).
  */
 static void
 any_port_new(struct lk_guard *conf, const struct lk_cluster *cl)
 {
-    size_t max = cl->nbrokers * LK_SCHEME__COUNT * 2, n = 0;
+    size_t max = 0, n = 0;
 
-    if (!(cl->proto & LK_PROTO_PULSAR) || max == 0)
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        max += cl->brokers[i]->nlisteners * LK_SCHEME__COUNT * 2;
+    if (!(cl->proto & (LK_PROTO_PULSAR | LK_PROTO_KAFKA)) || max == 0)
         return;
     conf->any_port_text = lk_xcalloc(max, sizeof(*conf->any_port_text));
     conf->any_port_broker = lk_xcalloc(max, sizeof(*conf->any_port_broker));
     for (size_t i = 0; i < cl->nbrokers; i++) {
         const struct lk_broker *b = cl->brokers[i];
+        if (cl->proto == LK_PROTO_KAFKA) {
+            for (size_t k = 0; k < b->nlisteners; k++)
+                for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+                    const struct lk_url *u = b->listeners[k].addr[sc];
+                    if (u != NULL && unserved(b, &b->listeners[k]) &&
+                        !kafka_host_served(cl, u->host))
+                        any_port_add(conf, &n, b, u->host);
+                }
+            continue;
+        }
         if (lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) != NULL)
             continue; /* its web address is in the map */
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->internal->addr[sc];
-            if (u == NULL)
-                continue;
-            /* an IPv6 literal both as a URL writes it, "[fd00::11]:", and
-             * as a brokerId may ("%s:%d" of advertisedAddress) */
-            for (int br = strchr(u->host, ':') != NULL; br >= 0; br--) {
-                size_t hl = strlen(u->host) + 2 * (size_t)br + 2;
-                conf->any_port_text[n] = lk_xmalloc(hl);
-                snprintf(conf->any_port_text[n], hl, br ? "[%s]:" : "%s:", u->host);
-                conf->any_port_broker[n++] = b;
-            }
-        }
+        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++)
+            if (b->internal->addr[sc] != NULL)
+                any_port_add(conf, &n, b, b->internal->addr[sc]->host);
     }
     conf->nany_port = n;
 }
@@ -211,53 +286,82 @@ host_alone(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_
     size_t tl = strlen(u->host) + 2;
     char *text = lk_xmalloc(tl);
     snprintf(text, tl, "%s\"", u->host);
-    conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 0, u, u->host, text};
+    conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 0, u, u->host, text, 0};
     pats[n] = text;
     lens[n] = tl - 1;
     return n + 1;
 }
 
-/* The patterns of cluster c's brokers' internal addresses, made from
- * conf->targets[n] on (pats, lens and flags alike); the new n.  cl's
- * own come first, so that an address two clusters share is reported as
- * its broker's (a repeated pattern reports the first's id).  own: the
- * cluster the guard is for (c, or one whose guard reads c's too). */
+/* The patterns of the addresses of broker b's listener l, made from
+ * conf->targets[n] on (pats, lens and flags alike); the new n.  own: the
+ * cluster the guard is for. */
+static size_t
+listener_targets(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_broker *b,
+                 const struct lk_listener *l, const char **pats, size_t *lens, unsigned *flags,
+                 size_t n)
+{
+    for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
+        const struct lk_url *u = l->addr[sc];
+        if (u == NULL)
+            continue;
+        /* Two forms: the URL, so that a rewrite can change the scheme
+         * with the address, and the bare host:port (the broker list of
+         * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
+        for (int url = 1; url >= 0; url--) {
+            conf->targets[n] = (struct lk_guard_target){
+                b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport, NULL, 0};
+            pats[n] = conf->targets[n].text;
+            lens[n] = strlen(pats[n]);
+            n++;
+        }
+        /* Kafka answers hold a host as a string and its port as an
+         * integer after it (Metadata's Brokers, DescribeQuorum's
+         * Listeners): a third form, for the answers read as bytes.
+         * Kafka clusters have no text to scan, so it meets no text. */
+        if (b->cluster->proto == LK_PROTO_KAFKA) {
+            conf->targets[n] = (struct lk_guard_target){
+                b, (enum lk_scheme)sc, 0, 1, u, u->host, NULL, !kafka_host_served(b->cluster, u->host)};
+            pats[n] = u->host;
+            lens[n] = strlen(u->host);
+            flags[n++] = LK_MATCH_RAW;
+        } else {
+            n = host_alone(conf, own, b, sc, pats, lens, n);
+        }
+    }
+    return n;
+}
+
+/* The patterns of cluster c's brokers' unserved addresses (internal ones,
+ * and Kafka's other listeners: unserved()); the new n.  cl's own come
+ * first, so that an address two clusters share is reported as its
+ * broker's (a repeated pattern reports the first's id).  own: the cluster
+ * the guard is for (c, or one whose guard reads c's too). */
 static size_t
 cluster_targets(struct lk_guard *conf, const struct lk_cluster *own, const struct lk_cluster *c,
                 const char **pats, size_t *lens, unsigned *flags, size_t n)
 {
     for (size_t i = 0; i < c->nbrokers; i++) {
         const struct lk_broker *b = c->brokers[i];
-        for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
-            const struct lk_url *u = b->internal->addr[sc];
-            if (u == NULL)
-                continue;
-            /* Two forms: the URL, so that a rewrite can change the scheme
-             * with the address, and the bare host:port (the broker list of
-             * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
-            for (int url = 1; url >= 0; url--) {
-                conf->targets[n] = (struct lk_guard_target){
-                    b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport, NULL};
-                pats[n] = conf->targets[n].text;
-                lens[n] = strlen(pats[n]);
-                n++;
-            }
-            /* Kafka answers hold a host as a string and its port as an
-             * integer after it (Metadata's Brokers, DescribeQuorum's
-             * Listeners): a third form, for the answers read as bytes.
-             * Kafka clusters have no text to scan, so it meets no text. */
-            if (c->proto == LK_PROTO_KAFKA) {
-                conf->targets[n] =
-                    (struct lk_guard_target){b, (enum lk_scheme)sc, 0, 1, u, u->host, NULL};
-                pats[n] = u->host;
-                lens[n] = strlen(u->host);
-                flags[n++] = LK_MATCH_RAW;
-            } else {
-                n = host_alone(conf, own, b, sc, pats, lens, n);
-            }
-        }
+        for (size_t k = 0; k < b->nlisteners; k++)
+            if (unserved(b, &b->listeners[k]))
+                n = listener_targets(conf, own, b, &b->listeners[k], pats, lens, flags, n);
     }
     return n;
+}
+
+/* How many patterns cluster_targets makes for c at most: per address of
+ * an unserved listener, the URL, host:port, and Kafka's bare host or
+ * host_alone's. */
+static size_t
+cluster_max(const struct lk_cluster *c)
+{
+    size_t max = 0;
+
+    for (size_t i = 0; i < c->nbrokers; i++)
+        for (size_t k = 0; k < c->brokers[i]->nlisteners; k++)
+            if (unserved(c->brokers[i], &c->brokers[i]->listeners[k]))
+                max += LK_SCHEME__COUNT * 3;
+    return max;
 }
 
 struct lk_guard *
@@ -266,14 +370,13 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     struct lk_guard *conf;
     const char **pats;
     unsigned *flags;
-    /* per address: the URL, host:port, and Kafka's bare host or host_alone's */
-    size_t *lens, n, max = cl->nbrokers * LK_SCHEME__COUNT * 3;
+    size_t *lens, n, max = cluster_max(cl);
     size_t nclusters = cl->conf != NULL ? cl->conf->nclusters : 0;
     char msg[256];
 
     for (size_t k = 0; k < nclusters; k++)
         if (guards_other(cl, cl->conf->clusters[k]))
-            max += cl->conf->clusters[k]->nbrokers * LK_SCHEME__COUNT * 3;
+            max += cluster_max(cl->conf->clusters[k]);
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = mode;
     any_port_new(conf, cl);
@@ -415,8 +518,8 @@ count(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_match_hit
 }
 
 /* Whether host:port is an address lookout has in its map or serves: any
- * address of a broker of a Pulsar cluster (an internal one is the main
- * automaton's find), or a cluster's service address. */
+ * address of a broker of the map (an unserved one is the main automaton's
+ * find), or a Pulsar cluster's service address. */
 static int
 known_addr(struct lk_guard_x *x, struct lk_str host, uint16_t port)
 {
@@ -424,10 +527,10 @@ known_addr(struct lk_guard_x *x, struct lk_str host, uint16_t port)
 
     for (size_t k = 0; k < lk_guard_fill(x)->conf->nclusters; k++) {
         const struct lk_cluster *cl = lk_guard_fill(x)->conf->clusters[k];
-        if (!(cl->proto & LK_PROTO_PULSAR))
-            continue;
         if (lk_cluster_find_addr(cl, host, port, &scheme) != NULL)
             return 1;
+        if (!(cl->proto & LK_PROTO_PULSAR))
+            continue;
         struct lk_str h = host; /* lk_url's host: an IPv6 literal without brackets */
         if (h.len >= 2 && h.p[0] == '[' && h.p[h.len - 1] == ']')
             h = lk_str_make(h.p + 1, h.len - 2);

@@ -89,6 +89,21 @@ is_internal(const struct lk_broker *b, struct lk_str host, uint16_t port)
     return 0;
 }
 
+/* Kafka: whether host:port is b's lookup-listener address, the one
+ * lookout serves for it.  Its other listeners are not served: an
+ * inter-broker one is internal, and one copied from advertised.listeners
+ * for another use (a KRaft CONTROLLER listener, a replication network) is
+ * no address a client reaches lookout at. */
+static int
+is_served(const struct lk_broker *b, struct lk_str host, uint16_t port)
+{
+    const struct lk_url *u = b->lookup != NULL ? lk_kafka_addr(b->lookup) : NULL;
+
+    if (host.len > 1 && host.p[host.len - 1] == '.')
+        host.len--;
+    return u != NULL && u->port == port && lk_str_eqi(lk_str_c(u->host), host);
+}
+
 /* Counts a find; the first is kept for the log: the address (sanitised),
  * with its node id when node >= 0 (Kafka) and its port when port >= 0. */
 static void
@@ -124,8 +139,8 @@ check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
 
     if (*port > 0 && *port <= 65535) {
         b = lk_cluster_find_addr(cl, *host, (uint16_t)*port, &(enum lk_scheme){0});
-        if (b != NULL && !is_internal(b, *host, (uint16_t)*port))
-            return LK_KAFKA_EP_KEEP; /* a listener address the map gives out */
+        if (b != NULL && is_served(b, *host, (uint16_t)*port))
+            return LK_KAFKA_EP_KEEP; /* the lookup-listener address lookout serves */
         if (b == NULL && cl->pattern != NULL &&
             lk_kafka_pattern_match(cl->pattern, *host, (uint16_t)*port, &id))
             return LK_KAFKA_EP_KEEP; /* broker.pattern's: lookout serves it */
@@ -137,8 +152,9 @@ check_endpoint(void *arg, int32_t node_id, struct lk_str *host, int32_t *port)
 /* A raw hit (a Kafka host) is a find when the bytes around it are a
  * Kafka string of exactly that host (an INT16 length before it, or a
  * compact one: the length plus 1 as an unsigned varint) with the port of
- * one of the host's internal addresses right after it, as an INT32 or a
- * UINT16 (DescribeQuorum).  The target of that address, or NULL. */
+ * one of the host's unserved addresses right after it, as an INT32 or a
+ * UINT16 (DescribeQuorum), or with any bytes after it when lookout serves
+ * nothing on that host (t->alone).  The target of that address, or NULL. */
 static const struct lk_guard_target *
 raw_find(const struct lk_guard *conf, const uint8_t *p, size_t len, const struct lk_match_hit *hit)
 {
@@ -156,6 +172,8 @@ raw_find(const struct lk_guard *conf, const uint8_t *p, size_t len, const struct
         if (!t->raw || strlen(t->text) != hl ||
             strncasecmp(t->text, (const char *)p + start, hl) != 0)
             continue;
+        if (t->alone)
+            return t; /* a host lookout serves nothing on: any port */
         if ((end + 4 <= len && p[end] == 0 && p[end + 1] == 0 && p[end + 2] == (port >> 8) &&
              p[end + 3] == (port & 0xff)) ||
             (end + 2 <= len && p[end] == (port >> 8) && p[end + 1] == (port & 0xff)))

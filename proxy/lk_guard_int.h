@@ -39,6 +39,9 @@ struct lk_guard_target {
                                 * 10.0.0.11": a JSON string ending with the host (a
                                 * functions worker's workerHostname, a broker's
                                 * advertisedAddress), and text is the host */
+    int alone;                 /* Kafka, raw: the host is that of no address lookout
+                                * serves, so the whole string is a find with any port
+                                * after it (kafka_host_served in lk_guard.c) */
 };
 
 struct lk_guard {
@@ -47,8 +50,9 @@ struct lk_guard {
     struct lk_guard_target *targets; /* by pattern id, below ntargets */
     size_t ntargets;
     /* "HOST:" of each internal address of a Pulsar broker without an
-     * internal http or https address (lk_guard_ap_hit): the patterns of match
-     * from ntargets on, raw */
+     * internal http or https address, and of each unserved address of a
+     * Kafka broker whose host lookout serves nothing on (lk_guard_ap_hit):
+     * the patterns of match from ntargets on, raw */
     const struct lk_broker **any_port_broker; /* by pattern id - ntargets */
     char **any_port_text;                     /* the patterns, owned */
     size_t nany_port;
