@@ -5,8 +5,10 @@
  * listener, lookup, location, pulsar, leak_guard) with lk_flt_run_frame,
  * once per leak_guard mode (off, log, block), over a map whose internal
  * addresses are IP literals and names (one of 47 bytes, whose compact
- * length byte is a host character), and one broker with binary addresses
- * only (its host with any port is an address too, any_port_hit).
+ * length byte is a host character), a Kafka node with a CONTROLLER
+ * listener lookout does not serve, and one Pulsar broker with binary
+ * addresses only (its host with any port is an address too,
+ * any_port_hit).
  *
  * Input: a flags byte (bit 0: Kafka, else Pulsar; bit 1, Pulsar: a
  * payload section after the command, as SEND and MESSAGE have), the api
@@ -122,8 +124,9 @@ run(int kafka, int mode, int16_t key, int16_t version, const uint8_t *fr, size_t
     evbuffer_free(out);
 }
 
-/* Whether a naive scan finds an internal address of the map (URL or
- * host:port) in b. */
+/* Whether a naive scan finds an address of the map that lookout does not
+ * serve (URL or host:port) in b: a broker's internal one, and for Kafka
+ * any but its lookup listener's (node 3's CONTROLLER listener). */
 static int
 naive_leak(int kafka, const uint8_t *b, size_t len)
 {
@@ -131,14 +134,21 @@ naive_leak(int kafka, const uint8_t *b, size_t len)
     const char *pats[64];
     size_t lens[64], n = 0;
 
-    for (size_t i = 0; i < cl->nbrokers; i++)
-        for (int sc = 0; sc < LK_SCHEME__COUNT && n + 2 <= 64; sc++) {
-            const struct lk_url *u = cl->brokers[i]->internal->addr[sc];
-            if (u == NULL)
+    for (size_t i = 0; i < cl->nbrokers; i++) {
+        const struct lk_broker *br = cl->brokers[i];
+        for (size_t k = 0; k < br->nlisteners; k++) {
+            const struct lk_listener *l = &br->listeners[k];
+            if (l != br->internal && (!kafka || l == br->lookup))
                 continue;
-            pats[n] = u->text, lens[n] = strlen(u->text), n++;
-            pats[n] = u->hostport, lens[n] = strlen(u->hostport), n++;
+            for (int sc = 0; sc < LK_SCHEME__COUNT && n + 2 <= 64; sc++) {
+                const struct lk_url *u = l->addr[sc];
+                if (u == NULL)
+                    continue;
+                pats[n] = u->text, lens[n] = strlen(u->text), n++;
+                pats[n] = u->hostport, lens[n] = strlen(u->hostport), n++;
+            }
         }
+    }
     return lk_fuzz_naive_find(pats, lens, n, (const char *)b, len, NULL, NULL) != 0;
 }
 

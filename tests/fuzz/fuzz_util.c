@@ -145,13 +145,17 @@ const char lk_fuzz_kafka_guard_map[] =
     "[kafka k]\n"
     "lookupListenerName = EXTERNAL\n"
     "inter.broker.listener.name = INTERNAL\n"
-    "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+    "listener.security.protocol.map = INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
     "leak_guard = %s\n"
     "[broker k/1]\n"
     "advertised.listeners = INTERNAL://10.0.0.21:9092,EXTERNAL://127.0.0.1:19092\n"
     "[broker k/2]\n"
     "advertised.listeners = INTERNAL://kafka-10.kafka-headless.kafka.svc.cluster.local:9092,"
-    "EXTERNAL://127.0.0.1:19093\n";
+    "EXTERNAL://127.0.0.1:19093\n"
+    /* combined KRaft: a CONTROLLER listener, which lookout does not serve */
+    "[broker k/3]\n"
+    "advertised.listeners = INTERNAL://10.0.0.23:9092,EXTERNAL://127.0.0.1:19094,"
+    "CONTROLLER://10.0.0.23:9093\n";
 
 struct lk_conf *
 lk_fuzz_load(const char *text)

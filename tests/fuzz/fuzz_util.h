@@ -103,7 +103,9 @@ int lk_fuzz_inside(const char *host);
 /* A Kafka cluster "k" for the leak guard's binary tests, with a %s for its
  * leak_guard: node 1 at INTERNAL://10.0.0.21:9092, node 2 at a 47-byte
  * name (whose compact length byte is '0', a host character: no boundary
- * before it), each with an EXTERNAL address on 127.0.0.1. */
+ * before it), node 3 with a CONTROLLER listener too (combined KRaft,
+ * which lookout does not serve), each with an EXTERNAL address on
+ * 127.0.0.1. */
 extern const char lk_fuzz_kafka_guard_map[];
 
 /* Calls fn for every occurrence of pats[i] (ASCII case-insensitive) in
