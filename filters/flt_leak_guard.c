@@ -43,6 +43,13 @@ struct view {
 };
 
 static void
+fallback(struct lk_guard_x *v, const struct lk_broker *b, const char *lacked,
+         const struct lk_url *to)
+{
+    lk_web_fallback_log(((struct view *)v)->x->conn, ((struct view *)v)->f->id, b, lacked, to);
+}
+
+static void
 fill(struct lk_guard_x *v)
 {
     const struct lk_flt *f = ((struct view *)v)->f;
@@ -52,7 +59,7 @@ fill(struct lk_guard_x *v)
                              .cluster = x->cluster, .broker = x->broker,
                              .listener_name = x->listener_name, .client_tls = x->client_tls,
                              .vetted = &x->body_vetted, .req = &x->req, .leaks = &x->leaks,
-                             .rewrites = &x->rewrites};
+                             .rewrites = &x->rewrites, .fallback = fallback};
 }
 
 /* Sets w up for fill, and no more: the rest of it waits. */

@@ -107,6 +107,7 @@ struct lk_conn {
     unsigned listener_logged : 1; /* a refused listener name was logged (lk_client_listener) */
     unsigned lacked_logged : 1;   /* a broker without the chosen listener was logged
                                    * (lk_xchg_listener_check) */
+    unsigned web_fallback_logged : 1; /* a web address fallback was logged (lk_web_fallback_log) */
     unsigned pp_wait : 1; /* rev waits for its PROXY header (lk_conn.c) */
     /* Its PROXY header named no client (v2 LOCAL, v1 UNKNOWN): peer stays
      * the balancer's, and the header lookout sends on names none. */

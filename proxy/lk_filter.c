@@ -199,6 +199,23 @@ lk_client_listener(struct lk_conn *c, const struct lk_cluster *cl, struct lk_str
     return NULL;
 }
 
+void
+lk_web_fallback_log(struct lk_conn *c, const char *who, const struct lk_broker *b,
+                    const char *lacked, const struct lk_url *to)
+{
+    const struct lk_cluster *cl = b->cluster;
+
+    if (c == NULL || c->web_fallback_logged)
+        return;
+    c->web_fallback_logged = 1;
+    lk_log(LK_WARN, c,
+           "%s: broker %s has no http or https address on listener '%s': the client is sent to "
+           "%s (%s%s%s) instead (logged once per connection)",
+           who, b->name, lacked, to->text,
+           to == cl->web_service ? "webServiceUrl" : "lookupListenerName '",
+           to == cl->web_service ? "" : cl->lookup_listener, to == cl->web_service ? "" : "'");
+}
+
 void *
 lk_flt_ctx(struct lk_flt *f, struct lk_xchg *x, size_t size)
 {

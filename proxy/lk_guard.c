@@ -20,7 +20,9 @@
  *            nothing is changed and nothing is held back;
  *   rewrite  replaces it with the broker's address on the selected listener
  *            (a "scheme://host:port" form becomes that listener's URL, a bare
- *            host:port its host:port), holding back only the bytes a match
+ *            host:port its host:port; a web address the listener lacks, the
+ *            lookup listener's or webServiceUrl, as the Location filter
+ *            gives: lk_location_pick), holding back only the bytes a match
  *            in progress may still need; without a selected listener it
  *            counts and logs as `log` does; a reason phrase with a find
  *            becomes the status's standard one instead (RFC 9112 §4: a
@@ -473,20 +475,21 @@ block(struct lk_guard_x *x, struct lk_guard_stream *g, const struct lk_broker *b
     return LK_GUARD_CUT;
 }
 
-/* The text that replaces target t on the exchange's selected listener (the
- * broker's lookup listener when it lacks that one), or NULL when there is
- * none: no listener selected, or the broker's has no address in that
- * family. */
+/* The text that replaces target t: the broker's address that the Location
+ * filter gives too (lk_location_pick: the selected listener's, or for a
+ * web address the lookup listener's, else webServiceUrl), or NULL when
+ * there is none: no listener selected, or none of those has one. */
 static const char *
 replacement(struct lk_guard_x *x, const struct lk_guard_target *t)
 {
-    const struct lk_listener *l =
-        lk_broker_client_listener(t->broker, lk_guard_fill(x)->listener_name);
-    const struct lk_url *u =
-        l != NULL ? lk_listener_pick(l, t->scheme, lk_guard_fill(x)->client_tls) : NULL;
+    const char *lacked;
+    const struct lk_url *u = lk_location_pick(t->broker, lk_guard_fill(x)->listener_name, t->scheme,
+                                              lk_guard_fill(x)->client_tls, &lacked);
 
     if (u == NULL)
         return NULL;
+    if (lacked != NULL && lk_guard_fill(x)->fallback != NULL)
+        lk_guard_fill(x)->fallback(x, t->broker, lacked, u);
     if (t->own != NULL) /* the host alone */
         return lk_psprintf(lk_guard_fill(x)->pool, "%s\"", u->host);
     return t->url ? u->text : u->hostport;

@@ -58,6 +58,11 @@ struct lk_guard_x {
     const struct lk_http_msg *req;    /* HTTP: the request, for the log */
     unsigned *leaks;                  /* the exchange's counts, added to */
     unsigned *rewrites;
+    /* A find rewritten into a fallback of lk_location_pick (lacked, the
+     * listener broker b has no web address on; to, the address given):
+     * the caller logs it.  NULL: not logged. */
+    void (*fallback)(struct lk_guard_x *v, const struct lk_broker *b, const char *lacked,
+                     const struct lk_url *to);
 };
 
 /* How the body of a text response is to be read (lk_guard_head). */

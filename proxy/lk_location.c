@@ -60,27 +60,55 @@ lk_proxy_target_find(const struct lk_cluster *cl, struct lk_str target, const ch
     return lk_cluster_find_addr(cl, parts.host, parts.port, &scheme);
 }
 
+const struct lk_url *
+lk_location_pick(const struct lk_broker *b, const char *listener_name, enum lk_scheme scheme,
+                 int client_tls, const char **lacked)
+{
+    const struct lk_listener *l;
+    const struct lk_url *u = NULL;
+
+    if (lacked != NULL)
+        *lacked = NULL;
+    if (listener_name == NULL)
+        return NULL;
+    /* A broker without the listener gets its lookup listener's
+     * (lk_xchg_listener_check says so). */
+    l = lk_broker_client_listener(b, listener_name);
+    if (l != NULL && (u = lk_listener_pick(l, scheme, client_tls)) != NULL)
+        return u;
+    /* Only a web address has a stand-in: a binary one answers a lookup
+     * for the broker that owns a topic, which serviceUrl (any broker)
+     * cannot stand for. */
+    if (scheme != LK_SCHEME_HTTP && scheme != LK_SCHEME_HTTPS)
+        return NULL;
+    if (b->lookup != NULL && b->lookup != l)
+        u = lk_listener_pick(b->lookup, scheme, client_tls);
+    if (u == NULL)
+        u = b->cluster->web_service;
+    if (u != NULL && lacked != NULL)
+        *lacked = l != NULL ? l->name : listener_name;
+    return u;
+}
+
 int
 lk_location_rewrite(struct lk_pool *pool, const struct lk_cluster *cl, const char *listener_name,
                     int client_tls, struct lk_str url, struct lk_str *out,
-                    const struct lk_broker **broker)
+                    struct lk_location_how *how)
 {
     struct lk_url_parts parts;
     enum lk_scheme matched;
+    const char *lacked;
 
     if (listener_name == NULL)
         return 0;
     const struct lk_broker *b = lk_url_find_broker(cl, url, &parts, &matched);
     if (b == NULL)
         return 0;
-    const struct lk_listener *l = lk_broker_client_listener(b, listener_name);
-    if (l == NULL)
-        return 0;
-    const struct lk_url *to = lk_listener_pick(l, matched, client_tls);
+    const struct lk_url *to = lk_location_pick(b, listener_name, matched, client_tls, &lacked);
     if (to == NULL)
         return 0;
-    if (broker != NULL)
-        *broker = b;
+    if (how != NULL)
+        *how = (struct lk_location_how){b, to, lacked};
     /* to->text is "scheme://host:port" */
     *out = lk_pstr_concat(pool, lk_str_c(to->text), parts.rest);
     return 1;

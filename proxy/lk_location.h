@@ -34,16 +34,39 @@ const struct lk_broker *lk_proxy_target_find(const struct lk_cluster *cl, struct
                                              const char **why);
 
 /*
+ * The address a client is given for broker b in the family of scheme
+ * (http/https or pulsar/pulsar+ssl) when listener_name is selected: b's
+ * address on lk_broker_client_listener (that listener, or b's lookup
+ * listener when b lacks it; lk_listener_pick: a TLS client gets the TLS
+ * scheme first).  In the web family only, when that listener has none (a
+ * binary-only one, PIP-95), b's address on its lookupListenerName, else
+ * the cluster's webServiceUrl: lookout's own entry point, which sends a
+ * request to any broker with an internal web address, and a 307 from
+ * there is given the same way.  *lacked (may be NULL) gets the name of the
+ * listener that had no web address when one of those two is returned,
+ * else NULL.  NULL when there is none, and always without a listener_name
+ * (nothing is rewritten, CONTRACT §3).  Config memory.
+ */
+const struct lk_url *lk_location_pick(const struct lk_broker *b, const char *listener_name,
+                                      enum lk_scheme scheme, int client_tls, const char **lacked);
+
+/* How lk_location_rewrite rewrote a URL. */
+struct lk_location_how {
+    const struct lk_broker *broker; /* the broker the URL named */
+    const struct lk_url *to;        /* the address it now names */
+    const char *lacked;             /* lk_location_pick's: a fallback was taken */
+};
+
+/*
  * Rewrites url if its host:port is any listener address of a broker of cl:
- * the scheme and host:port become those of the broker's listener named
- * listener_name, or of its lookup listener when it lacks that one
- * (lk_broker_client_listener; same family; the client's TLS decides the
- * preference); the rest stays byte for byte.  Returns 1 with *out in pool memory, or 0 when
- * the URL is relative, names no mapped broker, or there is no listener.
- * *broker gets the matched broker when not NULL.
+ * the scheme and host:port become the broker's address that
+ * lk_location_pick gives for listener_name, in the family of the address
+ * the URL named; the rest stays byte for byte.  Returns 1 with *out in
+ * pool memory (and *how filled when not NULL), or 0 when the URL is
+ * relative, names no mapped broker, or there is no address to give.
  */
 int lk_location_rewrite(struct lk_pool *pool, const struct lk_cluster *cl,
                         const char *listener_name, int client_tls, struct lk_str url,
-                        struct lk_str *out, const struct lk_broker **broker);
+                        struct lk_str *out, struct lk_location_how *how);
 
 #endif

@@ -105,6 +105,15 @@ void lk_xchg_listener_check(const struct lk_xchg *x, const struct lk_broker *b);
 const char *lk_client_listener(struct lk_conn *c, const struct lk_cluster *cl, struct lk_str name,
                                const char *what);
 
+/*
+ * Logs at warn, once per client connection c (NULL: not logged), that
+ * broker b has no http or https address on listener `lacked` and that a
+ * client was sent to `to` instead (lk_location_pick's fallback: the lookup
+ * listener's address, or webServiceUrl); who: the filter instance.
+ */
+void lk_web_fallback_log(struct lk_conn *c, const char *who, const struct lk_broker *b,
+                         const char *lacked, const struct lk_url *to);
+
 /* Filter-facing helpers ----------------------------------------------------- */
 
 /* Records a learned node (struct lk_learned; host is copied). */

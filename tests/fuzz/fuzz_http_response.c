@@ -16,7 +16,7 @@
  *
  * Invariants: no crash, leak or undefined behaviour; with leak_guard =
  * rewrite and a selected listener other than the internal one, no internal
- * host:port of the map (with a replacement on that listener) appears in the
+ * host:port of the map (with a replacement, lk_location_pick) appears in the
  * heads sent (interim ones too, reason phrases included) or in a text body
  * sent identity-encoded; with
  * leak_guard = block, no byte of a text body in a coding the guard does
@@ -40,6 +40,7 @@
 #include "fuzz_util.h"
 #include "lk_http_msg.h"
 #include "lk_http_parse.h"
+#include "lk_location.h"
 #include "lk_xchg.h"
 
 static const struct {
@@ -146,8 +147,9 @@ on_interim(struct run *r)
 }
 
 /* The patterns that must not survive in rewrite mode: internal addresses
- * whose broker has an address of that family on the selected listener
- * (without one, the leak guard can only log it, by design). */
+ * that have a replacement (lk_location_pick: an address of that family on
+ * the selected listener, or for a web one the lookup listener's or
+ * webServiceUrl; without one, the leak guard can only log it, by design). */
 static size_t
 forbidden(const struct lk_xchg *x, const char **pats, size_t *lens, size_t max)
 {
@@ -155,8 +157,8 @@ forbidden(const struct lk_xchg *x, const char **pats, size_t *lens, size_t max)
     size_t n = lk_fuzz_internal_addrs(x->cluster, addrs, 64), k = 0;
 
     for (size_t i = 0; i < n && k < max; i++) {
-        const struct lk_listener *l = lk_xchg_listener(x, addrs[i].broker);
-        if (l == NULL || lk_listener_pick(l, addrs[i].scheme, x->client_tls) == NULL)
+        if (lk_location_pick(addrs[i].broker, x->listener_name, addrs[i].scheme, x->client_tls,
+                             NULL) == NULL)
             continue;
         pats[k] = addrs[i].text;
         lens[k++] = strlen(addrs[i].text);

@@ -7,15 +7,21 @@
  *   - path, query and fragment (everything from the first '/', '?' or '#'
  *     after "scheme://") are kept byte for byte;
  *   - a rewritten URL is "scheme://host:port" of an address of the matched
- *     broker's selected listener, of the family of the address the URL
- *     named, TLS first for a TLS client when the listener has both;
+ *     broker's selected listener (its lookup listener, external, when it
+ *     lacks that one), of the family of the address the URL
+ *     named, TLS first for a TLS client when the listener has both; when
+ *     that listener has none and the family is http/https, the lookup
+ *     listener's (external) address the same way, else webServiceUrl,
+ *     and how says which listener lacked it;
  *   - the URL named that broker: its host (without userinfo or brackets,
  *     case-insensitive, a trailing dot ignored) and port are an address
  *     of the broker;
  *   - relative URLs are never rewritten, and neither are absolute ones
  *     whose host:port no broker of the map has; a URL that names a broker
- *     with an address of its family on the listener always is;
- *   - rewriting is idempotent: the output rewrites to itself.
+ *     with an address of its family on the listener always is, and so is
+ *     one that names a broker by a web address (webServiceUrl is set);
+ *   - rewriting is idempotent: the output rewrites to itself, but for
+ *     webServiceUrl, which is no broker's address.
  * The same bytes go to lk_proxy_target_find too, as a CONNECT's
  * proxy_to_broker_url (check_target):
  *   - a broker found comes with no complaint, a complaint with no broker;
@@ -149,12 +155,25 @@ family(enum lk_scheme s)
     return s == LK_SCHEME_HTTP || s == LK_SCHEME_HTTPS ? 0 : 1;
 }
 
+/* The address l gives in the family of s: TLS first for a TLS client,
+ * plaintext first otherwise; NULL if it has neither. */
+static const struct lk_url *
+expect_pick(const struct lk_listener *l, enum lk_scheme s, int tls)
+{
+    enum lk_scheme want = family(s) == 0 ? (tls ? LK_SCHEME_HTTPS : LK_SCHEME_HTTP)
+                                         : (tls ? LK_SCHEME_PULSAR_SSL : LK_SCHEME_PULSAR);
+
+    if (l == NULL)
+        return NULL;
+    return l->addr[want] != NULL ? l->addr[want] : l->addr[lk_scheme_sibling(want)];
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct lk_pool pool;
     struct lk_str out, again;
-    const struct lk_broker *b = NULL;
+    struct lk_location_how how = {NULL, NULL, NULL};
     size_t auth = 0, rest = 0;
 
     if (size < 1)
@@ -169,7 +188,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     check_target(cl, url);
     lk_pool_init(&pool);
-    int rw = lk_location_rewrite(&pool, cl, name, tls, url, &out, &b);
+    int rw = lk_location_rewrite(&pool, cl, name, tls, url, &out, &how);
     int absolute = find_authority(url, &auth, &rest);
     if (!absolute || name == NULL)
         LK_FUZZ_CHECK(!rw);
@@ -185,9 +204,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const struct lk_broker *named = walk(cl, parts.host, parts.port, &s);
         const struct lk_listener *l =
             named != NULL && name != NULL ? lk_broker_client_listener(named, name) : NULL;
-        /* a mapped broker with an address of the family is always rewritten */
-        if (l != NULL && lk_listener_pick(l, s, tls) != NULL)
-            LK_FUZZ_CHECK(rw && b == named);
+        /* a mapped broker with an address of the family is always
+         * rewritten, and with a web address always (webServiceUrl) */
+        if ((l != NULL && lk_listener_pick(l, s, tls) != NULL) ||
+            (named != NULL && name != NULL && family(s) == 0))
+            LK_FUZZ_CHECK(rw && how.broker == named);
         if (named == NULL)
             LK_FUZZ_CHECK(!rw);
     } else {
@@ -196,29 +217,35 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (rw) {
         enum lk_scheme s;
+        const struct lk_broker *b = how.broker;
         LK_FUZZ_CHECK(b != NULL && walk(cl, parts.host, parts.port, &s) == b);
-        const struct lk_listener *l = lk_broker_client_listener(b, name);
-        LK_FUZZ_CHECK(l != NULL);
         /* path, query and fragment, byte for byte */
         size_t tail = url.len - rest;
         LK_FUZZ_CHECK(out.len >= tail && memcmp(out.p + out.len - tail, url.p + rest, tail) == 0);
-        /* the rest is exactly an address of the listener, same family */
+        /* the rest is exactly the address expected, of the same family:
+         * the selected listener's, else (web only) the lookup listener's,
+         * else webServiceUrl */
         struct lk_str head = lk_str_make(out.p, out.len - tail);
-        const struct lk_url *to = NULL;
-        for (int k = 0; k < LK_SCHEME__COUNT; k++)
-            if (l->addr[k] != NULL && lk_str_eq(head, lk_str_c(l->addr[k]->text)))
-                to = l->addr[k];
-        LK_FUZZ_CHECK(to != NULL);
-        LK_FUZZ_CHECK(family(to->scheme) == family(s));
-        /* TLS first for a TLS client, plaintext first otherwise */
-        enum lk_scheme want = family(s) == 0 ? (tls ? LK_SCHEME_HTTPS : LK_SCHEME_HTTP)
-                                             : (tls ? LK_SCHEME_PULSAR_SSL : LK_SCHEME_PULSAR);
-        if (l->addr[want] != NULL)
-            LK_FUZZ_CHECK(to->scheme == want);
-        /* idempotent */
-        const struct lk_broker *b2 = NULL;
-        LK_FUZZ_CHECK(lk_location_rewrite(&pool, cl, name, tls, out, &again, &b2) == 1);
-        LK_FUZZ_CHECK(b2 == b && lk_str_eq(again, out));
+        const struct lk_listener *l = lk_broker_listener(b, name);
+        if (l == NULL) /* a broker without the listener: its lookup listener */
+            l = lk_broker_listener(b, "external");
+        const struct lk_url *want = expect_pick(l, s, tls);
+        LK_FUZZ_CHECK((how.lacked == NULL) == (want != NULL));
+        if (want == NULL) {
+            LK_FUZZ_CHECK(family(s) == 0 && strcmp(how.lacked, l != NULL ? l->name : name) == 0);
+            want = expect_pick(lk_broker_listener(b, "external"), s, tls);
+            if (want == NULL)
+                want = cl->web_service;
+        }
+        LK_FUZZ_CHECK(how.to == want && lk_str_eq(head, lk_str_c(want->text)));
+        LK_FUZZ_CHECK(family(want->scheme) == family(s));
+        /* idempotent, but for webServiceUrl: no broker's address */
+        struct lk_location_how how2 = {NULL, NULL, NULL};
+        int rw2 = lk_location_rewrite(&pool, cl, name, tls, out, &again, &how2);
+        if (want == cl->web_service)
+            LK_FUZZ_CHECK(rw2 == 0);
+        else
+            LK_FUZZ_CHECK(rw2 == 1 && how2.broker == b && lk_str_eq(again, out));
     }
     lk_pool_free(&pool);
     free(copy);

@@ -70,6 +70,19 @@ load(const char *mode, const char *filters)
     return load_fmt(conf_fmt, mode, filters);
 }
 
+/* conf_fmt without webServiceUrl: b3's http addresses have no stand-in
+ * (lk_location_pick), so that the guard can only count them. */
+static struct lk_conf *
+load_no_web(const char *mode)
+{
+    static const char web[] = "webServiceUrl = http://127.0.0.1:18080\n";
+    char fmt[sizeof(conf_fmt)];
+    const char *at = strstr(conf_fmt, web);
+
+    snprintf(fmt, sizeof(fmt), "%.*s%s", (int)(at - conf_fmt), conf_fmt, at + strlen(web));
+    return load_fmt(fmt, mode, NULL);
+}
+
 /* The leak guard's position in the chain, or -1. */
 static int
 guard_index(const struct lk_cluster *cl)
@@ -303,11 +316,20 @@ test_brokers_list(void)
         check(conf, "log", json_hdrs, brokers_body, 0, LK_FLT_CONTINUE, NULL, 3, 0);
     lk_conf_unref(conf);
     if ((conf = load("rewrite", NULL)) != NULL) {
-        /* b3 has no http address on the external listener: counted, kept */
+        /* b3 has no http address on the external listener: webServiceUrl
+         * stands in, as in a Location (lk_location_pick) */
         check(conf, "rewrite", json_hdrs, brokers_body, 0, LK_FLT_CONTINUE,
-              "[\"127.0.0.1:18081\",\"127.0.0.2:18082\",\"[::1]:8080\"]", 3, 2);
+              "[\"127.0.0.1:18081\",\"127.0.0.2:18082\",\"127.0.0.1:18080\"]", 3, 3);
         check(conf, "rewrite over TLS", json_hdrs, brokers_body, 1, LK_FLT_CONTINUE,
-              "[\"127.0.0.1:18443\",\"127.0.0.2:18082\",\"[::1]:8080\"]", 3, 2);
+              "[\"127.0.0.1:18443\",\"127.0.0.2:18082\",\"127.0.0.1:18080\"]", 3, 3);
+    }
+    lk_conf_unref(conf);
+    if ((conf = load_no_web("rewrite")) != NULL) {
+        /* ... and without webServiceUrl nothing does: counted, kept */
+        check(conf, "rewrite, no webServiceUrl", json_hdrs, brokers_body, 0, LK_FLT_CONTINUE,
+              "[\"127.0.0.1:18081\",\"127.0.0.2:18082\",\"[::1]:8080\"]", 3, 2);
+        check(conf, "rewrite over TLS, no webServiceUrl", json_hdrs, brokers_body, 1,
+              LK_FLT_CONTINUE, "[\"127.0.0.1:18443\",\"127.0.0.2:18082\",\"[::1]:8080\"]", 3, 2);
     }
     lk_conf_unref(conf);
     if ((conf = load("block", NULL)) != NULL)
@@ -1080,8 +1102,10 @@ test_lookup_vetted(void)
     free(r.out);
     finish(x);
 
-    /* b3's listener has no http address, so its brokerId cannot be
-     * rewritten: block mode refuses the body after all */
+    /* b3's listener has no http address: its brokerId becomes
+     * webServiceUrl's host:port (lk_location_pick), and without
+     * webServiceUrl it cannot be rewritten: block mode refuses the body
+     * after all */
     static const char b3_body[] =
         "{\"brokerId\":\"[::1]:8080\",\"brokerUrl\":\"pulsar://[::1]:6650\","
         "\"httpUrl\":\"http://[::1]:8080\",\"nativeUrl\":\"pulsar://[::1]:6650\"}";
@@ -1089,10 +1113,21 @@ test_lookup_vetted(void)
     lk_flt_run_res_headers(x);
     run_body(x, b3_body, strlen(b3_body), 0, &r);
     ok(x->body_vetted, "the lookup filter set b3's address fields");
-    ok(r.v == LK_FLT_REPLY && x->reply_status == 502,
-       "a brokerId that cannot be rewritten is still refused");
+    ok(r.v == LK_FLT_CONTINUE && strstr(r.out, "\"brokerId\":\"127.0.0.1:18080\"") != NULL,
+       "a brokerId without a listener address becomes webServiceUrl's (%s)", r.out);
     free(r.out);
     finish(x);
+    struct lk_conf *bare = load_no_web("block");
+    if (bare != NULL) {
+        x = start(bare, "/lookup/v2/topic/persistent/t/n/y", 200, json_hdrs, 0);
+        lk_flt_run_res_headers(x);
+        run_body(x, b3_body, strlen(b3_body), 0, &r);
+        ok(r.v == LK_FLT_REPLY && x->reply_status == 502,
+           "a brokerId that cannot be rewritten is still refused");
+        free(r.out);
+        finish(x);
+    }
+    lk_conf_unref(bare);
 
     /* the same address in a body that is not LookupData: blocked */
     static const char other[] = "{\"owner\":\"10.0.0.11:8080\"}";

@@ -146,6 +146,142 @@ test_rewrite(void)
     lk_conf_unref(conf);
 }
 
+/*
+ * The address a client is given for a broker (lk_location_pick), which
+ * the Location filter and the leak guard's rewrite share: b1's vpn
+ * listener is binary only (PIP-95), b3 has no vpn listener and binary
+ * addresses only on the lookup listener; webServiceUrl is the last
+ * stand-in for a web address, and a binary one has none.
+ */
+static const char pick_fmt[] =
+    "[pulsar prod]\n"
+    "internalListenerName = internal\n"
+    "lookupListenerName = external\n"
+    "client_listeners = vpn\n"
+    "%s"
+    "[broker prod/b1]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.11:6650,internal:http://10.0.0.11:8080,"
+    "external:pulsar://127.0.0.1:16650,external:http://127.0.0.1:18081,"
+    "external:https://127.0.0.1:18443,vpn:pulsar://10.9.9.9:6650\n"
+    "[broker prod/b2]\n"
+    "advertisedListeners = internal:http://10.0.0.12:8080,external:http://127.0.0.2:18082,"
+    "vpn:http://10.9.9.12:8080\n"
+    "[broker prod/b3]\n"
+    "advertisedListeners = internal:pulsar://10.0.0.13:6650,internal:http://10.0.0.13:8080,"
+    "external:pulsar://127.0.0.3:16650\n";
+
+static void
+test_pick(void)
+{
+    static const struct {
+        int web; /* webServiceUrl set */
+        const char *broker, *listener;
+        enum lk_scheme scheme;
+        int tls;
+        const char *want;   /* NULL: none */
+        const char *lacked; /* NULL: no fallback */
+    } t[] = {
+        /* the selected listener has one: it, TLS first for a TLS client */
+        {1, "b1", "external", LK_SCHEME_HTTP, 0, "http://127.0.0.1:18081", NULL},
+        {1, "b1", "external", LK_SCHEME_HTTP, 1, "https://127.0.0.1:18443", NULL},
+        {1, "b1", "external", LK_SCHEME_HTTPS, 0, "http://127.0.0.1:18081", NULL},
+        {1, "b2", "vpn", LK_SCHEME_HTTP, 0, "http://10.9.9.12:8080", NULL},
+        {1, "b1", "vpn", LK_SCHEME_PULSAR, 0, "pulsar://10.9.9.9:6650", NULL},
+        /* a binary-only listener (PIP-95): the lookup listener's web address */
+        {1, "b1", "vpn", LK_SCHEME_HTTP, 0, "http://127.0.0.1:18081", "vpn"},
+        {1, "b1", "vpn", LK_SCHEME_HTTP, 1, "https://127.0.0.1:18443", "vpn"},
+        {0, "b1", "vpn", LK_SCHEME_HTTP, 0, "http://127.0.0.1:18081", "vpn"},
+        /* a broker without the listener at all: its lookup listener's
+         * (lk_broker_client_listener), no web fallback */
+        {1, "b1", "nosuch", LK_SCHEME_HTTPS, 0, "http://127.0.0.1:18081", NULL},
+        {1, "b3", "vpn", LK_SCHEME_PULSAR, 0, "pulsar://127.0.0.3:16650", NULL},
+        /* no web address on the lookup listener either: webServiceUrl */
+        {1, "b3", "vpn", LK_SCHEME_HTTP, 0, "http://127.0.0.1:18080", "external"},
+        {1, "b3", "external", LK_SCHEME_HTTP, 0, "http://127.0.0.1:18080", "external"},
+        {1, "b3", "external", LK_SCHEME_HTTPS, 1, "http://127.0.0.1:18080", "external"},
+        /* ... and without it, none */
+        {0, "b3", "external", LK_SCHEME_HTTP, 0, NULL, NULL},
+        {0, "b3", "vpn", LK_SCHEME_HTTP, 1, NULL, NULL},
+        /* a binary address has no stand-in */
+        {1, "b2", "external", LK_SCHEME_PULSAR, 0, NULL, NULL},
+        {1, "b2", "vpn", LK_SCHEME_PULSAR, 1, NULL, NULL},
+        {1, "b3", "external", LK_SCHEME_PULSAR_SSL, 1, "pulsar://127.0.0.3:16650", NULL},
+        /* no listener selected: nothing (CONTRACT §3) */
+        {1, "b3", NULL, LK_SCHEME_HTTP, 0, NULL, NULL},
+    };
+    struct lk_conf *conf[2] = {NULL, NULL};
+    char text[2048], err[512];
+
+    for (int w = 0; w < 2; w++) {
+        snprintf(text, sizeof(text), pick_fmt, w ? "webServiceUrl = http://127.0.0.1:18080\n" : "");
+        conf[w] = lk_conf_load_buf("pick.conf", text, strlen(text), err, sizeof(err));
+        if (!ok(conf[w] != NULL, "the config loads (webServiceUrl %s)", w ? "set" : "unset")) {
+            lk_test_diag("%s", err);
+            goto end;
+        }
+    }
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        const struct lk_cluster *cl = conf[t[i].web]->clusters[0];
+        const char *lacked = "unset";
+        char name[32];
+
+        subtest("%s %s %s tls=%d%s", t[i].broker, t[i].listener ? t[i].listener : "(none)",
+                lk_scheme_name(t[i].scheme), t[i].tls, t[i].web ? "" : ", no webServiceUrl");
+        snprintf(name, sizeof(name), "prod/%s", t[i].broker);
+        const struct lk_broker *b = NULL;
+        for (size_t k = 0; k < cl->nbrokers; k++)
+            if (strcmp(cl->brokers[k]->name, name) == 0)
+                b = cl->brokers[k];
+        const struct lk_url *u = lk_location_pick(b, t[i].listener, t[i].scheme, t[i].tls, &lacked);
+        ok_str(u != NULL ? u->text : "(none)", t[i].want != NULL ? t[i].want : "(none)", "address");
+        ok_str(lacked != NULL ? lacked : "(none)", t[i].lacked != NULL ? t[i].lacked : "(none)",
+               "lacked");
+    }
+    subtest(NULL);
+
+    /* the Location rewrite takes the same choice, and says so */
+    const struct lk_cluster *cl = conf[1]->clusters[0];
+    static const struct {
+        const char *listener, *in, *out, *lacked;
+    } r[] = {
+        /* (a) b1's own internal Location, the client asked for vpn */
+        {"vpn", "http://10.0.0.11:8080/admin/v2/x?authoritative=false",
+         "http://127.0.0.1:18081/admin/v2/x?authoritative=false", "vpn"},
+        /* (b) b2 sends a vpn client to b3, which has no vpn listener and a
+         * binary-only lookup listener: webServiceUrl */
+        {"vpn", "http://10.0.0.13:8080/lookup/v2/topic/t?authoritative=true#f",
+         "http://127.0.0.1:18080/lookup/v2/topic/t?authoritative=true#f", "external"},
+        /* (c) the lookup listener is binary only: webServiceUrl */
+        {"external", "http://10.0.0.13:8080/admin/v2/y", "http://127.0.0.1:18080/admin/v2/y",
+         "external"},
+        {"vpn", "http://10.0.0.12:8080/z", "http://10.9.9.12:8080/z", NULL},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        struct lk_pool pool;
+        struct lk_str out = LK_STR_NULL;
+        struct lk_location_how how = {NULL, NULL, "unset"};
+        char buf[512];
+
+        subtest("%s %s", r[i].listener, r[i].in);
+        lk_pool_init(&pool);
+        if (ok(lk_location_rewrite(&pool, cl, r[i].listener, 0, lk_str_c(r[i].in), &out, &how) == 1,
+               "rewritten")) {
+            snprintf(buf, sizeof(buf), "%.*s", (int)out.len, out.p);
+            ok_str(buf, r[i].out, "result");
+            ok(how.broker != NULL && how.to != NULL &&
+                   strncmp(buf, how.to->text, strlen(how.to->text)) == 0,
+               "how names the broker and the address given");
+            ok_str(how.lacked != NULL ? how.lacked : "(none)",
+                   r[i].lacked != NULL ? r[i].lacked : "(none)", "lacked");
+        }
+        lk_pool_free(&pool);
+    }
+    subtest(NULL);
+end:
+    lk_conf_unref(conf[0]);
+    lk_conf_unref(conf[1]);
+}
+
 /* The filter itself, driven through the chain runner. */
 /*
  * CONNECT proxy_to_broker_url in both forms.  The host:port form is the
@@ -282,9 +418,7 @@ test_filter(void)
 }
 
 const struct lk_test_case lk_test_location[] = {
-    {"location/split", test_split},
-    {"location/rewrite", test_rewrite},
-    {"location/proxy_target", test_proxy_target},
-    {"location/filter", test_filter},
-    {NULL, NULL},
+    {"location/split", test_split},   {"location/rewrite", test_rewrite},
+    {"location/pick", test_pick},     {"location/proxy_target", test_proxy_target},
+    {"location/filter", test_filter}, {NULL, NULL},
 };
