@@ -392,6 +392,11 @@ struct lk_conf {
 
     struct lk_conf_section *sections;
     size_t nsections;
+    /* What the loader found wrong but not fatal, "file:line: ..." each
+     * (lk_conf_warn), said at start, by --check and by a SIGHUP reload
+     * (lk_conf_warnings_log), not by a store's rebuild of the map. */
+    char **warnings;
+    size_t nwarnings;
     int refs; /* atomic */
 };
 
@@ -420,6 +425,9 @@ char *lk_conf_read(const char *path, size_t *len, char *err, size_t errlen);
 void lk_conf_reject_add(struct lk_cluster *cl, const char *znode, const char *reason);
 struct lk_conf *lk_conf_ref(struct lk_conf *conf);
 void lk_conf_unref(struct lk_conf *conf);
+
+/* Logs conf's warnings at warn, each once (lk_conf_load.c). */
+void lk_conf_warnings_log(const struct lk_conf *conf);
 
 /* Prints the resolved listener map, as `lookout --check` shows it
  * (lk_conf_dump.c). */

@@ -388,6 +388,29 @@ check_service_families(struct lk_loader *ld, struct lk_cluster *cl)
 }
 
 /*
+ * A broker with an internal web address can send a client a 307 to
+ * itself; when its lookup listener has no http or https address and the
+ * cluster no webServiceUrl, lookout has no address to put in that
+ * Location (lk_location_pick), and the client gets the internal one.
+ * Allowed (a map for binary clients alone is fine), but said at its line.
+ */
+static void
+warn_no_web(struct lk_loader *ld, const struct lk_cluster *cl, const struct lk_broker *b,
+            const struct lk_conf_section *s, const struct lk_conf_entry *e)
+{
+    if (!(cl->proto & LK_PROTO_HTTP) || b->lookup == NULL || cl->web_service != NULL ||
+        lk_listener_pick(b->internal, LK_SCHEME_HTTP, 0) == NULL ||
+        lk_listener_pick(b->lookup, LK_SCHEME_HTTP, 0) != NULL)
+        return;
+    lk_conf_warn(ld, e != NULL ? e->line : b->line, s, e != NULL ? e->key : NULL,
+                 "the lookup listener '%s' has no http or https address, and the cluster no "
+                 "webServiceUrl: a 307 to this broker reaches clients with its internal "
+                 "Location (add an http or https address to '%s', or set "
+                 "webServiceUrl)",
+                 b->lookup->name, b->lookup->name);
+}
+
+/*
  * Finds each broker's internal and lookup listener once every broker of cl
  * is loaded.  A name that no broker has is the cluster key's mistake (a typo
  * in internalListenerName or lookupListenerName), so its line is named; a
@@ -436,6 +459,7 @@ lk_conf_resolve_pulsar(struct lk_loader *ld, struct lk_cluster *cl)
         if (lk_pulsar_listeners_check(b->internal, b->lookup, msg, sizeof(msg)) != 0 ||
             lk_listener_internal_check(cl, b->internal, msg, sizeof(msg)) != 0)
             return LK_ENTRY_ERR(ld, s, e, "%s", msg);
+        warn_no_web(ld, cl, b, s, e);
     }
     return check_service_families(ld, cl);
 }

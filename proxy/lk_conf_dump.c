@@ -14,6 +14,7 @@
 #include "lk_conf_keys.h"
 #include "lk_conf_value.h"
 #include "lk_filter.h"
+#include "lk_location.h"
 #include "lk_registry.h"
 
 static void
@@ -190,11 +191,17 @@ dump_cluster(const struct lk_cluster *cl, FILE *out)
         }
         for (int sc = 0; b->lookup != NULL && sc < LK_SCHEME__COUNT; sc++) {
             const struct lk_url *from = b->internal->addr[sc], *to;
+            const char *lacked;
             if (from == NULL)
                 continue;
             fprintf(out, "%s%s -> ", first ? "    map      " : "             ", from->text);
-            if ((to = lk_listener_pick(b->lookup, sc, lk_scheme_is_tls(sc))) != NULL)
+            if ((to = lk_location_pick(b, b->lookup->name, sc, lk_scheme_is_tls(sc), &lacked)) !=
+                    NULL &&
+                lacked == NULL)
                 fprintf(out, "%s\n", to->text);
+            else if (to != NULL) /* the lookup listener's own: webServiceUrl */
+                fprintf(out, "%s (webServiceUrl: listener '%s' has no http or https address)\n",
+                        to->text, lacked);
             else
                 fprintf(out, "not rewritten (listener '%s' has no %s or %s address)\n",
                         b->lookup->name, lk_scheme_name(sc), lk_scheme_name(lk_scheme_sibling(sc)));

@@ -14,54 +14,78 @@
 
 /* Errors ------------------------------------------------------------------ */
 
-/* Appends to err at *off, never past errlen. */
+/* Appends to buf (len bytes) at *off, never past len. */
 static void
-append(struct lk_loader *ld, size_t *off, const char *fmt, va_list ap)
+append(char *buf, size_t len, size_t *off, const char *fmt, va_list ap)
 {
     int n;
 
-    if (*off >= ld->errlen)
+    if (*off >= len)
         return;
-    n = vsnprintf(ld->err + *off, ld->errlen - *off, fmt, ap);
+    n = vsnprintf(buf + *off, len - *off, fmt, ap);
     if (n > 0)
         *off += (size_t)n;
 }
 
-static void appendf(struct lk_loader *ld, size_t *off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static void
-appendf(struct lk_loader *ld, size_t *off, const char *fmt, ...)
+appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    append(ld, off, fmt, ap);
+    append(buf, len, off, fmt, ap);
     va_end(ap);
+}
+
+/* "file:line: [kind name] key: message" into buf (len > 0 bytes). */
+static void
+where(struct lk_loader *ld, char *buf, size_t len, int line, const struct lk_conf_section *s,
+      const char *key, const char *fmt, va_list ap)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    if (line > 0)
+        appendf(buf, len, &off, "%s:%d: ", ld->conf->file, line);
+    else
+        appendf(buf, len, &off, "%s: ", ld->conf->file);
+    if (s != NULL)
+        appendf(buf, len, &off, SECT_FMT " ", SECT_ARGS(s));
+    if (key != NULL)
+        appendf(buf, len, &off, "%s: ", key);
+    append(buf, len, &off, fmt, ap);
 }
 
 int
 lk_conf_err(struct lk_loader *ld, int line, const struct lk_conf_section *s, const char *key,
        const char *fmt, ...)
 {
-    size_t off = 0;
     va_list ap;
 
     if (ld->err == NULL || ld->errlen == 0)
         return -1;
-    ld->err[0] = '\0';
-    if (line > 0)
-        appendf(ld, &off, "%s:%d: ", ld->conf->file, line);
-    else
-        appendf(ld, &off, "%s: ", ld->conf->file);
-    if (s != NULL)
-        appendf(ld, &off, SECT_FMT " ", SECT_ARGS(s));
-    if (key != NULL)
-        appendf(ld, &off, "%s: ", key);
     va_start(ap, fmt);
-    append(ld, &off, fmt, ap);
+    where(ld, ld->err, ld->errlen, line, s, key, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+void
+lk_conf_warn(struct lk_loader *ld, int line, const struct lk_conf_section *s, const char *key,
+             const char *fmt, ...)
+{
+    struct lk_conf *c = ld->conf;
+    char buf[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    where(ld, buf, sizeof(buf), line, s, key, fmt, ap);
+    va_end(ap);
+    c->warnings = lk_xrealloc(c->warnings, (c->nwarnings + 1) * sizeof(*c->warnings));
+    c->warnings[c->nwarnings++] = lk_xstrdup(buf);
 }
 
 /* The same, for an entry of section s. */

@@ -36,6 +36,10 @@ int lk_conf_err(struct lk_loader *ld, int line, const struct lk_conf_section *s,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The same, for an entry e of section s. */
 #define LK_ENTRY_ERR(ld, s, e, ...) lk_conf_err((ld), (e)->line, (s), (e)->key, __VA_ARGS__)
+/* A mistake that does not stop the load, in the same form, kept in the
+ * config's warnings (lk_conf_warnings_log says them). */
+void lk_conf_warn(struct lk_loader *ld, int line, const struct lk_conf_section *s, const char *key,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Splits text into sections and entries.  0, or -1 with the message. */
 int lk_conf_read_ini(struct lk_loader *ld, const char *text, size_t len);

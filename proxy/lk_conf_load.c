@@ -28,6 +28,7 @@
 #include "lk_conf_keys.h"
 #include "lk_conf_load.h"
 #include "lk_conf_lookout.h"
+#include "lk_log.h"
 #include "lk_pool.h"
 #include "lk_registry.h"
 
@@ -109,6 +110,9 @@ conf_free(struct lk_conf *c)
         free(s->name);
     }
     free(c->sections);
+    for (i = 0; i < c->nwarnings; i++)
+        free(c->warnings[i]);
+    free(c->warnings);
     free(c->admin);
     free(c->admin_allow);
     free(c->proxy_protocol_trusted);
@@ -256,6 +260,13 @@ fail:
         fclose(f);
     free(buf);
     return NULL;
+}
+
+void
+lk_conf_warnings_log(const struct lk_conf *conf)
+{
+    for (size_t i = 0; i < conf->nwarnings; i++)
+        lk_log(LK_WARN, NULL, "%s", conf->warnings[i]);
 }
 
 struct lk_conf *

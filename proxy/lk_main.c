@@ -141,6 +141,7 @@ on_reload(evutil_socket_t sig, short what, void *arg)
         return;
     }
     lk_reloads_ok++;
+    lk_conf_warnings_log(conf);
     lk_live_follow(lk_workers_main_base(), conf, conf_file, text, len, install);
     free(text);
     lk_log_level = conf->log_level;
@@ -217,6 +218,7 @@ main(int argc, char **argv)
         return probe ? 2 : 1;
     }
     lk_log_level = conf->log_level;
+    lk_conf_warnings_log(conf);
     struct lk_runtime *rt = lk_runtime_new(conf, err, sizeof(err));
     if (rt == NULL) {
         fprintf(stderr, "lookout: %s\n", err);

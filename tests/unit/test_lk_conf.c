@@ -484,6 +484,54 @@ test_binary_only_map(void)
     lk_conf_unref(c);
 }
 
+/* A lookup listener without a web address, on a broker that has an
+ * internal one, leaves lk_location_pick nothing for its Location unless
+ * webServiceUrl is set: a warning at the broker's line, not a refusal. */
+static void
+test_no_web_warning(void)
+{
+    struct lk_conf *c = LOAD(
+        "[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+        "[broker prod/b1]",
+        "advertisedListeners = internal:pulsar://10.0.0.1:6650,internal:http://10.0.0.1:8080,"
+        "external:pulsar://127.0.0.1:16650",
+        "[broker prod/b2]",
+        "advertisedListeners = internal:pulsar://10.0.0.2:6650,external:pulsar://127.0.0.2:16650",
+        "[broker prod/b3]",
+        "advertisedListeners = internal:http://10.0.0.3:8080,external:http://127.0.0.3:18080");
+
+    if (ok(c != NULL, "loads (%s)", err) &&
+        ok(c->nwarnings == 1, "one warning (%zu)", c->nwarnings))
+        ok_str(c->warnings[0],
+               "t.conf:5: [broker prod/b1] advertisedListeners: the lookup listener 'external' has "
+               "no http or https address, and the cluster no webServiceUrl: a 307 to this broker "
+               "reaches clients with its internal Location (add an http or https address to "
+               "'external', or set webServiceUrl)",
+               "b1 only: b2 has no web address to leak, b3's lookup listener has one");
+    lk_conf_unref(c);
+
+    c = LOAD("[pulsar prod]", "internalListenerName = internal", "lookupListenerName = external",
+             "webServiceUrl = http://127.0.0.1:18095", "[broker prod/b1]",
+             "advertisedListeners = internal:pulsar://10.0.0.1:6650,internal:http://10.0.0.1:8080,"
+             "external:pulsar://127.0.0.1:16650");
+    if (ok(c != NULL, "loads with webServiceUrl (%s)", err)) {
+        ok(c->nwarnings == 0, "webServiceUrl stands in: no warning (%zu)", c->nwarnings);
+        char *d = lk_conf_dump_text(c);
+        ok(strstr(d, "http://10.0.0.1:8080 -> http://127.0.0.1:18095 (webServiceUrl: listener "
+                     "'external' has no http or https address)\n") != NULL,
+           "--check shows the stand-in:\n%s", d);
+        free(d);
+    }
+    lk_conf_unref(c);
+
+    c = LOAD("[pulsar prod]", "internalListenerName = internal", "[broker prod/b1]",
+             "advertisedListeners = internal:pulsar://10.0.0.1:6650,internal:http://10.0.0.1:8080,"
+             "external:pulsar://127.0.0.1:16650");
+    if (ok(c != NULL, "loads without lookupListenerName (%s)", err))
+        ok(c->nwarnings == 0, "nothing is rewritten anyway: no warning (%zu)", c->nwarnings);
+    lk_conf_unref(c);
+}
+
 static void
 test_broker_upstream(void)
 {
@@ -2811,6 +2859,7 @@ const struct lk_test_case lk_test_conf[] = {
     {"conf/cluster_keys", test_cluster_keys},
     {"conf/broker_upstream", test_broker_upstream},
     {"conf/binary_only_map", test_binary_only_map},
+    {"conf/no_web_warning", test_no_web_warning},
     {"conf/comments", test_comments},
     {"conf/long_lines", test_long_lines},
     {"conf/reader_errors", test_reader_errors},
