@@ -32,8 +32,6 @@ use Socket qw(SOL_SOCKET SO_RCVBUF inet_aton pack_sockaddr_in);
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-use POSIX ();
-
 use Lookout;
 use PulsarBroker;
 
@@ -72,50 +70,34 @@ my %raw = (
 );
 sub fast_broker {
     my ($port) = @_;
-    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
-                                  Listen => 16, ReuseAddr => 1) or die "listen: $@";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        alarm 300;    # bounded, whatever the test does
-        $SIG{CHLD} = 'IGNORE';
-        while (my $cx = $l->accept) {
-            next if fork;
-            my $buf = '';
-            while (sysread($cx, $buf, 65536, length $buf)) {
-                while ($buf =~ s/\A([^\r]*)\r\n(?:.*?\r\n)?\r\n//s) {
-                    my $line = $1;
-                    if ($line =~ m{^GET /interim=(\d+) }) {
-                        # that many 100s (endless, near enough, for a big number), then 200
-                        for (1 .. $1) { syswrite($cx, "HTTP/1.1 100 Continue\r\n\r\n") or POSIX::_exit(0) }
-                        syswrite($cx, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone");
-                        next;
-                    }
-                    if ($line =~ m{^GET /raw=(\w+) }) {
-                        # a bodiless status whose fields announce a body (%raw above)
-                        syswrite($cx, $raw{$1} // "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-                        next;
-                    }
-                    if ($line =~ m{^GET /te=([\w-]+) }) {
-                        # Transfer-Encoding: the codings, '-' for ', '; chunked last: a
-                        # chunked body, else one to the close
-                        (my $te = $1) =~ s/-/, /g;
-                        my $body = $te =~ /chunked$/ ? "5\r\nhello\r\n0\r\n\r\n" : 'hello';
-                        syswrite($cx, "HTTP/1.1 200 OK\r\nTransfer-Encoding: $te\r\n\r\n$body");
-                        POSIX::_exit(0) unless $te =~ /chunked$/;
-                        next;
-                    }
-                    my $n = $line =~ m{^GET /n=(\d+) } ? $1 : 0;
-                    my $out = "HTTP/1.1 200 OK\r\nContent-Length: $n\r\n\r\n" . ('x' x $n);
-                    while (length $out) { my $w = syswrite($cx, $out) or POSIX::_exit(0); substr($out, 0, $w, '') }
-                }
-            }
-            POSIX::_exit(0);
+    return scripted_http_broker($port, sub {
+        my ($cx, $line) = @_;
+        if ($line =~ m{^GET /interim=(\d+) }) {
+            # that many 100s (endless, near enough, for a big number), then 200
+            for (1 .. $1) { syswrite($cx, "HTTP/1.1 100 Continue\r\n\r\n") or return 0 }
+            syswrite($cx, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone");
+            return 1;
         }
-        POSIX::_exit(0);
-    }
-    close $l;
-    return $pid;
+        if ($line =~ m{^GET /raw=(\w+) }) {
+            # a bodiless status whose fields announce a body (%raw above)
+            syswrite($cx, $raw{$1} // "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+            return 1;
+        }
+        if ($line =~ m{^GET /te=([\w-]+) }) {
+            # Transfer-Encoding: the codings, '-' for ', '; chunked last: a
+            # chunked body, else one to the close
+            (my $te = $1) =~ s/-/, /g;
+            my $body = $te =~ /chunked$/ ? "5\r\nhello\r\n0\r\n\r\n" : 'hello';
+            syswrite($cx, "HTTP/1.1 200 OK\r\nTransfer-Encoding: $te\r\n\r\n$body");
+            return $te =~ /chunked$/;
+        }
+        my $n = $line =~ m{^GET /n=(\d+) } ? $1 : 0;
+        my $out = "HTTP/1.1 200 OK\r\nContent-Length: $n\r\n\r\n" . ('x' x $n);
+        while (length $out) { my $w = syswrite($cx, $out) or return 0; substr($out, 0, $w, '') }
+        return 1;
+    });
 }
+
 my $fast = fast_broker($p3);
 END { kill 'TERM', $fast if $fast }
 

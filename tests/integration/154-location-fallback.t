@@ -22,10 +22,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Socket::INET;
 use Test::More;
-
-use POSIX ();
 
 use Lookout;
 
@@ -40,31 +37,13 @@ my ($p1, $p2, $p3, $p4) = free_ports(4);    # brokers' internal http: b1, b2, b3
 # Location and Content-Location, with an empty body; keep-alive.
 sub redirect_broker {
     my ($port) = @_;
-    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
-                                  Listen => 16, ReuseAddr => 1) or die "listen: $@";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        alarm 300;    # bounded, whatever the test does
-        $SIG{CHLD} = 'IGNORE';
-        while (my $cx = $l->accept) {
-            next if fork;
-            my $buf = '';
-            while (sysread($cx, $buf, 65536, length $buf)) {
-                while ($buf =~ s/\A([^\r]*)\r\n(?:.*?\r\n)?\r\n//s) {
-                    my ($target) = $1 =~ m{^\S+ (\S+) } or POSIX::_exit(0);
-                    my $loc = $target =~ m{^/to=(\d+)(/.*)$} ? "http://127.0.0.1:$1$2"
-                            : "http://127.0.0.1:$port$target";
-                    syswrite($cx, "HTTP/1.1 307 Temporary Redirect\r\nLocation: $loc\r\n"
-                                . "Content-Location: $loc\r\nContent-Length: 0\r\n\r\n")
-                        or POSIX::_exit(0);
-                }
-            }
-            POSIX::_exit(0);
-        }
-        POSIX::_exit(0);
-    }
-    close $l;
-    return $pid;
+    return scripted_http_broker($port, sub {
+        my ($cx, $line) = @_;
+        my ($target) = $line =~ m{^\S+ (\S+) } or return 0;
+        my $loc = $target =~ m{^/to=(\d+)(/.*)$} ? "http://127.0.0.1:$1$2" : "http://127.0.0.1:$port$target";
+        return syswrite($cx, "HTTP/1.1 307 Temporary Redirect\r\nLocation: $loc\r\n"
+                           . "Content-Location: $loc\r\nContent-Length: 0\r\n\r\n");
+    });
 }
 my @brokers = map { redirect_broker($_) } $p1, $p2, $p3, $p4;
 END { kill 'TERM', @brokers if @brokers }

@@ -41,7 +41,7 @@ our @EXPORT = qw(repo_top lookout_bin tmp_dir test_certs free_port free_ports wa
                  need_tools need_modules slurp spew conf_ports curl_start curl_wait
                  broker_sections rss_kb peak_rss_kb lookout_error_ok
                  lookout_error_problems hosts_argv closed_after start_haproxy start_haproxy_tcp
-                 pp_v2_header body_reader);
+                 pp_v2_header body_reader scripted_http_broker);
 
 # ---- locations -----------------------------------------------------------------------------
 
@@ -608,6 +608,35 @@ sub _headers_of {
         $h{$k} = exists $h{$k} ? "$h{$k}, $2" : $2;
     }
     return (\@list, \%h);
+}
+
+# scripted_http_broker(PORT, CODE): an HTTP broker on 127.0.0.1:PORT, in a child process
+# (bounded to 300 s), each connection in a child of its own, which calls
+# CODE->(SOCKET, REQUEST_LINE) for each request head it reads (bodies are not read): CODE
+# writes the answer to SOCKET and returns true to read on, false to close. For answers
+# the fake brokers of PulsarBroker.pm do not give. Returns the pid (TERM it when done).
+sub scripted_http_broker {
+    my ($port, $code) = @_;
+    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port, Proto => 'tcp',
+                                  Listen => 16, ReuseAddr => 1) or croak "listen: $@";
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        alarm 300;    # bounded, whatever the test does
+        $SIG{CHLD} = 'IGNORE';
+        while (my $cx = $l->accept) {
+            next if fork;
+            my $buf = '';
+            while (sysread($cx, $buf, 65536, length $buf)) {
+                while ($buf =~ s/\A([^\r]*)\r\n(?:.*?\r\n)?\r\n//s) {
+                    $code->($cx, $1) or POSIX::_exit(0);
+                }
+            }
+            POSIX::_exit(0);
+        }
+        POSIX::_exit(0);
+    }
+    close $l;
+    return $pid;
 }
 
 # http_raw(HOST, PORT, BYTES, %opt): connect, send BYTES, read until the server closes,
