@@ -147,7 +147,7 @@ lk_xchg_listener_check(const struct lk_xchg *x, const struct lk_broker *b)
     struct lk_conn *c = x->conn;
     const char *own = x->cluster != NULL ? x->cluster->lookup_listener : NULL;
 
-    if (x->listener_name == NULL || b == NULL ||
+    if (x->listener_name == NULL || b == NULL || x->listener_name == own ||
         (own != NULL && strcmp(x->listener_name, own) == 0) ||
         lk_broker_listener(b, x->listener_name) != NULL || (c != NULL && c->lacked_logged))
         return;

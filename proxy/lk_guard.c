@@ -109,6 +109,32 @@ unserved(const struct lk_broker *b, const struct lk_listener *l)
     return l == b->internal || (b->cluster->proto == LK_PROTO_KAFKA && l != b->lookup);
 }
 
+static int
+host_cmp(const void *a, const void *b)
+{
+    return strcasecmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The hosts of Kafka cluster cl's lookup-listener and bootstrap addresses,
+ * sorted, into conf->served (config memory) for kafka_host_served: made
+ * once per build, not asked of every broker for every address. */
+static void
+served_new(struct lk_guard *conf, const struct lk_cluster *cl)
+{
+    size_t n = 0;
+
+    if (cl->proto != LK_PROTO_KAFKA)
+        return;
+    conf->served = lk_xcalloc(cl->nbrokers + cl->nbootstrap + 1, sizeof(*conf->served));
+    for (size_t i = 0; i < cl->nbrokers; i++)
+        if (cl->brokers[i]->lookup != NULL && lk_kafka_addr(cl->brokers[i]->lookup) != NULL)
+            conf->served[n++] = lk_kafka_addr(cl->brokers[i]->lookup)->host;
+    for (size_t i = 0; i < cl->nbootstrap; i++)
+        conf->served[n++] = cl->bootstrap[i].host;
+    qsort(conf->served, n, sizeof(*conf->served), host_cmp);
+    conf->nserved = n;
+}
+
 /*
  * Kafka: whether host is that of an address lookout serves for cl's
  * clients: a broker's lookup listener, a bootstrap entry point or
@@ -120,20 +146,13 @@ unserved(const struct lk_broker *b, const struct lk_listener *l)
  * only with the ports of the map's unserved addresses.
  */
 static int
-kafka_host_served(const struct lk_cluster *cl, const char *host)
+kafka_host_served(const struct lk_guard *conf, const struct lk_cluster *cl, const char *host)
 {
     const struct lk_kafka_pattern *p = cl->pattern;
     struct lk_str h = lk_str_c(host), pre, suf;
 
-    for (size_t i = 0; i < cl->nbrokers; i++) {
-        const struct lk_url *u =
-            cl->brokers[i]->lookup != NULL ? lk_kafka_addr(cl->brokers[i]->lookup) : NULL;
-        if (u != NULL && strcasecmp(u->host, host) == 0)
-            return 1;
-    }
-    for (size_t i = 0; i < cl->nbootstrap; i++)
-        if (strcasecmp(cl->bootstrap[i].host, host) == 0)
-            return 1;
+    if (bsearch(&host, conf->served, conf->nserved, sizeof(*conf->served), host_cmp) != NULL)
+        return 1;
     if (p == NULL)
         return 0;
     pre = lk_str_c(p->host_prefix);
@@ -145,7 +164,8 @@ kafka_host_served(const struct lk_cluster *cl, const char *host)
 }
 
 /* The any_port patterns of host, b's: "HOST:", and "[HOST]:" too for an
- * IPv6 literal, each once. */
+ * IPv6 literal (a host two listeners share repeats them: the matcher
+ * keeps a repeated pattern's first id). */
 static void
 any_port_add(struct lk_guard *conf, size_t *n, const struct lk_broker *b, const char *host)
 {
@@ -153,17 +173,8 @@ any_port_add(struct lk_guard *conf, size_t *n, const struct lk_broker *b, const 
      * brokerId may ("%s:%d" of advertisedAddress) */
     for (int br = strchr(host, ':') != NULL; br >= 0; br--) {
         size_t hl = strlen(host) + 2 * (size_t)br + 2;
-        char *text = lk_xmalloc(hl);
-        snprintf(text, hl, br ? "[%s]:" : "%s:", host);
-        for (size_t i = 0; i < *n; i++)
-            if (strcmp(conf->any_port_text[i], text) == 0) {
-                free(text); /* a host two listeners share */
-                text = NULL;
-                break;
-            }
-        if (text == NULL)
-            continue;
-        conf->any_port_text[*n] = text;
+        conf->any_port_text[*n] = lk_xmalloc(hl);
+        snprintf(conf->any_port_text[*n], hl, br ? "[%s]:" : "%s:", host);
         conf->any_port_broker[(*n)++] = b;
     }
 }
@@ -201,7 +212,7 @@ any_port_new(struct lk_guard *conf, const struct lk_cluster *cl)
                 for (int sc = 0; sc < LK_SCHEME__COUNT; sc++) {
                     const struct lk_url *u = b->listeners[k].addr[sc];
                     if (u != NULL && unserved(b, &b->listeners[k]) &&
-                        !kafka_host_served(cl, u->host))
+                        !kafka_host_served(conf, cl, u->host))
                         any_port_add(conf, &n, b, u->host);
                 }
             continue;
@@ -310,8 +321,8 @@ listener_targets(struct lk_guard *conf, const struct lk_cluster *own, const stru
          * with the address, and the bare host:port (the broker list of
          * /admin/v2/brokers, "ownerBroker" in stats, error texts). */
         for (int url = 1; url >= 0; url--) {
-            conf->targets[n] = (struct lk_guard_target){
-                b, (enum lk_scheme)sc, url, 0, u, url ? u->text : u->hostport, NULL, 0};
+            conf->targets[n] = (struct lk_guard_target){b, (enum lk_scheme)sc,          url,  0,
+                                                        u, url ? u->text : u->hostport, NULL, 0};
             pats[n] = conf->targets[n].text;
             lens[n] = strlen(pats[n]);
             n++;
@@ -321,8 +332,11 @@ listener_targets(struct lk_guard *conf, const struct lk_cluster *own, const stru
          * Listeners): a third form, for the answers read as bytes.
          * Kafka clusters have no text to scan, so it meets no text. */
         if (b->cluster->proto == LK_PROTO_KAFKA) {
-            conf->targets[n] = (struct lk_guard_target){
-                b, (enum lk_scheme)sc, 0, 1, u, u->host, NULL, !kafka_host_served(b->cluster, u->host)};
+            conf->targets[n] =
+                (struct lk_guard_target){b,    (enum lk_scheme)sc,
+                                         0,    1,
+                                         u,    u->host,
+                                         NULL, !kafka_host_served(conf, b->cluster, u->host)};
             pats[n] = u->host;
             lens[n] = strlen(u->host);
             flags[n++] = LK_MATCH_RAW;
@@ -381,6 +395,7 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
             max += cluster_max(cl->conf->clusters[k]);
     conf = lk_xcalloc(1, sizeof(*conf));
     conf->mode = mode;
+    served_new(conf, cl);
     any_port_new(conf, cl);
     conf->targets = lk_xcalloc(max + 1, sizeof(*conf->targets));
     pats = lk_xcalloc(max + conf->nany_port + 1, sizeof(*pats));
@@ -400,6 +415,9 @@ lk_guard_new(const struct lk_cluster *cl, enum lk_leak_guard mode, char *err, si
     free(pats);
     free(lens);
     free(flags);
+    free(conf->served); /* the build's alone */
+    conf->served = NULL;
+    conf->nserved = 0;
     if (conf->match == NULL) {
         snprintf(err, errlen, "leak_guard: %s", msg);
         lk_guard_free(conf);
@@ -545,7 +563,6 @@ known_addr(struct lk_guard_x *x, struct lk_str host, uint16_t port)
     }
     return 0;
 }
-
 
 /*
  * "HOST:PORT" of a broker without an internal web address (any_port_new):
@@ -1027,8 +1044,7 @@ unread(const struct lk_guard *conf, struct lk_guard_x *x, struct lk_guard_stream
         lk_log(LK_DEBUG, f->conn, "%s: the response body %s; not read further", f->id, why);
         return LK_GUARD_PASS;
     }
-    lk_log(LK_WARN, f->conn, "%s: the response body %s, so it cannot be checked: %s", f->id,
-           why,
+    lk_log(LK_WARN, f->conn, "%s: the response body %s, so it cannot be checked: %s", f->id, why,
            g->released ? "closing the connection (leak_guard = block)"
                        : "answered 502 (leak_guard = block)");
     return g->released ? LK_GUARD_CUT : LK_GUARD_REFUSE;

@@ -22,8 +22,8 @@ struct lk_guard_x;
 static inline int
 lk_guard_host_char(uint8_t c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
 }
 
 /* What a pattern stands for. */
@@ -56,6 +56,10 @@ struct lk_guard {
     const struct lk_broker **any_port_broker; /* by pattern id - ntargets */
     char **any_port_text;                     /* the patterns, owned */
     size_t nany_port;
+    /* While it is built (lk_guard_new), a Kafka cluster's served hosts,
+     * sorted (served_new in lk_guard.c); NULL after. */
+    const char **served;
+    size_t nserved;
 };
 
 /* A "HOST:" match waiting for its port digits (lk_guard_ap_settle). */
